@@ -1,0 +1,147 @@
+/* gen_buf.c: growable text buffers, error messages and file reading for qfuse-gen. */
+#include "gen_buf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int qf_gen_fail(qf_gen_err *e, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void qf_gen_buf_init(qf_gen_buf *b) {
+    memset(b, 0, sizeof *b);
+}
+
+void qf_gen_buf_free(qf_gen_buf *b) {
+    free(b->p);
+    qf_gen_buf_init(b);
+}
+
+/* Makes room for n more bytes plus the NUL. */
+static int qf_gen_buf_grow(qf_gen_buf *b, size_t n) {
+    if (b->failed)
+        return -1;
+    if (b->len + n + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->failed = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void qf_gen_buf_addn(qf_gen_buf *b, const char *s, size_t n) {
+    if (qf_gen_buf_grow(b, n) != 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void qf_gen_buf_adds(qf_gen_buf *b, const char *s) {
+    qf_gen_buf_addn(b, s, strlen(s));
+}
+
+void qf_gen_buf_addf(qf_gen_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || qf_gen_buf_grow(b, (size_t)n) != 0) {
+        b->failed = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *qf_gen_buf_take(qf_gen_buf *b) {
+    if (b->failed || qf_gen_buf_grow(b, 0) != 0) {
+        qf_gen_buf_free(b);
+        return NULL;
+    }
+    char *p = b->p;
+    qf_gen_buf_init(b);
+    return p;
+}
+
+/* Appends the escaped form of one byte; prev is the byte before it (for trigraphs). */
+static void qf_gen_buf_add_escaped(qf_gen_buf *b, unsigned char c, unsigned char prev) {
+    switch (c) {
+    case '"': qf_gen_buf_adds(b, "\\\""); return;
+    case '\\': qf_gen_buf_adds(b, "\\\\"); return;
+    case '\n': qf_gen_buf_adds(b, "\\n"); return;
+    case '\t': qf_gen_buf_adds(b, "\\t"); return;
+    case '?':
+        qf_gen_buf_adds(b, prev == '?' ? "\\?" : "?");
+        return;
+    default:
+        break;
+    }
+    /* NOTES: 3-digit octal never swallows a following digit (hex escapes would). */
+    if (c < 0x20 || c >= 0x7f)
+        qf_gen_buf_addf(b, "\\%03o", c);
+    else
+        qf_gen_buf_addn(b, (const char *)&c, 1);
+}
+
+void qf_gen_buf_add_c_literal(qf_gen_buf *b, const char *s, size_t n, int indent) {
+    size_t i = 0;
+    if (n == 0) {
+        qf_gen_buf_addf(b, "%*s\"\"", indent, "");
+        return;
+    }
+    while (i < n) {
+        qf_gen_buf_addf(b, "%s%*s\"", i ? "\n" : "", indent, "");
+        unsigned char prev = 0;
+        for (; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            qf_gen_buf_add_escaped(b, c, prev);
+            prev = c;
+            if (c == '\n') {
+                i++;
+                break;
+            }
+        }
+        qf_gen_buf_adds(b, "\"");
+    }
+}
+
+int qf_gen_read_file(const char *path, const char *what, char **text, size_t *len, qf_gen_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return qf_gen_fail(e, "%s: cannot open %s (%s)", path, what, strerror(errno));
+    qf_gen_buf b;
+    qf_gen_buf_init(&b);
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        qf_gen_buf_addn(&b, chunk, n);
+    int bad = ferror(f);
+    fclose(f);
+    size_t got = b.len;
+    *text = qf_gen_buf_take(&b);
+    if (bad || !*text) {
+        free(*text);
+        *text = NULL;
+        return qf_gen_fail(e, "%s: cannot read %s", path, what);
+    }
+    *len = got;
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* gen_buf.h: growable text buffers, error messages and file reading for qfuse-gen. */
+#ifndef QF_GEN_BUF_H
+#define QF_GEN_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define QF_GEN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define QF_GEN_PRINTF(a, b)
+#endif
+
+/* The message of a failed generator step ("recipes/x.lua: field 'margin' (...)"). */
+typedef struct qf_gen_err {
+    char msg[4096];
+} qf_gen_err;
+
+/* Formats the message into e (when e is not NULL) and returns -1, so callers write
+ * `return qf_gen_fail(e, ...)`. */
+int qf_gen_fail(qf_gen_err *e, const char *fmt, ...) QF_GEN_PRINTF(2, 3);
+
+/* A growable NUL-terminated byte string. Owns p. An allocation failure sets `failed` and turns
+ * every later append into a no-op, so builders check once at the end. */
+typedef struct qf_gen_buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} qf_gen_buf;
+
+void qf_gen_buf_init(qf_gen_buf *b);
+void qf_gen_buf_free(qf_gen_buf *b);
+void qf_gen_buf_addn(qf_gen_buf *b, const char *s, size_t n);
+void qf_gen_buf_adds(qf_gen_buf *b, const char *s);
+void qf_gen_buf_addf(qf_gen_buf *b, const char *fmt, ...) QF_GEN_PRINTF(2, 3);
+/* Hands the string over to the caller (malloc'ed, never NULL unless failed) and resets b. */
+char *qf_gen_buf_take(qf_gen_buf *b);
+
+/* Appends s[0..n) as a sequence of adjacent C string literals, one per source line, each line
+ * indented by `indent` spaces. Escapes quotes, backslashes, control and non-ASCII bytes (octal),
+ * and '?' after '?' (no trigraphs), so the compiled string holds exactly the input bytes. */
+void qf_gen_buf_add_c_literal(qf_gen_buf *b, const char *s, size_t n, int indent);
+
+/* Reads a whole file into a malloc'ed NUL-terminated string (*len bytes before the NUL).
+ * `what` names the file's role in the error ("template", "header"). */
+int qf_gen_read_file(const char *path, const char *what, char **text, size_t *len, qf_gen_err *e);
+
+#endif /* QF_GEN_BUF_H */

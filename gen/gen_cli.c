@@ -1,0 +1,175 @@
+/* gen_cli.c: the qfuse-gen command line (parsing and the generate / --list / --check commands). */
+#include "gen_cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gen_emit.h"
+#include "gen_plan.h"
+
+typedef enum qf_gen_cmd {
+    QF_GEN_CMD_GENERATE = 0,
+    QF_GEN_CMD_LIST = 1,
+    QF_GEN_CMD_CHECK = 2,
+    QF_GEN_CMD_HELP = 3,
+    QF_GEN_CMD_VERSION = 4,
+    QF_GEN_CMD_COUNT
+} qf_gen_cmd;
+
+typedef struct qf_gen_args {
+    qf_gen_cmd cmd;
+    const char *out_dir;
+    int arch;
+    qf_gen_opts opts;
+    int n_recipes;
+    const char **recipes; /* points into argv (owned array) */
+} qf_gen_args;
+
+static const char qf_gen_usage[] =
+    "usage: qfuse-gen [-o DIR] [--arch sm_XX] [--templates DIR] [--include DIR] RECIPE.lua...\n"
+    "       qfuse-gen --list [--arch sm_XX] RECIPE.lua...   recipes, variants and fusion keys\n"
+    "       qfuse-gen --check RECIPE.lua...                  validate only, write nothing\n"
+    "       qfuse-gen --help | --version\n"
+    "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
+    "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
+    "(default templates) holds the CUDA templates, --include (default runtime) qf_formats.h.\n";
+
+/* "sm_90" -> 90; 0 when malformed. */
+static int qf_gen_parse_arch(const char *s) {
+    if (strncmp(s, "sm_", 3) != 0 || !s[3] || strspn(s + 3, "0123456789") != strlen(s + 3) ||
+        strlen(s + 3) > 4)
+        return 0;
+    int a = atoi(s + 3);
+    return a >= 10 ? a : 0;
+}
+
+/* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
+static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
+static int qf_gen_is_opt(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
+/* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */
+static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE *err) {
+    const char *arg = argv[*i], *v = NULL;
+    if (strcmp(arg, "--list") == 0 || strcmp(arg, "--check") == 0 || strcmp(arg, "--help") == 0 ||
+        strcmp(arg, "-h") == 0 || strcmp(arg, "--version") == 0) {
+        qf_gen_cmd c = arg[2] == 'l' ? QF_GEN_CMD_LIST : arg[2] == 'c' ? QF_GEN_CMD_CHECK
+                       : arg[2] == 'v' ? QF_GEN_CMD_VERSION : QF_GEN_CMD_HELP;
+        if (a->cmd < c) /* help and version win over the rest */
+            a->cmd = c;
+        return 0;
+    }
+    if (strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output"))
+        v = a->out_dir = qf_gen_optval(argc, argv, i, arg[1] == 'o' ? "-o" : "--output");
+    else if (qf_gen_is_opt(arg, "--templates"))
+        v = a->opts.templates_dir = qf_gen_optval(argc, argv, i, "--templates");
+    else if (qf_gen_is_opt(arg, "--include"))
+        v = a->opts.include_dir = qf_gen_optval(argc, argv, i, "--include");
+    else if (qf_gen_is_opt(arg, "--arch")) {
+        v = qf_gen_optval(argc, argv, i, "--arch");
+        if (v && (a->arch = qf_gen_parse_arch(v)) == 0) {
+            fprintf(err, "qfuse-gen: --arch '%s' (sm_XX expected, e.g. sm_90)\n", v);
+            return 2;
+        }
+    } else {
+        fprintf(err, "qfuse-gen: unknown option '%s'\n%s", arg, qf_gen_usage);
+        return 2;
+    }
+    if (!v || !*v) {
+        fprintf(err, "qfuse-gen: option '%s' needs a value\n%s", arg, qf_gen_usage);
+        return 2;
+    }
+    return 0;
+}
+
+/* Fills a from argv. Returns 0 or 2 (usage error, printed). a->recipes is malloc'ed. */
+static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
+    memset(a, 0, sizeof *a);
+    a->out_dir = "out";
+    a->arch = 90;
+    a->opts.templates_dir = "templates";
+    a->opts.include_dir = "runtime";
+    a->recipes = calloc((size_t)(argc > 0 ? argc : 1), sizeof *a->recipes);
+    if (!a->recipes) {
+        fprintf(err, "qfuse-gen: out of memory\n");
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)
+            a->recipes[a->n_recipes++] = argv[i];
+        else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
+            return 2;
+    }
+    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) {
+        fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
+        return 2;
+    }
+    return 0;
+}
+
+/* --list: every recipe and its variants with their fusion keys for the chosen arch. */
+static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
+    for (int r = 0; r < p->n_recipes; r++) {
+        const qf_gen_plan_recipe *pr = &p->recipes[r];
+        char options[256], key[33];
+        qf_gen_recipe_options(&pr->recipe, options, sizeof options);
+        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.file,
+                pr->recipe.name, options, pr->n_variants, arch);
+        for (int v = 0; v < pr->n_variants; v++) {
+            qf_gen_plan_key(p, r, v, arch, key);
+            fprintf(out, "  %s  ", key);
+            qf_gen_kernel_desc_print(out, &pr->variants[v].desc);
+            fputs("  ", out);
+            qf_gen_kernel_config_print(out, &pr->variants[v].cfg);
+            fputc('\n', out);
+        }
+    }
+}
+
+/* Runs a parsed command that needs the plan. Returns the exit status. */
+static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
+    qf_gen_plan plan;
+    qf_gen_files files;
+    qf_gen_err e = {{0}};
+    if (qf_gen_plan_build(&plan, &a->opts, a->recipes, a->n_recipes, &e) != 0) {
+        fprintf(err, "qfuse-gen: %s\n", e.msg);
+        return 1;
+    }
+    int rc = 0;
+    if (a->cmd == QF_GEN_CMD_CHECK) {
+        for (int i = 0; i < a->n_recipes; i++)
+            fprintf(out, "%s: ok\n", a->recipes[i]);
+    } else if (a->cmd == QF_GEN_CMD_LIST) {
+        qf_gen_list(&plan, a->arch, out);
+    } else if (qf_gen_emit_build(&plan, &files, &e) != 0) {
+        rc = 1;
+    } else {
+        rc = qf_gen_emit_write(a->out_dir, &files, &e) != 0;
+        qf_gen_files_free(&files);
+    }
+    if (rc)
+        fprintf(err, "qfuse-gen: %s\n", e.msg);
+    qf_gen_plan_free(&plan);
+    return rc;
+}
+
+int qf_gen_cli_main(int argc, char **argv, FILE *out, FILE *err) {
+    qf_gen_args a;
+    int rc = qf_gen_parse(argc, argv, &a, err);
+    if (rc == 0 && a.cmd == QF_GEN_CMD_HELP)
+        fputs(qf_gen_usage, out);
+    else if (rc == 0 && a.cmd == QF_GEN_CMD_VERSION)
+        fprintf(out, "qfuse-gen %s\n", QF_GEN_VERSION);
+    else if (rc == 0)
+        rc = qf_gen_run(&a, out, err);
+    free(a.recipes);
+    return rc;
+}

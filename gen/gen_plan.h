@@ -1,0 +1,54 @@
+/* gen_plan.h: everything one qfuse-gen run produces, computed in memory before anything is
+ * written: validated recipes, their variants and the full source of every kernel. */
+#ifndef QF_GEN_PLAN_H
+#define QF_GEN_PLAN_H
+
+#include "gen_buf.h"
+#include "gen_recipe.h"
+#include "gen_shape.h"
+#include "gen_variant.h"
+
+#define QF_GEN_TEMPLATES_MAX 8
+#define QF_GEN_BANNER_DASH "\xe2\x80\x94" /* U+2014 EM DASH, UTF-8 */
+
+/* Where the generator reads its inputs. */
+typedef struct qf_gen_opts {
+    const char *templates_dir; /* default "templates" */
+    const char *include_dir;   /* holds qf_formats.h; default "runtime" */
+    qf_gen_limits limits;      /* recipe sandbox caps; zeros = defaults */
+} qf_gen_opts;
+
+typedef struct qf_gen_plan_recipe {
+    qf_gen_recipe recipe;
+    const qf_gen_shape_table *shapes;
+    int n_variants;
+    qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* sorted by name */
+    char *sources[QF_GEN_VARIANTS_MAX];           /* full text of kernels/<name>.cu (owned) */
+    size_t source_lens[QF_GEN_VARIANTS_MAX];
+} qf_gen_plan_recipe;
+
+typedef struct qf_gen_plan {
+    int n_recipes;
+    qf_gen_plan_recipe *recipes; /* sorted by name (owned) */
+    char *formats_h;             /* bytes of qf_formats.h, the one NVRTC header (owned) */
+    size_t formats_len;
+    int n_templates;
+    const char *templates[QF_GEN_TEMPLATES_MAX]; /* template file names in use, sorted */
+} qf_gen_plan;
+
+/* Loads and validates the n recipe files, expands and checks their variants and renders every
+ * kernel source. Returns 0, or -1 with the message in e (p is then empty). Writes nothing. */
+int qf_gen_plan_build(qf_gen_plan *p, const qf_gen_opts *o, const char *const *paths, int n,
+                      qf_gen_err *e);
+void qf_gen_plan_free(qf_gen_plan *p);
+
+/* Fusion key (SPEC 5) of variant vi of recipe ri for arch (90 for sm_90), default instance, as
+ * the runtime computes it from the registry. hex holds 32 hex digits + NUL. */
+void qf_gen_plan_key(const qf_gen_plan *p, int ri, int vi, int arch, char hex[33]);
+
+/* "recipes/a.lua, recipes/b.lua" of the plan; the banner's `from` list. */
+void qf_gen_plan_recipe_list(const qf_gen_plan *p, qf_gen_buf *b);
+/* "templates/x.cu, templates/y.cu" of the plan. */
+void qf_gen_plan_template_list(const qf_gen_plan *p, qf_gen_buf *b);
+
+#endif /* QF_GEN_PLAN_H */

@@ -1,0 +1,310 @@
+/* gen_shape.c: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
+ * functions of out/shapes.c and the symbolic formulas of out/manifest.json.
+ *
+ * NOTES: one table per family is the single source of both outputs, so the shapes the runtime
+ * allocates through shapes.c and the formulas the manifest publishes cannot differ. */
+#include "gen_shape.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gen_enum.h"
+#include "qfuse.h"
+
+#define QF_GEN_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* ========================================================================= tables */
+
+/* ORDER GEN_COND */
+static const struct {
+    const char *c;    /* C condition over the query q; NULL = always */
+    const char *text; /* manifest condition */
+} qf_gen_cond_info[] = {
+    [QF_GEN_COND_ALWAYS] = {NULL, "always"},
+    [QF_GEN_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
+    [QF_GEN_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
+    [QF_GEN_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
+    [QF_GEN_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
+};
+_Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_GEN_COND_COUNT,
+               "qf_gen_cond_info");
+
+static const qf_gen_shape_op qf_gen_fp8_delayed_ops[] = {
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1},
+    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0},
+};
+
+#define QF_GEN_ROLE_FMT QF_GEN_DTYPE_ROLE
+static const qf_gen_shape_out qf_gen_fp8_delayed_outs[] = {
+    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE},
+    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"},
+     QF_GEN_COND_COLUMNWISE},
+    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
+    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM},
+    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE},
+    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"}, QF_GEN_COND_COLUMNWISE},
+    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
+    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS},
+};
+
+static const qf_gen_shape_table qf_gen_fp8_delayed_shapes = {
+    qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_fp8_delayed_outs,
+    QF_GEN_COUNTOF(qf_gen_fp8_delayed_outs)};
+
+const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f) {
+    switch (f) {
+    case QF_FAMILY_FP8_DELAYED:
+        return &qf_gen_fp8_delayed_shapes;
+    default:
+        return NULL;
+    }
+}
+
+/* ========================================================================= checks */
+
+/* A dim is one symbol of M, N, K or a positive decimal constant. */
+static int qf_gen_dim_ok(const char *d) {
+    if (strcmp(d, "M") == 0 || strcmp(d, "N") == 0 || strcmp(d, "K") == 0)
+        return 1;
+    return d[0] >= '1' && d[0] <= '9' && strspn(d, "0123456789") == strlen(d) && strlen(d) < 10;
+}
+
+static int qf_gen_shape_out_check(const qf_gen_shape_out *o, qf_gen_err *e) {
+    if (o->ndim < 1 || o->ndim > 4)
+        return qf_gen_fail(e, "shape table: output '%s' has %d dims (1..4)", o->name, o->ndim);
+    for (int d = 0; d < o->ndim; d++)
+        if (!o->dims[d] || !qf_gen_dim_ok(o->dims[d]))
+            return qf_gen_fail(e, "shape table: output '%s' dim %d is not M, N, K or a constant",
+                               o->name, d);
+    if ((unsigned)o->cond >= QF_GEN_COND_COUNT || (unsigned)o->op >= QF_OP_COUNT ||
+        (o->dtype != QF_GEN_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
+        return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
+    return 0;
+}
+
+int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e) {
+    for (int i = 0; i < t->n_ops; i++)
+        for (int j = 0; j < i; j++)
+            if (t->ops[i].op == t->ops[j].op)
+                return qf_gen_fail(e, "shape table: op %d listed twice", (int)t->ops[i].op);
+    for (int i = 0; i < t->n_outs; i++)
+        if (qf_gen_shape_out_check(&t->outs[i], e) != 0)
+            return -1;
+    return 0;
+}
+
+/* ========================================================================= C emission */
+
+void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r) {
+    qf_gen_buf_addf(b,
+                    "/* Fake shapes of recipe %s (%s): every output of an op, see qf_shapes_fn. */\n"
+                    "int qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap);\n",
+                    r->name, r->file, r->name);
+}
+
+void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
+    qf_gen_buf_adds(
+        b,
+        "/* Writes output *n when it fits in cap, with bytes = product(dims) * dtype size, and\n"
+        " * counts past cap so the caller can answer -2. Returns -1 when the bytes overflow. */\n"
+        "static int qf_shape_add(qf_shape *out, int cap, int *n, const char *name, qf_dtype dt,\n"
+        "                        int ndim, const int64_t *dims) {\n"
+        "    uint64_t bytes = qf_dtype_size(dt);\n"
+        "    for (int i = 0; i < ndim; i++) {\n"
+        "        if (dims[i] > 0 && bytes > UINT64_MAX / (uint64_t)dims[i])\n"
+        "            return -1;\n"
+        "        bytes *= (uint64_t)dims[i];\n"
+        "    }\n"
+        "    if (*n < cap) {\n"
+        "        qf_shape *s = &out[*n];\n"
+        "        memset(s, 0, sizeof *s);\n"
+        "        s->name = name;\n"
+        "        s->dtype = dt;\n"
+        "        s->ndim = ndim;\n"
+        "        for (int i = 0; i < ndim; i++)\n"
+        "            s->dims[i] = dims[i];\n"
+        "        s->bytes = bytes;\n"
+        "    }\n"
+        "    (*n)++;\n"
+        "    return 0;\n"
+        "}\n");
+}
+
+/* The C expression of one dim symbol. */
+static const char *qf_gen_dim_c(const char *d) {
+    if (strcmp(d, "M") == 0)
+        return "q->M";
+    if (strcmp(d, "N") == 0)
+        return "q->N";
+    if (strcmp(d, "K") == 0)
+        return "q->K";
+    return d;
+}
+
+/* The checks that make a query invalid (-1) for op. */
+static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_gen_shape_op *op) {
+    qf_gen_buf_adds(b, "    if (");
+    for (const char *s = op->dims_used; *s; s++)
+        qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);
+    qf_gen_buf_adds(b, ")\n        return -1;\n");
+    if (op->quantizer)
+        qf_gen_buf_adds(b, "    if ((q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0)\n"
+                           "        return -1;\n");
+    if (op->needs_norm)
+        qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)\n"
+                           "        return -1;\n");
+    if (op->role == QF_GEN_ROLE_QUERY)
+        qf_gen_buf_adds(b, "    if ((unsigned)q->role >= QF_ROLE_COUNT)\n        return -1;\n");
+}
+
+/* One `if (cond) { dims; add }` block of output o. */
+static void qf_gen_emit_out(qf_gen_buf *b, const qf_gen_shape_out *o) {
+    const char *cond = qf_gen_cond_info[o->cond].c;
+    const char *ind = "        ";
+    if (cond)
+        qf_gen_buf_addf(b, "    if (%s) {\n", cond);
+    else
+        qf_gen_buf_adds(b, "    {\n");
+    qf_gen_buf_addf(b, "%sconst int64_t d[] = {", ind);
+    for (int d = 0; d < o->ndim; d++)
+        qf_gen_buf_addf(b, "%s%s", d ? ", " : "", qf_gen_dim_c(o->dims[d]));
+    qf_gen_buf_addf(b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind,
+                    o->name,
+                    o->dtype == QF_GEN_DTYPE_ROLE ? "fmt" : qf_gen_enum_c(QF_GEN_ENUM_DTYPE, o->dtype),
+                    o->ndim);
+    qf_gen_buf_addf(b, "%s    return -1;\n    }\n", ind);
+}
+
+static int qf_gen_op_uses_role_fmt(const qf_gen_shape_table *t, qf_op op) {
+    for (int i = 0; i < t->n_outs; i++)
+        if (t->outs[i].op == op && t->outs[i].dtype == QF_GEN_DTYPE_ROLE)
+            return 1;
+    return 0;
+}
+
+/* static int qf_shapes_<r>_<op>(q, out, cap): checks, then every output of op in table order. */
+static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t,
+                              const qf_gen_shape_op *op) {
+    const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, op->op);
+    qf_gen_buf_addf(b, "\nstatic int qf_shapes_%s_%s(const qf_shape_query *q, qf_shape *out, "
+                       "int cap) {\n", r->name, opname);
+    qf_gen_emit_op_checks(b, op);
+    if (qf_gen_op_uses_role_fmt(t, op->op))
+        qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
+                        op->role == QF_GEN_ROLE_QUERY ? "q->role"
+                                                      : qf_gen_enum_c(QF_GEN_ENUM_ROLE, op->role));
+    qf_gen_buf_adds(b, "    int n = 0;\n");
+    for (int i = 0; i < t->n_outs; i++)
+        if (t->outs[i].op == op->op)
+            qf_gen_emit_out(b, &t->outs[i]);
+    qf_gen_buf_adds(b, "    return n > cap ? -2 : n;\n}\n");
+}
+
+/* The recipe's format per role, as a static table. */
+static void qf_gen_emit_fmt_table(qf_gen_buf *b, const qf_gen_recipe *r) {
+    qf_gen_buf_addf(b, "\n/* Element format per role of recipe %s. */\n"
+                       "static const qf_dtype qf_fmt_%s[QF_ROLE_COUNT] = {\n", r->name, r->name);
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        qf_gen_buf_addf(b, "    [%s] = %s,\n", qf_gen_enum_c(QF_GEN_ENUM_ROLE, i),
+                        qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[i]));
+    qf_gen_buf_adds(b, "};\n");
+}
+
+void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t) {
+    qf_gen_buf_addf(b, "\n/* ---- recipe %s (%s) */\n", r->name, r->file);
+    qf_gen_emit_fmt_table(b, r);
+    for (int i = 0; i < t->n_ops; i++)
+        qf_gen_emit_op_fn(b, r, t, &t->ops[i]);
+    qf_gen_buf_addf(b, "\nint qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap) {\n"
+                       "    if (!q || cap < 0 || (cap > 0 && !out))\n        return -1;\n"
+                       "    switch (q->op) {\n", r->name);
+    for (int i = 0; i < t->n_ops; i++) {
+        const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, t->ops[i].op);
+        qf_gen_buf_addf(b, "    case %s:\n        return qf_shapes_%s_%s(q, out, cap);\n",
+                        qf_gen_enum_c(QF_GEN_ENUM_OP, t->ops[i].op), r->name, opname);
+    }
+    qf_gen_buf_adds(b, "    default:\n        return -1;\n    }\n}\n");
+}
+
+/* ========================================================================= JSON formulas */
+
+/* Element size of output o of op in recipe r, or 0 when it depends on the query's role and the
+ * roles' formats differ in size. */
+static size_t qf_gen_out_size(const qf_gen_recipe *r, const qf_gen_shape_op *op,
+                              const qf_gen_shape_out *o) {
+    if (o->dtype != QF_GEN_DTYPE_ROLE)
+        return qf_dtype_size((qf_dtype)o->dtype);
+    if (op->role != QF_GEN_ROLE_QUERY)
+        return qf_dtype_size(r->fmt[op->role]);
+    size_t s = qf_dtype_size(r->fmt[0]);
+    for (int i = 1; i < QF_ROLE_COUNT; i++)
+        if (qf_dtype_size(r->fmt[i]) != s)
+            return 0;
+    return s;
+}
+
+/* "M*K", "4*M", "2*M*N", "4": element size (when not 1) times the non-constant-1 dims. */
+static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_gen_shape_out *o) {
+    size_t used = 0;
+    buf[0] = '\0';
+    if (size != 1)
+        used += (size_t)snprintf(buf, n, size ? "%zu" : "size(dtype)", size);
+    for (int d = 0; d < o->ndim && used < n; d++)
+        if (strcmp(o->dims[d], "1") != 0)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "*" : "", o->dims[d]);
+    if (used == 0)
+        snprintf(buf, n, "1");
+}
+
+static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
+                              const qf_gen_shape_out *o) {
+    char dtype[64], bytes[64];
+    cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
+    if (o->dtype == QF_GEN_DTYPE_ROLE)
+        snprintf(dtype, sizeof dtype, "format[%s]",
+                 op->role == QF_GEN_ROLE_QUERY ? "role" : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+    else
+        snprintf(dtype, sizeof dtype, "%s", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, o->dtype));
+    for (int d = 0; d < o->ndim; d++)
+        cJSON_AddItemToArray(dims, cJSON_CreateString(o->dims[d]));
+    qf_gen_bytes_formula(bytes, sizeof bytes, qf_gen_out_size(r, op, o), o);
+    cJSON_AddStringToObject(j, "name", o->name);
+    cJSON_AddStringToObject(j, "dtype", dtype);
+    cJSON_AddItemToObject(j, "dims", dims);
+    cJSON_AddStringToObject(j, "bytes", bytes);
+    cJSON_AddStringToObject(j, "condition", qf_gen_cond_info[o->cond].text);
+    return j;
+}
+
+/* {"role", "requires", "outputs": [...]} of one op. */
+static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t,
+                             const qf_gen_shape_op *op) {
+    char req[128];
+    size_t used = 0;
+    cJSON *j = cJSON_CreateObject(), *outs = cJSON_CreateArray();
+    for (const char *s = op->dims_used; *s; s++)
+        used += (size_t)snprintf(req + used, sizeof req - used, "%s%c > 0", used ? " && " : "", *s);
+    if (op->quantizer)
+        snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
+    cJSON_AddStringToObject(j, "role", op->role == QF_GEN_ROLE_QUERY
+                                           ? "query"
+                                           : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+    cJSON_AddStringToObject(j, "requires", req);
+    for (int i = 0; i < t->n_outs; i++)
+        if (t->outs[i].op == op->op)
+            cJSON_AddItemToArray(outs, qf_gen_out_json(r, op, &t->outs[i]));
+    cJSON_AddItemToObject(j, "outputs", outs);
+    return j;
+}
+
+cJSON *qf_gen_shape_json(const qf_gen_recipe *r, const qf_gen_shape_table *t) {
+    cJSON *j = cJSON_CreateObject();
+    for (int i = 0; i < t->n_ops; i++)
+        cJSON_AddItemToObject(j, qf_gen_enum_name(QF_GEN_ENUM_OP, t->ops[i].op),
+                              qf_gen_op_json(r, t, &t->ops[i]));
+    return j;
+}

@@ -1,0 +1,69 @@
+/* gen_shape.h: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
+ * functions of out/shapes.c and the symbolic formulas of out/manifest.json. */
+#ifndef QF_GEN_SHAPE_H
+#define QF_GEN_SHAPE_H
+
+#include <cjson/cJSON.h>
+
+#include "gen_buf.h"
+#include "gen_recipe.h"
+
+/* When an output exists. ORDER GEN_COND (qf_gen_cond_info in gen_shape.c) */
+typedef enum qf_gen_cond {
+    QF_GEN_COND_ALWAYS = 0,
+    QF_GEN_COND_ROWWISE = 1,    /* QF_OUT_ROWWISE selected */
+    QF_GEN_COND_COLUMNWISE = 2, /* QF_OUT_COLUMNWISE selected */
+    QF_GEN_COND_LAYERNORM = 3,  /* norm is layernorm */
+    QF_GEN_COND_NORM = 4,       /* norm is not none */
+    QF_GEN_COND_COUNT
+} qf_gen_cond;
+
+/* dtype value meaning "the format of the op's role" (qf_gen_recipe.fmt). */
+#define QF_GEN_DTYPE_ROLE (-1)
+/* role value meaning "the role the query names" (QF_OP_QUANTIZE). */
+#define QF_GEN_ROLE_QUERY (-1)
+
+/* One output of one op. dims are symbols "M", "N", "K" or decimal constants ("1"). */
+typedef struct qf_gen_shape_out {
+    qf_op op;
+    const char *name;
+    int dtype; /* a qf_dtype or QF_GEN_DTYPE_ROLE */
+    int ndim;
+    const char *dims[4];
+    qf_gen_cond cond;
+} qf_gen_shape_out;
+
+/* One op a shape function answers. */
+typedef struct qf_gen_shape_op {
+    qf_op op;
+    const char *dims_used; /* symbols that must be > 0: "MK", "MNK" */
+    int quantizer;         /* needs an output bit (rowwise/columnwise) */
+    int role;              /* the role whose format QF_GEN_DTYPE_ROLE means, or QF_GEN_ROLE_QUERY */
+    int needs_norm;        /* the query's norm must be layernorm or rmsnorm */
+} qf_gen_shape_op;
+
+/* The shape table of a family: its ops and all their outputs. */
+typedef struct qf_gen_shape_table {
+    const qf_gen_shape_op *ops;
+    int n_ops;
+    const qf_gen_shape_out *outs;
+    int n_outs;
+} qf_gen_shape_table;
+
+/* The table of family f, or NULL when the family has none yet. */
+const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f);
+
+/* Checks a table: known symbols only, ndim 1..4, ops listed once. Returns 0 or -1. */
+int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e);
+
+/* Appends to b the declaration (header) or definition (source) of
+ * `int qf_shapes_<r->name>(const qf_shape_query *q, qf_shape *out, int cap)`. */
+void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r);
+void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t);
+/* The helper every generated shape function calls; emitted once per shapes.c. */
+void qf_gen_shape_emit_helpers(qf_gen_buf *b);
+
+/* The formulas of t for recipe r as a JSON object {op: [{name, dtype, dims, bytes, condition}]}. */
+cJSON *qf_gen_shape_json(const qf_gen_recipe *r, const qf_gen_shape_table *t);
+
+#endif /* QF_GEN_SHAPE_H */

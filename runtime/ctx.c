@@ -1,0 +1,245 @@
+/* ctx.c: context creation, registry lookups and the in-memory kernel table (DESIGN data flow 3). */
+#include "ctx.h"
+
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "jit_cache.h"
+#include "jit_compile.h"
+
+#define QF_WORKSPACE_BYTES (32u << 20)
+
+static double qf_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ==================================================================== registry lookups */
+
+int qf_registry_recipe(const char *name) {
+    for (int i = 0; name && i < qf_recipe_count; i++)
+        if (strcmp(qf_recipes[i].name, name) == 0)
+            return i;
+    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' not found: generate it with qfuse-gen "
+                 "(recipes/<name>.lua) and link the generated registry", name ? name : "(null)");
+    return -1;
+}
+
+int qf_registry_kernel(int recipe, qf_op op, qf_role role, qf_norm norm, int zcg,
+                       qf_dtype in_dtype) {
+    for (int i = 0; i < qf_kernel_count; i++) {
+        const qf_kernel_entry *k = &qf_kernels[i];
+        if (k->recipe == recipe && k->op == op && k->role == role && k->norm == norm &&
+            k->zero_centered_gamma == !!zcg && k->in_dtype == in_dtype)
+            return i;
+    }
+    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' has no kernel for op %d role %d norm %d zcg %d "
+                 "dtype %s", qf_recipes[recipe].name, (int)op, (int)role, (int)norm, zcg,
+                 qf_dtype_name(in_dtype));
+    return -1;
+}
+
+/* ==================================================================== context */
+
+static qf_status qf_ctx_open_device(qf_ctx_t *c, int device) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return qf_set_error(QF_ERR_NO_DEVICE, "no CUDA device present");
+    }
+    if (device < 0 || device >= n)
+        return qf_set_error(QF_ERR_INVALID_ARG, "device %d out of range: %d device(s)", device, n);
+    /* cudart creates and binds the primary context; the driver calls then share it. */
+    if (cudaSetDevice(device) != cudaSuccess || cudaFree(0) != cudaSuccess)
+        return qf_set_error(QF_ERR_CUDA, "cannot initialize device %d: %s", device,
+                            cudaGetErrorString(cudaGetLastError()));
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    CUdevice dev;
+    int major = 0, minor = 0;
+    QF_CU_CHECK(cu->DeviceGet(&dev, device));
+    QF_CU_CHECK(cu->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    QF_CU_CHECK(cu->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    QF_CU_CHECK(cu->DeviceGetAttribute(&c->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    QF_CU_CHECK(cu->CtxGetCurrent(&c->cu_ctx));
+    c->device = device;
+    c->arch = major * 10 + minor;
+    return QF_OK;
+}
+
+static qf_status qf_ctx_open_blas(qf_ctx_t *c) {
+    cublasStatus_t s = cublasLtCreate(&c->lt);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return qf_set_error(QF_ERR_CUBLAS, "cublasLtCreate failed: %s", cublasLtGetStatusString(s));
+    if (cudaMalloc(&c->workspace, QF_WORKSPACE_BYTES) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "cannot allocate %u bytes of cuBLASLt workspace",
+                            QF_WORKSPACE_BYTES);
+    }
+    c->workspace_size = QF_WORKSPACE_BYTES;
+    return QF_OK;
+}
+
+qf_status qf_ctx_init(qf_ctx_t **out, int device) {
+    qf_clear_error();
+    if (!out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init: out is NULL");
+    *out = NULL;
+    qf_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_ctx_init: out of host memory");
+    pthread_mutex_init(&c->lock, NULL);
+    qf_status s = qf_ctx_open_device(c, device);
+    if (s == QF_OK)
+        s = qf_ctx_open_blas(c);
+    if (s != QF_OK) {
+        qf_ctx_free(c);
+        return s;
+    }
+    *out = c;
+    return QF_OK;
+}
+
+void qf_ctx_free(qf_ctx_t *c) {
+    if (!c)
+        return;
+    const qf_cu_api *cu = c->n_kernels ? qf_cu() : NULL;
+    for (int i = 0; cu && i < c->n_kernels; i++)
+        cu->ModuleUnload(c->kernels[i].module);
+    free(c->kernels);
+    qf_gemm_plans_free(c);
+    if (c->workspace)
+        cudaFree(c->workspace);
+    if (c->lt)
+        cublasLtDestroy(c->lt);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+int qf_ctx_arch(const qf_ctx_t *ctx) {
+    return ctx ? ctx->arch : 0;
+}
+
+const qf_kernel_info *qf_ctx_last_kernel(const qf_ctx_t *ctx) {
+    return ctx ? &ctx->last : NULL;
+}
+
+qf_status qf_ctx_bind(qf_ctx_t *ctx) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_CU_CHECK(cu->CtxSetCurrent(ctx->cu_ctx));
+    return QF_OK;
+}
+
+/* ==================================================================== kernel table */
+
+static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {
+    for (int i = 0; i < c->n_kernels; i++) {
+        qf_loaded_kernel *e = &c->kernels[i];
+        if (e->kernel == kidx && e->inst.outputs == inst->outputs &&
+            e->inst.gamma_dtype == inst->gamma_dtype)
+            return e;
+    }
+    return NULL;
+}
+
+/* Compiles kernel k for the context's arch (NVRTC), returning a malloc'ed CUBIN. */
+static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
+                                const qf_kernel_instance *inst, void **cubin, size_t *size) {
+    char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
+    const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
+    int n_extra = qf_kernel_extra_options(k, inst, store, extra);
+    int n_opts = qf_jit_options(c->arch, extra, n_extra, opts, archbuf);
+    QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
+    return qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
+                          qf_nvrtc_header_count, opts, n_opts, cubin, size);
+}
+
+static qf_status qf_ctx_load_module(const qf_kernel_entry *k, const void *cubin,
+                                    qf_loaded_kernel *e) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_CU_CHECK(cu->ModuleLoadData(&e->module, cubin));
+    CUresult r = cu->ModuleGetFunction(&e->fn, e->module, k->name);
+    if (r != CUDA_SUCCESS) {
+        cu->ModuleUnload(e->module);
+        return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
+    }
+    return QF_OK;
+}
+
+/* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. */
+static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                              qf_loaded_kernel *e, qf_kernel_source *src) {
+    void *cubin = NULL;
+    size_t size = 0;
+    *src = QF_KSRC_DISK;
+    if (qf_cache_load(k->name, e->key, c->arch, &cubin, &size)) {
+        if (qf_ctx_load_module(k, cubin, e) == QF_OK) {
+            free(cubin);
+            return QF_OK;
+        }
+        qf_warn("cached kernel %s (key %s) failed to load; recompiling", k->name, e->key);
+        free(cubin);
+    }
+    *src = QF_KSRC_COMPILED;
+    QF_TRY(qf_ctx_compile(c, k, inst, &cubin, &size));
+    qf_status s = qf_ctx_load_module(k, cubin, e);
+    if (s == QF_OK)
+        qf_cache_store(k->name, e->key, c->arch, cubin, size);
+    free(cubin);
+    return s;
+}
+
+static qf_status qf_ctx_insert(qf_ctx_t *c, const qf_loaded_kernel *e) {
+    if (c->n_kernels == c->cap_kernels) {
+        int cap = c->cap_kernels ? 2 * c->cap_kernels : 16;
+        qf_loaded_kernel *t = realloc(c->kernels, (size_t)cap * sizeof *t);
+        if (!t)
+            return qf_set_error(QF_ERR_OUT_OF_MEMORY, "kernel table: out of host memory");
+        c->kernels = t;
+        c->cap_kernels = cap;
+    }
+    c->kernels[c->n_kernels++] = *e;
+    return QF_OK;
+}
+
+static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
+                        qf_kernel_source src, double t0) {
+    snprintf(c->last.name, sizeof c->last.name, "%s", k->name);
+    memcpy(c->last.key, key, QF_KEY_HEX_LEN + 1);
+    c->last.source = src;
+    c->last.ms = qf_now_ms() - t0;
+}
+
+qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst, CUfunction *fn) {
+    const qf_kernel_entry *k = &qf_kernels[kidx];
+    double t0 = qf_now_ms();
+    pthread_mutex_lock(&c->lock);
+    qf_loaded_kernel *hit = qf_ctx_find(c, kidx, inst);
+    if (hit) {
+        *fn = hit->fn;
+        qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, t0);
+        pthread_mutex_unlock(&c->lock);
+        return QF_OK;
+    }
+    qf_loaded_kernel e = {.kernel = kidx, .inst = *inst};
+    qf_kernel_key(&qf_recipes[k->recipe], k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                  qf_nvrtc_header_count, c->arch, e.key);
+    qf_kernel_source src;
+    qf_status s = qf_ctx_build(c, k, inst, &e, &src);
+    if (s == QF_OK)
+        s = qf_ctx_insert(c, &e);
+    if (s == QF_OK) {
+        *fn = e.fn;
+        qf_ctx_note(c, k, e.key, src, t0);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}

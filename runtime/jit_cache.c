@@ -1,0 +1,387 @@
+/* jit_cache.c: the on-disk kernel cache: directory choice, atomic entry writes, validated reads. */
+#include "jit_cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "jit_compile.h"
+#include "jit_key.h"
+
+#define QF_CACHE_MAGIC "QFUSEKC1"
+#define QF_CACHE_FORMAT 1u              /* bump when the header or the payload's meaning changes */
+#define QF_CACHE_LABEL_MAX 64           /* keeps <label>.<key>.cubin.tmp.<pid>.<rand> < NAME_MAX */
+#define QF_CACHE_MAX_PAYLOAD (1u << 30) /* a CUBIN is KBs to MBs; a larger size field is damage */
+
+/* The fixed header in front of every entry's CUBIN. Native byte order: a cache directory belongs
+ * to one host, and a foreign-endian file fails the format check rather than being misread. */
+typedef struct qf_cache_header {
+    char magic[8];   /* QF_CACHE_MAGIC, no NUL */
+    uint32_t format; /* QF_CACHE_FORMAT */
+    char key[QF_KEY_HEX_LEN];
+    int32_t arch; /* 10*major+minor the CUBIN was built for */
+    int32_t nvrtc_major, nvrtc_minor;
+    uint64_t size;     /* payload bytes following the header */
+    uint64_t checksum; /* XXH64(payload, seed 0) */
+} qf_cache_header;
+_Static_assert(sizeof(qf_cache_header) == 72, "qf_cache_header must have no padding");
+_Static_assert(offsetof(qf_cache_header, size) == 56, "qf_cache_header layout changed");
+
+/* Nonzero when the environment variable is set, non-empty and not "0" (as qf_verbose). */
+static int qf_cache_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* {===================================================================== directory */
+
+/* NOTES: the only mutable static state: the memoized directory decision. A mutex rather than
+ * pthread_once because qf_cache_reset must be able to undo the decision. */
+static pthread_mutex_t qf_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static int qf_cache_decided;
+static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
+static char qf_cache_path[PATH_MAX];
+
+/* Writes the configured directory into buf. Returns 0, ENOENT (nothing configured) or
+ * ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG spec says. */
+static int qf_cache_resolve(char *buf, size_t cap) {
+    const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    int n;
+    if (dir && *dir)
+        n = snprintf(buf, cap, "%s", dir);
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(buf, cap, "%s/qfuse", xdg);
+    else if (home && *home)
+        n = snprintf(buf, cap, "%s/.cache/qfuse", home);
+    else
+        return ENOENT;
+    return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
+}
+
+/* mkdir -p, creating each missing directory with mode 0700, then checks that path is a directory
+ * this process may create files in. Returns 0 or an errno value. */
+static int qf_cache_mkdirs(char *path) {
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        int err = mkdir(path, 0700) != 0 && errno != EEXIST ? errno : 0;
+        *p = c;
+        if (err)
+            return err;
+        if (c == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno;
+    if (!S_ISDIR(st.st_mode))
+        return ENOTDIR;
+    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
+}
+
+/* Decides the directory (called once under the mutex); warns when falling back to memory-only. */
+static const char *qf_cache_decide(void) {
+    if (qf_cache_env_flag("QFUSE_DISABLE_DISK_CACHE"))
+        return NULL;
+    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path);
+    if (err == ENOENT) {
+        qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset); "
+                "using the in-memory cache only");
+        return NULL;
+    }
+    if (!err)
+        err = qf_cache_mkdirs(qf_cache_path);
+    if (err) {
+        qf_warn("kernel cache directory %s is not writable (%s); using the in-memory cache only",
+                qf_cache_path, strerror(err));
+        return NULL;
+    }
+    return qf_cache_path;
+}
+
+const char *qf_cache_dir(void) {
+    pthread_mutex_lock(&qf_cache_mu);
+    if (!qf_cache_decided) {
+        qf_cache_chosen = qf_cache_decide();
+        qf_cache_decided = 1;
+    }
+    const char *dir = qf_cache_chosen;
+    pthread_mutex_unlock(&qf_cache_mu);
+    return dir;
+}
+
+void qf_cache_reset(void) {
+    pthread_mutex_lock(&qf_cache_mu);
+    qf_cache_decided = 0;
+    qf_cache_chosen = NULL;
+    pthread_mutex_unlock(&qf_cache_mu);
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== entries */
+
+/* A key is exactly what qf_key_compute writes; anything else is a bug, and it becomes part of a
+ * path, so it is checked before use. */
+static int qf_cache_key_ok(const char *key) {
+    if (!key || strlen(key) != QF_KEY_HEX_LEN)
+        return 0;
+    return strspn(key, "0123456789abcdef") == QF_KEY_HEX_LEN;
+}
+
+/* <dir>/<label>.<key>.cubin, the label reduced to [A-Za-z0-9_-] (a readable prefix only: the key
+ * alone identifies the entry). Returns 0, or -1 when the path does not fit. */
+static int qf_cache_entry_path(char *buf, size_t cap, const char *dir, const char *label,
+                               const char *key) {
+    char clean[QF_CACHE_LABEL_MAX + 1];
+    size_t n = 0;
+    for (const char *s = label && *label ? label : "kernel"; *s && n < QF_CACHE_LABEL_MAX; s++) {
+        int keep = (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
+                   (*s >= 'A' && *s <= 'Z') || *s == '_' || *s == '-';
+        clean[n++] = keep ? *s : '_';
+    }
+    clean[n] = '\0';
+    int w = snprintf(buf, cap, "%s/%s.%s.cubin", dir, clean, key);
+    return w < 0 || (size_t)w >= cap ? -1 : 0;
+}
+
+/* read(2) until n bytes arrived. Returns 0, or -1 with errno (EIO when the file ends early). */
+static int qf_cache_read_all(int fd, void *buf, size_t n) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = EIO;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* write(2) until n bytes are out. Returns 0, or -1 with errno. */
+static int qf_cache_write_all(int fd, const void *buf, size_t n) {
+    for (size_t put = 0; put < n;) {
+        ssize_t w = write(fd, (const char *)buf + put, n - put);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        put += (size_t)w;
+    }
+    return 0;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== load */
+
+/* Formats the reason an entry is rejected into why and returns its kind (for the warning). */
+static const char *qf_cache_reject(const char *kind, char *why, size_t cap, const char *fmt, ...)
+    QF_PRINTF(4, 5);
+static const char *qf_cache_reject(const char *kind, char *why, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return kind;
+}
+
+/* Checks h against what the caller wants. Returns NULL when it matches, else "corrupt" (damaged)
+ * or "foreign" (intact but built for something else) with the reason in why. */
+static const char *qf_cache_check_header(const qf_cache_header *h, const char *key, int arch,
+                                         char *why, size_t cap) {
+    int major = 0, minor = 0;
+    qf_jit_nvrtc_version(&major, &minor);
+    if (memcmp(h->magic, QF_CACHE_MAGIC, sizeof h->magic) != 0)
+        return qf_cache_reject("corrupt", why, cap, "bad magic (not a qfuse cache entry)");
+    if (h->format != QF_CACHE_FORMAT)
+        return qf_cache_reject("foreign", why, cap, "format version %u, expected %u",
+                               (unsigned)h->format, QF_CACHE_FORMAT);
+    if (h->size > QF_CACHE_MAX_PAYLOAD)
+        return qf_cache_reject("corrupt", why, cap, "implausible payload size %llu",
+                               (unsigned long long)h->size);
+    if (memcmp(h->key, key, QF_KEY_HEX_LEN) != 0)
+        return qf_cache_reject("foreign", why, cap, "key mismatch (it holds %.32s)", h->key);
+    if (h->arch != arch)
+        return qf_cache_reject("foreign", why, cap, "built for sm_%d, expected sm_%d", (int)h->arch,
+                               arch);
+    if (h->nvrtc_major != major || h->nvrtc_minor != minor)
+        return qf_cache_reject("foreign", why, cap,
+                               "built with NVRTC %d.%d, this process uses %d.%d",
+                               (int)h->nvrtc_major, (int)h->nvrtc_minor, major, minor);
+    return NULL;
+}
+
+/* Reads and validates the entry open on fd. On success returns NULL with *data malloc'ed; else
+ * returns "corrupt"/"foreign" with the reason in why. */
+static const char *qf_cache_read_entry(int fd, const char *key, int arch, void **data, size_t *size,
+                                       char *why, size_t cap) {
+    struct stat st;
+    qf_cache_header h;
+    if (fstat(fd, &st) != 0)
+        return qf_cache_reject("unreadable", why, cap, "fstat: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return qf_cache_reject("corrupt", why, cap, "not a regular file");
+    if (st.st_size < (off_t)sizeof h || qf_cache_read_all(fd, &h, sizeof h) != 0)
+        return qf_cache_reject("corrupt", why, cap,
+                               "truncated (%lld bytes, the header alone is %zu)",
+                               (long long)st.st_size, sizeof h);
+    const char *kind = qf_cache_check_header(&h, key, arch, why, cap);
+    if (kind)
+        return kind;
+    if ((uint64_t)st.st_size - sizeof h != h.size)
+        return qf_cache_reject(
+            "corrupt", why, cap, "truncated or padded (%llu payload bytes, header says %llu)",
+            (unsigned long long)(st.st_size - sizeof h), (unsigned long long)h.size);
+    void *buf = malloc(h.size ? h.size : 1);
+    if (!buf)
+        return qf_cache_reject("unreadable", why, cap, "no memory for %llu bytes",
+                               (unsigned long long)h.size);
+    if (qf_cache_read_all(fd, buf, h.size) != 0 || XXH64(buf, h.size, 0) != h.checksum) {
+        free(buf);
+        return qf_cache_reject("corrupt", why, cap, "checksum mismatch");
+    }
+    *data = buf;
+    *size = h.size;
+    return NULL;
+}
+
+int qf_cache_load(const char *label, const char *key, int arch, void **data, size_t *size) {
+    QF_ASSERT(qf_cache_key_ok(key) && data && size);
+    char path[PATH_MAX], why[192];
+    const char *dir = qf_cache_dir();
+    *data = NULL;
+    *size = 0;
+    if (!dir || qf_cache_entry_path(path, sizeof path, dir, label, key) != 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
+            qf_warn("cannot read kernel cache entry %s (%s); it will be recompiled", path,
+                    strerror(errno));
+        return 0;
+    }
+    const char *kind = qf_cache_read_entry(fd, key, arch, data, size, why, sizeof why);
+    close(fd);
+    if (kind) {
+        qf_warn("ignoring %s kernel cache entry %s: %s; it will be recompiled and replaced", kind,
+                path, why);
+        return 0;
+    }
+    return 1;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== store */
+
+/* Random bits for temporary names. NOTES: the pid alone is not unique when processes in different
+ * PID namespaces (containers) share one cache directory; O_EXCL catches the rest. */
+static uint64_t qf_cache_random(void) {
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
+        return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ (uintptr_t)&r;
+}
+
+/* Creates <final>.tmp.<pid>.<random> (O_EXCL, mode 0600) and writes its name into tmp.
+ * Returns the fd, or -1 with errno. */
+static int qf_cache_open_temp(const char *final, char *tmp, size_t cap) {
+    for (int attempt = 0; attempt < 8; attempt++) {
+        int w = snprintf(tmp, cap, "%s.tmp.%ld.%016llx", final, (long)getpid(),
+                         (unsigned long long)qf_cache_random());
+        if (w < 0 || (size_t)w >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    return -1;
+}
+
+/* Writes header and payload to fd and closes it. Returns NULL, or the failed step with errno.
+ * NOTES: no fsync by default: a power cut can leave a short or zeroed entry, which the size and
+ * checksum checks turn into a recompile; QFUSE_CACHE_FSYNC=1 trades store latency for that. */
+static const char *qf_cache_write_entry(int fd, const qf_cache_header *h, const void *data,
+                                        size_t size) {
+    const char *step = NULL;
+    if (qf_cache_write_all(fd, h, sizeof *h) != 0 || qf_cache_write_all(fd, data, size) != 0)
+        step = "write";
+    else if (qf_cache_env_flag("QFUSE_CACHE_FSYNC") && fsync(fd) != 0)
+        step = "fsync";
+    int err = errno;
+    if (close(fd) != 0 && !step) {
+        step = "close";
+        err = errno;
+    }
+    errno = err;
+    return step;
+}
+
+static void qf_cache_fill_header(qf_cache_header *h, const char *key, int arch, const void *data,
+                                 size_t size) {
+    int major = 0, minor = 0;
+    qf_jit_nvrtc_version(&major, &minor);
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, QF_CACHE_MAGIC, sizeof h->magic);
+    h->format = QF_CACHE_FORMAT;
+    memcpy(h->key, key, QF_KEY_HEX_LEN);
+    h->arch = arch;
+    h->nvrtc_major = major;
+    h->nvrtc_minor = minor;
+    h->size = size;
+    h->checksum = XXH64(data, size, 0);
+}
+
+qf_status qf_cache_store(const char *label, const char *key, int arch, const void *data,
+                         size_t size) {
+    QF_ASSERT(qf_cache_key_ok(key) && (data || size == 0) && size <= QF_CACHE_MAX_PAYLOAD);
+    char path[PATH_MAX], tmp[PATH_MAX];
+    const char *dir = qf_cache_dir();
+    if (!dir)
+        return QF_OK;
+    if (qf_cache_entry_path(path, sizeof path, dir, label, key) != 0) {
+        qf_warn("kernel cache entry path under %s is too long; not stored", dir);
+        return QF_OK;
+    }
+    qf_cache_header h;
+    qf_cache_fill_header(&h, key, arch, data, size);
+    int fd = qf_cache_open_temp(path, tmp, sizeof tmp);
+    const char *step = fd < 0 ? "create temporary file" : qf_cache_write_entry(fd, &h, data, size);
+    if (!step && rename(tmp, path) != 0) /* atomic: readers see the old entry or the new one */
+        step = "rename";
+    if (step) {
+        int err = errno;
+        if (fd >= 0)
+            unlink(tmp);
+        qf_warn("could not store kernel cache entry %s (%s: %s); it will be recompiled next time",
+                path, step, strerror(err));
+    }
+    return QF_OK;
+}
+
+/* =====================================================================} */

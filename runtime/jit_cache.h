@@ -1,0 +1,43 @@
+/* jit_cache.h: on-disk kernel cache shared by processes (SPEC 5, DESIGN "Runtime conventions").
+ *
+ * One file per key: <dir>/<label>.<key>.cubin, holding a fixed header (magic, format version, key,
+ * arch, NVRTC version, payload size, XXH64 checksum of the payload) followed by the CUBIN. Written
+ * to a unique temporary name in the same directory and renamed into place, so readers never see
+ * a partial entry. An entry is validated on read; a corrupt or foreign one is reported (with the
+ * path) and treated as a miss, and the next store replaces it. */
+#ifndef QF_JIT_CACHE_H
+#define QF_JIT_CACHE_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+/* Cache directory: $QFUSE_CACHE_DIR, else $XDG_CACHE_HOME/qfuse (when absolute), else
+ * $HOME/.cache/qfuse; empty variables count as unset. Missing directories (parents included) are
+ * created with mode 0700. Returns NULL when the disk cache is disabled
+ * (QFUSE_DISABLE_DISK_CACHE=1, silently) or the directory cannot be created/written (one warning
+ * per process in that case: memory-only). Decided once and memoized; the string is owned by the
+ * cache and stays valid until qf_cache_reset. Thread-safe. */
+QF_INTERNAL const char *qf_cache_dir(void);
+
+/* Resets the memoized directory decision, and so re-arms its warning (tests change
+ * QFUSE_CACHE_DIR between cases). Thread-safe, but invalidates strings qf_cache_dir returned. */
+QF_INTERNAL void qf_cache_reset(void);
+
+/* Looks up key (exactly QF_KEY_HEX_LEN lower-case hex digits, as qf_key_compute writes; anything
+ * else is a bug and aborts). label: readable file-name prefix, reduced to [A-Za-z0-9_-]; NULL or
+ * "" means "kernel". On a valid hit returns 1 and a malloc'ed copy of the CUBIN (*data, *size;
+ * caller frees). Returns 0 with *data NULL on a miss (silent when absent or memory-only), and
+ * also on an invalid entry, after one warning naming the path and the reason (truncated, bad
+ * magic, checksum, wrong key, format, arch or NVRTC version). Thread-safe. */
+QF_INTERNAL int qf_cache_load(const char *label, const char *key, int arch, void **data,
+                              size_t *size);
+
+/* Stores data[size] under key atomically: written to <entry>.tmp.<pid>.<random> (O_EXCL, mode
+ * 0600; fsync'ed only when QFUSE_CACHE_FSYNC=1), then renamed over the entry. key and label as
+ * for qf_cache_load; data is not retained. Failures remove the temporary file, degrade to a
+ * warning and return QF_OK: the disk cache is an optimization. Thread-safe. */
+QF_INTERNAL qf_status qf_cache_store(const char *label, const char *key, int arch,
+                                     const void *data, size_t size);
+
+#endif /* QF_JIT_CACHE_H */

@@ -1,0 +1,34 @@
+/* jit_compile.h: NVRTC compile of a generated kernel to a CUBIN for one architecture. */
+#ifndef QF_JIT_COMPILE_H
+#define QF_JIT_COMPILE_H
+
+#include "status.h"
+
+#define QF_JIT_MAX_OPTIONS 16
+
+/* The NVRTC options qfuse uses for arch (e.g. 90 -> "--gpu-architecture=sm_90"; an arch above the
+ * newest one this NVRTC supports is clamped to that one), "--std=c++17", "-default-device",
+ * "--fmad=false", "-lineinfo" when QFUSE_LINEINFO=1, then the caller's extra options (-D...).
+ * [out] opts: pointers into static storage, archbuf or `extra` (does not copy them; they must
+ *             outlive opts). [out] archbuf: holds the arch option.
+ * Returns the count, or -1 (QF_ERR_INVALID_ARG recorded) when the extras do not fit in
+ * QF_JIT_MAX_OPTIONS. These exact options go into the fusion key. */
+QF_INTERNAL int qf_jit_options(int arch, const char *const *extra, int n_extra,
+                               const char *opts[QF_JIT_MAX_OPTIONS], char archbuf[64]);
+
+/* Version of the NVRTC library loaded at run time. */
+QF_INTERNAL void qf_jit_nvrtc_version(int *major, int *minor);
+
+/* Compiles `source` (program name `name`, with the in-memory headers: header_names[i] is what
+ * #include names, headers[i] its text; neither copied past the call) to a CUBIN with exactly opts.
+ * On success *cubin is malloc'ed (caller frees) and *size set. On failure *cubin is NULL and it
+ * returns QF_ERR_NVRTC with the NVRTC log, the options and the NVRTC and CUDA header versions in
+ * qf_last_error() (a log too long for the message is also printed whole to stderr).
+ * QFUSE_DUMP_SOURCE=1 prints the source to stderr before compiling; QFUSE_VERBOSE=1 prints the
+ * options and the log even on success. */
+QF_INTERNAL qf_status qf_jit_compile(const char *name, const char *source,
+                                     const char *const *header_names, const char *const *headers,
+                                     int n_headers, const char *const *opts, int n_opts,
+                                     void **cubin, size_t *size);
+
+#endif /* QF_JIT_COMPILE_H */

@@ -1,0 +1,66 @@
+/* kernel_key.c: fusion key and NVRTC options of one registry kernel (SPEC 5). */
+#include "kernel_key.h"
+
+#include <stdio.h>
+
+static const char *const qf_op_names[] = {
+    [QF_OP_NORM_QUANTIZE] = "norm_quantize",
+    [QF_OP_QUANTIZE] = "quantize",
+    [QF_OP_SCALE_UPDATE] = "scale_update",
+    [QF_OP_GEMM] = "gemm",
+};
+_Static_assert(sizeof(qf_op_names) / sizeof(qf_op_names[0]) == QF_OP_COUNT, "qf_op_names");
+
+static const char *const qf_role_names[] = {
+    [QF_ROLE_INPUT] = "input", [QF_ROLE_WEIGHT] = "weight", [QF_ROLE_GRAD] = "grad"};
+_Static_assert(sizeof(qf_role_names) / sizeof(qf_role_names[0]) == QF_ROLE_COUNT, "qf_role_names");
+
+static const char *const qf_norm_names[] = {
+    [QF_NORM_NONE] = "none", [QF_NORM_LAYERNORM] = "layernorm", [QF_NORM_RMSNORM] = "rmsnorm"};
+_Static_assert(sizeof(qf_norm_names) / sizeof(qf_norm_names[0]) == QF_NORM_COUNT, "qf_norm_names");
+
+qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k) {
+    qf_kernel_instance inst = {.outputs = QF_OUT_ROWWISE, .gamma_dtype = k->in_dtype};
+    return inst;
+}
+
+void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                              char *buf, size_t n) {
+    snprintf(buf, n, "op=%s;role=%s;norm=%s;zcg=%d;in=%s;out=%s;outputs=%u;gamma=%s;block=%u;tile_m=%u",
+             qf_op_names[k->op], qf_role_names[k->role], qf_norm_names[k->norm],
+             k->zero_centered_gamma, qf_dtype_name(k->in_dtype), qf_dtype_name(k->out_dtype),
+             inst->outputs, qf_dtype_name(inst->gamma_dtype), k->block_threads, k->tile_m);
+}
+
+int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                            char store[QF_KERNEL_MAX_EXTRA][48],
+                            const char *opts[QF_KERNEL_MAX_EXTRA]) {
+    int n = 0;
+    if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
+        snprintf(store[n], 48, "-DQF_OUTPUTS=%u", inst->outputs);
+        opts[n] = store[n];
+        n++;
+        snprintf(store[n], 48, "-DQF_GAMMA_DTYPE=%d", (int)inst->gamma_dtype);
+        opts[n] = store[n];
+        n++;
+    }
+    return n;
+}
+
+void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+                   const qf_kernel_instance *inst, const char *const *hdr_names,
+                   const char *const *hdrs, int n_hdr, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
+    char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64], variant[256];
+    const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
+    int n_extra = qf_kernel_extra_options(k, inst, store, extra);
+    int n_opts = qf_jit_options(arch, extra, n_extra, opts, archbuf);
+    QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
+    qf_kernel_variant_string(k, inst, variant, sizeof variant);
+    qf_key_input in = {
+        .name = k->name, .recipe_options = r->options, .variant = variant, .source = k->source,
+        .header_names = hdr_names, .headers = hdrs, .n_headers = n_hdr,
+        .options = opts, .n_options = n_opts, .arch = arch,
+    };
+    qf_jit_nvrtc_version(&in.nvrtc_major, &in.nvrtc_minor);
+    qf_key_compute(&in, hex);
+}

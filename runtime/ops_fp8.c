@@ -1,0 +1,178 @@
+/* ops_fp8.c: per-tensor FP8 ops (SPEC 2.1, 3): norm + quantize, quantize, scale update. */
+#include <string.h>
+
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_MAX_SHAPES 8
+#define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
+
+/* The recipe, checked to be a per-tensor FP8 family. */
+static qf_status qf_fp8_recipe(const char *op, qf_ctx_t *ctx, const char *recipe, int *ri) {
+    qf_clear_error();
+    if (!ctx)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    *ri = qf_registry_recipe(recipe);
+    if (*ri < 0)
+        return QF_ERR_NOT_FOUND;
+    if (qf_recipes[*ri].family != QF_FAMILY_FP8_DELAYED)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not a per-tensor FP8 recipe",
+                            op, recipe);
+    return QF_OK;
+}
+
+static qf_status qf_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
+                           unsigned smem, void *params, void *stream) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_TRY(qf_ctx_bind(ctx));
+    void *args[] = {params};
+    QF_CU_CHECK(cu->LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, (CUstream)stream, args, NULL));
+    return QF_OK;
+}
+
+/* Checks the quantizer outputs (and mu/rsigma) against the recipe's fake shapes. */
+static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
+                                      const qf_shape_query *q, const qf_fp8_out *out,
+                                      const qf_tensor *mu, const qf_tensor *rsigma) {
+    qf_shape shapes[QF_MAX_SHAPES];
+    int n = 0;
+    QF_TRY(qf_query_shapes(op, r, q, shapes, QF_MAX_SHAPES, &n));
+    static const char *const names[] = {"rowwise_data", "columnwise_data", "amax", "scale_inv",
+                                        "mu", "rsigma"};
+    const qf_tensor *tensors[] = {&out->rowwise, &out->columnwise, &out->amax, &out->scale_inv,
+                                  mu, rsigma};
+    return qf_check_buffers(op, shapes, n, names, tensors, 6);
+}
+
+static unsigned qf_fp8_outputs(const char *op, const qf_fp8_out *out, qf_status *s) {
+    unsigned o = (out->rowwise.data ? QF_OUT_ROWWISE : 0) |
+                 (out->columnwise.data ? QF_OUT_COLUMNWISE : 0);
+    *s = o ? QF_OK
+           : qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data are "
+                          "both NULL; request at least one output", op);
+    return o;
+}
+
+static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
+                              qf_nq_params *p, void *stream) {
+    CUfunction fn;
+    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &fn));
+    const qf_kernel_entry *k = &qf_kernels[kidx];
+    int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
+    if (grid > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
+                            (long long)p->M);
+    return qf_launch(ctx, fn, (unsigned)grid, k->block_threads, 0, p, stream);
+}
+
+static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out *out) {
+    p->scale = scale;
+    p->out_row = out->rowwise.data;
+    p->out_col = out->columnwise.data;
+    p->amax = out->amax.data;
+    p->scale_inv = out->scale_inv.data;
+}
+
+/* Checks norm and its gamma/beta vectors for qf_norm_quantize. */
+static qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
+                                    const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
+                                    const qf_tensor *mu, float eps) {
+    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, (int)norm);
+    if (!(eps >= 0.0f))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
+    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
+    if (norm == QF_NORM_LAYERNORM) {
+        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
+        if (beta->dtype != gamma->dtype)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
+                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
+    } else if ((beta && beta->data) || (mu && mu->data)) {
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
+                            "pass NULL", op);
+    }
+    return QF_OK;
+}
+
+qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zcg,
+                           const qf_tensor *x, const qf_tensor *gamma, const qf_tensor *beta,
+                           float eps, const float *scale, qf_fp8_out *out, qf_tensor *mu,
+                           qf_tensor *rsigma, void *stream) {
+    static const char op[] = "qf_norm_quantize";
+    int ri;
+    int64_t M, K;
+    qf_status s;
+    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
+    if (!scale || !out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, scale ? "out" : "scale");
+    unsigned outputs = qf_fp8_outputs(op, out, &s);
+    QF_TRY(s);
+    qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
+                        .outputs = outputs, .M = M, .K = K};
+    QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
+    int kidx = qf_registry_kernel(ri, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
+    if (kidx < 0)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = gamma->dtype};
+    qf_nq_params p = {.x = x->data, .gamma = gamma->data, .beta = beta ? beta->data : NULL,
+                      .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
+                      .eps = eps};
+    qf_nq_params_outputs(&p, scale, out);
+    return qf_launch_nq(ctx, kidx, &inst, &p, stream);
+}
+
+qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                      const float *scale, qf_fp8_out *out, void *stream) {
+    static const char op[] = "qf_quantize";
+    int ri;
+    int64_t M, K;
+    qf_status s;
+    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
+                            "QF_ROLE_GRAD", op, (int)role);
+    if (!scale || !out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, scale ? "out" : "scale");
+    unsigned outputs = qf_fp8_outputs(op, out, &s);
+    QF_TRY(s);
+    qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
+    QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
+    int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
+    if (kidx < 0)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = x->dtype};
+    qf_nq_params p = {.x = x->data, .M = M, .K = K};
+    qf_nq_params_outputs(&p, scale, out);
+    return qf_launch_nq(ctx, kidx, &inst, &p, stream);
+}
+
+qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
+                              float *history, float *scale, float *scale_inv, const uint8_t *fmt,
+                              void *stream) {
+    static const char op[] = "qf_fp8_scale_update";
+    int ri;
+    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    if (n < 1 || H < 1 || H > QF_SCALE_UPDATE_MAX_H)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: n = %d and H = %d; expected n >= 1 and "
+                            "1 <= H <= %d", op, n, H, QF_SCALE_UPDATE_MAX_H);
+    if (!amax || !history || !scale || !scale_inv || !fmt)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: amax, history, scale, scale_inv and fmt "
+                            "must all be device pointers (one is NULL)", op);
+    int kidx = qf_registry_kernel(ri, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT, QF_NORM_NONE, 0,
+                                  QF_DTYPE_FP32);
+    if (kidx < 0)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    CUfunction fn;
+    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &fn));
+    qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
+                      .fmt = fmt, .n = n, .H = H};
+    return qf_launch(ctx, fn, (unsigned)n, qf_kernels[kidx].block_threads,
+                     (unsigned)H * sizeof(float), &p, stream);
+}

@@ -1,0 +1,619 @@
+/* qfuse_demo.c: the main job: every generated recipe through layernorm_linear at real layer shapes.
+ *
+ * For each recipe it shows the fusion keys and whether each kernel was compiled or found in a
+ * cache, then runs LayerNorm/RMSNorm + Linear forward and prints a table: time of norm+quantize
+ * and of the GEMM, GEMM TFLOP/s, relative error of y against an fp64 reference (sampled rows), and
+ * whether the buffers the op used matched the fake shapes exactly (validated, guards intact).
+ * Without a GPU it compiles every kernel with NVRTC and prints keys and fake shapes instead. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "jit_cache.h"
+#include "kernel_key.h"
+#include "ref.h"
+#include "registry.h"
+#include "safetensors.h"
+
+#define GUARD_BYTES 4096
+#define GUARD_BYTE 0xA5
+#define REF_ROWS 32
+
+#define CUDA_OR_DIE(call)                                                                     \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) {                                                              \
+            fprintf(stderr, "qfuse-demo: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+#define QF_OR_DIE(call)                                                                       \
+    do {                                                                                      \
+        qf_status s_ = (call);                                                                \
+        if (s_ != QF_OK) {                                                                    \
+            fprintf(stderr, "qfuse-demo: %s: %s: %s\n", #call, qf_status_name(s_),            \
+                    qf_last_error());                                                         \
+            exit(1);                                                                          \
+        }                                                                                     \
+    } while (0)
+
+typedef struct demo_opts {
+    const char *weights;
+    int64_t tokens;
+    int iters;
+} demo_opts;
+
+/* One layer to run: x [M, K] -> y [M, N], host tensors as bf16 bit patterns. */
+typedef struct layer {
+    const char *label;
+    int64_t M, K, N;
+    qf_norm norm;
+    float eps;
+    uint16_t *x, *gamma, *beta, *w, *bias;
+} layer;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ==================================================================== inputs */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Approximately N(0, 1): sum of four uniforms, rescaled. */
+static float rng_normal(uint64_t *s) {
+    double u = 0.0;
+    for (int i = 0; i < 4; i++)
+        u += (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)((u - 2.0) * 1.7320508);
+}
+
+static uint16_t *bf16_alloc(int64_t n) {
+    uint16_t *p = malloc((size_t)n * 2);
+    if (!p) {
+        fprintf(stderr, "qfuse-demo: out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* Synthetic activations with the structure of real LLM residual streams: most channels N(0,1),
+ * a few fixed outlier channels 20-60x larger (the "massive activations" of LLMs), per-token
+ * scale drift. Deterministic. */
+static void synth_activation(uint16_t *x, int64_t M, int64_t K, uint64_t seed) {
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < M; m++) {
+        uint64_t s = seed ^ ((uint64_t)m * 0xD1B54A32D192ED03ull);
+        float tok = 0.5f + (float)(m % 7) * 0.25f;
+        for (int64_t k = 0; k < K; k++) {
+            float v = rng_normal(&s) * tok;
+            if (k % 1021 == 7)
+                v = v * 20.0f + 60.0f * ((k / 1021) % 2 ? 1.0f : -1.0f);
+            x[m * K + k] = qf_float_to_bf16(v);
+        }
+    }
+}
+
+static void synth_layer(layer *L, int64_t M, int64_t K, int64_t N, qf_norm norm) {
+    uint64_t s = 1234 + (uint64_t)N;
+    *L = (layer){.label = "synthetic", .M = M, .K = K, .N = N, .norm = norm, .eps = 1e-5f};
+    L->x = bf16_alloc(M * K), L->gamma = bf16_alloc(K), L->beta = bf16_alloc(K);
+    L->w = bf16_alloc(N * K), L->bias = bf16_alloc(N);
+    synth_activation(L->x, M, K, 99);
+    for (int64_t k = 0; k < K; k++) {
+        L->gamma[k] = qf_float_to_bf16(1.0f + 0.1f * rng_normal(&s));
+        L->beta[k] = qf_float_to_bf16(0.02f * rng_normal(&s));
+    }
+    float ws = 1.0f / sqrtf((float)K);
+    for (int64_t i = 0; i < N * K; i++)
+        L->w[i] = qf_float_to_bf16(ws * rng_normal(&s));
+    for (int64_t n = 0; n < N; n++)
+        L->bias[n] = qf_float_to_bf16(0.01f * rng_normal(&s));
+}
+
+/* Reads tensor `name` of any float dtype into a new bf16 array with n elements. */
+static uint16_t *st_bf16(qf_st_file *f, const char *name, int64_t *dims, int want_ndim) {
+    qf_dtype dt;
+    int ndim;
+    const void *data;
+    QF_OR_DIE(qf_st_get(f, name, &dt, &ndim, dims, &data));
+    if (ndim != want_ndim) {
+        fprintf(stderr, "qfuse-demo: tensor '%s' has %d dims; expected %d\n", name, ndim,
+                want_ndim);
+        exit(1);
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= dims[i];
+    uint16_t *p = bf16_alloc(n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = qf_float_to_bf16(qf_load_as_float(data, dt, i));
+    return p;
+}
+
+static void weights_layer(layer *L, const char *path) {
+    qf_st_file *f = NULL;
+    int64_t d[8], dx[8], dw[8];
+    QF_OR_DIE(qf_st_open(path, &f));
+    *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = 1e-12f};
+    L->x = st_bf16(f, "x", dx, 2);
+    L->w = st_bf16(f, "fc1.weight", dw, 2);
+    L->gamma = st_bf16(f, "ln.weight", d, 1);
+    L->beta = st_bf16(f, "ln.bias", d, 1);
+    L->bias = st_bf16(f, "fc1.bias", d, 1);
+    L->M = dx[0], L->K = dx[1], L->N = dw[0];
+    qf_st_close(f);
+    if (dw[1] != L->K) {
+        fprintf(stderr, "qfuse-demo: %s: fc1.weight is [%lld, %lld] but x has K = %lld\n", path,
+                (long long)dw[0], (long long)dw[1], (long long)L->K);
+        exit(1);
+    }
+}
+
+static void layer_free(layer *L) {
+    free(L->x), free(L->gamma), free(L->beta), free(L->w), free(L->bias);
+}
+
+/* ==================================================================== device buffers */
+
+/* A device buffer of exactly the bytes a fake shape names, followed by a poisoned guard. */
+typedef struct dbuf {
+    void *d;
+    size_t bytes;
+} dbuf;
+
+static dbuf dbuf_alloc(size_t bytes) {
+    dbuf b = {NULL, bytes};
+    CUDA_OR_DIE(cudaMalloc(&b.d, bytes + GUARD_BYTES));
+    CUDA_OR_DIE(cudaMemset((char *)b.d + bytes, GUARD_BYTE, GUARD_BYTES));
+    return b;
+}
+
+static int dbuf_guard_ok(const dbuf *b) {
+    unsigned char g[GUARD_BYTES];
+    CUDA_OR_DIE(cudaMemcpy(g, (char *)b->d + b->bytes, GUARD_BYTES, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < GUARD_BYTES; i++)
+        if (g[i] != GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+static dbuf dbuf_upload(const void *h, size_t bytes) {
+    dbuf b = dbuf_alloc(bytes);
+    CUDA_OR_DIE(cudaMemcpy(b.d, h, bytes, cudaMemcpyHostToDevice));
+    return b;
+}
+
+static qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    qf_tensor t = {.data = b->d, .dtype = dt, .ndim = ndim, .dims = {d0, d1}};
+    return t;
+}
+
+/* Allocates one output per fake shape and returns how many; names/dbufs in parallel arrays. */
+static int alloc_from_shapes(const qf_recipe_entry *r, const qf_shape_query *q, qf_shape *sh,
+                             dbuf *bufs, int cap) {
+    int n = r->shapes(q, sh, cap);
+    if (n < 0) {
+        fprintf(stderr, "qfuse-demo: shape function of %s rejected the query\n", r->name);
+        exit(1);
+    }
+    for (int i = 0; i < n; i++)
+        bufs[i] = dbuf_alloc(sh[i].bytes);
+    return n;
+}
+
+static qf_tensor shape_tensor(const qf_shape *sh, const dbuf *bufs, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(sh[i].name, name) == 0)
+            return tens(&bufs[i], sh[i].dtype, sh[i].ndim, sh[i].dims[0], sh[i].dims[1]);
+    qf_tensor none = {0};
+    return none;
+}
+
+/* ==================================================================== one run */
+
+typedef struct run_state {
+    const qf_recipe_entry *r;
+    layer *L;
+    dbuf x, gamma, beta, w, bias, y;
+    dbuf amax, hist, scale, sinv, fmt;        /* delayed-scaling state of [x, w] */
+    qf_shape xs[8], ws[8];
+    dbuf xb[8], wb[8];
+    int nx, nw;
+    qf_ln_linear ll;
+    qf_tensor tx, ty;
+} run_state;
+
+static void run_alloc_state(run_state *st) {
+    int H = st->r->amax_history_len;
+    float ones[2] = {1.0f, 1.0f};
+    uint8_t fmt[2] = {(uint8_t)st->r->fmt[QF_ROLE_INPUT], (uint8_t)st->r->fmt[QF_ROLE_WEIGHT]};
+    st->amax = dbuf_alloc(8), st->hist = dbuf_alloc((size_t)2 * H * 4);
+    st->scale = dbuf_upload(ones, 8), st->sinv = dbuf_upload(ones, 8), st->fmt = dbuf_upload(fmt, 2);
+    CUDA_OR_DIE(cudaMemset(st->amax.d, 0, 8));
+    CUDA_OR_DIE(cudaMemset(st->hist.d, 0, (size_t)2 * H * 4));
+}
+
+static void run_alloc_outputs(run_state *st) {
+    layer *L = st->L;
+    qf_shape_query qx = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = L->norm,
+                         .outputs = QF_OUT_ROWWISE, .M = L->M, .K = L->K};
+    qf_shape_query qw = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
+                         .outputs = QF_OUT_ROWWISE, .M = L->N, .K = L->K};
+    st->nx = alloc_from_shapes(st->r, &qx, st->xs, st->xb, 8);
+    st->nw = alloc_from_shapes(st->r, &qw, st->ws, st->wb, 8);
+    qf_shape_query qy = {.op = QF_OP_GEMM, .M = L->M, .N = L->N, .K = L->K};
+    qf_shape ys[1];
+    alloc_from_shapes(st->r, &qy, ys, &st->y, 1);
+}
+
+static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
+    memset(st, 0, sizeof *st);
+    st->r = r, st->L = L;
+    st->x = dbuf_upload(L->x, (size_t)L->M * L->K * 2);
+    st->w = dbuf_upload(L->w, (size_t)L->N * L->K * 2);
+    st->gamma = dbuf_upload(L->gamma, (size_t)L->K * 2);
+    st->beta = dbuf_upload(L->beta, (size_t)L->K * 2);
+    st->bias = dbuf_upload(L->bias, (size_t)L->N * 2);
+    run_alloc_state(st);
+    run_alloc_outputs(st);
+    qf_ln_linear *ll = &st->ll;
+    ll->norm = L->norm, ll->eps = L->eps, ll->weight_changed = 1;
+    ll->gamma = tens(&st->gamma, QF_DTYPE_BF16, 1, L->K, 0);
+    if (L->norm == QF_NORM_LAYERNORM)
+        ll->beta = tens(&st->beta, QF_DTYPE_BF16, 1, L->K, 0);
+    ll->weight = tens(&st->w, QF_DTYPE_BF16, 2, L->N, L->K);
+    ll->bias = tens(&st->bias, QF_DTYPE_BF16, 1, L->N, 0);
+    ll->x_scale = st->scale.d, ll->w_scale = (float *)st->scale.d + 1;
+    ll->xq.rowwise = shape_tensor(st->xs, st->xb, st->nx, "rowwise_data");
+    ll->xq.amax = (qf_tensor){.data = st->amax.d, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    ll->xq.scale_inv = shape_tensor(st->xs, st->xb, st->nx, "scale_inv");
+    ll->wq.rowwise = shape_tensor(st->ws, st->wb, st->nw, "rowwise_data");
+    ll->wq.amax = (qf_tensor){.data = (float *)st->amax.d + 1, .dtype = QF_DTYPE_FP32, .ndim = 1,
+                              .dims = {1}};
+    ll->wq.scale_inv = shape_tensor(st->ws, st->wb, st->nw, "scale_inv");
+    ll->mu = shape_tensor(st->xs, st->xb, st->nx, "mu");
+    ll->rsigma = shape_tensor(st->xs, st->xb, st->nx, "rsigma");
+    st->tx = tens(&st->x, QF_DTYPE_BF16, 2, L->M, L->K);
+    st->ty = tens(&st->y, QF_DTYPE_BF16, 2, L->M, L->N);
+}
+
+static int run_guards_ok(const run_state *st) {
+    int ok = dbuf_guard_ok(&st->y);
+    for (int i = 0; i < st->nx; i++)
+        ok &= dbuf_guard_ok(&st->xb[i]);
+    for (int i = 0; i < st->nw; i++)
+        ok &= dbuf_guard_ok(&st->wb[i]);
+    return ok;
+}
+
+static void run_free(run_state *st) {
+    dbuf *all[] = {&st->x, &st->gamma, &st->beta, &st->w, &st->bias, &st->y, &st->amax,
+                   &st->hist, &st->scale, &st->sinv, &st->fmt};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        cudaFree(all[i]->d);
+    for (int i = 0; i < st->nx; i++)
+        cudaFree(st->xb[i].d);
+    for (int i = 0; i < st->nw; i++)
+        cudaFree(st->wb[i].d);
+}
+
+static void print_kernel(const qf_ctx_t *ctx) {
+    static const char *const how[] = {"compiled (NVRTC)", "memory hit", "disk-cache hit"};
+    const qf_kernel_info *ki = qf_ctx_last_kernel(ctx);
+    printf("    %-44s key %s  %-16s %8.2f ms\n", ki->name, ki->key, how[ki->source], ki->ms);
+}
+
+/* One delayed-scaling step: forward with the current scales, then the scale update. The first
+ * step calibrates the scales from scale = 1 (TE's initial state). */
+static void run_step(qf_ctx_t *ctx, run_state *st, int show_kernels) {
+    const char *rn = st->r->name;
+    qf_ln_linear *ll = &st->ll;
+    ll->weight_changed = 1;
+    QF_OR_DIE(qf_quantize(ctx, rn, QF_ROLE_WEIGHT, &ll->weight, ll->w_scale, &ll->wq, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    ll->weight_changed = 0;
+    QF_OR_DIE(qf_layernorm_linear_fwd(ctx, rn, &st->tx, ll, &st->ty, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    QF_OR_DIE(qf_fp8_scale_update(ctx, rn, 2, st->r->amax_history_len, st->amax.d, st->hist.d,
+                                  st->scale.d, st->sinv.d, st->fmt.d, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    CUDA_OR_DIE(cudaDeviceSynchronize());
+}
+
+/* ==================================================================== timing and error */
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median time in microseconds of `iters` launches of the op selected by which (0: norm+quantize,
+ * 1: GEMM), each bracketed by CUDA events. */
+static double time_op(qf_ctx_t *ctx, run_state *st, int which, int iters) {
+    cudaEvent_t e0, e1;
+    float *t = malloc((size_t)iters * sizeof(float));
+    CUDA_OR_DIE(cudaEventCreate(&e0));
+    CUDA_OR_DIE(cudaEventCreate(&e1));
+    qf_ln_linear *ll = &st->ll;
+    qf_tensor a = ll->xq.rowwise;
+    for (int i = -3; i < iters; i++) {
+        CUDA_OR_DIE(cudaEventRecord(e0, NULL));
+        if (which == 0)
+            QF_OR_DIE(qf_norm_quantize(ctx, st->r->name, ll->norm, 0, &st->tx, &ll->gamma,
+                                       &ll->beta, ll->eps, ll->x_scale, &ll->xq, &ll->mu,
+                                       &ll->rsigma, NULL));
+        else
+            QF_OR_DIE(qf_gemm_fp8(ctx, &a, ll->xq.scale_inv.data, &ll->wq.rowwise,
+                                  ll->wq.scale_inv.data, &ll->bias, &st->ty, NULL));
+        CUDA_OR_DIE(cudaEventRecord(e1, NULL));
+        CUDA_OR_DIE(cudaEventSynchronize(e1));
+        if (i >= 0)
+            CUDA_OR_DIE(cudaEventElapsedTime(&t[i], e0, e1));
+    }
+    qsort(t, (size_t)iters, sizeof(float), cmp_float);
+    double med = 1e3 * t[iters / 2];
+    free(t);
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return med;
+}
+
+/* fp64 reference of one output row: norm in double from the bf16 inputs, then x W^T + bias. */
+static void ref_row(const layer *L, int64_t m, double *yrow) {
+    const uint16_t *x = L->x + m * L->K;
+    double mu = 0.0, var = 0.0;
+    for (int64_t k = 0; k < L->K; k++)
+        mu += qf_bf16_to_float(x[k]);
+    mu = L->norm == QF_NORM_LAYERNORM ? mu / (double)L->K : 0.0;
+    for (int64_t k = 0; k < L->K; k++) {
+        double d = qf_bf16_to_float(x[k]) - mu;
+        var += d * d;
+    }
+    double rs = 1.0 / sqrt(var / (double)L->K + L->eps);
+    double *xn = malloc((size_t)L->K * sizeof(double));
+    for (int64_t k = 0; k < L->K; k++) {
+        double g = qf_bf16_to_float(L->gamma[k]);
+        double b = L->norm == QF_NORM_LAYERNORM ? qf_bf16_to_float(L->beta[k]) : 0.0;
+        xn[k] = (qf_bf16_to_float(x[k]) - mu) * rs * g + b;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < L->N; n++) {
+        double acc = qf_bf16_to_float(L->bias[n]);
+        const uint16_t *w = L->w + n * L->K;
+        for (int64_t k = 0; k < L->K; k++)
+            acc += xn[k] * qf_bf16_to_float(w[k]);
+        yrow[n] = acc;
+    }
+    free(xn);
+}
+
+/* ||y - y_ref|| / ||y_ref|| over REF_ROWS evenly spaced rows. */
+static double y_rel_err(const run_state *st) {
+    const layer *L = st->L;
+    int64_t rows = L->M < REF_ROWS ? L->M : REF_ROWS;
+    uint16_t *y = bf16_alloc(L->N);
+    double *yr = malloc((size_t)L->N * sizeof(double)), num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t m = i * L->M / rows;
+        CUDA_OR_DIE(cudaMemcpy(y, (uint16_t *)st->y.d + m * L->N, (size_t)L->N * 2,
+                               cudaMemcpyDeviceToHost));
+        ref_row(L, m, yr);
+        for (int64_t n = 0; n < L->N; n++) {
+            double d = qf_bf16_to_float(y[n]) - yr[n];
+            num += d * d, den += yr[n] * yr[n];
+        }
+    }
+    free(y), free(yr);
+    return sqrt(num / den);
+}
+
+static const char *norm_name(qf_norm n) {
+    return n == QF_NORM_LAYERNORM ? "layernorm" : "rmsnorm";
+}
+
+static void run_layer(qf_ctx_t *ctx, const qf_recipe_entry *r, layer *L, int iters) {
+    run_state st;
+    run_setup(&st, r, L);
+    run_step(ctx, &st, 0);   /* calibrate scales from amax */
+    run_step(ctx, &st, 0);   /* a step with delayed scales */
+    double err = y_rel_err(&st);
+    double t_nq = time_op(ctx, &st, 0, iters), t_mm = time_op(ctx, &st, 1, iters);
+    double tflops = 2.0 * L->M * L->N * L->K / (t_mm * 1e-6) / 1e12;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lld x %lld -> %lld", (long long)L->M, (long long)L->K,
+             (long long)L->N);
+    printf("| %-12s | %-10s | %-10s | %-22s | %10.1f | %9.1f | %7.1f | %9.2e | %-6s |\n", r->name,
+           L->label, norm_name(L->norm), shape, t_nq, t_mm, tflops, err,
+           run_guards_ok(&st) ? "yes" : "NO");
+    run_free(&st);
+}
+
+/* First use of every kernel the table needs: prints fusion keys and compile or cache-hit times. */
+static void show_kernels(qf_ctx_t *ctx, int ri) {
+    printf("\nrecipe %s (%s)\n  options: %s\n", qf_recipes[ri].name, qf_recipes[ri].file,
+           qf_recipes[ri].options);
+    for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++) {
+        layer L;
+        synth_layer(&L, 256, 4096, 1024, nm);
+        run_state st;
+        run_setup(&st, &qf_recipes[ri], &L);
+        printf("  kernels for %s (weight quantize, norm + quantize, scale update):\n",
+               norm_name(nm));
+        run_step(ctx, &st, 1);
+        run_free(&st);
+        layer_free(&L);
+    }
+}
+
+/* ==================================================================== no-GPU path */
+
+static void show_shapes(const qf_recipe_entry *r, const qf_shape_query *q, const char *what) {
+    qf_shape sh[8];
+    int n = r->shapes(q, sh, 8);
+    printf("  fake shapes of %s:\n", what);
+    for (int i = 0; i < n; i++) {
+        printf("    %-16s %-5s [", sh[i].name, qf_dtype_name(sh[i].dtype));
+        for (int d = 0; d < sh[i].ndim; d++)
+            printf("%s%lld", d ? ", " : "", (long long)sh[i].dims[d]);
+        printf("]  %llu bytes\n", (unsigned long long)sh[i].bytes);
+    }
+}
+
+/* Compiles (or finds in the disk cache) every kernel of recipe ri for arch. */
+static int compile_all(int ri, int arch) {
+    int failures = 0;
+    for (int i = 0; i < qf_kernel_count; i++) {
+        const qf_kernel_entry *k = &qf_kernels[i];
+        if (k->recipe != ri)
+            continue;
+        qf_kernel_instance inst = qf_kernel_instance_default(k);
+        char key[QF_KEY_HEX_LEN + 1], store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
+        const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
+        qf_kernel_key(&qf_recipes[ri], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                      qf_nvrtc_header_count, arch, key);
+        void *cubin = NULL;
+        size_t size = 0;
+        double t0 = now_ms();
+        const char *how = "disk-cache hit";
+        if (!qf_cache_load(k->name, key, arch, &cubin, &size)) {
+            int ne = qf_kernel_extra_options(k, &inst, store, extra);
+            int no = qf_jit_options(arch, extra, ne, opts, archbuf);
+            how = "compiled (NVRTC)";
+            if (qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
+                               qf_nvrtc_header_count, opts, no, &cubin, &size) != QF_OK) {
+                printf("    %-44s COMPILE FAILED: %s\n", k->name, qf_last_error());
+                failures++;
+                continue;
+            }
+            qf_cache_store(k->name, key, arch, cubin, size);
+        }
+        printf("    %-44s key %s  %-16s %8.1f ms  %6zu bytes\n", k->name, key, how,
+               now_ms() - t0, size);
+        free(cubin);
+    }
+    return failures;
+}
+
+static int run_without_gpu(const demo_opts *o, const char *why) {
+    int failures = 0;
+    printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        const qf_recipe_entry *r = &qf_recipes[ri];
+        printf("recipe %s (%s)\n  %s\n", r->name, r->file, r->options);
+        failures += compile_all(ri, 90);
+        qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .norm = QF_NORM_LAYERNORM,
+                            .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = o->tokens,
+                            .K = 4096};
+        show_shapes(r, &q, "layernorm + quantize, x [16384, 4096]");
+        q = (qf_shape_query){.op = QF_OP_GEMM, .M = o->tokens, .N = 14336, .K = 4096};
+        show_shapes(r, &q, "GEMM, x [16384, 4096] @ W [14336, 4096]^T");
+    }
+    printf("\nGPU part skipped: no GPU on this machine.\n");
+    return failures ? 1 : 0;
+}
+
+/* ==================================================================== main */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: qfuse-demo [--weights FILE.safetensors] [--tokens M] [--iters N]\n"
+               "Runs LayerNorm/RMSNorm + Linear forward for every generated recipe at real layer\n"
+               "shapes (hidden 4096 -> 14336 and 12288) on synthetic activations with outlier\n"
+               "channels, and on a checkpoint's block with --weights (tensors x, ln.weight,\n"
+               "ln.bias, fc1.weight, fc1.bias; see scripts/get-real-weights).\n"
+               "  --tokens M   tokens of the synthetic runs (default 16384)\n"
+               "  --iters N    timed iterations per op, median reported (default 20)\n");
+}
+
+static int parse_args(int argc, char **argv, demo_opts *o) {
+    static const struct option longs[] = {{"weights", required_argument, 0, 'w'},
+                                          {"tokens", required_argument, 0, 't'},
+                                          {"iters", required_argument, 0, 'i'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    *o = (demo_opts){.tokens = 16384, .iters = 20};
+    int c;
+    while ((c = getopt_long(argc, argv, "w:t:i:h", longs, NULL)) != -1) {
+        if (c == 'w')
+            o->weights = optarg;
+        else if (c == 't')
+            o->tokens = atoll(optarg);
+        else if (c == 'i')
+            o->iters = atoi(optarg);
+        else {
+            usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (o->tokens < 1 || o->iters < 1 || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+static void print_table_header(void) {
+    printf("\n| recipe       | input      | norm       | M x K -> N             | norm+quant | GEMM      "
+           "| GEMM    | rel err   | fake   |\n");
+    printf("|              |            |            |                        | us         | us        "
+           "| TFLOP/s | of y      | shapes |\n");
+    printf("|--------------|------------|------------|------------------------|------------|-----------"
+           "|---------|-----------|--------|\n");
+}
+
+int main(int argc, char **argv) {
+    demo_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
+           qf_kernel_count);
+    qf_ctx_t *ctx = NULL;
+    qf_status s = qf_ctx_init(&ctx, 0);
+    if (s == QF_ERR_NO_DEVICE)
+        return run_without_gpu(&o, qf_last_error());
+    QF_OR_DIE(s);
+    printf("GPU sm_%d; kernel cache %s\n", qf_ctx_arch(ctx), qf_cache_dir() ? qf_cache_dir()
+                                                                            : "(memory only)");
+    layer real = {0};
+    if (o.weights)
+        weights_layer(&real, o.weights);
+    for (int ri = 0; ri < qf_recipe_count; ri++)
+        show_kernels(ctx, ri);
+    print_table_header();
+    static const int64_t Ns[] = {14336, 12288};
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        for (int n = 0; n < 2; n++)
+            for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++) {
+                layer L;
+                synth_layer(&L, o.tokens, 4096, Ns[n], nm);
+                run_layer(ctx, &qf_recipes[ri], &L, o.iters);
+                layer_free(&L);
+            }
+        if (o.weights)
+            run_layer(ctx, &qf_recipes[ri], &real, o.iters);
+    }
+    printf("\nnorm+quant: median of %d runs of the fused kernel (CUDA events); GEMM: cuBLASLt FP8,\n"
+           "same; rel err: ||y - y_ref|| / ||y_ref|| over %d rows, y_ref in fp64 from the bf16\n"
+           "inputs; fake shapes: every buffer sized by the shape functions, validated by the op,\n"
+           "guard bytes after each intact.\n", o.iters, REF_ROWS);
+    if (o.weights)
+        layer_free(&real);
+    qf_ctx_free(ctx);
+    return 0;
+}

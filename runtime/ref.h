@@ -1,0 +1,77 @@
+/* ref.h: scalar C reference implementations (*_ref), the oracle for every kernel (SPEC 1, 2.1, 3).
+ *
+ * Plain C, fp32 arithmetic in the exact order the kernels use (build with -ffp-contract=off so the
+ * compiler fuses nothing), except where a function says it works in double. */
+#ifndef QF_REF_H
+#define QF_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qf_formats.h"
+
+/* ---- element conversions (SPEC 1) */
+
+/* fp32 -> E4M3, round to nearest even, saturating to +-448 (inf too); NaN -> 0x7F whatever its
+ * sign (0xFF is never produced: the hardware cvt.rn.satfinite gives 0x7F for any NaN). Subnormals
+ * down to 2^-9 are exact; zero and underflow keep the sign (-0.0 -> 0x80). */
+uint8_t qf_e4m3_from_float_ref(float v);
+float qf_e4m3_to_float_ref(uint8_t b);
+/* fp32 -> E5M2, round to nearest even, saturating to +-57344 (inf too); NaN -> 0x7F (sign not
+ * kept). Subnormals down to 2^-16 are exact. */
+uint8_t qf_e5m2_from_float_ref(float v);
+float qf_e5m2_to_float_ref(uint8_t b);
+/* fmt is QF_DTYPE_E4M3 or QF_DTYPE_E5M2. */
+uint8_t qf_fp8_from_float_ref(qf_dtype fmt, float v);
+float qf_fp8_to_float_ref(qf_dtype fmt, uint8_t b);
+float qf_fp8_max(qf_dtype fmt);
+
+float qf_bf16_to_float(uint16_t h);
+uint16_t qf_float_to_bf16(float f);   /* round to nearest even, NaN stays NaN */
+float qf_fp16_to_float(uint16_t h);
+uint16_t qf_float_to_fp16(float f);   /* round to nearest even, overflow -> inf */
+
+/* Element i of a bf16/fp16/fp32 array, as fp32. */
+float qf_load_as_float(const void *p, qf_dtype dt, int64_t i);
+
+/* max(m, |v|) that keeps NaN: a NaN anywhere makes the result NaN (SPEC 2.3 spirit). */
+float qf_amax_merge(float m, float v);
+
+/* ---- norm + per-tensor FP8 quantize (SPEC 2.1, 3) */
+
+/* Row statistics in double, rounded to fp32: layernorm mu and rsigma = 1/sqrt(var + eps);
+ * rmsnorm rsigma = 1/sqrt(mean(x^2) + eps) and mu = 0; none: mu = 0, rsigma = 1.
+ * x: [M, K] of dtype xdt; mu, rsigma: [M] outputs. */
+void qf_norm_stats_ref(qf_norm norm, qf_dtype xdt, const void *x, int64_t M, int64_t K, float eps,
+                       float *mu, float *rsigma);
+
+/* The normalized value the kernels quantize, for one element given its row's mu/rsigma:
+ * layernorm y = fmaf((x - mu) * rsigma, g, b); rmsnorm y = (x * rsigma) * g; none: y = x;
+ * g = gamma, or fl(gamma + 1) in fp32 when zcg. gamma/beta are already loaded as fp32. */
+float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, float gamma,
+                        float beta);
+
+/* Fused norm + FP8 quantize reference. x [M, K] (xdt), gamma/beta [K] (gdt; NULL for none/rmsnorm
+ * beta). mu/rsigma: if mu_in/rsigma_in are non-NULL they are used (the kernel's own statistics);
+ * otherwise qf_norm_stats_ref's values are. q = rn_sat(fl(y * scale)), fmt E4M3 or E5M2.
+ * Outputs (each may be NULL): row [M, K], col [K, M] (transposed), mu_out/rsigma_out [M];
+ * *amax = max |y| over all elements (pre-scale, NaN propagates). */
+void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
+                              const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
+                              const float *mu_in, const float *rsigma_in, float scale,
+                              qf_dtype fmt, uint8_t *row, uint8_t *col, float *mu_out,
+                              float *rsigma_out, float *amax);
+
+/* Delayed-scaling update (SPEC 2.1), same contract as the kernel: for each tensor t < n with
+ * a = amax[t] != 0: history[t, :] rolls (newest at index 0), then scale/scale_inv are recomputed;
+ * amax[t] is reset to 0. margin and ac come from the recipe. */
+void qf_fp8_scale_update_ref(int n, int H, float *amax, float *history, float *scale,
+                             float *scale_inv, const uint8_t *fmt, float margin,
+                             qf_amax_compute ac);
+
+/* GEMM reference in double: y[m, n] = sa * sb * sum_k A[m, k] * B[n, k] (+ bias[n]), with A, B
+ * FP8 bytes (fmt_a, fmt_b) decoded exactly; bias may be NULL. y is double [M, N]. */
+void qf_gemm_fp8_ref(qf_dtype fmt_a, const uint8_t *a, float sa, qf_dtype fmt_b, const uint8_t *b,
+                     float sb, const double *bias, int64_t M, int64_t N, int64_t K, double *y);
+
+#endif /* QF_REF_H */

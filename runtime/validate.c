@@ -1,0 +1,108 @@
+/* validate.c: argument and buffer checks for the ops (DESIGN "Errors"). */
+#include "validate.h"
+
+#include <string.h>
+
+#define QF_BUFFER_ALIGN 16
+
+static int qf_is_hp_dtype(qf_dtype dt) {
+    return dt == QF_DTYPE_BF16 || dt == QF_DTYPE_FP16 || dt == QF_DTYPE_FP32;
+}
+
+static qf_status qf_check_tensor_struct(const char *op, const char *arg, const qf_tensor *t) {
+    if (!t)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, arg);
+    if (!t->data)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data is NULL", op, arg);
+    if (t->ndim < 1 || t->ndim > QF_MAX_DIMS)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.ndim is %d; expected 1..%d", op, arg,
+                            t->ndim, QF_MAX_DIMS);
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] < 1)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dims[%d] is %lld; expected >= 1", op,
+                                arg, i, (long long)t->dims[i]);
+    if ((unsigned)t->dtype >= QF_DTYPE_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype %d is not a qf_dtype", op, arg,
+                            (int)t->dtype);
+    return QF_OK;
+}
+
+qf_status qf_check_activation(const char *op, const char *arg, const qf_tensor *t, int64_t *M,
+                              int64_t *K) {
+    QF_TRY(qf_check_tensor_struct(op, arg, t));
+    if (!qf_is_hp_dtype(t->dtype))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected bf16, fp16 or fp32",
+                            op, arg, qf_dtype_name(t->dtype));
+    if ((uintptr_t)t->data % qf_dtype_size(t->dtype))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data %p is not aligned to its %zu-byte "
+                            "elements", op, arg, t->data, qf_dtype_size(t->dtype));
+    *K = t->dims[t->ndim - 1];
+    *M = qf_tensor_numel(t) / *K;
+    return QF_OK;
+}
+
+qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, const qf_shape *s) {
+    QF_TRY(qf_check_tensor_struct(op, arg, t));
+    if (t->dtype != s->dtype)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s", op, arg,
+                            qf_dtype_name(t->dtype), qf_dtype_name(s->dtype));
+    int64_t want = 1;
+    for (int i = 0; i < s->ndim; i++)
+        want *= s->dims[i];
+    int64_t have = qf_tensor_numel(t);
+    int64_t last = s->dims[s->ndim - 1];
+    if (have != want || (s->ndim == 2 && t->dims[t->ndim - 1] != last))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements (last dim %lld); the "
+                            "shape function requires %lld (last dim %lld)", op, arg,
+                            (long long)have, (long long)t->dims[t->ndim - 1], (long long)want,
+                            (long long)last);
+    /* Matrices are stored with 4-byte vectors and read by cuBLASLt: 16-byte alignment. Vectors
+     * (statistics, amax and scale slots that may sit inside a larger array) need element
+     * alignment only. */
+    size_t align = s->ndim >= 2 ? QF_BUFFER_ALIGN : qf_dtype_size(s->dtype);
+    if (align && (uintptr_t)t->data % align)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data %p is not %zu-byte aligned", op, arg,
+                            t->data, align);
+    return QF_OK;
+}
+
+qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
+                           const char *const *names, const qf_tensor *const *tensors, int nt) {
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < nt && strcmp(names[j], shapes[i].name) != 0)
+            j++;
+        if (j == nt)
+            return qf_set_error(QF_ERR_INTERNAL, "%s: no buffer for output '%s'", op,
+                                shapes[i].name);
+        QF_TRY(qf_check_buffer(op, names[j], tensors[j], &shapes[i]));
+    }
+    return QF_OK;
+}
+
+qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t, int64_t K,
+                          qf_dtype dt) {
+    QF_TRY(qf_check_tensor_struct(op, arg, t));
+    if (t->dtype != dt && t->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s or fp32", op, arg,
+                            qf_dtype_name(t->dtype), qf_dtype_name(dt));
+    if (qf_tensor_numel(t) != K)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements; expected K = %lld", op,
+                            arg, (long long)qf_tensor_numel(t), (long long)K);
+    if ((uintptr_t)t->data % qf_dtype_size(t->dtype))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data is not element-aligned", op, arg);
+    return QF_OK;
+}
+
+qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_shape_query *q,
+                          qf_shape *out, int cap, int *n) {
+    *n = r->shapes(q, out, cap);
+    if (*n == -1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' rejects the shape query (M=%lld "
+                            "N=%lld K=%lld outputs=%u)", op, r->name, (long long)q->M,
+                            (long long)q->N, (long long)q->K, q->outputs);
+    if (*n < 0)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: shape function of '%s' needs more than %d slots",
+                            op, r->name, cap);
+    return QF_OK;
+}

@@ -1,0 +1,33 @@
+/* validate.h: argument checks shared by the ops; every failure names the argument and the
+ * requirement, and nothing is launched. Buffers are checked against the fake-shape functions. */
+#ifndef QF_VALIDATE_H
+#define QF_VALIDATE_H
+
+#include "registry.h"
+#include "status.h"
+
+/* x: non-NULL, data non-NULL, 1 <= ndim <= QF_MAX_DIMS, all dims >= 1, dtype bf16/fp16/fp32,
+ * element-aligned. Returns the [M, K] view (M = product of leading dims). */
+QF_INTERNAL qf_status qf_check_activation(const char *op, const char *arg, const qf_tensor *t,
+                                          int64_t *M, int64_t *K);
+
+/* t must be a non-NULL tensor with data, dtype s->dtype, the same element count as s and, for a
+ * 2-D shape, the same last dimension; data aligned to 16 bytes (2-D) or to its element (1-D). */
+QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t,
+                                      const qf_shape *s);
+
+/* For every shape in shapes[0..n), finds the tensor with the same name in names[]/tensors[] and
+ * checks it with qf_check_buffer. A shape with no tensor of that name is an internal error. */
+QF_INTERNAL qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
+                                       const char *const *names, const qf_tensor *const *tensors,
+                                       int nt);
+
+/* A [K] vector of dtype fp32 or `dt` (gamma, beta). */
+QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
+                                      int64_t K, qf_dtype dt);
+
+/* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
+QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
+                                      const qf_shape_query *q, qf_shape *out, int cap, int *n);
+
+#endif /* QF_VALIDATE_H */

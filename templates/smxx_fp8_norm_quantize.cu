@@ -1,0 +1,227 @@
+/* smxx_fp8_norm_quantize.cu: fused LayerNorm/RMSNorm (or none) + per-tensor FP8 quantization.
+ *
+ * Numerics: SPEC 2.1 (q = rn_sat(fl(y * scale)), amax of |y| before scaling) and SPEC 3
+ * (y = fmaf((x - mu) * rsigma, g, b) or (x * rsigma) * g, statistics in fp32). The C reference is
+ * qf_norm_quantize_fp8_ref in runtime/ref.c; given this kernel's mu/rsigma the bytes are identical.
+ *
+ * Work split: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
+ * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks the
+ * row tile in 32x32 sub-tiles; each thread normalizes and quantizes 4 consecutive elements, stores
+ * the rowwise bytes, and parks them in shared memory so that the columnwise (transposed [K, M])
+ * copy is written in the same pass with coalesced rows of the transpose.
+ *
+ * Compile-time choices: the placeholders below (filled by qfuse-gen) and -DQF_OUTPUTS /
+ * -DQF_GAMMA_DTYPE (passed by the runtime). K and M are run-time values: a new M or K never
+ * recompiles. */
+#include "qf_formats.h"
+
+#ifndef QF_OUTPUTS
+#define QF_OUTPUTS QF_OUT_ROWWISE
+#endif
+#ifndef QF_GAMMA_DTYPE
+#define QF_GAMMA_DTYPE __IN_DTYPE__
+#endif
+
+namespace {
+
+constexpr int kNorm = __NORM__;
+constexpr int kZeroCenteredGamma = __ZERO_CENTERED_GAMMA__;
+constexpr int kInDtype = __IN_DTYPE__;
+constexpr int kOutDtype = __OUT_DTYPE__;
+constexpr int kGammaDtype = QF_GAMMA_DTYPE;
+constexpr int kThreads = __BLOCK_THREADS__;
+constexpr int kTileM = __TILE_M__;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSubK = 32;                  /* columns per sub-tile */
+constexpr int kVec = 4;                    /* elements per thread per sub-tile */
+constexpr bool kRowwise = (QF_OUTPUTS & QF_OUT_ROWWISE) != 0;
+constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
+
+static_assert(kTileM == 32 && kThreads == 256, "sub-tile mapping assumes 32 rows x 256 threads");
+static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
+
+/* Element i of a bf16/fp16/fp32 array as fp32 (exact). */
+template <int DT>
+__device__ __forceinline__ float load_elem(const void *p, long long i) {
+    if (DT == QF_DTYPE_FP32)
+        return __ldg(static_cast<const float *>(p) + i);
+    unsigned short h = __ldg(static_cast<const unsigned short *>(p) + i);
+    if (DT == QF_DTYPE_BF16)
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* Two fp32 values to FP8 with round-to-nearest-even and saturation (SPEC 1); lo in bits 0-7. */
+__device__ __forceinline__ unsigned short to_fp8x2(float lo, float hi) {
+    unsigned short r;
+    if (kOutDtype == QF_DTYPE_E4M3)
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* max(m, |v|) keeping NaN (same rule as qf_amax_merge). */
+__device__ __forceinline__ float amax_merge(float m, float v) {
+    float a = fabsf(v);
+    return (a > m || a != a) ? a : m;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_amax(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = amax_merge(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Phase 1: mu and rsigma of one row, by one warp (SPEC 3: eps inside the square root). */
+__device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
+                          float *rsigma_out) {
+    const int lane = threadIdx.x & 31;
+    const long long base = row * K;
+    float mu = 0.0f;
+    if (kNorm == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+        for (long long k = lane; k < K; k += 32)
+            s += load_elem<kInDtype>(x, base + k);
+        mu = warp_sum(s) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+    for (long long k = lane; k < K; k += 32) {
+        float d = load_elem<kInDtype>(x, base + k) - mu;
+        ss += d * d;
+    }
+    float var = warp_sum(ss) / static_cast<float>(K);
+    *mu_out = mu;
+    *rsigma_out = 1.0f / sqrtf(var + eps);
+}
+
+/* The value that is quantized (SPEC 3), in the reference's exact operation order. */
+__device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
+    if (kNorm == QF_NORM_LAYERNORM)
+        return fmaf((x - mu) * rsigma, g, b);
+    if (kNorm == QF_NORM_RMSNORM)
+        return (x * rsigma) * g;
+    return x;
+}
+
+__device__ __forceinline__ float load_gamma(const void *gamma, long long k) {
+    float g = load_elem<kGammaDtype>(gamma, k);
+    return kZeroCenteredGamma ? g + 1.0f : g;
+}
+
+/* Stores 4 bytes at p (4-byte aligned when `aligned`), only the first n (< 4 at a ragged edge). */
+__device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
+    if (n == 4 && aligned) {
+        *reinterpret_cast<unsigned *>(p) = v;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads)
+__KERNEL_NAME__(const qf_nq_params p) {
+    __shared__ float s_mu[kTileM], s_rsigma[kTileM], s_amax[kWarps];
+    __shared__ unsigned char s_t[kSubK][kTileM + 4]; /* transposed sub-tile, padded vs conflicts */
+    const long long M = p.M, K = p.K;
+    const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    /* Phase 1: row statistics. */
+    if (kNorm != QF_NORM_NONE) {
+        for (int r = warp; r < kTileM; r += kWarps) {
+            if (m0 + r >= M)
+                continue;
+            float mu, rs;
+            row_stats(p.x, m0 + r, K, p.eps, &mu, &rs);
+            if (lane == 0) {
+                s_mu[r] = mu;
+                s_rsigma[r] = rs;
+                if (kNorm == QF_NORM_LAYERNORM)
+                    p.mu[m0 + r] = mu;
+                p.rsigma[m0 + r] = rs;
+            }
+        }
+        __syncthreads();
+    }
+
+    /* Phase 2: normalize + quantize sub-tiles of 32 rows x 32 columns. */
+    const float scale = *p.scale;
+    const int r = threadIdx.x / (kSubK / kVec);          /* row in tile, 0..31 */
+    const int c = (threadIdx.x % (kSubK / kVec)) * kVec; /* first column in sub-tile */
+    const long long m = m0 + r;
+    const float mu = (kNorm == QF_NORM_LAYERNORM && m < M) ? s_mu[r] : 0.0f;
+    const float rs = (kNorm != QF_NORM_NONE && m < M) ? s_rsigma[r] : 1.0f;
+    const bool row_aligned = (K & 3) == 0;
+    const bool col_aligned = (M & 3) == 0;
+    float amax = 0.0f;
+
+    for (long long k0 = 0; k0 < K; k0 += kSubK) {
+        unsigned packed = 0;
+        const int nk = (K - (k0 + c)) < kVec ? static_cast<int>(K - (k0 + c)) : kVec;
+        if (m < M && nk > 0) {
+            float y[kVec];
+#pragma unroll
+            for (int i = 0; i < kVec; i++) {
+                y[i] = 0.0f;
+                if (i < nk) {
+                    const long long k = k0 + c + i;
+                    float xv = load_elem<kInDtype>(p.x, m * K + k);
+                    float g = kNorm != QF_NORM_NONE ? load_gamma(p.gamma, k) : 1.0f;
+                    float b = kNorm == QF_NORM_LAYERNORM ? load_elem<kGammaDtype>(p.beta, k) : 0.0f;
+                    y[i] = normalize(xv, mu, rs, g, b);
+                    amax = amax_merge(amax, y[i]);
+                }
+            }
+            const unsigned lo = to_fp8x2(y[0] * scale, y[1] * scale);
+            const unsigned hi = to_fp8x2(y[2] * scale, y[3] * scale);
+            packed = lo | (hi << 16);
+            if (kRowwise)
+                store4(p.out_row + m * K + k0 + c, packed, nk, row_aligned);
+        }
+        if (kColumnwise) {
+#pragma unroll
+            for (int i = 0; i < kVec; i++)
+                s_t[c + i][r] = static_cast<unsigned char>(packed >> (8 * i));
+            __syncthreads();
+            /* Thread (cc, r4) writes 4 rows of column k0 + cc of the transpose [K, M]. */
+            const int cc = threadIdx.x / (kTileM / kVec), r4 = (threadIdx.x % (kTileM / kVec)) * kVec;
+            const long long kk = k0 + cc;
+            const long long rows_left = M - (m0 + r4);
+            if (kk < K && rows_left > 0) {
+                unsigned v = 0;
+#pragma unroll
+                for (int i = 0; i < kVec; i++)
+                    v |= static_cast<unsigned>(s_t[cc][r4 + i]) << (8 * i);
+                const int n = rows_left < kVec ? static_cast<int>(rows_left) : kVec;
+                store4(p.out_col + kk * M + m0 + r4, v, n, col_aligned);
+            }
+            __syncthreads();
+        }
+    }
+
+    /* amax: warp, block, then one atomic per block. Non-negative floats order as their bits,
+     * and a NaN (positive after fabsf) compares above +inf, so it is never dropped. */
+    amax = warp_amax(amax);
+    if (lane == 0)
+        s_amax[warp] = amax;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = s_amax[0];
+        for (int w = 1; w < kWarps; w++)
+            a = amax_merge(a, s_amax[w]);
+        atomicMax(reinterpret_cast<int *>(p.amax), __float_as_int(a));
+        if (blockIdx.x == 0)
+            *p.scale_inv = 1.0f / scale;
+    }
+}

@@ -1,0 +1,48 @@
+/* test_util.h: helpers shared by the cmocka tests (includes, GPU detection, deterministic data). */
+#ifndef QF_TEST_UTIL_H
+#define QF_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+/* Nonzero when a CUDA device is usable. Decided once per process. */
+static inline int qf_test_have_gpu(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        int n = 0;
+        cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+        if (!cached)
+            (void)cudaGetLastError();
+    }
+    return cached;
+}
+
+/* Call first in every GPU test: skips cleanly (cmocka skip) without a GPU. */
+#define QF_SKIP_WITHOUT_GPU()                                                                 \
+    do {                                                                                      \
+        if (!qf_test_have_gpu()) {                                                            \
+            skip();                                                                           \
+        }                                                                                     \
+    } while (0)
+
+/* splitmix64: deterministic, seedable test data. */
+static inline uint64_t qf_test_rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static inline float qf_test_rng_uniform(uint64_t *s) {
+    return (float)((double)(qf_test_rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+
+#endif /* QF_TEST_UTIL_H */
