@@ -27,6 +27,7 @@ LDLIBS_ALL := -llua5.4 -lcjson -lxxhash $(LDLIBS_CUDA) -ldl -lpthread -lm $(LDLI
 ifneq ($(QFUSE_DEPS_PREFIX),)
 DEPLIB := $(QFUSE_DEPS_PREFIX)/usr/lib/x86_64-linux-gnu
 CPPFLAGS_ALL += -I$(QFUSE_DEPS_PREFIX)/usr/include -I$(QFUSE_DEPS_PREFIX)/usr/include/lua5.4 \
+                -I$(QFUSE_DEPS_PREFIX)/usr/include/x86_64-linux-gnu \
                 -I$(QFUSE_DEPS_PREFIX)/usr/include/cjson
 LDLIBS_ALL := -L$(DEPLIB) -Wl,-rpath,$(DEPLIB) $(LDLIBS_ALL)
 endif

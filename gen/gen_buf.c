@@ -84,10 +84,18 @@ char *qf_gen_buf_take(qf_gen_buf *b) {
 /* Appends the escaped form of one byte; prev is the byte before it (for trigraphs). */
 static void qf_gen_buf_add_escaped(qf_gen_buf *b, unsigned char c, unsigned char prev) {
     switch (c) {
-    case '"': qf_gen_buf_adds(b, "\\\""); return;
-    case '\\': qf_gen_buf_adds(b, "\\\\"); return;
-    case '\n': qf_gen_buf_adds(b, "\\n"); return;
-    case '\t': qf_gen_buf_adds(b, "\\t"); return;
+    case '"':
+        qf_gen_buf_adds(b, "\\\"");
+        return;
+    case '\\':
+        qf_gen_buf_adds(b, "\\\\");
+        return;
+    case '\n':
+        qf_gen_buf_adds(b, "\\n");
+        return;
+    case '\t':
+        qf_gen_buf_adds(b, "\\t");
+        return;
     case '?':
         qf_gen_buf_adds(b, prev == '?' ? "\\?" : "?");
         return;

@@ -7,6 +7,7 @@
 #include "gen_emit.h"
 #include "gen_plan.h"
 
+/* ORDER GEN_CMD */
 typedef enum qf_gen_cmd {
     QF_GEN_CMD_GENERATE = 0,
     QF_GEN_CMD_LIST = 1,
@@ -56,17 +57,31 @@ static int qf_gen_is_opt(const char *arg, const char *name) {
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* Flags that pick the command. ORDER GEN_CMD: a later command wins (--help beats --list). */
+static const struct {
+    const char *flag;
+    qf_gen_cmd cmd;
+} qf_gen_cmd_flags[] = {
+    {"--list", QF_GEN_CMD_LIST}, {"--check", QF_GEN_CMD_CHECK},     {"--help", QF_GEN_CMD_HELP},
+    {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION},
+};
+
+/* Sets a->cmd when arg is a command flag; returns 1 then. */
+static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a) {
+    for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
+        if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
+            if (a->cmd < qf_gen_cmd_flags[k].cmd)
+                a->cmd = qf_gen_cmd_flags[k].cmd;
+            return 1;
+        }
+    return 0;
+}
+
 /* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */
 static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE *err) {
     const char *arg = argv[*i], *v = NULL;
-    if (strcmp(arg, "--list") == 0 || strcmp(arg, "--check") == 0 || strcmp(arg, "--help") == 0 ||
-        strcmp(arg, "-h") == 0 || strcmp(arg, "--version") == 0) {
-        qf_gen_cmd c = arg[2] == 'l' ? QF_GEN_CMD_LIST : arg[2] == 'c' ? QF_GEN_CMD_CHECK
-                       : arg[2] == 'v' ? QF_GEN_CMD_VERSION : QF_GEN_CMD_HELP;
-        if (a->cmd < c) /* help and version win over the rest */
-            a->cmd = c;
+    if (qf_gen_parse_cmd(arg, a))
         return 0;
-    }
     if (strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output"))
         v = a->out_dir = qf_gen_optval(argc, argv, i, arg[1] == 'o' ? "-o" : "--output");
     else if (qf_gen_is_opt(arg, "--templates"))
@@ -121,8 +136,8 @@ static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
         const qf_gen_plan_recipe *pr = &p->recipes[r];
         char options[256], key[33];
         qf_gen_recipe_options(&pr->recipe, options, sizeof options);
-        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.file,
-                pr->recipe.name, options, pr->n_variants, arch);
+        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.file, pr->recipe.name,
+                options, pr->n_variants, arch);
         for (int v = 0; v < pr->n_variants; v++) {
             qf_gen_plan_key(p, r, v, arch, key);
             fprintf(out, "  %s  ", key);

@@ -1,4 +1,5 @@
-/* gen_enum.c: names of the qf_formats.h enums as written by qfuse-gen (C constants, short names). */
+/* gen_enum.c: names of the qf_formats.h enums as written by qfuse-gen (C constants, short names).
+ */
 #include "gen_enum.h"
 
 #include <stddef.h>

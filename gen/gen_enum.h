@@ -1,4 +1,5 @@
-/* gen_enum.h: names of the qf_formats.h enums as written by qfuse-gen (C constants, short names). */
+/* gen_enum.h: names of the qf_formats.h enums as written by qfuse-gen (C constants, short names).
+ */
 #ifndef QF_GEN_ENUM_H
 #define QF_GEN_ENUM_H
 

@@ -8,6 +8,7 @@
 #include "gen_recipe.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -18,8 +19,8 @@
 /* ========================================================================= option lists */
 /* Recipe strings become C enums through one option list and a parallel value array (STYLE 10). */
 
-static const char *const qf_gen_family_opts[] = {"fp8_delayed", "fp8_current", "mxfp8", "nvfp4",
-                                                 "fp8_block", NULL};
+static const char *const qf_gen_family_opts[] = {"fp8_delayed", "fp8_current", "mxfp8",
+                                                 "nvfp4",       "fp8_block",   NULL};
 static const qf_family qf_gen_family_vals[] = {QF_FAMILY_FP8_DELAYED, QF_FAMILY_FP8_CURRENT,
                                                QF_FAMILY_MXFP8, QF_FAMILY_NVFP4,
                                                QF_FAMILY_FP8_BLOCK};
@@ -29,9 +30,11 @@ _Static_assert(sizeof(qf_gen_family_vals) / sizeof(qf_gen_family_vals[0]) == QF_
 /* ORDER GEN_FORMAT */
 static const char *const qf_gen_format_opts[] = {"hybrid", "e4m3", NULL};
 static const qf_dtype qf_gen_format_fmts[][QF_ROLE_COUNT] = {
-    [QF_GEN_FORMAT_HYBRID] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3, [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
+    [QF_GEN_FORMAT_HYBRID] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
+                              [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
                               [QF_ROLE_GRAD] = QF_DTYPE_E5M2},
-    [QF_GEN_FORMAT_E4M3] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3, [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
+    [QF_GEN_FORMAT_E4M3] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
+                            [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
                             [QF_ROLE_GRAD] = QF_DTYPE_E4M3},
 };
 _Static_assert(sizeof(qf_gen_format_fmts) / sizeof(qf_gen_format_fmts[0]) == QF_GEN_FORMAT_COUNT,
@@ -51,10 +54,10 @@ static const char *const qf_gen_fp8_delayed_fields[] = {
 
 /* State shared by the allocator, the instruction hook and the protected main function. */
 typedef struct qf_gen_sandbox {
-    const char *path;          /* as given: error messages name it */
-    size_t used, cap;          /* heap bytes in use and the cap */
+    const char *path; /* as given: error messages name it */
+    size_t used, cap; /* heap bytes in use and the cap */
     unsigned long insns, insn_budget;
-    int in_chunk;              /* 1 while the recipe's own code runs: errors get a traceback */
+    int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
     qf_gen_recipe *out;
 } qf_gen_sandbox;
 
@@ -86,8 +89,8 @@ static void qf_gen_hook(lua_State *L, lua_Debug *ar) {
     qf_gen_sandbox *sb = ud;
     sb->insns += QF_GEN_HOOK_STEP;
     if (sb->insns > sb->insn_budget)
-        luaL_error(L, "%s: instruction budget of %lu exceeded (endless loop?)", sb->path,
-                   sb->insn_budget);
+        luaL_error(L, "%s: instruction budget of %I exceeded (endless loop?)", sb->path,
+                   (lua_Integer)sb->insn_budget); /* lua_pushfstring has no %lu */
 }
 
 /* Message handler: errors raised by the recipe's code get a traceback; validation errors are
@@ -151,8 +154,7 @@ static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const ch
                        luaL_typename(L, -1));
         v = lua_tointegerx(L, -1, &isint);
         if (!isint)
-            luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path,
-                       name);
+            luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path, name);
     }
     if (v < lo || v > hi)
         luaL_error(L, "%s: field '%s' (value %I out of range %I..%I)", sb->path, name, v, lo, hi);
@@ -161,8 +163,8 @@ static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const ch
 }
 
 /* Copies optional string field `name` (at most n-1 bytes) into dst; "" when absent. */
-static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                                char *dst, size_t n) {
+static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const char *name, char *dst,
+                                size_t n) {
     int t = qf_gen_getfield(L, name);
     dst[0] = '\0';
     if (t != LUA_TNIL) {
@@ -285,8 +287,8 @@ static int qf_gen_recipe_name(const char *path, qf_gen_recipe *out, qf_gen_err *
 /* Turns a failed pcall into the error message. */
 static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, qf_gen_err *e) {
     if (st == LUA_ERRMEM)
-        return qf_gen_fail(e, "%s: memory limit of %zu bytes (%zu MiB) exceeded", sb->path,
-                           sb->cap, sb->cap >> 20);
+        return qf_gen_fail(e, "%s: memory limit of %zu bytes (%zu MiB) exceeded", sb->path, sb->cap,
+                           sb->cap >> 20);
     const char *msg = lua_tostring(L, -1);
     return qf_gen_fail(e, "%s", msg ? msg : "(no error message)");
 }
@@ -340,8 +342,7 @@ void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n) {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < count && used < n; i++) {
-        int w = snprintf(buf + used, n - used, "%s%s=%s", i ? ";" : "", opts[i].key,
-                         opts[i].value);
+        int w = snprintf(buf + used, n - used, "%s%s=%s", i ? ";" : "", opts[i].key, opts[i].value);
         used += w > 0 ? (size_t)w : 0;
     }
 }

@@ -7,7 +7,7 @@
 #include "gen_buf.h"
 #include "qf_formats.h"
 
-#define QF_GEN_RECIPE_NAME_MAX 48   /* recipe names are part of every kernel name */
+#define QF_GEN_RECIPE_NAME_MAX 48 /* recipe names are part of every kernel name */
 #define QF_GEN_DESCRIPTION_MAX 255
 
 /* fp8_delayed `format` option. ORDER GEN_FORMAT (qf_gen_format_opts in gen_recipe.c) */
@@ -28,15 +28,15 @@ typedef struct qf_gen_limits {
 
 /* A validated recipe. Every option holds its value, defaults filled in. */
 typedef struct qf_gen_recipe {
-    char name[QF_GEN_RECIPE_NAME_MAX + 1];     /* file stem: "fp8_delayed" */
-    char file[QF_GEN_RECIPE_NAME_MAX + 16];    /* canonical "recipes/<name>.lua" */
+    char name[QF_GEN_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" */
+    char file[QF_GEN_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" */
     char description[QF_GEN_DESCRIPTION_MAX + 1];
     qf_family family;
     qf_gen_format format;
-    int margin;                                /* 0..32 */
-    int amax_history_len;                      /* 1..8192 */
+    int margin;           /* 0..32 */
+    int amax_history_len; /* 1..8192 */
     qf_amax_compute amax_compute;
-    qf_dtype fmt[QF_ROLE_COUNT];               /* element format per role, from `format` */
+    qf_dtype fmt[QF_ROLE_COUNT]; /* element format per role, from `format` */
 } qf_gen_recipe;
 
 /* Loads and validates the recipe at path (errors name path as given). lim NULL = defaults.

@@ -5,13 +5,13 @@
 
 /* Upper-case `__X__` names that belong to compilers and CUDA, never to us. CUDA code uses many
  * lower-case ones too (__global__, __shared__), which the upper-case rule already excludes. */
-static const char *const qf_gen_macro_prefixes[] = {"__CUDA", "__NV", "__GNUC", "__STDC",
-                                                   "__SIZEOF_", "__BYTE_ORDER", "__ORDER_",
-                                                   "__LP64", "__CLANG", "__OPTIMIZE", NULL};
+static const char *const qf_gen_macro_prefixes[] = {
+    "__CUDA",   "__NV",   "__GNUC",  "__STDC",     "__SIZEOF_", "__BYTE_ORDER",
+    "__ORDER_", "__LP64", "__CLANG", "__OPTIMIZE", NULL};
 static const char *const qf_gen_macro_names[] = {
-    "__FILE__", "__LINE__", "__DATE__", "__TIME__", "__TIMESTAMP__", "__COUNTER__",
-    "__VA_ARGS__", "__VA_OPT__", "__FUNCTION__", "__PRETTY_FUNCTION__", "__BASE_FILE__",
-    "__INCLUDE_LEVEL__", NULL};
+    "__FILE__",      "__LINE__",          "__DATE__",   "__TIME__",     "__TIMESTAMP__",
+    "__COUNTER__",   "__VA_ARGS__",       "__VA_OPT__", "__FUNCTION__", "__PRETTY_FUNCTION__",
+    "__BASE_FILE__", "__INCLUDE_LEVEL__", NULL};
 
 static int qf_gen_is_known_macro(const char *tok) {
     for (int i = 0; qf_gen_macro_prefixes[i]; i++)

@@ -38,7 +38,11 @@ static const qf_gen_shape_op qf_gen_fp8_delayed_ops[] = {
 #define QF_GEN_ROLE_FMT QF_GEN_DTYPE_ROLE
 static const qf_gen_shape_out qf_gen_fp8_delayed_outs[] = {
     {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE},
-    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"},
+    {QF_OP_NORM_QUANTIZE,
+     "columnwise_data",
+     QF_GEN_ROLE_FMT,
+     2,
+     {"K", "M"},
      QF_GEN_COND_COLUMNWISE},
     {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
     {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
@@ -100,10 +104,11 @@ int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e) {
 /* ========================================================================= C emission */
 
 void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r) {
-    qf_gen_buf_addf(b,
-                    "/* Fake shapes of recipe %s (%s): every output of an op, see qf_shapes_fn. */\n"
-                    "int qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap);\n",
-                    r->name, r->file, r->name);
+    qf_gen_buf_addf(
+        b,
+        "/* Fake shapes of recipe %s (%s): every output of an op, see qf_shapes_fn. */\n"
+        "int qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap);\n",
+        r->name, r->file, r->name);
 }
 
 void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
@@ -172,10 +177,10 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_gen_shape_out *o) {
     qf_gen_buf_addf(b, "%sconst int64_t d[] = {", ind);
     for (int d = 0; d < o->ndim; d++)
         qf_gen_buf_addf(b, "%s%s", d ? ", " : "", qf_gen_dim_c(o->dims[d]));
-    qf_gen_buf_addf(b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind,
-                    o->name,
-                    o->dtype == QF_GEN_DTYPE_ROLE ? "fmt" : qf_gen_enum_c(QF_GEN_ENUM_DTYPE, o->dtype),
-                    o->ndim);
+    qf_gen_buf_addf(
+        b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind, o->name,
+        o->dtype == QF_GEN_DTYPE_ROLE ? "fmt" : qf_gen_enum_c(QF_GEN_ENUM_DTYPE, o->dtype),
+        o->ndim);
     qf_gen_buf_addf(b, "%s    return -1;\n    }\n", ind);
 }
 
@@ -190,8 +195,10 @@ static int qf_gen_op_uses_role_fmt(const qf_gen_shape_table *t, qf_op op) {
 static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t,
                               const qf_gen_shape_op *op) {
     const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, op->op);
-    qf_gen_buf_addf(b, "\nstatic int qf_shapes_%s_%s(const qf_shape_query *q, qf_shape *out, "
-                       "int cap) {\n", r->name, opname);
+    qf_gen_buf_addf(b,
+                    "\nstatic int qf_shapes_%s_%s(const qf_shape_query *q, qf_shape *out, "
+                    "int cap) {\n",
+                    r->name, opname);
     qf_gen_emit_op_checks(b, op);
     if (qf_gen_op_uses_role_fmt(t, op->op))
         qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
@@ -206,8 +213,10 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_ge
 
 /* The recipe's format per role, as a static table. */
 static void qf_gen_emit_fmt_table(qf_gen_buf *b, const qf_gen_recipe *r) {
-    qf_gen_buf_addf(b, "\n/* Element format per role of recipe %s. */\n"
-                       "static const qf_dtype qf_fmt_%s[QF_ROLE_COUNT] = {\n", r->name, r->name);
+    qf_gen_buf_addf(b,
+                    "\n/* Element format per role of recipe %s. */\n"
+                    "static const qf_dtype qf_fmt_%s[QF_ROLE_COUNT] = {\n",
+                    r->name, r->name);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         qf_gen_buf_addf(b, "    [%s] = %s,\n", qf_gen_enum_c(QF_GEN_ENUM_ROLE, i),
                         qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[i]));
@@ -219,9 +228,11 @@ void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_s
     qf_gen_emit_fmt_table(b, r);
     for (int i = 0; i < t->n_ops; i++)
         qf_gen_emit_op_fn(b, r, t, &t->ops[i]);
-    qf_gen_buf_addf(b, "\nint qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap) {\n"
-                       "    if (!q || cap < 0 || (cap > 0 && !out))\n        return -1;\n"
-                       "    switch (q->op) {\n", r->name);
+    qf_gen_buf_addf(b,
+                    "\nint qf_shapes_%s(const qf_shape_query *q, qf_shape *out, int cap) {\n"
+                    "    if (!q || cap < 0 || (cap > 0 && !out))\n        return -1;\n"
+                    "    switch (q->op) {\n",
+                    r->name);
     for (int i = 0; i < t->n_ops; i++) {
         const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, t->ops[i].op);
         qf_gen_buf_addf(b, "    case %s:\n        return qf_shapes_%s_%s(q, out, cap);\n",
@@ -266,7 +277,8 @@ static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
     cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
     if (o->dtype == QF_GEN_DTYPE_ROLE)
         snprintf(dtype, sizeof dtype, "format[%s]",
-                 op->role == QF_GEN_ROLE_QUERY ? "role" : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+                 op->role == QF_GEN_ROLE_QUERY ? "role"
+                                               : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
     else
         snprintf(dtype, sizeof dtype, "%s", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, o->dtype));
     for (int d = 0; d < o->ndim; d++)
@@ -290,9 +302,9 @@ static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t
         used += (size_t)snprintf(req + used, sizeof req - used, "%s%c > 0", used ? " && " : "", *s);
     if (op->quantizer)
         snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
-    cJSON_AddStringToObject(j, "role", op->role == QF_GEN_ROLE_QUERY
-                                           ? "query"
-                                           : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+    cJSON_AddStringToObject(
+        j, "role",
+        op->role == QF_GEN_ROLE_QUERY ? "query" : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
     cJSON_AddStringToObject(j, "requires", req);
     for (int i = 0; i < t->n_outs; i++)
         if (t->outs[i].op == op->op)

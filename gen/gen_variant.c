@@ -29,16 +29,19 @@ static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_varia
     (*n)++;
 }
 
-/* norm_quantize: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, output in the input role's format. */
+/* norm_quantize: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, output in the input role's format.
+ */
 static void qf_gen_expand_nq(const qf_gen_recipe *r, qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
         for (int z = 0; z <= 1; z++)
             for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
                 qf_gen_variant v = {.cfg = qf_gen_quant_config};
-                v.desc = (qf_gen_kernel_desc){
-                    .op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = qf_gen_nq_norms[i],
-                    .zero_centered_gamma = z, .in_dtype = qf_gen_in_dtypes[d],
-                    .out_dtype = r->fmt[QF_ROLE_INPUT]};
+                v.desc = (qf_gen_kernel_desc){.op = QF_OP_NORM_QUANTIZE,
+                                              .role = QF_ROLE_INPUT,
+                                              .norm = qf_gen_nq_norms[i],
+                                              .zero_centered_gamma = z,
+                                              .in_dtype = qf_gen_in_dtypes[d],
+                                              .out_dtype = r->fmt[QF_ROLE_INPUT]};
                 snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_nq_%s%s_%s", r->name,
                          qf_gen_enum_name(QF_GEN_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
                          qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v.desc.in_dtype));
@@ -52,8 +55,10 @@ static void qf_gen_expand_quant(const qf_gen_recipe *r, qf_gen_variant *out, int
         for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
             qf_gen_variant v = {.cfg = qf_gen_quant_config};
             qf_role role = qf_gen_quant_roles[i];
-            v.desc = (qf_gen_kernel_desc){.op = QF_OP_QUANTIZE, .role = role,
-                                          .norm = QF_NORM_NONE, .in_dtype = qf_gen_in_dtypes[d],
+            v.desc = (qf_gen_kernel_desc){.op = QF_OP_QUANTIZE,
+                                          .role = role,
+                                          .norm = QF_NORM_NONE,
+                                          .in_dtype = qf_gen_in_dtypes[d],
                                           .out_dtype = r->fmt[role]};
             snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_quant_%s_%s", r->name,
                      qf_gen_enum_name(QF_GEN_ENUM_ROLE, role),
@@ -66,11 +71,14 @@ static void qf_gen_expand_quant(const qf_gen_recipe *r, qf_gen_variant *out, int
 static void qf_gen_expand_scale_update(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
                                        int *n) {
     qf_gen_variant v = {0};
-    v.desc = (qf_gen_kernel_desc){.op = QF_OP_SCALE_UPDATE, .role = QF_ROLE_INPUT,
-                                  .norm = QF_NORM_NONE, .in_dtype = QF_DTYPE_FP32,
+    v.desc = (qf_gen_kernel_desc){.op = QF_OP_SCALE_UPDATE,
+                                  .role = QF_ROLE_INPUT,
+                                  .norm = QF_NORM_NONE,
+                                  .in_dtype = QF_DTYPE_FP32,
                                   .out_dtype = QF_DTYPE_E4M3};
     snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_scale_update", r->name);
-    v.cfg = (qf_gen_kernel_config){.block_threads = 256, .tile_m = 1,
+    v.cfg = (qf_gen_kernel_config){.block_threads = 256,
+                                   .tile_m = 1,
                                    .smem_bytes = (unsigned)r->amax_history_len * 4u,
                                    .template_name = QF_GEN_TPL_SCALE_UPDATE};
     qf_gen_push(out, cap, n, &v);
@@ -93,8 +101,7 @@ int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
                            qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
     }
     if (n > cap)
-        return qf_gen_fail(e, "%s: %d kernel variants, more than the limit of %d", r->file, n,
-                           cap);
+        return qf_gen_fail(e, "%s: %d kernel variants, more than the limit of %d", r->file, n, cap);
     qsort(out, (size_t)n, sizeof *out, qf_gen_variant_cmp); /* sorted: reproducible output */
     return n;
 }
@@ -144,8 +151,8 @@ int qf_gen_variants_check(const qf_gen_recipe *r, const qf_gen_variant *v, int n
             p = qf_gen_config_problem(&v[i].cfg);
         if (p)
             return qf_gen_fail(e, "%s: kernel '%s': %s (block_threads %u, tile_m %u, smem %u)",
-                               r->file, v[i].desc.name, p, v[i].cfg.block_threads,
-                               v[i].cfg.tile_m, v[i].cfg.smem_bytes);
+                               r->file, v[i].desc.name, p, v[i].cfg.block_threads, v[i].cfg.tile_m,
+                               v[i].cfg.smem_bytes);
         for (int j = 0; j < i; j++)
             if (strcmp(v[i].desc.name, v[j].desc.name) == 0)
                 return qf_gen_fail(e, "%s: kernel name '%s' is not unique", r->file,

@@ -9,7 +9,7 @@
 #include "gen_recipe.h"
 
 #define QF_GEN_KERNEL_NAME_MAX 95 /* qf_kernel_info.name holds 96 bytes */
-#define QF_GEN_VARIANTS_MAX 32     /* per recipe */
+#define QF_GEN_VARIANTS_MAX 32    /* per recipe */
 
 /* The problem: what one kernel computes. Dimensions M and K are run-time arguments; no dimension
  * is baked into the source as a constant (a new M or K never changes the code). */
@@ -17,17 +17,17 @@ typedef struct qf_gen_kernel_desc {
     char name[QF_GEN_KERNEL_NAME_MAX + 1]; /* C identifier, unique, the CUDA entry symbol */
     qf_op op;
     qf_role role;
-    qf_norm norm;             /* QF_NORM_NONE for quantize and scale update */
-    int zero_centered_gamma;  /* 0/1 */
-    qf_dtype in_dtype;        /* x (fp32 for the scale update) */
-    qf_dtype out_dtype;       /* element format written (E4M3 for the scale update) */
+    qf_norm norm;            /* QF_NORM_NONE for quantize and scale update */
+    int zero_centered_gamma; /* 0/1 */
+    qf_dtype in_dtype;       /* x (fp32 for the scale update) */
+    qf_dtype out_dtype;      /* element format written (E4M3 for the scale update) */
 } qf_gen_kernel_desc;
 
 /* The chosen config: how the kernel runs. */
 typedef struct qf_gen_kernel_config {
-    unsigned block_threads;   /* threads per block */
-    unsigned tile_m;          /* rows of x per block: grid = cdiv(M, tile_m) */
-    unsigned smem_bytes;      /* dynamic shared memory per block */
+    unsigned block_threads;    /* threads per block */
+    unsigned tile_m;           /* rows of x per block: grid = cdiv(M, tile_m) */
+    unsigned smem_bytes;       /* dynamic shared memory per block */
     const char *template_name; /* file name under the templates dir ("smxx_fp8_scale_update.cu") */
 } qf_gen_kernel_config;
 

@@ -1,0 +1,190 @@
+/* test_shapes.c: the generated fake-shape function qf_shapes_fp8_delayed (out/shapes.c, SPEC 4)
+ * and its place in the registry. */
+#include "test_util.h"
+
+#include "registry.h"
+#include "shapes.h"
+
+#define CAP 8
+
+/* A valid quantizer query of x[M, K]. */
+static qf_shape_query qf_test_query(qf_op op, unsigned outputs, int64_t M, int64_t K) {
+    qf_shape_query q = {.op = op,
+                        .role = QF_ROLE_INPUT,
+                        .norm = QF_NORM_LAYERNORM,
+                        .outputs = outputs,
+                        .M = M,
+                        .K = K};
+    return q;
+}
+
+/* The output named name among out[0..n), or NULL. */
+static const qf_shape *qf_test_find(const qf_shape *out, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(out[i].name, name) == 0)
+            return &out[i];
+    return NULL;
+}
+
+static void qf_test_expect(const qf_shape *s, qf_dtype dt, int ndim, int64_t d0, int64_t d1,
+                           uint64_t bytes) {
+    assert_non_null(s);
+    assert_int_equal(s->dtype, dt);
+    assert_int_equal(s->ndim, ndim);
+    assert_int_equal(s->dims[0], d0);
+    if (ndim > 1)
+        assert_int_equal(s->dims[1], d1);
+    assert_int_equal(s->bytes, bytes);
+}
+
+static void test_nq_rowwise_only(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 3, 769);
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 5); /* rowwise, amax, scale_inv, mu, rsigma */
+    assert_string_equal(out[0].name, "rowwise_data");
+    qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 3, 769, 3 * 769);
+    assert_null(qf_test_find(out, n, "columnwise_data"));
+    qf_test_expect(qf_test_find(out, n, "amax"), QF_DTYPE_FP32, 1, 1, 0, 4);
+    qf_test_expect(qf_test_find(out, n, "scale_inv"), QF_DTYPE_FP32, 1, 1, 0, 4);
+    qf_test_expect(qf_test_find(out, n, "mu"), QF_DTYPE_FP32, 1, 3, 0, 12);
+    qf_test_expect(qf_test_find(out, n, "rsigma"), QF_DTYPE_FP32, 1, 3, 0, 12);
+}
+
+static void test_nq_columnwise_only(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_COLUMNWISE, 3, 769);
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 5);
+    assert_null(qf_test_find(out, n, "rowwise_data"));
+    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E4M3, 2, 769, 3, 3 * 769);
+}
+
+static void test_nq_both(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q =
+        qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 217, 256);
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 6);
+    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E4M3, 2, 217, 256, 217 * 256);
+    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E4M3, 2, 256, 217, 217 * 256);
+}
+
+/* RMSNorm has rsigma but no mu. */
+static void test_nq_rmsnorm_no_mu(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 5, 160);
+    q.norm = QF_NORM_RMSNORM;
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 4);
+    assert_null(qf_test_find(out, n, "mu"));
+    qf_test_expect(qf_test_find(out, n, "rsigma"), QF_DTYPE_FP32, 1, 5, 0, 20);
+}
+
+/* hybrid: weights E4M3, gradients E5M2; quantize has no norm outputs. */
+static void test_quantize_roles(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 1, 16);
+    q.role = QF_ROLE_GRAD;
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 4);
+    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E5M2, 2, 1, 16, 16);
+    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E5M2, 2, 16, 1, 16);
+    assert_null(qf_test_find(out, n, "mu"));
+    assert_null(qf_test_find(out, n, "rsigma"));
+    q.role = QF_ROLE_WEIGHT;
+    n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 4);
+    assert_int_equal(qf_test_find(out, n, "rowwise_data")->dtype, QF_DTYPE_E4M3);
+}
+
+static void test_gemm_y(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    int n = qf_shapes_fp8_delayed(&q, out, CAP);
+    assert_int_equal(n, 1);
+    assert_string_equal(out[0].name, "y");
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 2 * 7 * 48);
+}
+
+static void test_invalid_queries(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query bad[] = {
+        qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 0, 16),
+        qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 4, -1),
+        qf_test_query(QF_OP_NORM_QUANTIZE, 0, 4, 16),
+        qf_test_query(QF_OP_QUANTIZE, 0, 4, 16),
+        qf_test_query(QF_OP_SCALE_UPDATE, QF_OUT_ROWWISE, 4, 16),
+        qf_test_query(QF_OP_COUNT, QF_OUT_ROWWISE, 4, 16),
+        {.op = QF_OP_GEMM, .M = 4, .N = 0, .K = 16},
+        {.op = QF_OP_GEMM, .M = 4, .N = 16, .K = 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (qf_shapes_fp8_delayed(&bad[i], out, CAP) != -1)
+            fail_msg("query %zu is not rejected", i);
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 4, 16);
+    q.norm = QF_NORM_NONE;
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE, 4, 16);
+    q.role = QF_ROLE_COUNT;
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, CAP), -1);
+    assert_int_equal(qf_shapes_fp8_delayed(NULL, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE, INT64_MAX, INT64_MAX);
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, CAP), -1); /* bytes overflow */
+}
+
+/* cap too small gives -2 and writes nothing past cap. */
+static void test_small_cap(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    memset(out, 0xAB, sizeof out);
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 3, 5);
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, 5), -2);
+    unsigned char poison[sizeof out[0]];
+    memset(poison, 0xAB, sizeof poison);
+    assert_memory_equal(&out[5], poison, sizeof poison);
+    assert_int_equal(qf_shapes_fp8_delayed(&q, NULL, 0), -2);
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, 6), 6);
+}
+
+/* The registry entry of the recipe points at its shape function and holds its options. */
+static void test_registry_points_to_shapes(void **state) {
+    (void)state;
+    int found = 0;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        assert_non_null(qf_recipes[i].shapes);
+        if (strcmp(qf_recipes[i].name, "fp8_delayed") != 0)
+            continue;
+        found = 1;
+        assert_true(qf_recipes[i].shapes == qf_shapes_fp8_delayed);
+        assert_string_equal(qf_recipes[i].file, "recipes/fp8_delayed.lua");
+        assert_string_equal(qf_recipes[i].options, "amax_compute=max;amax_history_len=1024;"
+                                                   "family=fp8_delayed;format=hybrid;margin=0");
+        assert_int_equal(qf_recipes[i].fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
+    }
+    assert_true(found);
+    for (int k = 0; k < qf_kernel_count; k++)
+        assert_true(qf_kernels[k].recipe >= 0 && qf_kernels[k].recipe < qf_recipe_count);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nq_rowwise_only),
+        cmocka_unit_test(test_nq_columnwise_only),
+        cmocka_unit_test(test_nq_both),
+        cmocka_unit_test(test_nq_rmsnorm_no_mu),
+        cmocka_unit_test(test_quantize_roles),
+        cmocka_unit_test(test_gemm_y),
+        cmocka_unit_test(test_invalid_queries),
+        cmocka_unit_test(test_small_cap),
+        cmocka_unit_test(test_registry_points_to_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
