@@ -6,6 +6,11 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jit_cache.h"
 #include "qfuse.h"
 #include "ref.h"
 
@@ -313,6 +318,103 @@ static void test_new_m_does_not_recompile(void **state) {
     qf_ctx_free(ctx);
 }
 
+/* ==================================================================== disk cache, end to end */
+
+static const nq_case kCacheCase = {.M = 128, .K = 768, .xdt = QF_DTYPE_BF16,
+                                   .gdt = QF_DTYPE_BF16, .norm = QF_NORM_LAYERNORM,
+                                   .outputs = QF_OUT_ROWWISE};
+
+/* Runs kCacheCase in a fresh context and returns how its kernel was obtained. */
+static qf_kernel_source fresh_ctx_source(char key[33]) {
+    qf_ctx_t *ctx = NULL;
+    QF_OK_OR_FAIL(qf_ctx_init(&ctx, 0));
+    run_nq_case(ctx, &kCacheCase, 11);
+    qf_kernel_source src = qf_ctx_last_kernel(ctx)->source;
+    if (key)
+        memcpy(key, qf_ctx_last_kernel(ctx)->key, 33);
+    qf_ctx_free(ctx);
+    return src;
+}
+
+/* Flips the last byte of the cache entry whose name holds key. */
+static void corrupt_entry(const char *dir, const char *key) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (!strstr(e->d_name, key))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        assert_int_equal(fseek(f, -1, SEEK_END), 0);
+        int c = fgetc(f);
+        assert_int_equal(fseek(f, -1, SEEK_END), 0);
+        fputc(c ^ 0x5A, f);
+        fclose(f);
+        found = 1;
+    }
+    closedir(d);
+    assert_true(found);
+}
+
+/* A second process finds the entry on disk; a corrupted entry is recompiled, then replaced. */
+static void test_disk_cache_across_processes(void **state) {
+    (void)state;
+    QF_SKIP_WITHOUT_GPU();
+    char dir[] = "/tmp/qfuse-gpu-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("QFUSE_CACHE_DIR", dir, 1);
+    qf_cache_reset();
+    char key[33];
+    assert_int_equal(fresh_ctx_source(key), QF_KSRC_COMPILED);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_gpu_fp8", "--child-disk-hit", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0); /* the child saw a disk-cache hit */
+    corrupt_entry(dir, key);
+    assert_int_equal(fresh_ctx_source(NULL), QF_KSRC_COMPILED); /* detected, not loaded */
+    assert_int_equal(fresh_ctx_source(NULL), QF_KSRC_DISK);     /* replaced by a good entry */
+    unsetenv("QFUSE_CACHE_DIR");
+    qf_cache_reset();
+}
+
+/* Child side of test_disk_cache_across_processes (no cmocka here): exit 0 iff the kernel of
+ * kCacheCase came from the disk cache. */
+static int child_disk_hit(void) {
+    const int64_t M = kCacheCase.M, K = kCacheCase.K;
+    qf_ctx_t *ctx = NULL;
+    void *x, *g, *b, *row, *st;
+    if (qf_ctx_init(&ctx, 0) != QF_OK || cudaMalloc(&x, (size_t)M * K * 2) ||
+        cudaMalloc(&g, (size_t)K * 4) || cudaMalloc(&b, (size_t)K * 4) ||
+        cudaMalloc(&row, (size_t)M * K) || cudaMalloc(&st, (size_t)(2 * M + 8) * 4))
+        return 3;
+    cudaMemset(x, 0, (size_t)M * K * 2), cudaMemset(st, 0, (size_t)(2 * M + 8) * 4);
+    float *f = st;
+    qf_tensor tx = {.data = x, .dtype = QF_DTYPE_BF16, .ndim = 2, .dims = {M, K}};
+    qf_tensor tg = {.data = g, .dtype = QF_DTYPE_BF16, .ndim = 1, .dims = {K}}, tb = tg;
+    tb.data = b;
+    qf_tensor tmu = {.data = f + 8, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {M}};
+    qf_tensor trs = tmu;
+    trs.data = f + 8 + M;
+    qf_fp8_out out = {.rowwise = {.data = row, .dtype = QF_DTYPE_E4M3, .ndim = 2, .dims = {M, K}},
+                      .amax = {.data = f, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}},
+                      .scale_inv = {.data = f + 1, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}}};
+    if (qf_norm_quantize(ctx, kRecipe, QF_NORM_LAYERNORM, 0, &tx, &tg, &tb, 1e-5f, f + 2, &out,
+                         &tmu, &trs, NULL) != QF_OK || cudaDeviceSynchronize() != cudaSuccess)
+        return 4;
+    int rc = qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK ? 0 : 5;
+    qf_ctx_free(ctx);
+    return rc;
+}
+
 /* ==================================================================== quantize (weights, grads) */
 
 static void run_quant_case(qf_ctx_t *ctx, qf_role role, qf_dtype xdt, int64_t M, int64_t K,
@@ -474,8 +576,11 @@ static int print_counts(void **state) {
     return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--child-disk-hit") == 0)
+        return child_disk_hit();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_disk_cache_across_processes),
         cmocka_unit_test(test_nq_variants),
         cmocka_unit_test(test_new_m_does_not_recompile),
         cmocka_unit_test(test_quantize),
