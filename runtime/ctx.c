@@ -160,6 +160,21 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
                           qf_nvrtc_header_count, opts, n_opts, cubin, size);
 }
 
+/* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL). */
+static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s_rows%d", k->name, its[i]);
+        e->fn_rows[i] = NULL;
+        e->occ_rows[i] = 0;
+        if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
+            cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
+                                                          (int)k->block_threads, 0) != CUDA_SUCCESS)
+            e->fn_rows[i] = NULL;
+    }
+}
+
 static qf_status qf_ctx_load_module(const qf_kernel_entry *k, const void *cubin,
                                     qf_loaded_kernel *e) {
     const qf_cu_api *cu = qf_cu();
@@ -171,6 +186,7 @@ static qf_status qf_ctx_load_module(const qf_kernel_entry *k, const void *cubin,
         cu->ModuleUnload(e->module);
         return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
     }
+    qf_ctx_find_rows(cu, k, e);
     return QF_OK;
 }
 
@@ -218,13 +234,14 @@ static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
     c->last.ms = qf_now_ms() - t0;
 }
 
-qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst, CUfunction *fn) {
+qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst,
+                        qf_loaded_kernel *out) {
     const qf_kernel_entry *k = &qf_kernels[kidx];
     double t0 = qf_now_ms();
     pthread_mutex_lock(&c->lock);
     qf_loaded_kernel *hit = qf_ctx_find(c, kidx, inst);
     if (hit) {
-        *fn = hit->fn;
+        *out = *hit;
         qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, t0);
         pthread_mutex_unlock(&c->lock);
         return QF_OK;
@@ -237,7 +254,7 @@ qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst, C
     if (s == QF_OK)
         s = qf_ctx_insert(c, &e);
     if (s == QF_OK) {
-        *fn = e.fn;
+        *out = e;
         qf_ctx_note(c, k, e.key, src, t0);
     }
     pthread_mutex_unlock(&c->lock);

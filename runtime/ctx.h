@@ -11,12 +11,16 @@
 
 /* One loaded kernel instance. The table is keyed by (kernel index, instance), which determines
  * the fusion key for this context's fixed arch and NVRTC; M and K never enter it. */
+#define QF_ROWS_VARIANTS 4 /* <name>_rows1, _rows2, _rows4, _rows8 */
+
 typedef struct qf_loaded_kernel {
     int kernel;                 /* index into qf_kernels */
     qf_kernel_instance inst;
     char key[QF_KEY_HEX_LEN + 1];
     CUmodule module;
-    CUfunction fn;
+    CUfunction fn;              /* the variant's main entry */
+    CUfunction fn_rows[QF_ROWS_VARIANTS]; /* optional row-in-registers entries, NULL if absent */
+    int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
@@ -37,10 +41,10 @@ struct qf_ctx {
     qf_kernel_info last;
 };
 
-/* Finds the loaded function for kernel index kidx as instance inst, compiling or loading it from
- * the disk cache on first use (SPEC 5). Thread-safe. Updates ctx->last. */
+/* Finds the loaded kernel index kidx as instance inst, compiling or loading it from the disk cache
+ * on first use (SPEC 5), and copies its entry points to *out. Thread-safe. Updates ctx->last. */
 QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
-                                    CUfunction *fn);
+                                    qf_loaded_kernel *out);
 
 /* Releases the cached cuBLASLt plans (gemm_lt.c). */
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);

@@ -39,7 +39,9 @@ static void qf_cu_load(void) {
              qf_cu_sym(lib, "cuGetErrorString", &t->GetErrorString) &&
              qf_cu_sym(lib, "cuFuncSetAttribute", &t->FuncSetAttribute) &&
              qf_cu_sym(lib, "cuStreamGetCtx", &t->StreamGetCtx) &&
-             qf_cu_sym(lib, "cuPointerGetAttribute", &t->PointerGetAttribute);
+             qf_cu_sym(lib, "cuPointerGetAttribute", &t->PointerGetAttribute) &&
+             qf_cu_sym(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                       &t->OccupancyMaxActiveBlocksPerMultiprocessor);
     if (!ok)
         return;
     CUresult r = t->Init(0);

@@ -26,6 +26,7 @@ typedef struct qf_cu_api {
     CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
     CUresult (*StreamGetCtx)(CUstream, CUcontext *);
     CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
+    CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 } qf_cu_api;
 
 /* The driver API table, loading libcuda.so.1 and calling cuInit(0) on first use (thread-safe).

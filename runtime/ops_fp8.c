@@ -55,16 +55,45 @@ static unsigned qf_fp8_outputs(const char *op, const qf_fp8_out *out, qf_status 
     return o;
 }
 
+static int qf_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* Which <name>_rowsN entry (index into fn_rows) can run this call, or -1 for the tiled entry.
+ * The rows entries hold a row in registers: rowwise only, rows of whole 16-byte vectors, 16-byte
+ * aligned pointers, and K within IT * threads * (16 / sizeof(x)) elements. */
+static int qf_rows_variant(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                           const qf_nq_params *p, qf_dtype xdt) {
+    const int64_t esz = (int64_t)qf_dtype_size(xdt), epv = 16 / esz;
+    if (lk->inst.outputs != QF_OUT_ROWWISE || (p->K * esz) % 16 != 0 || !qf_aligned16(p->x) ||
+        !qf_aligned16(p->out_row) || (p->gamma && !qf_aligned16(p->gamma)) ||
+        (p->beta && !qf_aligned16(p->beta)))
+        return -1;
+    const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
+        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
+            return i;
+    return -1;
+}
+
 static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
-                              qf_nq_params *p, void *stream) {
-    CUfunction fn;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &fn));
+                              qf_nq_params *p, qf_dtype xdt, void *stream) {
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
+    int r = qf_rows_variant(&lk, k, p, xdt);
+    if (r >= 0) {
+        /* Persistent grid: every resident block loops over rows. */
+        int64_t slots = (int64_t)ctx->sm_count * (lk.occ_rows[r] > 0 ? lk.occ_rows[r] : 1);
+        int64_t grid = p->M < slots ? p->M : slots;
+        return qf_launch(ctx, lk.fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream);
+    }
     int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
     if (grid > 0x7fffffff)
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
-    return qf_launch(ctx, fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    return qf_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
 }
 
 static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out *out) {
@@ -123,7 +152,7 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
                       .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
                       .eps = eps};
     qf_nq_params_outputs(&p, scale, out);
-    return qf_launch_nq(ctx, kidx, &inst, &p, stream);
+    return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
 }
 
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
@@ -149,7 +178,7 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = x->dtype};
     qf_nq_params p = {.x = x->data, .M = M, .K = K};
     qf_nq_params_outputs(&p, scale, out);
-    return qf_launch_nq(ctx, kidx, &inst, &p, stream);
+    return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
 }
 
 qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
@@ -169,10 +198,10 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
     if (kidx < 0)
         return QF_ERR_NOT_FOUND;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    CUfunction fn;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &fn));
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
     qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
                       .fmt = fmt, .n = n, .H = H};
-    return qf_launch(ctx, fn, (unsigned)n, qf_kernels[kidx].block_threads,
+    return qf_launch(ctx, lk.fn, (unsigned)n, qf_kernels[kidx].block_threads,
                      (unsigned)H * sizeof(float), &p, stream);
 }

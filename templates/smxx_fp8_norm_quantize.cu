@@ -4,7 +4,14 @@
  * (y = fmaf((x - mu) * rsigma, g, b) or (x * rsigma) * g, statistics in fp32). The C reference is
  * qf_norm_quantize_fp8_ref in runtime/ref.c; given this kernel's mu/rsigma the bytes are identical.
  *
- * Work split: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
+ * Two entry points share the numerics:
+ * - `<name>` (tiled; any K, any alignment, rowwise and/or columnwise): described below.
+ * - `<name>_rows{1,2,4,8}` (rowwise only, K * sizeof(x) a multiple of 16, 16-byte aligned
+ *   pointers): each block loops over rows; a row is held in registers (up to IT 16-byte vectors
+ *   per thread), so x is read from memory exactly once, with 16-byte loads, and the statistics
+ *   are an exact two-pass over registers. The runtime picks the smallest IT that covers K.
+ *
+ * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
  * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks the
  * row tile in 32x32 sub-tiles; each thread normalizes and quantizes 4 consecutive elements, stores
  * the rowwise bytes, and parks them in shared memory so that the columnwise (transposed [K, M])
@@ -36,6 +43,8 @@ constexpr int kSubK = 32;                  /* columns per sub-tile */
 constexpr int kVec = 4;                    /* elements per thread per sub-tile */
 constexpr bool kRowwise = (QF_OUTPUTS & QF_OUT_ROWWISE) != 0;
 constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
+constexpr int kInSize = kInDtype == QF_DTYPE_FP32 ? 4 : 2;
+constexpr int kEpv = 16 / kInSize; /* x elements per 16-byte vector: 8 (bf16/fp16) or 4 (fp32) */
 
 static_assert(kTileM == 32 && kThreads == 256, "sub-tile mapping assumes 32 rows x 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
@@ -46,6 +55,16 @@ __device__ __forceinline__ float load_elem(const void *p, long long i) {
     if (DT == QF_DTYPE_FP32)
         return __ldg(static_cast<const float *>(p) + i);
     unsigned short h = __ldg(static_cast<const unsigned short *>(p) + i);
+    if (DT == QF_DTYPE_BF16)
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* A bf16 or fp16 bit pattern as fp32 (exact). */
+template <int DT>
+__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
     if (DT == QF_DTYPE_BF16)
         return __uint_as_float(static_cast<unsigned>(h) << 16);
     float f;
@@ -125,6 +144,206 @@ __device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool
     }
     for (int i = 0; i < n; i++)
         p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+/* kEpv elements of a gamma/beta vector of dtype DT (16-byte aligned at element k) as fp32. */
+template <int DT>
+__device__ __forceinline__ void load_any_vec(const void *p, long long k, float (&v)[kEpv]) {
+    if (DT == QF_DTYPE_FP32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + k);
+#pragma unroll
+        for (int j = 0; j < kEpv / 4; j++) {
+            float4 f = __ldg(q + j);
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+        return;
+    }
+    /* 16-bit gamma: kEpv elements are 16 bytes (bf16/fp16 x, kEpv 8) or 8 bytes (kEpv 4). */
+    const unsigned short *h = static_cast<const unsigned short *>(p) + k;
+    unsigned w[4];
+    if (kEpv == 8) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+    } else {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = 0u, w[3] = 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kEpv; i++)
+        v[i] = half_bits_to_float<DT>(static_cast<unsigned short>(w[i / 2] >> (16 * (i % 2))));
+}
+
+__device__ __forceinline__ void load_gamma_vec(const void *gamma, long long k, float (&g)[kEpv]) {
+    load_any_vec<kGammaDtype>(gamma, k, g);
+    if (kZeroCenteredGamma)
+#pragma unroll
+        for (int j = 0; j < kEpv; j++)
+            g[j] += 1.0f;
+}
+
+/* amax: warp, block, then one atomic per block; block 0 also writes scale_inv. Non-negative
+ * floats order as their bits, and a NaN (positive after fabsf) compares above +inf. */
+__device__ __forceinline__ void block_amax_commit(const qf_nq_params &p, float amax,
+                                                  float *s_amax, float scale) {
+    amax = warp_amax(amax);
+    if ((threadIdx.x & 31) == 0)
+        s_amax[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = s_amax[0];
+        for (int w = 1; w < kWarps; w++)
+            a = amax_merge(a, s_amax[w]);
+        atomicMax(reinterpret_cast<int *>(p.amax), __float_as_int(a));
+        if (blockIdx.x == 0)
+            *p.scale_inv = 1.0f / scale;
+    }
+}
+
+/* ---------------------------------------------------------------- rows path */
+
+/* kEpv consecutive elements of dtype DT starting at element i (16-byte aligned) as fp32. */
+template <int DT>
+__device__ __forceinline__ void load_vec(const void *p, long long i, float (&v)[kEpv]) {
+    if (DT == QF_DTYPE_FP32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+#pragma unroll
+        for (int j = 0; j < kEpv / 4; j++) {
+            float4 f = __ldg(q + j);
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+        return;
+    }
+    const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(static_cast<const unsigned short *>(p) + i));
+    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        unsigned short h = static_cast<unsigned short>(w[j / 2] >> (16 * (j % 2)));
+        if (DT == QF_DTYPE_BF16) {
+            v[j] = __uint_as_float(static_cast<unsigned>(h) << 16);
+        } else {
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+            v[j] = f;
+        }
+    }
+}
+
+/* Sum over the block; buf alternates between calls so one barrier per reduction suffices. */
+__device__ __forceinline__ float block_sum(float v, float *buf) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        buf[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++)
+        s += buf[w];
+    return s;
+}
+
+/* Stores kEpv FP8 bytes (8 or 4) packed in lo/hi with one aligned store. */
+__device__ __forceinline__ void store_vec(unsigned char *p, unsigned lo, unsigned hi) {
+    if (kEpv == 8)
+        *reinterpret_cast<uint2 *>(p) = make_uint2(lo, hi);
+    else
+        *reinterpret_cast<unsigned *>(p) = lo;
+}
+
+/* Row statistics from registers: exact two-pass mean and variance (SPEC 3). */
+template <int IT>
+__device__ __forceinline__ void rows_stats(const float (&v)[IT][kEpv], long long K, float eps,
+                                           float (*s_red)[kWarps], int &red, float &mu,
+                                           float &rs) {
+    const int tid = threadIdx.x;
+    mu = 0.0f;
+    if (kNorm == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+#pragma unroll
+        for (int it = 0; it < IT; it++)
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                s += v[it][j]; /* out-of-row slots hold 0 */
+        mu = block_sum(s, s_red[red++ & 1]) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        if (static_cast<long long>(it * kThreads + tid) * kEpv < K) {
+#pragma unroll
+            for (int j = 0; j < kEpv; j++) {
+                float d = v[it][j] - mu;
+                ss += d * d;
+            }
+        }
+    }
+    const float var = block_sum(ss, s_red[red++ & 1]) / static_cast<float>(K);
+    rs = 1.0f / sqrtf(var + eps);
+}
+
+/* Normalizes and quantizes one register-held vector and stores its kEpv bytes. */
+__device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&v)[kEpv],
+                                          long long m, long long k, float mu, float rs,
+                                          float scale, float amax) {
+    float g[kEpv], b[kEpv], y[kEpv];
+    if (kNorm != QF_NORM_NONE)
+        load_gamma_vec(p.gamma, k, g);
+    if (kNorm == QF_NORM_LAYERNORM)
+        load_any_vec<kGammaDtype>(p.beta, k, b);
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        y[j] = normalize(v[j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                         kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+        amax = amax_merge(amax, y[j]);
+    }
+    unsigned w[2] = {0u, 0u};
+#pragma unroll
+    for (int j = 0; j < kEpv; j += 4) {
+        const unsigned lo = to_fp8x2(y[j] * scale, y[j + 1] * scale);
+        const unsigned hi = to_fp8x2(y[j + 2] * scale, y[j + 3] * scale);
+        w[j / 4] = lo | (hi << 16);
+    }
+    store_vec(p.out_row + m * p.K + k, w[0], w[1]);
+    return amax;
+}
+
+template <int IT>
+__device__ void rows_body(const qf_nq_params &p) {
+    __shared__ float s_red[2][kWarps];
+    __shared__ float s_amax[kWarps];
+    const int tid = threadIdx.x;
+    const long long K = p.K;
+    const float scale = *p.scale;
+    float amax = 0.0f;
+    int red = 0;
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
+        float v[IT][kEpv];
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
+            if (k < K)
+                load_vec<kInDtype>(p.x, m * K + k, v[it]);
+            else
+#pragma unroll
+                for (int j = 0; j < kEpv; j++)
+                    v[it][j] = 0.0f;
+        }
+        float mu = 0.0f, rs = 1.0f;
+        if (kNorm != QF_NORM_NONE) {
+            rows_stats<IT>(v, K, p.eps, s_red, red, mu, rs);
+            if (tid == 0) {
+                if (kNorm == QF_NORM_LAYERNORM)
+                    p.mu[m] = mu;
+                p.rsigma[m] = rs;
+            }
+        }
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
+            if (k < K)
+                amax = rows_emit(p, v[it], m, k, mu, rs, scale, amax);
+        }
+    }
+    block_amax_commit(p, amax, s_amax, scale);
 }
 
 } // namespace
@@ -210,18 +429,17 @@ __KERNEL_NAME__(const qf_nq_params p) {
         }
     }
 
-    /* amax: warp, block, then one atomic per block. Non-negative floats order as their bits,
-     * and a NaN (positive after fabsf) compares above +inf, so it is never dropped. */
-    amax = warp_amax(amax);
-    if (lane == 0)
-        s_amax[warp] = amax;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float a = s_amax[0];
-        for (int w = 1; w < kWarps; w++)
-            a = amax_merge(a, s_amax[w]);
-        atomicMax(reinterpret_cast<int *>(p.amax), __float_as_int(a));
-        if (blockIdx.x == 0)
-            *p.scale_inv = 1.0f / scale;
-    }
+    block_amax_commit(p, amax, s_amax, scale);
 }
+
+#define QF_CAT_(a, b) a##b
+#define QF_CAT(a, b) QF_CAT_(a, b)
+#define QF_ROWS_ENTRY(IT)                                                                         \
+    extern "C" __global__ void __launch_bounds__(kThreads)                                        \
+        QF_CAT(__KERNEL_NAME__, _rows##IT)(const qf_nq_params p) {                                \
+        rows_body<IT>(p);                                                                         \
+    }
+QF_ROWS_ENTRY(1)
+QF_ROWS_ENTRY(2)
+QF_ROWS_ENTRY(4)
+QF_ROWS_ENTRY(8)
