@@ -33,7 +33,7 @@ LDLIBS_ALL := -L$(DEPLIB) -Wl,-rpath,$(DEPLIB) $(LDLIBS_ALL)
 endif
 
 # ---- sources
-TOOL_SRCS := runtime/qfuse_demo.c
+TOOL_SRCS := runtime/qfuse_demo.c runtime/qfuse_bench.c runtime/qfuse_cache.c
 CORE_SRCS := $(filter-out $(TOOL_SRCS),$(wildcard runtime/*.c))
 GEN_MAIN := gen/main.c
 GEN_SRCS := $(filter-out $(GEN_MAIN),$(wildcard gen/*.c))
@@ -49,6 +49,8 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 
 QFUSE_GEN := $(B)/qfuse-gen
 QFUSE_DEMO := $(B)/qfuse-demo
+QFUSE_BENCH := $(B)/qfuse-bench
+QFUSE_CACHE := $(B)/qfuse-cache
 LIB_CORE := $(B)/libqfuse_core.a
 LIB_GEN := $(B)/libqfuse_gen.a
 LIB := $(B)/libqfuse.a
@@ -56,8 +58,9 @@ SOLIB := $(B)/libqfuse.so
 DEPS_OK := $(B)/.deps-ok
 FLAGS_FILE := $(B)/.flags
 
-.PHONY: all gen demo test check check-gpu bench install clean distclean help FORCE
-all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(TEST_BINS)
+.PHONY: all gen demo test check check-gpu bench install clean distclean help FORCE fuzz fuzz-merge \
+        fuzz-cc
+all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
 
 help:
 	@echo "make            build qfuse-gen, generate out/, build libqfuse, qfuse-demo and tests"
@@ -65,6 +68,12 @@ help:
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
 	@echo "make check      same as test, with -Werror"
 	@echo "make install    install to PREFIX=$(PREFIX)"
+	@echo "make check-asan tests under AddressSanitizer + UBSan (objects in build-asan)"
+	@echo "make check-valgrind  tests under valgrind memcheck"
+	@echo "qfuse-cache     $(B)/qfuse-cache list|clear|prune|warm: the disk kernel cache (--help)"
+	@echo "make bench      benchmarks + PyTorch peers + plot + README table (GPU); QUICK=1 smoke run"
+	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
+	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
 	@echo "variables: CUDA_HOME BUILD_DIR PREFIX QFUSE_DEPS_PREFIX V=1"
 
 # ---- dependencies and flag tracking
@@ -115,27 +124,105 @@ $(QFUSE_DEMO): $(B)/runtime/qfuse_demo.o $(LIB)
 $(B)/runtime/qfuse_demo.o: $(OUT)/.stamp
 $(B)/runtime/qfuse_demo.o: CFLAGS_ALL += -fopenmp
 
+$(QFUSE_BENCH): $(B)/runtime/qfuse_bench.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
+$(B)/runtime/qfuse_bench.o: $(OUT)/.stamp
+$(B)/runtime/qfuse_bench.o: CFLAGS_ALL += -fopenmp
+
+$(QFUSE_CACHE): $(B)/runtime/qfuse_cache.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
 # ---- tests
 $(B)/tests/%: tests/%.c tests/test_util.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)
 
-test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO)
+test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE)
 	$(Q)scripts/run-tests $(TEST_BINS)
 
 check:
 	$(Q)$(MAKE) --no-print-directory test CFLAGS="$(CFLAGS) -Werror"
+
+# ---- sanitizers (README "Sanitizers"): the CPU tests (GPU tests skip without a GPU) under
+# ASan + UBSan in their own build, or under valgrind memcheck. Child processes the tests exec are
+# instrumented under ASan; valgrind does not follow them (no --trace-children), so they run
+# natively there. protect_shadow_gap=0 lets the CUDA driver map memory where ASan keeps its gap.
+ASAN_DIR ?= build-asan
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 \
+           LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 QFUSE_TEST_QUICK=1
+VALGRIND ?= valgrind
+VALGRIND_FLAGS := -q --error-exitcode=1 --leak-check=full --num-callers=40 \
+                  --suppressions=$(CURDIR)/tests/valgrind.supp
+.PHONY: check-asan check-valgrind
+check-asan:
+	$(Q)$(MAKE) --no-print-directory BUILD_DIR=$(ASAN_DIR) CFLAGS="$(CFLAGS) $(SAN_FLAGS)" all
+	$(Q)$(SAN_ENV) scripts/run-tests $(TEST_SRCS:tests/%.c=$(ASAN_DIR)/tests/%)
+check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
+	$(Q)QFUSE_TEST_QUICK=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
+	    scripts/run-tests $(TEST_BINS)
+
+# ---- benchmarks (README "Benchmarks"): qfuse, then the PyTorch peers, then the merged report.
+PYTHON ?= python3
+BENCH_DIR := $(OUT)/bench
+BENCH_QUICK := $(if $(filter 1,$(QUICK)),--quick)
+bench: $(QFUSE_BENCH)
+	$(Q)mkdir -p $(BENCH_DIR)
+	$(Q)$(QFUSE_BENCH) $(BENCH_QUICK) --csv $(BENCH_DIR)/qfuse.csv
+	$(Q)$(PYTHON) scripts/bench_peers.py $(BENCH_QUICK) --csv $(BENCH_DIR)/peers.csv
+	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --readme README.md
 
 # ---- demo
 demo: all
 	$(Q)scripts/get-real-weights --if-possible $(OUT)/data
 	$(Q)$(QFUSE_DEMO) $(if $(wildcard $(OUT)/data/block.safetensors),--weights $(OUT)/data/block.safetensors)
 
+# ---- fuzzing (README "Fuzzing"): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
+# New inputs go to $(FUZZ_DIR)/corpus; `make fuzz-merge` minimizes them into tests/fuzz/corpus.
+FUZZ_CC ?= clang
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 1
+FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined $(WARN) $(CFLAGS)
+# The runtime files the generator links (fusion keys); the rest of the runtime stays out.
+FUZZ_RUNTIME_SRCS := $(addprefix runtime/,kernel_key.c jit_key.c jit_compile.c status.c tensor.c)
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(FUZZ_RUNTIME_SRCS))
+FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
+FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions
+
+fuzz-cc:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang with libFuzzer:" \
+	    "apt-get install clang libclang-rt-dev (or FUZZ_CC=...)"; exit 1; }
+$(FUZZ_DIR)/fuzz-obj/%.o: %.c | $(DEPS_OK) fuzz-cc
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZCC  $<")
+	$(Q)$(FUZZ_CC) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/libqfuse_fuzz.a: $(FUZZ_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(FUZZ_BIN): tests/fuzz/fuzz_recipe.c $(FUZZ_DIR)/libqfuse_fuzz.a | fuzz-cc
+	@$(if $(Q),echo "  FUZZLD  $@")
+	$(Q)$(FUZZ_CC) $(CPPFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS_ALL)
+
+fuzz: $(FUZZ_BIN)
+	$(Q)mkdir -p $(FUZZ_DIR)/corpus
+	$(Q)$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -timeout=5 -print_final_stats=1 \
+	    -dict=tests/fuzz/recipe.dict -artifact_prefix=$(FUZZ_DIR)/ \
+	    $(if $(filter-out 1,$(FUZZ_JOBS)),-fork=$(FUZZ_JOBS)) $(FUZZ_DIR)/corpus $(FUZZ_CORPORA)
+
+fuzz-merge: $(FUZZ_BIN)
+	$(Q)rm -rf $(FUZZ_DIR)/merged && mkdir -p $(FUZZ_DIR)/merged
+	$(Q)$(FUZZ_BIN) -merge=1 $(FUZZ_DIR)/merged tests/fuzz/corpus $(FUZZ_DIR)/corpus
+	$(Q)rm -rf tests/fuzz/corpus && mv $(FUZZ_DIR)/merged tests/fuzz/corpus
+
 # ---- install
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qfuse
-	install -m 755 $(QFUSE_GEN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(QFUSE_GEN) $(QFUSE_CACHE) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SOLIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/registry.h $(OUT)/shapes.h \
@@ -144,8 +231,8 @@ install: all
 	        > $(DESTDIR)$(PREFIX)/lib/pkgconfig/qfuse.pc
 
 clean:
-	rm -rf $(B)
+	rm -rf $(B) $(FUZZ_DIR)
 distclean: clean
 	rm -rf $(OUT)
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) $(FUZZ_DIR)/fuzz-obj -name '*.d' 2>/dev/null)

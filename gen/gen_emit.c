@@ -50,10 +50,13 @@ static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_gen_recipe *
                         qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[k]));
     qf_gen_buf_addf(b,
                     "},\n        .margin = %d.0f,\n        .amax_history_len = %d,\n"
-                    "        .amax_compute = %s,\n        .options = \"%s\",\n"
+                    "        .amax_compute = %s,\n        .scale_rounding = %s,\n"
+                    "        .weight_2d = %d,\n        .options = \"%s\",\n"
                     "        .shapes = qf_shapes_%s,\n    },\n",
                     r->margin, r->amax_history_len,
-                    qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute), options, r->name);
+                    qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute),
+                    qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding), r->weight_2d,
+                    options, r->name);
 }
 
 static void qf_gen_emit_kernel_entry(qf_gen_buf *b, int i, int ri, const qf_gen_plan_recipe *pr,
@@ -62,9 +65,11 @@ static void qf_gen_emit_kernel_entry(qf_gen_buf *b, int i, int ri, const qf_gen_
     const qf_gen_kernel_config *c = &pr->variants[vi].cfg;
     qf_gen_buf_addf(b,
                     "    [%d] = {\n        .name = \"%s\",\n        .recipe = %d,\n"
+                    "        .family = %s,\n"
                     "        .op = %s,\n        .role = %s,\n        .norm = %s,\n"
                     "        .zero_centered_gamma = %d,\n",
-                    i, d->name, ri, qf_gen_enum_c(QF_GEN_ENUM_OP, d->op),
+                    i, d->name, ri, qf_gen_enum_c(QF_GEN_ENUM_FAMILY, pr->recipe.family),
+                    qf_gen_enum_c(QF_GEN_ENUM_OP, d->op),
                     qf_gen_enum_c(QF_GEN_ENUM_ROLE, d->role),
                     qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm), d->zero_centered_gamma);
     qf_gen_buf_addf(b,
@@ -163,6 +168,8 @@ static cJSON *qf_gen_options_json(const qf_gen_recipe *r) {
     for (int i = 0; i < n; i++) {
         if (opts[i].is_integer)
             cJSON_AddNumberToObject(j, opts[i].key, atoi(opts[i].value));
+        else if (opts[i].is_boolean)
+            cJSON_AddBoolToObject(j, opts[i].key, strcmp(opts[i].value, "true") == 0);
         else
             cJSON_AddStringToObject(j, opts[i].key, opts[i].value);
     }

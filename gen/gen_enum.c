@@ -59,6 +59,14 @@ _Static_assert(sizeof(qf_gen_amax_computes) / sizeof(qf_gen_amax_computes[0]) ==
                    QF_AMAX_COMPUTE_COUNT,
                "amax_computes");
 
+static const qf_gen_enum_entry qf_gen_scale_roundings[] = {
+    [QF_SCALE_ROUNDING_CEIL] = {"QF_SCALE_ROUNDING_CEIL", "ceil"},
+    [QF_SCALE_ROUNDING_FLOOR] = {"QF_SCALE_ROUNDING_FLOOR", "floor"},
+};
+_Static_assert(sizeof(qf_gen_scale_roundings) / sizeof(qf_gen_scale_roundings[0]) ==
+                   QF_SCALE_ROUNDING_COUNT,
+               "scale_roundings");
+
 typedef struct qf_gen_enum_table {
     const qf_gen_enum_entry *entries;
     int count;
@@ -72,6 +80,7 @@ static const qf_gen_enum_table qf_gen_enum_tables[] = {
     [QF_GEN_ENUM_ROLE] = {qf_gen_roles, QF_GEN_COUNTOF(qf_gen_roles)},
     [QF_GEN_ENUM_OP] = {qf_gen_ops, QF_GEN_COUNTOF(qf_gen_ops)},
     [QF_GEN_ENUM_AMAX_COMPUTE] = {qf_gen_amax_computes, QF_GEN_COUNTOF(qf_gen_amax_computes)},
+    [QF_GEN_ENUM_SCALE_ROUNDING] = {qf_gen_scale_roundings, QF_GEN_COUNTOF(qf_gen_scale_roundings)},
 };
 _Static_assert(sizeof(qf_gen_enum_tables) / sizeof(qf_gen_enum_tables[0]) == QF_GEN_ENUM_COUNT,
                "enum tables");

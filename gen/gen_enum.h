@@ -13,6 +13,7 @@ typedef enum qf_gen_enum {
     QF_GEN_ENUM_ROLE = 3,
     QF_GEN_ENUM_OP = 4,
     QF_GEN_ENUM_AMAX_COMPUTE = 5,
+    QF_GEN_ENUM_SCALE_ROUNDING = 6,
     QF_GEN_ENUM_COUNT
 } qf_gen_enum;
 

@@ -171,36 +171,51 @@ void qf_gen_plan_free(qf_gen_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-void qf_gen_plan_key(const qf_gen_plan *p, int ri, int vi, int arch, char hex[33]) {
-    const qf_gen_plan_recipe *pr = &p->recipes[ri];
+/* The registry entries registry.c holds for variant vi of recipe ri, so that the key equals the
+ * runtime's. Strings point into pr, options and tpl. */
+static void qf_gen_plan_entries(const qf_gen_plan_recipe *pr, int ri, int vi, char options[256],
+                                char tpl[128], qf_recipe_entry *re, qf_kernel_entry *ke) {
     const qf_gen_variant *v = &pr->variants[vi];
+    qf_gen_recipe_options(&pr->recipe, options, 256);
+    snprintf(tpl, 128, "templates/%s", v->cfg.template_name);
+    *re = (qf_recipe_entry){.name = pr->recipe.name,
+                            .file = pr->recipe.file,
+                            .family = pr->recipe.family,
+                            .margin = (float)pr->recipe.margin,
+                            .amax_history_len = pr->recipe.amax_history_len,
+                            .amax_compute = pr->recipe.amax_compute,
+                            .scale_rounding = pr->recipe.scale_rounding,
+                            .weight_2d = pr->recipe.weight_2d,
+                            .options = options};
+    memcpy(re->fmt, pr->recipe.fmt, sizeof re->fmt);
+    *ke = (qf_kernel_entry){.name = v->desc.name,
+                            .recipe = ri,
+                            .family = pr->recipe.family,
+                            .op = v->desc.op,
+                            .role = v->desc.role,
+                            .norm = v->desc.norm,
+                            .zero_centered_gamma = v->desc.zero_centered_gamma,
+                            .in_dtype = v->desc.in_dtype,
+                            .out_dtype = v->desc.out_dtype,
+                            .block_threads = v->cfg.block_threads,
+                            .tile_m = v->cfg.tile_m,
+                            .template_file = tpl,
+                            .source = pr->sources[vi]};
+}
+
+void qf_gen_plan_key_instance(const qf_gen_plan *p, int ri, int vi, int arch,
+                              const qf_kernel_instance *inst, char hex[33]) {
     char options[256], tpl[128];
-    qf_gen_recipe_options(&pr->recipe, options, sizeof options);
-    snprintf(tpl, sizeof tpl, "templates/%s", v->cfg.template_name);
-    /* The same entries registry.c holds, so the key equals the runtime's. */
-    qf_recipe_entry re = {.name = pr->recipe.name,
-                          .file = pr->recipe.file,
-                          .family = pr->recipe.family,
-                          .margin = (float)pr->recipe.margin,
-                          .amax_history_len = pr->recipe.amax_history_len,
-                          .amax_compute = pr->recipe.amax_compute,
-                          .options = options};
-    memcpy(re.fmt, pr->recipe.fmt, sizeof re.fmt);
-    qf_kernel_entry ke = {.name = v->desc.name,
-                          .recipe = ri,
-                          .op = v->desc.op,
-                          .role = v->desc.role,
-                          .norm = v->desc.norm,
-                          .zero_centered_gamma = v->desc.zero_centered_gamma,
-                          .in_dtype = v->desc.in_dtype,
-                          .out_dtype = v->desc.out_dtype,
-                          .block_threads = v->cfg.block_threads,
-                          .tile_m = v->cfg.tile_m,
-                          .template_file = tpl,
-                          .source = pr->sources[vi]};
+    qf_recipe_entry re;
+    qf_kernel_entry ke;
+    qf_gen_plan_entries(&p->recipes[ri], ri, vi, options, tpl, &re, &ke);
     const char *names[] = {"qf_formats.h"}, *texts[] = {p->formats_h};
-    qf_kernel_instance inst = qf_kernel_instance_default(&ke);
-    qf_kernel_key(&re, &ke, &inst, names, texts, 1, arch, hex);
+    qf_kernel_instance def = qf_kernel_instance_default(&ke);
+    qf_kernel_key(&re, &ke, inst ? inst : &def, names, texts, 1, arch, hex);
+}
+
+void qf_gen_plan_key(const qf_gen_plan *p, int ri, int vi, int arch, char hex[33]) {
+    qf_gen_plan_key_instance(p, ri, vi, arch, NULL, hex);
 }
 
 void qf_gen_plan_recipe_list(const qf_gen_plan *p, qf_gen_buf *b) {

@@ -7,6 +7,7 @@
 #include "gen_recipe.h"
 #include "gen_shape.h"
 #include "gen_variant.h"
+#include "kernel_key.h"
 
 #define QF_GEN_TEMPLATES_MAX 8
 #define QF_GEN_BANNER_DASH "\xe2\x80\x94" /* U+2014 EM DASH, UTF-8 */
@@ -45,6 +46,9 @@ void qf_gen_plan_free(qf_gen_plan *p);
 /* Fusion key (SPEC 5) of variant vi of recipe ri for arch (90 for sm_90), default instance, as
  * the runtime computes it from the registry. hex holds 32 hex digits + NUL. */
 void qf_gen_plan_key(const qf_gen_plan *p, int ri, int vi, int arch, char hex[33]);
+/* Same for instance inst (NULL = the default instance). */
+void qf_gen_plan_key_instance(const qf_gen_plan *p, int ri, int vi, int arch,
+                              const qf_kernel_instance *inst, char hex[33]);
 
 /* "recipes/a.lua, recipes/b.lua" of the plan; the banner's `from` list. */
 void qf_gen_plan_recipe_list(const qf_gen_plan *p, qf_gen_buf *b);

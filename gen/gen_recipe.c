@@ -4,12 +4,17 @@
  * all), under a heap cap and an instruction budget, that returns one table. All Lua work happens
  * in qf_gen_recipe_pmain under lua_pcall (STYLE 11); helpers raise with luaL_error, and validated
  * values are copied into fixed-size fields of qf_gen_recipe, so no malloc'ed memory is live across
- * a call that can raise. */
+ * a call that can raise. A recipe file is read whole (size-capped, regular files only) and loaded
+ * from memory, the entry point the fuzzer (tests/fuzz/fuzz_recipe.c) drives directly. */
 #include "gen_recipe.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -50,12 +55,33 @@ _Static_assert(sizeof(qf_gen_amax_vals) / sizeof(qf_gen_amax_vals[0]) == QF_AMAX
 static const char *const qf_gen_fp8_delayed_fields[] = {
     "family", "description", "format", "margin", "amax_history_len", "amax_compute", NULL};
 
+/* mxfp8 element formats (SPEC 2.3): E4M3 for input and weight, E4M3 or E5M2 for grads. */
+static const char *const qf_gen_mx_e4m3_opts[] = {"e4m3", NULL};
+static const qf_dtype qf_gen_mx_e4m3_vals[] = {QF_DTYPE_E4M3};
+static const char *const qf_gen_mx_grad_opts[] = {"e4m3", "e5m2", NULL};
+static const qf_dtype qf_gen_mx_grad_vals[] = {QF_DTYPE_E4M3, QF_DTYPE_E5M2};
+
+static const char *const qf_gen_rounding_opts[] = {"ceil", "floor", NULL};
+static const qf_scale_rounding qf_gen_rounding_vals[] = {QF_SCALE_ROUNDING_CEIL,
+                                                         QF_SCALE_ROUNDING_FLOOR};
+_Static_assert(sizeof(qf_gen_rounding_vals) / sizeof(qf_gen_rounding_vals[0]) ==
+                   QF_SCALE_ROUNDING_COUNT,
+               "scale_rounding options");
+
+/* Fields an mxfp8 recipe may set. */
+static const char *const qf_gen_mxfp8_fields[] = {
+    "family",      "description",    "input_format", "weight_format",
+    "grad_format", "scale_rounding", "weight_2d",    NULL};
+
 /* ========================================================================= sandbox */
 
 /* State shared by the allocator, the instruction hook and the protected main function. */
 typedef struct qf_gen_sandbox {
     const char *path; /* as given: error messages name it */
+    const char *text; /* the recipe's bytes (not owned) */
+    size_t len;
     size_t used, cap; /* heap bytes in use and the cap */
+    unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
     qf_gen_recipe *out;
@@ -63,6 +89,13 @@ typedef struct qf_gen_sandbox {
 
 /* Instructions between two hook calls: cheap, yet an endless loop stops within 1000. */
 #define QF_GEN_HOOK_STEP 1000
+
+/* Refused allocations after which the heap counts as exhausted for good.
+ * NOTES: Lua answers a refusal with a full (emergency) collection and one retry. A recipe that
+ * keeps its live data just under the cap and churns garbage would get a full collection every
+ * few allocations: minutes of work within its instruction budget, which counts no GC. Past this
+ * many refusals every growth fails, so it ends with the memory error instead. */
+#define QF_GEN_REFUSALS_MAX 16
 
 /* lua_Alloc that refuses to grow the heap past sb->cap; Lua turns NULL into a memory error. */
 static void *qf_gen_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -73,8 +106,11 @@ static void *qf_gen_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         sb->used -= old;
         return NULL;
     }
-    if (nsize > old && nsize - old > sb->cap - sb->used)
+    if (nsize > old &&
+        (sb->refusals >= QF_GEN_REFUSALS_MAX || nsize - old > sb->cap - sb->used)) {
+        sb->refusals += sb->refusals < QF_GEN_REFUSALS_MAX;
         return NULL;
+    }
     void *p = realloc(ptr, nsize);
     if (p)
         sb->used = sb->used - old + nsize;
@@ -107,10 +143,58 @@ static int qf_gen_msghandler(lua_State *L) {
 
 /* ========================================================================= field readers */
 
+/* Bytes of a recipe string shown in a message; longer ones are cut with "...". */
+#define QF_GEN_SHOW_MAX 40
+
+/* Pushes s[0..len) as messages show it: cut to QF_GEN_SHOW_MAX bytes, bytes other than
+ * printable ASCII (NUL, newline, non-ASCII) and the backslash written as \ddd, Lua's escape. */
+static const char *qf_gen_push_shown(lua_State *L, const char *s, size_t len) {
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < len && i < QF_GEN_SHOW_MAX; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            luaL_addchar(&b, (char)c);
+        } else {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\%u", c);
+            luaL_addstring(&b, esc);
+        }
+    }
+    if (len > QF_GEN_SHOW_MAX)
+        luaL_addstring(&b, "...");
+    luaL_pushresult(&b);
+    return lua_tostring(L, -1);
+}
+
+/* Index of s[0..len) in the NULL-terminated list opts, or -1. Compares whole strings, so
+ * "hybrid\0x" (an embedded NUL) matches nothing. */
+static int qf_gen_find(const char *s, size_t len, const char *const *opts) {
+    for (int i = 0; opts[i]; i++)
+        if (strlen(opts[i]) == len && memcmp(s, opts[i], len) == 0)
+            return i;
+    return -1;
+}
+
 /* Pushes t[name] without metamethods (t at index 1). */
 static int qf_gen_getfield(lua_State *L, const char *name) {
     lua_pushstring(L, name);
     return lua_rawget(L, 1);
+}
+
+/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len). */
+static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const char *name,
+                                const char *const *opts, const char *s, size_t len) {
+    s = qf_gen_push_shown(L, s, len);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; opts[i]; i++) {
+        lua_pushfstring(L, "%s'%s'", i ? ", " : "", opts[i]);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    luaL_error(L, "%s: field '%s' (one of %s expected, got '%s')", sb->path, name,
+               lua_tostring(L, -1), s);
 }
 
 /* Reads option field `name` (default index def, or required when def < 0) as an index into
@@ -125,21 +209,13 @@ static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const cha
     if (t != LUA_TSTRING)
         luaL_error(L, "%s: field '%s' (string expected, got %s)", sb->path, name,
                    luaL_typename(L, -1));
-    const char *s = lua_tostring(L, -1);
-    for (int i = 0; opts[i]; i++)
-        if (strcmp(s, opts[i]) == 0) {
-            lua_pop(L, 1);
-            return i;
-        }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 0; opts[i]; i++) {
-        lua_pushfstring(L, "%s'%s'", i ? ", " : "", opts[i]);
-        luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);
-    return luaL_error(L, "%s: field '%s' (one of %s expected, got '%s')", sb->path, name,
-                      lua_tostring(L, -1), s);
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    int i = qf_gen_find(s, len, opts);
+    if (i < 0)
+        qf_gen_option_error(L, sb, name, opts, s, len);
+    lua_pop(L, 1);
+    return i;
 }
 
 /* Reads integer field `name` in lo..hi (default def when absent). Pops the value. */
@@ -162,6 +238,54 @@ static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const ch
     return (int)v;
 }
 
+/* Reads boolean field `name` (default def when absent). Pops the value. */
+static int qf_gen_field_boolean(lua_State *L, const qf_gen_sandbox *sb, const char *name,
+                                int def) {
+    int t = qf_gen_getfield(L, name), v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TBOOLEAN) /* 0/1 and "true" are not booleans here: recipes are typed */
+            luaL_error(L, "%s: field '%s' (boolean expected, got %s)", sb->path, name,
+                       luaL_typename(L, -1));
+        v = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Length of the UTF-8 sequence at s[0..n) (RFC 3629: shortest form, no surrogates, at most
+ * U+10FFFF), or 0 when it is malformed. */
+static size_t qf_gen_utf8_seq(const unsigned char *s, size_t n) {
+    unsigned char c = s[0], lo = 0x80, hi = 0xbf;
+    if (c < 0x80)
+        return 1;
+    if (c < 0xc2 || c > 0xf4) /* a continuation byte, an overlong lead, or past U+10FFFF */
+        return 0;
+    size_t k = c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    /* The second byte's range rules out overlong forms, surrogates and code points > U+10FFFF. */
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++, lo = 0x80, hi = 0xbf)
+        if (s[i] < lo || s[i] > hi)
+            return 0;
+    return k;
+}
+
+/* 1 when s[0..n) is valid UTF-8: the description goes into manifest.json, which must be. */
+static int qf_gen_is_utf8(const char *s, size_t n) {
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = qf_gen_utf8_seq((const unsigned char *)s + i, n - i)) == 0)
+            return 0;
+    return 1;
+}
+
 /* Copies optional string field `name` (at most n-1 bytes) into dst; "" when absent. */
 static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const char *name, char *dst,
                                 size_t n) {
@@ -176,6 +300,8 @@ static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const ch
         if (len >= n || strlen(s) != len)
             luaL_error(L, "%s: field '%s' (string of at most %d bytes without NUL expected)",
                        sb->path, name, (int)n - 1);
+        if (!qf_gen_is_utf8(s, len))
+            luaL_error(L, "%s: field '%s' (UTF-8 text expected)", sb->path, name);
         memcpy(dst, s, len + 1);
     }
     lua_pop(L, 1);
@@ -183,30 +309,31 @@ static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const ch
 
 /* ========================================================================= validation */
 
-static int qf_gen_is_field(const char *key, const char *const *fields) {
-    for (int i = 0; fields[i]; i++)
-        if (strcmp(key, fields[i]) == 0)
-            return 1;
-    return 0;
+/* Byte order of two strings that may hold NUL bytes (then the shorter first). */
+static int qf_gen_cmp_bytes(const char *a, size_t na, const char *b, size_t nb) {
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
 }
 
-/* Raises "unknown field 'x'" for the first (sorted, so the message is stable) key of the table
- * at index 1 that is not in fields. */
+/* Raises "unknown field 'x'" for the first (sorted, so the message does not depend on the
+ * table's traversal order) key of the table at index 1 that is not in fields. */
 static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
                                  const char *const *fields) {
     const char *first = NULL;
+    size_t first_len = 0, len;
     lua_pushnil(L);
     while (lua_next(L, 1) != 0) {
         lua_pop(L, 1); /* the value */
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "%s: unknown field [%s] (fields are named: key = value)", sb->path,
                        luaL_typename(L, -1));
-        const char *k = lua_tostring(L, -1); /* key strings stay alive: the table holds them */
-        if (!qf_gen_is_field(k, fields) && (!first || strcmp(k, first) < 0))
-            first = k;
+        const char *k = lua_tolstring(L, -1, &len); /* stays alive: the table holds it */
+        if (qf_gen_find(k, len, fields) < 0 &&
+            (!first || qf_gen_cmp_bytes(k, len, first, first_len) < 0))
+            first = k, first_len = len;
     }
     if (first)
-        luaL_error(L, "%s: unknown field '%s'", sb->path, first);
+        luaL_error(L, "%s: unknown field '%s'", sb->path, qf_gen_push_shown(L, first, first_len));
 }
 
 /* Validates an fp8_delayed recipe table (index 1) into sb->out. */
@@ -222,6 +349,23 @@ static void qf_gen_read_fp8_delayed(lua_State *L, const qf_gen_sandbox *sb) {
     memcpy(r->fmt, qf_gen_format_fmts[r->format], sizeof r->fmt);
 }
 
+/* Validates an mxfp8 recipe table (index 1) into sb->out: formats per role, E8M0 rounding and
+ * 2D weight blocks (SPEC 2.3). Defaults are TE's MXFP8BlockScaling. */
+static void qf_gen_read_mxfp8(lua_State *L, const qf_gen_sandbox *sb) {
+    qf_gen_recipe *r = sb->out;
+    qf_gen_check_unknown(L, sb, qf_gen_mxfp8_fields);
+    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
+    r->fmt[QF_ROLE_INPUT] =
+        qf_gen_mx_e4m3_vals[qf_gen_field_option(L, sb, "input_format", qf_gen_mx_e4m3_opts, 0)];
+    r->fmt[QF_ROLE_WEIGHT] =
+        qf_gen_mx_e4m3_vals[qf_gen_field_option(L, sb, "weight_format", qf_gen_mx_e4m3_opts, 0)];
+    r->fmt[QF_ROLE_GRAD] =
+        qf_gen_mx_grad_vals[qf_gen_field_option(L, sb, "grad_format", qf_gen_mx_grad_opts, 0)];
+    r->scale_rounding =
+        qf_gen_rounding_vals[qf_gen_field_option(L, sb, "scale_rounding", qf_gen_rounding_opts, 0)];
+    r->weight_2d = qf_gen_field_boolean(L, sb, "weight_2d", 0);
+}
+
 /* Reads `family`, then dispatches to the family's validator (one switch, STYLE 10). */
 static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
     int i = qf_gen_field_option(L, sb, "family", qf_gen_family_opts, -1);
@@ -230,9 +374,29 @@ static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
     case QF_FAMILY_FP8_DELAYED:
         qf_gen_read_fp8_delayed(L, sb);
         break;
+    case QF_FAMILY_MXFP8:
+        qf_gen_read_mxfp8(L, sb);
+        break;
     default:
         luaL_error(L, "%s: family '%s' is not implemented yet", sb->path, qf_gen_family_opts[i]);
     }
+}
+
+/* Skips what luaL_loadfilex skips at the start of a file: a UTF-8 BOM, then a first line that
+ * starts with '#' (a shebang), keeping its newline so line numbers stay right, unless a binary
+ * chunk follows (which the text-only mode then refuses). Returns the start; *len shrinks. */
+static const char *qf_gen_skip_prefix(const char *s, size_t *len) {
+    const char *end = s + *len;
+    if (*len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0)
+        s += 3;
+    if (s < end && *s == '#') {
+        while (s < end && *s != '\n')
+            s++;
+        if (end - s > 1 && s[1] == LUA_SIGNATURE[0])
+            s++;
+    }
+    *len = (size_t)(end - s);
+    return s;
 }
 
 /* The one function that does Lua work (STYLE 11): load text-only, run in an empty _ENV, validate
@@ -240,13 +404,12 @@ static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
 static int qf_gen_recipe_pmain(lua_State *L) {
     qf_gen_sandbox *sb = lua_touserdata(L, 1);
     lua_settop(L, 0);
-    int st = luaL_loadfilex(L, sb->path, "t");
-    if (st != LUA_OK) {
-        const char *msg = lua_tostring(L, -1);
-        if (st == LUA_ERRSYNTAX && strncmp(msg, sb->path, strlen(sb->path)) != 0)
-            lua_pushfstring(L, "%s: %s", sb->path, msg); /* the mode error names no file */
-        return lua_error(L);
-    }
+    size_t len = sb->len;
+    const char *text = qf_gen_skip_prefix(sb->text, &len);
+    const char *chunkname = lua_pushfstring(L, "@%s", sb->path); /* messages: "path:line:" */
+    int st = luaL_loadbufferx(L, text, len, chunkname, "t");
+    if (st != LUA_OK)
+        return lua_error(L); /* a memory error stays one: lua_error knows its message */
     lua_newtable(L); /* the recipe's whole world: no io, os, require, load, string... */
     lua_setupvalue(L, -2, 1);
     sb->in_chunk = 1;
@@ -284,21 +447,27 @@ static int qf_gen_recipe_name(const char *path, qf_gen_recipe *out, qf_gen_err *
     return 0;
 }
 
-/* Turns a failed pcall into the error message. */
+/* Turns a failed pcall into the error message, which always starts with the path: messages
+ * that do not ("C stack overflow" from the parser, the binary-chunk refusal, "error in error
+ * handling", a path that Lua's chunk id shortened with "...") get it in front. */
 static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, qf_gen_err *e) {
     if (st == LUA_ERRMEM)
         return qf_gen_fail(e, "%s: memory limit of %zu bytes (%zu MiB) exceeded", sb->path, sb->cap,
                            sb->cap >> 20);
     const char *msg = lua_tostring(L, -1);
-    return qf_gen_fail(e, "%s", msg ? msg : "(no error message)");
+    if (!msg)
+        msg = "(no error message)";
+    if (strncmp(msg, sb->path, strlen(sb->path)) != 0)
+        return qf_gen_fail(e, "%s: %s", sb->path, msg);
+    return qf_gen_fail(e, "%s", msg);
 }
 
-int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
-                       qf_gen_err *e) {
+int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
+                              const qf_gen_limits *lim, qf_gen_recipe *out, qf_gen_err *e) {
     memset(out, 0, sizeof *out);
     if (qf_gen_recipe_name(path, out, e) != 0)
         return -1;
-    qf_gen_sandbox sb = {.path = path, .out = out};
+    qf_gen_sandbox sb = {.path = path, .text = text, .len = len, .out = out};
     sb.cap = lim && lim->mem_bytes ? lim->mem_bytes : QF_GEN_MEM_DEFAULT;
     sb.insn_budget = lim && lim->instructions ? lim->instructions : QF_GEN_INSTRUCTIONS_DEFAULT;
     lua_State *L = lua_newstate(qf_gen_alloc, &sb);
@@ -316,10 +485,107 @@ int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe
     return rc;
 }
 
+/* Opens path for reading a recipe: a regular file of at most QF_GEN_RECIPE_FILE_MAX bytes.
+ * O_NONBLOCK: opening a FIFO must not wait for a writer. Returns the fd, or -1 with e set. */
+static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return qf_gen_fail(e, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    const char *why = NULL;
+    if (fstat(fd, &st) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        why = strerror(EISDIR);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (why) {
+        close(fd);
+        return qf_gen_fail(e, "cannot read %s: %s", path, why);
+    }
+    if ((unsigned long long)st.st_size > QF_GEN_RECIPE_FILE_MAX) {
+        close(fd);
+        return qf_gen_fail(e, "%s: recipe file of %lld bytes is larger than %zu bytes (%zu MiB)",
+                           path, (long long)st.st_size, QF_GEN_RECIPE_FILE_MAX,
+                           QF_GEN_RECIPE_FILE_MAX >> 20);
+    }
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+/* Reads the whole recipe file into *text (malloc'ed; *len bytes). Returns 0, or -1 with e set. */
+static int qf_gen_recipe_read(const char *path, char **text, size_t *len, qf_gen_err *e) {
+    size_t size = 0, got = 0;
+    int fd = qf_gen_recipe_open(path, &size, e), err = 0;
+    if (fd < 0)
+        return -1;
+    char *buf = malloc(size + 1); /* + 1: malloc(0) may return NULL */
+    if (!buf)
+        err = ENOMEM;
+    while (!err && got < size) {
+        ssize_t n = read(fd, buf + got, size - got);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n == 0) /* the file shrank since fstat: take what is there */
+            break;
+        else if (errno != EINTR)
+            err = errno;
+    }
+    close(fd);
+    if (err) {
+        free(buf);
+        return qf_gen_fail(e, "cannot read %s: %s", path, strerror(err));
+    }
+    *text = buf;
+    *len = got;
+    return 0;
+}
+
+int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
+                       qf_gen_err *e) {
+    char *text = NULL;
+    size_t len = 0;
+    memset(out, 0, sizeof *out);
+    if (qf_gen_recipe_name(path, out, e) != 0) /* checked first: no need to open a bad name */
+        return -1;
+    if (qf_gen_recipe_read(path, &text, &len, e) != 0)
+        return -1;
+    int rc = qf_gen_recipe_load_buffer(path, text, len, lim, out, e);
+    free(text);
+    return rc;
+}
+
 /* ========================================================================= options text */
 
+/* Appends option key = value (text of the kind is_integer / is_boolean say) to out[*n]. */
+static void qf_gen_option_add(qf_gen_option *out, int *n, qf_gen_option kind, const char *value) {
+    out[*n] = kind;
+    snprintf(out[*n].value, sizeof out->value, "%s", value);
+    (*n)++;
+}
+
+/* The options of an mxfp8 recipe, sorted by key by hand; test_gen checks the order. */
+static int qf_gen_mxfp8_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
+    int n = 0;
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
+                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "grad_format"},
+                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_GRAD]));
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "input_format"},
+                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "scale_rounding"},
+                      qf_gen_enum_name(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding));
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_2d", .is_boolean = 1},
+                      r->weight_2d ? "true" : "false");
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_format"},
+                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
+    return n;
+}
+
 int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
-    /* Sorted by key by hand; test_gen checks the order. */
+    if (r->family == QF_FAMILY_MXFP8)
+        return qf_gen_mxfp8_option_list(r, out);
+    /* fp8_delayed. Sorted by key by hand; test_gen checks the order. */
     int n = 0;
     out[n] = (qf_gen_option){.key = "amax_compute"};
     snprintf(out[n++].value, sizeof out->value, "%s",

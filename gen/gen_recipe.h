@@ -36,19 +36,33 @@ typedef struct qf_gen_recipe {
     int margin;           /* 0..32 */
     int amax_history_len; /* 1..8192 */
     qf_amax_compute amax_compute;
-    qf_dtype fmt[QF_ROLE_COUNT]; /* element format per role, from `format` */
+    qf_dtype fmt[QF_ROLE_COUNT]; /* element format per role, from `format` (fp8_delayed) or
+                                  * input_format, weight_format, grad_format (mxfp8) */
+    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding */
+    int weight_2d;                    /* mxfp8: 1 = 32x32 weight blocks, 0 = 1x32 */
 } qf_gen_recipe;
+
+/* Recipe files are small data files; a larger one (or a FIFO, device or directory) is refused
+ * before any Lua runs, so reading it can neither block nor exhaust memory. */
+#define QF_GEN_RECIPE_FILE_MAX ((size_t)1 << 20)
 
 /* Loads and validates the recipe at path (errors name path as given). lim NULL = defaults.
  * Returns 0, or -1 with the message in e. Never exits, whatever the recipe does. */
 int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
                        qf_gen_err *e);
 
+/* Same for recipe text already in memory: text[0..len) (not NUL-terminated, does not own it) is
+ * loaded as if read from the file `path`, which names the recipe (its stem) and the errors. A
+ * UTF-8 BOM and a first line starting with '#' are skipped, as luaL_loadfilex does. */
+int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
+                              const qf_gen_limits *lim, qf_gen_recipe *out, qf_gen_err *e);
+
 /* One recipe option as text, for the options string and the manifest. */
 typedef struct qf_gen_option {
     const char *key;
     char value[32];
     int is_integer; /* value is a decimal integer (a JSON number), else a string */
+    int is_boolean; /* value is "true" or "false" (a JSON boolean) */
 } qf_gen_option;
 
 #define QF_GEN_OPTIONS_MAX 8
@@ -58,7 +72,9 @@ typedef struct qf_gen_option {
 int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]);
 
 /* Canonical "key=value;..." of qf_gen_recipe_option_list
- * ("amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0"). */
+ * ("amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0",
+ * "family=mxfp8;grad_format=e4m3;input_format=e4m3;scale_rounding=ceil;weight_2d=false;
+ * weight_format=e4m3"). */
 void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n);
 
 /* Name of r's `format` option ("hybrid"). */

@@ -37,32 +37,58 @@ static const qf_gen_shape_op qf_gen_fp8_delayed_ops[] = {
 
 #define QF_GEN_ROLE_FMT QF_GEN_DTYPE_ROLE
 static const qf_gen_shape_out qf_gen_fp8_delayed_outs[] = {
-    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE},
-    {QF_OP_NORM_QUANTIZE,
-     "columnwise_data",
-     QF_GEN_ROLE_FMT,
-     2,
-     {"K", "M"},
-     QF_GEN_COND_COLUMNWISE},
-    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
-    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM},
-    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE},
-    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"}, QF_GEN_COND_COLUMNWISE},
-    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
-    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS},
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS},
+    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"},
+     QF_GEN_COND_COLUMNWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
+    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
+    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
+    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"}, QF_GEN_COND_COLUMNWISE, 0},
+    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
+    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
 };
 
 static const qf_gen_shape_table qf_gen_fp8_delayed_shapes = {
     qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_fp8_delayed_outs,
     QF_GEN_COUNTOF(qf_gen_fp8_delayed_outs)};
 
+/* mxfp8 (SPEC 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
+ * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
+ * fp8_delayed. */
+#define QF_GEN_MX_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,32),4)"}
+#define QF_GEN_MX_COL_SCALE {"roundup(cdiv(M,32),4)", "roundup(K,128)"}
+static const qf_gen_shape_out qf_gen_mxfp8_outs[] = {
+    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_ROW_SCALE,
+     QF_GEN_COND_ROWWISE, 1},
+    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"},
+     QF_GEN_COND_COLUMNWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_COL_SCALE,
+     QF_GEN_COND_COLUMNWISE, 1},
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
+    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
+    {QF_OP_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_ROW_SCALE,
+     QF_GEN_COND_ROWWISE, 1},
+    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_COLUMNWISE, 0},
+    {QF_OP_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_COL_SCALE,
+     QF_GEN_COND_COLUMNWISE, 1},
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
+};
+
+static const qf_gen_shape_table qf_gen_mxfp8_shapes = {
+    qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_mxfp8_outs,
+    QF_GEN_COUNTOF(qf_gen_mxfp8_outs)};
+
 const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f) {
     switch (f) {
     case QF_FAMILY_FP8_DELAYED:
         return &qf_gen_fp8_delayed_shapes;
+    case QF_FAMILY_MXFP8:
+        return &qf_gen_mxfp8_shapes;
     default:
         return NULL;
     }
@@ -70,11 +96,38 @@ const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f) {
 
 /* ========================================================================= checks */
 
-/* A dim is one symbol of M, N, K or a positive decimal constant. */
-static int qf_gen_dim_ok(const char *d) {
-    if (strcmp(d, "M") == 0 || strcmp(d, "N") == 0 || strcmp(d, "K") == 0)
+/* Formulas nest at most this deep ("roundup(cdiv(K,32),4)" is 2). */
+#define QF_GEN_DIM_DEPTH 4
+
+/* Parses one formula at *s: a symbol M, N, K, a positive decimal constant of at most 9 digits,
+ * or roundup(a,b) / cdiv(a,b). Advances *s past it; returns 0 when malformed. */
+static int qf_gen_dim_parse(const char **s, int depth) {
+    const char *p = *s;
+    size_t f = strncmp(p, "roundup(", 8) == 0 ? 8 : strncmp(p, "cdiv(", 5) == 0 ? 5 : 0;
+    if (*p == 'M' || *p == 'N' || *p == 'K') {
+        *s = p + 1;
         return 1;
-    return d[0] >= '1' && d[0] <= '9' && strspn(d, "0123456789") == strlen(d) && strlen(d) < 10;
+    }
+    if (*p >= '1' && *p <= '9') {
+        size_t n = strspn(p, "0123456789");
+        *s = p + n;
+        return n < 10;
+    }
+    if (f == 0 || depth >= QF_GEN_DIM_DEPTH)
+        return 0;
+    p += f;
+    if (!qf_gen_dim_parse(&p, depth + 1) || *p != ',')
+        return 0;
+    p++;
+    if (!qf_gen_dim_parse(&p, depth + 1) || *p != ')')
+        return 0;
+    *s = p + 1;
+    return 1;
+}
+
+/* A dim is one whole formula (gen_shape.h). */
+static int qf_gen_dim_ok(const char *d) {
+    return qf_gen_dim_parse(&d, 0) && *d == '\0';
 }
 
 static int qf_gen_shape_out_check(const qf_gen_shape_out *o, qf_gen_err *e) {
@@ -82,8 +135,8 @@ static int qf_gen_shape_out_check(const qf_gen_shape_out *o, qf_gen_err *e) {
         return qf_gen_fail(e, "shape table: output '%s' has %d dims (1..4)", o->name, o->ndim);
     for (int d = 0; d < o->ndim; d++)
         if (!o->dims[d] || !qf_gen_dim_ok(o->dims[d]))
-            return qf_gen_fail(e, "shape table: output '%s' dim %d is not M, N, K or a constant",
-                               o->name, d);
+            return qf_gen_fail(e, "shape table: output '%s' dim %d is not a formula of M, N, K, "
+                               "constants, roundup and cdiv", o->name, d);
     if ((unsigned)o->cond >= QF_GEN_COND_COUNT || (unsigned)o->op >= QF_OP_COUNT ||
         (o->dtype != QF_GEN_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
@@ -111,16 +164,34 @@ void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r) {
         r->name, r->file, r->name);
 }
 
+/* cdiv and roundup of SPEC's notation, for formulas; static inline: no unused-function warning
+ * in a shapes.c without formulas. */
+static void qf_gen_shape_emit_formula_helpers(qf_gen_buf *b) {
+    qf_gen_buf_adds(
+        b,
+        "/* cdiv(a,b) and roundup(a,b) of SPEC's notation, for a >= 0 and b > 0; -1 (a dim that\n"
+        " * qf_shape_add refuses) when a is -1 or the result does not fit in int64_t. */\n"
+        "static inline int64_t qf_shape_cdiv(int64_t a, int64_t b) {\n"
+        "    return a < 0 ? -1 : a / b + (a % b != 0);\n"
+        "}\n\n"
+        "static inline int64_t qf_shape_roundup(int64_t a, int64_t b) {\n"
+        "    int64_t c = qf_shape_cdiv(a, b);\n"
+        "    return c < 0 || c > INT64_MAX / b ? -1 : c * b;\n"
+        "}\n\n");
+}
+
 void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
+    qf_gen_shape_emit_formula_helpers(b);
     qf_gen_buf_adds(
         b,
         "/* Writes output *n when it fits in cap, with bytes = product(dims) * dtype size, and\n"
-        " * counts past cap so the caller can answer -2. Returns -1 when the bytes overflow. */\n"
+        " * counts past cap so the caller can answer -2. Returns -1 when a dim is negative (a\n"
+        " * formula overflowed) or the bytes overflow. */\n"
         "static int qf_shape_add(qf_shape *out, int cap, int *n, const char *name, qf_dtype dt,\n"
         "                        int ndim, const int64_t *dims) {\n"
         "    uint64_t bytes = qf_dtype_size(dt);\n"
         "    for (int i = 0; i < ndim; i++) {\n"
-        "        if (dims[i] > 0 && bytes > UINT64_MAX / (uint64_t)dims[i])\n"
+        "        if (dims[i] < 0 || (dims[i] > 0 && bytes > UINT64_MAX / (uint64_t)dims[i]))\n"
         "            return -1;\n"
         "        bytes *= (uint64_t)dims[i];\n"
         "    }\n"
@@ -139,15 +210,19 @@ void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
         "}\n");
 }
 
-/* The C expression of one dim symbol. */
-static const char *qf_gen_dim_c(const char *d) {
-    if (strcmp(d, "M") == 0)
-        return "q->M";
-    if (strcmp(d, "N") == 0)
-        return "q->N";
-    if (strcmp(d, "K") == 0)
-        return "q->K";
-    return d;
+/* Appends the C expression of formula d (checked by qf_gen_dim_ok): symbols become q->M, q->N,
+ * q->K and roundup / cdiv the helpers qf_shape_roundup / qf_shape_cdiv. */
+static void qf_gen_dim_emit_c(qf_gen_buf *b, const char *d) {
+    for (const char *s = d; *s; s++) {
+        if (strncmp(s, "roundup(", 8) == 0 || strncmp(s, "cdiv(", 5) == 0)
+            qf_gen_buf_adds(b, "qf_shape_"); /* then the function's own name */
+        if (*s == 'M' || *s == 'N' || *s == 'K')
+            qf_gen_buf_addf(b, "q->%c", *s);
+        else if (*s == ',')
+            qf_gen_buf_adds(b, ", ");
+        else
+            qf_gen_buf_addn(b, s, 1);
+    }
 }
 
 /* The checks that make a query invalid (-1) for op. */
@@ -175,8 +250,10 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_gen_shape_out *o) {
     else
         qf_gen_buf_adds(b, "    {\n");
     qf_gen_buf_addf(b, "%sconst int64_t d[] = {", ind);
-    for (int d = 0; d < o->ndim; d++)
-        qf_gen_buf_addf(b, "%s%s", d ? ", " : "", qf_gen_dim_c(o->dims[d]));
+    for (int d = 0; d < o->ndim; d++) {
+        qf_gen_buf_adds(b, d ? ", " : "");
+        qf_gen_dim_emit_c(b, o->dims[d]);
+    }
     qf_gen_buf_addf(
         b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind, o->name,
         o->dtype == QF_GEN_DTYPE_ROLE ? "fmt" : qf_gen_enum_c(QF_GEN_ENUM_DTYPE, o->dtype),
@@ -273,7 +350,7 @@ static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_gen_
 
 static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
                               const qf_gen_shape_out *o) {
-    char dtype[64], bytes[64];
+    char dtype[64], bytes[128];
     cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
     if (o->dtype == QF_GEN_DTYPE_ROLE)
         snprintf(dtype, sizeof dtype, "format[%s]",
@@ -289,6 +366,12 @@ static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
     cJSON_AddItemToObject(j, "dims", dims);
     cJSON_AddStringToObject(j, "bytes", bytes);
     cJSON_AddStringToObject(j, "condition", qf_gen_cond_info[o->cond].text);
+    if (o->scale_layout) {
+        cJSON_AddStringToObject(j, "layout", "compact or swizzled (QF_SCALE_SWIZZLED)");
+        cJSON_AddStringToObject(j, "layout_note",
+                                "swizzled scales (128x4 tiles of 512 bytes, SPEC 2.3) have the "
+                                "same dims and bytes as compact");
+    }
     return j;
 }
 

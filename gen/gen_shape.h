@@ -23,7 +23,9 @@ typedef enum qf_gen_cond {
 /* role value meaning "the role the query names" (QF_OP_QUANTIZE). */
 #define QF_GEN_ROLE_QUERY (-1)
 
-/* One output of one op. dims are symbols "M", "N", "K" or decimal constants ("1"). */
+/* One output of one op. A dim is a formula in SPEC notation, without spaces: a symbol "M", "N",
+ * "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
+ * ("roundup(cdiv(K,32),4)"). */
 typedef struct qf_gen_shape_out {
     qf_op op;
     const char *name;
@@ -31,6 +33,7 @@ typedef struct qf_gen_shape_out {
     int ndim;
     const char *dims[4];
     qf_gen_cond cond;
+    int scale_layout; /* 1: a block-scale matrix, compact or swizzled (same shape and bytes) */
 } qf_gen_shape_out;
 
 /* One op a shape function answers. */
@@ -53,14 +56,15 @@ typedef struct qf_gen_shape_table {
 /* The table of family f, or NULL when the family has none yet. */
 const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f);
 
-/* Checks a table: known symbols only, ndim 1..4, ops listed once. Returns 0 or -1. */
+/* Checks a table: well-formed dim formulas, ndim 1..4, ops listed once. Returns 0 or -1. */
 int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e);
 
 /* Appends to b the declaration (header) or definition (source) of
  * `int qf_shapes_<r->name>(const qf_shape_query *q, qf_shape *out, int cap)`. */
 void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r);
 void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t);
-/* The helper every generated shape function calls; emitted once per shapes.c. */
+/* The helpers every generated shape function calls (qf_shape_add, and qf_shape_cdiv /
+ * qf_shape_roundup for formulas); emitted once per shapes.c. */
 void qf_gen_shape_emit_helpers(qf_gen_buf *b);
 
 /* The formulas of t for recipe r as a JSON object {op: [{name, dtype, dims, bytes, condition}]}. */

@@ -9,9 +9,11 @@
 
 #define QF_GEN_TPL_NORM_QUANTIZE "smxx_fp8_norm_quantize.cu"
 #define QF_GEN_TPL_SCALE_UPDATE "smxx_fp8_scale_update.cu"
+#define QF_GEN_TPL_MX_NORM_QUANTIZE "smxx_mxfp8_norm_quantize.cu"
+#define QF_GEN_TPL_MX_GEMM "sm90_mxfp8_gemm.cu"
 #define QF_GEN_SMEM_MAX (48u * 1024u) /* static + dynamic without an opt-in attribute */
 
-/* fp8_delayed axes: every combination is one variant. */
+/* Quantizer axes (fp8_delayed and mxfp8): every combination is one variant. */
 static const qf_norm qf_gen_nq_norms[] = {QF_NORM_LAYERNORM, QF_NORM_RMSNORM};
 static const qf_dtype qf_gen_in_dtypes[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
 static const qf_role qf_gen_quant_roles[] = {QF_ROLE_WEIGHT, QF_ROLE_GRAD};
@@ -21,6 +23,18 @@ static const qf_role qf_gen_quant_roles[] = {QF_ROLE_WEIGHT, QF_ROLE_GRAD};
 /* Config of the quantizers: the templates' sub-tile mapping assumes 32 rows x 256 threads. */
 static const qf_gen_kernel_config qf_gen_quant_config = {
     .block_threads = 256, .tile_m = 32, .smem_bytes = 0, .template_name = QF_GEN_TPL_NORM_QUANTIZE};
+static const qf_gen_kernel_config qf_gen_mx_quant_config = {
+    .block_threads = 256,
+    .tile_m = 32,
+    .smem_bytes = 0,
+    .template_name = QF_GEN_TPL_MX_NORM_QUANTIZE};
+/* NOTES: a fixed config for the MXFP8 GEMM: 8 warps, QF_MX_GEMM_TILE_M rows of y per block (the
+ * template static_asserts both). Its dynamic shared memory, QF_MX_GEMM_SMEM_BYTES of
+ * qf_formats.h, is past 48 KiB and opted into by the launcher, so it is not counted here. */
+static const qf_gen_kernel_config qf_gen_mx_gemm_config = {.block_threads = 256,
+                                                           .tile_m = QF_MX_GEMM_TILE_M,
+                                                           .smem_bytes = 0,
+                                                           .template_name = QF_GEN_TPL_MX_GEMM};
 
 /* Appends a variant unless the array is full (the caller reports that). */
 static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_variant *v) {
@@ -31,11 +45,12 @@ static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_varia
 
 /* norm_quantize: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, output in the input role's format.
  */
-static void qf_gen_expand_nq(const qf_gen_recipe *r, qf_gen_variant *out, int cap, int *n) {
+static void qf_gen_expand_nq(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+                             qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
         for (int z = 0; z <= 1; z++)
             for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
-                qf_gen_variant v = {.cfg = qf_gen_quant_config};
+                qf_gen_variant v = {.cfg = *cfg};
                 v.desc = (qf_gen_kernel_desc){.op = QF_OP_NORM_QUANTIZE,
                                               .role = QF_ROLE_INPUT,
                                               .norm = qf_gen_nq_norms[i],
@@ -50,10 +65,11 @@ static void qf_gen_expand_nq(const qf_gen_recipe *r, qf_gen_variant *out, int ca
 }
 
 /* quantize (no norm) for weights and gradients x in dtype, output in that role's format. */
-static void qf_gen_expand_quant(const qf_gen_recipe *r, qf_gen_variant *out, int cap, int *n) {
+static void qf_gen_expand_quant(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+                                qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_quant_roles); i++)
         for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
-            qf_gen_variant v = {.cfg = qf_gen_quant_config};
+            qf_gen_variant v = {.cfg = *cfg};
             qf_role role = qf_gen_quant_roles[i];
             v.desc = (qf_gen_kernel_desc){.op = QF_OP_QUANTIZE,
                                           .role = role,
@@ -84,6 +100,18 @@ static void qf_gen_expand_scale_update(const qf_gen_recipe *r, qf_gen_variant *o
     qf_gen_push(out, cap, n, &v);
 }
 
+/* The one MXFP8 GEMM: y[M, N] bf16 = A (input format) x B (weight format)^T, compact scales. */
+static void qf_gen_expand_mx_gemm(const qf_gen_recipe *r, qf_gen_variant *out, int cap, int *n) {
+    qf_gen_variant v = {.cfg = qf_gen_mx_gemm_config};
+    v.desc = (qf_gen_kernel_desc){.op = QF_OP_GEMM,
+                                  .role = QF_ROLE_INPUT,
+                                  .norm = QF_NORM_NONE,
+                                  .in_dtype = r->fmt[QF_ROLE_INPUT],
+                                  .out_dtype = QF_DTYPE_BF16};
+    snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_gemm", r->name);
+    qf_gen_push(out, cap, n, &v);
+}
+
 static int qf_gen_variant_cmp(const void *a, const void *b) {
     return strcmp(((const qf_gen_variant *)a)->desc.name, ((const qf_gen_variant *)b)->desc.name);
 }
@@ -92,9 +120,14 @@ int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
     int n = 0;
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
-        qf_gen_expand_nq(r, out, cap, &n);
-        qf_gen_expand_quant(r, out, cap, &n);
+        qf_gen_expand_nq(r, &qf_gen_quant_config, out, cap, &n);
+        qf_gen_expand_quant(r, &qf_gen_quant_config, out, cap, &n);
         qf_gen_expand_scale_update(r, out, cap, &n);
+        break;
+    case QF_FAMILY_MXFP8: /* no scale update: block scales come from the data itself */
+        qf_gen_expand_nq(r, &qf_gen_mx_quant_config, out, cap, &n);
+        qf_gen_expand_quant(r, &qf_gen_mx_quant_config, out, cap, &n);
+        qf_gen_expand_mx_gemm(r, out, cap, &n);
         break;
     default:
         return qf_gen_fail(e, "%s: not implemented scaling mode: %s", r->file,
@@ -124,8 +157,10 @@ static const char *qf_gen_desc_problem(const qf_gen_kernel_desc *d) {
         return "enum value out of range";
     if (d->zero_centered_gamma != 0 && d->zero_centered_gamma != 1)
         return "zero_centered_gamma is not 0 or 1";
-    if (d->out_dtype != QF_DTYPE_E4M3 && d->out_dtype != QF_DTYPE_E5M2)
-        return "output dtype is not an FP8 format";
+    if (d->op == QF_OP_GEMM ? d->out_dtype != QF_DTYPE_BF16
+                            : d->out_dtype != QF_DTYPE_E4M3 && d->out_dtype != QF_DTYPE_E5M2)
+        return d->op == QF_OP_GEMM ? "GEMM output dtype is not bf16"
+                                   : "output dtype is not an FP8 format";
     if ((d->op == QF_OP_NORM_QUANTIZE) != (d->norm != QF_NORM_NONE))
         return "norm does not match the op";
     return NULL;
@@ -186,24 +221,55 @@ static void qf_gen_values_add(qf_gen_values *vals, const char *name, const char 
     vals->n++;
 }
 
-void qf_gen_variant_values(const qf_gen_recipe *r, const qf_gen_variant *v, qf_gen_values *out) {
-    const qf_gen_kernel_desc *d = &v->desc;
+int qf_gen_variant_block_2d(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+    return r->family == QF_FAMILY_MXFP8 && r->weight_2d && d->op == QF_OP_QUANTIZE &&
+           d->role == QF_ROLE_WEIGHT;
+}
+
+/* __MARGIN__ and __AMAX_COMPUTE__ of the fp8_delayed scale update. */
+static void qf_gen_values_scale_update(const qf_gen_recipe *r, qf_gen_values *out) {
     char num[32];
-    out->n = 0;
-    qf_gen_values_add(out, "__KERNEL_NAME__", d->name);
-    snprintf(num, sizeof num, "%u", v->cfg.block_threads);
-    qf_gen_values_add(out, "__BLOCK_THREADS__", num);
-    if (d->op == QF_OP_SCALE_UPDATE) {
-        snprintf(num, sizeof num, "%d.0f", r->margin);
-        qf_gen_values_add(out, "__MARGIN__", num);
-        qf_gen_values_add(out, "__AMAX_COMPUTE__",
-                          qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
-        return;
-    }
+    snprintf(num, sizeof num, "%d.0f", r->margin);
+    qf_gen_values_add(out, "__MARGIN__", num);
+    qf_gen_values_add(out, "__AMAX_COMPUTE__",
+                      qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
+}
+
+/* __A_DTYPE__ and __B_DTYPE__ of the MXFP8 GEMM: A in the input format, B in the weight format. */
+static void qf_gen_values_gemm(const qf_gen_recipe *r, qf_gen_values *out) {
+    qf_gen_values_add(out, "__A_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
+    qf_gen_values_add(out, "__B_DTYPE__",
+                      qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
+}
+
+/* The norm/quantize values; mxfp8 adds __SCALE_ROUNDING__ and __BLOCK_2D__ (SPEC 2.3). */
+static void qf_gen_values_quant(const qf_gen_recipe *r, const qf_gen_kernel_desc *d,
+                                qf_gen_values *out) {
     qf_gen_values_add(out, "__NORM__", qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm));
     qf_gen_values_add(out, "__ZERO_CENTERED_GAMMA__", d->zero_centered_gamma ? "1" : "0");
     qf_gen_values_add(out, "__IN_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->in_dtype));
     qf_gen_values_add(out, "__OUT_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->out_dtype));
+    if (r->family != QF_FAMILY_MXFP8)
+        return;
+    qf_gen_values_add(out, "__SCALE_ROUNDING__",
+                      qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding));
+    qf_gen_values_add(out, "__BLOCK_2D__", qf_gen_variant_block_2d(r, d) ? "1" : "0");
+}
+
+void qf_gen_variant_values(const qf_gen_recipe *r, const qf_gen_variant *v, qf_gen_values *out) {
+    char num[32];
+    out->n = 0;
+    qf_gen_values_add(out, "__KERNEL_NAME__", v->desc.name);
+    snprintf(num, sizeof num, "%u", v->cfg.block_threads);
+    qf_gen_values_add(out, "__BLOCK_THREADS__", num);
+    if (v->desc.op == QF_OP_SCALE_UPDATE) {
+        qf_gen_values_scale_update(r, out);
+        return;
+    }
+    if (v->desc.op == QF_OP_GEMM)
+        qf_gen_values_gemm(r, out);
+    else
+        qf_gen_values_quant(r, &v->desc, out);
     snprintf(num, sizeof num, "%u", v->cfg.tile_m);
     qf_gen_values_add(out, "__TILE_M__", num);
 }

@@ -19,8 +19,9 @@ typedef struct qf_gen_kernel_desc {
     qf_role role;
     qf_norm norm;            /* QF_NORM_NONE for quantize and scale update */
     int zero_centered_gamma; /* 0/1 */
-    qf_dtype in_dtype;       /* x (fp32 for the scale update) */
-    qf_dtype out_dtype;      /* element format written (E4M3 for the scale update) */
+    qf_dtype in_dtype;       /* x (fp32 for the scale update; A's format for a GEMM) */
+    qf_dtype out_dtype;      /* element format written (E4M3 for the scale update, bf16 y for a
+                              * GEMM) */
 } qf_gen_kernel_desc;
 
 /* The chosen config: how the kernel runs. */
@@ -55,7 +56,16 @@ typedef struct qf_gen_values {
     char value[QF_GEN_VALUES_MAX][QF_GEN_KERNEL_NAME_MAX + 1];
 } qf_gen_values;
 
-/* The values the variant's template expects (the placeholder contract of templates/). */
+/* The values the variant's template expects (the placeholder contract of templates/):
+ * every kernel: __KERNEL_NAME__ __BLOCK_THREADS__;
+ * scale update (fp8_delayed): __MARGIN__ __AMAX_COMPUTE__;
+ * norm/quantize: __NORM__ __ZERO_CENTERED_GAMMA__ __IN_DTYPE__ __OUT_DTYPE__ __TILE_M__, and for
+ *   mxfp8 also __SCALE_ROUNDING__ (QF_SCALE_ROUNDING_*) and __BLOCK_2D__ (0/1);
+ * GEMM (mxfp8): __A_DTYPE__ __B_DTYPE__ __TILE_M__. */
 void qf_gen_variant_values(const qf_gen_recipe *r, const qf_gen_variant *v, qf_gen_values *out);
+
+/* 1 when kernel d of recipe r quantizes in 32x32 blocks (mxfp8 weights with weight_2d, SPEC 2.3),
+ * 0 for 1x32 blocks or a non-MXFP8 kernel. */
+int qf_gen_variant_block_2d(const qf_gen_recipe *r, const qf_gen_kernel_desc *d);
 
 #endif /* QF_GEN_VARIANT_H */

@@ -107,7 +107,7 @@ qf_status qf_ctx_init(qf_ctx_t **out, int device) {
 void qf_ctx_free(qf_ctx_t *c) {
     if (!c)
         return;
-    const qf_cu_api *cu = c->n_kernels ? qf_cu() : NULL;
+    const qf_cu_api *cu = c->n_kernels && !c->host ? qf_cu() : NULL;
     for (int i = 0; cu && i < c->n_kernels; i++)
         cu->ModuleUnload(c->kernels[i].module);
     free(c->kernels);
@@ -133,6 +133,64 @@ qf_status qf_ctx_bind(qf_ctx_t *ctx) {
     if (!cu)
         return QF_ERR_NO_DEVICE;
     QF_CU_CHECK(cu->CtxSetCurrent(ctx->cu_ctx));
+    return QF_OK;
+}
+
+/* ==================================================================== device-less contexts */
+
+qf_status qf_ctx_init_host(qf_ctx_t **out, int arch) {
+    qf_clear_error();
+    if (!out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: out is NULL");
+    *out = NULL;
+    if (arch < 50 || arch > 199)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: arch %d is not a compute "
+                            "capability; expected 10*major+minor in 50..199 (e.g. 90 for sm_90)",
+                            arch);
+    qf_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_ctx_init_host: out of host memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->host = 1;
+    c->device = -1;
+    c->arch = arch;
+    *out = c;
+    return QF_OK;
+}
+
+void qf_ctx_twin(const qf_ctx_t *ctx, qf_ctx_t *twin) {
+    memset(twin, 0, sizeof *twin);
+    pthread_mutex_init(&twin->lock, NULL);
+    twin->host = 2;
+    twin->device = ctx->device;
+    twin->arch = ctx->arch;
+    twin->sm_count = ctx->sm_count;
+}
+
+void qf_ctx_twin_free(qf_ctx_t *twin) {
+    free(twin->kernels); /* empty unless an op looked up a kernel before qf_ctx_ready (a bug) */
+    qf_gemm_plans_free(twin);
+    pthread_mutex_destroy(&twin->lock);
+}
+
+/* NOTES: a kernel launched on a stream of another context fails with an opaque driver error at
+ * best, and at worst runs against the wrong device's memory; so the stream is checked up front.
+ * cuStreamGetCtx answers the current context for NULL and the special handles, hence the bind. */
+qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream) {
+    if (ctx->host == 2)
+        return QF_ERR_NO_DEVICE;
+    if (ctx->host)
+        return qf_set_error(QF_ERR_NO_DEVICE, "%s: arguments are valid, but the context has no "
+                            "device (qf_ctx_init_host for sm_%d); nothing was launched", op,
+                            ctx->arch);
+    QF_TRY(qf_ctx_bind(ctx));
+    const qf_cu_api *cu = qf_cu();
+    CUcontext owner = NULL;
+    QF_CU_CHECK(cu->StreamGetCtx((CUstream)stream, &owner));
+    if (owner != ctx->cu_ctx)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: stream %p belongs to another CUDA context; "
+                            "pass a stream created on device %d's primary context (the one "
+                            "qf_ctx_init uses), or NULL", op, stream, ctx->device);
     return QF_OK;
 }
 
@@ -175,8 +233,12 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
     }
 }
 
-static qf_status qf_ctx_load_module(const qf_kernel_entry *k, const void *cubin,
+/* Loads the CUBIN as a module. NOTES: a device-less context (qf_ctx_init_host) keeps module and
+ * entry points NULL: it exists to compile and fill the disk cache, and its ops never launch. */
+static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k, const void *cubin,
                                     qf_loaded_kernel *e) {
+    if (c->host)
+        return QF_OK;
     const qf_cu_api *cu = qf_cu();
     if (!cu)
         return QF_ERR_NO_DEVICE;
@@ -197,7 +259,7 @@ static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_ke
     size_t size = 0;
     *src = QF_KSRC_DISK;
     if (qf_cache_load(k->name, e->key, c->arch, &cubin, &size)) {
-        if (qf_ctx_load_module(k, cubin, e) == QF_OK) {
+        if (qf_ctx_load_module(c, k, cubin, e) == QF_OK) {
             free(cubin);
             return QF_OK;
         }
@@ -206,7 +268,7 @@ static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_ke
     }
     *src = QF_KSRC_COMPILED;
     QF_TRY(qf_ctx_compile(c, k, inst, &cubin, &size));
-    qf_status s = qf_ctx_load_module(k, cubin, e);
+    qf_status s = qf_ctx_load_module(c, k, cubin, e);
     if (s == QF_OK)
         qf_cache_store(k->name, e->key, c->arch, cubin, size);
     free(cubin);

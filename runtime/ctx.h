@@ -26,6 +26,7 @@ typedef struct qf_loaded_kernel {
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
 
 struct qf_ctx {
+    int host;                   /* 1: qf_ctx_init_host, 2: silent twin (qf_ctx_twin); 0: a device */
     int device;
     int arch;                   /* 10*major + minor */
     int sm_count;
@@ -49,8 +50,42 @@ QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, int kidx, const qf_kernel_ins
 /* Releases the cached cuBLASLt plans (gemm_lt.c). */
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
+/* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
+ * y[M, N] bf16 = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (SPEC 2.3). The caller
+ * (qf_gemm_mxfp8) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than
+ * 12.8, at build or run time), QF_ERR_CUBLAS. */
+QF_INTERNAL qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
+                                       const qf_tensor *b, const qf_tensor *b_scale,
+                                       const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N,
+                                       int64_t K, void *stream);
+
+/* Builds and releases the cuBLASLt descriptors of that GEMM without a device or handle: the
+ * compile test of the Blackwell path on machines that cannot run it. */
+QF_INTERNAL qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta,
+                                                qf_dtype tb, int has_bias);
+
 /* Makes ctx's CUDA context current on the calling thread. */
 QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);
+
+/* A context with no device for compute capability arch (10*major+minor, 50..199): its kernel
+ * table compiles (and uses the disk cache) but loads no module, and every op validates its
+ * arguments exactly as on a GPU, then returns QF_ERR_NO_DEVICE instead of launching. Used by the
+ * tests (argument checks, the kernel table, cold starts on machines without a GPU) and by
+ * `qfuse-cache warm --arch`. Free with qf_ctx_free. Errors: QF_ERR_INVALID_ARG (out NULL, arch
+ * out of range), QF_ERR_OUT_OF_MEMORY. */
+QF_INTERNAL qf_status qf_ctx_init_host(qf_ctx_t **out, int arch);
+
+/* Fills *twin as a silent device-less copy of ctx (same arch) for a dry run: the ops check their
+ * arguments against it and stop with QF_ERR_NO_DEVICE, recording no message. Release with
+ * qf_ctx_twin_free. */
+QF_INTERNAL void qf_ctx_twin(const qf_ctx_t *ctx, qf_ctx_t *twin);
+QF_INTERNAL void qf_ctx_twin_free(qf_ctx_t *twin);
+
+/* Called by every op after its argument checks and before any device work: binds ctx and checks
+ * that stream (a CUstream/cudaStream_t; NULL and the special handles mean the current context's)
+ * belongs to ctx's CUDA context. Returns QF_ERR_NO_DEVICE for a device-less context,
+ * QF_ERR_INVALID_ARG for a stream of another context, QF_ERR_CUDA when the driver fails. */
+QF_INTERNAL qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream);
 
 /* Registry lookups. Return -1 (and set QF_ERR_NOT_FOUND naming what was asked) when absent. */
 QF_INTERNAL int qf_registry_recipe(const char *name);

@@ -11,6 +11,7 @@
 #include "validate.h"
 
 #define QF_MAX_PLANS 32
+#define QF_LT_MX_VERSION 120800 /* cuBLASLt 12.8: CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 */
 
 #if CUBLAS_VERSION < 120000
 #error "qfuse needs cuBLASLt 12.0 or newer for FP8 GEMMs"
@@ -20,6 +21,7 @@ struct qf_gemm_plan {
     int64_t M, N, K;
     qf_dtype ta, tb;
     int has_bias;
+    int block_scaled; /* 1: MXFP8 with VEC32_UE8M0 block scales (qf_gemm_lt_mxfp8), 0: per tensor */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -57,11 +59,31 @@ void qf_gemm_plans_free(qf_ctx_t *ctx) {
     ctx->n_plans = 0;
 }
 
+/* MXFP8 (SPEC 2.3): one UE8M0 scale per 32 elements along K for both operands, read from the
+ * swizzled layout. NOTES: Lt's A is our B, so Lt's A scales are b_scale (see qf_gemm_run). */
+static qf_status qf_plan_block_scales(qf_gemm_plan *p) {
+#if CUBLAS_VERSION >= QF_LT_MX_VERSION
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                               sizeof mode));
+    QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                               sizeof mode));
+    return QF_OK;
+#else
+    (void)p;
+    return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_mxfp8: qfuse was built against cuBLASLt %d; "
+                        "block-scaled (VEC32_UE8M0) GEMMs need %d or newer", CUBLAS_VERSION,
+                        QF_LT_MX_VERSION);
+#endif
+}
+
 static qf_status qf_plan_descs(qf_gemm_plan *p) {
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     QF_LT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (p->block_scaled)
+        QF_TRY(qf_plan_block_scales(p));
     if (p->has_bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         const cudaDataType_t bt = CUDA_R_16BF;
@@ -93,8 +115,9 @@ static qf_status qf_plan_algo(qf_ctx_t *ctx, qf_gemm_plan *p) {
                                            &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0)
-        return qf_set_error(QF_ERR_CUBLAS, "qf_gemm_fp8: cuBLASLt has no FP8 algorithm for "
-                            "M=%lld N=%lld K=%lld on sm_%d (%s)", (long long)p->M,
+        return qf_set_error(QF_ERR_CUBLAS, "%s: cuBLASLt has no FP8 algorithm for "
+                            "M=%lld N=%lld K=%lld on sm_%d (%s)",
+                            p->block_scaled ? "qf_gemm_mxfp8" : "qf_gemm_fp8", (long long)p->M,
                             (long long)p->N, (long long)p->K, ctx->arch,
                             cublasLtGetStatusString(s));
     p->algo = res.algo;
@@ -106,7 +129,8 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
     for (int i = 0; i < ctx->n_plans; i++) {
         qf_gemm_plan *p = &ctx->plans[i];
         if (p->M == want->M && p->N == want->N && p->K == want->K && p->ta == want->ta &&
-            p->tb == want->tb && p->has_bias == want->has_bias) {
+            p->tb == want->tb && p->has_bias == want->has_bias &&
+            p->block_scaled == want->block_scaled) {
             *out = p;
             return QF_OK;
         }
@@ -161,8 +185,9 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const qf_tensor *a, const qf_
     return want->has_bias ? qf_check_buffer(op, "bias", bias, &sbias) : QF_OK;
 }
 
-static qf_status qf_gemm_run(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_tensor *a, const float *sa,
-                             const qf_tensor *b, const float *sb, const qf_tensor *bias,
+/* sa, sb: device scales of our A and B (fp32 [1] per tensor, or E8M0 matrices). */
+static qf_status qf_gemm_run(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_tensor *a, const void *sa,
+                             const qf_tensor *b, const void *sb, const qf_tensor *bias,
                              qf_tensor *y, void *stream) {
     /* Scale pointers and bias live in the descriptor: set them per call (cheap host writes). */
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
@@ -188,12 +213,55 @@ qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_in
                             !ctx ? "ctx" : !a_scale_inv ? "a_scale_inv" : "b_scale_inv");
     qf_gemm_plan want = {0};
     QF_TRY(qf_check_gemm_args(ctx, a, b, bias, y, &want));
-    QF_TRY(qf_ctx_bind(ctx));
+    QF_TRY(qf_ctx_ready(ctx, "qf_gemm_fp8", stream));
     pthread_mutex_lock(&ctx->lock);
     qf_gemm_plan *p = NULL;
     qf_status s = qf_plan_get(ctx, &want, &p);
     if (s == QF_OK)
         s = qf_gemm_run(ctx, p, a, a_scale_inv, b, b_scale_inv, bias, y, stream);
     pthread_mutex_unlock(&ctx->lock);
+    return s;
+}
+
+/* ==================================================================== MXFP8 (sm_100 and later) */
+
+/* Locks ctx, finds or builds the plan and runs it (arguments already checked by the caller). */
+static qf_status qf_gemm_lt_plan_run(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_tensor *a,
+                                     const void *sa, const qf_tensor *b, const void *sb,
+                                     const qf_tensor *bias, qf_tensor *y, void *stream) {
+    pthread_mutex_lock(&ctx->lock);
+    qf_gemm_plan *p = NULL;
+    qf_status s = qf_plan_get(ctx, want, &p);
+    if (s == QF_OK)
+        s = qf_gemm_run(ctx, p, a, sa, b, sb, bias, y, stream);
+    pthread_mutex_unlock(&ctx->lock);
+    return s;
+}
+
+static qf_status qf_gemm_lt_mx_version(void) {
+    size_t v = cublasLtGetVersion();
+    if (v < QF_LT_MX_VERSION)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_mxfp8: the loaded cuBLASLt is version "
+                            "%zu; block-scaled (VEC32_UE8M0) GEMMs need %d or newer", v,
+                            QF_LT_MX_VERSION);
+    return QF_OK;
+}
+
+qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
+                           const qf_tensor *b, const qf_tensor *b_scale, const qf_tensor *bias,
+                           qf_tensor *y, int64_t M, int64_t N, int64_t K, void *stream) {
+    QF_TRY(qf_gemm_lt_mx_version());
+    qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = a->dtype, .tb = b->dtype,
+                         .has_bias = bias && bias->data, .block_scaled = 1};
+    return qf_gemm_lt_plan_run(ctx, &want, a, a_scale->data, b, b_scale->data, bias, y, stream);
+}
+
+qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta, qf_dtype tb,
+                                    int has_bias) {
+    QF_TRY(qf_gemm_lt_mx_version());
+    qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .has_bias = has_bias,
+                      .block_scaled = 1};
+    qf_status s = qf_plan_descs(&p);
+    qf_plan_release(&p);
     return s;
 }

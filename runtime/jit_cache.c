@@ -21,7 +21,6 @@
 
 #define QF_CACHE_MAGIC "QFUSEKC1"
 #define QF_CACHE_FORMAT 1u              /* bump when the header or the payload's meaning changes */
-#define QF_CACHE_LABEL_MAX 64           /* keeps <label>.<key>.cubin.tmp.<pid>.<rand> < NAME_MAX */
 #define QF_CACHE_MAX_PAYLOAD (1u << 30) /* a CUBIN is KBs to MBs; a larger size field is damage */
 
 /* The fixed header in front of every entry's CUBIN. Native byte order: a cache directory belongs
@@ -382,6 +381,70 @@ qf_status qf_cache_store(const char *label, const char *key, int arch, const voi
                 path, step, strerror(err));
     }
     return QF_OK;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== listing (qfuse-cache) */
+
+/* Length of a label at the start of s: [A-Za-z0-9_-]+ up to the first '.', as
+ * qf_cache_entry_path writes it; 0 when s does not start with one. */
+static size_t qf_cache_label_len(const char *s) {
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    return n <= QF_CACHE_LABEL_MAX && s[n] == '.' ? n : 0;
+}
+
+int qf_cache_name_parse(const char *name, qf_cache_info *info) {
+    static const char ext[] = ".cubin", tmp[] = ".cubin.tmp.";
+    size_t n = qf_cache_label_len(name);
+    if (n == 0 || strspn(name + n + 1, "0123456789abcdef") < QF_KEY_HEX_LEN)
+        return 0;
+    const char *key = name + n + 1, *rest = key + QF_KEY_HEX_LEN;
+    int kind = strcmp(rest, ext) == 0 ? 1 : strncmp(rest, tmp, sizeof tmp - 1) == 0 ? 2 : 0;
+    if (!kind)
+        return 0;
+    memset(info, 0, sizeof *info);
+    memcpy(info->label, name, n);
+    memcpy(info->key, key, QF_KEY_HEX_LEN);
+    info->temp = kind == 2;
+    return kind;
+}
+
+/* Validates the entry open on fd as qf_cache_load would, for the arch its header names. */
+static void qf_cache_info_validate(int fd, qf_cache_info *info) {
+    qf_cache_header h;
+    void *data = NULL;
+    size_t size = 0;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h)
+        info->arch = h.arch;
+    const char *kind = qf_cache_read_entry(fd, info->key, info->arch, &data, &size, info->why,
+                                           sizeof info->why);
+    free(data);
+    info->valid = kind == NULL;
+}
+
+int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info) {
+    char path[PATH_MAX];
+    struct stat st;
+    int w = snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= sizeof path || !qf_cache_name_parse(name, info)) {
+        errno = w < 0 || (size_t)w >= sizeof path ? ENAMETOOLONG : EINVAL;
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        errno = err;
+        return -1;
+    }
+    info->bytes = (uint64_t)st.st_size;
+    info->mtime = st.st_mtime;
+    if (!info->temp)
+        qf_cache_info_validate(fd, info);
+    close(fd);
+    return 0;
 }
 
 /* =====================================================================} */

@@ -9,8 +9,13 @@
 #define QF_JIT_CACHE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
+#include "jit_key.h"
 #include "status.h"
+
+#define QF_CACHE_LABEL_MAX 64 /* keeps <label>.<key>.cubin.tmp.<pid>.<rand> < NAME_MAX */
 
 /* Cache directory: $QFUSE_CACHE_DIR, else $XDG_CACHE_HOME/qfuse (when absolute), else
  * $HOME/.cache/qfuse; empty variables count as unset. Missing directories (parents included) are
@@ -39,5 +44,29 @@ QF_INTERNAL int qf_cache_load(const char *label, const char *key, int arch, void
  * warning and return QF_OK: the disk cache is an optimization. Thread-safe. */
 QF_INTERNAL qf_status qf_cache_store(const char *label, const char *key, int arch,
                                      const void *data, size_t size);
+
+/* One file of the cache directory, as qf_cache_name_parse and qf_cache_entry_info see it (for
+ * qfuse-cache: list, clear, prune). */
+typedef struct qf_cache_info {
+    char label[QF_CACHE_LABEL_MAX + 1]; /* from the file name: the kernel variant name */
+    char key[QF_KEY_HEX_LEN + 1];       /* from the file name */
+    int temp;        /* 1: a store's temporary file (in progress, or left by a crashed writer) */
+    int valid;       /* entry intact and loadable by this process (qf_cache_load would hit) */
+    char why[192];   /* !valid: the reason, as in qf_cache_load's warning */
+    int arch;        /* from the header; 0 when unreadable */
+    uint64_t bytes;  /* file size */
+    time_t mtime;    /* when it was written */
+} qf_cache_info;
+
+/* Recognises a file name of the cache directory: returns 1 for an entry <label>.<key>.cubin,
+ * 2 for a temporary <label>.<key>.cubin.tmp.<pid>.<random>, and 0 for anything else (not ours;
+ * never touched). Fills label, key and temp of *info. */
+QF_INTERNAL int qf_cache_name_parse(const char *name, qf_cache_info *info);
+
+/* Fills *info for dir/name, a name qf_cache_name_parse accepts: size and time, and for an entry
+ * the header (arch) and a full validation (magic, format, key, NVRTC version, size, checksum)
+ * with the reason when it fails. Warns about nothing. Returns 0, or -1 with errno when the file
+ * cannot be stat'ed (e.g. removed meanwhile by another process). Thread-safe. */
+QF_INTERNAL int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info);
 
 #endif /* QF_JIT_CACHE_H */

@@ -19,17 +19,57 @@ static const char *const qf_norm_names[] = {
     [QF_NORM_NONE] = "none", [QF_NORM_LAYERNORM] = "layernorm", [QF_NORM_RMSNORM] = "rmsnorm"};
 _Static_assert(sizeof(qf_norm_names) / sizeof(qf_norm_names[0]) == QF_NORM_COUNT, "qf_norm_names");
 
+static const char *const qf_layout_names[] = {
+    [QF_SCALE_LAYOUT_COMPACT] = "compact", [QF_SCALE_LAYOUT_SWIZZLED] = "swizzled"};
+_Static_assert(sizeof(qf_layout_names) / sizeof(qf_layout_names[0]) == QF_SCALE_LAYOUT_COUNT,
+               "qf_layout_names");
+
+/* 1 when k writes MXFP8 block scales: its instances also choose the scale layout. NOTES: only
+ * these kernels see the layout, so no other kernel's key changed when it was added. */
+static int qf_kernel_has_layout(const qf_kernel_entry *k) {
+    return k->family == QF_FAMILY_MXFP8 &&
+           (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE);
+}
+
 qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k) {
-    qf_kernel_instance inst = {.outputs = QF_OUT_ROWWISE, .gamma_dtype = k->in_dtype};
+    qf_kernel_instance inst = {.outputs = QF_OUT_ROWWISE,
+                               .gamma_dtype = k->in_dtype,
+                               .layout = QF_SCALE_LAYOUT_COMPACT};
     return inst;
+}
+
+int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES]) {
+    static const unsigned outputs[] = {QF_OUT_ROWWISE, QF_OUT_COLUMNWISE,
+                                       QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
+    out[0] = qf_kernel_instance_default(k);
+    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
+        return 1;
+    /* NOTES: fp32 gamma is a distinct instance only when x is not fp32 already. */
+    int n_gamma = k->op == QF_OP_NORM_QUANTIZE && k->in_dtype != QF_DTYPE_FP32 ? 2 : 1, n = 0;
+    int n_layout = qf_kernel_has_layout(k) ? 2 : 1;
+    for (int g = 0; g < n_gamma; g++)
+        for (int l = 0; l < n_layout; l++)
+            for (int o = 0; o < 3; o++)
+                out[n++] = (qf_kernel_instance){
+                    .outputs = outputs[o],
+                    .gamma_dtype = g ? QF_DTYPE_FP32 : k->in_dtype,
+                    .layout = l ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT};
+    return n;
 }
 
 void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                               char *buf, size_t n) {
-    snprintf(buf, n, "op=%s;role=%s;norm=%s;zcg=%d;in=%s;out=%s;outputs=%u;gamma=%s;block=%u;tile_m=%u",
-             qf_op_names[k->op], qf_role_names[k->role], qf_norm_names[k->norm],
-             k->zero_centered_gamma, qf_dtype_name(k->in_dtype), qf_dtype_name(k->out_dtype),
-             inst->outputs, qf_dtype_name(inst->gamma_dtype), k->block_threads, k->tile_m);
+    int w = snprintf(buf, n,
+                     "op=%s;role=%s;norm=%s;zcg=%d;in=%s;out=%s;outputs=%u;gamma=%s;block=%u;"
+                     "tile_m=%u",
+                     qf_op_names[k->op], qf_role_names[k->role], qf_norm_names[k->norm],
+                     k->zero_centered_gamma, qf_dtype_name(k->in_dtype),
+                     qf_dtype_name(k->out_dtype), inst->outputs, qf_dtype_name(inst->gamma_dtype),
+                     k->block_threads, k->tile_m);
+    if (qf_kernel_has_layout(k) && w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, ";layout=%s",
+                 (unsigned)inst->layout < QF_SCALE_LAYOUT_COUNT ? qf_layout_names[inst->layout]
+                                                                 : "?");
 }
 
 int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
@@ -41,6 +81,12 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
         opts[n] = store[n];
         n++;
         snprintf(store[n], 48, "-DQF_GAMMA_DTYPE=%d", (int)inst->gamma_dtype);
+        opts[n] = store[n];
+        n++;
+    }
+    if (qf_kernel_has_layout(k)) {
+        snprintf(store[n], 48, "-DQF_SCALE_SWIZZLED=%d",
+                 inst->layout == QF_SCALE_LAYOUT_SWIZZLED);
         opts[n] = store[n];
         n++;
     }

@@ -3,38 +3,125 @@
 #include "ctx.h"
 #include "validate.h"
 
-/* The 2-D [M, N] view of y must have x's leading dims; checked by qf_gemm_fp8 on the flat view. */
+enum { QF_LL_WEIGHT, QF_LL_NORM, QF_LL_GEMM, QF_LL_STAGES };
+
+/* What each stage does, in the caller's names (prefixed to a failing stage's message). */
+static const char *const qf_ll_stage_names[QF_LL_STAGES] = {
+    [QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize)",
+    [QF_LL_NORM] = "norm + quantize of x into ll->xq, ll->mu, ll->rsigma (qf_norm_quantize)",
+    [QF_LL_GEMM] = "GEMM of ll->xq.rowwise and ll->wq.rowwise into y (qf_gemm_fp8)",
+};
+
+/* The 2-D [M, N] view of y must have x's leading dims; checked by qf_gemm_fp8 on the flat view.
+ * A malformed t is returned as is, for qf_gemm_fp8 to reject. */
 static qf_tensor qf_flat2d(const qf_tensor *t) {
     qf_tensor f = *t;
+    int64_t n = qf_tensor_numel(t);
+    if (n < 1)
+        return f;
     int64_t last = t->dims[t->ndim - 1];
     f.ndim = 2;
-    f.dims[0] = qf_tensor_numel(t) / last;
+    f.dims[0] = n / last;
     f.dims[1] = last;
     return f;
 }
 
+/* x [..., K], ll->weight [N, K] and y [..., N] with x's leading dims. */
+static qf_status qf_ll_check_dims(const char *op, const qf_tensor *x, const qf_ln_linear *ll,
+                                  const qf_tensor *y) {
+    int64_t M, K, N, Kw;
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    QF_TRY(qf_check_activation(op, "ll->weight", &ll->weight, &N, &Kw));
+    if (Kw != K)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ll->weight is [%lld, %lld]; its last "
+                            "dimension must equal x's K = %lld", op, (long long)N, (long long)Kw,
+                            (long long)K);
+    if (y->ndim != x->ndim || qf_tensor_numel(y) != M * N)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: y has %d dims and %lld elements; expected "
+                            "[..., N = %lld] with x's %d dims and leading dims (%lld elements)",
+                            op, y->ndim, (long long)qf_tensor_numel(y), (long long)N, x->ndim,
+                            (long long)(M * N));
+    return QF_OK;
+}
+
+static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
+                             qf_ln_linear *ll, qf_tensor *y, void *stream) {
+    if (i == QF_LL_WEIGHT)
+        return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, ll->w_scale, &ll->wq, stream);
+    if (i == QF_LL_NORM)
+        return qf_norm_quantize(ctx, recipe, ll->norm, ll->zero_centered_gamma, x, &ll->gamma,
+                                &ll->beta, ll->eps, ll->x_scale, &ll->xq, &ll->mu, &ll->rsigma,
+                                stream);
+    qf_tensor a = qf_flat2d(&ll->xq.rowwise), y2 = qf_flat2d(y);
+    return qf_gemm_fp8(ctx, &a, ll->xq.scale_inv.data, &ll->wq.rowwise, ll->wq.scale_inv.data,
+                       ll->bias.data ? &ll->bias : NULL, &y2, stream);
+}
+
+/* Re-records the failure of stage i with the op and the stage in front of its message. */
+static qf_status qf_ll_fail(const char *op, int i, qf_status s) {
+    char inner[1024];
+    snprintf(inner, sizeof inner, "%s", qf_last_error());
+    return qf_set_error(s, "%s: %s: %s", op, qf_ll_stage_names[i], inner);
+}
+
+/* NOTES: "bad input launches nothing" must hold for the composition too, so every stage is first
+ * checked against a device-less twin of ctx (the ops validate, then stop before any device work
+ * with QF_ERR_NO_DEVICE), and only then run for real. The price is a second pass of host-side
+ * argument checks, microseconds per call. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream) {
     static const char op[] = "qf_layernorm_linear_fwd";
     qf_clear_error();
-    if (!ll || !y || !x)
+    if (!ctx || !ll || !y || !x)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
-                            !x ? "x" : !ll ? "ll" : "y");
-    int64_t M, K, My, N;
+                            !ctx ? "ctx" : !x ? "x" : !ll ? "ll" : "y");
+    QF_TRY(qf_ll_check_dims(op, x, ll, y));
+    int first = ll->weight_changed ? QF_LL_WEIGHT : QF_LL_NORM, i;
+    qf_status s = QF_ERR_NO_DEVICE;
+    qf_ctx_t twin;
+    qf_ctx_twin(ctx, &twin);
+    for (i = first; i < QF_LL_STAGES && s == QF_ERR_NO_DEVICE; i++)
+        s = qf_ll_stage(&twin, i, recipe, x, ll, y, stream);
+    qf_ctx_twin_free(&twin);
+    if (s != QF_ERR_NO_DEVICE)
+        return qf_ll_fail(op, i - 1, s);
+    for (i = first; i < QF_LL_STAGES; i++) {
+        if ((s = qf_ll_stage(ctx, i, recipe, x, ll, y, stream)) != QF_OK)
+            return qf_ll_fail(op, i, s);
+        if (i == QF_LL_WEIGHT)
+            ll->weight_changed = 0;
+    }
+    return QF_OK;
+}
+
+/* Checks x, weight and y agree: weight [N, K] for x [..., K], y [..., N] with x's leading dims. */
+static qf_status qf_check_linear_dims(const char *op, const qf_tensor *x, const qf_tensor *w,
+                                      const qf_tensor *y) {
+    int64_t M, K, N, Kw;
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
-    QF_TRY(qf_check_activation(op, "weight", &ll->weight, &N, &My));
-    if (My != K || y->ndim != x->ndim || qf_tensor_numel(y) != M * N)
+    QF_TRY(qf_check_activation(op, "weight", w, &N, &Kw));
+    if (!y || Kw != K || y->ndim != x->ndim || qf_tensor_numel(y) != M * N)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: weight is [%lld, %lld] and y has %lld "
                             "elements; expected weight [N, K=%lld] and y [..., N] with x's "
-                            "leading dims", op, (long long)N, (long long)My,
-                            (long long)qf_tensor_numel(y), (long long)K);
+                            "leading dims", op, (long long)N, (long long)Kw,
+                            y ? (long long)qf_tensor_numel(y) : -1LL, (long long)K);
+    return QF_OK;
+}
+
+qf_status qf_layernorm_linear_mxfp8_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                        qf_ln_linear_mx *ll, qf_tensor *y, void *stream) {
+    static const char op[] = "qf_layernorm_linear_mxfp8_fwd";
+    qf_clear_error();
+    if (!ll)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ll is NULL", op);
+    QF_TRY(qf_check_linear_dims(op, x, &ll->weight, y));
     if (ll->weight_changed)
-        QF_TRY(qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, ll->w_scale, &ll->wq, stream));
-    QF_TRY(qf_norm_quantize(ctx, recipe, ll->norm, ll->zero_centered_gamma, x, &ll->gamma,
-                            &ll->beta, ll->eps, ll->x_scale, &ll->xq, &ll->mu, &ll->rsigma,
-                            stream));
+        QF_TRY(qf_quantize_mxfp8(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, &ll->wq, stream));
+    QF_TRY(qf_norm_quantize_mxfp8(ctx, recipe, ll->norm, ll->zero_centered_gamma, x, &ll->gamma,
+                                  &ll->beta, ll->eps, &ll->xq, &ll->mu, &ll->rsigma, stream));
     ll->weight_changed = 0;
     qf_tensor a = qf_flat2d(&ll->xq.rowwise), y2 = qf_flat2d(y);
-    return qf_gemm_fp8(ctx, &a, ll->xq.scale_inv.data, &ll->wq.rowwise, ll->wq.scale_inv.data,
-                       ll->bias.data ? &ll->bias : NULL, &y2, stream);
+    return qf_gemm_mxfp8(ctx, recipe, &a, &ll->xq.rowwise_scale_inv, &ll->wq.rowwise,
+                         &ll->wq.rowwise_scale_inv, ll->xq.layout,
+                         ll->bias.data ? &ll->bias : NULL, &y2, stream);
 }

@@ -41,9 +41,11 @@ static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
     QF_TRY(qf_query_shapes(op, r, q, shapes, QF_MAX_SHAPES, &n));
     static const char *const names[] = {"rowwise_data", "columnwise_data", "amax", "scale_inv",
                                         "mu", "rsigma"};
+    static const char *const args[] = {"out->rowwise", "out->columnwise", "out->amax",
+                                       "out->scale_inv", "mu", "rsigma"};
     const qf_tensor *tensors[] = {&out->rowwise, &out->columnwise, &out->amax, &out->scale_inv,
                                   mu, rsigma};
-    return qf_check_buffers(op, shapes, n, names, tensors, 6);
+    return qf_check_buffers_as(op, shapes, n, names, args, tensors, 6);
 }
 
 static unsigned qf_fp8_outputs(const char *op, const qf_fp8_out *out, qf_status *s) {
@@ -152,6 +154,7 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
                       .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
                       .eps = eps};
     qf_nq_params_outputs(&p, scale, out);
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
     return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
 }
 
@@ -178,6 +181,7 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = x->dtype};
     qf_nq_params p = {.x = x->data, .M = M, .K = K};
     qf_nq_params_outputs(&p, scale, out);
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
     return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
 }
 
@@ -191,13 +195,16 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: n = %d and H = %d; expected n >= 1 and "
                             "1 <= H <= %d", op, n, H, QF_SCALE_UPDATE_MAX_H);
     if (!amax || !history || !scale || !scale_inv || !fmt)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: amax, history, scale, scale_inv and fmt "
-                            "must all be device pointers (one is NULL)", op);
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL; amax, history, scale, scale_inv "
+                            "and fmt must all be device pointers", op,
+                            !amax ? "amax" : !history ? "history" : !scale ? "scale"
+                                          : !scale_inv ? "scale_inv" : "fmt");
     int kidx = qf_registry_kernel(ri, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT, QF_NORM_NONE, 0,
                                   QF_DTYPE_FP32);
     if (kidx < 0)
         return QF_ERR_NOT_FOUND;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
     qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,

@@ -120,4 +120,71 @@ typedef struct qf_su_params {
 } qf_su_params;
 QF_STATIC_ASSERT(sizeof(qf_su_params) == 6 * 8, "qf_su_params ABI");
 
+/* MXFP8 scale layouts (SPEC 2.3). NOTE: the kernels' -DQF_SCALE_SWIZZLED=0|1 option selects one. */
+typedef enum qf_scale_layout {
+    QF_SCALE_LAYOUT_COMPACT = 0,   /* row-major padded scale matrix */
+    QF_SCALE_LAYOUT_SWIZZLED = 1,  /* 128x4 tiles of 512 bytes, as cuBLASLt's block-scaled GEMM reads */
+    QF_SCALE_LAYOUT_COUNT
+} qf_scale_layout;
+
+/* E8M0 exponent rounding of an MXFP8 block scale (SPEC 2.3). */
+typedef enum qf_scale_rounding {
+    QF_SCALE_ROUNDING_CEIL = 0,   /* ceil(log2(amax / fp8_max)): TE and cvt.rp.satfinite.ue8m0 */
+    QF_SCALE_ROUNDING_FLOOR = 1,  /* OCP MX v1.0: floor(log2(amax)) - emax of the element format */
+    QF_SCALE_ROUNDING_COUNT
+} qf_scale_rounding;
+
+#define QF_MX_BLOCK 32
+
+/* Parameter block of the MXFP8 norm/quantize kernels (SPEC 2.3, 3). Device pointers; NULL means
+ * "not produced". Scale matrices are padded (SPEC 2.3 layouts); every padding entry is 0x00. */
+typedef struct qf_mx_params {
+    const void *x;        /* [M, K] input dtype */
+    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
+    const void *beta;     /* [K] same dtype as gamma; layernorm only */
+    uint8_t *out_row;     /* [M, K] rowwise data (1x32 blocks along K) */
+    uint8_t *out_col;     /* [M, K] columnwise data (32x1 blocks along M), NOT transposed */
+    uint8_t *scale_row;   /* [roundup(M,128), roundup(cdiv(K,32),4)] E8M0 */
+    uint8_t *scale_col;   /* [roundup(cdiv(M,32),4), roundup(K,128)] E8M0 */
+    float *mu;            /* [M] layernorm only */
+    float *rsigma;        /* [M] norms only */
+    int64_t M;
+    int64_t K;
+    float eps;
+    int32_t pad0;
+} qf_mx_params;
+QF_STATIC_ASSERT(sizeof(qf_mx_params) == 9 * 8 + 2 * 8 + 8, "qf_mx_params ABI");
+
+/* Parameter block of the MXFP8 GEMM on Hopper: y[M, N] = A[M, K] B[N, K]^T (+ bias), both operands
+ * rowwise MXFP8 (1x32 blocks along K) with compact E8M0 scales. */
+typedef struct qf_mx_gemm_params {
+    const uint8_t *a;        /* [M, K] */
+    const uint8_t *a_scale;  /* [roundup(M,128), roundup(cdiv(K,32),4)] compact */
+    const uint8_t *b;        /* [N, K] */
+    const uint8_t *b_scale;  /* [roundup(N,128), roundup(cdiv(K,32),4)] compact */
+    const uint16_t *bias;    /* [N] bf16, or NULL */
+    uint16_t *y;             /* [M, N] bf16 */
+    int64_t M;
+    int64_t N;
+    int64_t K;
+    int64_t scale_cols;      /* roundup(cdiv(K,32),4): row stride of both scale matrices */
+} qf_mx_gemm_params;
+QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
+
+/* Tiling of that kernel (templates/sm90_mxfp8_gemm.cu), shared with its launcher
+ * (runtime/ops_mxfp8_gemm.c) so that both agree on the grid (one block per TILE_M x TILE_N tile
+ * of y) and the dynamic shared memory: per stage, the A and B k-tiles (FP8 bytes), their decoded
+ * scales (fp32) and one scale-byte range per warp. sm_89 offers 99 KiB per block, hence fewer
+ * stages there. */
+#define QF_MX_GEMM_TILE_M 128
+#define QF_MX_GEMM_TILE_N 128
+#define QF_MX_GEMM_TILE_K 128
+#define QF_MX_GEMM_STAGES 4      /* sm_90 and later */
+#define QF_MX_GEMM_STAGES_SM89 2 /* sm_89 */
+#define QF_MX_GEMM_SMEM_BYTES_FOR(stages)                                                       \
+    ((stages) * ((QF_MX_GEMM_TILE_M + QF_MX_GEMM_TILE_N) *                                      \
+                     (QF_MX_GEMM_TILE_K + 4 * (QF_MX_GEMM_TILE_K / QF_MX_BLOCK)) +             \
+                 4 * 8))
+#define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
+
 #endif /* QF_FORMATS_H */

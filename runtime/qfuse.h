@@ -7,6 +7,10 @@
  *   ownership of caller memory.
  * - Functions return a qf_status; on failure qf_last_error() gives a thread-local message saying
  *   what failed, where, and what to do. Bad input launches nothing.
+ * - `stream` (a cudaStream_t or CUstream) must be NULL, a special handle (cudaStreamLegacy,
+ *   cudaStreamPerThread) or a stream of ctx's device primary context (the one qf_ctx_init binds);
+ *   a stream of another CUDA context is QF_ERR_INVALID_ARG ("... belongs to another CUDA
+ *   context"), checked after the arguments and before any launch.
  * - Numerics follow ../SPEC.md; section numbers are cited per function.
  */
 #ifndef QFUSE_H
@@ -120,22 +124,29 @@ typedef struct qf_fp8_out {
  *   out:   rowwise and/or columnwise, amax, scale_inv as described by the recipe's fake shapes
  *   mu:    [M] fp32 (layernorm only, else NULL); rsigma: [M] fp32
  * y = fmaf((x - mu) * rsigma, g, b) with g = gamma (+1 when zero_centered_gamma), q = rn_sat(y*scale).
- * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND (recipe), QF_ERR_NVRTC,
- * QF_ERR_CUDA. Asynchronous on `stream` (a cudaStream_t; NULL = legacy default stream). */
+ * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx or tensor, ndim outside 1..8, a dim
+ * < 1, x not bf16/fp16/fp32 or misaligned, gamma/beta of the wrong length or dtype, beta given
+ * for rmsnorm, no output requested, a buffer whose dtype, size or 16-byte alignment differs from
+ * the fake shape, NULL scale, a stream of another context), QF_ERR_NOT_FOUND (recipe),
+ * QF_ERR_UNSUPPORTED (recipe not per-tensor FP8), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on
+ * `stream` (a cudaStream_t; NULL = legacy default stream). */
 qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zero_centered_gamma,
                            const qf_tensor *x, const qf_tensor *gamma, const qf_tensor *beta,
                            float eps, const float *scale, qf_fp8_out *out, qf_tensor *mu,
                            qf_tensor *rsigma, void *stream);
 
 /* Per-tensor FP8 quantization without a norm (weights, gradients), SPEC 2.1.
- *   x: [..., K] bf16/fp16/fp32; role QF_ROLE_WEIGHT or QF_ROLE_GRAD picks the recipe's format. */
+ *   x: [..., K] bf16/fp16/fp32; role QF_ROLE_WEIGHT or QF_ROLE_GRAD picks the recipe's format.
+ * Errors as qf_norm_quantize; another role is QF_ERR_INVALID_ARG. */
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                       const float *scale, qf_fp8_out *out, void *stream);
 
 /* Delayed-scaling update for all n tensors of a step in one launch (SPEC 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.
- * A tensor whose amax is 0 did not run: its history and scale stay unchanged. */
+ * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
+ * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288, a NULL pointer named, a stream of
+ * another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED, QF_ERR_NVRTC, QF_ERR_CUDA. */
 qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
                               float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                               void *stream);
@@ -144,7 +155,9 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
  *   a: [M, K] E4M3 (activation, rowwise), b: [N, K] E4M3 (weight, rowwise), both K-major ("TN").
  *   a_scale_inv, b_scale_inv: device fp32 [1]. bias: [N] bf16 or NULL. y: [M, N] bf16.
  * K and N must be multiples of 16 and pointers 16-byte aligned (cuBLASLt FP8 requirement).
- * Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED (arch < 89), QF_ERR_CUBLAS. */
+ * Errors: QF_ERR_INVALID_ARG (a NULL pointer, wrong dtype, K or N not a multiple of 16, a
+ * buffer of the wrong size or misaligned, a stream of another context), QF_ERR_UNSUPPORTED
+ * (arch < 89), QF_ERR_CUBLAS, QF_ERR_CUDA. */
 qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_inv,
                       const qf_tensor *b, const float *b_scale_inv, const qf_tensor *bias,
                       qf_tensor *y, void *stream);
@@ -167,9 +180,81 @@ typedef struct qf_ln_linear {
 } qf_ln_linear;
 
 /* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (SPEC 2.1, 3).
- * y is bf16 with the leading dims of x. Errors as qf_norm_quantize and qf_gemm_fp8. */
+ * y is bf16 with the leading dims of x. Every stage (weight quantize when weight_changed, norm +
+ * quantize, GEMM) is checked before the first one launches; a message names the stage and the
+ * argument ("qf_layernorm_linear_fwd: GEMM of ll->xq.rowwise and ...: qf_gemm_fp8: bias has 31
+ * elements; ..."). weight_changed is cleared once the weight is quantized. Errors as
+ * qf_norm_quantize and qf_gemm_fp8; ll->weight [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream);
+
+/* ------------------------------------------------------------------ ops: mxfp8 (SPEC 2.3, 3) */
+
+/* Outputs of an MXFP8 quantizer. Unused members have data == NULL. Scale matrices are padded and
+ * their padding entries are written 0x00. */
+typedef struct qf_mx_out {
+    qf_tensor rowwise;              /* [M, K] E4M3/E5M2, 1x32 blocks along K */
+    qf_tensor rowwise_scale_inv;    /* [roundup(M,128), roundup(cdiv(K,32),4)] E8M0 */
+    qf_tensor columnwise;           /* [M, K], 32x1 blocks along M, NOT transposed */
+    qf_tensor columnwise_scale_inv; /* [roundup(cdiv(M,32),4), roundup(K,128)] E8M0 */
+    qf_scale_layout layout;         /* compact (the Hopper GEMM) or swizzled (cuBLASLt) */
+} qf_mx_out;
+
+/* Fused LayerNorm/RMSNorm + MXFP8 quantization in one pass over x (SPEC 2.3, 3).
+ *   x [..., K] bf16/fp16/fp32 (any K >= 1; partial blocks are quantized, not rejected),
+ *   gamma/beta [K] (x's dtype or fp32; beta layernorm only), mu [M] (layernorm) and rsigma [M]
+ *   fp32. Rowwise and/or columnwise outputs as selected by non-NULL data in out.
+ * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (recipe
+ * not MXFP8), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm,
+                                 int zero_centered_gamma, const qf_tensor *x,
+                                 const qf_tensor *gamma, const qf_tensor *beta, float eps,
+                                 qf_mx_out *out, qf_tensor *mu, qf_tensor *rsigma, void *stream);
+
+/* MXFP8 quantization without a norm: QF_ROLE_WEIGHT (32x32 tiles when the recipe says
+ * weight_2d) or QF_ROLE_GRAD (the recipe's grad format), SPEC 2.3. x [..., K]. */
+qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                            qf_mx_out *out, void *stream);
+
+/* Block-scaled MXFP8 GEMM: y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 (SPEC 2.3), where every
+ * element is multiplied by its 1x32 block's E8M0 scale; products are summed in fp32 and rounded
+ * to bf16 once, after the bias. Neither operand is dequantized to memory.
+ *   a:       [..., K] in the recipe's input format (rowwise output of qf_norm_quantize_mxfp8),
+ *            viewed as [M, K]; b: [N, K] in its weight format. K-major ("TN"), K % 32 == 0.
+ *   a_scale: [roundup(M,128), roundup(K/32,4)] E8M0; b_scale: [roundup(N,128), roundup(K/32,4)].
+ *            Only the entries of real rows and blocks are read: the padding may hold anything.
+ *   layout:  QF_SCALE_LAYOUT_COMPACT on sm_89..sm_99 (qfuse's generated kernel),
+ *            QF_SCALE_LAYOUT_SWIZZLED on sm_100 and later (cuBLASLt VEC32_UE8M0; N % 16 == 0).
+ *   bias:    [N] bf16, or NULL. y: [M, N] bf16 (the leading dims of a may be kept).
+ * A NaN scale (0xFF) makes the outputs it reaches NaN. Does not own any buffer. Errors:
+ * QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND (recipe or kernel),
+ * QF_ERR_UNSUPPORTED (arch < 89, recipe not MXFP8), QF_ERR_NVRTC, QF_ERR_CUDA, QF_ERR_CUBLAS.
+ * Asynchronous on stream. */
+qf_status qf_gemm_mxfp8(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
+                        const qf_tensor *a_scale, const qf_tensor *b, const qf_tensor *b_scale,
+                        qf_scale_layout layout, const qf_tensor *bias, qf_tensor *y,
+                        void *stream);
+
+/* State and scratch of one LayerNorm + Linear under an MXFP8 recipe; all device memory owned by
+ * the caller, shaped as the fake-shape functions say. Scales are compact on Hopper (the generated
+ * GEMM) and swizzled on Blackwell (cuBLASLt VEC32_UE8M0): set xq.layout = wq.layout accordingly. */
+typedef struct qf_ln_linear_mx {
+    qf_norm norm;
+    int zero_centered_gamma;
+    float eps;
+    qf_tensor gamma, beta;      /* [K]; beta unused (data NULL) for rmsnorm */
+    qf_tensor weight;           /* [N, K] high-precision weight */
+    qf_tensor bias;             /* [N] bf16, or data NULL */
+    qf_mx_out xq;               /* rowwise [M, K] + scales */
+    qf_mx_out wq;               /* rowwise [N, K] + scales (32x32 tiles if the recipe's weight_2d) */
+    qf_tensor mu, rsigma;       /* [M] fp32 */
+    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
+} qf_ln_linear_mx;
+
+/* y[..., N] = gemm(mxfp8(norm(x)), mxfp8(W)) + bias (SPEC 2.3, 3); x [..., K], y bf16.
+ * Errors as qf_norm_quantize_mxfp8 and qf_gemm_mxfp8. */
+qf_status qf_layernorm_linear_mxfp8_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                        qf_ln_linear_mx *ll, qf_tensor *y, void *stream);
 
 #ifdef __cplusplus
 }

@@ -233,9 +233,14 @@ typedef struct run_state {
     qf_shape xs[8], ws[8];
     dbuf xb[8], wb[8];
     int nx, nw;
-    qf_ln_linear ll;
+    qf_ln_linear ll;            /* per-tensor FP8 recipes */
+    qf_ln_linear_mx llmx;       /* MXFP8 recipes */
     qf_tensor tx, ty;
 } run_state;
+
+static int is_mx(const run_state *st) {
+    return st->r->family == QF_FAMILY_MXFP8;
+}
 
 static void run_alloc_state(run_state *st) {
     int H = st->r->amax_history_len;
@@ -258,6 +263,25 @@ static void run_alloc_outputs(run_state *st) {
     qf_shape_query qy = {.op = QF_OP_GEMM, .M = L->M, .N = L->N, .K = L->K};
     qf_shape ys[1];
     alloc_from_shapes(st->r, &qy, ys, &st->y, 1);
+}
+
+/* The MXFP8 view of the same buffers: scales compact for the Hopper GEMM, swizzled for cuBLASLt
+ * on Blackwell. */
+static void run_setup_mx(run_state *st) {
+    qf_ln_linear_mx *m = &st->llmx;
+    const qf_ln_linear *ll = &st->ll;
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    qf_scale_layout layout = major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
+    m->norm = ll->norm, m->eps = ll->eps, m->weight_changed = 1;
+    m->gamma = ll->gamma, m->beta = ll->beta, m->weight = ll->weight, m->bias = ll->bias;
+    m->mu = ll->mu, m->rsigma = ll->rsigma;
+    m->xq.layout = m->wq.layout = layout;
+    m->xq.rowwise = shape_tensor(st->xs, st->xb, st->nx, "rowwise_data");
+    m->xq.rowwise_scale_inv = shape_tensor(st->xs, st->xb, st->nx, "rowwise_scale_inv");
+    m->wq.rowwise = shape_tensor(st->ws, st->wb, st->nw, "rowwise_data");
+    m->wq.rowwise_scale_inv = shape_tensor(st->ws, st->wb, st->nw, "rowwise_scale_inv");
 }
 
 static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
@@ -289,6 +313,8 @@ static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
     ll->rsigma = shape_tensor(st->xs, st->xb, st->nx, "rsigma");
     st->tx = tens(&st->x, QF_DTYPE_BF16, 2, L->M, L->K);
     st->ty = tens(&st->y, QF_DTYPE_BF16, 2, L->M, L->N);
+    if (is_mx(st))
+        run_setup_mx(st);
 }
 
 static int run_guards_ok(const run_state *st) {
@@ -319,7 +345,31 @@ static void print_kernel(const qf_ctx_t *ctx) {
 
 /* One delayed-scaling step: forward with the current scales, then the scale update. The first
  * step calibrates the scales from scale = 1 (TE's initial state). */
+static void run_step_mx(qf_ctx_t *ctx, run_state *st, int show_kernels) {
+    const char *rn = st->r->name;
+    qf_ln_linear_mx *m = &st->llmx;
+    QF_OR_DIE(qf_quantize_mxfp8(ctx, rn, QF_ROLE_WEIGHT, &m->weight, &m->wq, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    QF_OR_DIE(qf_norm_quantize_mxfp8(ctx, rn, m->norm, 0, &st->tx, &m->gamma, &m->beta, m->eps,
+                                     &m->xq, &m->mu, &m->rsigma, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    m->weight_changed = 0;
+    QF_OR_DIE(qf_layernorm_linear_mxfp8_fwd(ctx, rn, &st->tx, m, &st->ty, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    CUDA_OR_DIE(cudaDeviceSynchronize());
+}
+
+/* One step. Per-tensor FP8: forward with the current scales, then the delayed-scaling update; the
+ * first step calibrates the scales from scale = 1 (TE's initial state). MXFP8: scales come from
+ * each block, no state. */
 static void run_step(qf_ctx_t *ctx, run_state *st, int show_kernels) {
+    if (is_mx(st)) {
+        run_step_mx(ctx, st, show_kernels);
+        return;
+    }
     const char *rn = st->r->name;
     qf_ln_linear *ll = &st->ll;
     ll->weight_changed = 1;
@@ -339,6 +389,24 @@ static void run_step(qf_ctx_t *ctx, run_state *st, int show_kernels) {
 
 /* ==================================================================== timing and error */
 
+/* One launch of the timed op: 0 = norm + quantize, 1 = GEMM. */
+static void run_op(qf_ctx_t *ctx, run_state *st, int which, const qf_tensor *a) {
+    qf_ln_linear *ll = &st->ll;
+    qf_ln_linear_mx *m = &st->llmx;
+    if (is_mx(st) && which == 0)
+        QF_OR_DIE(qf_norm_quantize_mxfp8(ctx, st->r->name, m->norm, 0, &st->tx, &m->gamma,
+                                         &m->beta, m->eps, &m->xq, &m->mu, &m->rsigma, NULL));
+    else if (is_mx(st))
+        QF_OR_DIE(qf_gemm_mxfp8(ctx, st->r->name, a, &m->xq.rowwise_scale_inv, &m->wq.rowwise,
+                                &m->wq.rowwise_scale_inv, m->xq.layout, &m->bias, &st->ty, NULL));
+    else if (which == 0)
+        QF_OR_DIE(qf_norm_quantize(ctx, st->r->name, ll->norm, 0, &st->tx, &ll->gamma, &ll->beta,
+                                   ll->eps, ll->x_scale, &ll->xq, &ll->mu, &ll->rsigma, NULL));
+    else
+        QF_OR_DIE(qf_gemm_fp8(ctx, a, ll->xq.scale_inv.data, &ll->wq.rowwise,
+                              ll->wq.scale_inv.data, &ll->bias, &st->ty, NULL));
+}
+
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
@@ -355,13 +423,7 @@ static double time_op(qf_ctx_t *ctx, run_state *st, int which, int iters) {
     qf_tensor a = ll->xq.rowwise;
     for (int i = -3; i < iters; i++) {
         CUDA_OR_DIE(cudaEventRecord(e0, NULL));
-        if (which == 0)
-            QF_OR_DIE(qf_norm_quantize(ctx, st->r->name, ll->norm, 0, &st->tx, &ll->gamma,
-                                       &ll->beta, ll->eps, ll->x_scale, &ll->xq, &ll->mu,
-                                       &ll->rsigma, NULL));
-        else
-            QF_OR_DIE(qf_gemm_fp8(ctx, &a, ll->xq.scale_inv.data, &ll->wq.rowwise,
-                                  ll->wq.scale_inv.data, &ll->bias, &st->ty, NULL));
+        run_op(ctx, st, which, &a);
         CUDA_OR_DIE(cudaEventRecord(e1, NULL));
         CUDA_OR_DIE(cudaEventSynchronize(e1));
         if (i >= 0)
@@ -453,8 +515,8 @@ static void show_kernels(qf_ctx_t *ctx, int ri) {
         synth_layer(&L, 256, 4096, 1024, nm);
         run_state st;
         run_setup(&st, &qf_recipes[ri], &L);
-        printf("  kernels for %s (weight quantize, norm + quantize, scale update):\n",
-               norm_name(nm));
+        printf("  kernels for %s (weight quantize, norm + quantize, %s):\n", norm_name(nm),
+               qf_recipes[ri].family == QF_FAMILY_MXFP8 ? "GEMM" : "scale update");
         run_step(ctx, &st, 1);
         run_free(&st);
         layer_free(&L);

@@ -30,6 +30,9 @@ typedef struct qf_recipe_entry {
     float margin;                     /* fp8_delayed */
     int amax_history_len;             /* fp8_delayed */
     qf_amax_compute amax_compute;     /* fp8_delayed */
+    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (SPEC 2.3) */
+    int weight_2d;                    /* mxfp8: 1 = the weight role's quantize kernels use
+                                       * 32x32 blocks, 0 = 1x32 like every other kernel */
     const char *options;              /* canonical "key=value;..." of every option, sorted by key */
     qf_shapes_fn shapes;
 } qf_recipe_entry;
@@ -37,6 +40,8 @@ typedef struct qf_recipe_entry {
 typedef struct qf_kernel_entry {
     const char *name;                 /* unique variant name = CUDA entry symbol */
     int recipe;                       /* index into qf_recipes */
+    qf_family family;                 /* qf_recipes[recipe].family, for code that has no
+                                       * registry (kernel_key.c inside qfuse-gen) */
     qf_op op;
     qf_role role;
     qf_norm norm;                     /* QF_NORM_NONE for quantize / scale update */

@@ -68,6 +68,12 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
 
 qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
                            const char *const *names, const qf_tensor *const *tensors, int nt) {
+    return qf_check_buffers_as(op, shapes, n, names, names, tensors, nt);
+}
+
+qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes, int n,
+                              const char *const *names, const char *const *args,
+                              const qf_tensor *const *tensors, int nt) {
     for (int i = 0; i < n; i++) {
         int j = 0;
         while (j < nt && strcmp(names[j], shapes[i].name) != 0)
@@ -75,7 +81,7 @@ qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
         if (j == nt)
             return qf_set_error(QF_ERR_INTERNAL, "%s: no buffer for output '%s'", op,
                                 shapes[i].name);
-        QF_TRY(qf_check_buffer(op, names[j], tensors[j], &shapes[i]));
+        QF_TRY(qf_check_buffer(op, args[j], tensors[j], &shapes[i]));
     }
     return QF_OK;
 }

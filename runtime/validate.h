@@ -22,6 +22,11 @@ QF_INTERNAL qf_status qf_check_buffers(const char *op, const qf_shape *shapes, i
                                        const char *const *names, const qf_tensor *const *tensors,
                                        int nt);
 
+/* The same, naming tensors[j] args[j] in messages (the caller's name, e.g. "out->rowwise"). */
+QF_INTERNAL qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes, int n,
+                                          const char *const *names, const char *const *args,
+                                          const qf_tensor *const *tensors, int nt);
+
 /* A [K] vector of dtype fp32 or `dt` (gamma, beta). */
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
                                       int64_t K, qf_dtype dt);

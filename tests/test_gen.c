@@ -114,6 +114,7 @@ typedef struct qf_error_case {
 } qf_error_case;
 
 #define FAM "family = \"fp8_delayed\", "
+#define MX "family = \"mxfp8\", "
 static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
@@ -141,7 +142,8 @@ static const qf_error_case qf_error_cases[] = {
      "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
      "expected, got 'fp9')",
      0},
-    {"x.lua", "return {family = \"mxfp8\"}", "family 'mxfp8' is not implemented yet", 0},
+    {"x.lua", "return {family = \"fp8_current\"}", "family 'fp8_current' is not implemented yet",
+     0},
     {"x.lua", "return {family = \"nvfp4\", block = 16}", "family 'nvfp4' is not implemented yet",
      0},
     {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
@@ -161,6 +163,32 @@ static const qf_error_case qf_error_cases[] = {
      "memory limit of 33554432 bytes (32 MiB) exceeded", 0},
     {"Bad-Name.lua", "return {" FAM "}", "recipe name 'Bad-Name' must match [a-z0-9_]+", 0},
     {"x.txt", "return {" FAM "}", "recipe file name must end in .lua", 0},
+    /* mxfp8 (SPEC 2.3) */
+    {"x.lua", "return {" MX "input_format = \"e5m2\"}",
+     "field 'input_format' (one of 'e4m3' expected, got 'e5m2')", 0},
+    {"x.lua", "return {" MX "input_format = 8}",
+     "field 'input_format' (string expected, got number)", 0},
+    {"x.lua", "return {" MX "weight_format = \"e5m2\"}",
+     "field 'weight_format' (one of 'e4m3' expected, got 'e5m2')", 0},
+    {"x.lua", "return {" MX "weight_format = {}}",
+     "field 'weight_format' (string expected, got table)", 0},
+    {"x.lua", "return {" MX "grad_format = \"e2m1\"}",
+     "field 'grad_format' (one of 'e4m3', 'e5m2' expected, got 'e2m1')", 0},
+    {"x.lua", "return {" MX "grad_format = true}",
+     "field 'grad_format' (string expected, got boolean)", 0},
+    {"x.lua", "return {" MX "scale_rounding = \"nearest\"}",
+     "field 'scale_rounding' (one of 'ceil', 'floor' expected, got 'nearest')", 0},
+    {"x.lua", "return {" MX "scale_rounding = 1}",
+     "field 'scale_rounding' (string expected, got number)", 0},
+    {"x.lua", "return {" MX "weight_2d = \"true\"}",
+     "field 'weight_2d' (boolean expected, got string)", 0},
+    {"x.lua", "return {" MX "weight_2d = 1}",
+     "field 'weight_2d' (boolean expected, got number)", 0},
+    {"x.lua", "return {" MX "description = {}}",
+     "field 'description' (string expected, got table)", 0},
+    {"x.lua", "return {" MX "block = 32}", "unknown field 'block'", 0},
+    {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}", "unknown field 'format'", 0},
+    {"x.lua", "return {" FAM "weight_2d = true}", "unknown field 'weight_2d'", 0},
 };
 
 static void test_recipe_error(void **state) {
@@ -420,6 +448,228 @@ static void test_variants_invariants(void **state) {
         if (!strstr(e.msg, cases[i].msg) || !strstr(e.msg, "recipes/fp8_delayed.lua: kernel"))
             fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, cases[i].msg);
     }
+}
+
+/* ========================================================================= mxfp8 recipes */
+
+#define QF_MX_OPTIONS_1D                                                                           \
+    "family=mxfp8;grad_format=e4m3;input_format=e4m3;scale_rounding=ceil;weight_2d=false;"         \
+    "weight_format=e4m3"
+#define QF_MX_OPTIONS_2D                                                                           \
+    "family=mxfp8;grad_format=e4m3;input_format=e4m3;scale_rounding=ceil;weight_2d=true;"          \
+    "weight_format=e4m3"
+
+/* Loads the recipe at path; fails the test with the loader's message. */
+static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
+    qf_gen_err e;
+    if (qf_gen_recipe_load(path, NULL, r, &e) != 0)
+        fail_msg("%s", e.msg);
+}
+
+/* The shipped recipes: TE's MXFP8BlockScaling defaults, and the same with 32x32 weight blocks. */
+static void test_recipe_mxfp8_shipped(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    char opts[256];
+    qf_test_load_ok("recipes/mxfp8.lua", &r);
+    assert_string_equal(r.name, "mxfp8");
+    assert_int_equal(r.family, QF_FAMILY_MXFP8);
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        assert_int_equal(r.fmt[i], QF_DTYPE_E4M3);
+    assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_CEIL);
+    assert_int_equal(r.weight_2d, 0);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_MX_OPTIONS_1D);
+    qf_test_load_ok("recipes/mxfp8_2d.lua", &r);
+    assert_string_equal(r.name, "mxfp8_2d");
+    assert_int_equal(r.weight_2d, 1);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_MX_OPTIONS_2D);
+}
+
+/* A bare {family = "mxfp8"} has every default: the options string still names all options. */
+static void test_recipe_mxfp8_defaults(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_gen_recipe r;
+    qf_gen_err e;
+    char opts[256];
+    qf_test_mkdtemp(&d);
+    assert_int_equal(qf_test_load(d.path, "bare.lua", "return {family = 'mxfp8'}", NULL, &r, &e,
+                                  NULL, 0),
+                     0);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_MX_OPTIONS_1D);
+    assert_string_equal(r.description, "");
+    qf_test_rmtree(d.path);
+}
+
+/* Every option away from its default, and the option list sorted, weight_2d a boolean. */
+static void test_recipe_mxfp8_all_options(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_gen_recipe r;
+    qf_gen_err e;
+    qf_gen_option o[QF_GEN_OPTIONS_MAX];
+    char opts[256];
+    qf_test_mkdtemp(&d);
+    const char *text = "return {family = 'mxfp8', input_format = 'e4m3', weight_format = 'e4m3',\n"
+                       "  grad_format = 'e5m2', scale_rounding = 'floor', weight_2d = true,\n"
+                       "  description = 'OCP rounding'}";
+    assert_int_equal(qf_test_load(d.path, "mx_ocp.lua", text, NULL, &r, &e, NULL, 0), 0);
+    assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
+    assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_FLOOR);
+    assert_string_equal(r.description, "OCP rounding");
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, "family=mxfp8;grad_format=e5m2;input_format=e4m3;"
+                              "scale_rounding=floor;weight_2d=true;weight_format=e4m3");
+    int n = qf_gen_recipe_option_list(&r, o);
+    assert_int_equal(n, 6);
+    for (int i = 1; i < n; i++)
+        assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
+    assert_string_equal(o[4].key, "weight_2d");
+    assert_true(o[4].is_boolean && !o[4].is_integer);
+    /* weight_2d = false is a boolean too */
+    assert_int_equal(qf_test_load(d.path, "mx_1d.lua", "return {family = 'mxfp8', weight_2d = "
+                                  "false}", NULL, &r, &e, NULL, 0),
+                     0);
+    assert_int_equal(r.weight_2d, 0);
+    qf_test_rmtree(d.path);
+}
+
+/* ========================================================================= mxfp8 variants */
+
+/* The variants of the recipe at path into v (checked, sorted); returns the count. */
+static int qf_test_variants_of(const char *path, qf_gen_recipe *r, qf_gen_variant *v) {
+    qf_gen_err e;
+    qf_test_load_ok(path, r);
+    int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
+    if (n < 0 || qf_gen_variants_check(r, v, n, &e) != 0)
+        fail_msg("%s", e.msg);
+    for (int i = 1; i < n; i++)
+        assert_true(strcmp(v[i - 1].desc.name, v[i].desc.name) < 0);
+    return n;
+}
+
+/* The kernels of recipes/mxfp8.lua, sorted. */
+static const char *const qf_test_mx_names[] = {
+    "qf_mxfp8_gemm",
+    "qf_mxfp8_nq_layernorm_bf16",     "qf_mxfp8_nq_layernorm_fp16",
+    "qf_mxfp8_nq_layernorm_fp32",     "qf_mxfp8_nq_layernorm_zcg_bf16",
+    "qf_mxfp8_nq_layernorm_zcg_fp16", "qf_mxfp8_nq_layernorm_zcg_fp32",
+    "qf_mxfp8_nq_rmsnorm_bf16",       "qf_mxfp8_nq_rmsnorm_fp16",
+    "qf_mxfp8_nq_rmsnorm_fp32",       "qf_mxfp8_nq_rmsnorm_zcg_bf16",
+    "qf_mxfp8_nq_rmsnorm_zcg_fp16",   "qf_mxfp8_nq_rmsnorm_zcg_fp32",
+    "qf_mxfp8_quant_grad_bf16",       "qf_mxfp8_quant_grad_fp16",
+    "qf_mxfp8_quant_grad_fp32",       "qf_mxfp8_quant_weight_bf16",
+    "qf_mxfp8_quant_weight_fp16",     "qf_mxfp8_quant_weight_fp32",
+};
+
+/* Every kernel of recipes/mxfp8.lua by name, and its template and config. */
+static void test_variants_mxfp8_names(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    int n = qf_test_variants_of("recipes/mxfp8.lua", &r, v);
+    assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(v[i].desc.name, qf_test_mx_names[i]);
+        int gemm = v[i].desc.op == QF_OP_GEMM;
+        assert_string_equal(v[i].cfg.template_name,
+                            gemm ? "sm90_mxfp8_gemm.cu" : "smxx_mxfp8_norm_quantize.cu");
+        assert_int_equal(v[i].cfg.block_threads, 256);
+        assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
+        assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : QF_DTYPE_E4M3);
+    }
+    assert_int_equal(v[0].desc.in_dtype, QF_DTYPE_E4M3);
+    const qf_gen_variant *a = qf_test_variant(v, n, "qf_mxfp8_nq_rmsnorm_zcg_fp16");
+    assert_int_equal(a->desc.norm, QF_NORM_RMSNORM);
+    assert_int_equal(a->desc.zero_centered_gamma, 1);
+    assert_int_equal(a->desc.in_dtype, QF_DTYPE_FP16);
+}
+
+/* mxfp8_2d: the same 19 kernels under its own prefix; only the weight quantizers are 2D. */
+static void test_variants_mxfp8_2d(void **state) {
+    (void)state;
+    qf_gen_recipe r1, r2;
+    qf_gen_variant v1[QF_GEN_VARIANTS_MAX], v2[QF_GEN_VARIANTS_MAX];
+    int n1 = qf_test_variants_of("recipes/mxfp8.lua", &r1, v1);
+    int n2 = qf_test_variants_of("recipes/mxfp8_2d.lua", &r2, v2);
+    assert_int_equal(n1, n2);
+    for (int i = 0; i < n2; i++) {
+        char expect[128];
+        snprintf(expect, sizeof expect, "qf_mxfp8_2d_%s", v1[i].desc.name + strlen("qf_mxfp8_"));
+        assert_string_equal(v2[i].desc.name, expect);
+        int weight = strstr(v2[i].desc.name, "_quant_weight_") != NULL;
+        assert_int_equal(qf_gen_variant_block_2d(&r2, &v2[i].desc), weight);
+        assert_int_equal(qf_gen_variant_block_2d(&r1, &v1[i].desc), 0);
+    }
+}
+
+/* The value of placeholder name in v, or NULL. */
+static const char *qf_test_value(const qf_gen_values *v, const char *name) {
+    for (int i = 0; i < v->n; i++)
+        if (strcmp(v->name[i], name) == 0)
+            return v->value[i];
+    return NULL;
+}
+
+/* Asserts that v holds exactly the n pairs kv[0..2n). */
+static void qf_test_values_are(const qf_gen_values *v, int n, const char *const *kv) {
+    assert_int_equal(v->n, n);
+    for (int i = 0; i < n; i++) {
+        const char *got = qf_test_value(v, kv[2 * i]);
+        if (!got || strcmp(got, kv[2 * i + 1]) != 0)
+            fail_msg("%s = '%s', expected '%s'", kv[2 * i], got ? got : "(none)", kv[2 * i + 1]);
+    }
+}
+
+/* The placeholder contract of the two MXFP8 templates (gen_variant.h). */
+static void test_variants_mxfp8_values(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    qf_gen_values vals;
+    int n = qf_test_variants_of("recipes/mxfp8_2d.lua", &r, v);
+    const char *w[] = {"__KERNEL_NAME__", "qf_mxfp8_2d_quant_weight_bf16", "__BLOCK_THREADS__",
+                       "256", "__NORM__", "QF_NORM_NONE", "__ZERO_CENTERED_GAMMA__", "0",
+                       "__IN_DTYPE__", "QF_DTYPE_BF16", "__OUT_DTYPE__", "QF_DTYPE_E4M3",
+                       "__SCALE_ROUNDING__", "QF_SCALE_ROUNDING_CEIL", "__BLOCK_2D__", "1",
+                       "__TILE_M__", "32"};
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mxfp8_2d_quant_weight_bf16"), &vals);
+    qf_test_values_are(&vals, 9, w);
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mxfp8_2d_quant_grad_fp32"), &vals);
+    assert_string_equal(qf_test_value(&vals, "__BLOCK_2D__"), "0");
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mxfp8_2d_nq_layernorm_zcg_fp16"), &vals);
+    assert_string_equal(qf_test_value(&vals, "__NORM__"), "QF_NORM_LAYERNORM");
+    assert_string_equal(qf_test_value(&vals, "__ZERO_CENTERED_GAMMA__"), "1");
+    assert_string_equal(qf_test_value(&vals, "__BLOCK_2D__"), "0");
+    const char *g[] = {"__KERNEL_NAME__", "qf_mxfp8_2d_gemm", "__BLOCK_THREADS__", "256",
+                       "__A_DTYPE__", "QF_DTYPE_E4M3", "__B_DTYPE__", "QF_DTYPE_E4M3",
+                       "__TILE_M__", "128"};
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mxfp8_2d_gemm"), &vals);
+    qf_test_values_are(&vals, 5, g);
+}
+
+/* grad_format and scale_rounding reach the grad quantizers' values. */
+static void test_variants_mxfp8_options_reach_values(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    qf_gen_values vals;
+    qf_test_mkdtemp(&d);
+    const char *path = qf_test_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
+                                     "grad_format = 'e5m2', scale_rounding = 'floor'}");
+    int n = qf_test_variants_of(path, &r, v);
+    const qf_gen_variant *g = qf_test_variant(v, n, "qf_mx_e5m2_quant_grad_bf16");
+    assert_int_equal(g->desc.out_dtype, QF_DTYPE_E5M2);
+    qf_gen_variant_values(&r, g, &vals);
+    assert_string_equal(qf_test_value(&vals, "__OUT_DTYPE__"), "QF_DTYPE_E5M2");
+    assert_string_equal(qf_test_value(&vals, "__SCALE_ROUNDING__"), "QF_SCALE_ROUNDING_FLOOR");
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mx_e5m2_quant_weight_bf16"), &vals);
+    assert_string_equal(qf_test_value(&vals, "__OUT_DTYPE__"), "QF_DTYPE_E4M3");
+    qf_test_rmtree(d.path);
 }
 
 /* ========================================================================= rendering */
@@ -714,36 +964,62 @@ static const char *qf_test_json_str(const cJSON *o, const char *key) {
     return s;
 }
 
-/* out/ as built into libqfuse agrees with a fresh run: kernel sources, the NVRTC header, and
- * the fusion keys of the manifest equal the runtime's qf_kernel_key over the registry. */
+/* Generates every recipe the registry was built from into a fresh outdir (default templates). */
+static void qf_test_generate_registry(const char *outdir) {
+    const char *args[16] = {"-o", outdir};
+    char *out, *err;
+    assert_true(qf_recipe_count > 0 && qf_recipe_count <= 12);
+    for (int i = 0; i < qf_recipe_count; i++)
+        args[2 + i] = qf_recipes[i].file;
+    int rc = qf_test_cli(&out, &err, args);
+    if (rc != 0)
+        fail_msg("qfuse-gen failed: %s", err);
+    free(out), free(err);
+}
+
+/* Kernel k of the registry equals kernels/<name>.cu under dir and its manifest entry j. */
+static void qf_test_registry_kernel(const char *dir, const qf_kernel_entry *k, const cJSON *j) {
+    char p[512], key[QF_KEY_HEX_LEN + 1];
+    snprintf(p, sizeof p, "%s/kernels/%s.cu", dir, k->name);
+    char *src = qf_test_read(p, NULL);
+    assert_non_null(src);
+    assert_string_equal(src, k->source);
+    free(src);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
+    qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                  qf_nvrtc_header_count, 90, key);
+    assert_string_equal(qf_test_json_str(j, "name"), k->name);
+    assert_string_equal(qf_test_json_str(j, "key_sm90"), key);
+}
+
+/* out/ as built into libqfuse agrees with a fresh run over the same recipes: kernel sources, the
+ * NVRTC header, and the fusion keys of the manifest equal the runtime's qf_kernel_key over the
+ * registry. */
 static void test_gen_matches_registry(void **state) {
     (void)state;
     qf_test_dir d;
-    char p[512], key[QF_KEY_HEX_LEN + 1];
-    cJSON *root;
+    char p[512];
     qf_test_mkdtemp(&d);
-    qf_test_generate(d.path);
-    assert_int_equal(qf_kernel_count, 19);
+    qf_test_generate_registry(d.path);
     assert_int_equal(qf_nvrtc_header_count, 1);
     assert_string_equal(qf_nvrtc_header_names[0], "qf_formats.h");
     char *hdr = qf_test_read("runtime/qf_formats.h", NULL);
     assert_string_equal(qf_nvrtc_headers[0], hdr);
     free(hdr);
-    cJSON *ks = cJSON_GetObjectItem(qf_test_manifest_recipe(d.path, &root), "kernels");
-    assert_int_equal(cJSON_GetArraySize(ks), qf_kernel_count);
-    for (int i = 0; i < qf_kernel_count; i++) {
-        const qf_kernel_entry *k = &qf_kernels[i];
-        snprintf(p, sizeof p, "%s/kernels/%s.cu", d.path, k->name);
-        char *src = qf_test_read(p, NULL);
-        assert_non_null(src);
-        assert_string_equal(src, k->source);
-        free(src);
-        qf_kernel_instance inst = qf_kernel_instance_default(k);
-        qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
-                      qf_nvrtc_header_count, 90, key);
-        assert_string_equal(qf_test_json_str(cJSON_GetArrayItem(ks, i), "name"), k->name);
-        assert_string_equal(qf_test_json_str(cJSON_GetArrayItem(ks, i), "key_sm90"), key);
+    snprintf(p, sizeof p, "%s/manifest.json", d.path);
+    char *text = qf_test_read(p, NULL);
+    cJSON *root = cJSON_Parse(text), *rs = cJSON_GetObjectItem(root, "recipes"), *r;
+    free(text);
+    assert_int_equal(cJSON_GetArraySize(rs), qf_recipe_count);
+    int k = 0;
+    cJSON_ArrayForEach(r, rs) {
+        cJSON *j;
+        cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "kernels")) {
+            assert_true(k < qf_kernel_count);
+            qf_test_registry_kernel(d.path, &qf_kernels[k++], j);
+        }
     }
+    assert_int_equal(k, qf_kernel_count);
     cJSON_Delete(root);
     qf_test_rmtree(d.path);
 }
@@ -784,14 +1060,357 @@ static void test_gen_manifest_shapes(void **state) {
     qf_test_rmtree(d.path);
 }
 
+/* ========================================================================= mxfp8 runs */
+
+/* Stub MXFP8 templates: every placeholder of the contract once (gen_variant.h), nothing else. */
+static const char qf_test_mx_nq_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
+    "__OUT_DTYPE__, __SCALE_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, __TILE_M__}; }\n";
+static const char qf_test_mx_gemm_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__A_DTYPE__, __B_DTYPE__, __BLOCK_THREADS__, "
+    "__TILE_M__}; }\n";
+
+/* Writes all four templates (fp8_delayed and mxfp8 stubs) to dir; nq is the MXFP8 quantizer's. */
+static void qf_test_mx_templates(const char *dir, const char *nq) {
+    qf_test_templates(dir, qf_test_nq_ok);
+    qf_test_write(dir, "smxx_mxfp8_norm_quantize.cu", nq);
+    qf_test_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
+}
+
+/* Generates recipes/mxfp8.lua and recipes/mxfp8_2d.lua into dir/out with the stubs of dir/tpl. */
+static void qf_test_mx_generate(const char *dir) {
+    char tpl[512], outdir[512], *out, *err;
+    snprintf(tpl, sizeof tpl, "%s/tpl", dir);
+    snprintf(outdir, sizeof outdir, "%s/out", dir);
+    assert_int_equal(mkdir(tpl, 0777), 0);
+    qf_test_mx_templates(tpl, qf_test_mx_nq_stub);
+    const char *args[] = {"-o",       outdir, "--templates", tpl, "recipes/mxfp8_2d.lua",
+                          "recipes/mxfp8.lua", NULL};
+    int rc = qf_test_cli(&out, &err, args);
+    if (rc != 0)
+        fail_msg("qfuse-gen failed: %s", err);
+    free(out), free(err);
+}
+
+/* Two runs give byte-identical trees of 2 x 19 kernels + 4 files; the stubs are filled in. */
+static void test_gen_mxfp8_reproducible(void **state) {
+    (void)state;
+    qf_test_dir d1, d2;
+    static qf_test_tree t1, t2;
+    char p1[600], p2[600];
+    qf_test_mkdtemp(&d1);
+    qf_test_mkdtemp(&d2);
+    qf_test_mx_generate(d1.path);
+    qf_test_mx_generate(d2.path);
+    snprintf(p1, sizeof p1, "%s/out", d1.path);
+    snprintf(p2, sizeof p2, "%s/out", d2.path);
+    qf_test_list(p1, &t1);
+    qf_test_list(p2, &t2);
+    assert_int_equal(t1.n, 2 * 19 + 4);
+    assert_int_equal(t1.n, t2.n);
+    for (int i = 0; i < t1.n; i++) {
+        size_t n1 = 0, n2 = 0;
+        snprintf(p1, sizeof p1, "%s/out/%s", d1.path, t1.rel[i]);
+        snprintf(p2, sizeof p2, "%s/out/%s", d2.path, t2.rel[i]);
+        char *a = qf_test_read(p1, &n1), *b = qf_test_read(p2, &n2);
+        assert_non_null(a), assert_non_null(b);
+        if (strcmp(t1.rel[i], t2.rel[i]) != 0 || n1 != n2 || memcmp(a, b, n1) != 0)
+            fail_msg("%s differs between runs", t1.rel[i]);
+        free(a), free(b);
+    }
+    qf_test_rmtree(d1.path);
+    qf_test_rmtree(d2.path);
+}
+
+/* The rendered stubs: BLOCK_2D only in the 2D recipe's weight quantizers; shapes.c's formulas. */
+static const struct {
+    const char *file, *has;
+} qf_test_mx_sources[] = {
+    {"kernels/qf_mxfp8_2d_quant_weight_bf16.cu",
+     "#line 1 \"templates/smxx_mxfp8_norm_quantize.cu\"\nvoid qf_mxfp8_2d_quant_weight_bf16() "
+     "{ int a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 1, "
+     "256, 32}; }\n"},
+    {"kernels/qf_mxfp8_quant_weight_bf16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+    {"kernels/qf_mxfp8_2d_quant_grad_fp16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+    {"kernels/qf_mxfp8_2d_nq_rmsnorm_zcg_fp32.cu",
+     "{QF_NORM_RMSNORM, 1, QF_DTYPE_FP32, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+    {"kernels/qf_mxfp8_gemm.cu",
+     "void qf_mxfp8_gemm() { int a[] = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, 256, 128}; }"},
+    {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->M, 128), "
+                 "qf_shape_roundup(qf_shape_cdiv(q->K, 32), 4)};"},
+    {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
+                 "qf_shape_roundup(q->K, 128)};"},
+    {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
+    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .weight_2d = 1,"},
+};
+
+static void test_gen_mxfp8_sources(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char p[600];
+    qf_test_mkdtemp(&d);
+    qf_test_mx_generate(d.path);
+    for (size_t i = 0; i < sizeof qf_test_mx_sources / sizeof qf_test_mx_sources[0]; i++) {
+        snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_mx_sources[i].file);
+        char *text = qf_test_read(p, NULL);
+        assert_non_null(text);
+        if (!strstr(text, qf_test_mx_sources[i].has))
+            fail_msg("%s lacks '%s'", qf_test_mx_sources[i].file, qf_test_mx_sources[i].has);
+        free(text);
+    }
+    qf_test_rmtree(d.path);
+}
+
+/* An MXFP8 template without __BLOCK_2D__ is refused, naming the placeholder; nothing written. */
+static void test_gen_mxfp8_template_contract(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, expect[600], outdir[512];
+    struct stat st;
+    qf_test_mkdtemp(&d);
+    qf_test_mx_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
+                                 "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
+                                 "__SCALE_ROUNDING__, __BLOCK_THREADS__, __TILE_M__}; }\n");
+    snprintf(outdir, sizeof outdir, "%s/out", d.path);
+    const char *args[] = {"-o", outdir, "--templates", d.path, "recipes/mxfp8.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    snprintf(expect, sizeof expect,
+             "qfuse-gen: %s/smxx_mxfp8_norm_quantize.cu: value for placeholder '__BLOCK_2D__' is "
+             "never used\n",
+             d.path);
+    assert_string_equal(err, expect);
+    assert_int_not_equal(stat(outdir, &st), 0);
+    free(out), free(err);
+    qf_test_rmtree(d.path);
+}
+
+/* Evaluates a manifest dim formula (M, K, constants, roundup(a,b), cdiv(a,b)) at *s. */
+static int64_t qf_test_eval(const char **s, int64_t M, int64_t K) {
+    const char *p = *s;
+    if (*p == 'M' || *p == 'K') {
+        *s = p + 1;
+        return *p == 'M' ? M : K;
+    }
+    if (*p >= '0' && *p <= '9')
+        return strtoll(p, (char **)s, 10);
+    int roundup = strncmp(p, "roundup(", 8) == 0;
+    assert_true(roundup || strncmp(p, "cdiv(", 5) == 0);
+    *s = p + (roundup ? 8 : 5);
+    int64_t a = qf_test_eval(s, M, K);
+    assert_int_equal(*(*s)++, ',');
+    int64_t b = qf_test_eval(s, M, K);
+    assert_int_equal(*(*s)++, ')');
+    return roundup ? (a + b - 1) / b * b : (a + b - 1) / b;
+}
+
+/* Asserts that the dims of manifest output o evaluate to [d0, d1] at M, K. */
+static void qf_test_dims_at(const cJSON *o, int64_t M, int64_t K, int64_t d0, int64_t d1) {
+    const cJSON *dims = cJSON_GetObjectItem(o, "dims");
+    assert_int_equal(cJSON_GetArraySize(dims), 2);
+    int64_t want[2] = {d0, d1};
+    for (int i = 0; i < 2; i++) {
+        const char *f = cJSON_GetArrayItem(dims, i)->valuestring, *s = f;
+        int64_t got = qf_test_eval(&s, M, K);
+        assert_int_equal(*s, '\0');
+        if (got != want[i])
+            fail_msg("%s at M=%lld, K=%lld is %lld, expected %lld", f, (long long)M,
+                     (long long)K, (long long)got, (long long)want[i]);
+    }
+}
+
+/* The mxfp8 manifest recipe r's formulas evaluated at SPEC 2.3's padding cases. */
+static void qf_test_mx_formulas(const cJSON *r) {
+    const cJSON *rs = qf_test_shape_out(r, "norm_quantize", 1);
+    const cJSON *cs = qf_test_shape_out(r, "quantize", 3);
+    qf_test_dims_at(qf_test_shape_out(r, "quantize", 2), 5, 7, 5, 7); /* [M, K], not transposed */
+    qf_test_dims_at(rs, 1, 1, 128, 4);
+    qf_test_dims_at(cs, 1, 1, 4, 128);
+    qf_test_dims_at(rs, 993, 8192, 1024, 256);
+    qf_test_dims_at(cs, 993, 8192, 32, 8192);
+    qf_test_dims_at(rs, 32, 32, 128, 4);
+    qf_test_dims_at(cs, 32, 32, 4, 128);
+    assert_null(cJSON_GetObjectItem(qf_test_shape_out(r, "quantize", 0), "layout"));
+}
+
+/* The manifest's mxfp8 options (weight_2d a JSON boolean) and scale formulas. */
+static void test_gen_mxfp8_manifest(void **state) {
+    (void)state;
+    qf_test_dir d;
+    cJSON *root;
+    char out[512];
+    qf_test_mkdtemp(&d);
+    qf_test_mx_generate(d.path);
+    snprintf(out, sizeof out, "%s/out", d.path);
+    const cJSON *r = qf_test_manifest_recipe(out, &root); /* mxfp8 sorts before mxfp8_2d */
+    assert_string_equal(qf_test_json_str(r, "options_string"), QF_MX_OPTIONS_1D);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "options"), "weight_2d")));
+    const cJSON *r2 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "recipes"), 1);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r2, "options"), "weight_2d")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "kernels")), 19);
+    const cJSON *rs = qf_test_shape_out(r, "norm_quantize", 1), *cs;
+    assert_string_equal(qf_test_json_str(rs, "name"), "rowwise_scale_inv");
+    assert_string_equal(qf_test_json_str(rs, "dtype"), "e8m0");
+    assert_string_equal(qf_test_json_str(rs, "bytes"), "roundup(M,128)*roundup(cdiv(K,32),4)");
+    assert_string_equal(qf_test_json_str(rs, "layout"), "compact or swizzled (QF_SCALE_SWIZZLED)");
+    cs = qf_test_shape_out(r, "quantize", 3);
+    assert_string_equal(qf_test_json_str(cs, "name"), "columnwise_scale_inv");
+    assert_string_equal(qf_test_json_str(cs, "bytes"), "roundup(cdiv(M,32),4)*roundup(K,128)");
+    assert_string_equal(qf_test_json_str(cs, "condition"), "columnwise");
+    assert_non_null(strstr(qf_test_json_str(cs, "layout_note"), "same dims and bytes"));
+    qf_test_mx_formulas(r);
+    cJSON_Delete(root);
+    qf_test_rmtree(d.path);
+}
+
+/* Index of the variant named name in recipe ri of plan p; fails the test when absent. */
+static int qf_test_plan_variant(const qf_gen_plan *p, int ri, const char *name) {
+    for (int i = 0; i < p->recipes[ri].n_variants; i++)
+        if (strcmp(p->recipes[ri].variants[i].desc.name, name) == 0)
+            return i;
+    fail_msg("no variant %s in recipe %d", name, ri);
+    return -1;
+}
+
+/* Asserts that the keys of kernel `name` of recipe ri as compact and swizzled instances differ
+ * exactly when layout_in_key, and that compact is the default instance. */
+static void qf_test_layout_key(const qf_gen_plan *p, int ri, const char *name, int layout_in_key) {
+    char kd[33], k1[33], k2[33];
+    int vi = qf_test_plan_variant(p, ri, name);
+    qf_kernel_instance inst = {.outputs = QF_OUT_ROWWISE,
+                               .gamma_dtype = p->recipes[ri].variants[vi].desc.in_dtype,
+                               .layout = QF_SCALE_LAYOUT_COMPACT};
+    qf_gen_plan_key(p, ri, vi, 90, kd);
+    qf_gen_plan_key_instance(p, ri, vi, 90, &inst, k1);
+    inst.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    qf_gen_plan_key_instance(p, ri, vi, 90, &inst, k2);
+    assert_string_equal(kd, k1);
+    if ((strcmp(k1, k2) != 0) != layout_in_key)
+        fail_msg("%s: compact and swizzled keys %s", name, layout_in_key ? "are equal" : "differ");
+}
+
+/* Fusion keys (SPEC 5): the 2D weight kernels differ from the 1D ones, and the scale layout
+ * changes the key of MXFP8 quantizers only (no GEMM, no fp8_delayed key moved). */
+static void test_gen_mxfp8_keys(void **state) {
+    (void)state;
+    static const struct {
+        int ri; /* plan order: fp8_delayed, mxfp8, mxfp8_2d */
+        const char *name;
+        int layout_in_key;
+    } cases[] = {
+        {1, "qf_mxfp8_quant_weight_bf16", 1},     {2, "qf_mxfp8_2d_quant_weight_bf16", 1},
+        {2, "qf_mxfp8_2d_nq_layernorm_fp16", 1},  {1, "qf_mxfp8_gemm", 0},
+        {0, "qf_fp8_delayed_nq_rmsnorm_bf16", 0}, {0, "qf_fp8_delayed_quant_grad_fp32", 0},
+    };
+    qf_test_dir d;
+    qf_gen_plan plan;
+    qf_gen_err e;
+    char k1[33], k2[33];
+    qf_test_mkdtemp(&d);
+    qf_test_mx_templates(d.path, qf_test_mx_nq_stub);
+    const qf_gen_opts o = {.templates_dir = d.path, .include_dir = "runtime"};
+    const char *paths[] = {"recipes/mxfp8_2d.lua", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua"};
+    assert_int_equal(qf_gen_plan_build(&plan, &o, paths, 3, &e), 0);
+    qf_gen_plan_key(&plan, 1, qf_test_plan_variant(&plan, 1, "qf_mxfp8_quant_weight_bf16"), 90, k1);
+    qf_gen_plan_key(&plan, 2, qf_test_plan_variant(&plan, 2, "qf_mxfp8_2d_quant_weight_bf16"), 90,
+                    k2);
+    assert_string_not_equal(k1, k2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        qf_test_layout_key(&plan, cases[i].ri, cases[i].name, cases[i].layout_in_key);
+    qf_gen_plan_free(&plan);
+    qf_test_rmtree(d.path);
+}
+
+/* The layout reaches the variant string and -DQF_SCALE_SWIZZLED of MXFP8 quantizers only; the
+ * fp8_delayed variant string is what it was before MXFP8 existed. */
+static void test_kernel_key_layout(void **state) {
+    (void)state;
+    qf_kernel_entry mx = {.name = "qf_x", .family = QF_FAMILY_MXFP8, .op = QF_OP_QUANTIZE,
+                          .role = QF_ROLE_WEIGHT, .norm = QF_NORM_NONE, .in_dtype = QF_DTYPE_BF16,
+                          .out_dtype = QF_DTYPE_E4M3, .block_threads = 256, .tile_m = 32};
+    qf_kernel_entry fp8 = mx, gemm = mx;
+    fp8.family = QF_FAMILY_FP8_DELAYED;
+    gemm.op = QF_OP_GEMM;
+    char buf[256], store[QF_KERNEL_MAX_EXTRA][48];
+    const char *opts[QF_KERNEL_MAX_EXTRA];
+    qf_kernel_instance inst = qf_kernel_instance_default(&mx);
+    assert_int_equal(inst.layout, QF_SCALE_LAYOUT_COMPACT);
+    inst.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    qf_kernel_variant_string(&fp8, &inst, buf, sizeof buf);
+    assert_string_equal(buf, "op=quantize;role=weight;norm=none;zcg=0;in=bf16;out=e4m3;outputs=1;"
+                             "gamma=bf16;block=256;tile_m=32");
+    assert_int_equal(qf_kernel_extra_options(&fp8, &inst, store, opts), 2);
+    qf_kernel_variant_string(&mx, &inst, buf, sizeof buf);
+    assert_string_equal(buf, "op=quantize;role=weight;norm=none;zcg=0;in=bf16;out=e4m3;outputs=1;"
+                             "gamma=bf16;block=256;tile_m=32;layout=swizzled");
+    assert_int_equal(qf_kernel_extra_options(&mx, &inst, store, opts), 3);
+    assert_string_equal(opts[2], "-DQF_SCALE_SWIZZLED=1");
+    inst.layout = QF_SCALE_LAYOUT_COMPACT;
+    assert_int_equal(qf_kernel_extra_options(&mx, &inst, store, opts), 3);
+    assert_string_equal(opts[2], "-DQF_SCALE_SWIZZLED=0");
+    assert_int_equal(qf_kernel_extra_options(&gemm, &inst, store, opts), 0);
+    qf_kernel_variant_string(&gemm, &inst, buf, sizeof buf);
+    assert_null(strstr(buf, "layout"));
+}
+
+/* qfuse-cache warm's instance lists: MXFP8 quantizers twice over (compact, swizzled). */
+static void test_kernel_instances_mxfp8(void **state) {
+    (void)state;
+    qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES];
+    qf_kernel_entry k = {.family = QF_FAMILY_MXFP8, .op = QF_OP_NORM_QUANTIZE,
+                         .norm = QF_NORM_LAYERNORM, .in_dtype = QF_DTYPE_BF16};
+    assert_int_equal(qf_kernel_instances(&k, out), 12);
+    qf_kernel_instance def = qf_kernel_instance_default(&k);
+    assert_memory_equal(&out[0], &def, sizeof def);
+    int swizzled = 0;
+    for (int i = 0; i < 12; i++)
+        swizzled += out[i].layout == QF_SCALE_LAYOUT_SWIZZLED;
+    assert_int_equal(swizzled, 6);
+    k.in_dtype = QF_DTYPE_FP32;
+    assert_int_equal(qf_kernel_instances(&k, out), 6);
+    k.op = QF_OP_QUANTIZE;
+    assert_int_equal(qf_kernel_instances(&k, out), 6);
+    k.op = QF_OP_GEMM;
+    assert_int_equal(qf_kernel_instances(&k, out), 1);
+    k = (qf_kernel_entry){.family = QF_FAMILY_FP8_DELAYED, .op = QF_OP_NORM_QUANTIZE,
+                          .norm = QF_NORM_LAYERNORM, .in_dtype = QF_DTYPE_BF16};
+    assert_int_equal(qf_kernel_instances(&k, out), 6);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(out[i].layout, QF_SCALE_LAYOUT_COMPACT);
+}
+
+/* A malformed formula in a shape table is refused before anything is emitted. */
+static void test_shape_formula_check(void **state) {
+    (void)state;
+    static const char *const bad[] = {"roundup(M,128", "cdiv(M)", "roundup(M,0)", "Q", "MK",
+                                      "roundup(cdiv(cdiv(cdiv(cdiv(M,2),2),2),2),2)", "",
+                                      "roundup (M,4)", "1234567890"};
+    static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
+                                       "123456789"};
+    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0};
+    qf_gen_err e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
+        int ok = i >= sizeof bad / sizeof bad[0];
+        const char *f = ok ? good[i - sizeof bad / sizeof bad[0]] : bad[i];
+        qf_gen_shape_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_GEN_COND_ALWAYS, 0};
+        qf_gen_shape_table t = {&op, 1, &o, 1};
+        if ((qf_gen_shape_table_check(&t, &e) == 0) != ok)
+            fail_msg("formula '%s' is %s", f, ok ? "refused" : "accepted");
+        if (!ok)
+            assert_string_equal(e.msg, "shape table: output 'y' dim 1 is not a formula of M, N, "
+                                       "K, constants, roundup and cdiv");
+    }
+}
+
 /* ========================================================================= CLI */
 
 static void test_cli_check_shipped(void **state) {
     (void)state;
     char *out, *err;
-    const char *args[] = {"--check", "recipes/fp8_delayed.lua", NULL};
+    const char *args[] = {"--check", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua",
+                          "recipes/mxfp8_2d.lua", NULL};
     assert_int_equal(qf_test_cli(&out, &err, args), 0);
-    assert_string_equal(out, "recipes/fp8_delayed.lua: ok\n");
+    assert_string_equal(out, "recipes/fp8_delayed.lua: ok\nrecipes/mxfp8.lua: ok\n"
+                             "recipes/mxfp8_2d.lua: ok\n");
     assert_string_equal(err, "");
     free(out), free(err);
 }
@@ -900,6 +1519,20 @@ int main(void) {
         QF_ERROR_TEST(28),
         QF_ERROR_TEST(29),
         QF_ERROR_TEST(30),
+        QF_ERROR_TEST(31),
+        QF_ERROR_TEST(32),
+        QF_ERROR_TEST(33),
+        QF_ERROR_TEST(34),
+        QF_ERROR_TEST(35),
+        QF_ERROR_TEST(36),
+        QF_ERROR_TEST(37),
+        QF_ERROR_TEST(38),
+        QF_ERROR_TEST(39),
+        QF_ERROR_TEST(40),
+        QF_ERROR_TEST(41),
+        QF_ERROR_TEST(42),
+        QF_ERROR_TEST(43),
+        QF_ERROR_TEST(44),
         cmocka_unit_test(test_recipe_empty_env),
         cmocka_unit_test(test_recipe_memory_table),
         cmocka_unit_test(test_recipe_budget_custom),
@@ -909,6 +1542,13 @@ int main(void) {
         cmocka_unit_test(test_recipe_all_options),
         cmocka_unit_test(test_variants_fp8_delayed),
         cmocka_unit_test(test_variants_invariants),
+        cmocka_unit_test(test_recipe_mxfp8_shipped),
+        cmocka_unit_test(test_recipe_mxfp8_defaults),
+        cmocka_unit_test(test_recipe_mxfp8_all_options),
+        cmocka_unit_test(test_variants_mxfp8_names),
+        cmocka_unit_test(test_variants_mxfp8_2d),
+        cmocka_unit_test(test_variants_mxfp8_values),
+        cmocka_unit_test(test_variants_mxfp8_options_reach_values),
         cmocka_unit_test(test_render_ok),
         cmocka_unit_test(test_render_unfilled),
         cmocka_unit_test(test_render_unused),
@@ -921,12 +1561,20 @@ int main(void) {
         cmocka_unit_test(test_gen_stale_removed),
         cmocka_unit_test(test_gen_matches_registry),
         cmocka_unit_test(test_gen_manifest_shapes),
+        cmocka_unit_test(test_gen_mxfp8_reproducible),
+        cmocka_unit_test(test_gen_mxfp8_sources),
+        cmocka_unit_test(test_gen_mxfp8_template_contract),
+        cmocka_unit_test(test_gen_mxfp8_manifest),
+        cmocka_unit_test(test_gen_mxfp8_keys),
+        cmocka_unit_test(test_kernel_key_layout),
+        cmocka_unit_test(test_kernel_instances_mxfp8),
+        cmocka_unit_test(test_shape_formula_check),
         cmocka_unit_test(test_cli_check_shipped),
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
     };
-    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 31,
+    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 45,
                    "add a QF_ERROR_TEST line per error case");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

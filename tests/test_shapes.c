@@ -1,5 +1,5 @@
-/* test_shapes.c: the generated fake-shape function qf_shapes_fp8_delayed (out/shapes.c, SPEC 4)
- * and its place in the registry. */
+/* test_shapes.c: the generated fake-shape functions (out/shapes.c, SPEC 4) of fp8_delayed and of
+ * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3), and their place in the registry. */
 #include "test_util.h"
 
 #include "registry.h"
@@ -174,6 +174,116 @@ static void test_registry_points_to_shapes(void **state) {
         assert_true(qf_kernels[k].recipe >= 0 && qf_kernels[k].recipe < qf_recipe_count);
 }
 
+/* ========================================================================= mxfp8 */
+
+/* The registry entry of recipe `name`; fails when it is not generated. NOTES: looked up by name,
+ * not called as qf_shapes_mxfp8, so this file builds whatever recipes out/ holds. */
+static const qf_recipe_entry *qf_test_recipe(const char *name) {
+    for (int i = 0; i < qf_recipe_count; i++)
+        if (strcmp(qf_recipes[i].name, name) == 0)
+            return &qf_recipes[i];
+    fail_msg("recipe %s is not in the registry (recipes/%s.lua)", name, name);
+    return NULL;
+}
+
+/* Both outputs of the smallest tensor: every scale matrix is padding but one entry. */
+static void test_mx_nq_padding_1x1(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 1, 1);
+    int n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
+    assert_int_equal(n, 6);
+    const char *order[] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data",
+                           "columnwise_scale_inv", "mu", "rsigma"};
+    for (int i = 0; i < n; i++)
+        assert_string_equal(out[i].name, order[i]);
+    qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 1, 1, 1);
+    qf_test_expect(&out[1], QF_DTYPE_E8M0, 2, 128, 4, 512);
+    qf_test_expect(&out[2], QF_DTYPE_E4M3, 2, 1, 1, 1); /* [M, K]: not transposed */
+    qf_test_expect(&out[3], QF_DTYPE_E8M0, 2, 4, 128, 512);
+    qf_test_expect(&out[4], QF_DTYPE_FP32, 1, 1, 0, 4);
+    qf_test_expect(&out[5], QF_DTYPE_FP32, 1, 1, 0, 4);
+}
+
+/* A real layer (M = 993 tokens, K = 8192), rowwise RMSNorm: no mu, no columnwise outputs. */
+static void test_mx_nq_rowwise_993x8192(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 993, 8192);
+    q.norm = QF_NORM_RMSNORM;
+    int n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
+    assert_int_equal(n, 3);
+    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192);
+    qf_test_expect(qf_test_find(out, n, "rowwise_scale_inv"), QF_DTYPE_E8M0, 2, 1024, 256,
+                   1024 * 256);
+    qf_test_expect(qf_test_find(out, n, "rsigma"), QF_DTYPE_FP32, 1, 993, 0, 4 * 993);
+    assert_null(qf_test_find(out, n, "mu"));
+    assert_null(qf_test_find(out, n, "columnwise_scale_inv"));
+    q.outputs = QF_OUT_COLUMNWISE;
+    n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
+    assert_int_equal(n, 3);
+    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E4M3, 2, 993, 8192,
+                   993 * 8192);
+    qf_test_expect(qf_test_find(out, n, "columnwise_scale_inv"), QF_DTYPE_E8M0, 2, 32, 8192,
+                   32 * 8192);
+}
+
+/* One 32x32 block, quantize of each role, in both recipes: same shapes, 1D or 2D. */
+static void test_mx_quantize_32x32(void **state) {
+    (void)state;
+    const char *recipes[] = {"mxfp8", "mxfp8_2d"};
+    qf_shape out[CAP];
+    for (int r = 0; r < 2; r++)
+        for (int role = 0; role < QF_ROLE_COUNT; role++) {
+            qf_shape_query q =
+                qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 32, 32);
+            q.role = (qf_role)role;
+            int n = qf_test_recipe(recipes[r])->shapes(&q, out, CAP);
+            assert_int_equal(n, 4); /* no norm outputs */
+            qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 32, 32, 1024);
+            qf_test_expect(&out[1], QF_DTYPE_E8M0, 2, 128, 4, 512);
+            qf_test_expect(&out[2], QF_DTYPE_E4M3, 2, 32, 32, 1024);
+            qf_test_expect(&out[3], QF_DTYPE_E8M0, 2, 4, 128, 512);
+        }
+}
+
+static void test_mx_gemm_and_invalid(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shapes_fn fn = qf_test_recipe("mxfp8_2d")->shapes;
+    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    assert_int_equal(fn(&q, out, CAP), 1);
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 2 * 7 * 48);
+    q = qf_test_query(QF_OP_SCALE_UPDATE, QF_OUT_ROWWISE, 4, 16); /* mxfp8 has no scale update */
+    assert_int_equal(fn(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, 0, 4, 16);
+    assert_int_equal(fn(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE, INT64_MAX, 1); /* roundup(M,128) overflows */
+    assert_int_equal(fn(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_COLUMNWISE, 1, INT64_MAX); /* roundup(K,128) */
+    assert_int_equal(fn(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 1, 1);
+    assert_int_equal(fn(&q, out, 5), -2);
+}
+
+/* The registry entries of the mxfp8 recipes, and every kernel's family is its recipe's. */
+static void test_mx_registry(void **state) {
+    (void)state;
+    const qf_recipe_entry *a = qf_test_recipe("mxfp8"), *b = qf_test_recipe("mxfp8_2d");
+    assert_int_equal(a->family, QF_FAMILY_MXFP8);
+    assert_int_equal(a->scale_rounding, QF_SCALE_ROUNDING_CEIL);
+    assert_int_equal(a->weight_2d, 0);
+    assert_int_equal(b->weight_2d, 1);
+    assert_string_equal(a->options, "family=mxfp8;grad_format=e4m3;input_format=e4m3;"
+                                    "scale_rounding=ceil;weight_2d=false;weight_format=e4m3");
+    assert_string_equal(b->options, "family=mxfp8;grad_format=e4m3;input_format=e4m3;"
+                                    "scale_rounding=ceil;weight_2d=true;weight_format=e4m3");
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        assert_int_equal(a->fmt[i], QF_DTYPE_E4M3);
+    for (int k = 0; k < qf_kernel_count; k++)
+        assert_int_equal(qf_kernels[k].family, qf_recipes[qf_kernels[k].recipe].family);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nq_rowwise_only),
@@ -185,6 +295,11 @@ int main(void) {
         cmocka_unit_test(test_invalid_queries),
         cmocka_unit_test(test_small_cap),
         cmocka_unit_test(test_registry_points_to_shapes),
+        cmocka_unit_test(test_mx_nq_padding_1x1),
+        cmocka_unit_test(test_mx_nq_rowwise_993x8192),
+        cmocka_unit_test(test_mx_quantize_32x32),
+        cmocka_unit_test(test_mx_gemm_and_invalid),
+        cmocka_unit_test(test_mx_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,160 @@
+/* ops_mxfp8.c: MXFP8 quantizers (SPEC 2.3, 3): fused norm + quantize and plain quantize. */
+#include <cuda_runtime_api.h>
+
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_MAX_SHAPES 8
+
+static qf_status qf_mx_recipe(const char *op, qf_ctx_t *ctx, const char *recipe, int *ri) {
+    qf_clear_error();
+    if (!ctx)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    *ri = qf_registry_recipe(recipe);
+    if (*ri < 0)
+        return QF_ERR_NOT_FOUND;
+    if (qf_recipes[*ri].family != QF_FAMILY_MXFP8)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not an MXFP8 recipe", op,
+                            recipe);
+    return QF_OK;
+}
+
+static unsigned qf_mx_outputs(const char *op, const qf_mx_out *out, qf_status *s) {
+    if (!out) {
+        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
+        return 0;
+    }
+    unsigned o = (out->rowwise.data ? QF_OUT_ROWWISE : 0) |
+                 (out->columnwise.data ? QF_OUT_COLUMNWISE : 0);
+    *s = QF_OK;
+    if (!o)
+        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data "
+                          "are both NULL; request at least one output", op);
+    else if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
+        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
+                          (int)out->layout);
+    return o;
+}
+
+/* Every output against the recipe's fake shapes (names as in the generated shape table). */
+static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
+                                     const qf_shape_query *q, const qf_mx_out *out,
+                                     const qf_tensor *mu, const qf_tensor *rsigma) {
+    qf_shape shapes[QF_MAX_SHAPES];
+    int n = 0;
+    QF_TRY(qf_query_shapes(op, r, q, shapes, QF_MAX_SHAPES, &n));
+    static const char *const names[] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data",
+                                        "columnwise_scale_inv", "mu", "rsigma"};
+    const qf_tensor *tensors[] = {&out->rowwise, &out->rowwise_scale_inv, &out->columnwise,
+                                  &out->columnwise_scale_inv, mu, rsigma};
+    return qf_check_buffers(op, shapes, n, names, tensors, 6);
+}
+
+static qf_status qf_mx_launch(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
+                              qf_mx_params *p, const qf_mx_out *out, void *stream) {
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
+    const qf_kernel_entry *k = &qf_kernels[kidx];
+    int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
+    if (grid > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
+                            (long long)p->M);
+    QF_TRY(qf_ctx_bind(ctx));
+    /* Padding entries are always 0x00: zero both scale matrices, the kernel writes the rest. */
+    const qf_tensor *sc[2] = {&out->rowwise_scale_inv, &out->columnwise_scale_inv};
+    for (int i = 0; i < 2; i++)
+        if (sc[i]->data &&
+            cudaMemsetAsync(sc[i]->data, 0, (size_t)qf_tensor_numel(sc[i]),
+                            (cudaStream_t)stream) != cudaSuccess)
+            return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of a scale matrix failed: %s",
+                                cudaGetErrorString(cudaGetLastError()));
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    void *args[] = {p};
+    QF_CU_CHECK(cu->LaunchKernel(lk.fn, (unsigned)grid, 1, 1, k->block_threads, 1, 1, 0,
+                                 (CUstream)stream, args, NULL));
+    return QF_OK;
+}
+
+static void qf_mx_params_outputs(qf_mx_params *p, const qf_mx_out *out) {
+    p->out_row = out->rowwise.data;
+    p->scale_row = out->rowwise.data ? out->rowwise_scale_inv.data : NULL;
+    p->out_col = out->columnwise.data;
+    p->scale_col = out->columnwise.data ? out->columnwise_scale_inv.data : NULL;
+}
+
+/* Norm and gamma/beta checks shared with the FP8 op's rules (SPEC 3). */
+static qf_status qf_mx_check_norm(const char *op, qf_norm norm, const qf_tensor *x,
+                                  const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
+                                  const qf_tensor *mu, float eps) {
+    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, (int)norm);
+    if (!(eps >= 0.0f))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
+    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
+    if (norm == QF_NORM_LAYERNORM) {
+        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
+        if (beta->dtype != gamma->dtype)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
+                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
+    } else if ((beta && beta->data) || (mu && mu->data)) {
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
+                            "pass NULL", op);
+    }
+    return QF_OK;
+}
+
+qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zcg,
+                                 const qf_tensor *x, const qf_tensor *gamma,
+                                 const qf_tensor *beta, float eps, qf_mx_out *out, qf_tensor *mu,
+                                 qf_tensor *rsigma, void *stream) {
+    static const char op[] = "qf_norm_quantize_mxfp8";
+    int ri;
+    int64_t M, K;
+    qf_status s;
+    QF_TRY(qf_mx_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    QF_TRY(qf_mx_check_norm(op, norm, x, gamma, beta, K, mu, eps));
+    unsigned outputs = qf_mx_outputs(op, out, &s);
+    QF_TRY(s);
+    qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
+                        .outputs = outputs, .M = M, .K = K};
+    QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
+    int kidx = qf_registry_kernel(ri, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
+    if (kidx < 0)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    inst.outputs = outputs, inst.gamma_dtype = gamma->dtype, inst.layout = out->layout;
+    qf_mx_params p = {.x = x->data, .gamma = gamma->data, .beta = beta ? beta->data : NULL,
+                      .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
+                      .eps = eps};
+    qf_mx_params_outputs(&p, out);
+    return qf_mx_launch(ctx, kidx, &inst, &p, out, stream);
+}
+
+qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                            qf_mx_out *out, void *stream) {
+    static const char op[] = "qf_quantize_mxfp8";
+    int ri;
+    int64_t M, K;
+    qf_status s;
+    QF_TRY(qf_mx_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
+                            "QF_ROLE_GRAD", op, (int)role);
+    unsigned outputs = qf_mx_outputs(op, out, &s);
+    QF_TRY(s);
+    qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
+    QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
+    int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
+    if (kidx < 0)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    inst.outputs = outputs, inst.gamma_dtype = x->dtype, inst.layout = out->layout;
+    qf_mx_params p = {.x = x->data, .M = M, .K = K};
+    qf_mx_params_outputs(&p, out);
+    return qf_mx_launch(ctx, kidx, &inst, &p, out, stream);
+}

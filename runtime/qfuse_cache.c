@@ -1,0 +1,525 @@
+/* qfuse_cache.c: qfuse-cache, the disk kernel cache tool: list, clear, prune and warm (README).
+ *
+ * Entries are the files qf_cache_store writes (jit_cache.h); anything else in the directory is
+ * never touched. `warm` compiles through a device-less context (qf_ctx_init_host), i.e. through
+ * exactly the lookup the runtime makes on first use, so the keys it stores are the keys a job
+ * will ask for. Exit status: 0 success, 1 failure, 2 bad usage. */
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "jit_cache.h"
+
+#define QF_TEMP_STALE_S 600 /* a store keeps its temporary file for milliseconds; older: a crash */
+#define QF_WARM_MAX_JOBS 256
+
+static const char qf_usage[] =
+    "usage: qfuse-cache [--dir DIR] COMMAND [ARGS]\n"
+    "Manages the disk cache of compiled qfuse kernels ($QFUSE_CACHE_DIR, else\n"
+    "$XDG_CACHE_HOME/qfuse, else ~/.cache/qfuse; --dir overrides).\n"
+    "  list                       key, recipe, kernel, arch, size, age and state of each entry\n"
+    "  clear                      remove every entry (and temporary files left by crashes)\n"
+    "  prune --older-than AGE     remove entries written AGE or longer ago (AGE: 30s, 15m,\n"
+    "                             12h, 7d, 2w; a bare number is seconds)\n"
+    "  warm [--arch sm_XX] [--jobs N] [--kernel GLOB] [RECIPE...]\n"
+    "                             compile every kernel variant of the recipes (default: all)\n"
+    "                             for sm_XX (default: this GPU's, else sm_90) with N parallel\n"
+    "                             jobs (default: CPUs), skipping variants already cached;\n"
+    "                             --kernel keeps the kernels whose name matches GLOB\n"
+    "  --help                     this text\n"
+    "Exit status: 0 success, 1 failure, 2 bad usage.\n";
+
+/* Prints "qfuse-cache: <message>" and a hint to stderr; returns 2 (bad usage). */
+static int qf_tool_usage_error(const char *fmt, ...) QF_PRINTF(1, 2);
+static int qf_tool_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("qfuse-cache: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'qfuse-cache --help'.\n", stderr);
+    return 2;
+}
+
+/* Matches argv[*i] against option name as "--name VALUE" or "--name=VALUE". Returns 0 when it is
+ * another argument, else 1 with *value set (NULL when the value is missing). */
+static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const char **value) {
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '='))
+        return 0;
+    if (argv[*i][n] == '=')
+        *value = argv[*i] + n + 1;
+    else
+        *value = *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+/* The cache directory, or NULL after saying why there is none. */
+static const char *qf_tool_dir(void) {
+    const char *dir = qf_cache_dir();
+    if (!dir)
+        fprintf(stderr, "qfuse-cache: no usable disk cache (QFUSE_DISABLE_DISK_CACHE=1, or the "
+                        "directory cannot be created or written; see the warning above)\n");
+    return dir;
+}
+
+/* {===================================================================== entries */
+
+/* Every file of dir that qf_cache_name_parse accepts, sorted by name; *n their count. Returns
+ * NULL with *n = -1 when dir cannot be read. Free with qf_tool_free_names. */
+static struct dirent **qf_tool_scan(const char *dir, int *n) {
+    struct dirent **all = NULL;
+    *n = scandir(dir, &all, NULL, alphasort);
+    if (*n < 0) {
+        fprintf(stderr, "qfuse-cache: cannot read %s: %s\n", dir, strerror(errno));
+        return NULL;
+    }
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
+        qf_cache_info info;
+        if (qf_cache_name_parse(all[i]->d_name, &info))
+            all[kept++] = all[i];
+        else
+            free(all[i]);
+    }
+    *n = kept;
+    return all;
+}
+
+static void qf_tool_free_names(struct dirent **names, int n) {
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* "812B", "14.2K", "3.1M". */
+static void qf_tool_size(uint64_t b, char *buf, size_t cap) {
+    if (b < 1024)
+        snprintf(buf, cap, "%lluB", (unsigned long long)b);
+    else if (b < 1024 * 1024)
+        snprintf(buf, cap, "%.1fK", b / 1024.0);
+    else
+        snprintf(buf, cap, "%.1fM", b / (1024.0 * 1024.0));
+}
+
+/* "42s", "17m", "5h", "12d". */
+static void qf_tool_age(time_t mtime, time_t now, char *buf, size_t cap) {
+    long long s = now > mtime ? (long long)(now - mtime) : 0;
+    if (s < 120)
+        snprintf(buf, cap, "%llds", s);
+    else if (s < 2 * 3600)
+        snprintf(buf, cap, "%lldm", s / 60);
+    else if (s < 2 * 86400)
+        snprintf(buf, cap, "%lldh", s / 3600);
+    else
+        snprintf(buf, cap, "%lldd", s / 86400);
+}
+
+/* The registry kernel named label, or -1 (an entry of another build or recipe set). */
+static int qf_tool_kernel(const char *label) {
+    for (int i = 0; i < qf_kernel_count; i++)
+        if (strcmp(qf_kernels[i].name, label) == 0)
+            return i;
+    return -1;
+}
+
+/* Nonzero when some instance of kernel kidx has this key for arch: the runtime of this build
+ * would ask for the entry. */
+static int qf_tool_key_current(int kidx, int arch, const char *key) {
+    const qf_kernel_entry *k = &qf_kernels[kidx];
+    qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
+    char hex[QF_KEY_HEX_LEN + 1];
+    int n = qf_kernel_instances(k, inst);
+    for (int i = 0; i < n; i++) {
+        qf_kernel_key(&qf_recipes[k->recipe], k, &inst[i], qf_nvrtc_header_names,
+                      qf_nvrtc_headers, qf_nvrtc_header_count, arch, hex);
+        if (strcmp(hex, key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== list, clear, prune */
+
+/* "ok", "stale" (valid, but this build never asks for its key), "temp" or "invalid: why". */
+static void qf_tool_state(const qf_cache_info *info, int kidx, char *buf, size_t cap) {
+    if (info->temp)
+        snprintf(buf, cap, "temp");
+    else if (!info->valid)
+        snprintf(buf, cap, "invalid: %s", info->why);
+    else
+        snprintf(buf, cap, "%s", kidx >= 0 && qf_tool_key_current(kidx, info->arch, info->key)
+                                     ? "ok" : "stale");
+}
+
+static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
+    char size[32], age[32], arch[16], state[256];
+    int kidx = qf_tool_kernel(info->label);
+    qf_tool_size(info->bytes, size, sizeof size);
+    qf_tool_age(info->mtime, now, age, sizeof age);
+    snprintf(arch, sizeof arch, info->arch ? "sm_%d" : "?", info->arch);
+    qf_tool_state(info, kidx, state, sizeof state);
+    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", info->key,
+           kidx >= 0 ? qf_recipes[qf_kernels[kidx].recipe].name : "?", info->label, arch, size,
+           age, state);
+}
+
+static int qf_tool_list(const char *dir) {
+    int n, count = 0;
+    uint64_t total = 0;
+    struct dirent **names = dir ? qf_tool_scan(dir, &n) : NULL;
+    if (!names)
+        return 1;
+    time_t now = time(NULL);
+    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL", "ARCH", "SIZE",
+           "AGE", "STATE");
+    for (int i = 0; i < n; i++) {
+        qf_cache_info info;
+        if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
+            continue; /* removed meanwhile by another process */
+        qf_tool_list_row(&info, now);
+        count += !info.temp;
+        total += info.bytes;
+    }
+    char size[32];
+    qf_tool_size(total, size, sizeof size);
+    printf("%d entr%s, %s in %s\n", count, count == 1 ? "y" : "ies", size, dir);
+    qf_tool_free_names(names, n);
+    return 0;
+}
+
+/* Removes the entries of dir written at least min_age seconds ago (all for clear, min_age 0),
+ * and temporary files older than QF_TEMP_STALE_S (left by crashed writers; younger ones may
+ * belong to a store in progress). */
+static int qf_tool_remove(const char *dir, long long min_age, const char *verb) {
+    int n, removed = 0, failed = 0;
+    struct dirent **names = dir ? qf_tool_scan(dir, &n) : NULL;
+    if (!names)
+        return 1;
+    time_t now = time(NULL);
+    for (int i = 0; i < n; i++) {
+        qf_cache_info info;
+        char path[PATH_MAX];
+        if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
+            continue;
+        long long age = now > info.mtime ? (long long)(now - info.mtime) : 0;
+        if (age < (info.temp ? QF_TEMP_STALE_S : min_age))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        if (unlink(path) == 0)
+            removed += !info.temp;
+        else if (errno != ENOENT && ++failed)
+            fprintf(stderr, "qfuse-cache: cannot remove %s: %s\n", path, strerror(errno));
+    }
+    printf("%s: removed %d entr%s from %s\n", verb, removed, removed == 1 ? "y" : "ies", dir);
+    qf_tool_free_names(names, n);
+    return failed ? 1 : 0;
+}
+
+/* Parses "7d", "12h", "30m", "45s", "2w" or a bare number of seconds. Returns 0 or -1. */
+static int qf_tool_duration(const char *s, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 0 || errno || *s == '-' || *s == '+' || *s == ' ')
+        return -1;
+    static const char units[] = "smhdw";
+    static const long long mult[] = {1, 60, 3600, 86400, 604800};
+    const char *u = *end ? strchr(units, *end) : units;
+    if (!u || (*end && end[1]) || v > LLONG_MAX / mult[u - units])
+        return -1;
+    *out = v * mult[u - units];
+    return 0;
+}
+
+static int qf_tool_prune(int argc, char **argv) {
+    long long age = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *v = NULL;
+        if (!qf_tool_opt(argc, argv, &i, "--older-than", &v))
+            return qf_tool_usage_error("prune: unexpected argument '%s'", argv[i]);
+        if (!v)
+            return qf_tool_usage_error("prune: --older-than needs a value");
+        if (qf_tool_duration(v, &age) != 0)
+            return qf_tool_usage_error("prune: --older-than '%s' is not a duration (e.g. 30s, "
+                                       "15m, 12h, 7d, 2w)", v);
+    }
+    if (age < 0)
+        return qf_tool_usage_error("prune: --older-than AGE is required");
+    return qf_tool_remove(qf_tool_dir(), age, "prune");
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== warm */
+
+typedef struct qf_warm_item {
+    int kidx;
+    qf_kernel_instance inst;
+} qf_warm_item;
+
+/* Shared state of the warm workers; the mutex guards the counters and the progress output. */
+typedef struct qf_warm {
+    int arch, n_items, next, done, compiled, cached, failed, tty;
+    const char *glob; /* --kernel, or NULL for every kernel */
+    qf_warm_item *items;
+    pthread_mutex_t mu;
+} qf_warm;
+
+/* Progress after one item: a bar redrawn in place on a terminal, one line per item otherwise. */
+static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how) {
+    const char *name = qf_kernels[it->kidx].name;
+    if (w->tty) {
+        char bar[41];
+        int fill = (int)(40L * w->done / w->n_items);
+        memset(bar, '#', (size_t)fill);
+        memset(bar + fill, '.', (size_t)(40 - fill));
+        bar[40] = '\0';
+        fprintf(stderr, "\r[%s] %d/%d %-44.44s", bar, w->done, w->n_items, name);
+        if (w->done == w->n_items)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "warm: [%d/%d] %s %s (outputs %u, gamma %s)\n", w->done, w->n_items, how,
+                name, it->inst.outputs, qf_dtype_name(it->inst.gamma_dtype));
+    }
+}
+
+/* Looks up one item through ctx exactly as an op would on first use, and counts the outcome. */
+static void qf_warm_one(qf_warm *w, qf_ctx_t *ctx, const qf_warm_item *it) {
+    qf_loaded_kernel lk;
+    qf_status s = qf_ctx_kernel(ctx, it->kidx, &it->inst, &lk);
+    int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
+    pthread_mutex_lock(&w->mu);
+    w->done++;
+    if (s != QF_OK) {
+        w->failed++;
+        fprintf(stderr, "%sqfuse-cache: %s: %s: %s\n", w->tty ? "\n" : "",
+                qf_kernels[it->kidx].name, qf_status_name(s), qf_last_error());
+    }
+    w->compiled += s == QF_OK && !disk;
+    w->cached += disk;
+    qf_warm_progress(w, it, s != QF_OK ? "FAILED" : disk ? "cached" : "compiled");
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* NOTES: one device-less context per worker: a context compiles under its table lock, so
+ * workers sharing one would take turns. */
+static void *qf_warm_worker(void *arg) {
+    qf_warm *w = arg;
+    qf_ctx_t *ctx = NULL;
+    if (qf_ctx_init_host(&ctx, w->arch) != QF_OK) {
+        fprintf(stderr, "qfuse-cache: %s\n", qf_last_error());
+        return NULL; /* the items stay undone; the caller reports them */
+    }
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int i = w->next < w->n_items ? w->next++ : -1;
+        pthread_mutex_unlock(&w->mu);
+        if (i < 0)
+            break;
+        qf_warm_one(w, ctx, &w->items[i]);
+    }
+    qf_ctx_free(ctx);
+    return NULL;
+}
+
+/* Every instance of every kernel of the selected recipes (sel[r] nonzero) into w->items. */
+static int qf_warm_collect(qf_warm *w, const int *sel) {
+    w->items = calloc((size_t)qf_kernel_count * QF_KERNEL_MAX_INSTANCES, sizeof *w->items);
+    if (!w->items) {
+        fprintf(stderr, "qfuse-cache: out of memory\n");
+        return -1;
+    }
+    for (int k = 0; k < qf_kernel_count; k++) {
+        qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
+        int keep = sel[qf_kernels[k].recipe] &&
+                   (!w->glob || fnmatch(w->glob, qf_kernels[k].name, 0) == 0);
+        int n = keep ? qf_kernel_instances(&qf_kernels[k], inst) : 0;
+        for (int i = 0; i < n; i++)
+            w->items[w->n_items++] = (qf_warm_item){.kidx = k, .inst = inst[i]};
+    }
+    if (w->n_items == 0)
+        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches '%s'\n",
+                w->glob ? w->glob : "*");
+    return w->n_items ? 0 : 1;
+}
+
+/* Runs the workers and prints the summary. Returns the exit status. */
+static int qf_warm_run(qf_warm *w, int jobs, const char *dir) {
+    pthread_t th[QF_WARM_MAX_JOBS];
+    int started = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    jobs = jobs < w->n_items ? jobs : w->n_items;
+    while (started < jobs && pthread_create(&th[started], NULL, qf_warm_worker, w) == 0)
+        started++;
+    if (started == 0 && w->n_items > 0)
+        qf_warm_worker(w); /* no thread could start: do the work here */
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    int missing = w->n_items - w->done;
+    printf("warm: sm_%d, %d variant%s: %d compiled, %d already cached, %d failed in %.1f s "
+           "(cache %s)\n", w->arch, w->n_items, w->n_items == 1 ? "" : "s", w->compiled,
+           w->cached, w->failed + missing, secs, dir);
+    return w->failed + missing ? 1 : 0;
+}
+
+/* "sm_90", "sm90" or "90" -> 90. Returns -1 when malformed. */
+static int qf_warm_parse_arch(const char *s) {
+    if (strncmp(s, "sm_", 3) == 0)
+        s += 3;
+    else if (strncmp(s, "sm", 2) == 0)
+        s += 2;
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    return end != s && *end == '\0' && v >= 50 && v <= 199 && s[0] != '-' && s[0] != '+'
+               ? (int)v : -1;
+}
+
+/* This GPU's architecture when there is one, else sm_90 (said on stderr). */
+static int qf_warm_default_arch(void) {
+    qf_ctx_t *ctx = NULL;
+    if (qf_ctx_init(&ctx, 0) == QF_OK) {
+        int arch = qf_ctx_arch(ctx);
+        qf_ctx_free(ctx);
+        return arch;
+    }
+    fprintf(stderr, "qfuse-cache: no usable GPU (%s); warming for sm_90 (--arch chooses)\n",
+            qf_last_error());
+    return 90;
+}
+
+/* "--jobs N": an integer in 1..QF_WARM_MAX_JOBS. Returns 0 or -1. */
+static int qf_warm_parse_jobs(const char *s, int *jobs) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < 1 || v > QF_WARM_MAX_JOBS)
+        return -1;
+    *jobs = (int)v;
+    return 0;
+}
+
+/* A recipe name: marks it in sel[]. Returns -1 or the exit status (2) when unknown. */
+static int qf_warm_recipe(const char *name, int *sel) {
+    if (name[0] == '-')
+        return qf_tool_usage_error("warm: unknown option '%s'", name);
+    int r = qf_registry_recipe(name);
+    if (r < 0) {
+        char known[512] = "";
+        for (int i = 0, len = 0; i < qf_recipe_count && len < (int)sizeof known; i++)
+            len += snprintf(known + len, sizeof known - (size_t)len, "%s%s", i ? ", " : "",
+                            qf_recipes[i].name);
+        return qf_tool_usage_error("warm: unknown recipe '%s' (this build has: %s)", name, known);
+    }
+    sel[r] = 1;
+    return -1;
+}
+
+/* Options of warm: --arch, --jobs, --kernel and recipe names into sel[] (all when none is
+ * named). Returns -1 to go on, or the exit status. */
+static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) {
+    int any = 0, rc = -1;
+    for (int i = 0; i < argc && rc < 0; i++) {
+        const char *v = NULL;
+        if (qf_tool_opt(argc, argv, &i, "--kernel", &w->glob)) {
+            if (!w->glob)
+                rc = qf_tool_usage_error("warm: --kernel needs a pattern");
+        } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
+            if (!v || (w->arch = qf_warm_parse_arch(v)) < 0)
+                rc = qf_tool_usage_error("warm: --arch '%s' is not an architecture; expected "
+                                         "sm_XX with XX in 50..199 (e.g. sm_90)", v ? v : "");
+        } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
+            if (!v || qf_warm_parse_jobs(v, jobs) != 0)
+                rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
+                                         v ? v : "", QF_WARM_MAX_JOBS);
+        } else {
+            rc = qf_warm_recipe(argv[i], sel);
+            any = 1;
+        }
+    }
+    for (int r = 0; !any && r < qf_recipe_count; r++)
+        sel[r] = 1;
+    return rc;
+}
+
+static int qf_tool_warm(int argc, char **argv) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = cpus < 1 ? 1 : cpus > QF_WARM_MAX_JOBS ? QF_WARM_MAX_JOBS : (int)cpus;
+    int *sel = calloc((size_t)qf_recipe_count + 1, sizeof *sel);
+    qf_warm w = {.tty = isatty(2)};
+    int rc = sel ? qf_warm_args(argc, argv, &w, &jobs, sel) : 1;
+    const char *dir = rc < 0 ? qf_tool_dir() : NULL;
+    if (rc < 0 && !dir)
+        rc = 1;
+    if (rc < 0) {
+        w.arch = w.arch ? w.arch : qf_warm_default_arch();
+        pthread_mutex_init(&w.mu, NULL);
+        rc = qf_warm_collect(&w, sel) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
+        pthread_mutex_destroy(&w.mu);
+    }
+    free(w.items);
+    free(sel);
+    return rc;
+}
+
+/* =====================================================================} */
+
+/* Global options before the command (--dir DIR). Returns the index of the command, or
+ * -1 with *rc the exit status. */
+static int qf_tool_global(int argc, char **argv, int *rc) {
+    int i = 1;
+    *rc = 0;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *v = NULL;
+        if (!qf_tool_opt(argc, argv, &i, "--dir", &v))
+            *rc = qf_tool_usage_error("unknown option '%s'", argv[i]);
+        else if (!v || !*v)
+            *rc = qf_tool_usage_error("--dir needs a directory");
+        else
+            setenv("QFUSE_CACHE_DIR", v, 1);
+        if (*rc)
+            return -1;
+    }
+    if (i == argc)
+        *rc = qf_tool_usage_error("missing command (list, clear, prune, warm)");
+    return i == argc ? -1 : i;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(qf_usage, stdout);
+            return 0;
+        }
+    int rc, c = qf_tool_global(argc, argv, &rc);
+    if (c < 0)
+        return rc;
+    const char *cmd = argv[c];
+    int simple = !strcmp(cmd, "list") || !strcmp(cmd, "clear");
+    if (simple && c + 1 < argc)
+        return qf_tool_usage_error("%s: unexpected argument '%s'", cmd, argv[c + 1]);
+    if (!strcmp(cmd, "list"))
+        return qf_tool_list(qf_tool_dir());
+    if (!strcmp(cmd, "clear"))
+        return qf_tool_remove(qf_tool_dir(), 0, "clear");
+    if (!strcmp(cmd, "prune"))
+        return qf_tool_prune(argc - c - 1, argv + c + 1);
+    if (!strcmp(cmd, "warm"))
+        return qf_tool_warm(argc - c - 1, argv + c + 1);
+    return qf_tool_usage_error("unknown command '%s' (list, clear, prune, warm)", cmd);
+}

@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""bench_peers.py: the PyTorch peers of `make bench`: qfuse's work in eager mode and torch.compile.
+
+For the shapes of runtime/qfuse_bench.c and bf16 input it times, in PyTorch eager and under
+torch.compile (dynamic=False, compile time excluded by the warm-up):
+  - LayerNorm / RMSNorm + per-tensor FP8 E4M3 with amax, rowwise and rowwise + transposed copy
+    (SPEC 2.1, 3), and the same quantization without a norm (weight quantize);
+  - RMSNorm + MXFP8 1x32 with E8M0 scales, ceil rounding (SPEC 2.3; compact scales [M, K/32]);
+  - RMSNorm + NVFP4: 16-element E2M1 blocks, E4M3 block scales, fp32 global scale (SPEC 2.4;
+    rowwise, no RHT or stochastic rounding, compact scales [M, K/16]);
+  - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales.
+Every quantizer is written in torch ops with the SPEC's numerics (statistics and y in fp32, one
+rounding to the element format). Times: CUDA events around batches of back-to-back calls, median
+over batches of the batch time / batch size, after a warm-up; inputs rotated between sets that
+together exceed twice the L2 cache; random data. A peer that fails writes a row with the error in
+`note` instead of stopping the script. Writes out/bench/peers.csv with qfuse.csv's columns
+(kind = peer_eager / peer_compile); scripts/bench_report.py merges both. Without torch or a GPU it
+says so and exits 0.
+"""
+import argparse
+import csv
+import datetime
+import statistics
+import sys
+
+try:
+    import torch
+except ImportError:  # the quantizers below need torch; main() reports it
+    torch = None
+
+COLUMNS = ["kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N", "bytes", "flops",
+           "us_median", "tbps", "tflops", "ratio_copy", "ratio_cublaslt", "speedup_eager",
+           "speedup_compile", "note"]
+# The same shapes as runtime/qfuse_bench.c (tokens x hidden; GEMMs as M, K, N).
+NQ_SHAPES_FULL = [(16384, 4096), (16384, 8192), (4096, 12288), (8192, 4096), (2048, 16384)]
+NQ_SHAPES_QUICK = [(8192, 4096)]
+GEMM_SHAPES_FULL = [(8192, 8192, 8192), (16384, 4096, 14336)]
+GEMM_SHAPES_QUICK = [(8192, 8192, 8192)]
+WARMUP = 5
+EPS = 1e-5
+E4M3_MAX = 448.0
+FLT_MAX = 3.4028234663852886e38
+
+# ============================================================================ quantizers (SPEC)
+
+
+def layernorm(x, gamma, beta):
+    """LayerNorm in fp32 (SPEC 3): y, mu [M, 1], rsigma [M, 1]."""
+    return torch.native_layer_norm(x.float(), [x.shape[-1]], gamma.float(), beta.float(), EPS)
+
+
+def rmsnorm(x, gamma):
+    """RMSNorm in fp32 (SPEC 3): y = (x * rsigma) * g, rsigma = 1/sqrt(mean(x^2) + eps)."""
+    xf = x.float()
+    rsigma = torch.rsqrt(xf.square().mean(-1, keepdim=True) + EPS)
+    return (xf * rsigma) * gamma.float(), rsigma
+
+
+def fp8_per_tensor(y, scale, columnwise):
+    """Per-tensor E4M3 (SPEC 2.1): q = rn_sat(y * scale), amax of y, scale_inv, optional q^T."""
+    amax = y.abs().amax()
+    q = (y * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    col = q.t().contiguous() if columnwise else None
+    return q, col, amax, scale.reciprocal()
+
+
+def e8m0_exponent(v):
+    """E = ceil(log2(v)) for fp32 v >= 0, exactly, from the bits; clamped to [-127, 127]."""
+    bits = v.view(torch.int32)
+    exp = (bits >> 23) & 0xFF
+    man = bits & 0x7FFFFF
+    e = exp - 127 + (man != 0).to(torch.int32)
+    # Subnormal v = man * 2^-149: above 2^-127 it rounds up to 2^-126, else clamps to 2^-127.
+    e = torch.where(exp == 0, torch.where(man > 0x400000, -126, -127), e)
+    return e.clamp(-127, 127)
+
+
+def pow2(k):
+    """2^k as fp32, exactly, for int32 k in [-127, 127] (2^-127 is subnormal)."""
+    bits = torch.where(k >= -126, (k + 127) << 23, 0x400000)
+    return bits.to(torch.int32).view(torch.float32)
+
+
+def mxfp8_quantize(y):
+    """MXFP8 1x32 rowwise (SPEC 2.3): E4M3 q [M, K], E8M0 bytes [M, K/32] (compact).
+
+    byte = ceil(log2(fl(amax * fl(1/448)))) + 127; zero block -> 0; NaN in a block -> 0xFF and
+    NaN elements. K must be a multiple of 32 (the benchmark shapes are)."""
+    m, k = y.shape
+    blocks = y.view(m, k // 32, 32)
+    bamax = blocks.abs().amax(-1)
+    nan = torch.isnan(bamax)
+    e = e8m0_exponent(bamax * (1.0 / E4M3_MAX))
+    sbytes = torch.where(nan, 255, e + 127).to(torch.uint8)
+    s = torch.where(nan, float("nan"), pow2(-e))
+    q = (blocks * s.unsqueeze(-1)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q.view(m, k), sbytes
+
+
+def e2m1_codes(v):
+    """rn_sat E2M1 codes (SPEC 1) of fp32 v, ties to even: |v| -> 0..7, sign in bit 3."""
+    a = v.abs()
+    c = ((a > 0.25).to(torch.uint8) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5)
+         + (a >= 3.5) + (a > 5.0))
+    return c | (torch.signbit(v).to(torch.uint8) << 3)
+
+
+def nvfp4_global_scale(y):
+    """S_enc = fl(2688 / amax) capped at FLT_MAX, 1 when amax is 0 (SPEC 2.4); and amax."""
+    amax = y.abs().amax()
+    s_enc = (torch.full_like(amax, 2688.0) / amax).clamp(max=FLT_MAX)
+    return torch.where(amax == 0, torch.ones_like(amax), s_enc), amax
+
+
+def nvfp4_quantize(y):
+    """NVFP4 rowwise (SPEC 2.4): packed E2M1 [M, K/2], E4M3 block scales [M, K/16], amax.
+
+    K must be a multiple of 16. No RHT (columnwise only) and no stochastic rounding (grads)."""
+    m, k = y.shape
+    s_enc, amax = nvfp4_global_scale(y)
+    s_dec = s_enc.reciprocal()
+    blocks = y.view(m, k // 16, 16)
+    bamax = blocks.abs().amax(-1)
+    sf = (bamax * (s_enc * (1.0 / 6.0))).clamp(max=E4M3_MAX).to(torch.float8_e4m3fn)
+    enc = (sf.float() * s_dec).reciprocal().clamp(max=FLT_MAX)
+    codes = e2m1_codes(blocks * enc.unsqueeze(-1)).view(m, k // 2, 2)
+    packed = codes[..., 0] | (codes[..., 1] << 4)
+    return packed, sf.view(torch.uint8), amax
+
+
+# ============================================================================ the work items
+
+
+def ln_fp8(x, gamma, beta, scale, columnwise):
+    y, mu, rsigma = layernorm(x, gamma, beta)
+    return fp8_per_tensor(y, scale, columnwise) + (mu, rsigma)
+
+
+def rms_fp8(x, gamma, beta, scale, columnwise):
+    y, rsigma = rmsnorm(x, gamma)
+    return fp8_per_tensor(y, scale, columnwise) + (rsigma,)
+
+
+def weight_fp8(x, gamma, beta, scale, columnwise):
+    return fp8_per_tensor(x.float(), scale, columnwise)
+
+
+def rms_mxfp8(x, gamma, beta, scale, columnwise):
+    y, rsigma = rmsnorm(x, gamma)
+    return mxfp8_quantize(y) + (rsigma,)
+
+
+def rms_nvfp4(x, gamma, beta, scale, columnwise):
+    y, rsigma = rmsnorm(x, gamma)
+    return nvfp4_quantize(y) + (rsigma,)
+
+
+def gemm_fp8(a, w, sa, sw):
+    """y[M, N] = sa * sw * a[M, K] @ w[N, K]^T in bf16 (cuBLASLt underneath, TN)."""
+    return torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16)
+
+
+def nq_bytes(recipe, op, norm, columnwise, m, k):
+    """Bytes moved, counted as qfuse_bench.c counts them: x and gamma/beta read, outputs written."""
+    n = 2 * m * k + {"layernorm": 4 * k, "rmsnorm": 2 * k, "none": 0}[norm]
+    n += {"layernorm": 8 * m, "rmsnorm": 4 * m, "none": 0}[norm]  # mu, rsigma
+    if recipe == "mxfp8":
+        return n + m * k + m * k // 32
+    if recipe == "nvfp4":
+        return n + m * k // 2 + m * k // 16 + 4
+    return n + m * k * (2 if columnwise else 1) + 8  # + amax, scale_inv
+
+
+# (recipe, op, norm, outputs, fn): the bf16 rows of qfuse.csv that have a peer, and the formats
+# qfuse does not ship yet. recipe names the family; bench_report.py matches on it.
+NQ_CASES = [
+    ("fp8_delayed", "norm_quantize", "layernorm", "rowwise", ln_fp8),
+    ("fp8_delayed", "norm_quantize", "layernorm", "rowwise+columnwise", ln_fp8),
+    ("fp8_delayed", "norm_quantize", "rmsnorm", "rowwise", rms_fp8),
+    ("fp8_delayed", "norm_quantize", "rmsnorm", "rowwise+columnwise", rms_fp8),
+    ("fp8_delayed", "quantize_weight", "none", "rowwise", weight_fp8),
+    ("fp8_delayed", "quantize_weight", "none", "rowwise+columnwise", weight_fp8),
+    ("mxfp8", "norm_quantize", "rmsnorm", "rowwise", rms_mxfp8),
+    ("nvfp4", "norm_quantize", "rmsnorm", "rowwise", rms_nvfp4),
+]
+
+# ============================================================================ timing
+
+
+def rotation_count(set_bytes, l2):
+    """Sets to rotate between so that together they exceed twice the L2 (as qfuse_bench.c)."""
+    return max(2, min(64, int(2 * l2 / set_bytes) + 1))
+
+
+def time_calls(fn, arg_sets, iters, batch):
+    """Median microseconds per call: WARMUP calls (compilation included), then `iters` batches of
+    `batch` back-to-back calls between two CUDA events, cycling through arg_sets."""
+    k = 0
+    for _ in range(WARMUP):
+        fn(*arg_sets[k % len(arg_sets)])
+        k += 1
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(iters):
+        e0.record()
+        for _ in range(batch):
+            fn(*arg_sets[k % len(arg_sets)])
+            k += 1
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / batch)
+    return statistics.median(times)
+
+
+def compiled(fn):
+    return torch.compile(fn, dynamic=False)
+
+
+def raise_recompile_limit():
+    """Every shape x variant is its own static graph: lift dynamo's per-function cache limit."""
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 256)
+
+
+def mismatch(a, b):
+    """Fraction of differing bytes between two outputs (tuples compared on their first tensor)."""
+    a, b = (a[0], b[0]) if isinstance(a, tuple) else (a, b)
+    a, b = a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)
+    return (a != b).float().mean().item()
+
+
+# ============================================================================ rows
+
+
+def new_row(kind, recipe, op, norm, dtype, outputs, m, k, n=""):
+    return {"kind": kind, "recipe": recipe, "op": op, "norm": norm, "dtype": dtype,
+            "outputs": outputs, "M": m, "K": k, "N": n, "note": ""}
+
+
+def finish_row(row, us, nbytes, flops):
+    row["us_median"] = "%.3f" % us
+    if nbytes:
+        row["bytes"], row["tbps"] = nbytes, "%.4f" % (nbytes / (us * 1e6))
+    if flops:
+        row["flops"], row["tflops"] = flops, "%.2f" % (flops / (us * 1e6))
+    return row
+
+
+def error_note(exc):
+    text = str(exc).strip().splitlines()
+    return "error: %s: %s" % (type(exc).__name__, (text[0] if text else "")[:160])
+
+
+def run_peer(rows, row, fn, arg_sets, args, nbytes, flops):
+    """Times fn into row and appends it; a failure appends the row with the error instead."""
+    try:
+        finish_row(row, time_calls(fn, arg_sets, args.iters, args.batch), nbytes, flops)
+    except Exception as exc:  # noqa: BLE001 - a peer must not stop the others
+        row["note"] = error_note(exc)
+    rows.append(row)
+    print_row(row)
+
+
+def nq_inputs(m, k, l2):
+    """Rotated bf16 x sets plus gamma, beta and a device scale (random data)."""
+    n = rotation_count(2 * m * k, l2)
+    xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(n)]
+    gamma = (1.0 + 0.1 * torch.randn(k, device="cuda")).to(torch.bfloat16)
+    beta = (0.02 * torch.randn(k, device="cuda")).to(torch.bfloat16)
+    scale = torch.ones(1, device="cuda")
+    return xs, gamma, beta, scale
+
+
+def bench_nq_case(rows, case, inputs, m, k, args):
+    recipe, op, norm, outputs, fn = case
+    xs, gamma, beta, scale = inputs
+    col = outputs != "rowwise"
+    arg_sets = [(x, gamma, beta, scale, col) for x in xs]
+    nbytes = nq_bytes(recipe, op, norm, col, m, k)
+    eager = new_row("peer_eager", recipe, op, norm, "bf16", outputs, m, k)
+    run_peer(rows, eager, fn, arg_sets, args, nbytes, 0)
+    comp = new_row("peer_compile", recipe, op, norm, "bf16", outputs, m, k)
+    cfn = compiled(fn)
+    run_peer(rows, comp, cfn, arg_sets, args, nbytes, 0)
+    if not comp["note"] and not eager["note"]:
+        diff = mismatch(fn(*arg_sets[0]), cfn(*arg_sets[0]))
+        comp["note"] = "quantized bytes differ from eager: %.2e" % diff
+
+
+def bench_gemm_shape(rows, shape, l2, args):
+    m, k, n = shape
+    sets = rotation_count(m * k + n * k, l2)
+    arg_sets = []
+    for _ in range(sets):
+        a = torch.empty(m, k, device="cuda").uniform_(-200, 200).to(torch.float8_e4m3fn)
+        w = torch.empty(n, k, device="cuda").uniform_(-200, 200).to(torch.float8_e4m3fn)
+        arg_sets.append((a, w, torch.full((), 1 / 64, device="cuda"),
+                         torch.full((), 1 / 32, device="cuda")))
+    nbytes, flops = m * k + n * k + 2 * m * n, 2 * m * n * k
+    for kind, fn in (("peer_eager", gemm_fp8), ("peer_compile", compiled(gemm_fp8))):
+        row = new_row(kind, "fp8_delayed", "gemm_fp8", "", "e4m3", "", m, k, n)
+        run_peer(rows, row, fn, arg_sets, args, nbytes, flops)
+
+
+# ============================================================================ output
+
+
+def print_row(r):
+    shape = "%s x %s" % (r["M"], r["K"]) + (" -> %s" % r["N"] if r["N"] != "" else "")
+    print("| %-12s | %-11s | %-15s | %-9s | %-18s | %-22s | %10s | %8s | %8s | %s" % (
+        r["kind"], r["recipe"], r["op"], r["norm"], r["outputs"], shape, r.get("us_median", ""),
+        r.get("tbps", ""), r.get("tflops", ""), r["note"]), flush=True)
+
+
+def header_lines(l2):
+    props = torch.cuda.get_device_properties(0)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return ["gpu=%s, torch=%s, cuda=%s, triton=%s, date=%s" % (
+                props.name, torch.__version__, torch.version.cuda, triton_version, date),
+            "l2_bytes=%d, timing=median over iters batches of batch back-to-back calls between "
+            "two CUDA events / batch; warm-up %d (includes torch.compile)" % (l2, WARMUP)]
+
+
+def write_csv(path, comments, rows):
+    with open(path, "w", newline="") as f:
+        for c in comments:
+            f.write("# %s\n" % c)
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in COLUMNS})
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--csv", default="out/bench/peers.csv", help="output CSV")
+    p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
+    p.add_argument("--iters", type=int, default=0, help="timed batches (default 50, quick 10)")
+    p.add_argument("--batch", type=int, default=10, help="calls per timed batch (default 10)")
+    args = p.parse_args(argv)
+    args.iters = args.iters or (10 if args.quick else 50)
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    if torch is None or not torch.cuda.is_available():
+        print("no GPU (or no torch): no PyTorch peers to benchmark")
+        return 0
+    raise_recompile_limit()
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    torch.manual_seed(0)
+    rows = []
+    for m, k in NQ_SHAPES_QUICK if args.quick else NQ_SHAPES_FULL:
+        inputs = nq_inputs(m, k, l2)
+        for case in NQ_CASES:
+            bench_nq_case(rows, case, inputs, m, k, args)
+        del inputs
+        torch.cuda.empty_cache()
+    for shape in GEMM_SHAPES_QUICK if args.quick else GEMM_SHAPES_FULL:
+        bench_gemm_shape(rows, shape, l2, args)
+        torch.cuda.empty_cache()
+    write_csv(args.csv, header_lines(l2), rows)
+    print("wrote %s" % args.csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""bench_report.py: merges qfuse.csv and peers.csv of `make bench` into results, plot and README.
+
+Reads DIR/qfuse.csv (build/qfuse-bench) and DIR/peers.csv (scripts/bench_peers.py), fills the
+speedup_eager / speedup_compile columns of every qfuse row that has a peer doing the same work
+(same family, op, norm, dtype, outputs and shape; speedup = peer time / qfuse time), and writes:
+  DIR/results.csv    all rows of both files, the header comments of both;
+  DIR/bandwidth.png  achieved TB/s of each norm + quantize kernel with bf16 input per shape,
+                     qfuse beside eager and torch.compile, a line at the measured copy bandwidth;
+  README.md          the part between <!-- bench:begin --> and <!-- bench:end --> (not with
+                     --quick: a smoke run does not replace the reference numbers).
+Prints the merged table. Exits 0 with a message when there is nothing to report (no GPU run).
+"""
+import argparse
+import csv
+import os
+import re
+import statistics
+import sys
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+PEER_KINDS = {"peer_eager": "speedup_eager", "peer_compile": "speedup_compile"}
+MATCH_FIELDS = ("op", "norm", "dtype", "outputs", "M", "K", "N")
+
+# ============================================================================ reading
+
+
+def parse_comment(line, meta):
+    """`# key=value, key=value` into meta; a value may contain commas not followed by key=."""
+    for part in re.split(r",\s*(?=[A-Za-z_][A-Za-z0-9_]*=)", line.lstrip("#").strip()):
+        key, sep, value = part.partition("=")
+        if sep:
+            meta.setdefault(key.strip(), value.strip())
+
+
+def read_csv(path):
+    """(meta, comment lines, rows) of a bench CSV; rows are dicts of strings."""
+    meta, comments, body = {}, [], []
+    with open(path, newline="") as f:
+        for line in f:
+            if line.startswith("#"):
+                comments.append(line.rstrip("\n"))
+                parse_comment(line, meta)
+            elif line.strip():
+                body.append(line)
+    return meta, comments, list(csv.DictReader(body))
+
+
+def num(row, key):
+    """Float value of row[key], or None when empty or absent."""
+    try:
+        return float(row.get(key) or "")
+    except ValueError:
+        return None
+
+
+# ============================================================================ merging
+
+
+def family_map(meta):
+    """recipe name -> family from qfuse.csv's `# recipes=name:family;...` line."""
+    pairs = (p.split(":", 1) for p in meta.get("recipes", "").split(";") if ":" in p)
+    return {name: fam for name, fam in pairs}
+
+
+def match_key(row, families):
+    """What a row measures: (family, op, norm, dtype, outputs, M, K, N). Peers name the family
+    in `recipe`; qfuse rows name the recipe, mapped to its family."""
+    recipe = row["recipe"]
+    family = recipe if row["kind"].startswith("peer") else families.get(recipe, recipe)
+    return (family,) + tuple(row[f] for f in MATCH_FIELDS)
+
+
+def fill_speedups(qrows, prows, families):
+    """Sets speedup_eager / speedup_compile of qfuse rows from peers with the same key."""
+    peers = {}
+    for p in prows:
+        if p["kind"] in PEER_KINDS and num(p, "us_median"):
+            peers[(p["kind"],) + match_key(p, families)] = num(p, "us_median")
+    for q in qrows:
+        us = num(q, "us_median")
+        if q["kind"] != "qfuse" or not us:
+            continue
+        for kind, col in PEER_KINDS.items():
+            peer_us = peers.get((kind,) + match_key(q, families))
+            q[col] = "%.3f" % (peer_us / us) if peer_us else ""
+
+
+def peer_lookup(prows, families):
+    """(kind, key) -> peer row, for the tables."""
+    return {(p["kind"],) + match_key(p, families): p for p in prows if p["kind"] in PEER_KINDS}
+
+
+def write_results(path, qcomments, pcomments, columns, rows):
+    with open(path, "w", newline="") as f:
+        for c in qcomments:
+            f.write(c + "\n")
+        for c in pcomments:
+            f.write("# peers: " + c.lstrip("#").strip() + "\n")
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: r.get(c, "") for c in columns})
+
+
+# ============================================================================ tables
+
+
+def fmt(v, spec):
+    return spec % v if v is not None else ""
+
+
+def percent(ratio):
+    return "%.0f%%" % (100 * ratio) if ratio is not None else ""
+
+
+def shape_of(r):
+    if not r.get("M"):
+        return ""
+    s = "%s x %s" % (r["M"], r["K"])
+    return s + (" -> %s" % r["N"] if r.get("N") else "")
+
+
+def kernel_label(r):
+    """Short name of a norm + quantize kernel: 'fp8_delayed layernorm rowwise+columnwise'."""
+    what = r["norm"] if r["op"] == "norm_quantize" else "weight"
+    return "%s %s %s" % (r["recipe"], what, r["outputs"])
+
+
+def nq_table(qrows, prows, families, dtype):
+    """Markdown table of the norm + quantize rows with x dtype `dtype`, peers beside."""
+    peers = peer_lookup(prows, families)
+    lines = ["| kernel | M x K | qfuse us | TB/s | of copy | eager us | compile us | "
+             "vs eager | vs compile |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in qrows:
+        if r["kind"] != "qfuse" or r["op"] not in ("norm_quantize", "quantize_weight") \
+                or r["dtype"] != dtype:
+            continue
+        e = peers.get(("peer_eager",) + match_key(r, families), {})
+        c = peers.get(("peer_compile",) + match_key(r, families), {})
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            kernel_label(r), shape_of(r), fmt(num(r, "us_median"), "%.1f"),
+            fmt(num(r, "tbps"), "%.2f"), percent(num(r, "ratio_copy")),
+            fmt(num(e, "us_median"), "%.1f"), fmt(num(c, "us_median"), "%.1f"),
+            fmt(num(r, "speedup_eager"), "%.2fx"), fmt(num(r, "speedup_compile"), "%.2fx")))
+    return lines
+
+
+def dtypes_table(qrows, dtypes):
+    """qfuse's norm + quantize rows of other x dtypes side by side: us, TB/s, of copy each."""
+    cells = {}
+    for r in qrows:
+        if r["kind"] == "qfuse" and r["op"] in ("norm_quantize", "quantize_weight") \
+                and r["dtype"] in dtypes:
+            cells.setdefault((kernel_label(r), shape_of(r)), {})[r["dtype"]] = r
+    head = "| kernel | M x K |" + "".join(" %s us | %s TB/s | of copy |" % (d, d) for d in dtypes)
+    lines = [head, "|---|---|" + "---|---|---|" * len(dtypes)]
+    for (label, shape), by_dt in cells.items():
+        line = "| %s | %s |" % (label, shape)
+        for d in dtypes:
+            r = by_dt.get(d, {})
+            line += " %s | %s | %s |" % (fmt(num(r, "us_median"), "%.1f"),
+                                         fmt(num(r, "tbps"), "%.2f"), percent(num(r, "ratio_copy")))
+        lines.append(line)
+    return lines if len(lines) > 2 else []
+
+
+def peer_only_table(qrows, prows, families):
+    """Peers with no qfuse row yet (formats qfuse does not ship): eager and compile times."""
+    have = {match_key(r, families) for r in qrows if r["kind"] == "qfuse"}
+    lines = ["| kernel | M x K | eager us | eager TB/s | compile us | compile TB/s | note |",
+             "|---|---|---|---|---|---|---|"]
+    compile_rows = peer_lookup(prows, families)
+    for e in prows:
+        key = match_key(e, families)
+        if e["kind"] != "peer_eager" or key in have or e["op"] == "gemm_fp8":
+            continue
+        c = compile_rows.get(("peer_compile",) + key, {})
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            kernel_label(e), shape_of(e), fmt(num(e, "us_median"), "%.1f"),
+            fmt(num(e, "tbps"), "%.2f"), fmt(num(c, "us_median"), "%.1f"),
+            fmt(num(c, "tbps"), "%.2f"), (e.get("note") or c.get("note") or "")[:80]))
+    return lines if len(lines) > 2 else []
+
+
+def gemm_table(qrows, prows, families):
+    """GEMM rows: qfuse FP8 against cuBLASLt FP8 alone, bf16 and torch._scaled_mm."""
+    peers = peer_lookup(prows, families)
+    lt = {(r["op"], r["M"], r["K"], r["N"]): r for r in qrows if r["kind"] == "ceiling"}
+    lines = ["| M x K -> N | qfuse FP8 TFLOP/s | cuBLASLt FP8 | cuBLASLt bf16 | "
+             "_scaled_mm eager | compiled | qfuse / cuBLASLt FP8 |",
+             "|---|---|---|---|---|---|---|"]
+    for r in qrows:
+        if r["kind"] != "qfuse" or r["op"] != "gemm_fp8":
+            continue
+        dims = (r["M"], r["K"], r["N"])
+        f8 = lt.get(("cublaslt_fp8_gemm",) + dims, {})
+        bf = lt.get(("cublaslt_bf16_gemm",) + dims, {})
+        e = peers.get(("peer_eager",) + match_key(r, families), {})
+        c = peers.get(("peer_compile",) + match_key(r, families), {})
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            shape_of(r), fmt(num(r, "tflops"), "%.0f"), fmt(num(f8, "tflops"), "%.0f"),
+            fmt(num(bf, "tflops"), "%.0f"), fmt(num(e, "tflops"), "%.0f"),
+            fmt(num(c, "tflops"), "%.0f"), fmt(num(r, "ratio_cublaslt"), "%.3f")))
+    return lines
+
+
+def jit_summary(qrows):
+    """One line per JIT kind: median and range over kernels."""
+    out = []
+    for kind, what, unit, scale in (("jit_cold", "cold NVRTC compile", "ms", 1e-3),
+                                    ("jit_disk", "disk-cache load (fresh context)", "ms", 1e-3),
+                                    ("jit_memory", "in-memory lookup", "us", 1.0)):
+        v = [num(r, "us_median") * scale for r in qrows
+             if r["kind"] == kind and num(r, "us_median")]
+        if v:
+            out.append("- %s: median %.3g %s over %d kernels (%.3g to %.3g)" % (
+                what, statistics.median(v), unit, len(v), min(v), max(v)))
+    return out
+
+
+def ceiling(qrows, op, field):
+    for r in qrows:
+        if r["kind"] == "ceiling" and r["op"] == op and num(r, field):
+            return num(r, field)
+    return None
+
+
+# ============================================================================ README
+
+
+def readme_section(qmeta, pmeta, qrows, prows, families):
+    copy, bf16 = ceiling(qrows, "copy_d2d", "tbps"), ceiling(qrows, "cublaslt_bf16_gemm", "tflops")
+    lines = ["Measured by `make bench` on %s, %s (CUDA %s, driver %s, cuBLASLt %s, NVRTC %s; "
+             "PyTorch %s, Triton %s)." % (
+                 qmeta.get("gpu", "?"), qmeta.get("date", "?"), qmeta.get("cuda", "?"),
+                 qmeta.get("driver", "?"), qmeta.get("cublaslt", "?"), qmeta.get("nvrtc", "?"),
+                 pmeta.get("torch", "not run"), pmeta.get("triton", "?")),
+             "Times are medians over batches of back-to-back launches between two CUDA events "
+             "(batch time / batch size), inputs rotated between sets larger than twice the L2, "
+             "random data. TB/s counts x and gamma/beta read and every output written; "
+             "\"of copy\" is the ratio to the device-to-device copy measured in the same run "
+             "(%s TB/s); cuBLASLt bf16 8192^3: %s TFLOP/s. Peers: the same work in PyTorch "
+             "eager and torch.compile (`scripts/bench_peers.py`); speedups are peer time / "
+             "qfuse time. All rows: `out/bench/results.csv`; plot: `out/bench/bandwidth.png`."
+             % (fmt(copy, "%.2f"), fmt(bf16, "%.0f")), "",
+             "Norm + quantize, bf16 input:", ""]
+    lines += nq_table(qrows, prows, families, "bf16")
+    lines += ["", "Norm + quantize, fp16 and fp32 input (qfuse only):", ""]
+    lines += dtypes_table(qrows, ("fp16", "fp32"))
+    other = peer_only_table(qrows, prows, families)
+    if other:
+        lines += ["", "Formats qfuse does not ship yet (PyTorch only, RMSNorm, bf16):", ""] + other
+    lines += ["", "FP8 GEMM (TN, per-tensor scales, bf16 out):", ""]
+    lines += gemm_table(qrows, prows, families) + ["", "JIT (per kernel):", ""] + jit_summary(qrows)
+    return lines
+
+
+def update_readme(path, lines):
+    text = open(path).read()
+    if BEGIN not in text or END not in text:
+        print("%s has no %s ... %s markers: not updated" % (path, BEGIN, END))
+        return
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+    print("updated %s" % path)
+
+
+# ============================================================================ plot
+
+
+def plot_groups(qrows, prows):
+    """{kernel label: {shape: {kind: TB/s}}} for bf16 norm + quantize rows, qfuse and peers."""
+    groups = {}
+    for r in qrows + prows:
+        if r["dtype"] != "bf16" or r["op"] not in ("norm_quantize", "quantize_weight"):
+            continue
+        if r["kind"] in ("qfuse",) + tuple(PEER_KINDS) and num(r, "tbps"):
+            groups.setdefault(kernel_label(r), {}).setdefault(shape_of(r), {})[r["kind"]] = \
+                num(r, "tbps")
+    return groups
+
+
+def plot(path, qrows, prows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: %s not written" % path)
+        return
+    groups, copy = plot_groups(qrows, prows), ceiling(qrows, "copy_d2d", "tbps")
+    if not groups:
+        print("no bf16 norm + quantize rows: %s not written" % path)
+        return
+    cols = 2
+    rows_n = (len(groups) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(7 * cols, 3.6 * rows_n), squeeze=False)
+    top = max([copy or 0.0] + [v for g in groups.values() for s in g.values() for v in s.values()])
+    for ax, (label, shapes) in zip(axes.flat, sorted(groups.items())):
+        plot_panel(ax, label, shapes, copy)
+        ax.set_ylim(0, 1.12 * top)
+    for ax in list(axes.flat)[len(groups):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 0.965))
+    fig.suptitle("Achieved bandwidth of norm + quantize, bf16 input (higher is better)", y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=110)
+    print("wrote %s" % path)
+
+
+def plot_panel(ax, label, shapes, copy):
+    bars = (("qfuse", "qfuse", "#1f77b4"), ("peer_eager", "PyTorch eager", "#ff7f0e"),
+            ("peer_compile", "torch.compile", "#2ca02c"))
+    names = list(shapes)
+    width = 0.27
+    for i, (kind, legend, color) in enumerate(bars):
+        xs = [j + (i - 1) * width for j in range(len(names))]
+        ax.bar(xs, [shapes[s].get(kind, 0.0) for s in names], width, label=legend, color=color)
+    if copy:
+        ax.axhline(copy, color="black", linestyle="--", linewidth=1,
+                   label="D2D copy %.2f TB/s" % copy)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, fontsize=8)
+    ax.set_ylabel("TB/s")
+    no_qfuse = not any("qfuse" in v for v in shapes.values())
+    ax.set_title(label + (" (no qfuse kernel yet)" if no_qfuse else ""), fontsize=10)
+
+
+# ============================================================================ main
+
+
+def print_table(qrows):
+    print("\n%-10s %-26s %-9s %-5s %-18s %-22s %9s %8s %8s %7s %7s %7s" % (
+        "kind", "op", "norm", "dtype", "outputs", "shape", "us", "TB/s", "TFLOP/s", "x copy",
+        "vs eag", "vs comp"))
+    for r in qrows:
+        print("%-10s %-26s %-9s %-5s %-18s %-22s %9s %8s %8s %7s %7s %7s" % (
+            r["kind"], r["op"][:26], r["norm"], r["dtype"], r["outputs"], shape_of(r),
+            fmt(num(r, "us_median"), "%.1f"), fmt(num(r, "tbps"), "%.3f"),
+            fmt(num(r, "tflops"), "%.1f"), fmt(num(r, "ratio_copy"), "%.3f"),
+            fmt(num(r, "speedup_eager"), "%.2f"), fmt(num(r, "speedup_compile"), "%.2f")))
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dir", default="out/bench", help="folder of qfuse.csv and peers.csv")
+    p.add_argument("--readme", default="README.md", help="README to update between the markers")
+    p.add_argument("--quick", action="store_true", help="smoke run: leave the README alone")
+    args = p.parse_args(argv)
+    qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
+    if not os.path.exists(qpath):
+        print("no %s (no GPU run): nothing to report" % qpath)
+        return 0
+    qmeta, qcomments, qrows = read_csv(qpath)
+    pmeta, pcomments, prows = read_csv(ppath) if os.path.exists(ppath) else ({}, [], [])
+    families = family_map(qmeta)
+    fill_speedups(qrows, prows, families)
+    print_table(qrows)
+    columns = list(qrows[0].keys()) if qrows else []
+    write_results(os.path.join(args.dir, "results.csv"), qcomments, pcomments, columns,
+                  qrows + prows)
+    plot(os.path.join(args.dir, "bandwidth.png"), qrows, prows)
+    if args.quick:
+        print("README not updated (--quick: smoke run)")
+    else:
+        update_readme(args.readme, readme_section(qmeta, pmeta, qrows, prows, families))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

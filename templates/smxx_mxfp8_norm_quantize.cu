@@ -1,0 +1,288 @@
+/* smxx_mxfp8_norm_quantize.cu: fused LayerNorm/RMSNorm (or none) + MXFP8 quantization with E8M0
+ * block scales: 1x32 blocks along K (rowwise), 32x1 blocks along M (columnwise, data not
+ * transposed), or one 32x32 tile amax for both (weights, BLOCK_2D).
+ *
+ * Numerics: SPEC 2.3 (E = ceil(log2(fl(amax * fl(1/fp8_max)))) or the OCP floor rule, clamped to
+ * [-127, 127]; q = rn_sat(y * 2^-E); a NaN in a block gives scale 0xFF and NaN elements) and SPEC 3
+ * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref_mx.c; given
+ * this kernel's mu/rsigma the bytes are identical.
+ *
+ * Work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp computes
+ * its rows' mean and variance (two passes over x). Phase 2: the block walks 32x32 sub-tiles, each
+ * exactly one columnwise block per column and one rowwise block per row: each thread normalizes 4
+ * consecutive elements; the 8 threads of a row reduce the row block's amax with shuffles; column
+ * amaxes go through shared memory. The runtime zeroes both scale matrices before the launch, so
+ * padding entries are always 0x00; this kernel writes every real entry.
+ *
+ * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
+ * -DQF_SCALE_SWIZZLED (runtime). M and K are run-time values. */
+#include "qf_formats.h"
+
+#ifndef QF_OUTPUTS
+#define QF_OUTPUTS QF_OUT_ROWWISE
+#endif
+#ifndef QF_GAMMA_DTYPE
+#define QF_GAMMA_DTYPE __IN_DTYPE__
+#endif
+#ifndef QF_SCALE_SWIZZLED
+#define QF_SCALE_SWIZZLED 0
+#endif
+
+namespace {
+
+constexpr int kNorm = __NORM__;
+constexpr int kZeroCenteredGamma = __ZERO_CENTERED_GAMMA__;
+constexpr int kInDtype = __IN_DTYPE__;
+constexpr int kOutDtype = __OUT_DTYPE__;
+constexpr int kScaleRounding = __SCALE_ROUNDING__;
+constexpr bool kBlock2d = __BLOCK_2D__ != 0;
+constexpr int kGammaDtype = QF_GAMMA_DTYPE;
+constexpr int kThreads = __BLOCK_THREADS__;
+constexpr int kTileM = __TILE_M__;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSubK = QF_MX_BLOCK; /* columns per sub-tile = one rowwise block */
+constexpr int kVec = 4;            /* elements per thread per sub-tile */
+constexpr bool kRowwise = (QF_OUTPUTS & QF_OUT_ROWWISE) != 0;
+constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
+constexpr bool kSwizzled = QF_SCALE_SWIZZLED != 0;
+constexpr float kFp8Max = kOutDtype == QF_DTYPE_E4M3 ? QF_E4M3_MAX : QF_E5M2_MAX;
+constexpr int kEmax = kOutDtype == QF_DTYPE_E4M3 ? 8 : 15;
+constexpr float kInvFp8Max = 1.0f / kFp8Max; /* fl(1/fp8_max), as the reference */
+
+static_assert(kTileM == QF_MX_BLOCK && kThreads == 256, "tile = one 32-row block, 256 threads");
+static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
+
+/* Element i of a bf16/fp16/fp32 array as fp32 (exact). */
+template <int DT>
+__device__ __forceinline__ float load_elem(const void *p, long long i) {
+    if (DT == QF_DTYPE_FP32)
+        return __ldg(static_cast<const float *>(p) + i);
+    unsigned short h = __ldg(static_cast<const unsigned short *>(p) + i);
+    if (DT == QF_DTYPE_BF16)
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* Two fp32 values to FP8, round to nearest even, saturating (SPEC 1); lo in bits 0-7. */
+__device__ __forceinline__ unsigned to_fp8x2(float lo, float hi) {
+    unsigned short r;
+    if (kOutDtype == QF_DTYPE_E4M3)
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* max(m, |v|) keeping NaN (qf_amax_merge). */
+__device__ __forceinline__ float amax_merge(float m, float v) {
+    float a = fabsf(v);
+    return (a > m || a != a) ? a : m;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* E8M0 byte of a block amax (SPEC 2.3), from the bits of fp32 values: no log2 approximation. */
+__device__ __forceinline__ unsigned e8m0_of_amax(float amax) {
+    if (amax != amax)
+        return 0xFFu;
+    const float v = kScaleRounding == QF_SCALE_ROUNDING_CEIL ? amax * kInvFp8Max : amax;
+    const unsigned bits = __float_as_uint(v);
+    const int e = static_cast<int>((bits >> 23) & 0xFFu);
+    if (e == 0) /* zero or subnormal: ceil(log2 v) is -126 only above 2^-127 (mantissa > 2^22) */
+        return (kScaleRounding == QF_SCALE_ROUNDING_CEIL && (bits & 0x7FFFFFu) > 0x400000u) ? 1u
+                                                                                            : 0u;
+    if (e == 255)
+        return 254u; /* inf clamps to 2^127 */
+    int E = kScaleRounding == QF_SCALE_ROUNDING_CEIL ? (e - 127) + ((bits & 0x7FFFFFu) != 0u)
+                                                     : (e - 127) - kEmax;
+    E = E < -127 ? -127 : (E > 127 ? 127 : E);
+    return static_cast<unsigned>(E + 127);
+}
+
+/* 2^-E for scale byte b = E + 127, exact (2^-127 is the subnormal 0x00400000); NaN for 0xFF. */
+__device__ __forceinline__ float e8m0_inverse(unsigned b) {
+    if (b == 0xFFu)
+        return __uint_as_float(0x7FC00000u);
+    if (b == 254u)
+        return __uint_as_float(0x00400000u);
+    return __uint_as_float((254u - b) << 23);
+}
+
+/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (SPEC 2.3 swizzle). */
+__device__ __forceinline__ long long swizzle_offset(long long i, long long j, long long C) {
+    const long long tile = (i / 128) * (C / 4) + j / 4;
+    return tile * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
+}
+
+__device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
+    if (kNorm == QF_NORM_LAYERNORM)
+        return fmaf((x - mu) * rsigma, g, b);
+    if (kNorm == QF_NORM_RMSNORM)
+        return (x * rsigma) * g;
+    return x;
+}
+
+/* Phase 1: mu and rsigma of one row, by one warp (SPEC 3). */
+__device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
+                          float *rsigma_out) {
+    const int lane = threadIdx.x & 31;
+    const long long base = row * K;
+    float mu = 0.0f;
+    if (kNorm == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+        for (long long k = lane; k < K; k += 32)
+            s += load_elem<kInDtype>(x, base + k);
+        mu = warp_sum(s) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+    for (long long k = lane; k < K; k += 32) {
+        float d = load_elem<kInDtype>(x, base + k) - mu;
+        ss += d * d;
+    }
+    *mu_out = mu;
+    *rsigma_out = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(K) + eps);
+}
+
+/* Quantizes 4 values with one scale multiplier and packs them little-endian. */
+__device__ __forceinline__ unsigned quant4(const float (&y)[kVec], const float (&inv)[kVec]) {
+    const unsigned lo = to_fp8x2(y[0] * inv[0], y[1] * inv[1]);
+    const unsigned hi = to_fp8x2(y[2] * inv[2], y[3] * inv[3]);
+    return lo | (hi << 16);
+}
+
+/* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
+__device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
+    if (n == 4 && aligned) {
+        *reinterpret_cast<unsigned *>(p) = v;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+/* Writes rowwise scale entry (m, kb): [roundup(M,128), roundup(cdiv(K,32),4)]. */
+__device__ __forceinline__ void store_row_scale(const qf_mx_params &p, long long m, long long kb,
+                                                unsigned byte) {
+    const long long C = ((p.K + 31) / 32 + 3) / 4 * 4;
+    const long long off = kSwizzled ? swizzle_offset(m, kb, C) : m * C + kb;
+    p.scale_row[off] = static_cast<unsigned char>(byte);
+}
+
+/* Writes columnwise scale entry (mb, k): [roundup(cdiv(M,32),4), roundup(K,128)], swizzled as
+ * its transpose [roundup(K,128), roundup(cdiv(M,32),4)]. */
+__device__ __forceinline__ void store_col_scale(const qf_mx_params &p, long long mb, long long k,
+                                                unsigned byte) {
+    const long long Cm = ((p.M + 31) / 32 + 3) / 4 * 4, Ck = (p.K + 127) / 128 * 128;
+    const long long off = kSwizzled ? swizzle_offset(k, mb, Cm) : mb * Ck + k;
+    p.scale_col[off] = static_cast<unsigned char>(byte);
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_mx_params p) {
+    __shared__ float s_mu[kTileM], s_rsigma[kTileM];
+    __shared__ float s_abs[kTileM][kSubK + 1]; /* |y| of the sub-tile, for column amaxes */
+    __shared__ unsigned s_colbyte[kSubK];
+    __shared__ unsigned s_tilebyte;
+    const long long M = p.M, K = p.K;
+    const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    /* Phase 1: row statistics. */
+    if (kNorm != QF_NORM_NONE) {
+        for (int r = warp; r < kTileM; r += kWarps) {
+            if (m0 + r >= M)
+                continue;
+            float mu, rs;
+            row_stats(p.x, m0 + r, K, p.eps, &mu, &rs);
+            if (lane == 0) {
+                s_mu[r] = mu;
+                s_rsigma[r] = rs;
+                if (kNorm == QF_NORM_LAYERNORM)
+                    p.mu[m0 + r] = mu;
+                p.rsigma[m0 + r] = rs;
+            }
+        }
+        __syncthreads();
+    }
+
+    const int r = threadIdx.x / (kSubK / kVec);          /* row in tile, 0..31 */
+    const int c = (threadIdx.x % (kSubK / kVec)) * kVec; /* first column in sub-tile */
+    const long long m = m0 + r;
+    const float mu = (kNorm == QF_NORM_LAYERNORM && m < M) ? s_mu[r] : 0.0f;
+    const float rs = (kNorm != QF_NORM_NONE && m < M) ? s_rsigma[r] : 1.0f;
+    const bool aligned = (K & 3) == 0;
+
+    /* Phase 2: one 32x32 sub-tile at a time. */
+    for (long long k0 = 0; k0 < K; k0 += kSubK) {
+        float y[kVec];
+        float ramax = 0.0f;
+        const long long left = K - (k0 + c);
+        const int nk = (m < M && left > 0) ? (left < kVec ? static_cast<int>(left) : kVec) : 0;
+#pragma unroll
+        for (int i = 0; i < kVec; i++) {
+            y[i] = 0.0f;
+            if (i < nk) {
+                const long long k = k0 + c + i;
+                float g = 1.0f, b = 0.0f;
+                if (kNorm != QF_NORM_NONE) {
+                    g = load_elem<kGammaDtype>(p.gamma, k);
+                    g = kZeroCenteredGamma ? g + 1.0f : g;
+                }
+                if (kNorm == QF_NORM_LAYERNORM)
+                    b = load_elem<kGammaDtype>(p.beta, k);
+                y[i] = normalize(load_elem<kInDtype>(p.x, m * K + k), mu, rs, g, b);
+                ramax = amax_merge(ramax, y[i]);
+            }
+            s_abs[r][c + i] = i < nk ? fabsf(y[i]) : 0.0f;
+        }
+        /* Row block amax over the 8 threads of this row (lanes 8j..8j+7 of one warp). */
+        for (int o = 1; o < 8; o <<= 1)
+            ramax = amax_merge(ramax, __shfl_xor_sync(0xffffffffu, ramax, o));
+        __syncthreads();
+        /* Column amaxes (and the 32x32 tile amax) from shared memory. */
+        if (threadIdx.x < kSubK) {
+            float a = 0.0f;
+            for (int i = 0; i < kTileM; i++)
+                a = amax_merge(a, s_abs[i][threadIdx.x]);
+            s_abs[0][threadIdx.x] = a; /* row 0 reused: every thread has read its own cells */
+        }
+        __syncthreads();
+        if (threadIdx.x < kSubK) {
+            if (kBlock2d) {
+                float t = 0.0f;
+                for (int i = 0; i < kSubK; i++)
+                    t = amax_merge(t, s_abs[0][i]);
+                if (threadIdx.x == 0)
+                    s_tilebyte = e8m0_of_amax(t);
+            }
+            s_colbyte[threadIdx.x] = e8m0_of_amax(s_abs[0][threadIdx.x]);
+        }
+        __syncthreads();
+        const unsigned rbyte = kBlock2d ? s_tilebyte : e8m0_of_amax(ramax);
+        if (kRowwise && nk > 0) {
+            const float inv = e8m0_inverse(rbyte);
+            const float invs[kVec] = {inv, inv, inv, inv};
+            store4(p.out_row + m * K + k0 + c, quant4(y, invs), nk, aligned);
+            if (c == 0)
+                store_row_scale(p, m, k0 / kSubK, rbyte);
+        }
+        if (kColumnwise && nk > 0) {
+            float invs[kVec];
+#pragma unroll
+            for (int i = 0; i < kVec; i++)
+                invs[i] = e8m0_inverse(kBlock2d ? s_tilebyte : s_colbyte[c + i]);
+            store4(p.out_col + m * K + k0 + c, quant4(y, invs), nk, aligned);
+        }
+        if (kColumnwise && threadIdx.x < kSubK && k0 + threadIdx.x < K)
+            store_col_scale(p, m0 / kTileM, k0 + threadIdx.x,
+                            kBlock2d ? s_tilebyte : s_colbyte[threadIdx.x]);
+        __syncthreads(); /* s_abs, s_colbyte and s_tilebyte are reused by the next sub-tile */
+    }
+}

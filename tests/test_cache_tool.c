@@ -1,0 +1,325 @@
+/* test_cache_tool.c: qfuse-cache (list, clear, prune, warm) run as a program, as a cluster script
+ * would, against a temporary QFUSE_CACHE_DIR. The tool is found next to this binary's directory
+ * ($(BUILD_DIR)/qfuse-cache for $(BUILD_DIR)/tests/test_cache_tool). */
+#include "test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jit_cache.h"
+#include "registry.h"
+
+#define KEY_X "00112233445566778899aabbccddeeff"
+
+static char g_tool[PATH_MAX];
+
+typedef struct fixture {
+    char root[64], dir[PATH_MAX];
+} fixture;
+
+typedef struct result {
+    int status; /* exit status, or -1 when killed */
+    char *out, *err;
+} result;
+
+/* {===================================================================== helpers */
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* The child's side of run_tool: environment, output files, exec. Never returns. */
+static void exec_tool(const fixture *fx, char *const *argv, int disable_disk) {
+    char out[PATH_MAX + 8], err[PATH_MAX + 8];
+    snprintf(out, sizeof out, "%s/out", fx->root);
+    snprintf(err, sizeof err, "%s/err", fx->root);
+    int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+        _exit(126);
+    setenv("QFUSE_CACHE_DIR", fx->dir, 1);
+    if (disable_disk)
+        setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
+    else
+        unsetenv("QFUSE_DISABLE_DISK_CACHE");
+    execv(g_tool, argv);
+    _exit(127);
+}
+
+/* Runs qfuse-cache with args (NULL-terminated); stdout and stderr are captured. */
+static result run_tool_env(const fixture *fx, const char *const *args, int disable_disk) {
+    char *argv[16] = {g_tool};
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = (char *)args[i];
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        exec_tool(fx, argv, disable_disk);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char path[PATH_MAX + 8];
+    result r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, NULL, NULL};
+    snprintf(path, sizeof path, "%s/out", fx->root);
+    r.out = slurp(path);
+    snprintf(path, sizeof path, "%s/err", fx->root);
+    r.err = slurp(path);
+    return r;
+}
+
+#define run_tool(fx, ...) run_tool_env((fx), (const char *const[]){__VA_ARGS__, NULL}, 0)
+
+/* Asserts the exit status and that stdout (or stderr) holds sub; frees r. */
+static void expect_run(result r, int status, const char *out_sub, const char *err_sub) {
+    if (r.status != status || (out_sub && !strstr(r.out, out_sub)) ||
+        (err_sub && !strstr(r.err, err_sub)))
+        fail_msg("exit %d (expected %d)\nstdout:\n%s\nstderr:\n%s\nexpected stdout to hold "
+                 "\"%s\" and stderr \"%s\"", r.status, status, r.out, r.err,
+                 out_sub ? out_sub : "", err_sub ? err_sub : "");
+    free(r.out);
+    free(r.err);
+}
+
+static int count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
+        n++;
+    return n;
+}
+
+/* Files of fx->dir whose name contains sub. */
+static int count_files(const fixture *fx, const char *sub) {
+    DIR *d = opendir(fx->dir);
+    int n = 0;
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        n += strstr(e->d_name, sub) != NULL;
+    closedir(d);
+    return n;
+}
+
+/* Variants warm compiles for the per-tensor FP8 kernels matching glob, counted from the registry:
+ * norm + quantize 3 outputs x 2 gamma dtypes (1 when x is fp32), quantize 3 outputs, others 1. */
+static int expected_variants(const char *glob) {
+    int n = 0;
+    for (int i = 0; i < qf_kernel_count; i++) {
+        const qf_kernel_entry *k = &qf_kernels[i];
+        if (fnmatch(glob, k->name, 0) != 0)
+            continue;
+        if (k->op == QF_OP_NORM_QUANTIZE)
+            n += k->in_dtype == QF_DTYPE_FP32 ? 3 : 6;
+        else
+            n += k->op == QF_OP_QUANTIZE ? 3 : 1;
+    }
+    return n;
+}
+
+/* Creates fx->dir/name with some bytes and the given age in seconds. */
+static void make_file(const fixture *fx, const char *name, const char *text, long age) {
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/%s", fx->dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+static int exists(const fixture *fx, const char *name) {
+    char path[PATH_MAX + 300];
+    snprintf(path, sizeof path, "%s/%s", fx->dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state) {
+    fixture *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        return -1;
+    snprintf(fx->root, sizeof fx->root, "/tmp/qf_test_tool.XXXXXX");
+    if (!mkdtemp(fx->root))
+        return -1;
+    snprintf(fx->dir, sizeof fx->dir, "%s/cache", fx->root);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *fx = *state;
+    nftw(fx->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(fx);
+    return 0;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== tests */
+
+static void test_help(void **state) {
+    expect_run(run_tool(*state, "--help"), 0, "usage: qfuse-cache", NULL);
+    expect_run(run_tool(*state, "warm", "--help"), 0, "prune --older-than", NULL);
+}
+
+/* Bad arguments exit 2 with a message naming them, and touch nothing (no directory made). */
+static void test_bad_arguments(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool(fx, "bogus"), 2, NULL, "unknown command 'bogus'");
+    expect_run(run_tool(fx, "--frobnicate", "list"), 2, NULL, "unknown option '--frobnicate'");
+    expect_run(run_tool(fx, "--dir"), 2, NULL, "--dir needs a directory");
+    expect_run(run_tool(fx, "list", "extra"), 2, NULL, "list: unexpected argument 'extra'");
+    expect_run(run_tool(fx, "prune"), 2, NULL, "prune: --older-than AGE is required");
+    expect_run(run_tool(fx, "prune", "--older-than", "7x"), 2, NULL,
+               "--older-than '7x' is not a duration");
+    expect_run(run_tool(fx, "prune", "--older-than=-1d"), 2, NULL, "'-1d' is not a duration");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_9"), 2, NULL,
+               "--arch 'sm_9' is not an architecture");
+    expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
+    expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");
+    expect_run(run_tool_env(fx, (const char *const[]){NULL}, 0), 2, NULL, "missing command");
+    struct stat st;
+    assert_int_equal(stat(fx->dir, &st), -1);
+}
+
+/* warm fills the cache with every variant once; a second warm compiles nothing; list shows them
+ * as current; prune keeps young entries and removes old ones; clear empties the directory but
+ * leaves foreign files and a store in progress alone. */
+static void test_warm_list_prune_clear(void **state) {
+    fixture *fx = *state;
+    static const char glob[] = "qf_fp8_delayed_quant_weight_bf16";
+    char want[128];
+    int n = expected_variants(glob);
+    assert_int_equal(n, 3);
+    snprintf(want, sizeof want, "%d compiled, 0 already cached, 0 failed", n);
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--jobs", "2", "--kernel", glob), 0, want,
+               "[3/3]");
+    assert_int_equal(count_files(fx, ".cubin"), n);
+    snprintf(want, sizeof want, "0 compiled, %d already cached", n);
+    expect_run(run_tool(fx, "warm", "--arch=sm_90", "--kernel", glob, "fp8_delayed"), 0, want,
+               NULL);
+    result r = run_tool(fx, "list");
+    assert_int_equal(count_substr(r.out, "qf_fp8_delayed_quant_weight_bf16"), n);
+    assert_int_equal(count_substr(r.out, "  ok\n"), n);
+    assert_int_equal(count_substr(r.out, "fp8_delayed  "), n);
+    assert_int_equal(count_substr(r.out, "sm_90 "), n);
+    expect_run(r, 0, "3 entries", NULL);
+    make_file(fx, "notes.txt", "not ours\n", 30 * 86400);
+    make_file(fx, "k." KEY_X ".cubin.tmp.1.2", "in progress", 0);
+    make_file(fx, "k." KEY_X ".cubin.tmp.3.4", "crashed writer", 3600);
+    make_file(fx, "qf_fp8_delayed_quant_weight_bf16." KEY_X ".cubin", "old", 2 * 86400);
+    expect_run(run_tool(fx, "prune", "--older-than", "1d"), 0, "removed 1 entry", NULL);
+    assert_int_equal(count_files(fx, ".cubin"), n + 1); /* n entries + the young temp file */
+    assert_false(exists(fx, "k." KEY_X ".cubin.tmp.3.4"));
+    expect_run(run_tool(fx, "prune", "--older-than", "12h"), 0, "removed 0 entries", NULL);
+    expect_run(run_tool(fx, "clear"), 0, "removed 3 entries", NULL);
+    assert_int_equal(count_files(fx, ".cubin"), 1);
+    assert_true(exists(fx, "notes.txt"));
+    assert_true(exists(fx, "k." KEY_X ".cubin.tmp.1.2"));
+    expect_run(run_tool(fx, "list"), 0, "0 entries", NULL);
+}
+
+/* prune --older-than 0s removes every entry, however young. */
+static void test_prune_zero_removes_all(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update"),
+               0, "1 compiled", NULL);
+    expect_run(run_tool(fx, "prune", "--older-than", "0s"), 0, "removed 1 entry", NULL);
+    assert_int_equal(count_files(fx, ".cubin"), 0);
+}
+
+/* A named architecture is compiled for, whatever the machine has. */
+static void test_warm_named_arch(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "*fp8_delayed_scale_upd?te"),
+               0, "warm: sm_100, 1 variant: 1 compiled", NULL);
+    expect_run(run_tool(fx, "list"), 0, "sm_100 ", NULL);
+}
+
+/* list says what is wrong with an entry that would not load, and which valid entries this build
+ * would never ask for (another build's keys, unknown kernels). */
+static void test_list_invalid_and_stale(void **state) {
+    fixture *fx = *state;
+    unsigned char payload[100] = {1, 2, 3};
+    char garbage[121], unknown[64];
+    memset(garbage, 'x', sizeof garbage - 1);
+    garbage[sizeof garbage - 1] = '\0'; /* longer than a header: rejected for its magic */
+    snprintf(unknown, sizeof unknown, "%-14s  %s", "?", "no_such_kernel");
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    make_file(fx, "qf_fp8_delayed_scale_update.ffffffffffffffffffffffffffffffff.cubin", garbage,
+              0);
+    setenv("QFUSE_CACHE_DIR", fx->dir, 1);
+    qf_cache_reset();
+    assert_int_equal(qf_cache_store("qf_fp8_delayed_scale_update", KEY_X, 90, payload, 100),
+                     QF_OK);
+    assert_int_equal(qf_cache_store("no_such_kernel", KEY_X, 90, payload, 100), QF_OK);
+    unsetenv("QFUSE_CACHE_DIR");
+    qf_cache_reset();
+    result r = run_tool(fx, "list");
+    assert_non_null(strstr(r.out, "invalid: bad magic"));
+    assert_int_equal(count_substr(r.out, "  stale\n"), 2);
+    assert_non_null(strstr(r.out, unknown));
+    expect_run(r, 0, "3 entries", NULL);
+}
+
+/* Without a usable disk cache there is nothing to warm: exit 1 and say why. */
+static void test_warm_without_disk_cache(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool_env(fx, (const char *const[]){"warm", "--arch", "sm_90", NULL}, 1), 1,
+               NULL, "no usable disk cache");
+}
+
+/* =====================================================================} */
+
+/* The tool sits in the build directory, one level above this binary's tests/ directory. */
+static int find_tool(void) {
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char *tests_dir = dirname(self);
+    snprintf(g_tool, sizeof g_tool, "%s/../qfuse-cache", tests_dir);
+    return access(g_tool, X_OK);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void) {
+    if (find_tool() != 0) {
+        fprintf(stderr, "test_cache_tool: %s not found; build it first (make)\n", g_tool);
+        return 1;
+    }
+    umask(022);
+    const struct CMUnitTest tests[] = {
+        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear),
+        T(test_prune_zero_removes_all), T(test_warm_named_arch), T(test_list_invalid_and_stale),
+        T(test_warm_without_disk_cache),
+    };
+    return cmocka_run_group_tests_name("cache_tool", tests, NULL, NULL);
+}
