@@ -53,6 +53,9 @@ static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
 static qf_status qf_mx_launch(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
                               qf_mx_params *p, const qf_mx_out *out, void *stream) {
     qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_ready(ctx, qf_kernels[kidx].op == QF_OP_QUANTIZE ? "qf_quantize_mxfp8"
+                                                                   : "qf_norm_quantize_mxfp8",
+                        stream)); /* device-less contexts stop here; foreign streams too */
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
     int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;

@@ -225,7 +225,7 @@ static void test_gemm_shapes(void **state) {
         skip();
     static const int64_t shapes[][4] = {
         {32, 32, 32, 0},     {96, 64, 64, 1},      {1, 1, 32, 0},        {130, 7, 96, 1},
-        {257, 129, 160, 1},  {993, 1024, 1024, 0}, {1024, 993, 1024, 1}, {1000, 1000, 2016, 1},
+        {257, 129, 160, 1},  {993, 1024, 1024, 0}, {1024, 993, 1024, 1}, {320, 200, 2016, 1},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int64_t *s = shapes[i];
@@ -336,7 +336,7 @@ static double bf16_lt_tflops(int64_t S) {
     return 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
 }
 
-/* 8192^3 (QFUSE_TEST_QUICK=1 skips it): 32 sampled rows against the reference, then the kernel's
+/* 8192^3 (QFUSE_TEST_QUICK=1 skips it): 16 sampled rows against the reference, then the kernel's
  * TFLOP/s next to bf16 cuBLASLt's. */
 static void test_gemm_8192_timing(void **state) {
     (void)state;
@@ -352,16 +352,16 @@ static void test_gemm_8192_timing(void **state) {
     QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(case_run(ctx, &c)));
     uint16_t *y = malloc((size_t)(S * S) * 2);
     CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
-    int64_t rows[32], nonfinite;
-    for (int i = 0; i < 32; i++) /* spread over M, at varying offsets inside a 128-row tile */
-        rows[i] = (i * (S / 32) + i * 37 % 128) % S;
-    rows[31] = S - 1;
-    double err = case_error(&c, y, rows, 32, &nonfinite);
+    int64_t rows[16], nonfinite;
+    for (int i = 0; i < 16; i++) /* spread over M, at varying offsets inside a 128-row tile */
+        rows[i] = (i * (S / 16) + i * 37 % 128) % S;
+    rows[15] = S - 1;
+    double err = case_error(&c, y, rows, 16, &nonfinite);
     free(y);
     case_free(&c);
     const double tf = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
     const double lt = bf16_lt_tflops(S);
-    printf("mxfp8_gemm 8192^3 (32 sampled rows): rel err %.3e, non-finite %lld\n", err,
+    printf("mxfp8_gemm 8192^3 (16 sampled rows): rel err %.3e, non-finite %lld\n", err,
            (long long)nonfinite);
     printf("mxfp8_gemm: %.1f TFLOP/s (%.3f ms); bf16 cuBLASLt: %.1f TFLOP/s\n", tf, (double)ms,
            lt);
