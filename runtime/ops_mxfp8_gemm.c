@@ -117,7 +117,8 @@ static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_reci
 }
 
 /* Launches the generated kernel: one block per QF_MX_GEMM_TILE_M x QF_MX_GEMM_TILE_N tile of y,
- * with the kernel's dynamic shared memory opted into (it is past the default 48 KiB). */
+ * with the kernel's dynamic shared memory opted into (it is past the default 48 KiB) and the
+ * whole carveout asked for shared memory (QF_MX_GEMM_MIN_BLOCKS blocks must fit on an SM). */
 static qf_status qf_mxg_launch(qf_ctx_t *ctx, int kidx, qf_mx_gemm_params *p, void *stream) {
     const qf_kernel_entry *k = &qf_kernels[kidx];
     const qf_kernel_instance inst = qf_kernel_instance_default(k);
@@ -135,6 +136,8 @@ static qf_status qf_mxg_launch(qf_ctx_t *ctx, int kidx, qf_mx_gemm_params *p, vo
     if (!cu)
         return QF_ERR_NO_DEVICE;
     QF_CU_CHECK(cu->FuncSetAttribute(lk.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+    QF_CU_CHECK(cu->FuncSetAttribute(lk.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                     CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
     void *args[] = {p};
     QF_CU_CHECK(cu->LaunchKernel(lk.fn, (unsigned)tiles, 1, 1, k->block_threads, 1, 1,
                                  (unsigned)smem, (CUstream)stream, args, NULL));

@@ -175,9 +175,11 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
  * (runtime/ops_mxfp8_gemm.c) so that both agree on the grid (one block per TILE_M x TILE_N tile
  * of y) and the dynamic shared memory: per stage, the A and B k-tiles (FP8 bytes), their decoded
  * scales (fp32) and one scale-byte range per warp. sm_89 offers 99 KiB per block, hence fewer
- * stages there. */
+ * stages there. TILE_N 128: 8 warps of 64 x 32, one block per SM (255 registers); TILE_N 64: 8
+ * warps of 32 x 32, two blocks per SM (MIN_BLOCKS 2 caps registers at 128), measured slower. */
 #define QF_MX_GEMM_TILE_M 128
 #define QF_MX_GEMM_TILE_N 128
+#define QF_MX_GEMM_MIN_BLOCKS 1 /* resident blocks per SM the registers are sized for */
 #define QF_MX_GEMM_TILE_K 128
 #define QF_MX_GEMM_STAGES 4      /* sm_90 and later */
 #define QF_MX_GEMM_STAGES_SM89 2 /* sm_89 */

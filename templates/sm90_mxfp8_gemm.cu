@@ -3,31 +3,40 @@
  * y[M, N] = A[M, K] B[N, K]^T (+ bias[N]), y bf16 (round to nearest even), with A and B FP8
  * (E4M3 or E5M2, per placeholder) row-major and K-major, and one E8M0 scale per 32 consecutive
  * elements along K read from the compact, padded scale matrices of SPEC 2.3 (qf_mx_gemm_params).
- * Neither operand is ever dequantized to memory: the FP8 bytes go straight into the tensor cores
- * and the scales are applied to fp32 partial sums. The oracle is qf_gemm_mxfp8_ref
- * (runtime/ref_mx.h), computed in double; the op is runtime/ops_mxfp8_gemm.c.
+ * Neither operand is ever dequantized to memory: the FP8 bytes go from shared memory into
+ * registers and the tensor cores, and the scales are applied to fp32 partial sums. The oracle is
+ * qf_gemm_mxfp8_ref (runtime/ref_mx.h), computed in double; the op is runtime/ops_mxfp8_gemm.c.
  *
- * Structure (one block of 256 threads = 8 warps per TILE_M x TILE_N tile of y):
+ * Structure (one block of 256 threads = 8 warps per TILE_M x TILE_N tile of y; qf_formats.h):
  * - Grid: one block per output tile, in groups of 8 tile rows so that the blocks resident at one
  *   time share their A and B panels in L2.
- * - Main loop over k-tiles of TILE_K bytes, QF_MX_GEMM_STAGES deep: cp.async copies the A and B
- *   tiles (16-byte chunks, zero-filled past M, N or K) into shared memory, each 128-byte row
- *   stored with its chunks XOR-swizzled by (row % 8) so that ldmatrix reads are conflict-free.
- *   One barrier per k-tile.
- * - Scales: threads 0..127 read the 4 scale bytes of one A row per k-tile, threads 128..255 those
- *   of one B row, with plain loads issued before the k-tile's math and stored after it (the
- *   latency hides behind the math), decoded exactly to fp32 (2^(b-127) by bits; byte 0 is the
- *   subnormal 2^-127, 0xFF is NaN) into shared memory in the order the consumers read them. Only
- *   entries of real rows (< M, < N) and real blocks (< K/32) are read; the padding never is, so
- *   poisoned padding cannot change y. Entries past the edges are 0 (their data is zero too).
- * - Math: warps form a 2 x 4 grid of 64 x 32 warp tiles. Per 32-element k-step (= one scale
- *   block) a warp issues 16 mma.sync.m16n8k32 into zeroed registers, then folds each partial sum p
- *   into its fp32 accumulator: acc = fmaf(p, sa * sb, acc). sa * sb = 2^(ea+eb-254) is exact when
- *   ea+eb-254 lies in [-149, 127], which the loaders check for the whole k-tile (the byte range
- *   of each operand, reduced per warp); a k-tile outside that range takes the exact path
- *   (fold_exact: two balanced powers of two), so no scale combination over- or underflows early.
- *   A NaN scale makes its contributions NaN.
+ * - Main loop over k-tiles of TILE_K bytes, QF_MX_GEMM_STAGES deep (2 on sm_89): cp.async copies
+ *   the A and B tiles (16-byte chunks, zero-filled past M, N or K) into shared memory, each
+ *   128-byte row stored with its chunks XOR-swizzled by (row % 8) so that ldmatrix reads are
+ *   conflict-free. One barrier per k-tile.
+ * - Scales: threads 0..TILE_M-1 read the 4 scale bytes of one A row per k-tile, the next TILE_N
+ *   threads those of one B row, with plain loads issued before the k-tile's math and stored after
+ *   it (the latency hides behind the math), decoded exactly to fp32 (2^(b-127) by bits; byte 0 is
+ *   the subnormal 2^-127, 0xFF is NaN) into shared memory in the order the consumers read them.
+ *   Only entries of real rows (< M, < N) and real blocks (< K/32) are read; the padding never is,
+ *   so poisoned padding cannot change y. Entries past the edges are 0 (their data is zero too).
+ * - Math: warps form a grid of 64 x 32 (TILE_N 128) or 32 x 32 (TILE_N 64) warp tiles. Per
+ *   32-element k-step (= one scale block) a warp loads its FP8 fragments with ldmatrix, converts
+ *   them exactly to f16 (cvt.f16x2.e4m3x2 / e5m2x2) and gets each m16n8 block's partial sums p
+ *   from two chained m16n8k16 MMAs started from zero, then folds p into its fp32 accumulator:
+ *   acc = fmaf(p, sa * sb, acc). sa * sb = 2^(ea+eb-254) is exact when ea+eb-254 lies in
+ *   [-149, 127], which the loaders check for the whole k-tile (the byte range of each operand,
+ *   reduced per warp); a k-tile outside that range takes the exact path (fold_exact: two balanced
+ *   powers of two), so no scale combination over- or underflows early. A NaN scale makes its
+ *   contributions NaN.
  * - Epilogue: acc + bias (fp32), rounded to bf16 once, stored as bf16 pairs where aligned.
+ *
+ * NOTES: sm_90 has no FP8 mma.sync: ptxas lowers mma.sync.m16n8k32.e4m3 to the same F2FP
+ * conversions and two HMMA.16816 per MMA, plus four FADDs to join the halves (seen in SASS); doing
+ * the conversion here and chaining the halves saves the FADDs. The FP8 tensor-core path of
+ * Hopper is wgmma (QGMMA), which needs an sm_90a build: the next step for speed. Measured on an
+ * H200 at 8192^3: 193 TFLOP/s with TILE_N 128 (ncu: issue 52% busy, tensor pipe 30%, i.e. latency
+ * bound at 2 warps per scheduler), 152 with TILE_N 64 at two blocks per SM; bf16 cuBLASLt 785.
  *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K
  * varies at run time: a new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
@@ -47,29 +56,35 @@ constexpr int kStages = QF_MX_GEMM_STAGES;
 #else
 constexpr int kStages = QF_MX_GEMM_STAGES_SM89; /* 99 KiB of shared memory per block */
 #endif
-constexpr int kSteps = kTileK / QF_MX_BLOCK;         /* 32-element k-steps (scale blocks) per tile */
-constexpr int kWarpsM = 2;
-constexpr int kWarpsN = 4;
-constexpr int kWarpM = kTileM / kWarpsM;             /* 64 rows per warp */
-constexpr int kWarpN = kTileN / kWarpsN;             /* 32 columns per warp */
-constexpr int kMI = kWarpM / 16;                     /* m16 fragments per warp */
-constexpr int kNI = kWarpN / 8;                      /* n8 fragments per warp */
+constexpr int kSteps = kTileK / QF_MX_BLOCK;         /* 32-element k-steps (scale blocks) */
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpN = 32;                           /* columns per warp */
+constexpr int kWarpsN = kTileN / kWarpN;             /* 4 (TILE_N 128) or 2 (TILE_N 64) */
+constexpr int kWarpsM = kWarps / kWarpsN;            /* 2 or 4 */
+constexpr int kWarpM = kTileM / kWarpsM;             /* 64 or 32 rows per warp */
+constexpr int kMI = kWarpM / 16;                     /* m16 fragments per warp: 4 or 2 */
+constexpr int kNI = kWarpN / 8;                      /* n8 fragments per warp: 4 */
 constexpr int kRowBytes = kTileK;                    /* one smem row = one k-tile of one row */
 constexpr int kTileABytes = kTileM * kRowBytes;
 constexpr int kTileBBytes = kTileN * kRowBytes;
 constexpr int kStageBytes = kTileABytes + kTileBBytes;
-constexpr int kScaleFloats = kSteps * (kTileM + kTileN); /* decoded scales of one stage */
-constexpr int kRangeWords = kThreads / 32;           /* one byte range per warp and stage */
+constexpr int kChunksA = kTileABytes / 16 / kThreads; /* 16-byte cp.async copies per thread */
+constexpr int kChunksB = kTileBBytes / 16 / kThreads;
+constexpr int kScaleRows = kTileM + kTileN;          /* loader threads: A rows, then B rows */
+constexpr int kScaleFloats = kSteps * kScaleRows;    /* decoded scales of one stage */
+constexpr int kRangeWords = kWarps;                  /* one byte range per warp and stage */
 constexpr int kGroupM = 8;                           /* tile rows per raster group */
 constexpr int kExpSumMin = 127 + 127 - 149;          /* ea + eb >= this: 2^(ea+eb-254) exact */
 constexpr int kExpSumMax = 127 + 127 + 127;          /* ea + eb <= this: no overflow */
 
 static_assert(kTileM == QF_MX_GEMM_TILE_M, "qfuse-gen's tile_m must match qf_formats.h");
-static_assert(kThreads == 256 && kThreads == kWarpsM * kWarpsN * 32, "8 warps, 2 x 4");
-static_assert(kThreads == kTileM + kTileN, "one scale row per thread (A rows, then B rows)");
+static_assert(kThreads == 256 && kWarpsM * kWarpsN == kWarps, "8 warps, kWarpsM x kWarpsN");
+static_assert(kTileN == 64 || kTileN == 128, "warp grid 4 x 2 (32 x 32 tiles) or 2 x 4 (64 x 32)");
+static_assert(kScaleRows <= kThreads && kTileM % 32 == 0, "one scale row per thread, whole warps");
 static_assert(kRowBytes == 128 && kSteps == 4, "swizzle and scale loads assume 128-byte k-tiles");
-static_assert(kTileM * kRowBytes / 16 == 4 * kThreads, "4 A chunks and 4 B chunks per thread");
-static_assert(kMI == 4 && kNI == 4, "warp tile 64 x 32");
+static_assert(kChunksA * kThreads * 16 == kTileABytes && kChunksB * kThreads * 16 == kTileBBytes,
+              "whole 16-byte chunks per thread");
+static_assert(kMI % 2 == 0 && kNI == 4, "scales are read as float4");
 static_assert(QF_MX_GEMM_SMEM_BYTES_FOR(kStages) ==
                   kStages * (kStageBytes + kScaleFloats * 4 + kRangeWords * 4),
               "QF_MX_GEMM_SMEM_BYTES out of sync with the kernel's shared-memory layout");
@@ -197,17 +212,18 @@ __device__ __forceinline__ float fold_exact(float acc, float p, float sa, float 
  * its 8 rows (A: 4 m16 fragments x rows g, g+8) or 8 columns (B: 4 n8 fragments x 2 columns)
  * as two float4 per k-step. */
 __device__ __forceinline__ int scale_slot_a(int r) {
-    const int wm = r >> 6, rr = r & 63;
-    return wm * 64 + (rr & 7) * 8 + (rr >> 4) * 2 + ((rr >> 3) & 1);
+    const int wm = r / kWarpM, rr = r % kWarpM;
+    return wm * kWarpM + (rr & 7) * (2 * kMI) + (rr >> 4) * 2 + ((rr >> 3) & 1);
 }
 
 __device__ __forceinline__ int scale_slot_b(int r) {
-    const int wn = r >> 5, cc = r & 31;
-    return wn * 32 + ((cc & 7) >> 1) * 8 + (cc >> 3) * 2 + (cc & 1);
+    const int wn = r / kWarpN, cc = r % kWarpN;
+    return wn * kWarpN + ((cc & 7) >> 1) * (2 * kNI) + (cc >> 3) * 2 + (cc & 1);
 }
 
-/* The scale bytes of one k-tile that this thread loads: one row of A (threads 0..127) or of B
- * (128..255), blocks kt*4 .. kt*4+3, of which `n` are real (0 past M/N, < 4 at the last k-tile). */
+/* The scale bytes of one k-tile that this thread loads: one row of A (threads 0..kTileM-1) or of
+ * B (the next kTileN threads), blocks kt*4 .. kt*4+3, of which `n` are real (0 past M/N and for
+ * threads past kScaleRows, < 4 at the last k-tile). */
 struct ScaleRow {
     unsigned raw;
     int n;
@@ -220,7 +236,7 @@ __device__ __forceinline__ ScaleRow fetch_scales(const qf_mx_gemm_params &p, lon
     const long long row = (is_a ? m0 : n0) + (is_a ? tid : tid - kTileM);
     const long long rows = is_a ? p.M : p.N, blocks = p.K / QF_MX_BLOCK, kb = kt * kSteps;
     ScaleRow s = {0u, 0};
-    if (row >= rows)
+    if (tid >= kScaleRows || row >= rows)
         return s;
     s.n = blocks - kb < kSteps ? static_cast<int>(blocks - kb) : kSteps;
     const unsigned char *src = (is_a ? p.a_scale : p.b_scale) + row * p.scale_cols + kb;
@@ -245,7 +261,8 @@ __device__ __forceinline__ void store_scales(float *sc, unsigned *range, ScaleRo
     for (int i = 0; i < kSteps; i++) {
         const unsigned b = (s.raw >> (8 * i)) & 255u;
         const bool real = i < s.n;
-        sc[slot + i * stride] = real ? e8m0_to_float(b) : 0.0f;
+        if (tid < kScaleRows)
+            sc[slot + i * stride] = real ? e8m0_to_float(b) : 0.0f;
         lo = real && b < lo ? b : lo;
         hi = real && b != 255u && b > hi ? b : hi;
     }
@@ -260,7 +277,7 @@ __device__ __forceinline__ bool scales_in_range(const unsigned *range) {
     unsigned lo[2] = {255u, 255u}, hi[2] = {0u, 0u};
 #pragma unroll
     for (int w = 0; w < kRangeWords; w++) {
-        const int op = w < kRangeWords / 2 ? 0 : 1; /* warps 0-3 hold A rows, 4-7 B rows */
+        const int op = w < kTileM / 32 ? 0 : 1; /* A rows first; warps past kScaleRows: neutral */
         const unsigned l = range[w] >> 16, h = range[w] & 0xffffu;
         lo[op] = l < lo[op] ? l : lo[op];
         hi[op] = h > hi[op] ? h : hi[op];
@@ -271,8 +288,8 @@ __device__ __forceinline__ bool scales_in_range(const unsigned *range) {
 
 /* ==================================================================== tiles */
 
-/* Issues the cp.async copies of k-tile kt of A and B into one stage (4 chunks of each per
- * thread; chunks past M, N or K are zero-filled and read nothing). */
+/* Issues the cp.async copies of k-tile kt of A and B into one stage (kChunksA and kChunksB per
+ * thread, rows 32 apart; chunks past M, N or K are zero-filled and read nothing). */
 __device__ __forceinline__ void load_tile(const qf_mx_gemm_params &p, unsigned stage, long long m0,
                                           long long n0, long long kt) {
     const int tid = threadIdx.x, c = tid & 7, r0 = tid >> 3;
@@ -280,13 +297,20 @@ __device__ __forceinline__ void load_tile(const qf_mx_gemm_params &p, unsigned s
     const bool k_ok = k < p.K;
     const unsigned swz = static_cast<unsigned>((c ^ (r0 & 7)) << 4);
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < kChunksA; j++) {
         const int r = r0 + 32 * j;
-        const long long ma = m0 + r, nb = n0 + r;
-        const bool a_ok = k_ok && ma < p.M, b_ok = k_ok && nb < p.N;
-        const unsigned dst = stage + static_cast<unsigned>(r * kRowBytes) + swz;
-        cp_async16(dst, a_ok ? p.a + ma * p.K + k : p.a, a_ok ? 16 : 0);
-        cp_async16(dst + kTileABytes, b_ok ? p.b + nb * p.K + k : p.b, b_ok ? 16 : 0);
+        const long long ma = m0 + r;
+        const bool ok = k_ok && ma < p.M;
+        cp_async16(stage + static_cast<unsigned>(r * kRowBytes) + swz,
+                   ok ? p.a + ma * p.K + k : p.a, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kChunksB; j++) {
+        const int r = r0 + 32 * j;
+        const long long nb = n0 + r;
+        const bool ok = k_ok && nb < p.N;
+        cp_async16(stage + kTileABytes + static_cast<unsigned>(r * kRowBytes) + swz,
+                   ok ? p.b + nb * p.K + k : p.b, ok ? 16 : 0);
     }
 }
 
@@ -296,8 +320,8 @@ struct Lane {
     unsigned b_off;  /* same in the B tile (fragment pair 0) */
     unsigned a_swz;  /* (logical chunk bit ^ row % 8) << 4 for A; k-step s XORs in s << 5 */
     unsigned b_swz;
-    int sa_slot;     /* first of this thread's 8 A scales in a k-step's scale row */
-    int sb_slot;     /* same for B */
+    int sa_slot;     /* first of this thread's 2*kMI A scales in a k-step's scale row */
+    int sb_slot;     /* first of its 2*kNI B scales */
 };
 
 __device__ __forceinline__ Lane make_lane() {
@@ -312,9 +336,19 @@ __device__ __forceinline__ Lane make_lane() {
      * 24-31 rows 8-15 bytes 16-31: two n8 fragments (b0, b1 each). */
     l.b_off = static_cast<unsigned>((wn * kWarpN + (lane & 7) + ((lane >> 4) << 3)) * kRowBytes);
     l.b_swz = static_cast<unsigned>((((lane >> 3) & 1) ^ (lane & 7)) << 4);
-    l.sa_slot = wm * kWarpM + (lane >> 2) * 8;
-    l.sb_slot = kSteps * kTileM + wn * kWarpN + (lane & 3) * 8;
+    l.sa_slot = wm * kWarpM + (lane >> 2) * (2 * kMI);
+    l.sb_slot = kSteps * kTileM + wn * kWarpN + (lane & 3) * (2 * kNI);
     return l;
+}
+
+/* N floats from 16-byte aligned shared memory, as float4 loads. */
+template <int N>
+__device__ __forceinline__ void load_f4(const float *src, float (&dst)[N]) {
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) {
+        const float4 v = reinterpret_cast<const float4 *>(src)[i];
+        dst[4 * i] = v.x, dst[4 * i + 1] = v.y, dst[4 * i + 2] = v.z, dst[4 * i + 3] = v.w;
+    }
 }
 
 /* The k-tile's math: per 32-element step (one scale block), every A and B fragment is loaded with
@@ -341,14 +375,9 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const float *sc, const 
             b_to_f16(q[0], q[1], b[2 * nj]);
             b_to_f16(q[2], q[3], b[2 * nj + 1]);
         }
-        float sa[8], sb[8];
-        const float4 *pa = reinterpret_cast<const float4 *>(sc + s * kTileM + l.sa_slot);
-        const float4 *pb = reinterpret_cast<const float4 *>(sc + s * kTileN + l.sb_slot);
-        const float4 a0 = pa[0], a1 = pa[1], b0 = pb[0], b1 = pb[1];
-        sa[0] = a0.x, sa[1] = a0.y, sa[2] = a0.z, sa[3] = a0.w;
-        sa[4] = a1.x, sa[5] = a1.y, sa[6] = a1.z, sa[7] = a1.w;
-        sb[0] = b0.x, sb[1] = b0.y, sb[2] = b0.z, sb[3] = b0.w;
-        sb[4] = b1.x, sb[5] = b1.y, sb[6] = b1.z, sb[7] = b1.w;
+        float sa[2 * kMI], sb[2 * kNI];
+        load_f4<2 * kMI>(sc + s * kTileM + l.sa_slot, sa);
+        load_f4<2 * kNI>(sc + s * kTileN + l.sb_slot, sb);
 #pragma unroll
         for (int mi = 0; mi < kMI; mi++)
 #pragma unroll
@@ -422,7 +451,8 @@ __device__ __forceinline__ void store_tile(const qf_mx_gemm_params &p, long long
 
 /* Dynamic shared memory: QF_MX_GEMM_SMEM_BYTES_FOR(kStages) = kStages x [A tile | B tile], then
  * kStages x decoded scales (fp32), then kStages x kRangeWords byte ranges. */
-extern "C" __global__ void __launch_bounds__(kThreads, 1) __KERNEL_NAME__(const qf_mx_gemm_params p) {
+extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
+    __KERNEL_NAME__(const qf_mx_gemm_params p) {
     extern __shared__ __align__(128) unsigned char smem[];
     float *const scales = reinterpret_cast<float *>(smem + kStages * kStageBytes);
     unsigned *const ranges = reinterpret_cast<unsigned *>(scales + kStages * kScaleFloats);

@@ -62,11 +62,11 @@ static void fill_data(uint8_t *p, int64_t rows, int64_t K, qf_dtype fmt, int ema
 static void fill_scales(uint8_t *p, int64_t R, int64_t real, int64_t sc, int64_t nb, int lo,
                         int hi, int pad, uint64_t seed) {
     uint64_t s = seed;
+    const uint64_t span = (uint64_t)(hi - lo + 1);
     for (int64_t r = 0; r < R; r++)
         for (int64_t j = 0; j < sc; j++)
-            p[r * sc + j] = r < real && j < nb
-                                ? (uint8_t)(lo + (int)(qf_test_rng_next(&s) % (uint64_t)(hi - lo + 1)))
-                                : (uint8_t)pad;
+            p[r * sc + j] = r < real && j < nb ? (uint8_t)(lo + (int)(qf_test_rng_next(&s) % span))
+                                               : (uint8_t)pad;
 }
 
 static void *dev_copy(const void *h, size_t n) {
@@ -298,6 +298,31 @@ static int cmp_float(const void *a, const void *b) {
         cudaEventDestroy(e1_);                                                                \
     } while (0)
 
+/* A bf16 TN plan for [S, S] x [S, S]^T with its heuristic's algorithm. */
+typedef struct bf16_plan {
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t l;
+    cublasLtMatmulHeuristicResult_t res;
+} bf16_plan;
+
+static void bf16_plan_make(bf16_plan *p, int64_t S, size_t wsz) {
+    const cublasOperation_t ta = CUBLAS_OP_T;
+    cublasLtMatmulPreference_t pref;
+    int found = 0;
+    LT_OK(cublasLtCreate(&p->lt));
+    LT_OK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_OK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_OK(cublasLtMatrixLayoutCreate(&p->l, CUDA_R_16BF, (uint64_t)S, (uint64_t)S, S));
+    LT_OK(cublasLtMatmulPreferenceCreate(&pref));
+    LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &wsz, sizeof wsz));
+    LT_OK(cublasLtMatmulAlgoGetHeuristic(p->lt, p->op, p->l, p->l, p->l, p->l, pref, 1, &p->res,
+                                         &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    assert_int_equal(found, 1);
+}
+
 /* bf16 cuBLASLt, TN, [S, S] x [S, S]^T on random data: the ceiling of the same run. */
 static double bf16_lt_tflops(int64_t S) {
     const size_t bytes = (size_t)(S * S) * 2, wsz = 32u << 20;
@@ -308,30 +333,15 @@ static double bf16_lt_tflops(int64_t S) {
     void *A = dev_copy(h, bytes), *B = dev_copy(h, bytes), *C = dev_copy(NULL, bytes);
     void *ws = dev_copy(NULL, wsz);
     free(h);
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t l;
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulHeuristicResult_t res;
-    const cublasOperation_t ta = CUBLAS_OP_T;
-    int found = 0;
-    LT_OK(cublasLtCreate(&lt));
-    LT_OK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_OK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, (uint64_t)S, (uint64_t)S, S));
-    LT_OK(cublasLtMatmulPreferenceCreate(&pref));
-    LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &wsz, sizeof wsz));
-    LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, op, l, l, l, l, pref, 1, &res, &found));
-    assert_int_equal(found, 1);
+    bf16_plan p;
+    bf16_plan_make(&p, S, wsz);
     const float alpha = 1.0f, beta = 0.0f;
     float ms;
-    QF_TIME_MEDIAN(ms, LT_OK(cublasLtMatmul(lt, op, &alpha, A, l, B, l, &beta, C, l, C, l,
-                                            &res.algo, ws, wsz, 0)));
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(l);
-    cublasLtMatmulDescDestroy(op);
-    cublasLtDestroy(lt);
+    QF_TIME_MEDIAN(ms, LT_OK(cublasLtMatmul(p.lt, p.op, &alpha, A, p.l, B, p.l, &beta, C, p.l, C,
+                                            p.l, &p.res.algo, ws, wsz, 0)));
+    cublasLtMatrixLayoutDestroy(p.l);
+    cublasLtMatmulDescDestroy(p.op);
+    cublasLtDestroy(p.lt);
     cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(ws);
     return 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
 }
@@ -424,7 +434,22 @@ static void test_args_sm90(void **state) {
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.b.dims[1] = 64;
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "but a has K = 96");
+    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_SWIZZLED);
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "reads compact scales");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
+    assert_int_equal(qf_gemm_mxfp8(ctx, kRecipe, NULL, &s.as, &s.b, &s.bs, s.layout, NULL, &s.y,
+                                   NULL), QF_ERR_INVALID_ARG);
+    assert_non_null(strstr(qf_last_error(), "a is NULL"));
+    qf_ctx_free(ctx);
+    g_cases++;
+}
+
+/* Scales, output, bias: shapes, dtypes and alignment against what the op requires. */
+static void test_args_buffers(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = NULL;
+    QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 90));
+    arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.as.dims[0] = 100; /* unpadded rows */
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a_scale has 400 elements");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
@@ -439,12 +464,6 @@ static void test_args_sm90(void **state) {
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.a.data = (char *)s.a.data + 8;
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "is not 16-byte aligned");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_SWIZZLED);
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "reads compact scales");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    assert_int_equal(qf_gemm_mxfp8(ctx, kRecipe, NULL, &s.as, &s.b, &s.bs, s.layout, NULL, &s.y,
-                                   NULL), QF_ERR_INVALID_ARG);
-    assert_non_null(strstr(qf_last_error(), "a is NULL"));
     qf_ctx_free(ctx);
     g_cases++;
 }
@@ -486,7 +505,8 @@ static void test_lt_descriptors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lt_descriptors),  cmocka_unit_test(test_args_sm90),
-        cmocka_unit_test(test_args_sm100),      cmocka_unit_test(test_gemm_shapes),
+        cmocka_unit_test(test_args_buffers),    cmocka_unit_test(test_args_sm100),
+        cmocka_unit_test(test_gemm_shapes),
         cmocka_unit_test(test_gemm_exact_path), cmocka_unit_test(test_gemm_nan_scale),
         cmocka_unit_test(test_gemm_8192_timing),
     };
