@@ -199,8 +199,7 @@ qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream) {
 static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {
     for (int i = 0; i < c->n_kernels; i++) {
         qf_loaded_kernel *e = &c->kernels[i];
-        if (e->kernel == kidx && e->inst.outputs == inst->outputs &&
-            e->inst.gamma_dtype == inst->gamma_dtype)
+        if (e->kernel == kidx && qf_kernel_instance_equal(&e->inst, inst))
             return e;
     }
     return NULL;

@@ -31,6 +31,10 @@ static int qf_kernel_has_layout(const qf_kernel_entry *k) {
            (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE);
 }
 
+int qf_kernel_instance_equal(const qf_kernel_instance *a, const qf_kernel_instance *b) {
+    return a->outputs == b->outputs && a->gamma_dtype == b->gamma_dtype && a->layout == b->layout;
+}
+
 qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k) {
     qf_kernel_instance inst = {.outputs = QF_OUT_ROWWISE,
                                .gamma_dtype = k->in_dtype,

@@ -17,6 +17,9 @@ typedef struct qf_kernel_instance {
                              * ignored, and not part of the key, for every other kernel */
 } qf_kernel_instance;
 
+/* Nonzero when a and b select the same binary (every field compared). */
+QF_INTERNAL int qf_kernel_instance_equal(const qf_kernel_instance *a, const qf_kernel_instance *b);
+
 /* The default instance of k: rowwise only, gamma in x's dtype, compact scales. */
 QF_INTERNAL qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k);
 

@@ -228,6 +228,19 @@ __device__ __forceinline__ void load_vec(const void *p, long long i, float (&v)[
     }
 }
 
+/* Sum over the block; buf alternates between calls so one barrier per reduction suffices. */
+__device__ __forceinline__ float block_sum(float v, float *buf) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        buf[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++)
+        s += buf[w];
+    return s;
+}
+
 /* Stores kEpv FP8 bytes (8 or 4) packed in lo/hi with one aligned store. */
 __device__ __forceinline__ void store_vec(unsigned char *p, unsigned lo, unsigned hi) {
     if (kEpv == 8)
@@ -236,71 +249,35 @@ __device__ __forceinline__ void store_vec(unsigned char *p, unsigned lo, unsigne
         *reinterpret_cast<unsigned *>(p) = lo;
 }
 
-/* Chan et al.'s pairwise merge of (count, mean, M2) partial statistics. */
-__device__ __forceinline__ void chan_merge(float &n, float &mean, float &m2, float nb, float meanb,
-                                           float m2b) {
-    const float nn = n + nb;
-    if (nb == 0.0f)
-        return;
-    const float delta = meanb - mean;
-    const float f = nb / nn;
-    mean = mean + delta * f;
-    m2 = m2 + m2b + delta * delta * n * f;
-    n = nn;
-}
-
-/* Row statistics from registers (SPEC 3). Layernorm: each thread's exact two-pass mean/M2 over
- * its own elements, merged across the block with Chan's formula in a fixed order (so every thread
- * gets bit-identical results) after one barrier. Rmsnorm: one sum of squares. */
+/* Row statistics from registers: exact two-pass mean and variance (SPEC 3). */
 template <int IT>
 __device__ __forceinline__ void rows_stats(const float (&v)[IT][kEpv], long long K, float eps,
-                                           float (*s_red)[3][kWarps], int &red, float &mu,
+                                           float (*s_red)[kWarps], int &red, float &mu,
                                            float &rs) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    const int tid = threadIdx.x;
+    mu = 0.0f;
+    if (kNorm == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
 #pragma unroll
-    for (int it = 0; it < IT; it++)
-        if (static_cast<long long>(it * kThreads + tid) * kEpv < K)
+        for (int it = 0; it < IT; it++)
 #pragma unroll
             for (int j = 0; j < kEpv; j++)
-                mean += v[it][j], n += 1.0f;
-    if (kNorm == QF_NORM_LAYERNORM && n > 0.0f)
-        mean = mean / n;
-    else if (kNorm != QF_NORM_LAYERNORM)
-        mean = 0.0f;
+                s += v[it][j]; /* out-of-row slots hold 0 */
+        mu = block_sum(s, s_red[red++ & 1]) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
 #pragma unroll
-    for (int it = 0; it < IT; it++)
-        if (static_cast<long long>(it * kThreads + tid) * kEpv < K)
+    for (int it = 0; it < IT; it++) {
+        if (static_cast<long long>(it * kThreads + tid) * kEpv < K) {
 #pragma unroll
             for (int j = 0; j < kEpv; j++) {
-                const float d = v[it][j] - mean;
-                m2 += d * d;
+                float d = v[it][j] - mu;
+                ss += d * d;
             }
-    float (*buf)[kWarps] = s_red[red++ & 1];
-    if (kNorm == QF_NORM_LAYERNORM) {
-        for (int o = 1; o < 32; o <<= 1) { /* lane 0 ends with the warp's statistics */
-            const float nb = __shfl_down_sync(0xffffffffu, n, o);
-            const float mb = __shfl_down_sync(0xffffffffu, mean, o);
-            const float m2b = __shfl_down_sync(0xffffffffu, m2, o);
-            if (lane + o < 32 && (lane & (2 * o - 1)) == 0)
-                chan_merge(n, mean, m2, nb, mb, m2b);
         }
-    } else {
-        m2 = warp_sum(m2);
     }
-    if (lane == 0)
-        buf[0][warp] = n, buf[1][warp] = mean, buf[2][warp] = m2;
-    __syncthreads();
-    float tn = buf[0][0], tmean = buf[1][0], tm2 = buf[2][0];
-#pragma unroll
-    for (int w = 1; w < kWarps; w++) {
-        if (kNorm == QF_NORM_LAYERNORM)
-            chan_merge(tn, tmean, tm2, buf[0][w], buf[1][w], buf[2][w]);
-        else
-            tm2 += buf[2][w];
-    }
-    mu = kNorm == QF_NORM_LAYERNORM ? tmean : 0.0f;
-    rs = 1.0f / sqrtf(tm2 / static_cast<float>(K) + eps);
+    const float var = block_sum(ss, s_red[red++ & 1]) / static_cast<float>(K);
+    rs = 1.0f / sqrtf(var + eps);
 }
 
 /* Normalizes and quantizes one register-held vector and stores its kEpv bytes. */
@@ -329,41 +306,30 @@ __device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&
     return amax;
 }
 
-/* Loads row m of x into registers (slots past K hold 0). */
-template <int IT>
-__device__ __forceinline__ void rows_load(const qf_nq_params &p, long long m, float (&v)[IT][kEpv]) {
-#pragma unroll
-    for (int it = 0; it < IT; it++) {
-        const long long k = static_cast<long long>(it * kThreads + threadIdx.x) * kEpv;
-        if (k < p.K)
-            load_vec<kInDtype>(p.x, m * p.K + k, v[it]);
-        else
-#pragma unroll
-            for (int j = 0; j < kEpv; j++)
-                v[it][j] = 0.0f;
-    }
-}
-
-/* Persistent loop over rows; the next row's loads are issued before this row's reductions so
- * that memory traffic overlaps the barriers. */
 template <int IT>
 __device__ void rows_body(const qf_nq_params &p) {
-    __shared__ float s_red[2][3][kWarps];
+    __shared__ float s_red[2][kWarps];
     __shared__ float s_amax[kWarps];
     const int tid = threadIdx.x;
+    const long long K = p.K;
     const float scale = *p.scale;
     float amax = 0.0f;
     int red = 0;
-    float v[IT][kEpv], vn[IT][kEpv];
-    long long m = blockIdx.x;
-    if (m < p.M)
-        rows_load<IT>(p, m, v);
-    for (; m < p.M; m += gridDim.x) {
-        if (m + gridDim.x < p.M)
-            rows_load<IT>(p, m + gridDim.x, vn);
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
+        float v[IT][kEpv];
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
+            if (k < K)
+                load_vec<kInDtype>(p.x, m * K + k, v[it]);
+            else
+#pragma unroll
+                for (int j = 0; j < kEpv; j++)
+                    v[it][j] = 0.0f;
+        }
         float mu = 0.0f, rs = 1.0f;
         if (kNorm != QF_NORM_NONE) {
-            rows_stats<IT>(v, p.K, p.eps, s_red, red, mu, rs);
+            rows_stats<IT>(v, K, p.eps, s_red, red, mu, rs);
             if (tid == 0) {
                 if (kNorm == QF_NORM_LAYERNORM)
                     p.mu[m] = mu;
@@ -373,14 +339,9 @@ __device__ void rows_body(const qf_nq_params &p) {
 #pragma unroll
         for (int it = 0; it < IT; it++) {
             const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
-            if (k < p.K)
+            if (k < K)
                 amax = rows_emit(p, v[it], m, k, mu, rs, scale, amax);
         }
-#pragma unroll
-        for (int it = 0; it < IT; it++)
-#pragma unroll
-            for (int j = 0; j < kEpv; j++)
-                v[it][j] = vn[it][j];
     }
     block_amax_commit(p, amax, s_amax, scale);
 }
