@@ -624,6 +624,12 @@ typedef struct fp8_args {
     qf_tensor mu, rsigma;
 } fp8_args;
 
+/* Arguments of the MXFP8 ops (qf_norm_quantize_mxfp8, qf_quantize_mxfp8); compact scales. */
+typedef struct mx_args {
+    qf_mx_out out;
+    qf_tensor mu, rsigma;
+} mx_args;
+
 /* One norm + quantize (or weight quantize) configuration with its rotated outputs. */
 typedef struct nq_run {
     bench *b;
@@ -634,6 +640,7 @@ typedef struct nq_run {
     unsigned outputs;
     out_set o[MAX_ROT];
     fp8_args fp8[MAX_ROT];
+    mx_args mx[MAX_ROT];
 } nq_run;
 
 static void die_family(const qf_recipe_entry *r) {
@@ -646,6 +653,7 @@ static void die_family(const qf_recipe_entry *r) {
 static int family_supported(qf_family f) {
     switch (f) {
     case QF_FAMILY_FP8_DELAYED:
+    case QF_FAMILY_MXFP8:
         return 1;
     default:
         return 0;
@@ -662,11 +670,25 @@ static void fp8_bind(fp8_args *a, const out_set *o) {
     a->rsigma = out_tensor(o, "rsigma");
 }
 
+/* Points the MXFP8 arguments at the buffers of o, by output name. */
+static void mx_bind(mx_args *a, const out_set *o) {
+    a->out.rowwise = out_tensor(o, "rowwise_data");
+    a->out.rowwise_scale_inv = out_tensor(o, "rowwise_scale_inv");
+    a->out.columnwise = out_tensor(o, "columnwise_data");
+    a->out.columnwise_scale_inv = out_tensor(o, "columnwise_scale_inv");
+    a->out.layout = QF_SCALE_LAYOUT_COMPACT;
+    a->mu = out_tensor(o, "mu");
+    a->rsigma = out_tensor(o, "rsigma");
+}
+
 /* Points the family's API arguments of set i at the buffers of q->o[i]. */
 static void nq_bind(nq_run *q, int i) {
     switch (q->r->family) {
     case QF_FAMILY_FP8_DELAYED:
         fp8_bind(&q->fp8[i], &q->o[i]);
+        break;
+    case QF_FAMILY_MXFP8:
+        mx_bind(&q->mx[i], &q->o[i]);
         break;
     default:
         die_family(q->r);
@@ -686,6 +708,18 @@ static void nq_launch(void *arg, int i) {
             QF_OR_DIE(qf_norm_quantize(q->b->ctx, q->r->name, q->norm, 0, &in->x[i], &in->gamma,
                                        q->norm == QF_NORM_LAYERNORM ? &in->beta : NULL, NORM_EPS,
                                        in->scale, &a->out, &a->mu, &a->rsigma, NULL));
+        break;
+    }
+    case QF_FAMILY_MXFP8: {
+        mx_args *a = &q->mx[i];
+        if (q->op == QF_OP_QUANTIZE)
+            QF_OR_DIE(qf_quantize_mxfp8(q->b->ctx, q->r->name, QF_ROLE_WEIGHT, &in->x[i], &a->out,
+                                        NULL));
+        else
+            QF_OR_DIE(qf_norm_quantize_mxfp8(q->b->ctx, q->r->name, q->norm, 0, &in->x[i],
+                                             &in->gamma,
+                                             q->norm == QF_NORM_LAYERNORM ? &in->beta : NULL,
+                                             NORM_EPS, &a->out, &a->mu, &a->rsigma, NULL));
         break;
     }
     default:
