@@ -217,14 +217,19 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
                           qf_nvrtc_header_count, opts, n_opts, cubin, size);
 }
 
-/* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL). */
+/* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL).
+ * NOTES: a template declares them with QF_ROWS_ENTRY; modules without it are not probed, so no
+ * failing cuModuleGetFunction call is made (sanitizers report those as API errors). */
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
     static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    const int has_rows = strstr(k->source, "QF_ROWS_ENTRY(1)") != NULL;
     for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
-        char name[160];
-        snprintf(name, sizeof name, "%s_rows%d", k->name, its[i]);
         e->fn_rows[i] = NULL;
         e->occ_rows[i] = 0;
+        if (!has_rows)
+            continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s_rows%d", k->name, its[i]);
         if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
             cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
                                                           (int)k->block_threads, 0) != CUDA_SUCCESS)
