@@ -7,20 +7,6 @@
 #define QF_MAX_SHAPES 8
 #define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
 
-/* The recipe, checked to be a per-tensor FP8 family. */
-static qf_status qf_fp8_recipe(const char *op, qf_ctx_t *ctx, const char *recipe, int *ri) {
-    qf_clear_error();
-    if (!ctx)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
-    *ri = qf_registry_recipe(recipe);
-    if (*ri < 0)
-        return QF_ERR_NOT_FOUND;
-    if (qf_recipes[*ri].family != QF_FAMILY_FP8_DELAYED)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not a per-tensor FP8 recipe",
-                            op, recipe);
-    return QF_OK;
-}
-
 static qf_status qf_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                            unsigned smem, void *params, void *stream) {
     const qf_cu_api *cu = qf_cu();
@@ -106,28 +92,6 @@ static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out
     p->scale_inv = out->scale_inv.data;
 }
 
-/* Checks norm and its gamma/beta vectors for qf_norm_quantize. */
-static qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
-                                    const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
-                                    const qf_tensor *mu, float eps) {
-    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
-                            "QF_NORM_RMSNORM", op, (int)norm);
-    if (!(eps >= 0.0f))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
-    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
-    if (norm == QF_NORM_LAYERNORM) {
-        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
-        if (beta->dtype != gamma->dtype)
-            return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
-                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
-    } else if ((beta && beta->data) || (mu && mu->data)) {
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
-                            "pass NULL", op);
-    }
-    return QF_OK;
-}
-
 qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zcg,
                            const qf_tensor *x, const qf_tensor *gamma, const qf_tensor *beta,
                            float eps, const float *scale, qf_fp8_out *out, qf_tensor *mu,
@@ -136,7 +100,8 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
     int ri;
     int64_t M, K;
     qf_status s;
-    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
+                           "a per-tensor FP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
     if (!scale || !out)
@@ -164,7 +129,8 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     int ri;
     int64_t M, K;
     qf_status s;
-    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
+                           "a per-tensor FP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
@@ -190,7 +156,8 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
                               void *stream) {
     static const char op[] = "qf_fp8_scale_update";
     int ri;
-    QF_TRY(qf_fp8_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
+                           "a per-tensor FP8 recipe", &ri));
     if (n < 1 || H < 1 || H > QF_SCALE_UPDATE_MAX_H)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: n = %d and H = %d; expected n >= 1 and "
                             "1 <= H <= %d", op, n, H, QF_SCALE_UPDATE_MAX_H);

@@ -6,19 +6,6 @@
 
 #define QF_MAX_SHAPES 8
 
-static qf_status qf_mx_recipe(const char *op, qf_ctx_t *ctx, const char *recipe, int *ri) {
-    qf_clear_error();
-    if (!ctx)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
-    *ri = qf_registry_recipe(recipe);
-    if (*ri < 0)
-        return QF_ERR_NOT_FOUND;
-    if (qf_recipes[*ri].family != QF_FAMILY_MXFP8)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not an MXFP8 recipe", op,
-                            recipe);
-    return QF_OK;
-}
-
 static unsigned qf_mx_outputs(const char *op, const qf_mx_out *out, qf_status *s) {
     if (!out) {
         *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
@@ -87,28 +74,6 @@ static void qf_mx_params_outputs(qf_mx_params *p, const qf_mx_out *out) {
     p->scale_col = out->columnwise.data ? out->columnwise_scale_inv.data : NULL;
 }
 
-/* Norm and gamma/beta checks shared with the FP8 op's rules (SPEC 3). */
-static qf_status qf_mx_check_norm(const char *op, qf_norm norm, const qf_tensor *x,
-                                  const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
-                                  const qf_tensor *mu, float eps) {
-    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
-                            "QF_NORM_RMSNORM", op, (int)norm);
-    if (!(eps >= 0.0f))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
-    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
-    if (norm == QF_NORM_LAYERNORM) {
-        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
-        if (beta->dtype != gamma->dtype)
-            return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
-                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
-    } else if ((beta && beta->data) || (mu && mu->data)) {
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
-                            "pass NULL", op);
-    }
-    return QF_OK;
-}
-
 qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zcg,
                                  const qf_tensor *x, const qf_tensor *gamma,
                                  const qf_tensor *beta, float eps, qf_mx_out *out, qf_tensor *mu,
@@ -117,9 +82,9 @@ qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm
     int ri;
     int64_t M, K;
     qf_status s;
-    QF_TRY(qf_mx_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
-    QF_TRY(qf_mx_check_norm(op, norm, x, gamma, beta, K, mu, eps));
+    QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
     unsigned outputs = qf_mx_outputs(op, out, &s);
     QF_TRY(s);
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
@@ -143,7 +108,7 @@ qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, con
     int ri;
     int64_t M, K;
     qf_status s;
-    QF_TRY(qf_mx_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "

@@ -10,20 +10,6 @@
 
 #define QF_MX_GEMM_MAX_SHAPES 4
 
-/* The recipe, checked to be an MXFP8 recipe. */
-static qf_status qf_mxg_recipe(const char *op, qf_ctx_t *ctx, const char *recipe, int *ri) {
-    qf_clear_error();
-    if (!ctx)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
-    *ri = qf_registry_recipe(recipe);
-    if (*ri < 0)
-        return QF_ERR_NOT_FOUND;
-    if (qf_recipes[*ri].family != QF_FAMILY_MXFP8)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not an MXFP8 recipe", op,
-                            recipe);
-    return QF_OK;
-}
-
 /* An FP8 operand viewed as [*rows, *K] (K its last dim), in the recipe's format for `role`. */
 static qf_status qf_mxg_operand(const char *op, const char *arg, const qf_tensor *t,
                                 const qf_recipe_entry *r, qf_role role, int64_t *rows,
@@ -150,7 +136,7 @@ qf_status qf_gemm_mxfp8(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
                         void *stream) {
     static const char op[] = "qf_gemm_mxfp8";
     int ri = -1;
-    QF_TRY(qf_mxg_recipe(op, ctx, recipe, &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
     if (bias && !bias->data)
         bias = NULL;
     qf_mx_gemm_params p = {0};

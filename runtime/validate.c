@@ -1,6 +1,8 @@
 /* validate.c: argument and buffer checks for the ops (DESIGN "Errors"). */
 #include "validate.h"
 
+#include "ctx.h"
+
 #include <string.h>
 
 #define QF_BUFFER_ALIGN 16
@@ -110,5 +112,39 @@ qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_sha
     if (*n < 0)
         return qf_set_error(QF_ERR_INTERNAL, "%s: shape function of '%s' needs more than %d slots",
                             op, r->name, cap);
+    return QF_OK;
+}
+
+qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
+                          qf_family family, const char *what, int *ri) {
+    qf_clear_error();
+    if (!ctx)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    *ri = qf_registry_recipe(recipe);
+    if (*ri < 0)
+        return QF_ERR_NOT_FOUND;
+    if (qf_recipes[*ri].family != family)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not %s", op, recipe, what);
+    return QF_OK;
+}
+
+qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
+                             const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
+                             const qf_tensor *mu, float eps) {
+    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, (int)norm);
+    if (!(eps >= 0.0f))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
+    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
+    if (norm == QF_NORM_LAYERNORM) {
+        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
+        if (beta->dtype != gamma->dtype)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
+                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
+    } else if ((beta && beta->data) || (mu && mu->data)) {
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
+                            "pass NULL", op);
+    }
     return QF_OK;
 }

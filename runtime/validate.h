@@ -31,6 +31,18 @@ QF_INTERNAL qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
                                       int64_t K, qf_dtype dt);
 
+/* Clears the last error, checks ctx, and finds recipe (index in *ri) of the given family.
+ * QF_ERR_NOT_FOUND for an unknown name, QF_ERR_UNSUPPORTED for another family (the message says
+ * "is not <what>"). */
+QF_INTERNAL qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
+                                      qf_family family, const char *what, int *ri);
+
+/* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): gamma [K] (x's dtype or
+ * fp32); layernorm: beta [K] of gamma's dtype; rmsnorm: no beta and no mu. */
+QF_INTERNAL qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
+                                         const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
+                                         const qf_tensor *mu, float eps);
+
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
