@@ -138,7 +138,19 @@ $(QFUSE_CACHE): $(B)/runtime/qfuse_cache.o $(LIB)
 $(B)/tests/%: tests/%.c tests/test_util.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)
+
+# test_shapes also runs NVFP4's fake-shape functions, generated from tests/data/recipes against
+# the stub templates of tests/data/templates. NOTES: drop this when the NVFP4 recipes move to
+# recipes/ (out/shapes.c then defines qf_shapes_nvfp4 itself).
+NV_TEST_OUT := $(B)/tests/nvfp4-out
+NV_TEST_RECIPES := $(wildcard tests/data/recipes/*.lua)
+$(NV_TEST_OUT)/.stamp: $(QFUSE_GEN) $(NV_TEST_RECIPES) $(wildcard tests/data/templates/*.cu)
+	@$(if $(Q),echo "  GEN     $(NV_TEST_OUT)/ from $(NV_TEST_RECIPES)")
+	$(Q)$(QFUSE_GEN) -o $(NV_TEST_OUT) --templates tests/data/templates $(NV_TEST_RECIPES)
+	$(Q)touch $@
+$(B)/tests/test_shapes: $(NV_TEST_OUT)/.stamp
+$(B)/tests/test_shapes: TEST_EXTRA_SRCS := $(NV_TEST_OUT)/shapes.c
 
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE)
 	$(Q)scripts/run-tests $(TEST_BINS)
@@ -189,8 +201,10 @@ FUZZ_SECONDS ?= 600
 FUZZ_JOBS ?= 1
 FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined $(WARN) $(CFLAGS)
-# The runtime files the generator links (fusion keys); the rest of the runtime stays out.
-FUZZ_RUNTIME_SRCS := $(addprefix runtime/,kernel_key.c jit_key.c jit_compile.c status.c tensor.c)
+# The runtime files the generator links (fusion keys; the NVFP4 RHT mask of an rht_seed from
+# ref_nvfp4.c and what it calls); the rest of the runtime stays out.
+FUZZ_RUNTIME_SRCS := $(addprefix runtime/,kernel_key.c jit_key.c jit_compile.c status.c tensor.c \
+                       ref_nvfp4.c ref.c ref_mx.c)
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
 FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions

@@ -51,11 +51,14 @@ static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_gen_recipe *
     qf_gen_buf_addf(b,
                     "},\n        .margin = %d.0f,\n        .amax_history_len = %d,\n"
                     "        .amax_compute = %s,\n        .scale_rounding = %s,\n"
-                    "        .weight_2d = %d,\n        .options = \"%s\",\n"
+                    "        .weight_2d = %d,\n        .rht_roles = %uu,\n"
+                    "        .sr_grad = %d,\n        .has_rht_seed = %d,\n"
+                    "        .rht_seed = %lluull,\n        .options = \"%s\",\n"
                     "        .shapes = qf_shapes_%s,\n    },\n",
                     r->margin, r->amax_history_len,
                     qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute),
                     qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding), r->weight_2d,
+                    r->rht_roles, r->sr_grad, r->has_rht_seed, (unsigned long long)r->rht_seed,
                     options, r->name);
 }
 
@@ -166,8 +169,8 @@ static cJSON *qf_gen_options_json(const qf_gen_recipe *r) {
     int n = qf_gen_recipe_option_list(r, opts);
     cJSON *j = cJSON_CreateObject();
     for (int i = 0; i < n; i++) {
-        if (opts[i].is_integer)
-            cJSON_AddNumberToObject(j, opts[i].key, atoi(opts[i].value));
+        if (opts[i].is_integer) /* raw digits: exact even past 2^53 (nvfp4 rht_seed) */
+            cJSON_AddRawToObject(j, opts[i].key, opts[i].value);
         else if (opts[i].is_boolean)
             cJSON_AddBoolToObject(j, opts[i].key, strcmp(opts[i].value, "true") == 0);
         else

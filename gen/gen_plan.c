@@ -186,6 +186,10 @@ static void qf_gen_plan_entries(const qf_gen_plan_recipe *pr, int ri, int vi, ch
                             .amax_compute = pr->recipe.amax_compute,
                             .scale_rounding = pr->recipe.scale_rounding,
                             .weight_2d = pr->recipe.weight_2d,
+                            .rht_roles = pr->recipe.rht_roles,
+                            .sr_grad = pr->recipe.sr_grad,
+                            .has_rht_seed = pr->recipe.has_rht_seed,
+                            .rht_seed = pr->recipe.rht_seed,
                             .options = options};
     memcpy(re->fmt, pr->recipe.fmt, sizeof re->fmt);
     *ke = (qf_kernel_entry){.name = v->desc.name,

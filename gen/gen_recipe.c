@@ -73,6 +73,11 @@ static const char *const qf_gen_mxfp8_fields[] = {
     "family",      "description",    "input_format", "weight_format",
     "grad_format", "scale_rounding", "weight_2d",    NULL};
 
+/* Fields an nvfp4 recipe may set (SPEC 2.4); every element format is E2M1. */
+static const char *const qf_gen_nvfp4_fields[] = {
+    "family",    "description", "rht_input", "rht_grad", "stochastic_rounding_grad",
+    "weight_2d", "rht_seed",    NULL};
+
 /* ========================================================================= sandbox */
 
 /* State shared by the allocator, the instruction hook and the protected main function. */
@@ -218,11 +223,15 @@ static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const cha
     return i;
 }
 
-/* Reads integer field `name` in lo..hi (default def when absent). Pops the value. */
-static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                                lua_Integer lo, lua_Integer hi, lua_Integer def) {
+/* Reads integer field `name` in lo..hi (default def when absent); *present (may be NULL) says
+ * whether the recipe set it. Pops the value. */
+static lua_Integer qf_gen_field_lua_integer(lua_State *L, const qf_gen_sandbox *sb,
+                                            const char *name, lua_Integer lo, lua_Integer hi,
+                                            lua_Integer def, int *present) {
     int t = qf_gen_getfield(L, name);
     lua_Integer v = def;
+    if (present)
+        *present = t != LUA_TNIL;
     if (t != LUA_TNIL) {
         int isint = 0;
         if (t != LUA_TNUMBER) /* strings like "5" are not integers here: recipes are typed */
@@ -235,7 +244,13 @@ static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const ch
     if (v < lo || v > hi)
         luaL_error(L, "%s: field '%s' (value %I out of range %I..%I)", sb->path, name, v, lo, hi);
     lua_pop(L, 1);
-    return (int)v;
+    return v;
+}
+
+/* Reads integer field `name` in lo..hi (int range; default def when absent). Pops the value. */
+static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const char *name,
+                                lua_Integer lo, lua_Integer hi, lua_Integer def) {
+    return (int)qf_gen_field_lua_integer(L, sb, name, lo, hi, def, NULL);
 }
 
 /* Reads boolean field `name` (default def when absent). Pops the value. */
@@ -366,6 +381,28 @@ static void qf_gen_read_mxfp8(lua_State *L, const qf_gen_sandbox *sb) {
     r->weight_2d = qf_gen_field_boolean(L, sb, "weight_2d", 0);
 }
 
+/* Validates an nvfp4 recipe table (index 1) into sb->out: RHT per role, SR of gradients, 16x16
+ * weight tiles and the RHT seed (SPEC 2.4). Defaults are TE's NVFP4BlockScaling. */
+static void qf_gen_read_nvfp4(lua_State *L, const qf_gen_sandbox *sb) {
+    qf_gen_recipe *r = sb->out;
+    qf_gen_check_unknown(L, sb, qf_gen_nvfp4_fields);
+    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        r->fmt[i] = QF_DTYPE_E2M1;
+    if (qf_gen_field_boolean(L, sb, "rht_input", 1))
+        r->rht_roles |= 1u << QF_ROLE_INPUT;
+    if (qf_gen_field_boolean(L, sb, "rht_grad", 1))
+        r->rht_roles |= 1u << QF_ROLE_GRAD;
+    r->sr_grad = qf_gen_field_boolean(L, sb, "stochastic_rounding_grad", 1);
+    r->weight_2d = qf_gen_field_boolean(L, sb, "weight_2d", 1);
+    r->rht_seed = (uint64_t)qf_gen_field_lua_integer(L, sb, "rht_seed", 0, LUA_MAXINTEGER, 0,
+                                                     &r->has_rht_seed);
+    /* NOTES: a seed no kernel uses would still change every key; refuse it as a likely mistake. */
+    if (r->has_rht_seed && r->rht_roles == 0)
+        luaL_error(L, "%s: field 'rht_seed' (no effect: rht_input and rht_grad are both false)",
+                   sb->path);
+}
+
 /* Reads `family`, then dispatches to the family's validator (one switch, STYLE 10). */
 static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
     int i = qf_gen_field_option(L, sb, "family", qf_gen_family_opts, -1);
@@ -376,6 +413,9 @@ static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
         break;
     case QF_FAMILY_MXFP8:
         qf_gen_read_mxfp8(L, sb);
+        break;
+    case QF_FAMILY_NVFP4:
+        qf_gen_read_nvfp4(L, sb);
         break;
     default:
         luaL_error(L, "%s: family '%s' is not implemented yet", sb->path, qf_gen_family_opts[i]);
@@ -582,9 +622,33 @@ static int qf_gen_mxfp8_option_list(const qf_gen_recipe *r, qf_gen_option *out) 
     return n;
 }
 
+/* Appends boolean option key = v. */
+static void qf_gen_option_bool(qf_gen_option *out, int *n, const char *key, int v) {
+    qf_gen_option_add(out, n, (qf_gen_option){.key = key, .is_boolean = 1}, v ? "true" : "false");
+}
+
+/* The options of an nvfp4 recipe, sorted by key by hand; test_gen checks the order. An absent
+ * rht_seed is the string "none" (TE's fixed mask), a given one an integer. */
+static int qf_gen_nvfp4_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
+    int n = 0;
+    char seed[32];
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
+                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+    qf_gen_option_bool(out, &n, "rht_grad", (r->rht_roles >> QF_ROLE_GRAD) & 1u);
+    qf_gen_option_bool(out, &n, "rht_input", (r->rht_roles >> QF_ROLE_INPUT) & 1u);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->rht_seed);
+    qf_gen_option_add(out, &n, (qf_gen_option){.key = "rht_seed", .is_integer = r->has_rht_seed},
+                      r->has_rht_seed ? seed : "none");
+    qf_gen_option_bool(out, &n, "stochastic_rounding_grad", r->sr_grad);
+    qf_gen_option_bool(out, &n, "weight_2d", r->weight_2d);
+    return n;
+}
+
 int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
     if (r->family == QF_FAMILY_MXFP8)
         return qf_gen_mxfp8_option_list(r, out);
+    if (r->family == QF_FAMILY_NVFP4)
+        return qf_gen_nvfp4_option_list(r, out);
     /* fp8_delayed. Sorted by key by hand; test_gen checks the order. */
     int n = 0;
     out[n] = (qf_gen_option){.key = "amax_compute"};

@@ -3,6 +3,7 @@
 #define QF_GEN_RECIPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gen_buf.h"
 #include "qf_formats.h"
@@ -39,7 +40,12 @@ typedef struct qf_gen_recipe {
     qf_dtype fmt[QF_ROLE_COUNT]; /* element format per role, from `format` (fp8_delayed) or
                                   * input_format, weight_format, grad_format (mxfp8) */
     qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding */
-    int weight_2d;                    /* mxfp8: 1 = 32x32 weight blocks, 0 = 1x32 */
+    int weight_2d;                    /* mxfp8: 1 = 32x32 weight blocks, 0 = 1x32;
+                                       * nvfp4: 1 = 16x16 weight tiles, 0 = 1x16 */
+    unsigned rht_roles; /* nvfp4: bit (1u << role) set = RHT on that role's columnwise copy */
+    int sr_grad;        /* nvfp4: stochastic rounding of gradients */
+    int has_rht_seed;   /* nvfp4: rht_seed given (else TE's fixed mask 0xD7E8) */
+    uint64_t rht_seed;  /* nvfp4: RHT signs drawn from this seed (SPEC 2.4) */
 } qf_gen_recipe;
 
 /* Recipe files are small data files; a larger one (or a FIFO, device or directory) is refused
@@ -74,7 +80,8 @@ int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_O
 /* Canonical "key=value;..." of qf_gen_recipe_option_list
  * ("amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0",
  * "family=mxfp8;grad_format=e4m3;input_format=e4m3;scale_rounding=ceil;weight_2d=false;
- * weight_format=e4m3"). */
+ * weight_format=e4m3", "family=nvfp4;rht_grad=true;rht_input=true;rht_seed=none;
+ * stochastic_rounding_grad=true;weight_2d=true"). */
 void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n);
 
 /* Name of r's `format` option ("hybrid"). */

@@ -30,9 +30,9 @@ _Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_GEN_
                "qf_gen_cond_info");
 
 static const qf_gen_shape_op qf_gen_fp8_delayed_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1},
-    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0},
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
 };
 
 #define QF_GEN_ROLE_FMT QF_GEN_DTYPE_ROLE
@@ -83,12 +83,47 @@ static const qf_gen_shape_table qf_gen_mxfp8_shapes = {
     qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_mxfp8_outs,
     QF_GEN_COUNTOF(qf_gen_mxfp8_outs)};
 
+/* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
+ * (dims in bytes, see qf_gen_shape_out), E4M3 block scales padded like MXFP8's, one fp32 global
+ * amax per copy. M and K must be multiples of 16 (the GEMM: K). */
+#define QF_GEN_NV_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,16),4)"}
+#define QF_GEN_NV_COL_SCALE {"roundup(K,128)", "roundup(cdiv(M,16),4)"}
+static const qf_gen_shape_op qf_gen_nvfp4_ops[] = {
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
+    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0, 16, "MK"},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 16, "K"},
+};
+
+/* The outputs of NVFP4 quantizer op: both copies, their scales and amaxes. */
+#define QF_GEN_NV_QUANT_OUTS(op)                                                                   \
+    {op, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "cdiv(K,2)"}, QF_GEN_COND_ROWWISE, 0},          \
+        {op, "rowwise_scale_inv", QF_DTYPE_E4M3, 2, QF_GEN_NV_ROW_SCALE, QF_GEN_COND_ROWWISE, 1},  \
+        {op, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "cdiv(M,2)"}, QF_GEN_COND_COLUMNWISE,    \
+         0},                                                                                       \
+        {op, "columnwise_scale_inv", QF_DTYPE_E4M3, 2, QF_GEN_NV_COL_SCALE,                       \
+         QF_GEN_COND_COLUMNWISE, 1},                                                               \
+        {op, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ROWWISE, 0},                     \
+        {op, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_COLUMNWISE, 0}
+static const qf_gen_shape_out qf_gen_nvfp4_outs[] = {
+    QF_GEN_NV_QUANT_OUTS(QF_OP_NORM_QUANTIZE),
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
+    QF_GEN_NV_QUANT_OUTS(QF_OP_QUANTIZE),
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
+};
+
+static const qf_gen_shape_table qf_gen_nvfp4_shapes = {
+    qf_gen_nvfp4_ops, QF_GEN_COUNTOF(qf_gen_nvfp4_ops), qf_gen_nvfp4_outs,
+    QF_GEN_COUNTOF(qf_gen_nvfp4_outs)};
+
 const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f) {
     switch (f) {
     case QF_FAMILY_FP8_DELAYED:
         return &qf_gen_fp8_delayed_shapes;
     case QF_FAMILY_MXFP8:
         return &qf_gen_mxfp8_shapes;
+    case QF_FAMILY_NVFP4:
+        return &qf_gen_nvfp4_shapes;
     default:
         return NULL;
     }
@@ -143,11 +178,23 @@ static int qf_gen_shape_out_check(const qf_gen_shape_out *o, qf_gen_err *e) {
     return 0;
 }
 
+/* An alignment names symbols the op uses ("MK" of "MNK"). */
+static int qf_gen_align_ok(const qf_gen_shape_op *op) {
+    if (op->align <= 0)
+        return op->align == 0;
+    return op->dims_aligned && op->dims_aligned[0] &&
+           strspn(op->dims_aligned, op->dims_used) == strlen(op->dims_aligned);
+}
+
 int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e) {
-    for (int i = 0; i < t->n_ops; i++)
+    for (int i = 0; i < t->n_ops; i++) {
         for (int j = 0; j < i; j++)
             if (t->ops[i].op == t->ops[j].op)
                 return qf_gen_fail(e, "shape table: op %d listed twice", (int)t->ops[i].op);
+        if (!qf_gen_align_ok(&t->ops[i]))
+            return qf_gen_fail(e, "shape table: op %d has an alignment on symbols it does not use",
+                               (int)t->ops[i].op);
+    }
     for (int i = 0; i < t->n_outs; i++)
         if (qf_gen_shape_out_check(&t->outs[i], e) != 0)
             return -1;
@@ -189,7 +236,7 @@ void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
         " * formula overflowed) or the bytes overflow. */\n"
         "static int qf_shape_add(qf_shape *out, int cap, int *n, const char *name, qf_dtype dt,\n"
         "                        int ndim, const int64_t *dims) {\n"
-        "    uint64_t bytes = qf_dtype_size(dt);\n"
+        "    uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt); /* E2M1 dims: bytes */\n"
         "    for (int i = 0; i < ndim; i++) {\n"
         "        if (dims[i] < 0 || (dims[i] > 0 && bytes > UINT64_MAX / (uint64_t)dims[i]))\n"
         "            return -1;\n"
@@ -239,6 +286,13 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_gen_shape_op *op) {
                            "        return -1;\n");
     if (op->role == QF_GEN_ROLE_QUERY)
         qf_gen_buf_adds(b, "    if ((unsigned)q->role >= QF_ROLE_COUNT)\n        return -1;\n");
+    if (op->align > 0) {
+        qf_gen_buf_adds(b, "    if (");
+        for (const char *s = op->dims_aligned; *s; s++)
+            qf_gen_buf_addf(b, "%sq->%c %% %d != 0", s == op->dims_aligned ? "" : " || ", *s,
+                            op->align);
+        qf_gen_buf_adds(b, ")\n        return -1;\n");
+    }
 }
 
 /* One `if (cond) { dims; add }` block of output o. */
@@ -320,19 +374,37 @@ void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_s
 
 /* ========================================================================= JSON formulas */
 
-/* Element size of output o of op in recipe r, or 0 when it depends on the query's role and the
- * roles' formats differ in size. */
+/* Bytes per unit of a dim of dtype dt: its element size, 1 for E2M1 (dims count bytes). */
+static size_t qf_gen_unit_size(qf_dtype dt) {
+    return dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt);
+}
+
+/* Bytes per dim unit of output o of op in recipe r, or 0 when it depends on the query's role and
+ * the roles' formats differ in size. */
 static size_t qf_gen_out_size(const qf_gen_recipe *r, const qf_gen_shape_op *op,
                               const qf_gen_shape_out *o) {
     if (o->dtype != QF_GEN_DTYPE_ROLE)
-        return qf_dtype_size((qf_dtype)o->dtype);
+        return qf_gen_unit_size((qf_dtype)o->dtype);
     if (op->role != QF_GEN_ROLE_QUERY)
-        return qf_dtype_size(r->fmt[op->role]);
-    size_t s = qf_dtype_size(r->fmt[0]);
+        return qf_gen_unit_size(r->fmt[op->role]);
+    size_t s = qf_gen_unit_size(r->fmt[0]);
     for (int i = 1; i < QF_ROLE_COUNT; i++)
-        if (qf_dtype_size(r->fmt[i]) != s)
+        if (qf_gen_unit_size(r->fmt[i]) != s)
             return 0;
     return s;
+}
+
+/* 1 when output o of op is packed E2M1 in recipe r (every role's format, for a query role). */
+static int qf_gen_out_packed(const qf_gen_recipe *r, const qf_gen_shape_op *op,
+                             const qf_gen_shape_out *o) {
+    if (o->dtype != QF_GEN_DTYPE_ROLE)
+        return o->dtype == QF_DTYPE_E2M1;
+    if (op->role != QF_GEN_ROLE_QUERY)
+        return r->fmt[op->role] == QF_DTYPE_E2M1;
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        if (r->fmt[i] != QF_DTYPE_E2M1)
+            return 0;
+    return 1;
 }
 
 /* "M*K", "4*M", "2*M*N", "4": element size (when not 1) times the non-constant-1 dims. */
@@ -366,6 +438,9 @@ static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
     cJSON_AddItemToObject(j, "dims", dims);
     cJSON_AddStringToObject(j, "bytes", bytes);
     cJSON_AddStringToObject(j, "condition", qf_gen_cond_info[o->cond].text);
+    if (qf_gen_out_packed(r, op, o))
+        cJSON_AddStringToObject(j, "packing",
+                                "two E2M1 elements per byte, low nibble first; dims count bytes");
     if (o->scale_layout) {
         cJSON_AddStringToObject(j, "layout", "compact or swizzled (QF_SCALE_SWIZZLED)");
         cJSON_AddStringToObject(j, "layout_note",
@@ -384,7 +459,9 @@ static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t
     for (const char *s = op->dims_used; *s; s++)
         used += (size_t)snprintf(req + used, sizeof req - used, "%s%c > 0", used ? " && " : "", *s);
     if (op->quantizer)
-        snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
+        used += (size_t)snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
+    for (const char *s = op->align > 0 ? op->dims_aligned : ""; *s && used < sizeof req; s++)
+        used += (size_t)snprintf(req + used, sizeof req - used, " && %c %% %d == 0", *s, op->align);
     cJSON_AddStringToObject(
         j, "role",
         op->role == QF_GEN_ROLE_QUERY ? "query" : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));

@@ -25,7 +25,9 @@ typedef enum qf_gen_cond {
 
 /* One output of one op. A dim is a formula in SPEC notation, without spaces: a symbol "M", "N",
  * "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
- * ("roundup(cdiv(K,32),4)"). */
+ * ("roundup(cdiv(K,32),4)"). Dims of an E2M1 output count bytes, two elements each (low nibble
+ * first): packed data [M, K/2] is written [M, cdiv(K,2)], exact as nvfp4 needs K % 16 == 0, and
+ * its bytes are the product of its dims. */
 typedef struct qf_gen_shape_out {
     qf_op op;
     const char *name;
@@ -43,6 +45,8 @@ typedef struct qf_gen_shape_op {
     int quantizer;         /* needs an output bit (rowwise/columnwise) */
     int role;              /* the role whose format QF_GEN_DTYPE_ROLE means, or QF_GEN_ROLE_QUERY */
     int needs_norm;        /* the query's norm must be layernorm or rmsnorm */
+    int align;             /* > 0: the symbols of dims_aligned must be multiples of it */
+    const char *dims_aligned; /* "MK" (nvfp4: 1x16 blocks and 16-row groups), or NULL */
 } qf_gen_shape_op;
 
 /* The shape table of a family: its ops and all their outputs. */

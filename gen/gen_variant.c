@@ -6,14 +6,20 @@
 #include <string.h>
 
 #include "gen_enum.h"
+#include "ref_nvfp4.h"
 
 #define QF_GEN_TPL_NORM_QUANTIZE "smxx_fp8_norm_quantize.cu"
 #define QF_GEN_TPL_SCALE_UPDATE "smxx_fp8_scale_update.cu"
 #define QF_GEN_TPL_MX_NORM_QUANTIZE "smxx_mxfp8_norm_quantize.cu"
 #define QF_GEN_TPL_MX_GEMM "sm90_mxfp8_gemm.cu"
+#define QF_GEN_TPL_NV_NORM_QUANTIZE "smxx_nvfp4_norm_quantize.cu"
+#define QF_GEN_TPL_NV_GEMM "sm90_nvfp4_gemm.cu"
+/* NOTES: rows of y per block of the NVFP4 GEMM; no template yet, so the value mirrors the MXFP8
+ * GEMM's and becomes the template's static_assert when it lands. */
+#define QF_GEN_NV_GEMM_TILE_M 128u
 #define QF_GEN_SMEM_MAX (48u * 1024u) /* static + dynamic without an opt-in attribute */
 
-/* Quantizer axes (fp8_delayed and mxfp8): every combination is one variant. */
+/* Quantizer axes (fp8_delayed, mxfp8 and nvfp4): every combination is one variant. */
 static const qf_norm qf_gen_nq_norms[] = {QF_NORM_LAYERNORM, QF_NORM_RMSNORM};
 static const qf_dtype qf_gen_in_dtypes[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
 static const qf_role qf_gen_quant_roles[] = {QF_ROLE_WEIGHT, QF_ROLE_GRAD};
@@ -35,6 +41,17 @@ static const qf_gen_kernel_config qf_gen_mx_gemm_config = {.block_threads = 256,
                                                            .tile_m = QF_MX_GEMM_TILE_M,
                                                            .smem_bytes = 0,
                                                            .template_name = QF_GEN_TPL_MX_GEMM};
+
+/* NVFP4 (SPEC 2.4): the quantizers as MXFP8's (tile_m 32 is two 16-row RHT groups / 2D tiles). */
+static const qf_gen_kernel_config qf_gen_nv_quant_config = {
+    .block_threads = 256,
+    .tile_m = 32,
+    .smem_bytes = 0,
+    .template_name = QF_GEN_TPL_NV_NORM_QUANTIZE};
+static const qf_gen_kernel_config qf_gen_nv_gemm_config = {.block_threads = 256,
+                                                           .tile_m = QF_GEN_NV_GEMM_TILE_M,
+                                                           .smem_bytes = 0,
+                                                           .template_name = QF_GEN_TPL_NV_GEMM};
 
 /* Appends a variant unless the array is full (the caller reports that). */
 static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_variant *v) {
@@ -100,9 +117,11 @@ static void qf_gen_expand_scale_update(const qf_gen_recipe *r, qf_gen_variant *o
     qf_gen_push(out, cap, n, &v);
 }
 
-/* The one MXFP8 GEMM: y[M, N] bf16 = A (input format) x B (weight format)^T, compact scales. */
-static void qf_gen_expand_mx_gemm(const qf_gen_recipe *r, qf_gen_variant *out, int cap, int *n) {
-    qf_gen_variant v = {.cfg = qf_gen_mx_gemm_config};
+/* The one block-scaled GEMM (mxfp8, nvfp4): y[M, N] bf16 = A (input format) x B (weight
+ * format)^T, compact scales. */
+static void qf_gen_expand_gemm(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+                               qf_gen_variant *out, int cap, int *n) {
+    qf_gen_variant v = {.cfg = *cfg};
     v.desc = (qf_gen_kernel_desc){.op = QF_OP_GEMM,
                                   .role = QF_ROLE_INPUT,
                                   .norm = QF_NORM_NONE,
@@ -127,7 +146,12 @@ int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
     case QF_FAMILY_MXFP8: /* no scale update: block scales come from the data itself */
         qf_gen_expand_nq(r, &qf_gen_mx_quant_config, out, cap, &n);
         qf_gen_expand_quant(r, &qf_gen_mx_quant_config, out, cap, &n);
-        qf_gen_expand_mx_gemm(r, out, cap, &n);
+        qf_gen_expand_gemm(r, &qf_gen_mx_gemm_config, out, cap, &n);
+        break;
+    case QF_FAMILY_NVFP4: /* no scale update: the global amax comes with the data */
+        qf_gen_expand_nq(r, &qf_gen_nv_quant_config, out, cap, &n);
+        qf_gen_expand_quant(r, &qf_gen_nv_quant_config, out, cap, &n);
+        qf_gen_expand_gemm(r, &qf_gen_nv_gemm_config, out, cap, &n);
         break;
     default:
         return qf_gen_fail(e, "%s: not implemented scaling mode: %s", r->file,
@@ -158,9 +182,10 @@ static const char *qf_gen_desc_problem(const qf_gen_kernel_desc *d) {
     if (d->zero_centered_gamma != 0 && d->zero_centered_gamma != 1)
         return "zero_centered_gamma is not 0 or 1";
     if (d->op == QF_OP_GEMM ? d->out_dtype != QF_DTYPE_BF16
-                            : d->out_dtype != QF_DTYPE_E4M3 && d->out_dtype != QF_DTYPE_E5M2)
+                            : d->out_dtype != QF_DTYPE_E4M3 && d->out_dtype != QF_DTYPE_E5M2 &&
+                                  d->out_dtype != QF_DTYPE_E2M1)
         return d->op == QF_OP_GEMM ? "GEMM output dtype is not bf16"
-                                   : "output dtype is not an FP8 format";
+                                   : "output dtype is not an FP8 or FP4 format";
     if ((d->op == QF_OP_NORM_QUANTIZE) != (d->norm != QF_NORM_NONE))
         return "norm does not match the op";
     return NULL;
@@ -222,8 +247,30 @@ static void qf_gen_values_add(qf_gen_values *vals, const char *name, const char 
 }
 
 int qf_gen_variant_block_2d(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
-    return r->family == QF_FAMILY_MXFP8 && r->weight_2d && d->op == QF_OP_QUANTIZE &&
-           d->role == QF_ROLE_WEIGHT;
+    return (r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) && r->weight_2d &&
+           d->op == QF_OP_QUANTIZE && d->role == QF_ROLE_WEIGHT;
+}
+
+/* 1 when d is an NVFP4 quantizer (norm_quantize or quantize). */
+static int qf_gen_nv_quantizer(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+    return r->family == QF_FAMILY_NVFP4 &&
+           (d->op == QF_OP_NORM_QUANTIZE || d->op == QF_OP_QUANTIZE);
+}
+
+int qf_gen_variant_rht(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+    return qf_gen_nv_quantizer(r, d) && (unsigned)d->role < QF_ROLE_COUNT &&
+           ((r->rht_roles >> d->role) & 1u);
+}
+
+int qf_gen_variant_sr(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+    return qf_gen_nv_quantizer(r, d) && d->role == QF_ROLE_GRAD && r->sr_grad;
+}
+
+unsigned qf_gen_variant_rht_mask(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+    if (!qf_gen_variant_rht(r, d))
+        return 0;
+    return r->has_rht_seed ? qf_nvfp4_rht_mask_from_seed_ref(r->rht_seed)
+                           : QF_NVFP4_RHT_MASK_DEFAULT;
 }
 
 /* __MARGIN__ and __AMAX_COMPUTE__ of the fp8_delayed scale update. */
@@ -235,19 +282,39 @@ static void qf_gen_values_scale_update(const qf_gen_recipe *r, qf_gen_values *ou
                       qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
 }
 
-/* __A_DTYPE__ and __B_DTYPE__ of the MXFP8 GEMM: A in the input format, B in the weight format. */
+/* __A_DTYPE__ and __B_DTYPE__ of the MXFP8 GEMM: A in the input format, B in the weight format.
+ * The NVFP4 GEMM has none: both operands are E2M1. */
 static void qf_gen_values_gemm(const qf_gen_recipe *r, qf_gen_values *out) {
+    if (r->family == QF_FAMILY_NVFP4)
+        return;
     qf_gen_values_add(out, "__A_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
     qf_gen_values_add(out, "__B_DTYPE__",
                       qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
 }
 
-/* The norm/quantize values; mxfp8 adds __SCALE_ROUNDING__ and __BLOCK_2D__ (SPEC 2.3). */
+/* __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of an NVFP4 quantizer (SPEC 2.4).
+ * NOTES: the mask is 0x0000 where RHT is off, so a seed changes only the sources that use it. */
+static void qf_gen_values_nvfp4(const qf_gen_recipe *r, const qf_gen_kernel_desc *d,
+                                qf_gen_values *out) {
+    char mask[16];
+    snprintf(mask, sizeof mask, "0x%04X", qf_gen_variant_rht_mask(r, d));
+    qf_gen_values_add(out, "__RHT__", qf_gen_variant_rht(r, d) ? "1" : "0");
+    qf_gen_values_add(out, "__RHT_MASK__", mask);
+    qf_gen_values_add(out, "__STOCHASTIC_ROUNDING__", qf_gen_variant_sr(r, d) ? "1" : "0");
+    qf_gen_values_add(out, "__BLOCK_2D__", qf_gen_variant_block_2d(r, d) ? "1" : "0");
+}
+
+/* The norm/quantize values; mxfp8 adds __SCALE_ROUNDING__ and __BLOCK_2D__ (SPEC 2.3); nvfp4
+ * has no __OUT_DTYPE__ (always E2M1) and adds its own (qf_gen_values_nvfp4). */
 static void qf_gen_values_quant(const qf_gen_recipe *r, const qf_gen_kernel_desc *d,
                                 qf_gen_values *out) {
     qf_gen_values_add(out, "__NORM__", qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm));
     qf_gen_values_add(out, "__ZERO_CENTERED_GAMMA__", d->zero_centered_gamma ? "1" : "0");
     qf_gen_values_add(out, "__IN_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->in_dtype));
+    if (r->family == QF_FAMILY_NVFP4) {
+        qf_gen_values_nvfp4(r, d, out);
+        return;
+    }
     qf_gen_values_add(out, "__OUT_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->out_dtype));
     if (r->family != QF_FAMILY_MXFP8)
         return;

@@ -61,11 +61,23 @@ typedef struct qf_gen_values {
  * scale update (fp8_delayed): __MARGIN__ __AMAX_COMPUTE__;
  * norm/quantize: __NORM__ __ZERO_CENTERED_GAMMA__ __IN_DTYPE__ __OUT_DTYPE__ __TILE_M__, and for
  *   mxfp8 also __SCALE_ROUNDING__ (QF_SCALE_ROUNDING_*) and __BLOCK_2D__ (0/1);
- * GEMM (mxfp8): __A_DTYPE__ __B_DTYPE__ __TILE_M__. */
+ * GEMM (mxfp8): __A_DTYPE__ __B_DTYPE__ __TILE_M__;
+ * nvfp4 norm/quantize: __NORM__ __ZERO_CENTERED_GAMMA__ __IN_DTYPE__ __RHT__ (0/1) __RHT_MASK__
+ *   (hex literal "0xD7E8", 0x0000 without RHT) __STOCHASTIC_ROUNDING__ (0/1) __BLOCK_2D__ (0/1)
+ *   __TILE_M__ (no __OUT_DTYPE__: always E2M1); GEMM (nvfp4): __TILE_M__ only. */
 void qf_gen_variant_values(const qf_gen_recipe *r, const qf_gen_variant *v, qf_gen_values *out);
 
-/* 1 when kernel d of recipe r quantizes in 32x32 blocks (mxfp8 weights with weight_2d, SPEC 2.3),
- * 0 for 1x32 blocks or a non-MXFP8 kernel. */
+/* 1 when kernel d of recipe r quantizes weights in 2D tiles (weight_2d: mxfp8 32x32, SPEC 2.3;
+ * nvfp4 16x16, SPEC 2.4), 0 for 1D blocks or a kernel of another family. */
 int qf_gen_variant_block_2d(const qf_gen_recipe *r, const qf_gen_kernel_desc *d);
+
+/* nvfp4 (SPEC 2.4): 1 when quantizer d applies the RHT to its columnwise copy (input with
+ * rht_input, grad with rht_grad), 0 otherwise and for every kernel of another family. */
+int qf_gen_variant_rht(const qf_gen_recipe *r, const qf_gen_kernel_desc *d);
+/* nvfp4: 1 when quantizer d rounds stochastically (grad with stochastic_rounding_grad). */
+int qf_gen_variant_sr(const qf_gen_recipe *r, const qf_gen_kernel_desc *d);
+/* nvfp4: the RHT sign mask of d (bit k set: s_k = -1): TE's 0xD7E8, or drawn from rht_seed
+ * (qf_nvfp4_rht_mask_from_seed_ref); 0 when d applies no RHT. */
+unsigned qf_gen_variant_rht_mask(const qf_gen_recipe *r, const qf_gen_kernel_desc *d);
 
 #endif /* QF_GEN_VARIANT_H */

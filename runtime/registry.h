@@ -32,7 +32,14 @@ typedef struct qf_recipe_entry {
     qf_amax_compute amax_compute;     /* fp8_delayed */
     qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (SPEC 2.3) */
     int weight_2d;                    /* mxfp8: 1 = the weight role's quantize kernels use
-                                       * 32x32 blocks, 0 = 1x32 like every other kernel */
+                                       * 32x32 blocks, 0 = 1x32 like every other kernel;
+                                       * nvfp4: 16x16 tiles vs 1x16 blocks (SPEC 2.4) */
+    unsigned rht_roles;               /* nvfp4: bit (1u << role) set = RHT on the columnwise
+                                       * copy of that role (input, grad) */
+    int sr_grad;                      /* nvfp4: stochastic rounding of gradients */
+    int has_rht_seed;                 /* nvfp4: 1 = RHT signs from rht_seed, 0 = TE's fixed mask
+                                       * 0xD7E8 */
+    uint64_t rht_seed;                /* nvfp4: see has_rht_seed */
     const char *options;              /* canonical "key=value;..." of every option, sorted by key */
     qf_shapes_fn shapes;
 } qf_recipe_entry;

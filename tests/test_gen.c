@@ -19,6 +19,7 @@
 #include "gen_render.h"
 #include "gen_variant.h"
 #include "kernel_key.h"
+#include "ref_nvfp4.h"
 #include "registry.h"
 
 #define QF_BANNER_END " \xe2\x80\x94 do not edit */"
@@ -115,6 +116,7 @@ typedef struct qf_error_case {
 
 #define FAM "family = \"fp8_delayed\", "
 #define MX "family = \"mxfp8\", "
+#define NV "family = \"nvfp4\", "
 static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
@@ -144,8 +146,7 @@ static const qf_error_case qf_error_cases[] = {
      0},
     {"x.lua", "return {family = \"fp8_current\"}", "family 'fp8_current' is not implemented yet",
      0},
-    {"x.lua", "return {family = \"nvfp4\", block = 16}", "family 'nvfp4' is not implemented yet",
-     0},
+    {"x.lua", "return {family = \"fp8_block\"}", "family 'fp8_block' is not implemented yet", 0},
     {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
      0},
     {"x.lua", "return 42", "recipe must return a table (got number)", 0},
@@ -189,6 +190,31 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" MX "block = 32}", "unknown field 'block'", 0},
     {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}", "unknown field 'format'", 0},
     {"x.lua", "return {" FAM "weight_2d = true}", "unknown field 'weight_2d'", 0},
+    /* nvfp4 (SPEC 2.4) */
+    {"x.lua", "return {" NV "rht_input = 1}", "field 'rht_input' (boolean expected, got number)",
+     0},
+    {"x.lua", "return {" NV "rht_grad = \"false\"}",
+     "field 'rht_grad' (boolean expected, got string)", 0},
+    {"x.lua", "return {" NV "stochastic_rounding_grad = 0}",
+     "field 'stochastic_rounding_grad' (boolean expected, got number)", 0},
+    {"x.lua", "return {" NV "weight_2d = \"yes\"}",
+     "field 'weight_2d' (boolean expected, got string)", 0},
+    {"x.lua", "return {" NV "rht_seed = -1}",
+     "field 'rht_seed' (value -1 out of range 0..9223372036854775807)", 0},
+    {"x.lua", "return {" NV "rht_seed = 1.5}",
+     "field 'rht_seed' (number has no integer representation)", 0},
+    {"x.lua", "return {" NV "rht_seed = \"7\"}", "field 'rht_seed' (integer expected, got string)",
+     0},
+    {"x.lua", "return {" NV "rht_seed = 7, rht_input = false, rht_grad = false}",
+     "field 'rht_seed' (no effect: rht_input and rht_grad are both false)", 0},
+    {"x.lua", "return {" NV "description = 1}", "field 'description' (string expected, got number)",
+     0},
+    {"x.lua", "return {" NV "block = 16}", "unknown field 'block'", 0},
+    {"x.lua", "return {" NV "grad_format = \"e2m1\"}", "unknown field 'grad_format'", 0},
+    {"x.lua", "return {" NV "stochastic_rounding = true}", "unknown field 'stochastic_rounding'",
+     0},
+    {"x.lua", "return {" FAM "rht_input = true}", "unknown field 'rht_input'", 0},
+    {"x.lua", "return {" MX "rht_seed = 1}", "unknown field 'rht_seed'", 0},
 };
 
 static void test_recipe_error(void **state) {
@@ -1386,7 +1412,7 @@ static void test_shape_formula_check(void **state) {
                                       "roundup (M,4)", "1234567890"};
     static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
                                        "123456789"};
-    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0};
+    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
     qf_gen_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];
@@ -1399,6 +1425,395 @@ static void test_shape_formula_check(void **state) {
             assert_string_equal(e.msg, "shape table: output 'y' dim 1 is not a formula of M, N, "
                                        "K, constants, roundup and cdiv");
     }
+}
+
+/* ========================================================================= nvfp4 */
+/* NOTES: the NVFP4 recipes live in tests/data/recipes until their templates land; these tests
+ * run them against stub templates (every placeholder of the contract once, nothing else). */
+
+#define QF_NV_RECIPE "tests/data/recipes/nvfp4.lua"
+#define QF_NV_NORT_RECIPE "tests/data/recipes/nvfp4_nort.lua"
+#define QF_NV_OPTIONS                                                                              \
+    "family=nvfp4;rht_grad=true;rht_input=true;rht_seed=none;stochastic_rounding_grad=true;"       \
+    "weight_2d=true"
+#define QF_NV_OPTIONS_NORT                                                                         \
+    "family=nvfp4;rht_grad=false;rht_input=false;rht_seed=none;stochastic_rounding_grad=true;"     \
+    "weight_2d=true"
+
+static const char qf_test_nv_nq_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
+    "__RHT__, __RHT_MASK__, __STOCHASTIC_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, "
+    "__TILE_M__}; }\n";
+static const char qf_test_nv_gemm_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__BLOCK_THREADS__, __TILE_M__}; }\n";
+
+/* Writes the two NVFP4 stub templates to dir. */
+static void qf_test_nv_templates(const char *dir) {
+    qf_test_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
+    qf_test_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+}
+
+/* The test-data recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
+static void test_recipe_nvfp4_data(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    char opts[256];
+    qf_test_load_ok(QF_NV_RECIPE, &r);
+    assert_string_equal(r.name, "nvfp4");
+    assert_string_equal(r.file, "recipes/nvfp4.lua");
+    assert_int_equal(r.family, QF_FAMILY_NVFP4);
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        assert_int_equal(r.fmt[i], QF_DTYPE_E2M1);
+    assert_int_equal(r.rht_roles, (1u << QF_ROLE_INPUT) | (1u << QF_ROLE_GRAD));
+    assert_true(r.sr_grad && r.weight_2d && !r.has_rht_seed);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_NV_OPTIONS);
+    qf_test_load_ok(QF_NV_NORT_RECIPE, &r);
+    assert_int_equal(r.rht_roles, 0);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_NV_OPTIONS_NORT);
+}
+
+/* A bare {family = "nvfp4"} has TE's defaults; every option away from its default, the list
+ * sorted, booleans and a given rht_seed typed, an absent one the string "none". */
+static void test_recipe_nvfp4_options(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_gen_recipe r;
+    qf_gen_err e;
+    qf_gen_option o[QF_GEN_OPTIONS_MAX];
+    char opts[256];
+    qf_test_mkdtemp(&d);
+    assert_int_equal(
+        qf_test_load(d.path, "b.lua", "return {family = 'nvfp4'}", NULL, &r, &e, NULL, 0), 0);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, QF_NV_OPTIONS);
+    assert_int_equal(qf_gen_recipe_option_list(&r, o), 6);
+    assert_true(!o[3].is_integer && !o[3].is_boolean); /* rht_seed=none */
+    const char *text = "return {family = 'nvfp4', rht_input = true, rht_grad = false,\n"
+                       "  stochastic_rounding_grad = false, weight_2d = false,\n"
+                       "  rht_seed = 9223372036854775807, description = 'seeded'}";
+    assert_int_equal(qf_test_load(d.path, "s.lua", text, NULL, &r, &e, NULL, 0), 0);
+    assert_int_equal(r.rht_roles, 1u << QF_ROLE_INPUT);
+    assert_true(r.has_rht_seed && r.rht_seed == 9223372036854775807ull);
+    qf_gen_recipe_options(&r, opts, sizeof opts);
+    assert_string_equal(opts, "family=nvfp4;rht_grad=false;rht_input=true;"
+                              "rht_seed=9223372036854775807;stochastic_rounding_grad=false;"
+                              "weight_2d=false");
+    int n = qf_gen_recipe_option_list(&r, o);
+    for (int i = 1; i < n; i++)
+        assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
+    assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
+    qf_test_rmtree(d.path);
+}
+
+/* The 19 kernels of nvfp4.lua (the MXFP8 set under the nvfp4 prefix) and their configs. */
+static void test_variants_nvfp4_names(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    char expect[128];
+    int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
+    assert_int_equal(n, 12 + 6 + 1);
+    for (int i = 0; i < n; i++) {
+        snprintf(expect, sizeof expect, "qf_nvfp4_%s", qf_test_mx_names[i] + strlen("qf_mxfp8_"));
+        assert_string_equal(v[i].desc.name, expect);
+        int gemm = v[i].desc.op == QF_OP_GEMM;
+        assert_string_equal(v[i].cfg.template_name,
+                            gemm ? "sm90_nvfp4_gemm.cu" : "smxx_nvfp4_norm_quantize.cu");
+        assert_int_equal(v[i].cfg.block_threads, 256);
+        assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
+        assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : QF_DTYPE_E2M1);
+    }
+    assert_int_equal(v[0].desc.in_dtype, QF_DTYPE_E2M1);
+}
+
+/* Asserts __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of kernel name. */
+static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, int n,
+                             const char *name, const char *rht, const char *mask, const char *sr,
+                             const char *b2d) {
+    qf_gen_values vals;
+    qf_gen_variant_values(r, qf_test_variant(v, n, name), &vals);
+    const char *kv[] = {"__RHT__",      rht, "__RHT_MASK__", mask, "__STOCHASTIC_ROUNDING__", sr,
+                        "__BLOCK_2D__", b2d};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(qf_test_value(&vals, kv[2 * i]), kv[2 * i + 1]) != 0)
+            fail_msg("%s: %s = %s, expected %s", name, kv[2 * i], qf_test_value(&vals, kv[2 * i]),
+                     kv[2 * i + 1]);
+}
+
+/* The placeholder contract of the NVFP4 templates (gen_variant.h) and RHT/SR/2D per role. */
+static void test_variants_nvfp4_values(void **state) {
+    (void)state;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    qf_gen_values vals;
+    int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
+    const char *nq[] = {"__KERNEL_NAME__",
+                        "qf_nvfp4_nq_rmsnorm_zcg_fp16",
+                        "__BLOCK_THREADS__",
+                        "256",
+                        "__NORM__",
+                        "QF_NORM_RMSNORM",
+                        "__ZERO_CENTERED_GAMMA__",
+                        "1",
+                        "__IN_DTYPE__",
+                        "QF_DTYPE_FP16",
+                        "__RHT__",
+                        "1",
+                        "__RHT_MASK__",
+                        "0xD7E8",
+                        "__STOCHASTIC_ROUNDING__",
+                        "0",
+                        "__BLOCK_2D__",
+                        "0",
+                        "__TILE_M__",
+                        "32"};
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_nvfp4_nq_rmsnorm_zcg_fp16"), &vals);
+    qf_test_values_are(&vals, 10, nq);
+    const char *g[] = {
+        "__KERNEL_NAME__", "qf_nvfp4_gemm", "__BLOCK_THREADS__", "256", "__TILE_M__", "128"};
+    qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_nvfp4_gemm"), &vals);
+    qf_test_values_are(&vals, 3, g);
+    qf_test_nv_flags(&r, v, n, "qf_nvfp4_quant_weight_bf16", "0", "0x0000", "0", "1");
+    qf_test_nv_flags(&r, v, n, "qf_nvfp4_quant_grad_fp32", "1", "0xD7E8", "1", "0");
+    n = qf_test_variants_of(QF_NV_NORT_RECIPE, &r, v);
+    qf_test_nv_flags(&r, v, n, "qf_nvfp4_nort_nq_layernorm_bf16", "0", "0x0000", "0", "0");
+    qf_test_nv_flags(&r, v, n, "qf_nvfp4_nort_quant_grad_bf16", "0", "0x0000", "1", "0");
+    qf_test_nv_flags(&r, v, n, "qf_nvfp4_nort_quant_weight_fp16", "0", "0x0000", "0", "1");
+}
+
+/* rht_seed: the mask of the RHT kernels is drawn from the seed (SPEC 2.4); the others keep 0. */
+static void test_variants_nvfp4_seed(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_gen_recipe r;
+    qf_gen_variant v[QF_GEN_VARIANTS_MAX];
+    char mask[16];
+    qf_test_mkdtemp(&d);
+    const char *path = qf_test_write(d.path, "nvs.lua",
+                                     "return {family = 'nvfp4', rht_seed = 42,"
+                                     " rht_grad = false}");
+    int n = qf_test_variants_of(path, &r, v);
+    snprintf(mask, sizeof mask, "0x%04X", (unsigned)qf_nvfp4_rht_mask_from_seed_ref(42));
+    assert_string_not_equal(mask, "0xD7E8");
+    qf_test_nv_flags(&r, v, n, "qf_nvs_nq_layernorm_fp32", "1", mask, "0", "0");
+    qf_test_nv_flags(&r, v, n, "qf_nvs_quant_grad_fp32", "0", "0x0000", "1", "0");
+    qf_test_rmtree(d.path);
+}
+
+/* Without its templates the NVFP4 recipe is refused naming the missing file (first the GEMM's,
+ * whose kernel sorts first), and nothing is written. */
+static void test_gen_nvfp4_missing_template(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, expect[600], outdir[512];
+    struct stat st;
+    qf_test_mkdtemp(&d);
+    snprintf(outdir, sizeof outdir, "%s/out", d.path);
+    const char *args[] = {"-o", outdir, "--templates", d.path, QF_NV_RECIPE, NULL};
+    const char *const files[] = {"sm90_nvfp4_gemm.cu", "smxx_nvfp4_norm_quantize.cu"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(qf_test_cli(&out, &err, args), 1);
+        snprintf(expect, sizeof expect,
+                 "qfuse-gen: %s/%s: cannot open template (No such file or directory)\n", d.path,
+                 files[i]);
+        assert_string_equal(err, expect);
+        assert_int_not_equal(stat(outdir, &st), 0);
+        free(out), free(err);
+        qf_test_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+    }
+    qf_test_rmtree(d.path);
+}
+
+/* Generates the two test-data NVFP4 recipes into dir/out with the stubs of dir/tpl. */
+static void qf_test_nv_generate(const char *dir) {
+    char tpl[512], outdir[512], *out, *err;
+    snprintf(tpl, sizeof tpl, "%s/tpl", dir);
+    snprintf(outdir, sizeof outdir, "%s/out", dir);
+    assert_int_equal(mkdir(tpl, 0777), 0);
+    qf_test_nv_templates(tpl);
+    const char *args[] = {"-o", outdir, "--templates", tpl, QF_NV_NORT_RECIPE, QF_NV_RECIPE, NULL};
+    if (qf_test_cli(&out, &err, args) != 0)
+        fail_msg("qfuse-gen failed: %s", err);
+    free(out), free(err);
+}
+
+/* The rendered stubs, shapes.c's multiple-of-16 check and packed dims, registry.c's fields. */
+static const struct {
+    const char *file, *has;
+} qf_test_nv_sources[] = {
+    {"kernels/qf_nvfp4_quant_grad_bf16.cu",
+     "#line 1 \"templates/smxx_nvfp4_norm_quantize.cu\"\nvoid qf_nvfp4_quant_grad_bf16() { int "
+     "a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, 1, 0xD7E8, 1, 0, 256, 32}; }\n"},
+    {"kernels/qf_nvfp4_nort_quant_grad_bf16.cu", "QF_DTYPE_BF16, 0, 0x0000, 1, 0, 256, 32}"},
+    {"kernels/qf_nvfp4_quant_weight_fp32.cu", "QF_DTYPE_FP32, 0, 0x0000, 0, 1, 256, 32}"},
+    {"kernels/qf_nvfp4_nq_layernorm_zcg_bf16.cu",
+     "{QF_NORM_LAYERNORM, 1, QF_DTYPE_BF16, 1, 0xD7E8, 0, 0, 256, 32}"},
+    {"kernels/qf_nvfp4_gemm.cu", "void qf_nvfp4_gemm() { int a[] = {256, 128}; }"},
+    {"shapes.c", "    if (q->M % 16 != 0 || q->K % 16 != 0)\n        return -1;\n"},
+    {"shapes.c", "    if (q->K % 16 != 0)\n        return -1;\n"},
+    {"shapes.c", "const int64_t d[] = {q->M, qf_shape_cdiv(q->K, 2)};"},
+    {"shapes.c", "const int64_t d[] = {q->K, qf_shape_cdiv(q->M, 2)};"},
+    {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->K, 128), "
+                 "qf_shape_roundup(qf_shape_cdiv(q->M, 16), 4)};"},
+    {"shapes.c", "uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt);"},
+    {"registry.c", ".weight_2d = 1,\n        .rht_roles = 5u,\n        .sr_grad = 1,\n"
+                   "        .has_rht_seed = 0,\n        .rht_seed = 0ull,\n"},
+    {"registry.c", ".family = QF_FAMILY_NVFP4,\n        .op = QF_OP_GEMM,"},
+};
+
+static void test_gen_nvfp4_sources(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char p[600];
+    qf_test_mkdtemp(&d);
+    qf_test_nv_generate(d.path);
+    for (size_t i = 0; i < sizeof qf_test_nv_sources / sizeof qf_test_nv_sources[0]; i++) {
+        snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_nv_sources[i].file);
+        char *text = qf_test_read(p, NULL);
+        assert_non_null(text);
+        if (!strstr(text, qf_test_nv_sources[i].has))
+            fail_msg("%s lacks '%s'", qf_test_nv_sources[i].file, qf_test_nv_sources[i].has);
+        free(text);
+    }
+    qf_test_rmtree(d.path);
+}
+
+/* The nvfp4 quantizer formulas of manifest recipe r at SPEC 2.4's cases: output i of op at
+ * (M, K) is [d0, d1]. */
+static void qf_test_nv_formulas(const cJSON *r) {
+    static const struct {
+        const char *op;
+        int i;
+        int64_t M, K, d0, d1;
+    } c[] = {
+        {"quantize", 0, 32, 64, 32, 32},
+        {"quantize", 2, 32, 64, 64, 16},
+        {"quantize", 1, 16, 16, 128, 4},
+        {"quantize", 3, 16, 16, 128, 4},
+        {"norm_quantize", 1, 16, 8192, 128, 512},
+        {"norm_quantize", 3, 16, 8192, 8192, 4},
+        {"norm_quantize", 1, 4096, 1040, 4096, 68},
+        {"norm_quantize", 3, 4096, 1040, 1152, 256},
+        {"norm_quantize", 2, 4096, 1040, 1040, 2048},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        qf_test_dims_at(qf_test_shape_out(r, c[i].op, c[i].i), c[i].M, c[i].K, c[i].d0, c[i].d1);
+}
+
+/* Asserts name, dtype, bytes and condition of output i of op in manifest recipe r. */
+static void qf_test_nv_out(const cJSON *r, const char *op, int i, const char *name,
+                           const char *dtype, const char *bytes, const char *cond) {
+    const cJSON *o = qf_test_shape_out(r, op, i);
+    assert_string_equal(qf_test_json_str(o, "name"), name);
+    assert_string_equal(qf_test_json_str(o, "dtype"), dtype);
+    assert_string_equal(qf_test_json_str(o, "bytes"), bytes);
+    assert_string_equal(qf_test_json_str(o, "condition"), cond);
+}
+
+/* The nvfp4 outputs of manifest recipe r: packed data (dims in bytes), E4M3 scales, amaxes. */
+static void qf_test_nv_outputs(const cJSON *r) {
+    qf_test_nv_out(r, "norm_quantize", 0, "rowwise_data", "format[input]", "M*cdiv(K,2)",
+                   "rowwise");
+    assert_non_null(strstr(qf_test_json_str(qf_test_shape_out(r, "norm_quantize", 0), "packing"),
+                           "dims count bytes"));
+    qf_test_nv_out(r, "norm_quantize", 1, "rowwise_scale_inv", "e4m3",
+                   "roundup(M,128)*roundup(cdiv(K,16),4)", "rowwise");
+    qf_test_nv_out(r, "quantize", 2, "columnwise_data", "format[role]", "K*cdiv(M,2)",
+                   "columnwise");
+    qf_test_nv_out(r, "quantize", 3, "columnwise_scale_inv", "e4m3",
+                   "roundup(K,128)*roundup(cdiv(M,16),4)", "columnwise");
+    qf_test_nv_out(r, "quantize", 4, "amax_rowwise", "fp32", "4", "rowwise");
+    qf_test_nv_out(r, "quantize", 5, "amax_columnwise", "fp32", "4", "columnwise");
+    qf_test_nv_out(r, "norm_quantize", 6, "mu", "fp32", "4*M", "norm == layernorm");
+    qf_test_nv_out(r, "gemm", 0, "y", "bf16", "2*M*N", "always");
+    assert_null(cJSON_GetObjectItem(qf_test_shape_out(r, "quantize", 4), "packing"));
+}
+
+/* The manifest's nvfp4 options (rht_seed "none"), requirements and shape formulas (SPEC 2.4). */
+static void test_gen_nvfp4_manifest(void **state) {
+    (void)state;
+    qf_test_dir d;
+    cJSON *root;
+    char out[512];
+    qf_test_mkdtemp(&d);
+    qf_test_nv_generate(d.path);
+    snprintf(out, sizeof out, "%s/out", d.path);
+    const cJSON *r = qf_test_manifest_recipe(out, &root), *opts = cJSON_GetObjectItem(r, "options");
+    assert_string_equal(qf_test_json_str(r, "options_string"), QF_NV_OPTIONS);
+    assert_string_equal(qf_test_json_str(opts, "rht_seed"), "none");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(opts, "rht_input")));
+    assert_string_equal(qf_test_json_str(cJSON_GetObjectItem(r, "formats"), "grad"), "e2m1");
+    const cJSON *nq = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), "norm_quantize");
+    assert_string_equal(qf_test_json_str(nq, "requires"),
+                        "M > 0 && K > 0 && (rowwise || columnwise) && M % 16 == 0 && K % 16 == 0");
+    const cJSON *gm = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), "gemm");
+    assert_string_equal(qf_test_json_str(gm, "requires"), "M > 0 && N > 0 && K > 0 && K % 16 == 0");
+    qf_test_nv_outputs(r);
+    qf_test_nv_formulas(r);
+    cJSON_Delete(root);
+    qf_test_rmtree(d.path);
+}
+
+/* Builds a plan of recipe text written as dir/nvx.lua (one name: keys comparable across plans)
+ * with the NVFP4 stubs of dir. */
+static void qf_test_nv_plan(const char *dir, const char *text, qf_gen_plan *p) {
+    qf_gen_err e;
+    const qf_gen_opts o = {.templates_dir = dir, .include_dir = "runtime"};
+    const char *paths[] = {qf_test_write(dir, "nvx.lua", text)};
+    qf_test_nv_templates(dir);
+    if (qf_gen_plan_build(p, &o, paths, 1, &e) != 0)
+        fail_msg("%s", e.msg);
+}
+
+/* Asserts that kernel name's source (and so its key) differs between plans a and b exactly when
+ * changed; its key differs in any case when the options do (SPEC 5). */
+static void qf_test_nv_diff(const qf_gen_plan *a, const qf_gen_plan *b, const char *name,
+                            int changed) {
+    char ka[33], kb[33];
+    int va = qf_test_plan_variant(a, 0, name), vb = qf_test_plan_variant(b, 0, name);
+    int src = strcmp(a->recipes[0].sources[va], b->recipes[0].sources[vb]) != 0;
+    if (src != changed)
+        fail_msg("%s: source %s", name, changed ? "unchanged" : "changed");
+    qf_gen_plan_key(a, 0, va, 90, ka);
+    qf_gen_plan_key(b, 0, vb, 90, kb);
+    assert_string_not_equal(ka, kb);
+}
+
+/* Fusion keys (SPEC 5; TE's ops/fuser.py reused an NVFP4 plan after RHT was disabled): turning
+ * off RHT, SR or 2D, or seeding the RHT, changes the source and key of exactly the kernels that
+ * use it. */
+static void test_gen_nvfp4_keys(void **state) {
+    (void)state;
+    static const struct {
+        const char *opt;
+        int nq, grad, weight; /* source changes of nq_layernorm_bf16, quant_grad/weight_bf16 */
+    } c[] = {
+        {"rht_input = false", 1, 0, 0},
+        {"rht_grad = false", 0, 1, 0},
+        {"stochastic_rounding_grad = false", 0, 1, 0},
+        {"weight_2d = false", 0, 0, 1},
+        {"rht_seed = 42", 1, 1, 0},
+    };
+    qf_test_dir d0, d1;
+    qf_gen_plan base, p;
+    char text[256];
+    qf_test_mkdtemp(&d0);
+    qf_test_nv_plan(d0.path, "return {family = 'nvfp4'}", &base);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        qf_test_mkdtemp(&d1);
+        snprintf(text, sizeof text, "return {family = 'nvfp4', %s}", c[i].opt);
+        qf_test_nv_plan(d1.path, text, &p);
+        qf_test_nv_diff(&base, &p, "qf_nvx_nq_layernorm_bf16", c[i].nq);
+        qf_test_nv_diff(&base, &p, "qf_nvx_quant_grad_bf16", c[i].grad);
+        qf_test_nv_diff(&base, &p, "qf_nvx_quant_weight_bf16", c[i].weight);
+        qf_test_nv_diff(&base, &p, "qf_nvx_gemm", 0);
+        qf_gen_plan_free(&p);
+        qf_test_rmtree(d1.path);
+    }
+    qf_gen_plan_free(&base);
+    qf_test_rmtree(d0.path);
 }
 
 /* ========================================================================= CLI */
@@ -1533,6 +1948,20 @@ int main(void) {
         QF_ERROR_TEST(42),
         QF_ERROR_TEST(43),
         QF_ERROR_TEST(44),
+        QF_ERROR_TEST(45),
+        QF_ERROR_TEST(46),
+        QF_ERROR_TEST(47),
+        QF_ERROR_TEST(48),
+        QF_ERROR_TEST(49),
+        QF_ERROR_TEST(50),
+        QF_ERROR_TEST(51),
+        QF_ERROR_TEST(52),
+        QF_ERROR_TEST(53),
+        QF_ERROR_TEST(54),
+        QF_ERROR_TEST(55),
+        QF_ERROR_TEST(56),
+        QF_ERROR_TEST(57),
+        QF_ERROR_TEST(58),
         cmocka_unit_test(test_recipe_empty_env),
         cmocka_unit_test(test_recipe_memory_table),
         cmocka_unit_test(test_recipe_budget_custom),
@@ -1568,13 +1997,22 @@ int main(void) {
         cmocka_unit_test(test_gen_mxfp8_keys),
         cmocka_unit_test(test_kernel_key_layout),
         cmocka_unit_test(test_kernel_instances_mxfp8),
+        cmocka_unit_test(test_recipe_nvfp4_data),
+        cmocka_unit_test(test_recipe_nvfp4_options),
+        cmocka_unit_test(test_variants_nvfp4_names),
+        cmocka_unit_test(test_variants_nvfp4_values),
+        cmocka_unit_test(test_variants_nvfp4_seed),
+        cmocka_unit_test(test_gen_nvfp4_missing_template),
+        cmocka_unit_test(test_gen_nvfp4_sources),
+        cmocka_unit_test(test_gen_nvfp4_manifest),
+        cmocka_unit_test(test_gen_nvfp4_keys),
         cmocka_unit_test(test_shape_formula_check),
         cmocka_unit_test(test_cli_check_shipped),
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
     };
-    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 45,
+    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 59,
                    "add a QF_ERROR_TEST line per error case");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* test_shapes.c: the generated fake-shape functions (out/shapes.c, SPEC 4) of fp8_delayed and of
- * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3), and their place in the registry. */
+/* test_shapes.c: the generated fake-shape functions (out/shapes.c, SPEC 4) of fp8_delayed, of
+ * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the test-data nvfp4 recipes (packed E2M1,
+ * SPEC 2.4), and their place in the registry. */
 #include "test_util.h"
 
 #include "registry.h"
@@ -284,6 +285,87 @@ static void test_mx_registry(void **state) {
         assert_int_equal(qf_kernels[k].family, qf_recipes[qf_kernels[k].recipe].family);
 }
 
+/* ---- nvfp4 (SPEC 2.4): shape functions generated from tests/data/recipes (Makefile), not in
+ * the registry until the NVFP4 templates land. */
+int qf_shapes_nvfp4(const qf_shape_query *q, qf_shape *out, int cap);
+int qf_shapes_nvfp4_nort(const qf_shape_query *q, qf_shape *out, int cap);
+
+/* Both copies of one quantize (each role, both recipes): packed E2M1 data with dims in bytes,
+ * the columnwise copy transposed, padded E4M3 scales, one fp32 amax per copy. */
+static void test_nv_quantize_32x64(void **state) {
+    (void)state;
+    const qf_shapes_fn fns[] = {qf_shapes_nvfp4, qf_shapes_nvfp4_nort};
+    qf_shape out[CAP];
+    for (int f = 0; f < 2; f++)
+        for (int role = 0; role < QF_ROLE_COUNT; role++) {
+            qf_shape_query q =
+                qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 32, 64);
+            q.role = (qf_role)role;
+            assert_int_equal(fns[f](&q, out, CAP), 6);
+            const char *order[] = {"rowwise_data",         "rowwise_scale_inv", "columnwise_data",
+                                   "columnwise_scale_inv", "amax_rowwise",      "amax_columnwise"};
+            for (int i = 0; i < 6; i++)
+                assert_string_equal(out[i].name, order[i]);
+            qf_test_expect(&out[0], QF_DTYPE_E2M1, 2, 32, 32, 32 * 64 / 2);
+            qf_test_expect(&out[1], QF_DTYPE_E4M3, 2, 128, 4, 512);
+            qf_test_expect(&out[2], QF_DTYPE_E2M1, 2, 64, 16, 64 * 32 / 2);
+            qf_test_expect(&out[3], QF_DTYPE_E4M3, 2, 128, 4, 512);
+            qf_test_expect(&out[4], QF_DTYPE_FP32, 1, 1, 0, 4);
+            qf_test_expect(&out[5], QF_DTYPE_FP32, 1, 1, 0, 4);
+        }
+}
+
+/* A real layer (M = 4096, K = 1040: K/16 = 65 scale columns, padded to 68), one copy at a time:
+ * the other copy's data, scales and amax are absent; rmsnorm has no mu. */
+static void test_nv_nq_4096x1040(void **state) {
+    (void)state;
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 4096, 1040);
+    int n = qf_shapes_nvfp4(&q, out, CAP);
+    assert_int_equal(n, 5);
+    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E2M1, 2, 4096, 520, 4096 * 520);
+    qf_test_expect(qf_test_find(out, n, "rowwise_scale_inv"), QF_DTYPE_E4M3, 2, 4096, 68,
+                   4096 * 68);
+    qf_test_expect(qf_test_find(out, n, "amax_rowwise"), QF_DTYPE_FP32, 1, 1, 0, 4);
+    qf_test_expect(qf_test_find(out, n, "mu"), QF_DTYPE_FP32, 1, 4096, 0, 4 * 4096);
+    assert_null(qf_test_find(out, n, "amax_columnwise"));
+    q.outputs = QF_OUT_COLUMNWISE;
+    q.norm = QF_NORM_RMSNORM;
+    n = qf_shapes_nvfp4(&q, out, CAP);
+    assert_int_equal(n, 4);
+    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E2M1, 2, 1040, 2048,
+                   1040 * 2048);
+    qf_test_expect(qf_test_find(out, n, "columnwise_scale_inv"), QF_DTYPE_E4M3, 2, 1152, 256,
+                   1152 * 256);
+    qf_test_expect(qf_test_find(out, n, "amax_columnwise"), QF_DTYPE_FP32, 1, 1, 0, 4);
+    assert_null(qf_test_find(out, n, "mu"));
+    assert_null(qf_test_find(out, n, "rowwise_data"));
+}
+
+/* M and K must be multiples of 16 (the GEMM: K); otherwise the query is invalid (-1). */
+static void test_nv_multiple_of_16(void **state) {
+    (void)state;
+    static const int64_t bad[][2] = {{17, 16}, {16, 24}, {8, 16}, {16, 1}, {1, 1}, {16, 1040 + 8}};
+    qf_shape out[CAP];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int op = 0; op < 2; op++) {
+            qf_shape_query q =
+                qf_test_query(op ? QF_OP_QUANTIZE : QF_OP_NORM_QUANTIZE,
+                              QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, bad[i][0], bad[i][1]);
+            if (qf_shapes_nvfp4(&q, out, CAP) != -1)
+                fail_msg("M=%lld K=%lld accepted", (long long)bad[i][0], (long long)bad[i][1]);
+        }
+    qf_shape_query q = {.op = QF_OP_GEMM, .M = 5, .N = 3, .K = 32};
+    assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), 1);
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 5, 3, 2 * 5 * 3);
+    q.K = 40;
+    assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_SCALE_UPDATE, QF_OUT_ROWWISE, 16, 16); /* no scale update */
+    assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), -1);
+    q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 16, 16);
+    assert_int_equal(qf_shapes_nvfp4(&q, out, 5), -2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nq_rowwise_only),
@@ -300,6 +382,9 @@ int main(void) {
         cmocka_unit_test(test_mx_quantize_32x32),
         cmocka_unit_test(test_mx_gemm_and_invalid),
         cmocka_unit_test(test_mx_registry),
+        cmocka_unit_test(test_nv_quantize_32x64),
+        cmocka_unit_test(test_nv_nq_4096x1040),
+        cmocka_unit_test(test_nv_multiple_of_16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
