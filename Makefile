@@ -1,4 +1,5 @@
-# qfuse build. Targets: all gen demo test check check-gpu bench install clean distclean help.
+# qfuse build. Targets: all gen demo test check check-asan check-valgrind bench fuzz install clean
+# distclean help.
 # Out-of-tree objects in $(BUILD_DIR); generated sources in out/. `make V=1` shows commands.
 
 CUDA_HOME ?= /usr/local/cuda
@@ -20,7 +21,8 @@ endif
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 $(OPT) -fPIC -ffp-contract=off -pthread $(WARN) $(CFLAGS)
-CPPFLAGS_ALL := -D_GNU_SOURCE -Iruntime -Igen -I$(OUT) -isystem $(CUDA_HOME)/include \
+CPPFLAGS_ALL := -D_GNU_SOURCE -DQF_GEN_DATADIR='"$(PREFIX)/share/qfuse"' -Iruntime -Igen -I$(OUT) \
+                -isystem $(CUDA_HOME)/include \
                 -I/usr/include/lua5.4 -I/usr/include/cjson $(CPPFLAGS)
 LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc -lcublasLt -lcudart
 LDLIBS_ALL := -llua5.4 -lcjson -lxxhash $(LDLIBS_CUDA) -ldl -lpthread -lm $(LDLIBS)
@@ -58,7 +60,7 @@ SOLIB := $(B)/libqfuse.so
 DEPS_OK := $(B)/.deps-ok
 FLAGS_FILE := $(B)/.flags
 
-.PHONY: all gen demo test check check-gpu bench install clean distclean help FORCE fuzz fuzz-merge \
+.PHONY: all gen demo test check bench install clean distclean help FORCE fuzz fuzz-merge \
         fuzz-cc
 all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
 
@@ -74,6 +76,8 @@ help:
 	@echo "make bench      benchmarks + PyTorch peers + plot + README table (GPU); QUICK=1 smoke run"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
+	@echo "make gen        only regenerate out/ from recipes/ and templates/"
+	@echo "make clean      remove the build directories; distclean also removes out/"
 	@echo "variables: CUDA_HOME BUILD_DIR PREFIX QFUSE_DEPS_PREFIX V=1"
 
 # ---- dependencies and flag tracking
@@ -122,13 +126,18 @@ $(QFUSE_DEMO): $(B)/runtime/qfuse_demo.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
 $(B)/runtime/qfuse_demo.o: $(OUT)/.stamp
-$(B)/runtime/qfuse_demo.o: CFLAGS_ALL += -fopenmp
 
 $(QFUSE_BENCH): $(B)/runtime/qfuse_bench.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
 $(B)/runtime/qfuse_bench.o: $(OUT)/.stamp
-$(B)/runtime/qfuse_bench.o: CFLAGS_ALL += -fopenmp
+# The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
+# never reaches the flags record that every other object depends on.
+OMP_OBJS := $(B)/runtime/qfuse_demo.o $(B)/runtime/qfuse_bench.o
+$(OMP_OBJS): $(B)/%.o: %.c $(FLAGS_FILE) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -fopenmp -MMD -MP -c $< -o $@
 
 $(QFUSE_CACHE): $(B)/runtime/qfuse_cache.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
@@ -241,11 +250,14 @@ install: all
 	install -m 755 $(SOLIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/registry.h $(OUT)/shapes.h \
 	        $(DESTDIR)$(PREFIX)/include/qfuse/
+	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include
+	install -m 644 $(TEMPLATES) $(DESTDIR)$(PREFIX)/share/qfuse/templates/
+	install -m 644 runtime/qf_formats.h $(DESTDIR)$(PREFIX)/share/qfuse/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(CUDA_HOME)|g' scripts/qfuse.pc.in \
 	        > $(DESTDIR)$(PREFIX)/lib/pkgconfig/qfuse.pc
 
 clean:
-	rm -rf $(B) $(FUZZ_DIR)
+	rm -rf $(B) $(FUZZ_DIR) $(ASAN_DIR)
 distclean: clean
 	rm -rf $(OUT)
 

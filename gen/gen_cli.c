@@ -1,4 +1,5 @@
 /* gen_cli.c: the qfuse-gen command line (parsing and the generate / --list / --check commands). */
+#include <sys/stat.h>
 #include "gen_cli.h"
 
 #include <stdlib.h>
@@ -26,6 +27,10 @@ typedef struct qf_gen_args {
     const char **recipes; /* points into argv (owned array) */
 } qf_gen_args;
 
+#ifndef QF_GEN_DATADIR
+#define QF_GEN_DATADIR "/usr/local/share/qfuse" /* set by the Makefile from PREFIX */
+#endif
+
 static const char qf_gen_usage[] =
     "usage: qfuse-gen [-o DIR] [--arch sm_XX] [--templates DIR] [--include DIR] RECIPE.lua...\n"
     "       qfuse-gen --list [--arch sm_XX] RECIPE.lua...   recipes, variants and fusion keys\n"
@@ -33,7 +38,8 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
-    "(default templates) holds the CUDA templates, --include (default runtime) qf_formats.h.\n";
+    "(default ./templates, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
+    "templates, --include (default ./runtime, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
 
 /* "sm_90" -> 90; 0 when malformed. */
 static int qf_gen_parse_arch(const char *s) {
@@ -105,13 +111,20 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     return 0;
 }
 
+/* Nonzero when path is a directory. */
+static int qf_gen_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Fills a from argv. Returns 0 or 2 (usage error, printed). a->recipes is malloc'ed. */
 static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
     memset(a, 0, sizeof *a);
     a->out_dir = "out";
     a->arch = 90;
-    a->opts.templates_dir = "templates";
-    a->opts.include_dir = "runtime";
+    /* In a source tree use its templates; elsewhere the installed copies (make install). */
+    a->opts.templates_dir = qf_gen_is_dir("templates") ? "templates" : QF_GEN_DATADIR "/templates";
+    a->opts.include_dir = qf_gen_is_dir("runtime") ? "runtime" : QF_GEN_DATADIR "/include";
     a->recipes = calloc((size_t)(argc > 0 ? argc : 1), sizeof *a->recipes);
     if (!a->recipes) {
         fprintf(err, "qfuse-gen: out of memory\n");

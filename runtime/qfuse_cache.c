@@ -378,7 +378,8 @@ static int qf_warm_run(qf_warm *w, int jobs, const char *dir) {
     return w->failed + missing ? 1 : 0;
 }
 
-/* "sm_90", "sm90" or "90" -> 90. Returns -1 when malformed. */
+/* "sm_90", "sm90" or "90" -> 90. Returns -1 when malformed or below sm_89: every qfuse kernel
+ * converts to FP8 with instructions that sm_89 introduced. */
 static int qf_warm_parse_arch(const char *s) {
     if (strncmp(s, "sm_", 3) == 0)
         s += 3;
@@ -386,7 +387,7 @@ static int qf_warm_parse_arch(const char *s) {
         s += 2;
     char *end = NULL;
     long v = strtol(s, &end, 10);
-    return end != s && *end == '\0' && v >= 50 && v <= 199 && s[0] != '-' && s[0] != '+'
+    return end != s && *end == '\0' && v >= 89 && v <= 199 && s[0] != '-' && s[0] != '+'
                ? (int)v : -1;
 }
 
@@ -441,8 +442,8 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) 
                 rc = qf_tool_usage_error("warm: --kernel needs a pattern");
         } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
             if (!v || (w->arch = qf_warm_parse_arch(v)) < 0)
-                rc = qf_tool_usage_error("warm: --arch '%s' is not an architecture; expected "
-                                         "sm_XX with XX in 50..199 (e.g. sm_90)", v ? v : "");
+                rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; expected "
+                                         "sm_XX with XX in 89..199 (FP8 needs sm_89+; e.g. sm_90)", v ? v : "");
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
             if (!v || qf_warm_parse_jobs(v, jobs) != 0)
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",

@@ -5,6 +5,7 @@
  * and of the GEMM, GEMM TFLOP/s, relative error of y against an fp64 reference (sampled rows), and
  * whether the buffers the op used matched the fake shapes exactly (validated, guards intact).
  * Without a GPU it compiles every kernel with NVRTC and prints keys and fake shapes instead. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -582,9 +583,13 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
         qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .norm = QF_NORM_LAYERNORM,
                             .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = o->tokens,
                             .K = 4096};
-        show_shapes(r, &q, "layernorm + quantize, x [16384, 4096]");
+        char what[96];
+        snprintf(what, sizeof what, "layernorm + quantize, x [%lld, 4096]", (long long)o->tokens);
+        show_shapes(r, &q, what);
         q = (qf_shape_query){.op = QF_OP_GEMM, .M = o->tokens, .N = 14336, .K = 4096};
-        show_shapes(r, &q, "GEMM, x [16384, 4096] @ W [14336, 4096]^T");
+        snprintf(what, sizeof what, "GEMM, x [%lld, 4096] @ W [14336, 4096]^T",
+                 (long long)o->tokens);
+        show_shapes(r, &q, what);
     }
     printf("\nGPU part skipped: no GPU on this machine.\n");
     return failures ? 1 : 0;
@@ -602,6 +607,18 @@ static void usage(FILE *f) {
                "  --iters N    timed iterations per op, median reported (default 20)\n");
 }
 
+/* A positive integer option value no larger than max, or -1 (with a message naming the option). */
+static long long parse_count(const char *opt, const char *v, long long max) {
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || n > max) {
+        fprintf(stderr, "qfuse-demo: %s '%s': expected an integer in 1..%lld\n", opt, v, max);
+        return -1;
+    }
+    return n;
+}
+
 static int parse_args(int argc, char **argv, demo_opts *o) {
     static const struct option longs[] = {{"weights", required_argument, 0, 'w'},
                                           {"tokens", required_argument, 0, 't'},
@@ -614,15 +631,18 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         if (c == 'w')
             o->weights = optarg;
         else if (c == 't')
-            o->tokens = atoll(optarg);
+            o->tokens = parse_count("--tokens", optarg, 1LL << 24);
         else if (c == 'i')
-            o->iters = atoi(optarg);
+            o->iters = (int)parse_count("--iters", optarg, 100000);
         else {
             usage(c == 'h' ? stdout : stderr);
             return c == 'h' ? 0 : 2;
         }
     }
-    if (o->tokens < 1 || o->iters < 1 || optind != argc) {
+    if (o->tokens < 1 || o->iters < 1)
+        return 2;
+    if (optind != argc) {
+        fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
     }
@@ -645,16 +665,22 @@ int main(int argc, char **argv) {
         return rc;
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
+    layer real = {0};
+    if (o.weights) { /* read and checked on the CPU, GPU or not */
+        weights_layer(&real, o.weights);
+        printf("checkpoint %s: x [%lld, %lld], fc1.weight [%lld, %lld]\n", o.weights,
+               (long long)real.M, (long long)real.K, (long long)real.N, (long long)real.K);
+    }
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
-    if (s == QF_ERR_NO_DEVICE)
+    if (s == QF_ERR_NO_DEVICE) {
+        if (o.weights)
+            layer_free(&real);
         return run_without_gpu(&o, qf_last_error());
+    }
     QF_OR_DIE(s);
     printf("GPU sm_%d; kernel cache %s\n", qf_ctx_arch(ctx), qf_cache_dir() ? qf_cache_dir()
                                                                             : "(memory only)");
-    layer real = {0};
-    if (o.weights)
-        weights_layer(&real, o.weights);
     for (int ri = 0; ri < qf_recipe_count; ri++)
         show_kernels(ctx, ri);
     print_table_header();

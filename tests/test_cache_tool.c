@@ -199,7 +199,9 @@ static void test_bad_arguments(void **state) {
                "--older-than '7x' is not a duration");
     expect_run(run_tool(fx, "prune", "--older-than=-1d"), 2, NULL, "'-1d' is not a duration");
     expect_run(run_tool(fx, "warm", "--arch", "sm_9"), 2, NULL,
-               "--arch 'sm_9' is not an architecture");
+               "--arch 'sm_9' is not a supported architecture");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_80"), 2, NULL,
+               "--arch 'sm_80' is not a supported architecture; expected sm_XX with XX in 89..199");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");
     expect_run(run_tool_env(fx, (const char *const[]){NULL}, 0), 2, NULL, "missing command");
