@@ -194,6 +194,17 @@ qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream) {
     return QF_OK;
 }
 
+qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
+                        unsigned smem, void *params, void *stream) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_TRY(qf_ctx_bind(ctx));
+    void *args[] = {params};
+    QF_CU_CHECK(cu->LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, (CUstream)stream, args, NULL));
+    return QF_OK;
+}
+
 /* ==================================================================== kernel table */
 
 static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {

@@ -67,6 +67,11 @@ QF_INTERNAL qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K,
 /* Makes ctx's CUDA context current on the calling thread. */
 QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);
 
+/* Launches fn on a 1-D grid with one by-value parameter block (every generated kernel takes a
+ * single `const qf_*_params p`), binding ctx first. Errors: QF_ERR_NO_DEVICE, QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
+                                    unsigned smem, void *params, void *stream);
+
 /* A context with no device for compute capability arch (10*major+minor, 50..199): its kernel
  * table compiles (and uses the disk cache) but loads no module, and every op validates its
  * arguments exactly as on a GPU, then returns QF_ERR_NO_DEVICE instead of launching. Used by the

@@ -7,17 +7,6 @@
 #define QF_MAX_SHAPES 8
 #define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
 
-static qf_status qf_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
-                           unsigned smem, void *params, void *stream) {
-    const qf_cu_api *cu = qf_cu();
-    if (!cu)
-        return QF_ERR_NO_DEVICE;
-    QF_TRY(qf_ctx_bind(ctx));
-    void *args[] = {params};
-    QF_CU_CHECK(cu->LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, (CUstream)stream, args, NULL));
-    return QF_OK;
-}
-
 /* Checks the quantizer outputs (and mu/rsigma) against the recipe's fake shapes. */
 static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
                                       const qf_shape_query *q, const qf_fp8_out *out,
@@ -32,15 +21,6 @@ static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
     const qf_tensor *tensors[] = {&out->rowwise, &out->columnwise, &out->amax, &out->scale_inv,
                                   mu, rsigma};
     return qf_check_buffers_as(op, shapes, n, names, args, tensors, 6);
-}
-
-static unsigned qf_fp8_outputs(const char *op, const qf_fp8_out *out, qf_status *s) {
-    unsigned o = (out->rowwise.data ? QF_OUT_ROWWISE : 0) |
-                 (out->columnwise.data ? QF_OUT_COLUMNWISE : 0);
-    *s = o ? QF_OK
-           : qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data are "
-                          "both NULL; request at least one output", op);
-    return o;
 }
 
 static int qf_aligned16(const void *p) {
@@ -75,13 +55,13 @@ static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance 
         /* Persistent grid: every resident block loops over rows. */
         int64_t slots = (int64_t)ctx->sm_count * (lk.occ_rows[r] > 0 ? lk.occ_rows[r] : 1);
         int64_t grid = p->M < slots ? p->M : slots;
-        return qf_launch(ctx, lk.fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream);
+        return qf_ctx_launch(ctx, lk.fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream);
     }
     int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
     if (grid > 0x7fffffff)
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
-    return qf_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
 }
 
 static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out *out) {
@@ -99,15 +79,14 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
     static const char op[] = "qf_norm_quantize";
     int ri;
     int64_t M, K;
-    qf_status s;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
                            "a per-tensor FP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
     if (!scale || !out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, scale ? "out" : "scale");
-    unsigned outputs = qf_fp8_outputs(op, out, &s);
-    QF_TRY(s);
+    unsigned outputs;
+    QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, &outputs));
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
                         .outputs = outputs, .M = M, .K = K};
     QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
@@ -128,7 +107,6 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     static const char op[] = "qf_quantize";
     int ri;
     int64_t M, K;
-    qf_status s;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
                            "a per-tensor FP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
@@ -137,8 +115,8 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
                             "QF_ROLE_GRAD", op, (int)role);
     if (!scale || !out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, scale ? "out" : "scale");
-    unsigned outputs = qf_fp8_outputs(op, out, &s);
-    QF_TRY(s);
+    unsigned outputs;
+    QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, &outputs));
     qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
     QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
     int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
@@ -176,6 +154,6 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
     QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
     qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
                       .fmt = fmt, .n = n, .H = H};
-    return qf_launch(ctx, lk.fn, (unsigned)n, qf_kernels[kidx].block_threads,
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)n, qf_kernels[kidx].block_threads,
                      (unsigned)H * sizeof(float), &p, stream);
 }

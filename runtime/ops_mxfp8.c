@@ -6,21 +6,15 @@
 
 #define QF_MAX_SHAPES 8
 
-static unsigned qf_mx_outputs(const char *op, const qf_mx_out *out, qf_status *s) {
-    if (!out) {
-        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
-        return 0;
-    }
-    unsigned o = (out->rowwise.data ? QF_OUT_ROWWISE : 0) |
-                 (out->columnwise.data ? QF_OUT_COLUMNWISE : 0);
-    *s = QF_OK;
-    if (!o)
-        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data "
-                          "are both NULL; request at least one output", op);
-    else if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
-        *s = qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
-                          (int)out->layout);
-    return o;
+/* The selected outputs of out, and its scale layout checked. */
+static qf_status qf_mx_outputs(const char *op, const qf_mx_out *out, unsigned *outputs) {
+    if (!out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
+    QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, outputs));
+    if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
+                            (int)out->layout);
+    return QF_OK;
 }
 
 /* Every output against the recipe's fake shapes (names as in the generated shape table). */
@@ -37,19 +31,17 @@ static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
     return qf_check_buffers(op, shapes, n, names, tensors, 6);
 }
 
-static qf_status qf_mx_launch(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
-                              qf_mx_params *p, const qf_mx_out *out, void *stream) {
+static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
+                              const qf_kernel_instance *inst, qf_mx_params *p,
+                              const qf_mx_out *out, void *stream) {
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_ready(ctx, qf_kernels[kidx].op == QF_OP_QUANTIZE ? "qf_quantize_mxfp8"
-                                                                   : "qf_norm_quantize_mxfp8",
-                        stream)); /* device-less contexts stop here; foreign streams too */
+    QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
     int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
     if (grid > 0x7fffffff)
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
-    QF_TRY(qf_ctx_bind(ctx));
     /* Padding entries are always 0x00: zero both scale matrices, the kernel writes the rest. */
     const qf_tensor *sc[2] = {&out->rowwise_scale_inv, &out->columnwise_scale_inv};
     for (int i = 0; i < 2; i++)
@@ -58,13 +50,7 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, int kidx, const qf_kernel_instance 
                             (cudaStream_t)stream) != cudaSuccess)
             return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of a scale matrix failed: %s",
                                 cudaGetErrorString(cudaGetLastError()));
-    const qf_cu_api *cu = qf_cu();
-    if (!cu)
-        return QF_ERR_NO_DEVICE;
-    void *args[] = {p};
-    QF_CU_CHECK(cu->LaunchKernel(lk.fn, (unsigned)grid, 1, 1, k->block_threads, 1, 1, 0,
-                                 (CUstream)stream, args, NULL));
-    return QF_OK;
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
 }
 
 static void qf_mx_params_outputs(qf_mx_params *p, const qf_mx_out *out) {
@@ -81,12 +67,11 @@ qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm
     static const char op[] = "qf_norm_quantize_mxfp8";
     int ri;
     int64_t M, K;
-    qf_status s;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
-    unsigned outputs = qf_mx_outputs(op, out, &s);
-    QF_TRY(s);
+    unsigned outputs;
+    QF_TRY(qf_mx_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
                         .outputs = outputs, .M = M, .K = K};
     QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
@@ -99,7 +84,7 @@ qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm
                       .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
                       .eps = eps};
     qf_mx_params_outputs(&p, out);
-    return qf_mx_launch(ctx, kidx, &inst, &p, out, stream);
+    return qf_mx_launch(ctx, op, kidx, &inst, &p, out, stream);
 }
 
 qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
@@ -107,14 +92,13 @@ qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, con
     static const char op[] = "qf_quantize_mxfp8";
     int ri;
     int64_t M, K;
-    qf_status s;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
                             "QF_ROLE_GRAD", op, (int)role);
-    unsigned outputs = qf_mx_outputs(op, out, &s);
-    QF_TRY(s);
+    unsigned outputs;
+    QF_TRY(qf_mx_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
     QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
     int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
@@ -124,5 +108,5 @@ qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, con
     inst.outputs = outputs, inst.gamma_dtype = x->dtype, inst.layout = out->layout;
     qf_mx_params p = {.x = x->data, .M = M, .K = K};
     qf_mx_params_outputs(&p, out);
-    return qf_mx_launch(ctx, kidx, &inst, &p, out, stream);
+    return qf_mx_launch(ctx, op, kidx, &inst, &p, out, stream);
 }

@@ -124,10 +124,7 @@ static qf_status qf_mxg_launch(qf_ctx_t *ctx, int kidx, qf_mx_gemm_params *p, vo
     QF_CU_CHECK(cu->FuncSetAttribute(lk.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
     QF_CU_CHECK(cu->FuncSetAttribute(lk.fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                      CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
-    void *args[] = {p};
-    QF_CU_CHECK(cu->LaunchKernel(lk.fn, (unsigned)tiles, 1, 1, k->block_threads, 1, 1,
-                                 (unsigned)smem, (CUstream)stream, args, NULL));
-    return QF_OK;
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)tiles, k->block_threads, (unsigned)smem, p, stream);
 }
 
 qf_status qf_gemm_mxfp8(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,

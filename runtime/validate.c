@@ -148,3 +148,12 @@ qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
     }
     return QF_OK;
 }
+
+qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
+                                    const qf_tensor *columnwise, unsigned *outputs) {
+    *outputs = (rowwise->data ? QF_OUT_ROWWISE : 0) | (columnwise->data ? QF_OUT_COLUMNWISE : 0);
+    if (!*outputs)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data "
+                            "are both NULL; request at least one output", op);
+    return QF_OK;
+}

@@ -43,6 +43,11 @@ QF_INTERNAL qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_
                                          const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
                                          const qf_tensor *mu, float eps);
 
+/* The outputs a quantizer was asked for: QF_OUT_ROWWISE when rowwise->data is set, plus
+ * QF_OUT_COLUMNWISE when columnwise->data is; QF_ERR_INVALID_ARG when neither is. */
+QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
+                                                const qf_tensor *columnwise, unsigned *outputs);
+
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
