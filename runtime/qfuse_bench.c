@@ -30,6 +30,8 @@
 #include "kernel_key.h"
 #include "ref.h"
 #include "registry.h"
+#define QF_TOOL_NAME "qfuse-bench"
+#include "tool_util.h"
 
 #define MAX_ROT 64          /* most input sets rotated between */
 #define MAX_OUT 8           /* outputs of one op per fake-shape function */
@@ -39,25 +41,6 @@
 #define PROBE_M 256         /* JIT probes: a small problem, kernels do not depend on M or K */
 #define PROBE_K 1024
 #define NORM_EPS 1e-5f
-
-#define CUDA_OR_DIE(call)                                                                     \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "qfuse-bench: %s failed: %s\n", #call, cudaGetErrorString(e_));    \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
-
-#define QF_OR_DIE(call)                                                                       \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK) {                                                                    \
-            fprintf(stderr, "qfuse-bench: %s: %s: %s\n", #call, qf_status_name(s_),           \
-                    qf_last_error());                                                         \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 #define LT_OR_DIE(call)                                                                       \
     do {                                                                                      \
@@ -98,12 +81,6 @@ static const char *const family_names[] = {
     [QF_FAMILY_MXFP8] = "mxfp8", [QF_FAMILY_NVFP4] = "nvfp4", [QF_FAMILY_FP8_BLOCK] = "fp8_block"};
 _Static_assert(sizeof family_names / sizeof family_names[0] == QF_FAMILY_COUNT, "family_names");
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) {
@@ -125,23 +102,6 @@ static double median(double *v, int n) {
 }
 
 /* ==================================================================== random inputs */
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(uint64_t *s) {
-    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* Approximately N(0, 1): sum of four uniforms, rescaled. */
-static float rng_normal(uint64_t *s) {
-    double u = rng_uniform(s) + rng_uniform(s) + rng_uniform(s) + rng_uniform(s);
-    return (float)((u - 2.0) * 1.7320508);
-}
 
 /* Element i of a random array: N(0, 1) for float dtypes, E4M3 bytes of U[-200, 200] (never NaN). */
 static void store_random(void *p, qf_dtype dt, int64_t i, uint64_t *s) {

@@ -19,30 +19,13 @@
 #include "kernel_key.h"
 #include "ref.h"
 #include "registry.h"
+#define QF_TOOL_NAME "qfuse-demo"
+#include "tool_util.h"
 #include "safetensors.h"
 
 #define GUARD_BYTES 4096
 #define GUARD_BYTE 0xA5
 #define REF_ROWS 32
-
-#define CUDA_OR_DIE(call)                                                                     \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "qfuse-demo: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
-
-#define QF_OR_DIE(call)                                                                       \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK) {                                                                    \
-            fprintf(stderr, "qfuse-demo: %s: %s: %s\n", #call, qf_status_name(s_),            \
-                    qf_last_error());                                                         \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 typedef struct demo_opts {
     const char *weights;
@@ -59,28 +42,7 @@ typedef struct layer {
     uint16_t *x, *gamma, *beta, *w, *bias;
 } layer;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ==================================================================== inputs */
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Approximately N(0, 1): sum of four uniforms, rescaled. */
-static float rng_normal(uint64_t *s) {
-    double u = 0.0;
-    for (int i = 0; i < 4; i++)
-        u += (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-    return (float)((u - 2.0) * 1.7320508);
-}
 
 static uint16_t *bf16_alloc(int64_t n) {
     uint16_t *p = malloc((size_t)n * 2);
