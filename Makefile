@@ -184,6 +184,7 @@ check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD_DIR=$(ASAN_DIR) CFLAGS="$(CFLAGS) $(SAN_FLAGS)" all
 	$(Q)$(SAN_ENV) scripts/run-tests $(TEST_SRCS:tests/%.c=$(ASAN_DIR)/tests/%)
 check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
+	$(Q)command -v $(VALGRIND) >/dev/null || scripts/install-deps --tool valgrind
 	$(Q)QFUSE_TEST_QUICK=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
 	    scripts/run-tests $(TEST_BINS)
 
@@ -219,6 +220,7 @@ FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
 FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions
 
 fuzz-cc:
+	@command -v $(FUZZ_CC) >/dev/null || scripts/install-deps --tool fuzz
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang with libFuzzer:" \
 	    "apt-get install clang libclang-rt-dev (or FUZZ_CC=...)"; exit 1; }
 $(FUZZ_DIR)/fuzz-obj/%.o: %.c | $(DEPS_OK) fuzz-cc
