@@ -149,18 +149,6 @@ $(B)/tests/%: tests/%.c tests/test_util.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)
 
-# test_shapes also runs NVFP4's fake-shape functions, generated from tests/data/recipes against
-# the stub templates of tests/data/templates. NOTES: drop this when the NVFP4 recipes move to
-# recipes/ (out/shapes.c then defines qf_shapes_nvfp4 itself).
-NV_TEST_OUT := $(B)/tests/nvfp4-out
-NV_TEST_RECIPES := $(wildcard tests/data/recipes/*.lua)
-$(NV_TEST_OUT)/.stamp: $(QFUSE_GEN) $(NV_TEST_RECIPES) $(wildcard tests/data/templates/*.cu)
-	@$(if $(Q),echo "  GEN     $(NV_TEST_OUT)/ from $(NV_TEST_RECIPES)")
-	$(Q)$(QFUSE_GEN) -o $(NV_TEST_OUT) --templates tests/data/templates $(NV_TEST_RECIPES)
-	$(Q)touch $@
-$(B)/tests/test_shapes: $(NV_TEST_OUT)/.stamp
-$(B)/tests/test_shapes: TEST_EXTRA_SRCS := $(NV_TEST_OUT)/shapes.c
-
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE)
 	$(Q)scripts/run-tests $(TEST_BINS)
 

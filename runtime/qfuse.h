@@ -256,6 +256,94 @@ typedef struct qf_ln_linear_mx {
 qf_status qf_layernorm_linear_mxfp8_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                         qf_ln_linear_mx *ll, qf_tensor *y, void *stream);
 
+/* ------------------------------------------------------------------ ops: nvfp4 (SPEC 2.4, 3) */
+
+/* Outputs of an NVFP4 quantizer (SPEC 2.4). Unused members have data == NULL; a copy is produced
+ * when its data is non-NULL, and then its scale matrix and amax must be given too. Shapes are
+ * those of the fake-shape functions (dims of packed data in bytes). Scale padding is 0x00.
+ *   rowwise              [M, K/2]  E2M1, two per byte (low nibble first), 1x16 blocks along K
+ *   rowwise_scale_inv    [roundup(M,128), roundup(K/16,4)] E4M3 block scales
+ *   columnwise           [K, M/2]  E2M1 of the transpose, 1x16 blocks along M (after the RHT
+ *                        when the recipe applies it to this role)
+ *   columnwise_scale_inv [roundup(K,128), roundup(M/16,4)] E4M3
+ *   amax_rowwise, amax_columnwise  [1] fp32: the global amax of each copy (written by the op;
+ *                        S_enc = 2688 / amax is derived from it, and the GEMM's alpha too). */
+typedef struct qf_nv_out {
+    qf_tensor rowwise;
+    qf_tensor rowwise_scale_inv;
+    qf_tensor columnwise;
+    qf_tensor columnwise_scale_inv;
+    qf_tensor amax_rowwise;
+    qf_tensor amax_columnwise;
+    qf_scale_layout layout; /* compact (the Hopper GEMM) or swizzled (cuBLASLt VEC16_UE4M3) */
+} qf_nv_out;
+
+/* Stochastic-rounding stream of one quantization (SPEC 2.4): element i of a copy is rounded with
+ * word i % 4 of Philox4x32-10(counter {i/4, offset}, key seed). A training job advances offset
+ * every step. Ignored where the recipe does not round stochastically. */
+typedef struct qf_nv_rng {
+    uint64_t seed;
+    uint64_t offset;
+} qf_nv_rng;
+
+/* Fused LayerNorm/RMSNorm + NVFP4 quantization (SPEC 2.4, 3), the role QF_ROLE_INPUT.
+ *   x [..., K] bf16/fp16/fp32 viewed as [M, K]; M and K multiples of 16.
+ *   gamma/beta [K] (x's dtype or fp32; beta layernorm only); mu [M] (layernorm), rsigma [M] fp32.
+ * x is read twice (statistics and amax, then normalize and quantize) and never written back.
+ * The columnwise copy gets the recipe's RHT over groups of 16 tokens and its own amax.
+ * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (recipe
+ * not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+qf_status qf_norm_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_norm norm,
+                                 int zero_centered_gamma, const qf_tensor *x,
+                                 const qf_tensor *gamma, const qf_tensor *beta, float eps,
+                                 qf_nv_out *out, qf_tensor *mu, qf_tensor *rsigma, void *stream);
+
+/* NVFP4 quantization without a norm (SPEC 2.4): QF_ROLE_WEIGHT (16x16 tiles when the recipe says
+ * weight_2d) or QF_ROLE_GRAD (RHT on the columnwise copy and stochastic rounding as the recipe
+ * says; rng may be NULL only when the recipe does not round stochastically). x [..., K] viewed
+ * as [M, K], M and K multiples of 16. Errors as qf_norm_quantize_nvfp4. */
+qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                            const qf_nv_rng *rng, qf_nv_out *out, void *stream);
+
+/* Block-scaled NVFP4 GEMM: y[M, N] = alpha * A[M, K] B[N, K]^T (+ bias) in bf16 (SPEC 2.4), every
+ * E2M1 element multiplied by its 1x16 block's E4M3 scale, products summed in fp32,
+ * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) applied to the accumulator, then the
+ * bias, then one rounding to bf16. Neither operand is dequantized to memory.
+ *   a: [M, K/2] packed E2M1 (rowwise output of qf_norm_quantize_nvfp4), b: [N, K/2] (rowwise
+ *      output of qf_quantize_nvfp4 for the weight); K % 32 == 0 ("TN", K-major).
+ *   a_scale: [roundup(M,128), roundup(K/16,4)] E4M3, b_scale: [roundup(N,128), roundup(K/16,4)].
+ *   amax_a, amax_b: [1] fp32 device (the amax outputs of the quantizers).
+ *   layout: QF_SCALE_LAYOUT_COMPACT on sm_89..sm_99 (qfuse's generated kernel),
+ *           QF_SCALE_LAYOUT_SWIZZLED on sm_100 and later (cuBLASLt VEC16_UE4M3; N % 16 == 0).
+ *   bias: [N] bf16 or NULL; y: [M, N] bf16.
+ * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch <
+ * 89, recipe not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA, QF_ERR_CUBLAS. Asynchronous on stream. */
+qf_status qf_gemm_nvfp4(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
+                        const qf_tensor *a_scale, const qf_tensor *amax_a, const qf_tensor *b,
+                        const qf_tensor *b_scale, const qf_tensor *amax_b, qf_scale_layout layout,
+                        const qf_tensor *bias, qf_tensor *y, void *stream);
+
+/* State and scratch of one LayerNorm + Linear under an NVFP4 recipe; device memory owned by the
+ * caller, shaped as the fake-shape functions say (xq and wq rowwise copies, their scales and
+ * amaxes). */
+typedef struct qf_ln_linear_nv {
+    qf_norm norm;
+    int zero_centered_gamma;
+    float eps;
+    qf_tensor gamma, beta;      /* [K]; beta unused (data NULL) for rmsnorm */
+    qf_tensor weight;           /* [N, K] high-precision weight */
+    qf_tensor bias;             /* [N] bf16, or data NULL */
+    qf_nv_out xq;               /* rowwise [M, K/2] + scales + amax_rowwise */
+    qf_nv_out wq;               /* rowwise [N, K/2] + scales + amax_rowwise (16x16 tiles if weight_2d) */
+    qf_tensor mu, rsigma;       /* [M] fp32 */
+    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
+} qf_ln_linear_nv;
+
+/* y[..., N] = gemm(nvfp4(norm(x)), nvfp4(W)) + bias (SPEC 2.4, 3); x [..., K], y bf16.
+ * Errors as qf_norm_quantize_nvfp4, qf_quantize_nvfp4 and qf_gemm_nvfp4. */
+qf_status qf_layernorm_linear_nvfp4_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                        qf_ln_linear_nv *ll, qf_tensor *y, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1428,11 +1428,11 @@ static void test_shape_formula_check(void **state) {
 }
 
 /* ========================================================================= nvfp4 */
-/* NOTES: the NVFP4 recipes live in tests/data/recipes until their templates land; these tests
- * run them against stub templates (every placeholder of the contract once, nothing else). */
+/* These tests run the NVFP4 recipes against stub templates (every placeholder of the contract
+ * once, nothing else), so they check the generator alone. */
 
-#define QF_NV_RECIPE "tests/data/recipes/nvfp4.lua"
-#define QF_NV_NORT_RECIPE "tests/data/recipes/nvfp4_nort.lua"
+#define QF_NV_RECIPE "recipes/nvfp4.lua"
+#define QF_NV_NORT_RECIPE "recipes/nvfp4_nort.lua"
 #define QF_NV_OPTIONS                                                                              \
     "family=nvfp4;rht_grad=true;rht_input=true;rht_seed=none;stochastic_rounding_grad=true;"       \
     "weight_2d=true"
@@ -1453,7 +1453,7 @@ static void qf_test_nv_templates(const char *dir) {
     qf_test_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
 }
 
-/* The test-data recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
+/* The shipped recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
 static void test_recipe_nvfp4_data(void **state) {
     (void)state;
     qf_gen_recipe r;

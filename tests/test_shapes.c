@@ -1,5 +1,5 @@
 /* test_shapes.c: the generated fake-shape functions (out/shapes.c, SPEC 4) of fp8_delayed, of
- * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the test-data nvfp4 recipes (packed E2M1,
+ * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the nvfp4 recipes (packed E2M1,
  * SPEC 2.4), and their place in the registry. */
 #include "test_util.h"
 
@@ -285,10 +285,7 @@ static void test_mx_registry(void **state) {
         assert_int_equal(qf_kernels[k].family, qf_recipes[qf_kernels[k].recipe].family);
 }
 
-/* ---- nvfp4 (SPEC 2.4): shape functions generated from tests/data/recipes (Makefile), not in
- * the registry until the NVFP4 templates land. */
-int qf_shapes_nvfp4(const qf_shape_query *q, qf_shape *out, int cap);
-int qf_shapes_nvfp4_nort(const qf_shape_query *q, qf_shape *out, int cap);
+/* ---- nvfp4 (SPEC 2.4) */
 
 /* Both copies of one quantize (each role, both recipes): packed E2M1 data with dims in bytes,
  * the columnwise copy transposed, padded E4M3 scales, one fp32 amax per copy. */

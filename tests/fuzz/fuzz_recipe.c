@@ -93,9 +93,6 @@ static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_gen_reci
     qf_gen_err e = {{0}};
     const char *paths[] = {qf_fuzz_path};
     qf_gen_opts o = qf_fuzz_opts;
-    /* NOTES: NVFP4 has only the stub templates of tests/data/templates until its kernels land. */
-    if (r->family == QF_FAMILY_NVFP4)
-        o.templates_dir = "tests/data/templates";
     qf_fuzz_write(data, size);
     if (qf_gen_plan_build(&plan, &o, paths, 1, &e) != 0)
         qf_fuzz_die("the generator refused a recipe the loader accepted", e.msg);

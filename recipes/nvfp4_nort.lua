@@ -1,7 +1,6 @@
 -- NVFP4 block scaling (SPEC 2.4) like nvfp4.lua, without the random Hadamard
 -- transform: the columnwise copies of activations and gradients are quantized
 -- as they are. Stochastic rounding of gradients and 16x16 weight tiles stay on.
--- Kept under tests/data until the NVFP4 templates land (recipes/ is built).
 return {
     family = "nvfp4",
     description = "NVFP4 without RHT",

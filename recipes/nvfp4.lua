@@ -2,7 +2,6 @@
 -- E2M1 elements in 1x16 blocks with E4M3 block scales and an fp32 global scale;
 -- a 16-point random Hadamard transform on the columnwise copy of inputs and
 -- gradients, stochastic rounding of gradients, 16x16 tiles for weights.
--- Kept under tests/data until the NVFP4 templates land (recipes/ is built).
 return {
     family = "nvfp4",
     description = "TE NVFP4BlockScaling defaults",
