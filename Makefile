@@ -9,7 +9,7 @@ CC ?= gcc
 # A folder with the Debian -dev packages unpacked by `dpkg -x` (machines without apt access).
 QFUSE_DEPS_PREFIX ?=
 
-OUT := out
+OUT ?= out
 B := $(BUILD_DIR)
 
 ifeq ($(V),1)
