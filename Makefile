@@ -9,7 +9,9 @@ CC ?= gcc
 # A folder with the Debian -dev packages unpacked by `dpkg -x` (machines without apt access).
 QFUSE_DEPS_PREFIX ?=
 
-OUT ?= out
+# Generated sources: out/, or `make OUT=dir` on the command line (an OUT variable in the
+# environment is ignored: it is a common shell name).
+OUT := $(if $(filter command line,$(origin OUT)),$(OUT),out)
 B := $(BUILD_DIR)
 
 ifeq ($(V),1)

@@ -85,13 +85,14 @@ static const qf_gen_shape_table qf_gen_mxfp8_shapes = {
 
 /* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
  * (dims in bytes, see qf_gen_shape_out), E4M3 block scales padded like MXFP8's, one fp32 global
- * amax per copy. M and K must be multiples of 16 (the GEMM: K). */
+ * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
+ * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
 #define QF_GEN_NV_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,16),4)"}
 #define QF_GEN_NV_COL_SCALE {"roundup(K,128)", "roundup(cdiv(M,16),4)"}
 static const qf_gen_shape_op qf_gen_nvfp4_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
     {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0, 16, "MK"},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 16, "K"},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
 };
 
 /* The outputs of NVFP4 quantizer op: both copies, their scales and amaxes. */

@@ -14,9 +14,6 @@
 #define QF_GEN_TPL_MX_GEMM "sm90_mxfp8_gemm.cu"
 #define QF_GEN_TPL_NV_NORM_QUANTIZE "smxx_nvfp4_norm_quantize.cu"
 #define QF_GEN_TPL_NV_GEMM "sm90_nvfp4_gemm.cu"
-/* NOTES: rows of y per block of the NVFP4 GEMM; no template yet, so the value mirrors the MXFP8
- * GEMM's and becomes the template's static_assert when it lands. */
-#define QF_GEN_NV_GEMM_TILE_M 128u
 #define QF_GEN_SMEM_MAX (48u * 1024u) /* static + dynamic without an opt-in attribute */
 
 /* Quantizer axes (fp8_delayed, mxfp8 and nvfp4): every combination is one variant. */
@@ -48,8 +45,11 @@ static const qf_gen_kernel_config qf_gen_nv_quant_config = {
     .tile_m = 32,
     .smem_bytes = 0,
     .template_name = QF_GEN_TPL_NV_NORM_QUANTIZE};
+/* NOTES: the NVFP4 GEMM's config mirrors the MXFP8 GEMM's: 8 warps, QF_NV_GEMM_TILE_M rows of y
+ * per block (the template static_asserts both); its dynamic shared memory, QF_NV_GEMM_SMEM_BYTES,
+ * is opted into by the launcher (runtime/ops_nvfp4_gemm.c). */
 static const qf_gen_kernel_config qf_gen_nv_gemm_config = {.block_threads = 256,
-                                                           .tile_m = QF_GEN_NV_GEMM_TILE_M,
+                                                           .tile_m = QF_NV_GEMM_TILE_M,
                                                            .smem_bytes = 0,
                                                            .template_name = QF_GEN_TPL_NV_GEMM};
 

@@ -248,6 +248,19 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
     }
 }
 
+/* The optional <name>_amax entry. NOTES: declared by a template with QF_AMAX_ENTRY; other
+ * modules are not probed (see qf_ctx_find_rows), and a module that declares it must have it. */
+static qf_status qf_ctx_find_amax(const qf_cu_api *cu, const qf_kernel_entry *k,
+                                  qf_loaded_kernel *e) {
+    e->fn_amax = NULL;
+    if (!strstr(k->source, "QF_AMAX_ENTRY("))
+        return QF_OK;
+    char name[160];
+    snprintf(name, sizeof name, "%s_amax", k->name);
+    CUresult r = cu->ModuleGetFunction(&e->fn_amax, e->module, name);
+    return r == CUDA_SUCCESS ? QF_OK : qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
+}
+
 /* Loads the CUBIN as a module. NOTES: a device-less context (qf_ctx_init_host) keeps module and
  * entry points NULL: it exists to compile and fill the disk cache, and its ops never launch. */
 static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k, const void *cubin,
@@ -264,7 +277,10 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
         return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
     }
     qf_ctx_find_rows(cu, k, e);
-    return QF_OK;
+    qf_status s = qf_ctx_find_amax(cu, k, e);
+    if (s != QF_OK)
+        cu->ModuleUnload(e->module);
+    return s;
 }
 
 /* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. */

@@ -21,6 +21,8 @@ typedef struct qf_loaded_kernel {
     CUfunction fn;              /* the variant's main entry */
     CUfunction fn_rows[QF_ROWS_VARIANTS]; /* optional row-in-registers entries, NULL if absent */
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
+    CUfunction fn_amax;         /* <name>_amax, the first pass of two-pass modules (NVFP4
+                                 * quantizers: statistics and global amax), NULL if absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
@@ -63,6 +65,20 @@ QF_INTERNAL qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const 
  * compile test of the Blackwell path on machines that cannot run it. */
 QF_INTERNAL qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta,
                                                 qf_dtype tb, int has_bias);
+
+/* NVFP4 GEMM through cuBLASLt's VEC16_UE4M3 block scales (sm_100 and later; gemm_lt.c), TN:
+ * y[M, N] bf16 = alpha * A B^T (+ bias) with A [M, K/2] and B [N, K/2] packed E2M1 and swizzled
+ * E4M3 scales (SPEC 2.4). alpha_beta: device fp32 [2] = {alpha, 0}, read in
+ * CUBLASLT_POINTER_MODE_DEVICE (written on stream by the GEMM module's <name>_alpha entry). The
+ * caller (qf_gemm_nvfp4) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older
+ * than 12.8, at build or run time), QF_ERR_CUBLAS. */
+QF_INTERNAL qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
+                                       const qf_tensor *b, const qf_tensor *b_scale,
+                                       const float *alpha_beta, const qf_tensor *bias, qf_tensor *y,
+                                       int64_t M, int64_t N, int64_t K, void *stream);
+
+/* Builds and releases the descriptors of that GEMM without a device (its compile test). */
+QF_INTERNAL qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias);
 
 /* Makes ctx's CUDA context current on the calling thread. */
 QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);

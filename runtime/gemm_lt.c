@@ -1,5 +1,6 @@
 /* gemm_lt.c: per-tensor-scaled FP8 GEMM through cuBLASLt, with cached plans (SPEC 2.1, DESIGN
- * "Ops": cuBLASLt where the hardware supports the scale mode natively).
+ * "Ops": cuBLASLt where the hardware supports the scale mode natively), and the block-scaled
+ * MXFP8 (SPEC 2.3) and NVFP4 (SPEC 2.4) GEMMs of sm_100 and later.
  *
  * Layout: y[M, N] = A[M, K] B[N, K]^T with both operands K-major (row-major [M, K] and [N, K]).
  * cuBLASLt is column-major, so we ask it for y^T[N, M] = B' A' with Lt's A = our B (transposed,
@@ -21,7 +22,8 @@ struct qf_gemm_plan {
     int64_t M, N, K;
     qf_dtype ta, tb;
     int has_bias;
-    int block_scaled; /* 1: MXFP8 with VEC32_UE8M0 block scales (qf_gemm_lt_mxfp8), 0: per tensor */
+    int block_scaled; /* 1: MXFP8 with VEC32_UE8M0 block scales (qf_gemm_lt_mxfp8), 2: NVFP4 with
+                       * VEC16_UE4M3 and device alpha/beta (qf_gemm_lt_nvfp4), 0: per tensor */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -36,7 +38,16 @@ struct qf_gemm_plan {
     } while (0)
 
 static cudaDataType_t qf_lt_type(qf_dtype dt) {
+#if CUBLAS_VERSION >= QF_LT_MX_VERSION
+    if (dt == QF_DTYPE_E2M1)
+        return CUDA_R_4F_E2M1;
+#endif
     return dt == QF_DTYPE_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+}
+
+/* The op a plan serves, for messages. */
+static const char *qf_plan_op(const qf_gemm_plan *p) {
+    return p->block_scaled == 2 ? "qf_gemm_nvfp4" : p->block_scaled ? "qf_gemm_mxfp8" : "qf_gemm_fp8";
 }
 
 static void qf_plan_release(qf_gemm_plan *p) {
@@ -59,21 +70,27 @@ void qf_gemm_plans_free(qf_ctx_t *ctx) {
     ctx->n_plans = 0;
 }
 
-/* MXFP8 (SPEC 2.3): one UE8M0 scale per 32 elements along K for both operands, read from the
- * swizzled layout. NOTES: Lt's A is our B, so Lt's A scales are b_scale (see qf_gemm_run). */
+/* MXFP8 (SPEC 2.3): one UE8M0 scale per 32 elements along K for both operands; NVFP4 (SPEC 2.4):
+ * one UE4M3 scale per 16 elements, and alpha (from the amaxes) and beta read from device memory.
+ * Both read swizzled scales. NOTES: Lt's A is our B, so Lt's A scales are b_scale (qf_gemm_run). */
 static qf_status qf_plan_block_scales(qf_gemm_plan *p) {
 #if CUBLAS_VERSION >= QF_LT_MX_VERSION
-    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    const int32_t mode = p->block_scaled == 2 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3
+                                              : CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
                                                sizeof mode));
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
                                                sizeof mode));
+    if (p->block_scaled == 2) {
+        const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+        QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+                                                   sizeof pm));
+    }
     return QF_OK;
 #else
-    (void)p;
-    return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_mxfp8: qfuse was built against cuBLASLt %d; "
-                        "block-scaled (VEC32_UE8M0) GEMMs need %d or newer", CUBLAS_VERSION,
-                        QF_LT_MX_VERSION);
+    return qf_set_error(QF_ERR_UNSUPPORTED, "%s: qfuse was built against cuBLASLt %d; "
+                        "block-scaled (VEC32_UE8M0, VEC16_UE4M3) GEMMs need %d or newer",
+                        qf_plan_op(p), CUBLAS_VERSION, QF_LT_MX_VERSION);
 #endif
 }
 
@@ -115,9 +132,9 @@ static qf_status qf_plan_algo(qf_ctx_t *ctx, qf_gemm_plan *p) {
                                            &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0)
-        return qf_set_error(QF_ERR_CUBLAS, "%s: cuBLASLt has no FP8 algorithm for "
-                            "M=%lld N=%lld K=%lld on sm_%d (%s)",
-                            p->block_scaled ? "qf_gemm_mxfp8" : "qf_gemm_fp8", (long long)p->M,
+        return qf_set_error(QF_ERR_CUBLAS, "%s: cuBLASLt has no %s algorithm for "
+                            "M=%lld N=%lld K=%lld on sm_%d (%s)", qf_plan_op(p),
+                            p->block_scaled == 2 ? "FP4" : "FP8", (long long)p->M,
                             (long long)p->N, (long long)p->K, ctx->arch,
                             cublasLtGetStatusString(s));
     p->algo = res.algo;
@@ -185,10 +202,11 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const qf_tensor *a, const qf_
     return want->has_bias ? qf_check_buffer(op, "bias", bias, &sbias) : QF_OK;
 }
 
-/* sa, sb: device scales of our A and B (fp32 [1] per tensor, or E8M0 matrices). */
+/* sa, sb: device scales of our A and B (fp32 [1] per tensor, or E8M0/E4M3 matrices); ab: device
+ * {alpha, beta} for plans in device pointer mode (NVFP4), else NULL (alpha 1, beta 0 on the host). */
 static qf_status qf_gemm_run(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_tensor *a, const void *sa,
-                             const qf_tensor *b, const void *sb, const qf_tensor *bias,
-                             qf_tensor *y, void *stream) {
+                             const qf_tensor *b, const void *sb, const float *ab,
+                             const qf_tensor *bias, qf_tensor *y, void *stream) {
     /* Scale pointers and bias live in the descriptor: set them per call (cheap host writes). */
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
                                                sizeof sb));
@@ -197,8 +215,9 @@ static qf_status qf_gemm_run(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_tensor *a,
     if (p->has_bias)
         QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                    &bias->data, sizeof bias->data));
-    const float alpha = 1.0f, beta = 0.0f;
-    QF_LT_CHECK(cublasLtMatmul(ctx->lt, p->op, &alpha, b->data, p->la, a->data, p->lb, &beta,
+    const float host_ab[2] = {1.0f, 0.0f};
+    const float *alpha = ab ? ab : &host_ab[0], *beta = ab ? ab + 1 : &host_ab[1];
+    QF_LT_CHECK(cublasLtMatmul(ctx->lt, p->op, alpha, b->data, p->la, a->data, p->lb, beta,
                                y->data, p->lc, y->data, p->lc, &p->algo, ctx->workspace,
                                ctx->workspace_size, (cudaStream_t)stream));
     return QF_OK;
@@ -218,7 +237,7 @@ qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_in
     qf_gemm_plan *p = NULL;
     qf_status s = qf_plan_get(ctx, &want, &p);
     if (s == QF_OK)
-        s = qf_gemm_run(ctx, p, a, a_scale_inv, b, b_scale_inv, bias, y, stream);
+        s = qf_gemm_run(ctx, p, a, a_scale_inv, b, b_scale_inv, NULL, bias, y, stream);
     pthread_mutex_unlock(&ctx->lock);
     return s;
 }
@@ -228,23 +247,28 @@ qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_in
 /* Locks ctx, finds or builds the plan and runs it (arguments already checked by the caller). */
 static qf_status qf_gemm_lt_plan_run(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_tensor *a,
                                      const void *sa, const qf_tensor *b, const void *sb,
-                                     const qf_tensor *bias, qf_tensor *y, void *stream) {
+                                     const float *ab, const qf_tensor *bias, qf_tensor *y,
+                                     void *stream) {
     pthread_mutex_lock(&ctx->lock);
     qf_gemm_plan *p = NULL;
     qf_status s = qf_plan_get(ctx, want, &p);
     if (s == QF_OK)
-        s = qf_gemm_run(ctx, p, a, sa, b, sb, bias, y, stream);
+        s = qf_gemm_run(ctx, p, a, sa, b, sb, ab, bias, y, stream);
     pthread_mutex_unlock(&ctx->lock);
     return s;
 }
 
-static qf_status qf_gemm_lt_mx_version(void) {
+static qf_status qf_gemm_lt_mx_version_of(const char *op, const char *mode) {
     size_t v = cublasLtGetVersion();
     if (v < QF_LT_MX_VERSION)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_mxfp8: the loaded cuBLASLt is version "
-                            "%zu; block-scaled (VEC32_UE8M0) GEMMs need %d or newer", v,
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: the loaded cuBLASLt is version %zu; "
+                            "block-scaled (%s) GEMMs need %d or newer", op, v, mode,
                             QF_LT_MX_VERSION);
     return QF_OK;
+}
+
+static qf_status qf_gemm_lt_mx_version(void) {
+    return qf_gemm_lt_mx_version_of("qf_gemm_mxfp8", "VEC32_UE8M0");
 }
 
 qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
@@ -253,7 +277,8 @@ qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
     QF_TRY(qf_gemm_lt_mx_version());
     qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = a->dtype, .tb = b->dtype,
                          .has_bias = bias && bias->data, .block_scaled = 1};
-    return qf_gemm_lt_plan_run(ctx, &want, a, a_scale->data, b, b_scale->data, bias, y, stream);
+    return qf_gemm_lt_plan_run(ctx, &want, a, a_scale->data, b, b_scale->data, NULL, bias, y,
+                               stream);
 }
 
 qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta, qf_dtype tb,
@@ -261,6 +286,28 @@ qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta
     QF_TRY(qf_gemm_lt_mx_version());
     qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .has_bias = has_bias,
                       .block_scaled = 1};
+    qf_status s = qf_plan_descs(&p);
+    qf_plan_release(&p);
+    return s;
+}
+
+/* ==================================================================== NVFP4 (sm_100 and later) */
+
+qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
+                           const qf_tensor *b, const qf_tensor *b_scale, const float *alpha_beta,
+                           const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N, int64_t K,
+                           void *stream) {
+    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm_nvfp4", "VEC16_UE4M3"));
+    qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
+                         .has_bias = bias && bias->data, .block_scaled = 2};
+    return qf_gemm_lt_plan_run(ctx, &want, a, a_scale->data, b, b_scale->data, alpha_beta, bias,
+                               y, stream);
+}
+
+qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias) {
+    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm_nvfp4", "VEC16_UE4M3"));
+    qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
+                      .has_bias = has_bias, .block_scaled = 2};
     qf_status s = qf_plan_descs(&p);
     qf_plan_release(&p);
     return s;

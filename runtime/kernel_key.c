@@ -24,10 +24,10 @@ static const char *const qf_layout_names[] = {
 _Static_assert(sizeof(qf_layout_names) / sizeof(qf_layout_names[0]) == QF_SCALE_LAYOUT_COUNT,
                "qf_layout_names");
 
-/* 1 when k writes MXFP8 block scales: its instances also choose the scale layout. NOTES: only
- * these kernels see the layout, so no other kernel's key changed when it was added. */
+/* 1 when k writes MXFP8 or NVFP4 block scales: its instances also choose the scale layout.
+ * NOTES: only these kernels see the layout, so no other kernel's key changed when it was added. */
 static int qf_kernel_has_layout(const qf_kernel_entry *k) {
-    return k->family == QF_FAMILY_MXFP8 &&
+    return (k->family == QF_FAMILY_MXFP8 || k->family == QF_FAMILY_NVFP4) &&
            (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE);
 }
 

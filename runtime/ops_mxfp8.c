@@ -31,6 +31,31 @@ static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
     return qf_check_buffers(op, shapes, n, names, tensors, 6);
 }
 
+static int qf_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* Which <name>_rowsN entry (index into fn_rows) can run this call, or -1 for the tiled entry.
+ * The rows entries hold a row in registers: rowwise only, 1x32 blocks (not the 32x32 weight
+ * tiles), rows of whole 16-byte vectors, 16-byte aligned pointers, and K within
+ * IT * threads * (16 / sizeof(x)) elements. A partial last block (K % 32 != 0) is fine. */
+static int qf_mx_rows_variant(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                              const qf_mx_params *p) {
+    const int64_t esz = (int64_t)qf_dtype_size(k->in_dtype), epv = 16 / esz;
+    const int block_2d = qf_recipes[k->recipe].weight_2d && k->op == QF_OP_QUANTIZE &&
+                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
+    if (lk->inst.outputs != QF_OUT_ROWWISE || block_2d || (p->K * esz) % 16 != 0 ||
+        !qf_aligned16(p->x) || !qf_aligned16(p->out_row) ||
+        (p->gamma && !qf_aligned16(p->gamma)) || (p->beta && !qf_aligned16(p->beta)))
+        return -1;
+    const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
+        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
+            return i;
+    return -1;
+}
+
 static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
                               const qf_kernel_instance *inst, qf_mx_params *p,
                               const qf_mx_out *out, void *stream) {
@@ -38,7 +63,14 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
     QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
+    const int r = qf_mx_rows_variant(&lk, k, p);
+    CUfunction fn = lk.fn;
     int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
+    if (r >= 0) { /* persistent grid: every resident block loops over rows */
+        const int64_t slots = (int64_t)ctx->sm_count * (lk.occ_rows[r] > 0 ? lk.occ_rows[r] : 1);
+        fn = lk.fn_rows[r];
+        grid = p->M < slots ? p->M : slots;
+    }
     if (grid > 0x7fffffff)
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
@@ -50,7 +82,7 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
                             (cudaStream_t)stream) != cudaSuccess)
             return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of a scale matrix failed: %s",
                                 cudaGetErrorString(cudaGetLastError()));
-    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    return qf_ctx_launch(ctx, fn, (unsigned)grid, k->block_threads, 0, p, stream);
 }
 
 static void qf_mx_params_outputs(qf_mx_params *p, const qf_mx_out *out) {

@@ -189,4 +189,66 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
                  4 * 8))
 #define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
 
+/* Parameter block of the NVFP4 norm/quantize kernels (SPEC 2.4, 3), shared by their two entries
+ * (<name>_amax: statistics and global amaxes; <name>: quantize). Device pointers; NULL means "not
+ * produced". M and K are multiples of 16; x, gamma and beta are 16-byte aligned. */
+typedef struct qf_nv_params {
+    const void *x;        /* [M, K] input dtype */
+    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
+    const void *beta;     /* [K] same dtype as gamma; layernorm only */
+    uint8_t *out_row;     /* [M, K/2] packed E2M1, 1x16 blocks along K */
+    uint8_t *out_col;     /* [K, M/2] packed E2M1 of the transpose (after the RHT when on) */
+    uint8_t *scale_row;   /* [roundup(M,128), roundup(K/16,4)] E4M3 */
+    uint8_t *scale_col;   /* [roundup(K,128), roundup(M/16,4)] E4M3 */
+    float *amax_row;      /* [1] global amax of the rowwise copy (zeroed by the runtime) */
+    float *amax_col;      /* [1] global amax of the columnwise copy (zeroed by the runtime) */
+    float *mu;            /* [M] layernorm only: written by pass 1, read by pass 2 */
+    float *rsigma;        /* [M] norms only: written by pass 1, read by pass 2 */
+    int64_t M;
+    int64_t K;
+    uint64_t sr_seed;     /* stochastic rounding (Philox key), when the variant rounds so */
+    uint64_t sr_offset;   /* Philox counter high half; the columnwise copy xors in 1 << 63 */
+    float eps;
+    int32_t pad0;
+} qf_nv_params;
+QF_STATIC_ASSERT(sizeof(qf_nv_params) == 11 * 8 + 4 * 8 + 8, "qf_nv_params ABI");
+
+/* Parameter block of the NVFP4 GEMM on Hopper (SPEC 2.4): y[M, N] = alpha * A B^T (+ bias), both
+ * operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and
+ * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) read from the device amaxes. The same
+ * block feeds the module's <name>_alpha entry (one thread writes {alpha, 0} to alpha_out: the
+ * device alpha and beta of the cuBLASLt path on sm_100 and later). */
+typedef struct qf_nv_gemm_params {
+    const uint8_t *a;        /* [M, K/2] packed E2M1 */
+    const uint8_t *a_scale;  /* [roundup(M,128), roundup(K/16,4)] E4M3, compact */
+    const uint8_t *b;        /* [N, K/2] packed E2M1 */
+    const uint8_t *b_scale;  /* [roundup(N,128), roundup(K/16,4)] E4M3, compact */
+    const float *amax_a;     /* [1] global amax of A */
+    const float *amax_b;     /* [1] global amax of B */
+    const uint16_t *bias;    /* [N] bf16, or NULL */
+    uint16_t *y;             /* [M, N] bf16 */
+    float *alpha_out;        /* [2] <name>_alpha only; NULL for the GEMM */
+    int64_t M;
+    int64_t N;
+    int64_t K;               /* elements; a multiple of 32 */
+    int64_t scale_cols;      /* roundup(K/16,4): row stride of both scale matrices */
+} qf_nv_gemm_params;
+QF_STATIC_ASSERT(sizeof(qf_nv_gemm_params) == 13 * 8, "qf_nv_gemm_params ABI");
+
+/* Tiling of that kernel (templates/sm90_nvfp4_gemm.cu), shared with its launcher
+ * (runtime/ops_nvfp4_gemm.c) and qfuse-gen: one block of 8 warps per TILE_M x TILE_N tile of y,
+ * k-tiles of TILE_K elements (TILE_K/2 bytes of packed data and TILE_K/16 scale bytes per row).
+ * Dynamic shared memory per stage: the A and B k-tiles and their raw scale bytes. sm_89 offers
+ * 99 KiB per block, hence fewer stages there. */
+#define QF_NV_GEMM_TILE_M 128
+#define QF_NV_GEMM_TILE_N 128
+#define QF_NV_GEMM_MIN_BLOCKS 1 /* resident blocks per SM the registers are sized for */
+#define QF_NV_GEMM_TILE_K 256
+#define QF_NV_GEMM_STAGES 4      /* sm_90 and later */
+#define QF_NV_GEMM_STAGES_SM89 2 /* sm_89 */
+#define QF_NV_GEMM_SMEM_BYTES_FOR(stages)                                                       \
+    ((stages) * (QF_NV_GEMM_TILE_M + QF_NV_GEMM_TILE_N) *                                      \
+     (QF_NV_GEMM_TILE_K / 2 + QF_NV_GEMM_TILE_K / 16))
+#define QF_NV_GEMM_SMEM_BYTES QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
+
 #endif /* QF_FORMATS_H */

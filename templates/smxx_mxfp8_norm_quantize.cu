@@ -183,6 +183,186 @@ __device__ __forceinline__ void store_col_scale(const qf_mx_params &p, long long
     p.scale_col[off] = static_cast<unsigned char>(byte);
 }
 
+/* ---------------------------------------------------------------- rows path
+ * Rowwise only, 1D blocks, K * sizeof(x) a multiple of 16, 16-byte aligned pointers (the runtime
+ * checks all of these). Each block loops over rows (persistent grid); a row is held in registers
+ * as IT 16-byte vectors per thread, vector i = it * kThreads + tid covering elements
+ * [i * kEpv, (i + 1) * kEpv), so x is read from memory once. The kTpb consecutive lanes whose
+ * vectors make up one 1x32 block reduce its amax with shuffles; the group's first lane writes
+ * the scale byte. A partial last block (K % 32 != 0) only sees its real elements: lanes past K
+ * contribute 0 to the amax and store nothing. */
+constexpr int kInSize = kInDtype == QF_DTYPE_FP32 ? 4 : 2;
+constexpr int kEpv = 16 / kInSize;       /* x elements per 16-byte vector: 8 or 4 */
+constexpr int kTpb = QF_MX_BLOCK / kEpv; /* lanes per 1x32 block: 4 or 8 */
+static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in one warp");
+
+/* kEpv consecutive elements of dtype DT from element i (aligned to kEpv elements) as fp32: one
+ * 16-byte load for x-sized types; 8 bytes (16-bit gamma with fp32 x) or 32 bytes (fp32 gamma
+ * with 16-bit x) otherwise. */
+template <int DT>
+__device__ __forceinline__ void load_vec(const void *p, long long i, float (&v)[kEpv]) {
+    if (DT == QF_DTYPE_FP32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+#pragma unroll
+        for (int j = 0; j < kEpv / 4; j++) {
+            const float4 f = __ldg(q + j);
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+        return;
+    }
+    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
+    unsigned w[4];
+    if (kEpv == 8) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+    } else {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = 0u, w[3] = 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        const unsigned short b = static_cast<unsigned short>(w[j / 2] >> (16 * (j % 2)));
+        if (DT == QF_DTYPE_BF16) {
+            v[j] = __uint_as_float(static_cast<unsigned>(b) << 16);
+        } else {
+            float f;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+            v[j] = f;
+        }
+    }
+}
+
+/* Sum over the block; buf alternates between calls so one barrier per reduction suffices. */
+__device__ __forceinline__ float block_sum(float v, float *buf) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        buf[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++)
+        s += buf[w];
+    return s;
+}
+
+/* Row statistics from registers: exact two-pass mean and variance (SPEC 3). Slots past K hold 0
+ * and are skipped by the variance pass. */
+template <int IT>
+__device__ __forceinline__ void rows_stats(const float (&v)[IT][kEpv], long long K, float eps,
+                                           float (*s_red)[kWarps], int &red, float &mu,
+                                           float &rs) {
+    mu = 0.0f;
+    if (kNorm == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+#pragma unroll
+        for (int it = 0; it < IT; it++)
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                s += v[it][j];
+        mu = block_sum(s, s_red[red++ & 1]) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        if (static_cast<long long>(it * kThreads + threadIdx.x) * kEpv < K) {
+#pragma unroll
+            for (int j = 0; j < kEpv; j++) {
+                const float d = v[it][j] - mu;
+                ss += d * d;
+            }
+        }
+    }
+    rs = 1.0f / sqrtf(block_sum(ss, s_red[red++ & 1]) / static_cast<float>(K) + eps);
+}
+
+/* Normalizes one register-held vector at element k of row m (k may be past K: then it only takes
+ * part in the block's shuffles), quantizes it with its 1x32 block's scale and stores it. Every
+ * lane of the warp must call this (shuffles). */
+__device__ __forceinline__ void rows_emit(const qf_mx_params &p, const float (&v)[kEpv],
+                                          long long m, long long k, float mu, float rs) {
+    const bool in = k < p.K;
+    float y[kEpv];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kEpv; j++)
+        y[j] = 0.0f;
+    if (in) {
+        float g[kEpv], b[kEpv];
+        if (kNorm != QF_NORM_NONE) {
+            load_vec<kGammaDtype>(p.gamma, k, g);
+            if (kZeroCenteredGamma)
+#pragma unroll
+                for (int j = 0; j < kEpv; j++)
+                    g[j] += 1.0f;
+        }
+        if (kNorm == QF_NORM_LAYERNORM)
+            load_vec<kGammaDtype>(p.beta, k, b);
+#pragma unroll
+        for (int j = 0; j < kEpv; j++) {
+            y[j] = normalize(v[j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                             kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+            amax = amax_merge(amax, y[j]);
+        }
+    }
+    /* 1x32 block amax over its kTpb lanes (aligned groups of one warp). */
+#pragma unroll
+    for (int o = 1; o < kTpb; o <<= 1)
+        amax = amax_merge(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (!in)
+        return;
+    const unsigned byte = e8m0_of_amax(amax);
+    const float inv = e8m0_inverse(byte);
+    const float invs[kVec] = {inv, inv, inv, inv};
+    unsigned w[2] = {0u, 0u};
+#pragma unroll
+    for (int j = 0; j < kEpv; j += kVec) {
+        const float q[kVec] = {y[j], y[j + 1], y[j + 2], y[j + 3]};
+        w[j / kVec] = quant4(q, invs);
+    }
+    unsigned char *dst = p.out_row + m * p.K + k;
+    if (kEpv == 8)
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+    else
+        *reinterpret_cast<unsigned *>(dst) = w[0];
+    if (threadIdx.x % kTpb == 0)
+        store_row_scale(p, m, k / QF_MX_BLOCK, byte);
+}
+
+template <int IT>
+__device__ void rows_body(const qf_mx_params &p) {
+    __shared__ float s_red[2][kWarps];
+    const int tid = threadIdx.x;
+    const long long K = p.K;
+    int red = 0;
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
+        float v[IT][kEpv];
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
+            if (k < K)
+                load_vec<kInDtype>(p.x, m * K + k, v[it]);
+            else
+#pragma unroll
+                for (int j = 0; j < kEpv; j++)
+                    v[it][j] = 0.0f;
+        }
+        float mu = 0.0f, rs = 1.0f;
+        if (kNorm != QF_NORM_NONE) {
+            rows_stats<IT>(v, K, p.eps, s_red, red, mu, rs);
+            if (tid == 0) {
+                if (kNorm == QF_NORM_LAYERNORM)
+                    p.mu[m] = mu;
+                p.rsigma[m] = rs;
+            }
+        }
+#pragma unroll
+        for (int it = 0; it < IT; it++)
+            if (static_cast<long long>(it * kThreads) * kEpv < K) /* block-uniform */
+                rows_emit(p, v[it], m, static_cast<long long>(it * kThreads + tid) * kEpv, mu,
+                          rs);
+    }
+}
+
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_mx_params p) {
@@ -286,3 +466,15 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
         __syncthreads(); /* s_abs, s_colbyte and s_tilebyte are reused by the next sub-tile */
     }
 }
+
+#define QF_CAT_(a, b) a##b
+#define QF_CAT(a, b) QF_CAT_(a, b)
+#define QF_ROWS_ENTRY(IT)                                                                         \
+    extern "C" __global__ void __launch_bounds__(kThreads)                                        \
+        QF_CAT(__KERNEL_NAME__, _rows##IT)(const qf_mx_params p) {                                \
+        rows_body<IT>(p);                                                                         \
+    }
+QF_ROWS_ENTRY(1)
+QF_ROWS_ENTRY(2)
+QF_ROWS_ENTRY(4)
+QF_ROWS_ENTRY(8)

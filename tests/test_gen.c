@@ -1639,7 +1639,8 @@ static void qf_test_nv_generate(const char *dir) {
     free(out), free(err);
 }
 
-/* The rendered stubs, shapes.c's multiple-of-16 check and packed dims, registry.c's fields. */
+/* The rendered stubs, shapes.c's multiple-of-16 (GEMM: 32) checks and packed dims, registry.c's
+ * fields. */
 static const struct {
     const char *file, *has;
 } qf_test_nv_sources[] = {
@@ -1652,7 +1653,7 @@ static const struct {
      "{QF_NORM_LAYERNORM, 1, QF_DTYPE_BF16, 1, 0xD7E8, 0, 0, 256, 32}"},
     {"kernels/qf_nvfp4_gemm.cu", "void qf_nvfp4_gemm() { int a[] = {256, 128}; }"},
     {"shapes.c", "    if (q->M % 16 != 0 || q->K % 16 != 0)\n        return -1;\n"},
-    {"shapes.c", "    if (q->K % 16 != 0)\n        return -1;\n"},
+    {"shapes.c", "    if (q->K % 32 != 0)\n        return -1;\n"},
     {"shapes.c", "const int64_t d[] = {q->M, qf_shape_cdiv(q->K, 2)};"},
     {"shapes.c", "const int64_t d[] = {q->K, qf_shape_cdiv(q->M, 2)};"},
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->K, 128), "
@@ -1749,7 +1750,7 @@ static void test_gen_nvfp4_manifest(void **state) {
     assert_string_equal(qf_test_json_str(nq, "requires"),
                         "M > 0 && K > 0 && (rowwise || columnwise) && M % 16 == 0 && K % 16 == 0");
     const cJSON *gm = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), "gemm");
-    assert_string_equal(qf_test_json_str(gm, "requires"), "M > 0 && N > 0 && K > 0 && K % 16 == 0");
+    assert_string_equal(qf_test_json_str(gm, "requires"), "M > 0 && N > 0 && K > 0 && K % 32 == 0");
     qf_test_nv_outputs(r);
     qf_test_nv_formulas(r);
     cJSON_Delete(root);

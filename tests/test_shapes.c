@@ -339,7 +339,8 @@ static void test_nv_nq_4096x1040(void **state) {
     assert_null(qf_test_find(out, n, "rowwise_data"));
 }
 
-/* M and K must be multiples of 16 (the GEMM: K); otherwise the query is invalid (-1). */
+/* M and K must be multiples of 16 (the GEMM: K a multiple of 32); otherwise the query is
+ * invalid (-1). */
 static void test_nv_multiple_of_16(void **state) {
     (void)state;
     static const int64_t bad[][2] = {{17, 16}, {16, 24}, {8, 16}, {16, 1}, {1, 1}, {16, 1040 + 8}};
@@ -356,6 +357,8 @@ static void test_nv_multiple_of_16(void **state) {
     assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), 1);
     qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 5, 3, 2 * 5 * 3);
     q.K = 40;
+    assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), -1);
+    q.K = 48; /* whole 1x16 blocks, but not whole 16-byte rows of packed data */
     assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), -1);
     q = qf_test_query(QF_OP_SCALE_UPDATE, QF_OUT_ROWWISE, 16, 16); /* no scale update */
     assert_int_equal(qf_shapes_nvfp4(&q, out, CAP), -1);
