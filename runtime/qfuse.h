@@ -287,9 +287,12 @@ typedef struct qf_nv_rng {
 } qf_nv_rng;
 
 /* Fused LayerNorm/RMSNorm + NVFP4 quantization (SPEC 2.4, 3), the role QF_ROLE_INPUT.
- *   x [..., K] bf16/fp16/fp32 viewed as [M, K]; M and K multiples of 16.
- *   gamma/beta [K] (x's dtype or fp32; beta layernorm only); mu [M] (layernorm), rsigma [M] fp32.
+ *   x [..., K] bf16/fp16/fp32 viewed as [M, K]; M and K multiples of 16; 16-byte aligned.
+ *   gamma/beta [K] (x's dtype or fp32; beta layernorm only; 16-byte aligned); mu [M]
+ *   (layernorm), rsigma [M] fp32 (written by the first launch, read by the second).
  * x is read twice (statistics and amax, then normalize and quantize) and never written back.
+ * The op zeroes the scale matrices (padding stays 0x00) and the amax slots of the produced
+ * copies, then launches two kernels on stream. Does not own any buffer.
  * The columnwise copy gets the recipe's RHT over groups of 16 tokens and its own amax.
  * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (recipe
  * not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
@@ -301,7 +304,8 @@ qf_status qf_norm_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_norm norm
 /* NVFP4 quantization without a norm (SPEC 2.4): QF_ROLE_WEIGHT (16x16 tiles when the recipe says
  * weight_2d) or QF_ROLE_GRAD (RHT on the columnwise copy and stochastic rounding as the recipe
  * says; rng may be NULL only when the recipe does not round stochastically). x [..., K] viewed
- * as [M, K], M and K multiples of 16. Errors as qf_norm_quantize_nvfp4. */
+ * as [M, K], M and K multiples of 16, 16-byte aligned. Errors as qf_norm_quantize_nvfp4; another
+ * role is QF_ERR_INVALID_ARG. */
 qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                             const qf_nv_rng *rng, qf_nv_out *out, void *stream);
 
@@ -309,15 +313,21 @@ qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, con
  * E2M1 element multiplied by its 1x16 block's E4M3 scale, products summed in fp32,
  * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) applied to the accumulator, then the
  * bias, then one rounding to bf16. Neither operand is dequantized to memory.
- *   a: [M, K/2] packed E2M1 (rowwise output of qf_norm_quantize_nvfp4), b: [N, K/2] (rowwise
- *      output of qf_quantize_nvfp4 for the weight); K % 32 == 0 ("TN", K-major).
+ *   a: [M, K/2] packed E2M1 (rowwise output of qf_norm_quantize_nvfp4; dtype QF_DTYPE_E2M1,
+ *      dims in bytes as the fake shapes give them), b: [N, K/2] (rowwise output of
+ *      qf_quantize_nvfp4 for the weight); K % 32 == 0 ("TN", K-major).
  *   a_scale: [roundup(M,128), roundup(K/16,4)] E4M3, b_scale: [roundup(N,128), roundup(K/16,4)].
- *   amax_a, amax_b: [1] fp32 device (the amax outputs of the quantizers).
+ *            Only the entries of real rows and blocks are read: the padding may hold anything.
+ *   amax_a, amax_b: [1] fp32 device (the amax outputs of the quantizers), read on the device
+ *            when the GEMM runs (never copied to the host).
  *   layout: QF_SCALE_LAYOUT_COMPACT on sm_89..sm_99 (qfuse's generated kernel),
  *           QF_SCALE_LAYOUT_SWIZZLED on sm_100 and later (cuBLASLt VEC16_UE4M3; N % 16 == 0).
  *   bias: [N] bf16 or NULL; y: [M, N] bf16.
- * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch <
- * 89, recipe not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA, QF_ERR_CUBLAS. Asynchronous on stream. */
+ * A NaN scale byte (0x7F/0xFF) makes the outputs it reaches NaN. Does not own any buffer.
+ * Errors: QF_ERR_INVALID_ARG (names the argument: NULL tensor or amax, wrong dtype, size or
+ * alignment, K not a multiple of 32, a and b with different K, the wrong layout for the arch),
+ * QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89, recipe not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA,
+ * QF_ERR_CUBLAS. Asynchronous on stream. */
 qf_status qf_gemm_nvfp4(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
                         const qf_tensor *a_scale, const qf_tensor *amax_a, const qf_tensor *b,
                         const qf_tensor *b_scale, const qf_tensor *amax_b, qf_scale_layout layout,

@@ -480,16 +480,23 @@ static row gemm_row(const gemm_run *g, const char *kind, const char *op) {
     return r;
 }
 
-/* Name of the first recipe of family f, "" when none (qf_gemm_fp8 is per-tensor FP8's GEMM). */
-static const char *first_recipe_of(qf_family f) {
+/* Index of the first recipe of family f in the registry, -1 when none. */
+static int first_recipe_index(qf_family f) {
     for (int i = 0; i < qf_recipe_count; i++)
         if (qf_recipes[i].family == f)
-            return qf_recipes[i].name;
-    return "";
+            return i;
+    return -1;
 }
 
-/* One GEMM shape: bf16 and FP8 cuBLASLt called directly, then qf_gemm_fp8. */
-static void bench_gemm_shape(bench *b, const int64_t s[3]) {
+/* Name of the first recipe of family f, "" when none (qf_gemm_fp8 is per-tensor FP8's GEMM). */
+static const char *first_recipe_of(qf_family f) {
+    int i = first_recipe_index(f);
+    return i < 0 ? "" : qf_recipes[i].name;
+}
+
+/* One GEMM shape: bf16 and FP8 cuBLASLt called directly, then qf_gemm_fp8. Returns the bf16
+ * microseconds (the reference of the block-scaled GEMM rows). */
+static double bench_gemm_shape(bench *b, const int64_t s[3]) {
     gemm_run g;
     gemm_alloc(&g, b, QF_DTYPE_BF16, s);
     row bf = gemm_row(&g, "ceiling", "cublaslt_bf16_gemm");
@@ -516,6 +523,7 @@ static void bench_gemm_shape(bench *b, const int64_t s[3]) {
     snprintf(q.note, sizeof q.note, "qf_gemm_fp8; x%.3f of bf16 cuBLASLt", bf.us / q.us);
     row_emit(b, &q);
     gemm_free(&g);
+    return bf.us;
 }
 
 /* ==================================================================== norm + quantize rows */
@@ -582,6 +590,12 @@ static void out_alloc(out_set *o, const qf_recipe_entry *r, const qf_shape_query
     }
 }
 
+static void out_free(out_set *o) {
+    for (int i = 0; i < o->n; i++)
+        cudaFree(o->buf[i]);
+    o->n = 0;
+}
+
 /* The output called name as a tensor; data NULL when the op does not produce it. */
 static qf_tensor out_tensor(const out_set *o, const char *name) {
     for (int i = 0; i < o->n; i++)
@@ -607,6 +621,12 @@ typedef struct mx_args {
     qf_tensor mu, rsigma;
 } mx_args;
 
+/* Arguments of the NVFP4 ops (qf_norm_quantize_nvfp4, qf_quantize_nvfp4); compact scales. */
+typedef struct nv_args {
+    qf_nv_out out;
+    qf_tensor mu, rsigma;
+} nv_args;
+
 /* One norm + quantize (or weight quantize) configuration with its rotated outputs. */
 typedef struct nq_run {
     bench *b;
@@ -618,6 +638,7 @@ typedef struct nq_run {
     out_set o[MAX_ROT];
     fp8_args fp8[MAX_ROT];
     mx_args mx[MAX_ROT];
+    nv_args nv[MAX_ROT];
 } nq_run;
 
 static void die_family(const qf_recipe_entry *r) {
@@ -631,6 +652,7 @@ static int family_supported(qf_family f) {
     switch (f) {
     case QF_FAMILY_FP8_DELAYED:
     case QF_FAMILY_MXFP8:
+    case QF_FAMILY_NVFP4:
         return 1;
     default:
         return 0;
@@ -658,6 +680,19 @@ static void mx_bind(mx_args *a, const out_set *o) {
     a->rsigma = out_tensor(o, "rsigma");
 }
 
+/* Points the NVFP4 arguments at the buffers of o, by output name. */
+static void nv_bind(nv_args *a, const out_set *o) {
+    a->out.rowwise = out_tensor(o, "rowwise_data");
+    a->out.rowwise_scale_inv = out_tensor(o, "rowwise_scale_inv");
+    a->out.columnwise = out_tensor(o, "columnwise_data");
+    a->out.columnwise_scale_inv = out_tensor(o, "columnwise_scale_inv");
+    a->out.amax_rowwise = out_tensor(o, "amax_rowwise");
+    a->out.amax_columnwise = out_tensor(o, "amax_columnwise");
+    a->out.layout = QF_SCALE_LAYOUT_COMPACT;
+    a->mu = out_tensor(o, "mu");
+    a->rsigma = out_tensor(o, "rsigma");
+}
+
 /* Points the family's API arguments of set i at the buffers of q->o[i]. */
 static void nq_bind(nq_run *q, int i) {
     switch (q->r->family) {
@@ -666,6 +701,9 @@ static void nq_bind(nq_run *q, int i) {
         break;
     case QF_FAMILY_MXFP8:
         mx_bind(&q->mx[i], &q->o[i]);
+        break;
+    case QF_FAMILY_NVFP4:
+        nv_bind(&q->nv[i], &q->o[i]);
         break;
     default:
         die_family(q->r);
@@ -694,6 +732,18 @@ static void nq_launch(void *arg, int i) {
                                         NULL));
         else
             QF_OR_DIE(qf_norm_quantize_mxfp8(q->b->ctx, q->r->name, q->norm, 0, &in->x[i],
+                                             &in->gamma,
+                                             q->norm == QF_NORM_LAYERNORM ? &in->beta : NULL,
+                                             NORM_EPS, &a->out, &a->mu, &a->rsigma, NULL));
+        break;
+    }
+    case QF_FAMILY_NVFP4: { /* weights: 16x16 tiles when the recipe says so, never SR */
+        nv_args *a = &q->nv[i];
+        if (q->op == QF_OP_QUANTIZE)
+            QF_OR_DIE(qf_quantize_nvfp4(q->b->ctx, q->r->name, QF_ROLE_WEIGHT, &in->x[i], NULL,
+                                        &a->out, NULL));
+        else
+            QF_OR_DIE(qf_norm_quantize_nvfp4(q->b->ctx, q->r->name, q->norm, 0, &in->x[i],
                                              &in->gamma,
                                              q->norm == QF_NORM_LAYERNORM ? &in->beta : NULL,
                                              NORM_EPS, &a->out, &a->mu, &a->rsigma, NULL));
@@ -745,8 +795,7 @@ static void bench_nq(bench *b, const input_set *in, const qf_recipe_entry *r, qf
     snprintf(w.note, sizeof w.note, "%d input sets rotated", in->n_rot);
     row_emit(b, &w);
     for (int i = 0; i < in->n_rot; i++)
-        for (int j = 0; j < q->o[i].n; j++)
-            cudaFree(q->o[i].buf[j]);
+        out_free(&q->o[i]);
     free(q);
 }
 
@@ -776,6 +825,107 @@ static void bench_quantizers(bench *b) {
         if (!family_supported(qf_recipes[ri].family))
             printf("recipe %s: family %d has no benchmark case yet; skipped\n", qf_recipes[ri].name,
                    (int)qf_recipes[ri].family);
+}
+
+/* ==================================================================== block-scaled GEMM rows */
+
+/* Rotated operands of one block-scaled GEMM (MXFP8 or NVFP4), laid out by the recipe's fake
+ * shapes: A the rowwise copy of an activation [M, K], B of a weight [N, K], y [M, N]. Element
+ * bytes are random with bit 3 clear (never an E4M3 NaN); every block scale is 1.0 (E8M0 127,
+ * E4M3 0x38) and every NVFP4 amax 2688, so alpha = 1. */
+typedef struct block_gemm {
+    bench *b;
+    const qf_recipe_entry *r;
+    int64_t M, K, N;
+    int n_rot;
+    out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
+} block_gemm;
+
+/* Fills the buffers of o as the block_gemm comment says. */
+static void block_gemm_fill(out_set *o, qf_family f, uint64_t seed) {
+    for (int i = 0; i < o->n; i++) {
+        size_t n = o->sh[i].bytes;
+        if (strcmp(o->sh[i].name, "rowwise_data") == 0) {
+            uint8_t *h = xmalloc(n);
+            for (size_t j = 0; j < n; j++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                h[j] = (uint8_t)(seed >> 56) & 0xF7u;
+            }
+            CUDA_OR_DIE(cudaMemcpy(o->buf[i], h, n, cudaMemcpyHostToDevice));
+            free(h);
+        } else if (strcmp(o->sh[i].name, "rowwise_scale_inv") == 0) {
+            CUDA_OR_DIE(cudaMemset(o->buf[i], f == QF_FAMILY_MXFP8 ? 127 : 0x38, n));
+        } else if (strncmp(o->sh[i].name, "amax", 4) == 0) {
+            const float amax = 2688.0f;
+            CUDA_OR_DIE(cudaMemcpy(o->buf[i], &amax, sizeof amax, cudaMemcpyHostToDevice));
+        }
+    }
+}
+
+static void block_gemm_launch(void *arg, int i) {
+    block_gemm *g = arg;
+    qf_tensor a = out_tensor(&g->a[i], "rowwise_data");
+    qf_tensor as = out_tensor(&g->a[i], "rowwise_scale_inv");
+    qf_tensor w = out_tensor(&g->w[i], "rowwise_data");
+    qf_tensor ws = out_tensor(&g->w[i], "rowwise_scale_inv");
+    qf_tensor y = out_tensor(&g->y[i], "y");
+    if (g->r->family == QF_FAMILY_MXFP8) {
+        QF_OR_DIE(qf_gemm_mxfp8(g->b->ctx, g->r->name, &a, &as, &w, &ws, QF_SCALE_LAYOUT_COMPACT,
+                                NULL, &y, NULL));
+    } else {
+        qf_tensor aa = out_tensor(&g->a[i], "amax_rowwise");
+        qf_tensor wa = out_tensor(&g->w[i], "amax_rowwise");
+        QF_OR_DIE(qf_gemm_nvfp4(g->b->ctx, g->r->name, &a, &as, &aa, &w, &ws, &wa,
+                                QF_SCALE_LAYOUT_COMPACT, NULL, &y, NULL));
+    }
+}
+
+/* The generated block-scaled GEMM of the first MXFP8 and NVFP4 recipes at shape s, next to the
+ * bf16 cuBLASLt time bf_us of the same run. On Blackwell these recipes go to cuBLASLt (swizzled
+ * scales) and this section is skipped. */
+static void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
+    static const qf_family fams[] = {QF_FAMILY_MXFP8, QF_FAMILY_NVFP4};
+    if (qf_ctx_arch(b->ctx) >= 100)
+        return;
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        int ri = first_recipe_index(fams[f]);
+        if (ri < 0)
+            continue;
+        block_gemm *g = calloc(1, sizeof *g);
+        if (!g)
+            exit(1);
+        *g = (block_gemm){.b = b, .r = &qf_recipes[ri], .M = s[0], .K = s[1], .N = s[2]};
+        qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT,
+                             .outputs = QF_OUT_ROWWISE, .M = g->M, .K = g->K};
+        qf_shape_query qw = qa, qy = {.op = QF_OP_GEMM, .M = g->M, .N = g->N, .K = g->K};
+        qw.role = QF_ROLE_WEIGHT, qw.M = g->N;
+        double set_bytes = (double)(g->M + g->N) * (double)g->K; /* upper bound: 1 byte each */
+        g->n_rot = rotation_count(b, set_bytes);
+        for (int i = 0; i < g->n_rot; i++) {
+            out_alloc(&g->a[i], g->r, &qa), out_alloc(&g->w[i], g->r, &qw);
+            out_alloc(&g->y[i], g->r, &qy);
+            block_gemm_fill(&g->a[i], fams[f], 31 + (uint64_t)i);
+            block_gemm_fill(&g->w[i], fams[f], 37 + (uint64_t)i);
+        }
+        row q = row_new("qfuse", g->r->name, fams[f] == QF_FAMILY_MXFP8 ? "gemm_mxfp8"
+                                                                          : "gemm_nvfp4");
+        q.dtype = qf_dtype_name(g->r->fmt[QF_ROLE_INPUT]);
+        q.M = g->M, q.K = g->K, q.N = g->N;
+        q.bytes = 0.0;
+        for (int j = 0; j < g->a[0].n; j++)
+            q.bytes += (double)g->a[0].sh[j].bytes;
+        for (int j = 0; j < g->w[0].n; j++)
+            q.bytes += (double)g->w[0].sh[j].bytes;
+        q.bytes += (double)g->y[0].sh[0].bytes;
+        q.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+        q.us = time_launches(b, block_gemm_launch, g, g->n_rot);
+        snprintf(q.note, sizeof q.note, "generated Hopper kernel, compact scales; x%.3f of bf16 "
+                 "cuBLASLt in this run", bf_us / q.us);
+        row_emit(b, &q);
+        for (int i = 0; i < g->n_rot; i++)
+            out_free(&g->a[i]), out_free(&g->w[i]), out_free(&g->y[i]);
+        free(g);
+    }
 }
 
 /* ==================================================================== JIT rows */
@@ -992,7 +1142,8 @@ static void bench_jit(bench *b) {
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-bench [--csv FILE] [--quick] [--iters N] [--batch N]\n"
                "Times every qfuse op at the shapes of real models' layers against ceilings\n"
-               "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs) and reports\n"
+               "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs), the\n"
+               "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
                "bytes, FLOPs, median microseconds, TB/s, TFLOP/s and the ratios; then the JIT:\n"
                "cold NVRTC compile, disk-cache load and in-memory lookup of every kernel.\n"
                "  --csv FILE  CSV output (default out/bench/qfuse.csv)\n"
@@ -1054,7 +1205,7 @@ int main(int argc, char **argv) {
     const int64_t(*gs)[3] = b.o.quick ? gemm_shapes_quick : gemm_shapes_full;
     int ng = b.o.quick ? 1 : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
     for (int i = 0; i < ng; i++)
-        bench_gemm_shape(&b, gs[i]);
+        bench_block_gemms(&b, gs[i], bench_gemm_shape(&b, gs[i]));
     bench_jit(&b);
     bench_close(&b);
     qf_ctx_free(b.ctx);

@@ -27,11 +27,23 @@
 #define GUARD_BYTE 0xA5
 #define REF_ROWS 32
 
+#define MAX_RECIPE_OPTS 16
+
 typedef struct demo_opts {
     const char *weights;
     int64_t tokens;
     int iters;
+    int n_recipes;                          /* 0: every recipe of the registry */
+    const char *recipes[MAX_RECIPE_OPTS];
 } demo_opts;
+
+/* 1 when recipe ri is selected by o (--recipe, or every recipe when none is given). */
+static int recipe_selected(const demo_opts *o, int ri) {
+    for (int i = 0; i < o->n_recipes; i++)
+        if (strcmp(o->recipes[i], qf_recipes[ri].name) == 0)
+            return 1;
+    return o->n_recipes == 0;
+}
 
 /* One layer to run: x [M, K] -> y [M, N], host tensors as bf16 bit patterns. */
 typedef struct layer {
@@ -198,11 +210,24 @@ typedef struct run_state {
     int nx, nw;
     qf_ln_linear ll;            /* per-tensor FP8 recipes */
     qf_ln_linear_mx llmx;       /* MXFP8 recipes */
+    qf_ln_linear_nv llnv;       /* NVFP4 recipes */
     qf_tensor tx, ty;
 } run_state;
 
 static int is_mx(const run_state *st) {
     return st->r->family == QF_FAMILY_MXFP8;
+}
+
+static int is_nv(const run_state *st) {
+    return st->r->family == QF_FAMILY_NVFP4;
+}
+
+/* Block scales compact for qfuse's Hopper GEMMs, swizzled for cuBLASLt on Blackwell. */
+static qf_scale_layout gemm_scale_layout(void) {
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    return major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
 }
 
 static void run_alloc_state(run_state *st) {
@@ -228,15 +253,11 @@ static void run_alloc_outputs(run_state *st) {
     alloc_from_shapes(st->r, &qy, ys, &st->y, 1);
 }
 
-/* The MXFP8 view of the same buffers: scales compact for the Hopper GEMM, swizzled for cuBLASLt
- * on Blackwell. */
+/* The MXFP8 view of the same buffers. */
 static void run_setup_mx(run_state *st) {
     qf_ln_linear_mx *m = &st->llmx;
     const qf_ln_linear *ll = &st->ll;
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    qf_scale_layout layout = major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
+    qf_scale_layout layout = gemm_scale_layout();
     m->norm = ll->norm, m->eps = ll->eps, m->weight_changed = 1;
     m->gamma = ll->gamma, m->beta = ll->beta, m->weight = ll->weight, m->bias = ll->bias;
     m->mu = ll->mu, m->rsigma = ll->rsigma;
@@ -245,6 +266,23 @@ static void run_setup_mx(run_state *st) {
     m->xq.rowwise_scale_inv = shape_tensor(st->xs, st->xb, st->nx, "rowwise_scale_inv");
     m->wq.rowwise = shape_tensor(st->ws, st->wb, st->nw, "rowwise_data");
     m->wq.rowwise_scale_inv = shape_tensor(st->ws, st->wb, st->nw, "rowwise_scale_inv");
+}
+
+/* The NVFP4 view of the same buffers, with each rowwise copy's global amax. */
+static void run_setup_nv(run_state *st) {
+    qf_ln_linear_nv *m = &st->llnv;
+    const qf_ln_linear *ll = &st->ll;
+    m->norm = ll->norm, m->eps = ll->eps, m->weight_changed = 1;
+    m->gamma = ll->gamma, m->beta = ll->beta, m->weight = ll->weight, m->bias = ll->bias;
+    m->mu = ll->mu, m->rsigma = ll->rsigma;
+    m->xq.layout = m->wq.layout = gemm_scale_layout();
+    static const char *const names[] = {"rowwise_data", "rowwise_scale_inv", "amax_rowwise"};
+    qf_tensor *xt[] = {&m->xq.rowwise, &m->xq.rowwise_scale_inv, &m->xq.amax_rowwise};
+    qf_tensor *wt[] = {&m->wq.rowwise, &m->wq.rowwise_scale_inv, &m->wq.amax_rowwise};
+    for (int i = 0; i < 3; i++) {
+        *xt[i] = shape_tensor(st->xs, st->xb, st->nx, names[i]);
+        *wt[i] = shape_tensor(st->ws, st->wb, st->nw, names[i]);
+    }
 }
 
 static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
@@ -278,6 +316,8 @@ static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
     st->ty = tens(&st->y, QF_DTYPE_BF16, 2, L->M, L->N);
     if (is_mx(st))
         run_setup_mx(st);
+    if (is_nv(st))
+        run_setup_nv(st);
 }
 
 static int run_guards_ok(const run_state *st) {
@@ -325,12 +365,34 @@ static void run_step_mx(qf_ctx_t *ctx, run_state *st, int show_kernels) {
     CUDA_OR_DIE(cudaDeviceSynchronize());
 }
 
+/* One NVFP4 forward: weight quantize, norm + quantize, then the whole layer; no state. */
+static void run_step_nv(qf_ctx_t *ctx, run_state *st, int show_kernels) {
+    const char *rn = st->r->name;
+    qf_ln_linear_nv *m = &st->llnv;
+    QF_OR_DIE(qf_quantize_nvfp4(ctx, rn, QF_ROLE_WEIGHT, &m->weight, NULL, &m->wq, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    QF_OR_DIE(qf_norm_quantize_nvfp4(ctx, rn, m->norm, 0, &st->tx, &m->gamma, &m->beta, m->eps,
+                                     &m->xq, &m->mu, &m->rsigma, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    m->weight_changed = 0;
+    QF_OR_DIE(qf_layernorm_linear_nvfp4_fwd(ctx, rn, &st->tx, m, &st->ty, NULL));
+    if (show_kernels)
+        print_kernel(ctx);
+    CUDA_OR_DIE(cudaDeviceSynchronize());
+}
+
 /* One step. Per-tensor FP8: forward with the current scales, then the delayed-scaling update; the
  * first step calibrates the scales from scale = 1 (TE's initial state). MXFP8: scales come from
  * each block, no state. */
 static void run_step(qf_ctx_t *ctx, run_state *st, int show_kernels) {
     if (is_mx(st)) {
         run_step_mx(ctx, st, show_kernels);
+        return;
+    }
+    if (is_nv(st)) {
+        run_step_nv(ctx, st, show_kernels);
         return;
     }
     const char *rn = st->r->name;
@@ -356,7 +418,15 @@ static void run_step(qf_ctx_t *ctx, run_state *st, int show_kernels) {
 static void run_op(qf_ctx_t *ctx, run_state *st, int which, const qf_tensor *a) {
     qf_ln_linear *ll = &st->ll;
     qf_ln_linear_mx *m = &st->llmx;
-    if (is_mx(st) && which == 0)
+    qf_ln_linear_nv *nv = &st->llnv;
+    if (is_nv(st) && which == 0)
+        QF_OR_DIE(qf_norm_quantize_nvfp4(ctx, st->r->name, nv->norm, 0, &st->tx, &nv->gamma,
+                                         &nv->beta, nv->eps, &nv->xq, &nv->mu, &nv->rsigma, NULL));
+    else if (is_nv(st))
+        QF_OR_DIE(qf_gemm_nvfp4(ctx, st->r->name, a, &nv->xq.rowwise_scale_inv,
+                                &nv->xq.amax_rowwise, &nv->wq.rowwise, &nv->wq.rowwise_scale_inv,
+                                &nv->wq.amax_rowwise, nv->xq.layout, &nv->bias, &st->ty, NULL));
+    else if (is_mx(st) && which == 0)
         QF_OR_DIE(qf_norm_quantize_mxfp8(ctx, st->r->name, m->norm, 0, &st->tx, &m->gamma,
                                          &m->beta, m->eps, &m->xq, &m->mu, &m->rsigma, NULL));
     else if (is_mx(st))
@@ -453,6 +523,11 @@ static const char *norm_name(qf_norm n) {
 }
 
 static void run_layer(qf_ctx_t *ctx, const qf_recipe_entry *r, layer *L, int iters) {
+    if (r->family == QF_FAMILY_NVFP4 && (L->M % 16 || L->K % 32)) { /* SPEC 2.4; the GEMM's K */
+        printf("| %-12s | %-10s | skipped: NVFP4 needs M %% 16 == 0 and K %% 32 == 0 (M = %lld, "
+               "K = %lld)\n", r->name, L->label, (long long)L->M, (long long)L->K);
+        return;
+    }
     run_state st;
     run_setup(&st, r, L);
     run_step(ctx, &st, 0);   /* calibrate scales from amax */
@@ -479,7 +554,7 @@ static void show_kernels(qf_ctx_t *ctx, int ri) {
         run_state st;
         run_setup(&st, &qf_recipes[ri], &L);
         printf("  kernels for %s (weight quantize, norm + quantize, %s):\n", norm_name(nm),
-               qf_recipes[ri].family == QF_FAMILY_MXFP8 ? "GEMM" : "scale update");
+               qf_recipes[ri].family == QF_FAMILY_FP8_DELAYED ? "scale update" : "GEMM");
         run_step(ctx, &st, 1);
         run_free(&st);
         layer_free(&L);
@@ -540,6 +615,8 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
     printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
     for (int ri = 0; ri < qf_recipe_count; ri++) {
         const qf_recipe_entry *r = &qf_recipes[ri];
+        if (!recipe_selected(o, ri))
+            continue;
         printf("recipe %s (%s)\n  %s\n", r->name, r->file, r->options);
         failures += compile_all(ri, 90);
         qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .norm = QF_NORM_LAYERNORM,
@@ -561,12 +638,15 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-demo [--weights FILE.safetensors] [--tokens M] [--iters N]\n"
+               "                  [--recipe NAME]...\n"
                "Runs LayerNorm/RMSNorm + Linear forward for every generated recipe at real layer\n"
                "shapes (hidden 4096 -> 14336 and 12288) on synthetic activations with outlier\n"
                "channels, and on a checkpoint's block with --weights (tensors x, ln.weight,\n"
                "ln.bias, fc1.weight, fc1.bias; see scripts/get-real-weights).\n"
                "  --tokens M   tokens of the synthetic runs (default 16384)\n"
-               "  --iters N    timed iterations per op, median reported (default 20)\n");
+               "  --iters N    timed iterations per op, median reported (default 20)\n"
+               "  --recipe R   only recipe R (repeatable; default: every recipe, see qfuse-gen\n"
+               "               --list)\n");
 }
 
 /* A positive integer option value no larger than max, or -1 (with a message naming the option). */
@@ -585,18 +665,24 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     static const struct option longs[] = {{"weights", required_argument, 0, 'w'},
                                           {"tokens", required_argument, 0, 't'},
                                           {"iters", required_argument, 0, 'i'},
+                                          {"recipe", required_argument, 0, 'r'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (demo_opts){.tokens = 16384, .iters = 20};
     int c;
-    while ((c = getopt_long(argc, argv, "w:t:i:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:t:i:r:h", longs, NULL)) != -1) {
         if (c == 'w')
             o->weights = optarg;
         else if (c == 't')
             o->tokens = parse_count("--tokens", optarg, 1LL << 24);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
-        else {
+        else if (c == 'r' && o->n_recipes < MAX_RECIPE_OPTS)
+            o->recipes[o->n_recipes++] = optarg;
+        else if (c == 'r') {
+            fprintf(stderr, "qfuse-demo: more than %d --recipe options\n", MAX_RECIPE_OPTS);
+            return 2;
+        } else {
             usage(c == 'h' ? stdout : stderr);
             return c == 'h' ? 0 : 2;
         }
@@ -607,6 +693,19 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
+    }
+    for (int i = 0; i < o->n_recipes; i++) {
+        int ri = 0;
+        while (ri < qf_recipe_count && strcmp(qf_recipes[ri].name, o->recipes[i]) != 0)
+            ri++;
+        if (ri == qf_recipe_count) {
+            fprintf(stderr, "qfuse-demo: --recipe '%s': no such recipe; the registry has:",
+                    o->recipes[i]);
+            for (ri = 0; ri < qf_recipe_count; ri++)
+                fprintf(stderr, " %s", qf_recipes[ri].name);
+            fprintf(stderr, "\n");
+            return 2;
+        }
     }
     return -1;
 }
@@ -644,10 +743,13 @@ int main(int argc, char **argv) {
     printf("GPU sm_%d; kernel cache %s\n", qf_ctx_arch(ctx), qf_cache_dir() ? qf_cache_dir()
                                                                             : "(memory only)");
     for (int ri = 0; ri < qf_recipe_count; ri++)
-        show_kernels(ctx, ri);
+        if (recipe_selected(&o, ri))
+            show_kernels(ctx, ri);
     print_table_header();
     static const int64_t Ns[] = {14336, 12288};
     for (int ri = 0; ri < qf_recipe_count; ri++) {
+        if (!recipe_selected(&o, ri))
+            continue;
         for (int n = 0; n < 2; n++)
             for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++) {
                 layer L;
@@ -659,7 +761,8 @@ int main(int argc, char **argv) {
             run_layer(ctx, &qf_recipes[ri], &real, o.iters);
     }
     printf("\nnorm+quant: median of %d runs of the fused kernel (CUDA events). GEMM: the same;\n"
-           "cuBLASLt FP8 for fp8_delayed, the generated block-scaled kernel for MXFP8 on Hopper.\n"
+           "cuBLASLt FP8 for fp8_delayed, the generated block-scaled kernels for MXFP8 and NVFP4\n"
+           "on Hopper (cuBLASLt's block-scaled modes on Blackwell).\n"
            "rel err: ||y - y_ref|| / ||y_ref|| over %d rows, y_ref in fp64 from the bf16 inputs.\n"
            "fake shapes: every buffer sized by the shape functions, validated by the op, guard\n"
            "bytes after each intact.\n", o.iters, REF_ROWS);

@@ -7,7 +7,10 @@
  * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref_mx.c; given
  * this kernel's mu/rsigma the bytes are identical.
  *
- * Work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp computes
+ * Two entry points share the numerics: `<name>_rows{1,2,4,8}` (rowwise only, 1D blocks, rows of
+ * whole 16-byte vectors; see "rows path" below) and `<name>`, the tiled entry (everything else).
+ *
+ * Tiled work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp computes
  * its rows' mean and variance (two passes over x). Phase 2: the block walks 32x32 sub-tiles, each
  * exactly one columnwise block per column and one rowwise block per row: each thread normalizes 4
  * consecutive elements; the 8 threads of a row reduce the row block's amax with shuffles; column

@@ -266,6 +266,11 @@ __device__ __forceinline__ float elem_enc(unsigned sf, float s_dec) {
     return fminf(__fdiv_rn(1.0f, __fmul_rn(from_e4m3(sf), s_dec)), kFltMax);
 }
 
+/* Parity of the low 4 bits of v (compile-time in the unrolled RHT). */
+__device__ __forceinline__ constexpr unsigned parity4(unsigned v) {
+    return (v ^ (v >> 1) ^ (v >> 2) ^ (v >> 3)) & 1u;
+}
+
 /* y_n = bf16(0.25 * sum_k s_k (-1)^popcount(k & n) x_k) in the reference's order
  * (qf_rht16_ref); the signs are compile-time, so each term is one add or subtract. */
 __device__ __forceinline__ void rht16(const float (&x)[kGroup], float (&y)[kGroup]) {
@@ -274,7 +279,7 @@ __device__ __forceinline__ void rht16(const float (&x)[kGroup], float (&y)[kGrou
         float acc = 0.0f;
 #pragma unroll
         for (int k = 0; k < kGroup; k++) {
-            const unsigned neg = ((kRhtMask >> k) ^ static_cast<unsigned>(__popc(k & n))) & 1u;
+            const unsigned neg = ((kRhtMask >> k) ^ parity4(k & n)) & 1u;
             acc = neg ? __fsub_rn(acc, x[k]) : __fadd_rn(acc, x[k]);
         }
         y[n] = round_bf16(__fmul_rn(0.25f, acc));

@@ -434,6 +434,352 @@ static void test_ll_null_y(void **state) {
 
 /* =====================================================================} */
 
+/* {===================================================================== NVFP4 quantizers */
+
+#define NV_M 32
+#define NV_K 64
+
+typedef struct nv_args {
+    qf_ctx_t *ctx;
+    const char *recipe;
+    qf_role role;         /* QF_ROLE_INPUT: qf_norm_quantize_nvfp4 */
+    qf_tensor x, gamma, beta, mu, rsigma;
+    qf_nv_out out;
+    qf_nv_rng rng;
+    int out_null, rng_null;
+} nv_args;
+
+/* A valid LayerNorm call: x [32, 64] bf16, both copies with their scales and amaxes. */
+static nv_args nv_valid(void **state) {
+    nv_args a = {.ctx = *state, .recipe = "nvfp4", .role = QF_ROLE_INPUT, .rng = {1, 2}};
+    a.x = t2(slot(0), QF_DTYPE_BF16, NV_M, NV_K);
+    a.gamma = t1(slot(1), QF_DTYPE_BF16, NV_K);
+    a.beta = t1(slot(2), QF_DTYPE_BF16, NV_K);
+    a.mu = t1(slot(3), QF_DTYPE_FP32, NV_M);
+    a.rsigma = t1(slot(4), QF_DTYPE_FP32, NV_M);
+    a.out.rowwise = t2(slot(5), QF_DTYPE_E2M1, NV_M, NV_K / 2);
+    a.out.rowwise_scale_inv = t2(slot(6), QF_DTYPE_E4M3, 128, 4);
+    a.out.columnwise = t2(slot(7), QF_DTYPE_E2M1, NV_K, NV_M / 2);
+    a.out.columnwise_scale_inv = t2(slot(8), QF_DTYPE_E4M3, 128, 4);
+    a.out.amax_rowwise = t1(slot(9), QF_DTYPE_FP32, 1);
+    a.out.amax_columnwise = t1(slot(10), QF_DTYPE_FP32, 1);
+    return a;
+}
+
+static qf_status nv_run(nv_args *a) {
+    qf_nv_out *out = a->out_null ? NULL : &a->out;
+    if (a->role != QF_ROLE_INPUT)
+        return qf_quantize_nvfp4(a->ctx, a->recipe, a->role, &a->x, a->rng_null ? NULL : &a->rng,
+                                 out, NULL);
+    return qf_norm_quantize_nvfp4(a->ctx, a->recipe, QF_NORM_LAYERNORM, 0, &a->x, &a->gamma,
+                                  &a->beta, 1e-5f, out, &a->mu, &a->rsigma, NULL);
+}
+
+static void test_nv_valid_reaches_device(void **state) {
+    nv_args a = nv_valid(state);
+    expect(nv_run(&a), QF_ERR_NO_DEVICE, "qf_norm_quantize_nvfp4: arguments are valid");
+    a.role = QF_ROLE_GRAD;
+    expect(nv_run(&a), QF_ERR_NO_DEVICE, "qf_quantize_nvfp4: arguments are valid");
+    a.role = QF_ROLE_WEIGHT, a.rng_null = 1; /* weights do not round stochastically */
+    expect(nv_run(&a), QF_ERR_NO_DEVICE, "qf_quantize_nvfp4: arguments are valid");
+    a.out.columnwise.data = NULL, a.out.amax_columnwise.data = NULL; /* rowwise only */
+    expect(nv_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+}
+
+static void test_nv_null_out(void **state) {
+    nv_args a = nv_valid(state);
+    a.out_null = 1;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_norm_quantize_nvfp4: out is NULL");
+}
+
+static void test_nv_m_not_multiple_of_16(void **state) {
+    nv_args a = nv_valid(state);
+    a.x.dims[0] = 24;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "x is viewed as [M, K] = [24, 64]",
+           "NVFP4 needs M and K to be multiples of 16");
+}
+
+static void test_nv_k_not_multiple_of_16(void **state) {
+    nv_args a = nv_valid(state);
+    a.role = QF_ROLE_WEIGHT;
+    a.x.dims[1] = 40;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize_nvfp4: x is viewed as [M, K] = [32, 40]",
+           "multiples of 16");
+}
+
+static void test_nv_x_misaligned(void **state) {
+    nv_args a = nv_valid(state);
+    a.x.data = (char *)a.x.data + 2;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "x.data", "is not 16-byte aligned");
+}
+
+static void test_nv_rowwise_wrong_dtype(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.rowwise.dtype = QF_DTYPE_E4M3;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise.dtype is e4m3; expected e2m1");
+}
+
+static void test_nv_rowwise_unpacked_size(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.rowwise.dims[1] = NV_K; /* one element per byte: twice the packed size */
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise has 2048 elements (last dim 64); the "
+           "shape function requires 1024 (last dim 32)");
+}
+
+static void test_nv_row_scale_wrong_dtype(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.rowwise_scale_inv.dtype = QF_DTYPE_E8M0;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_scale_inv.dtype is e8m0; expected e4m3");
+}
+
+static void test_nv_row_scale_unpadded(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.rowwise_scale_inv.dims[0] = NV_M; /* rows must be padded to 128 */
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_scale_inv has 128 elements",
+           "requires 512");
+}
+
+static void test_nv_columnwise_not_transposed(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.columnwise.dims[0] = NV_M, a.out.columnwise.dims[1] = NV_K / 2;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->columnwise has 1024 elements (last dim 32)",
+           "requires 1024 (last dim 16)");
+}
+
+static void test_nv_col_scale_too_small(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.columnwise_scale_inv.dims[0] = 64;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->columnwise_scale_inv has 256 elements",
+           "requires 512");
+}
+
+static void test_nv_amax_wrong_dtype(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.amax_rowwise.dtype = QF_DTYPE_BF16;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_rowwise.dtype is bf16; expected fp32");
+}
+
+static void test_nv_amax_wrong_size(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.amax_columnwise.dims[0] = 2;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_columnwise has 2 elements", "requires 1");
+}
+
+static void test_nv_missing_amax_rowwise(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.amax_rowwise.data = NULL;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_rowwise.data is NULL");
+}
+
+static void test_nv_missing_amax_columnwise(void **state) {
+    nv_args a = nv_valid(state);
+    a.role = QF_ROLE_GRAD;
+    a.out.amax_columnwise.data = NULL;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize_nvfp4: out->amax_columnwise.data is NULL");
+}
+
+static void test_nv_mu_wrong_size(void **state) {
+    nv_args a = nv_valid(state);
+    a.mu.dims[0] = NV_M - 16;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "mu has 16 elements", "requires 32");
+}
+
+static void test_nv_rsigma_wrong_dtype(void **state) {
+    nv_args a = nv_valid(state);
+    a.rsigma.dtype = QF_DTYPE_BF16;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "rsigma.dtype is bf16; expected fp32");
+}
+
+static void test_nv_null_rng_with_sr(void **state) {
+    nv_args a = nv_valid(state);
+    a.role = QF_ROLE_GRAD, a.rng_null = 1;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize_nvfp4: rng is NULL",
+           "recipe 'nvfp4' rounds gradients stochastically");
+}
+
+static void test_nv_wrong_role(void **state) {
+    nv_args a = nv_valid(state);
+    expect(qf_quantize_nvfp4(a.ctx, "nvfp4", QF_ROLE_INPUT, &a.x, &a.rng, &a.out, NULL),
+           QF_ERR_INVALID_ARG, "qf_quantize_nvfp4: role 0 is not QF_ROLE_WEIGHT or QF_ROLE_GRAD");
+}
+
+static void test_nv_wrong_family(void **state) {
+    nv_args a = nv_valid(state);
+    a.recipe = "mxfp8";
+    expect(nv_run(&a), QF_ERR_UNSUPPORTED, "recipe 'mxfp8' is not an NVFP4 recipe");
+}
+
+static void test_nv_bad_layout(void **state) {
+    nv_args a = nv_valid(state);
+    a.out.layout = (qf_scale_layout)7;
+    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->layout 7 is not a qf_scale_layout");
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== NVFP4 GEMM */
+
+#define NVG_M 100
+#define NVG_N 64
+#define NVG_K 96
+
+typedef struct nvg_args {
+    qf_ctx_t *ctx;
+    const char *recipe;
+    qf_tensor a, as, ama, b, bs, amb, bias, y;
+    qf_scale_layout layout;
+    int no_amax_a;        /* pass amax_a = NULL */
+} nvg_args;
+
+/* y [100, 64] bf16 = A [100, 96/2] E2M1 x B [64, 96/2] E2M1 ^T + bias, compact E4M3 scales
+ * [128, roundup(96/16, 4) = 8], amaxes fp32 [1]. */
+static nvg_args nvg_valid(void **state) {
+    nvg_args g = {.ctx = *state, .recipe = "nvfp4", .layout = QF_SCALE_LAYOUT_COMPACT};
+    g.a = t2(slot(0), QF_DTYPE_E2M1, NVG_M, NVG_K / 2);
+    g.as = t2(slot(1), QF_DTYPE_E4M3, 128, 8);
+    g.ama = t1(slot(2), QF_DTYPE_FP32, 1);
+    g.b = t2(slot(3), QF_DTYPE_E2M1, NVG_N, NVG_K / 2);
+    g.bs = t2(slot(4), QF_DTYPE_E4M3, 128, 8);
+    g.amb = t1(slot(5), QF_DTYPE_FP32, 1);
+    g.bias = t1(slot(6), QF_DTYPE_BF16, NVG_N);
+    g.y = t2(slot(7), QF_DTYPE_BF16, NVG_M, NVG_N);
+    return g;
+}
+
+static qf_status nvg_run(nvg_args *g) {
+    return qf_gemm_nvfp4(g->ctx, g->recipe, &g->a, &g->as, g->no_amax_a ? NULL : &g->ama, &g->b,
+                         &g->bs, &g->amb, g->layout, &g->bias, &g->y, NULL);
+}
+
+static void test_nvg_valid_reaches_device(void **state) {
+    nvg_args g = nvg_valid(state);
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm_nvfp4: arguments are valid");
+    g.bias.data = NULL; /* no bias */
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm_nvfp4: arguments are valid");
+    g = nvg_valid(state);
+    g.recipe = "nvfp4_nort";
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm_nvfp4: arguments are valid");
+}
+
+static void test_nvg_null_pointers(void **state) {
+    nvg_args g = nvg_valid(state);
+    expect(qf_gemm_nvfp4(NULL, "nvfp4", &g.a, &g.as, &g.ama, &g.b, &g.bs, &g.amb, g.layout,
+                         NULL, &g.y, NULL),
+           QF_ERR_INVALID_ARG, "ctx");
+    expect(qf_gemm_nvfp4(g.ctx, "nvfp4", NULL, &g.as, &g.ama, &g.b, &g.bs, &g.amb, g.layout,
+                         NULL, &g.y, NULL),
+           QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: a is NULL");
+    expect(qf_gemm_nvfp4(g.ctx, "nvfp4", &g.a, &g.as, &g.ama, &g.b, NULL, &g.amb, g.layout,
+                         NULL, &g.y, NULL),
+           QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: b_scale");
+    expect(qf_gemm_nvfp4(g.ctx, "nvfp4", &g.a, &g.as, &g.ama, &g.b, &g.bs, &g.amb, g.layout,
+                         NULL, NULL, NULL),
+           QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: y");
+    g.b.data = NULL;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: b");
+}
+
+static void test_nvg_missing_amax(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.no_amax_a = 1;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: amax_a is NULL");
+    g = nvg_valid(state);
+    g.amb.data = NULL;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: amax_b");
+    g = nvg_valid(state);
+    g.amb.dtype = QF_DTYPE_BF16;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "amax_b.dtype is bf16; expected fp32");
+    g = nvg_valid(state);
+    g.ama.dims[0] = 2;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "amax_a has 2 elements");
+}
+
+static void test_nvg_k_not_multiple_of_32(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.a.dims[1] = g.b.dims[1] = 40; /* K = 80: whole 1x16 blocks, not whole 16-byte rows */
+    g.as.dims[1] = g.bs.dims[1] = 8;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm_nvfp4: K = 80 is not a multiple of 32");
+}
+
+static void test_nvg_k_mismatch(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.b.dims[1] = 32;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b is [N=64, K/2=32] bytes but a has K = 96");
+}
+
+static void test_nvg_wrong_dtypes(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.a.dtype = QF_DTYPE_E4M3;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.dtype is e4m3; expected e2m1");
+    g = nvg_valid(state);
+    g.bs.dtype = QF_DTYPE_E8M0;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b_scale.dtype is e8m0; expected e4m3");
+    g = nvg_valid(state);
+    g.y.dtype = QF_DTYPE_FP32;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
+    g = nvg_valid(state);
+    g.bias.dtype = QF_DTYPE_FP16;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias.dtype is fp16; expected bf16");
+}
+
+static void test_nvg_wrong_sizes(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.a.dims[1] = NVG_K; /* unpacked: one byte per element is K = 192 */
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "but a has K = 192");
+    g = nvg_valid(state);
+    g.as.dims[0] = NVG_M; /* unpadded rows */
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a_scale has 800 elements");
+    g = nvg_valid(state);
+    g.bs.dims[1] = 6; /* unpadded blocks */
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b_scale has 768 elements");
+    g = nvg_valid(state);
+    g.y.dims[0] = NVG_M - 1;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y has");
+    g = nvg_valid(state);
+    g.bias.dims[0] = NVG_N - 1;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias has 63 elements");
+    g = nvg_valid(state);
+    g.b.data = (char *)g.b.data + 8;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.data", "is not 16-byte aligned");
+}
+
+/* Compact scales on sm_89..99 (the generated kernel), swizzled on sm_100+ (cuBLASLt). */
+static void test_nvg_layout_for_arch(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "on sm_90 the GEMM is qfuse's generated kernel",
+           "QF_SCALE_LAYOUT_COMPACT");
+    g.layout = (qf_scale_layout)5;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "layout 5 is not a qf_scale_layout");
+    qf_ctx_t *c100 = NULL;
+    assert_int_equal(qf_ctx_init_host(&c100, 100), QF_OK);
+    g = nvg_valid(state);
+    g.ctx = c100;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "on sm_100 the GEMM is cuBLASLt's VEC16_UE4M3",
+           "QF_SCALE_LAYOUT_SWIZZLED");
+    g.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm_nvfp4: arguments are valid");
+    g.b.dims[0] = g.y.dims[1] = g.bias.dims[0] = 40;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "N = 40 must be a multiple of 16 on sm_100");
+    qf_ctx_free(c100);
+}
+
+static void test_nvg_arch_and_family(void **state) {
+    nvg_args g = nvg_valid(state);
+    g.recipe = "mxfp8";
+    expect(nvg_run(&g), QF_ERR_UNSUPPORTED, "recipe 'mxfp8' is not an NVFP4 recipe");
+    g.recipe = "no_such_recipe";
+    expect(nvg_run(&g), QF_ERR_NOT_FOUND, "no_such_recipe");
+    qf_ctx_t *c86 = NULL;
+    assert_int_equal(qf_ctx_init_host(&c86, 86), QF_OK);
+    g = nvg_valid(state);
+    g.ctx = c86;
+    expect(nvg_run(&g), QF_ERR_UNSUPPORTED, "NVFP4 GEMMs need sm_89 or newer; device is sm_86");
+    qf_ctx_free(c86);
+}
+
+/* =====================================================================} */
+
 /* {===================================================================== on a GPU */
 
 /* A driver entry point from libcuda.so.1 (loaded by cudart already on a GPU machine). */
@@ -553,6 +899,17 @@ int main(void) {
         T(test_gemm_misaligned_a), T(test_gemm_null_scale_inv), T(test_gemm_arch_too_old),
         T(test_ll_valid_reaches_device), T(test_ll_weight_k_mismatch),
         T(test_ll_bad_bias_checked_before_any_stage), T(test_ll_null_y),
+        T(test_nv_valid_reaches_device), T(test_nv_null_out), T(test_nv_m_not_multiple_of_16),
+        T(test_nv_k_not_multiple_of_16), T(test_nv_x_misaligned), T(test_nv_rowwise_wrong_dtype),
+        T(test_nv_rowwise_unpacked_size), T(test_nv_row_scale_wrong_dtype),
+        T(test_nv_row_scale_unpadded), T(test_nv_columnwise_not_transposed),
+        T(test_nv_col_scale_too_small), T(test_nv_amax_wrong_dtype), T(test_nv_amax_wrong_size),
+        T(test_nv_missing_amax_rowwise), T(test_nv_missing_amax_columnwise),
+        T(test_nv_mu_wrong_size), T(test_nv_rsigma_wrong_dtype), T(test_nv_null_rng_with_sr),
+        T(test_nv_wrong_role), T(test_nv_wrong_family), T(test_nv_bad_layout),
+        T(test_nvg_valid_reaches_device), T(test_nvg_null_pointers), T(test_nvg_missing_amax),
+        T(test_nvg_k_not_multiple_of_32), T(test_nvg_k_mismatch), T(test_nvg_wrong_dtypes),
+        T(test_nvg_wrong_sizes), T(test_nvg_layout_for_arch), T(test_nvg_arch_and_family),
         T(test_stream_of_other_context), T(test_bad_input_writes_nothing),
     };
     return cmocka_run_group_tests_name("api_errors", tests, NULL, NULL);
