@@ -205,6 +205,49 @@ qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned bl
     return QF_OK;
 }
 
+static int qf_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
+static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                         const qf_rows_call *c) {
+    const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
+    if (!c->rows_ok || lk->inst.outputs != QF_OUT_ROWWISE || (c->K * esz) % 16 != 0 ||
+        !qf_aligned16(c->x) || !qf_aligned16(c->out_row) || !qf_aligned16(c->gamma) ||
+        !qf_aligned16(c->beta))
+        return -1;
+    const int64_t vecs_per_thread = (c->K / epv + k->block_threads - 1) / k->block_threads;
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
+        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
+            return i;
+    return -1;
+}
+
+qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                             const qf_rows_call *c, void *params, void *stream) {
+    const int r = qf_rows_entry(lk, k, c);
+    if (r >= 0) { /* persistent grid: every resident block loops over rows */
+        const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_rows[r] > 0 ? lk->occ_rows[r] : 1);
+        const int64_t grid = c->M < slots ? c->M : slots;
+        return qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
+                             stream);
+    }
+    const int64_t grid = (c->M + k->tile_m - 1) / k->tile_m;
+    if (grid > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
+                            (long long)c->M);
+    return qf_ctx_launch(ctx, lk->fn, (unsigned)grid, k->block_threads, 0, params, stream);
+}
+
+qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream) {
+    if (p && cudaMemsetAsync(p, 0, n, (cudaStream_t)stream) != cudaSuccess)
+        return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of %s failed: %s", what,
+                            cudaGetErrorString(cudaGetLastError()));
+    return QF_OK;
+}
+
 /* ==================================================================== kernel table */
 
 static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {

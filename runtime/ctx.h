@@ -88,6 +88,27 @@ QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);
 QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                                     unsigned smem, void *params, void *stream);
 
+/* One launch of a norm/quantize module that may have row-in-registers entries (`<name>_rowsN`,
+ * QF_ROWS_VARIANTS of them): the smallest entry whose IT covers a row, on a persistent grid of
+ * min(M, SMs x resident blocks) blocks, when the call allows it: rows_ok, rowwise output only,
+ * rows of whole 16-byte vectors (K * sizeof(x) % 16 == 0) and x, out_row, gamma, beta (those not
+ * NULL) 16-byte aligned. Otherwise the tiled entry on cdiv(M, tile_m) blocks. params is the
+ * module's parameter block. Errors: QF_ERR_UNSUPPORTED (M too large for one grid), as
+ * qf_ctx_launch. */
+typedef struct qf_rows_call {
+    int64_t M, K;
+    qf_dtype xdt;
+    const void *x, *out_row, *gamma, *beta;
+    int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
+} qf_rows_call;
+QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
+                                         const qf_kernel_entry *k, const qf_rows_call *c,
+                                         void *params, void *stream);
+
+/* cudaMemsetAsync(p, 0, n) on stream; p NULL does nothing. `what` names the buffer in the error.
+ * Errors: QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream);
+
 /* A context with no device for compute capability arch (10*major+minor, 50..199): its kernel
  * table compiles (and uses the disk cache) but loads no module, and every op validates its
  * arguments exactly as on a GPU, then returns QF_ERR_NO_DEVICE instead of launching. Used by the

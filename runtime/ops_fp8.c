@@ -23,45 +23,14 @@ static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
     return qf_check_buffers_as(op, shapes, n, names, args, tensors, 6);
 }
 
-static int qf_aligned16(const void *p) {
-    return ((uintptr_t)p & 15) == 0;
-}
-
-/* Which <name>_rowsN entry (index into fn_rows) can run this call, or -1 for the tiled entry.
- * The rows entries hold a row in registers: rowwise only, rows of whole 16-byte vectors, 16-byte
- * aligned pointers, and K within IT * threads * (16 / sizeof(x)) elements. */
-static int qf_rows_variant(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
-                           const qf_nq_params *p, qf_dtype xdt) {
-    const int64_t esz = (int64_t)qf_dtype_size(xdt), epv = 16 / esz;
-    if (lk->inst.outputs != QF_OUT_ROWWISE || (p->K * esz) % 16 != 0 || !qf_aligned16(p->x) ||
-        !qf_aligned16(p->out_row) || (p->gamma && !qf_aligned16(p->gamma)) ||
-        (p->beta && !qf_aligned16(p->beta)))
-        return -1;
-    const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
-    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
-    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
-        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
-            return i;
-    return -1;
-}
-
+/* The tiled entry, or a row-in-registers entry when the call allows one (qf_ctx_launch_rows). */
 static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
                               qf_nq_params *p, qf_dtype xdt, void *stream) {
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
-    const qf_kernel_entry *k = &qf_kernels[kidx];
-    int r = qf_rows_variant(&lk, k, p, xdt);
-    if (r >= 0) {
-        /* Persistent grid: every resident block loops over rows. */
-        int64_t slots = (int64_t)ctx->sm_count * (lk.occ_rows[r] > 0 ? lk.occ_rows[r] : 1);
-        int64_t grid = p->M < slots ? p->M : slots;
-        return qf_ctx_launch(ctx, lk.fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream);
-    }
-    int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
-    if (grid > 0x7fffffff)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
-                            (long long)p->M);
-    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = xdt, .x = p->x, .out_row = p->out_row,
+                            .gamma = p->gamma, .beta = p->beta, .rows_ok = 1};
+    return qf_ctx_launch_rows(ctx, &lk, &qf_kernels[kidx], &c, p, stream);
 }
 
 static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out *out) {

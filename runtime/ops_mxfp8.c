@@ -1,6 +1,4 @@
 /* ops_mxfp8.c: MXFP8 quantizers (SPEC 2.3, 3): fused norm + quantize and plain quantize. */
-#include <cuda_runtime_api.h>
-
 #include "ctx.h"
 #include "validate.h"
 
@@ -10,11 +8,7 @@
 static qf_status qf_mx_outputs(const char *op, const qf_mx_out *out, unsigned *outputs) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
-    QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, outputs));
-    if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
-                            (int)out->layout);
-    return QF_OK;
+    return qf_check_block_outputs(op, &out->rowwise, &out->columnwise, out->layout, outputs);
 }
 
 /* Every output against the recipe's fake shapes (names as in the generated shape table). */
@@ -31,31 +25,9 @@ static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
     return qf_check_buffers(op, shapes, n, names, tensors, 6);
 }
 
-static int qf_aligned16(const void *p) {
-    return ((uintptr_t)p & 15) == 0;
-}
-
-/* Which <name>_rowsN entry (index into fn_rows) can run this call, or -1 for the tiled entry.
- * The rows entries hold a row in registers: rowwise only, 1x32 blocks (not the 32x32 weight
- * tiles), rows of whole 16-byte vectors, 16-byte aligned pointers, and K within
- * IT * threads * (16 / sizeof(x)) elements. A partial last block (K % 32 != 0) is fine. */
-static int qf_mx_rows_variant(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
-                              const qf_mx_params *p) {
-    const int64_t esz = (int64_t)qf_dtype_size(k->in_dtype), epv = 16 / esz;
-    const int block_2d = qf_recipes[k->recipe].weight_2d && k->op == QF_OP_QUANTIZE &&
-                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
-    if (lk->inst.outputs != QF_OUT_ROWWISE || block_2d || (p->K * esz) % 16 != 0 ||
-        !qf_aligned16(p->x) || !qf_aligned16(p->out_row) ||
-        (p->gamma && !qf_aligned16(p->gamma)) || (p->beta && !qf_aligned16(p->beta)))
-        return -1;
-    const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
-    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
-    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
-        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
-            return i;
-    return -1;
-}
-
+/* Zeroes both scale matrices (their padding entries are always 0x00; the kernel writes every
+ * real entry), then launches the tiled entry, or a row-in-registers entry for rowwise 1x32
+ * blocks (not the 32x32 weight tiles; a partial last block, K % 32 != 0, is fine). */
 static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
                               const qf_kernel_instance *inst, qf_mx_params *p,
                               const qf_mx_out *out, void *stream) {
@@ -63,26 +35,21 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
     QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
-    const int r = qf_mx_rows_variant(&lk, k, p);
-    CUfunction fn = lk.fn;
-    int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
-    if (r >= 0) { /* persistent grid: every resident block loops over rows */
-        const int64_t slots = (int64_t)ctx->sm_count * (lk.occ_rows[r] > 0 ? lk.occ_rows[r] : 1);
-        fn = lk.fn_rows[r];
-        grid = p->M < slots ? p->M : slots;
-    }
-    if (grid > 0x7fffffff)
+    const int block_2d = qf_recipes[k->recipe].weight_2d && k->op == QF_OP_QUANTIZE &&
+                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
+    const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
+                            .out_row = p->out_row, .gamma = p->gamma, .beta = p->beta,
+                            .rows_ok = !block_2d};
+    if ((p->M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
-    /* Padding entries are always 0x00: zero both scale matrices, the kernel writes the rest. */
-    const qf_tensor *sc[2] = {&out->rowwise_scale_inv, &out->columnwise_scale_inv};
-    for (int i = 0; i < 2; i++)
-        if (sc[i]->data &&
-            cudaMemsetAsync(sc[i]->data, 0, (size_t)qf_tensor_numel(sc[i]),
-                            (cudaStream_t)stream) != cudaSuccess)
-            return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of a scale matrix failed: %s",
-                                cudaGetErrorString(cudaGetLastError()));
-    return qf_ctx_launch(ctx, fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    QF_TRY(qf_zero_async(out->rowwise_scale_inv.data,
+                         (size_t)qf_tensor_numel(&out->rowwise_scale_inv),
+                         "out->rowwise_scale_inv", stream));
+    QF_TRY(qf_zero_async(out->columnwise_scale_inv.data,
+                         (size_t)qf_tensor_numel(&out->columnwise_scale_inv),
+                         "out->columnwise_scale_inv", stream));
+    return qf_ctx_launch_rows(ctx, &lk, k, &c, p, stream);
 }
 
 static void qf_mx_params_outputs(qf_mx_params *p, const qf_mx_out *out) {

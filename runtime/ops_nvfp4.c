@@ -1,7 +1,5 @@
 /* ops_nvfp4.c: NVFP4 quantizers (SPEC 2.4, 3): fused norm + quantize and plain quantize, each
  * two launches of one module (statistics and global amax, then quantize). */
-#include <cuda_runtime_api.h>
-
 #include "ctx.h"
 #include "validate.h"
 
@@ -36,11 +34,7 @@ static qf_status qf_nv_check_affine(const char *op, const qf_tensor *gamma,
 static qf_status qf_nv_outputs(const char *op, const qf_nv_out *out, unsigned *outputs) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
-    QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, outputs));
-    if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
-                            (int)out->layout);
-    return QF_OK;
+    return qf_check_block_outputs(op, &out->rowwise, &out->columnwise, out->layout, outputs);
 }
 
 /* Every output against the recipe's fake shapes: each produced copy needs its data, scale matrix
@@ -64,24 +58,19 @@ static qf_status qf_nv_check_buffers(const char *op, const qf_recipe_entry *r,
     return qf_check_buffers_as(op, shapes, n, names, args, tensors, 8);
 }
 
-/* Zeroes n bytes at p on stream (scale padding, amax slots); no-op for NULL. */
-static qf_status qf_nv_zero(void *p, size_t n, void *stream) {
-    if (p && cudaMemsetAsync(p, 0, n, (cudaStream_t)stream) != cudaSuccess)
-        return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of an NVFP4 output failed: %s",
-                            cudaGetErrorString(cudaGetLastError()));
-    return QF_OK;
-}
-
 /* Zeroes the scale matrices (padding is 0x00; pass 2 writes every real entry) and the amax slots
  * (pass 1 max-merges into them). */
 static qf_status qf_nv_zero_outputs(const qf_nv_out *out, void *stream) {
-    QF_TRY(qf_nv_zero(out->rowwise.data ? out->rowwise_scale_inv.data : NULL,
-                      (size_t)qf_tensor_numel(&out->rowwise_scale_inv), stream));
-    QF_TRY(qf_nv_zero(out->columnwise.data ? out->columnwise_scale_inv.data : NULL,
-                      (size_t)qf_tensor_numel(&out->columnwise_scale_inv), stream));
-    QF_TRY(qf_nv_zero(out->rowwise.data ? out->amax_rowwise.data : NULL, sizeof(float), stream));
-    return qf_nv_zero(out->columnwise.data ? out->amax_columnwise.data : NULL, sizeof(float),
-                      stream);
+    QF_TRY(qf_zero_async(out->rowwise.data ? out->rowwise_scale_inv.data : NULL,
+                         (size_t)qf_tensor_numel(&out->rowwise_scale_inv),
+                         "out->rowwise_scale_inv", stream));
+    QF_TRY(qf_zero_async(out->columnwise.data ? out->columnwise_scale_inv.data : NULL,
+                         (size_t)qf_tensor_numel(&out->columnwise_scale_inv),
+                         "out->columnwise_scale_inv", stream));
+    QF_TRY(qf_zero_async(out->rowwise.data ? out->amax_rowwise.data : NULL, sizeof(float),
+                         "out->amax_rowwise", stream));
+    return qf_zero_async(out->columnwise.data ? out->amax_columnwise.data : NULL, sizeof(float),
+                         "out->amax_columnwise", stream);
 }
 
 /* Pass 1 on cdiv(M, tile_m) blocks, then pass 2 on one thread per 16x8 work item. */

@@ -243,8 +243,8 @@ static void row_emit(bench *b, const row *r) {
     int n = snprintf(shape, sizeof shape, "%lld x %lld", (long long)r->M, (long long)r->K);
     if (r->N > 0)
         snprintf(shape + n, sizeof shape - (size_t)n, " -> %lld", (long long)r->N);
-    printf("| %-10s | %-34s | %-9s | %-5s | %-18s | %-22s |", r->kind, r->op, r->norm, r->dtype,
-           r->outputs, r->M > 0 ? shape : "");
+    printf("| %-10s | %-12s | %-34s | %-9s | %-5s | %-18s | %-22s |", r->kind, r->recipe, r->op,
+           r->norm, r->dtype, r->outputs, r->M > 0 ? shape : "");
     print_field(" %9.1f |", r->us), print_field(" %9.3f |", tbps);
     print_field(" %9.1f |", tflops), print_field(" %9.3f |", r->ratio_copy);
     print_field(" %9.3f |", r->ratio_lt);
@@ -254,9 +254,9 @@ static void row_emit(bench *b, const row *r) {
 }
 
 static void print_table_header(void) {
-    printf("\n| %-10s | %-34s | %-9s | %-5s | %-18s | %-22s | %9s | %9s | %9s | %9s | %9s | %s\n",
-           "kind", "op", "norm", "dtype", "outputs", "M x K (-> N)", "us", "TB/s", "TFLOP/s",
-           "x copy", "x cuBLASLt", "note");
+    printf("\n| %-10s | %-12s | %-34s | %-9s | %-5s | %-18s | %-22s | %9s | %9s | %9s | %9s | %9s "
+           "| %s\n", "kind", "recipe", "op", "norm", "dtype", "outputs", "M x K (-> N)", "us",
+           "TB/s", "TFLOP/s", "x copy", "x cuBLASLt", "note");
 }
 
 /* ==================================================================== header and CSV file */

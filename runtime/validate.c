@@ -157,3 +157,13 @@ qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
                             "are both NULL; request at least one output", op);
     return QF_OK;
 }
+
+qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
+                                 const qf_tensor *columnwise, qf_scale_layout layout,
+                                 unsigned *outputs) {
+    QF_TRY(qf_check_outputs_selected(op, rowwise, columnwise, outputs));
+    if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
+                            (int)layout);
+    return QF_OK;
+}

@@ -48,6 +48,12 @@ QF_INTERNAL qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_
 QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
                                                 const qf_tensor *columnwise, unsigned *outputs);
 
+/* qf_check_outputs_selected for a block-scaled quantizer (MXFP8, NVFP4), plus its scale layout:
+ * QF_ERR_INVALID_ARG when layout is not a qf_scale_layout. */
+QF_INTERNAL qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
+                                             const qf_tensor *columnwise, qf_scale_layout layout,
+                                             unsigned *outputs);
+
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);

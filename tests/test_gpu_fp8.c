@@ -1,7 +1,7 @@
 /* test_gpu_fp8.c: per-tensor FP8 kernels on the GPU against the C references (SPEC 2.1, 3).
  * Every test skips cleanly without a GPU. Outputs are poisoned before each run and every byte is
  * compared with the reference. */
-#include "test_util.h"
+#include "test_gpu_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,13 +14,6 @@
 #include "qfuse.h"
 #include "ref.h"
 
-#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
-#define QF_OK_OR_FAIL(call)                                                                   \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
-    } while (0)
 
 static const char *const kRecipe = "fp8_delayed";
 static int g_cases; /* cases checked, printed at the end */

@@ -1,7 +1,7 @@
 /* test_gpu_mxfp8.c: MXFP8 quantizers on the GPU against the C reference (SPEC 2.3, 3), bit for
  * bit: data and E8M0 scales, compact and swizzled, 1D and 2D blocks, with every output (padding
  * included) poisoned before each run. Skips cleanly without a GPU. */
-#include "test_util.h"
+#include "test_gpu_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,71 +10,7 @@
 #include "ref.h"
 #include "ref_mx.h"
 
-#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
-#define QF_OK_OR_FAIL(call)                                                                   \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
-    } while (0)
-
 static int g_cases;
-
-typedef struct dual {
-    void *d;
-    void *h;
-    size_t bytes;
-} dual;
-
-static dual dual_alloc(size_t bytes) {
-    dual b = {NULL, malloc(bytes ? bytes : 1), bytes};
-    assert_non_null(b.h);
-    CK(cudaMalloc(&b.d, bytes ? bytes : 1));
-    CK(cudaMemset(b.d, 0xAB, bytes ? bytes : 1)); /* poison */
-    return b;
-}
-
-static void dual_free(dual *b) {
-    cudaFree(b->d);
-    free(b->h);
-}
-
-static void dual_up(dual *b) {
-    CK(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice));
-}
-
-static void dual_down(dual *b) {
-    CK(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost));
-}
-
-static qf_tensor tv(const dual *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
-    qf_tensor t = {.data = b->d, .dtype = dt, .ndim = ndim, .dims = {d0, d1}};
-    return t;
-}
-
-static void store_as(void *p, qf_dtype dt, int64_t i, float v) {
-    if (dt == QF_DTYPE_FP32)
-        ((float *)p)[i] = v;
-    else if (dt == QF_DTYPE_BF16)
-        ((uint16_t *)p)[i] = qf_float_to_bf16(v);
-    else
-        ((uint16_t *)p)[i] = qf_float_to_fp16(v);
-}
-
-/* Activation-like data: N(0,1)-ish with a few large channels and per-row scale changes, so that
- * blocks get different E8M0 exponents. */
-static void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t seed, float base) {
-    for (int64_t m = 0; m < M; m++) {
-        uint64_t s = seed ^ ((uint64_t)m * 0x9E3779B97F4A7C15ull);
-        float rowscale = ldexpf(1.0f, (int)(m % 11) - 5);
-        for (int64_t k = 0; k < K; k++) {
-            float v = base + qf_test_rng_uniform(&s) * rowscale * 1.7f;
-            if (k % 61 == 5)
-                v *= 40.0f;
-            store_as(p, dt, m * K + k, v);
-        }
-    }
-}
 
 static int64_t mismatches(const uint8_t *a, const uint8_t *b, int64_t n) {
     int64_t bad = 0;

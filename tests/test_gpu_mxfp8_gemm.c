@@ -3,7 +3,7 @@
  * bit-identical), scale pairs past the fp32 range (the kernel's exact path), a NaN scale, and the
  * TFLOP/s at 8192^3 next to bf16 cuBLASLt measured in the same run. The argument checks and the
  * Blackwell path (cuBLASLt VEC32_UE8M0 descriptors) run without a GPU; the rest skips cleanly. */
-#include "test_util.h"
+#include "test_gpu_util.h"
 
 #include <cublasLt.h>
 #include <math.h>
@@ -14,14 +14,7 @@
 #include "ref.h"
 #include "ref_mx.h"
 
-#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
 #define LT_OK(call) assert_int_equal((int)(call), (int)CUBLAS_STATUS_SUCCESS)
-#define QF_OK_OR_FAIL(call)                                                                   \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
-    } while (0)
 
 static const char *const kRecipe = "mxfp8";
 static const double kTol = 4e-3; /* ||y - ref|| / ||ref||: bf16 output rounding */

@@ -4,7 +4,7 @@
  * compact and swizzled scales, with every output poisoned before each run. mu/rsigma are held to
  * the fp64 statistics (rel 1e-5) and then handed to the reference. Skips cleanly without a GPU;
  * QFUSE_TEST_QUICK=1 drops the shapes of more than 2^22 elements. */
-#include "test_util.h"
+#include "test_gpu_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,77 +14,7 @@
 #include "ref_nvfp4.h"
 #include "registry.h"
 
-#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
-#define QF_OK_OR_FAIL(call)                                                                   \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
-    } while (0)
-
-#define POISON 0xAB
-
 static int g_cases;
-
-/* {===================================================================== buffers */
-
-typedef struct dual {
-    void *d;
-    void *h;
-    size_t bytes;
-} dual;
-
-static dual dual_alloc(size_t bytes) {
-    dual b = {NULL, malloc(bytes ? bytes : 1), bytes};
-    assert_non_null(b.h);
-    CK(cudaMalloc(&b.d, bytes ? bytes : 1));
-    CK(cudaMemset(b.d, POISON, bytes ? bytes : 1));
-    return b;
-}
-
-static void dual_free(dual *b) {
-    cudaFree(b->d);
-    free(b->h);
-}
-
-static void dual_up(dual *b) {
-    CK(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice));
-}
-
-static void dual_down(dual *b) {
-    CK(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost));
-}
-
-static qf_tensor tv(const dual *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
-    qf_tensor t = {.data = b->d, .dtype = dt, .ndim = ndim, .dims = {d0, d1}};
-    return t;
-}
-
-static void store_as(void *p, qf_dtype dt, int64_t i, float v) {
-    if (dt == QF_DTYPE_FP32)
-        ((float *)p)[i] = v;
-    else if (dt == QF_DTYPE_BF16)
-        ((uint16_t *)p)[i] = qf_float_to_bf16(v);
-    else
-        ((uint16_t *)p)[i] = qf_float_to_fp16(v);
-}
-
-/* Activation-like data: a per-row scale over 11 octaves, a few large channels, so that block
- * scales and the E2M1 codes vary. */
-static void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t seed, float base) {
-    for (int64_t m = 0; m < M; m++) {
-        uint64_t s = seed ^ ((uint64_t)m * 0x9E3779B97F4A7C15ull);
-        float rowscale = ldexpf(1.0f, (int)(m % 11) - 5);
-        for (int64_t k = 0; k < K; k++) {
-            float v = base + qf_test_rng_uniform(&s) * rowscale * 1.7f;
-            if (k % 61 == 5)
-                v *= 40.0f;
-            store_as(p, dt, m * K + k, v);
-        }
-    }
-}
-
-/* }=====================================================================} */
 
 /* {===================================================================== cases */
 
@@ -257,9 +187,9 @@ static void reference(const nv_case *c, const nv_bufs *B, nv_expect *e) {
     const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
     e->row = malloc(B->row.bytes), e->col = malloc(B->col.bytes);
     e->srow = malloc(B->srb), e->scol = malloc(B->scb);
-    memset(e->row, POISON, B->row.bytes), memset(e->col, POISON, B->col.bytes);
-    memset(e->srow, POISON, B->srb), memset(e->scol, POISON, B->scb);
-    memset(&e->amr, POISON, 4), memset(&e->amc, POISON, 4);
+    memset(e->row, QF_TEST_POISON, B->row.bytes), memset(e->col, QF_TEST_POISON, B->col.bytes);
+    memset(e->srow, QF_TEST_POISON, B->srb), memset(e->scol, QF_TEST_POISON, B->scb);
+    memset(&e->amr, QF_TEST_POISON, 4), memset(&e->amc, QF_TEST_POISON, 4);
     qf_nvfp4_src src = {.norm = norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt, .x = B->x.h,
                         .gamma = norm ? B->g.h : NULL, .beta = ln && norm ? B->b.h : NULL,
                         .M = M, .K = K, .eps = 1e-5f,

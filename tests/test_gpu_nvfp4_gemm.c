@@ -15,7 +15,7 @@
  * scale, a lost block or a swapped element (errors of the size of a whole product) fails. The
  * whole-matrix ||y - ref|| / ||ref|| must also stay below 4e-3 (the MXFP8 test's bound: bf16
  * output rounding, RMS 2^-9/sqrt(3) ~ 1.1e-3, plus fp32 accumulation). */
-#include "test_util.h"
+#include "test_gpu_util.h"
 
 #include <cublasLt.h>
 #include <math.h>
@@ -26,14 +26,7 @@
 #include "ref.h"
 #include "ref_nvfp4.h"
 
-#define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
 #define LT_OK(call) assert_int_equal((int)(call), (int)CUBLAS_STATUS_SUCCESS)
-#define QF_OK_OR_FAIL(call)                                                                   \
-    do {                                                                                      \
-        qf_status s_ = (call);                                                                \
-        if (s_ != QF_OK)                                                                      \
-            fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
-    } while (0)
 
 static const char *const kRecipe = "nvfp4";
 static const double kTol = 4e-3; /* ||y - ref|| / ||ref|| */

@@ -2,26 +2,33 @@
  * and the fusion key of a registry kernel changes with every field that changes its code (SPEC 5). */
 #include "test_util.h"
 
+#include <stdio.h>
+
 #include "kernel_key.h"
 #include "registry.h"
 
 /* ==================================================================== NVRTC compiles */
 
-static void compile_kernel(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch) {
+/* One NVRTC compile of k as inst for arch; returns 0, or 1 with a message in msg. Thread-safe
+ * (qf_last_error is per thread, NVRTC programs are independent). */
+static int compile_kernel(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch,
+                          char *msg, size_t cap) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
     const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
     int ne = qf_kernel_extra_options(k, inst, store, extra);
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
-    assert_true(no > 0);
     void *cubin = NULL;
     size_t size = 0;
-    qf_status s = qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
-                                 qf_nvrtc_header_count, opts, no, &cubin, &size);
-    if (s != QF_OK)
-        fail_msg("%s for sm_%d: %s", k->name, arch, qf_last_error());
-    assert_true(size > 64);
-    assert_memory_equal(cubin, "\177ELF", 4);
+    qf_status s = no > 0 ? qf_jit_compile(k->name, k->source, qf_nvrtc_header_names,
+                                          qf_nvrtc_headers, qf_nvrtc_header_count, opts, no,
+                                          &cubin, &size)
+                         : QF_ERR_INTERNAL;
+    int bad = s != QF_OK || size <= 64 || memcmp(cubin, "\177ELF", 4) != 0;
+    if (bad)
+        snprintf(msg, cap, "%s for sm_%d: %s", k->name, arch,
+                 s != QF_OK ? qf_last_error() : "the output is not an ELF CUBIN");
     free(cubin);
+    return bad;
 }
 
 /* Nonzero when kernel i is the first of its op in the registry. */
@@ -32,26 +39,54 @@ static int first_of_op(int i) {
     return 1;
 }
 
-/* Each kernel as its default instance and, for quantizers, with both outputs and fp32 gamma.
+#define QF_TEST_INSTANCES 3 /* per kernel: default; both outputs + fp32 gamma; columnwise only */
+
+/* Instance j of kernel k (QF_TEST_INSTANCES of them for quantizers, 1 otherwise); 0 if none. */
+static int test_instance(const qf_kernel_entry *k, int j, qf_kernel_instance *inst) {
+    *inst = qf_kernel_instance_default(k);
+    if (j == 0)
+        return 1;
+    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
+        return 0;
+    inst->outputs = j == 1 ? QF_OUT_ROWWISE | QF_OUT_COLUMNWISE : QF_OUT_COLUMNWISE;
+    inst->gamma_dtype = QF_DTYPE_FP32;
+    return 1;
+}
+
+/* Each kernel as its default instance and, for quantizers, with both outputs and fp32 gamma and
+ * with the columnwise output only; compiled in parallel (OpenMP), failures reported together.
  * NOTES: QFUSE_TEST_QUICK=1 (sanitizer runs, where NVRTC runs some 50x slower under valgrind)
  * compiles the first kernel of each op only: NVRTC is not the code under test there. */
 static void compile_all(int arch) {
     const int quick = getenv("QFUSE_TEST_QUICK") && atoi(getenv("QFUSE_TEST_QUICK"));
     assert_true(qf_kernel_count > 0);
-    for (int i = 0; i < qf_kernel_count; i++) {
-        const qf_kernel_entry *k = &qf_kernels[i];
-        if (quick && !first_of_op(i))
+    const int jobs = qf_kernel_count * QF_TEST_INSTANCES;
+    char(*msgs)[512] = calloc((size_t)jobs, sizeof *msgs);
+    int *bad = calloc((size_t)jobs, sizeof *bad);
+    assert_non_null(msgs);
+    assert_non_null(bad);
+#pragma omp parallel for schedule(dynamic)
+    for (int job = 0; job < jobs; job++) {
+        const int i = job / QF_TEST_INSTANCES;
+        qf_kernel_instance inst;
+        if ((quick && !first_of_op(i)) || !test_instance(&qf_kernels[i], job % QF_TEST_INSTANCES,
+                                                         &inst))
             continue;
-        qf_kernel_instance inst = qf_kernel_instance_default(k);
-        compile_kernel(k, &inst, arch);
-        if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
-            inst.outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE;
-            inst.gamma_dtype = QF_DTYPE_FP32;
-            compile_kernel(k, &inst, arch);
-            inst.outputs = QF_OUT_COLUMNWISE;
-            compile_kernel(k, &inst, arch);
-        }
+        bad[job] = compile_kernel(&qf_kernels[i], &inst, arch, msgs[job], sizeof msgs[job]);
     }
+    int failures = 0, first = -1;
+    for (int job = 0; job < jobs; job++)
+        if (bad[job]) {
+            fprintf(stderr, "%s\n", msgs[job]);
+            failures++;
+            first = first < 0 ? job : first;
+        }
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", first >= 0 ? msgs[first] : "");
+    free(msgs);
+    free(bad);
+    if (failures)
+        fail_msg("%d NVRTC compiles failed for sm_%d; the first: %s", failures, arch, msg);
 }
 
 static void test_compile_all_sm90(void **state) {
