@@ -189,9 +189,11 @@ bench: $(QFUSE_BENCH)
 	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --readme README.md
 
 # ---- demo
+# The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
 demo: all
 	$(Q)scripts/get-real-weights --if-possible $(OUT)/data
-	$(Q)$(QFUSE_DEMO) $(if $(wildcard $(OUT)/data/block.safetensors),--weights $(OUT)/data/block.safetensors)
+	$(Q)w=$(OUT)/data/block.safetensors; \
+	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w"; else $(QFUSE_DEMO); fi
 
 # ---- fuzzing (README "Fuzzing"): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
 # New inputs go to $(FUZZ_DIR)/corpus; `make fuzz-merge` minimizes them into tests/fuzz/corpus.

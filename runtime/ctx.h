@@ -109,13 +109,7 @@ QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *
  * Errors: QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream);
 
-/* A context with no device for compute capability arch (10*major+minor, 50..199): its kernel
- * table compiles (and uses the disk cache) but loads no module, and every op validates its
- * arguments exactly as on a GPU, then returns QF_ERR_NO_DEVICE instead of launching. Used by the
- * tests (argument checks, the kernel table, cold starts on machines without a GPU) and by
- * `qfuse-cache warm --arch`. Free with qf_ctx_free. Errors: QF_ERR_INVALID_ARG (out NULL, arch
- * out of range), QF_ERR_OUT_OF_MEMORY. */
-QF_INTERNAL qf_status qf_ctx_init_host(qf_ctx_t **out, int arch);
+/* qf_ctx_init_host is public (qfuse.h). */
 
 /* Fills *twin as a silent device-less copy of ctx (same arch) for a dry run: the ops check their
  * arguments against it and stop with QF_ERR_NO_DEVICE, recording no message. Release with

@@ -273,7 +273,7 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
     *size = 0;
     if (!dir || qf_cache_entry_path(path, sizeof path, dir, label, key) != 0)
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) {
         if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
             qf_warn("cannot read kernel cache entry %s (%s); it will be recompiled", path,
@@ -431,7 +431,7 @@ int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info) 
         errno = w < 0 || (size_t)w >= sizeof path ? ENAMETOOLONG : EINVAL;
         return -1;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* FIFOs: no block */
     if (fd < 0 || fstat(fd, &st) != 0) {
         int err = errno;
         if (fd >= 0)

@@ -34,8 +34,7 @@ static int qf_jit_env_flag(const char *name) {
 
 /* {===================================================================== options and version */
 
-/* Highest architecture this NVRTC can target (e.g. 121), or 0 when it cannot say. */
-static int qf_jit_max_arch(void) {
+int qf_jit_max_arch(void) {
     int n = 0, best = 0;
     if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0)
         return 0;

@@ -19,6 +19,10 @@ QF_INTERNAL int qf_jit_options(int arch, const char *const *extra, int n_extra,
 /* Version of the NVRTC library loaded at run time. */
 QF_INTERNAL void qf_jit_nvrtc_version(int *major, int *minor);
 
+/* Highest architecture this NVRTC can target (e.g. 121), or 0 when it cannot say. A newer device
+ * gets code for this one (qf_jit_options). */
+QF_INTERNAL int qf_jit_max_arch(void);
+
 /* Compiles `source` (program name `name`, with the in-memory headers: header_names[i] is what
  * #include names, headers[i] its text; neither copied past the call) to a CUBIN with exactly opts.
  * On success *cubin is malloc'ed (caller frees) and *size set. On failure *cubin is NULL and it

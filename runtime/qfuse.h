@@ -85,6 +85,14 @@ typedef struct qf_ctx qf_ctx_t; /* opaque: device, arch, cuBLASLt handle, kernel
  * driver or GPU is present (callers and tests use that to skip GPU work). *out is owned by the
  * caller and released with qf_ctx_free. */
 qf_status qf_ctx_init(qf_ctx_t **out, int device);
+/* A dry-run context with no device, for compute capability `arch` (10*major+minor, 50..199): every
+ * op validates its arguments exactly as on a GPU (recipe, shapes against the fake-shape
+ * functions, dtypes, alignment, GEMM constraints of that arch) and then returns
+ * QF_ERR_NO_DEVICE ("arguments are valid, but the context has no device") instead of launching;
+ * a bad argument returns its own error first. Works on machines without a driver or GPU (build
+ * machines, CI). *out is owned by the caller (qf_ctx_free). Errors: QF_ERR_INVALID_ARG (out NULL,
+ * arch out of range), QF_ERR_OUT_OF_MEMORY. */
+qf_status qf_ctx_init_host(qf_ctx_t **out, int arch);
 void qf_ctx_free(qf_ctx_t *ctx);
 /* Compute capability as 10*major+minor (90 for H100/H200). */
 int qf_ctx_arch(const qf_ctx_t *ctx);

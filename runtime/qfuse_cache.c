@@ -469,6 +469,11 @@ static int qf_tool_warm(int argc, char **argv) {
         rc = 1;
     if (rc < 0) {
         w.arch = w.arch ? w.arch : qf_warm_default_arch();
+        const int max = qf_jit_max_arch();
+        if (max > 0 && w.arch > max)
+            fprintf(stderr, "qfuse-cache: this NVRTC targets at most sm_%d: the sm_%d entries hold "
+                    "sm_%d code (what the runtime would compile on such a device)\n", max,
+                    w.arch, max);
         pthread_mutex_init(&w.mu, NULL);
         rc = qf_warm_collect(&w, sel) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
         pthread_mutex_destroy(&w.mu);

@@ -121,19 +121,22 @@ static uint16_t *st_bf16(qf_st_file *f, const char *name, int64_t *dims, int wan
 
 static void weights_layer(layer *L, const char *path) {
     qf_st_file *f = NULL;
-    int64_t d[8], dx[8], dw[8];
+    int64_t dg[8], db[8], dbias[8], dx[8], dw[8];
     QF_OR_DIE(qf_st_open(path, &f));
     *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = 1e-12f};
     L->x = st_bf16(f, "x", dx, 2);
     L->w = st_bf16(f, "fc1.weight", dw, 2);
-    L->gamma = st_bf16(f, "ln.weight", d, 1);
-    L->beta = st_bf16(f, "ln.bias", d, 1);
-    L->bias = st_bf16(f, "fc1.bias", d, 1);
+    L->gamma = st_bf16(f, "ln.weight", dg, 1);
+    L->beta = st_bf16(f, "ln.bias", db, 1);
+    L->bias = st_bf16(f, "fc1.bias", dbias, 1);
     L->M = dx[0], L->K = dx[1], L->N = dw[0];
     qf_st_close(f);
-    if (dw[1] != L->K) {
-        fprintf(stderr, "qfuse-demo: %s: fc1.weight is [%lld, %lld] but x has K = %lld\n", path,
-                (long long)dw[0], (long long)dw[1], (long long)L->K);
+    if (dw[1] != L->K || dg[0] != L->K || db[0] != L->K || dbias[0] != L->N) {
+        fprintf(stderr, "qfuse-demo: %s: x is [%lld, %lld], fc1.weight [%lld, %lld], ln.weight "
+                "[%lld], ln.bias [%lld], fc1.bias [%lld]; expected x [M, K], fc1.weight [N, K], "
+                "ln.weight and ln.bias [K], fc1.bias [N]\n", path, (long long)dx[0],
+                (long long)dx[1], (long long)dw[0], (long long)dw[1], (long long)dg[0],
+                (long long)db[0], (long long)dbias[0]);
         exit(1);
     }
 }
@@ -566,6 +569,13 @@ static void show_kernels(qf_ctx_t *ctx, int ri) {
 static void show_shapes(const qf_recipe_entry *r, const qf_shape_query *q, const char *what) {
     qf_shape sh[8];
     int n = r->shapes(q, sh, 8);
+    if (n < 0) {
+        printf("  fake shapes of %s: rejected by %s (%s)\n", what, r->name,
+               n == -1 ? "the recipe does not support this shape, e.g. NVFP4 needs M and K "
+                         "multiples of 16"
+                       : "more than 8 outputs");
+        return;
+    }
     printf("  fake shapes of %s:\n", what);
     for (int i = 0; i < n; i++) {
         printf("    %-16s %-5s [", sh[i].name, qf_dtype_name(sh[i].dtype));

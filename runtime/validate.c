@@ -118,8 +118,8 @@ qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_sha
 qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
                           qf_family family, const char *what, int *ri) {
     qf_clear_error();
-    if (!ctx)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    if (!ctx || !recipe)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
     *ri = qf_registry_recipe(recipe);
     if (*ri < 0)
         return QF_ERR_NOT_FOUND;

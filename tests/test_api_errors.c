@@ -242,6 +242,12 @@ static void test_nq_unknown_recipe(void **state) {
     expect(nq_run(&a), QF_ERR_NOT_FOUND, "recipe 'no_such_recipe' not found");
 }
 
+static void test_nq_null_recipe(void **state) {
+    nq_args a = nq_valid(state);
+    a.recipe = NULL;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_norm_quantize: recipe is NULL");
+}
+
 /* =====================================================================} */
 
 /* {===================================================================== qf_quantize, scale update */
@@ -892,6 +898,7 @@ int main(void) {
         T(test_nq_rmsnorm_with_beta), T(test_nq_no_output_requested),
         T(test_nq_rowwise_too_small), T(test_nq_mu_too_small), T(test_nq_wrong_output_dtype),
         T(test_nq_misaligned_output), T(test_nq_null_scale), T(test_nq_unknown_recipe),
+        T(test_nq_null_recipe),
         T(test_quantize_role_input), T(test_su_n_zero), T(test_su_history_too_long),
         T(test_su_null_pointer), T(test_gemm_valid_reaches_device),
         T(test_gemm_k_not_multiple_of_16), T(test_gemm_n_not_multiple_of_16),

@@ -1002,6 +1002,26 @@ static void test_wrong_format_version(void **state) {
     assert_miss_warns(path, 90, want, 1);
 }
 
+/* A FIFO (or other non-regular file) named like an entry is a miss with a warning, never a
+ * blocking read, for the loader and for the cache tool's entry info; a store replaces it. */
+static void test_fifo_entry(void **state) {
+    fixture *fx = *state;
+    char path[PATH_MAX], name[PATH_MAX];
+    const char *want[] = {"not a regular file", "recompiled and replaced"};
+    store_a(fx, path); /* creates the directory; the entry is then swapped for a FIFO */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_miss_warns(path, 90, want, 2); /* would block forever without O_NONBLOCK */
+    qf_cache_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(name, sizeof name, "%s", strrchr(path, '/') + 1);
+    assert_int_equal(qf_cache_entry_info(fx->dir, name, &info), 0);
+    assert_false(info.valid);
+    assert_non_null(strstr(info.why, "not a regular file"));
+    store_a(fx, path);
+    assert_hit_a();
+}
+
 /* After a miss on a damaged entry, the next store replaces it and loads hit again. */
 static void test_store_replaces_damaged_entry(void **state) {
     fixture *fx = *state;
@@ -1056,6 +1076,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_wrong_nvrtc_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_format_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_replaces_damaged_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo_entry, setup, teardown),
     };
     return cmocka_run_group_tests_name("jit_cache", tests, NULL, NULL);
 }
