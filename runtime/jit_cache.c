@@ -52,9 +52,7 @@ static int qf_cache_decided;
 static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
 static char qf_cache_path[PATH_MAX];
 
-/* Writes the configured directory into buf. Returns 0, ENOENT (nothing configured) or
- * ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG spec says. */
-static int qf_cache_resolve(char *buf, size_t cap) {
+int qf_cache_resolve(char *buf, size_t cap) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     int n;

@@ -25,6 +25,11 @@
  * cache and stays valid until qf_cache_reset. Thread-safe. */
 QF_INTERNAL const char *qf_cache_dir(void);
 
+/* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or
+ * ~/.cache/qfuse) into buf without creating or checking it. Returns 0, ENOENT (nothing
+ * configured) or ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG spec says. */
+QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
+
 /* Resets the memoized directory decision, and so re-arms its warning (tests change
  * QFUSE_CACHE_DIR between cases). Thread-safe, but invalidates strings qf_cache_dir returned. */
 QF_INTERNAL void qf_cache_reset(void);

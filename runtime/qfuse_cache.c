@@ -65,11 +65,23 @@ static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const ch
 }
 
 /* The cache directory, or NULL after saying why there is none. */
+/* Nonzero (with a message) when QFUSE_DISABLE_DISK_CACHE is set, non-empty and not "0", as the
+ * runtime reads it. */
+static int qf_tool_cache_disabled(void) {
+    const char *v = getenv("QFUSE_DISABLE_DISK_CACHE");
+    if (!(v && *v && strcmp(v, "0") != 0))
+        return 0;
+    fprintf(stderr, "qfuse-cache: the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE=%s)\n", v);
+    return 1;
+}
+
 static const char *qf_tool_dir(void) {
+    if (qf_tool_cache_disabled())
+        return NULL;
     const char *dir = qf_cache_dir();
     if (!dir)
-        fprintf(stderr, "qfuse-cache: no usable disk cache (QFUSE_DISABLE_DISK_CACHE=1, or the "
-                        "directory cannot be created or written; see the warning above)\n");
+        fprintf(stderr, "qfuse-cache: no usable disk cache (the directory cannot be created or "
+                        "written; see the warning above)\n");
     return dir;
 }
 
@@ -198,6 +210,27 @@ static int qf_tool_list(const char *dir) {
     printf("%d entr%s, %s in %s\n", count, count == 1 ? "y" : "ies", size, dir);
     qf_tool_free_names(names, n);
     return 0;
+}
+
+/* list reads the configured directory as it is: it neither creates it (a missing directory
+ * lists nothing) nor needs write access (a read-only, pre-filled cache lists normally). */
+static int qf_tool_list_configured(void) {
+    char dir[PATH_MAX];
+    struct stat st;
+    if (qf_tool_cache_disabled())
+        return 1;
+    int err = qf_cache_resolve(dir, sizeof dir);
+    if (err) {
+        fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
+                err == ENOENT ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset"
+                              : strerror(err));
+        return 1;
+    }
+    if (stat(dir, &st) != 0 && errno == ENOENT) {
+        printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
+        return 0;
+    }
+    return qf_tool_list(dir);
 }
 
 /* Removes the entries of dir written at least min_age seconds ago (all for clear, min_age 0),
@@ -520,7 +553,7 @@ int main(int argc, char **argv) {
     if (simple && c + 1 < argc)
         return qf_tool_usage_error("%s: unexpected argument '%s'", cmd, argv[c + 1]);
     if (!strcmp(cmd, "list"))
-        return qf_tool_list(qf_tool_dir());
+        return qf_tool_list_configured();
     if (!strcmp(cmd, "clear"))
         return qf_tool_remove(qf_tool_dir(), 0, "clear");
     if (!strcmp(cmd, "prune"))

@@ -207,6 +207,9 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool_env(fx, (const char *const[]){NULL}, 0), 2, NULL, "missing command");
     struct stat st;
     assert_int_equal(stat(fx->dir, &st), -1);
+    /* list reads, never creates: a missing directory lists nothing and stays missing */
+    expect_run(run_tool(fx, "list"), 0, "0 entries, 0B in", NULL);
+    assert_int_equal(stat(fx->dir, &st), -1);
 }
 
 /* warm fills the cache with every variant once; a second warm compiles nothing; list shows them
@@ -289,11 +292,13 @@ static void test_list_invalid_and_stale(void **state) {
     expect_run(r, 0, "3 entries", NULL);
 }
 
-/* Without a usable disk cache there is nothing to warm: exit 1 and say why. */
+/* With the disk cache disabled there is nothing to warm or list: exit 1 and say why. */
 static void test_warm_without_disk_cache(void **state) {
     fixture *fx = *state;
     expect_run(run_tool_env(fx, (const char *const[]){"warm", "--arch", "sm_90", NULL}, 1), 1,
-               NULL, "no usable disk cache");
+               NULL, "the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE=1)");
+    expect_run(run_tool_env(fx, (const char *const[]){"list", NULL}, 1), 1, NULL,
+               "the disk cache is disabled");
 }
 
 /* =====================================================================} */
