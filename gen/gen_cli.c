@@ -169,6 +169,11 @@ static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
     qf_gen_err e = {{0}};
     if (qf_gen_plan_build(&plan, &a->opts, a->recipes, a->n_recipes, &e) != 0) {
         fprintf(err, "qfuse-gen: %s\n", e.msg);
+        if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
+            fprintf(err, "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
+                    "of them does not exist: run from the source tree, pass --templates DIR "
+                    "--include DIR, or `make install`\n", a->opts.templates_dir,
+                    a->opts.include_dir);
         return 1;
     }
     int rc = 0;

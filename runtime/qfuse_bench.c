@@ -1155,6 +1155,18 @@ static void usage(FILE *f) {
                "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n");
 }
 
+/* A count option in 1..1000000, or -1 with a message naming the option. */
+static int parse_count(const char *opt, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || n > 1000000) {
+        fprintf(stderr, "qfuse-bench: %s '%s': expected an integer in 1..1000000\n", opt, v);
+        return -1;
+    }
+    return (int)n;
+}
+
 static int parse_args(int argc, char **argv, bench_opts *o) {
     static const struct option longs[] = {{"csv", required_argument, 0, 'c'},
                                           {"quick", no_argument, 0, 'q'},
@@ -1169,10 +1181,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->csv = optarg;
         else if (c == 'q')
             o->quick = 1;
-        else if (c == 'i')
-            o->iters = atoi(optarg);
-        else if (c == 'b')
-            o->batch = atoi(optarg);
+        else if (c == 'i' && (o->iters = parse_count("--iters", optarg)) < 0)
+            return 2;
+        else if (c == 'b' && (o->batch = parse_count("--batch", optarg)) < 0)
+            return 2;
+        else if (c == 'i' || c == 'b')
+            continue;
         else {
             usage(c == 'h' ? stdout : stderr);
             return c == 'h' ? 0 : 2;
@@ -1180,7 +1194,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->iters)
         o->iters = o->quick ? 10 : 50;
-    if (o->iters < 1 || o->batch < 1 || optind != argc) {
+    if (optind != argc) {
+        fprintf(stderr, "qfuse-bench: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
     }

@@ -312,6 +312,25 @@ typedef struct qf_warm {
 } qf_warm;
 
 /* Progress after one item: a bar redrawn in place on a terminal, one line per item otherwise. */
+
+/* " (outputs ..., gamma ..., layout ...)" of a quantizer instance, naming only what applies; ""
+ * for the GEMM and the scale update. */
+static void qf_warm_variant(const qf_kernel_entry *k, const qf_kernel_instance *inst, char *buf,
+                            size_t n) {
+    static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
+    buf[0] = '\0';
+    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
+        return;
+    int w = snprintf(buf, n, " (%s", outs[inst->outputs & 3u]);
+    if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
+        w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
+    if (k->family != QF_FAMILY_FP8_DELAYED && w >= 0 && (size_t)w < n)
+        w += snprintf(buf + w, n - (size_t)w, ", %s scales",
+                      inst->layout == QF_SCALE_LAYOUT_SWIZZLED ? "swizzled" : "compact");
+    if (w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, ")");
+}
+
 static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how) {
     const char *name = qf_kernels[it->kidx].name;
     if (w->tty) {
@@ -324,8 +343,9 @@ static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how
         if (w->done == w->n_items)
             fputc('\n', stderr);
     } else {
-        fprintf(stderr, "warm: [%d/%d] %s %s (outputs %u, gamma %s)\n", w->done, w->n_items, how,
-                name, it->inst.outputs, qf_dtype_name(it->inst.gamma_dtype));
+        char variant[96];
+        qf_warm_variant(&qf_kernels[it->kidx], &it->inst, variant, sizeof variant);
+        fprintf(stderr, "warm: [%d/%d] %s %s%s\n", w->done, w->n_items, how, name, variant);
     }
 }
 
