@@ -146,7 +146,7 @@ $(QFUSE_CACHE): $(B)/runtime/qfuse_cache.o $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- tests
-$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gpu_util.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
+$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)

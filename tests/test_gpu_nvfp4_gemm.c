@@ -15,9 +15,8 @@
  * scale, a lost block or a swapped element (errors of the size of a whole product) fails. The
  * whole-matrix ||y - ref|| / ||ref|| must also stay below 4e-3 (the MXFP8 test's bound: bf16
  * output rounding, RMS 2^-9/sqrt(3) ~ 1.1e-3, plus fp32 accumulation). */
-#include "test_gpu_util.h"
+#include "test_gpu_gemm.h"
 
-#include <cublasLt.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -26,7 +25,6 @@
 #include "ref.h"
 #include "ref_nvfp4.h"
 
-#define LT_OK(call) assert_int_equal((int)(call), (int)CUBLAS_STATUS_SUCCESS)
 
 static const char *const kRecipe = "nvfp4";
 static const double kTol = 4e-3; /* ||y - ref|| / ||ref|| */
@@ -75,13 +73,6 @@ static void fill_scales(uint8_t *p, int64_t R, int64_t real, int64_t sc, int64_t
         }
 }
 
-static void *dev_copy(const void *h, size_t n) {
-    void *d = NULL;
-    CK(cudaMalloc(&d, n ? n : 1));
-    if (h)
-        CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
-    return d;
-}
 
 /* Random packed operands, scales from range (padding 0xFF), amaxes as a quantizer could give. */
 static gemm_case case_make(int64_t M, int64_t N, int64_t K, int bias, scale_range range,
@@ -403,70 +394,6 @@ static void test_gemm_nan_scale(void **state) {
 }
 
 /* ==================================================================== timing */
-
-static int cmp_float(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of 10 timed runs after 3 warm-ups (the first compiles), CUDA events, in ms. */
-#define QF_TIME_MEDIAN(ms, stmt)                                                              \
-    do {                                                                                      \
-        float t_[10];                                                                         \
-        cudaEvent_t e0_, e1_;                                                                 \
-        CK(cudaEventCreate(&e0_));                                                            \
-        CK(cudaEventCreate(&e1_));                                                            \
-        for (int i_ = 0; i_ < 13; i_++) {                                                     \
-            CK(cudaEventRecord(e0_, 0));                                                      \
-            stmt;                                                                             \
-            CK(cudaEventRecord(e1_, 0));                                                      \
-            CK(cudaEventSynchronize(e1_));                                                    \
-            if (i_ >= 3)                                                                      \
-                CK(cudaEventElapsedTime(&t_[i_ - 3], e0_, e1_));                              \
-        }                                                                                     \
-        qsort(t_, 10, sizeof t_[0], cmp_float);                                               \
-        (ms) = t_[5];                                                                         \
-        cudaEventDestroy(e0_);                                                                \
-        cudaEventDestroy(e1_);                                                                \
-    } while (0)
-
-/* bf16 cuBLASLt, TN, [S, S] x [S, S]^T on random data: the ceiling of the same run. */
-static double bf16_lt_tflops(int64_t S) {
-    const size_t bytes = (size_t)(S * S) * 2, wsz = 32u << 20;
-    uint16_t *h = malloc(bytes);
-    uint64_t s = 3;
-    for (int64_t i = 0; i < S * S; i++)
-        h[i] = qf_float_to_bf16(qf_test_rng_uniform(&s));
-    void *A = dev_copy(h, bytes), *B = dev_copy(h, bytes), *C = dev_copy(NULL, bytes);
-    void *ws = dev_copy(NULL, wsz);
-    free(h);
-    const cublasOperation_t ta = CUBLAS_OP_T;
-    cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t l;
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    LT_OK(cublasLtCreate(&lt));
-    LT_OK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT_OK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_OK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, (uint64_t)S, (uint64_t)S, S));
-    LT_OK(cublasLtMatmulPreferenceCreate(&pref));
-    LT_OK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                               &wsz, sizeof wsz));
-    LT_OK(cublasLtMatmulAlgoGetHeuristic(lt, op, l, l, l, l, pref, 1, &res, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    assert_int_equal(found, 1);
-    const float alpha = 1.0f, beta = 0.0f;
-    float ms;
-    QF_TIME_MEDIAN(ms, LT_OK(cublasLtMatmul(lt, op, &alpha, A, l, B, l, &beta, C, l, C, l,
-                                            &res.algo, ws, wsz, 0)));
-    cublasLtMatrixLayoutDestroy(l);
-    cublasLtMatmulDescDestroy(op);
-    cublasLtDestroy(lt);
-    cudaFree(A), cudaFree(B), cudaFree(C), cudaFree(ws);
-    return 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
-}
 
 /* 8192^3 (QFUSE_TEST_QUICK=1 skips it): 16 sampled rows against the reference, then the kernel's
  * TFLOP/s next to bf16 cuBLASLt's. */
