@@ -74,7 +74,8 @@ typedef struct qf_shape {
 size_t qf_dtype_size(qf_dtype dt);
 /* Name of a dtype ("bf16", "e4m3", ...); "?" when out of range. */
 const char *qf_dtype_name(qf_dtype dt);
-/* Product of dims[0..ndim-1]; -1 when ndim is out of range or a dim is negative. */
+/* Product of dims[0..ndim-1]; -1 when ndim is out of range, a dim is negative or the product
+ * overflows int64_t. */
 int64_t qf_tensor_numel(const qf_tensor *t);
 
 /* ------------------------------------------------------------------ context */

@@ -32,9 +32,8 @@ int64_t qf_tensor_numel(const qf_tensor *t) {
         return -1;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) {
-        if (t->dims[i] < 0)
+        if (t->dims[i] < 0 || __builtin_mul_overflow(n, t->dims[i], &n))
             return -1;
-        n *= t->dims[i];
     }
     return n;
 }

@@ -26,6 +26,10 @@ static qf_status qf_check_tensor_struct(const char *op, const char *arg, const q
     if ((unsigned)t->dtype >= QF_DTYPE_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype %d is not a qf_dtype", op, arg,
                             (int)t->dtype);
+    const int64_t n = qf_tensor_numel(t);
+    if (n < 0 || n > (INT64_MAX >> 4)) /* so that bytes and padded sizes fit in int64_t too */
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has more than 2^59 elements (its dims' "
+                            "product overflows)", op, arg);
     return QF_OK;
 }
 

@@ -161,6 +161,16 @@ static void test_nq_negative_dim(void **state) {
     expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.dims[0] is -4; expected >= 1");
 }
 
+/* Dims whose product overflows int64_t are no tensor: numel -1, and the op rejects x. */
+static void test_nq_dims_overflow(void **state) {
+    qf_tensor t = {.data = slot(0), .dtype = QF_DTYPE_BF16, .ndim = 3,
+                   .dims = {INT64_MAX / 2, 4, 4}};
+    assert_int_equal(qf_tensor_numel(&t), -1);
+    nq_args a = nq_valid(state);
+    a.x = t;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_norm_quantize: x has more than 2^59 elements");
+}
+
 static void test_nq_x_dtype_e4m3(void **state) {
     nq_args a = nq_valid(state);
     a.x.dtype = QF_DTYPE_E4M3;
@@ -898,7 +908,7 @@ int main(void) {
         T(test_nq_rmsnorm_with_beta), T(test_nq_no_output_requested),
         T(test_nq_rowwise_too_small), T(test_nq_mu_too_small), T(test_nq_wrong_output_dtype),
         T(test_nq_misaligned_output), T(test_nq_null_scale), T(test_nq_unknown_recipe),
-        T(test_nq_null_recipe),
+        T(test_nq_null_recipe), T(test_nq_dims_overflow),
         T(test_quantize_role_input), T(test_su_n_zero), T(test_su_history_too_long),
         T(test_su_null_pointer), T(test_gemm_valid_reaches_device),
         T(test_gemm_k_not_multiple_of_16), T(test_gemm_n_not_multiple_of_16),
