@@ -173,9 +173,11 @@ VALGRIND_FLAGS := -q --error-exitcode=1 --leak-check=full --num-callers=40 \
 check-asan:
 	$(Q)$(MAKE) --no-print-directory BUILD_DIR=$(ASAN_DIR) CFLAGS="$(CFLAGS) $(SAN_FLAGS)" all
 	$(Q)$(SAN_ENV) scripts/run-tests $(TEST_SRCS:tests/%.c=$(ASAN_DIR)/tests/%)
+# NOTES: OMP_NUM_THREADS=1: valgrind runs threads one at a time anyway, and libgomp's pool threads
+# still alive at exit would show as "possibly lost" thread stacks.
 check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
 	$(Q)command -v $(VALGRIND) >/dev/null || scripts/install-deps --tool valgrind
-	$(Q)QFUSE_TEST_QUICK=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
+	$(Q)QFUSE_TEST_QUICK=1 OMP_NUM_THREADS=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
 	    scripts/run-tests $(TEST_BINS)
 
 # ---- benchmarks (README "Benchmarks"): qfuse, then the PyTorch peers, then the merged report.
