@@ -347,8 +347,19 @@ static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
             (!first || qf_gen_cmp_bytes(k, len, first, first_len) < 0))
             first = k, first_len = len;
     }
-    if (first)
-        luaL_error(L, "%s: unknown field '%s'", sb->path, qf_gen_push_shown(L, first, first_len));
+    if (!first)
+        return;
+    luaL_Buffer known; /* "a, b, c": the fields this family accepts */
+    luaL_buffinit(L, &known);
+    for (int i = 0; fields[i]; i++) {
+        if (i)
+            luaL_addstring(&known, ", ");
+        luaL_addstring(&known, fields[i]);
+    }
+    luaL_pushresult(&known);
+    const char *list = lua_tostring(L, -1); /* kept alive on the stack */
+    const char *shown = qf_gen_push_shown(L, first, first_len);
+    luaL_error(L, "%s: unknown field '%s' (this family's fields: %s)", sb->path, shown, list);
 }
 
 /* Validates an fp8_delayed recipe table (index 1) into sb->out. */

@@ -117,12 +117,21 @@ typedef struct qf_error_case {
 #define FAM "family = \"fp8_delayed\", "
 #define MX "family = \"mxfp8\", "
 #define NV "family = \"nvfp4\", "
+/* What an unknown-field error adds: the fields each family accepts. */
+#define FAM_FIELDS                                                                                 \
+    " (this family's fields: family, description, format, margin, amax_history_len, amax_compute)"
+#define MX_FIELDS                                                                                  \
+    " (this family's fields: family, description, input_format, weight_format, grad_format, "    \
+    "scale_rounding, weight_2d)"
+#define NV_FIELDS                                                                                  \
+    " (this family's fields: family, description, rht_input, rht_grad, "                         \
+    "stochastic_rounding_grad, weight_2d, rht_seed)"
 static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
      "field 'format' (one of 'hybrid', 'e4m3' expected, got 'e5m3')", 0},
-    {"x.lua", "return {" FAM "marg = 1}", "unknown field 'marg'", 0},
-    {"x.lua", "return {" FAM "zeta = 1, beta = 2}", "unknown field 'beta'", 0},
+    {"x.lua", "return {" FAM "marg = 1}", "unknown field 'marg'" FAM_FIELDS, 0},
+    {"x.lua", "return {" FAM "zeta = 1, beta = 2}", "unknown field 'beta'" FAM_FIELDS, 0},
     {"x.lua", "return {" FAM "margin = 99}", "field 'margin' (value 99 out of range 0..32)", 0},
     {"x.lua", "return {" FAM "margin = -1}", "field 'margin' (value -1 out of range 0..32)", 0},
     {"x.lua", "return {" FAM "margin = 1.5}",
@@ -187,9 +196,10 @@ static const qf_error_case qf_error_cases[] = {
      "field 'weight_2d' (boolean expected, got number)", 0},
     {"x.lua", "return {" MX "description = {}}",
      "field 'description' (string expected, got table)", 0},
-    {"x.lua", "return {" MX "block = 32}", "unknown field 'block'", 0},
-    {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}", "unknown field 'format'", 0},
-    {"x.lua", "return {" FAM "weight_2d = true}", "unknown field 'weight_2d'", 0},
+    {"x.lua", "return {" MX "block = 32}", "unknown field 'block'" MX_FIELDS, 0},
+    {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}", "unknown field 'format'" MX_FIELDS,
+     0},
+    {"x.lua", "return {" FAM "weight_2d = true}", "unknown field 'weight_2d'" FAM_FIELDS, 0},
     /* nvfp4 (SPEC 2.4) */
     {"x.lua", "return {" NV "rht_input = 1}", "field 'rht_input' (boolean expected, got number)",
      0},
@@ -209,12 +219,14 @@ static const qf_error_case qf_error_cases[] = {
      "field 'rht_seed' (no effect: rht_input and rht_grad are both false)", 0},
     {"x.lua", "return {" NV "description = 1}", "field 'description' (string expected, got number)",
      0},
-    {"x.lua", "return {" NV "block = 16}", "unknown field 'block'", 0},
-    {"x.lua", "return {" NV "grad_format = \"e2m1\"}", "unknown field 'grad_format'", 0},
-    {"x.lua", "return {" NV "stochastic_rounding = true}", "unknown field 'stochastic_rounding'",
+    {"x.lua", "return {" NV "block = 16}", "unknown field 'block'" NV_FIELDS, 0},
+    {"x.lua", "return {" NV "grad_format = \"e2m1\"}", "unknown field 'grad_format'" NV_FIELDS,
      0},
-    {"x.lua", "return {" FAM "rht_input = true}", "unknown field 'rht_input'", 0},
-    {"x.lua", "return {" MX "rht_seed = 1}", "unknown field 'rht_seed'", 0},
+    {"x.lua", "return {" NV "stochastic_rounding = true}",
+     "unknown field 'stochastic_rounding'" NV_FIELDS,
+     0},
+    {"x.lua", "return {" FAM "rht_input = true}", "unknown field 'rht_input'" FAM_FIELDS, 0},
+    {"x.lua", "return {" MX "rht_seed = 1}", "unknown field 'rht_seed'" MX_FIELDS, 0},
 };
 
 static void test_recipe_error(void **state) {
