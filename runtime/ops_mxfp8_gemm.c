@@ -8,7 +8,6 @@
 #include "ctx.h"
 #include "validate.h"
 
-#define QF_MX_GEMM_MAX_SHAPES 4
 
 /* An FP8 operand viewed as [*rows, *K] (K its last dim), in the recipe's format for `role`. */
 static qf_status qf_mxg_operand(const char *op, const char *arg, const qf_tensor *t,
@@ -36,42 +35,6 @@ static qf_status qf_mxg_scales(const char *op, const char *arg, const qf_tensor 
     return qf_check_buffer(op, arg, t, &s);
 }
 
-/* y against the recipe's fake shape of the GEMM, bias [N] bf16 when given. */
-static qf_status qf_mxg_outputs(const char *op, const qf_recipe_entry *r, const qf_tensor *bias,
-                                qf_tensor *y, int64_t M, int64_t N, int64_t K) {
-    qf_shape shapes[QF_MX_GEMM_MAX_SHAPES];
-    int n = 0;
-    qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT, .M = M, .N = N, .K = K};
-    QF_TRY(qf_query_shapes(op, r, &q, shapes, QF_MX_GEMM_MAX_SHAPES, &n));
-    static const char *const names[] = {"y"};
-    const qf_tensor *tensors[] = {y};
-    QF_TRY(qf_check_buffers(op, shapes, n, names, tensors, 1));
-    qf_shape sb = {"bias", QF_DTYPE_BF16, 1, {N}, 0};
-    return bias ? qf_check_buffer(op, "bias", bias, &sb) : QF_OK;
-}
-
-/* The scale layout and shape limits of the path this device takes. */
-static qf_status qf_mxg_path(const char *op, int arch, qf_scale_layout layout, int64_t N) {
-    if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: layout %d is not a qf_scale_layout", op,
-                            (int)layout);
-    if (arch < 89)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: MXFP8 GEMMs need sm_89 or newer; device is "
-                            "sm_%d", op, arch);
-    if (arch >= 100 && layout != QF_SCALE_LAYOUT_SWIZZLED)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is cuBLASLt's VEC32_UE8M0 "
-                            "mode, which reads swizzled scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_SWIZZLED", op, arch);
-    if (arch >= 100 && N % 16)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of 16 on sm_%d "
-                            "(cuBLASLt FP8)", op, (long long)N, arch);
-    if (arch < 100 && layout != QF_SCALE_LAYOUT_COMPACT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is qfuse's generated "
-                            "kernel, which reads compact scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_COMPACT", op, arch);
-    return QF_OK;
-}
-
 /* Checks every argument and fills the kernel's parameter block. */
 static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_recipe_entry *r,
                               const qf_tensor *a, const qf_tensor *a_scale, const qf_tensor *b,
@@ -90,8 +53,8 @@ static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_reci
                             QF_MX_BLOCK);
     QF_TRY(qf_mxg_scales(op, "a_scale", a_scale, p->M, p->K));
     QF_TRY(qf_mxg_scales(op, "b_scale", b_scale, p->N, p->K));
-    QF_TRY(qf_mxg_outputs(op, r, bias, y, p->M, p->N, p->K));
-    QF_TRY(qf_mxg_path(op, ctx->arch, layout, p->N));
+    QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
+    QF_TRY(qf_check_block_gemm_path(op, "MXFP8", "VEC32_UE8M0", "FP8", ctx->arch, layout, p->N));
     p->a = a->data;
     p->a_scale = a_scale->data;
     p->b = b->data;

@@ -11,7 +11,6 @@
 #include "ctx.h"
 #include "validate.h"
 
-#define QF_NV_GEMM_MAX_SHAPES 4
 #define QF_NV_GEMM_K_ALIGN 32
 
 /* A packed E2M1 operand [rows, K/2] bytes (the quantizers' fake shapes count packed dims in
@@ -49,42 +48,6 @@ static qf_status qf_nvg_amax(const char *op, const char *arg, const qf_tensor *t
     return qf_check_buffer(op, arg, t, &s);
 }
 
-/* y against the recipe's fake shape of the GEMM, bias [N] bf16 when given. */
-static qf_status qf_nvg_outputs(const char *op, const qf_recipe_entry *r, const qf_tensor *bias,
-                                qf_tensor *y, int64_t M, int64_t N, int64_t K) {
-    qf_shape shapes[QF_NV_GEMM_MAX_SHAPES];
-    int n = 0;
-    qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT, .M = M, .N = N, .K = K};
-    QF_TRY(qf_query_shapes(op, r, &q, shapes, QF_NV_GEMM_MAX_SHAPES, &n));
-    static const char *const names[] = {"y"};
-    const qf_tensor *tensors[] = {y};
-    QF_TRY(qf_check_buffers(op, shapes, n, names, tensors, 1));
-    qf_shape sb = {"bias", QF_DTYPE_BF16, 1, {N}, 0};
-    return bias ? qf_check_buffer(op, "bias", bias, &sb) : QF_OK;
-}
-
-/* The scale layout and shape limits of the path this device takes. */
-static qf_status qf_nvg_path(const char *op, int arch, qf_scale_layout layout, int64_t N) {
-    if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: layout %d is not a qf_scale_layout", op,
-                            (int)layout);
-    if (arch < 89)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: NVFP4 GEMMs need sm_89 or newer; device is "
-                            "sm_%d", op, arch);
-    if (arch >= 100 && layout != QF_SCALE_LAYOUT_SWIZZLED)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is cuBLASLt's VEC16_UE4M3 "
-                            "mode, which reads swizzled scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_SWIZZLED", op, arch);
-    if (arch >= 100 && N % 16)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of 16 on sm_%d "
-                            "(cuBLASLt FP4)", op, (long long)N, arch);
-    if (arch < 100 && layout != QF_SCALE_LAYOUT_COMPACT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is qfuse's generated "
-                            "kernel, which reads compact scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_COMPACT", op, arch);
-    return QF_OK;
-}
-
 /* The operands a and b: packed E2M1 with the same K, a whole number of 32-element units. */
 static qf_status qf_nvg_check_ab(const char *op, const qf_tensor *a, const qf_tensor *b,
                                  qf_nv_gemm_params *p) {
@@ -117,8 +80,9 @@ static qf_status qf_nvg_check(const char *op, const qf_ctx_t *ctx, const qf_reci
     QF_TRY(qf_nvg_scales(op, "b_scale", g->b_scale, p->N, p->K));
     QF_TRY(qf_nvg_amax(op, "amax_a", g->amax_a));
     QF_TRY(qf_nvg_amax(op, "amax_b", g->amax_b));
-    QF_TRY(qf_nvg_outputs(op, r, g->bias, g->y, p->M, p->N, p->K));
-    QF_TRY(qf_nvg_path(op, ctx->arch, g->layout, p->N));
+    QF_TRY(qf_check_gemm_outputs(op, r, g->bias, g->y, p->M, p->N, p->K));
+    QF_TRY(qf_check_block_gemm_path(op, "NVFP4", "VEC16_UE4M3", "FP4", ctx->arch, g->layout,
+                                    p->N));
     p->a = g->a->data;
     p->a_scale = g->a_scale->data;
     p->b = g->b->data;

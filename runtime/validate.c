@@ -171,3 +171,39 @@ qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
                             (int)layout);
     return QF_OK;
 }
+
+qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r, const qf_tensor *bias,
+                                const qf_tensor *y, int64_t M, int64_t N, int64_t K) {
+    qf_shape shapes[4];
+    int n = 0;
+    qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT, .M = M, .N = N, .K = K};
+    QF_TRY(qf_query_shapes(op, r, &q, shapes, 4, &n));
+    static const char *const names[] = {"y"};
+    const qf_tensor *tensors[] = {y};
+    QF_TRY(qf_check_buffers(op, shapes, n, names, tensors, 1));
+    qf_shape sb = {"bias", QF_DTYPE_BF16, 1, {N}, 0};
+    return bias ? qf_check_buffer(op, "bias", bias, &sb) : QF_OK;
+}
+
+qf_status qf_check_block_gemm_path(const char *op, const char *family, const char *lt_mode,
+                                   const char *lt_dtype, int arch, qf_scale_layout layout,
+                                   int64_t N) {
+    if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: layout %d is not a qf_scale_layout", op,
+                            (int)layout);
+    if (arch < 89)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s GEMMs need sm_89 or newer; device is "
+                            "sm_%d", op, family, arch);
+    if (arch >= 100 && layout != QF_SCALE_LAYOUT_SWIZZLED)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is cuBLASLt's %s mode, "
+                            "which reads swizzled scales; quantize with layout "
+                            "QF_SCALE_LAYOUT_SWIZZLED", op, arch, lt_mode);
+    if (arch >= 100 && N % 16)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of 16 on sm_%d "
+                            "(cuBLASLt %s)", op, (long long)N, arch, lt_dtype);
+    if (arch < 100 && layout != QF_SCALE_LAYOUT_COMPACT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is qfuse's generated "
+                            "kernel, which reads compact scales; quantize with layout "
+                            "QF_SCALE_LAYOUT_COMPACT", op, arch);
+    return QF_OK;
+}

@@ -54,6 +54,19 @@ QF_INTERNAL qf_status qf_check_block_outputs(const char *op, const qf_tensor *ro
                                              const qf_tensor *columnwise, qf_scale_layout layout,
                                              unsigned *outputs);
 
+/* y [M, N] against the recipe's fake shape of its GEMM, and bias [N] bf16 when not NULL. */
+QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r,
+                                            const qf_tensor *bias, const qf_tensor *y, int64_t M,
+                                            int64_t N, int64_t K);
+
+/* The scale layout and shape limits of a block-scaled GEMM (MXFP8, NVFP4) on this arch: sm_89..99
+ * run qfuse's generated kernel (compact scales); sm_100 and later cuBLASLt's lt_mode (swizzled
+ * scales, N % 16 == 0); below sm_89 QF_ERR_UNSUPPORTED. family and lt_dtype name the format in
+ * messages ("NVFP4", "FP4"). Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED. */
+QF_INTERNAL qf_status qf_check_block_gemm_path(const char *op, const char *family,
+                                               const char *lt_mode, const char *lt_dtype,
+                                               int arch, qf_scale_layout layout, int64_t N);
+
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
