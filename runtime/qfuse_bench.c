@@ -51,9 +51,15 @@
         }                                                                                     \
     } while (0)
 
+/* Sections of the run (--section); the copy ceiling always runs. */
+enum { SEC_QUANT = 1, SEC_GEMM = 2, SEC_JIT = 4, SEC_ALL = 7 };
+
 typedef struct bench_opts {
     const char *csv;
     int quick, iters, batch;
+    unsigned sections;          /* SEC_* mask */
+    int dtype;                  /* --dtype: one x dtype, or -1 for all */
+    tool_recipes recipes;       /* --recipe */
 } bench_opts;
 
 /* Everything measured once per run and shared by the sections. */
@@ -480,17 +486,17 @@ static row gemm_row(const gemm_run *g, const char *kind, const char *op) {
     return r;
 }
 
-/* Index of the first recipe of family f in the registry, -1 when none. */
-static int first_recipe_index(qf_family f) {
+/* Index of the first selected recipe (--recipe) of family f in the registry, -1 when none. */
+static int first_recipe_index(const bench *b, qf_family f) {
     for (int i = 0; i < qf_recipe_count; i++)
-        if (qf_recipes[i].family == f)
+        if (qf_recipes[i].family == f && tool_recipe_selected(&b->o.recipes, i))
             return i;
     return -1;
 }
 
 /* Name of the first recipe of family f, "" when none (qf_gemm_fp8 is per-tensor FP8's GEMM). */
-static const char *first_recipe_of(qf_family f) {
-    int i = first_recipe_index(f);
+static const char *first_recipe_of(const bench *b, qf_family f) {
+    int i = first_recipe_index(b, f);
     return i < 0 ? "" : qf_recipes[i].name;
 }
 
@@ -517,7 +523,7 @@ static double bench_gemm_shape(bench *b, const int64_t s[3]) {
                 cublasLtGetStatusString(st));
     }
     row q = gemm_row(&g, "qfuse", "gemm_fp8");
-    q.recipe = first_recipe_of(QF_FAMILY_FP8_DELAYED);
+    q.recipe = first_recipe_of(b, QF_FAMILY_FP8_DELAYED);
     q.us = time_launches(b, gemm_qf_launch, &g, g.n_rot);
     q.ratio_lt = st == CUBLAS_STATUS_SUCCESS ? lt.us / q.us : NAN;
     snprintf(q.note, sizeof q.note, "qf_gemm_fp8; x%.3f of bf16 cuBLASLt", bf.us / q.us);
@@ -814,10 +820,13 @@ static void bench_quantizers(bench *b) {
     int n = b->o.quick ? 1 : (int)(sizeof nq_shapes_full / sizeof nq_shapes_full[0]);
     for (int s = 0; s < n; s++)
         for (size_t d = 0; d < sizeof x_dtypes / sizeof x_dtypes[0]; d++) {
+            if (b->o.dtype >= 0 && (int)x_dtypes[d] != b->o.dtype)
+                continue;
             input_set in;
             input_alloc(&in, b, x_dtypes[d], shapes[s][0], shapes[s][1]);
             for (int ri = 0; ri < qf_recipe_count; ri++)
-                if (family_supported(qf_recipes[ri].family))
+                if (family_supported(qf_recipes[ri].family) &&
+                    tool_recipe_selected(&b->o.recipes, ri))
                     bench_recipe_ops(b, &in, &qf_recipes[ri]);
             input_free(&in);
         }
@@ -888,7 +897,7 @@ static void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
     if (qf_ctx_arch(b->ctx) >= 100)
         return;
     for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
-        int ri = first_recipe_index(fams[f]);
+        int ri = first_recipe_index(b, fams[f]);
         if (ri < 0)
             continue;
         block_gemm *g = calloc(1, sizeof *g);
@@ -1108,7 +1117,8 @@ static void remove_dir(const char *dir) {
  * pointed at a fresh temporary directory (restored afterwards). */
 static void bench_jit(bench *b) {
     int ri = 0;
-    while (ri < qf_recipe_count && !family_supported(qf_recipes[ri].family))
+    while (ri < qf_recipe_count && !(family_supported(qf_recipes[ri].family) &&
+                                     tool_recipe_selected(&b->o.recipes, ri)))
         ri++;
     if (ri == qf_recipe_count)
         return;
@@ -1141,6 +1151,7 @@ static void bench_jit(bench *b) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-bench [--csv FILE] [--quick] [--iters N] [--batch N]\n"
+               "                   [--recipe NAME]... [--dtype bf16|fp16|fp32] [--section S]...\n"
                "Times every qfuse op at the shapes of real models' layers against ceilings\n"
                "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs), the\n"
                "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
@@ -1150,6 +1161,10 @@ static void usage(FILE *f) {
                "  --quick     one shape per section, 10 iterations (smoke run)\n"
                "  --iters N   timed batches per row, median reported (default 50)\n"
                "  --batch N   back-to-back launches per timed batch (default 10)\n"
+               "  --recipe R  only recipe R (repeatable; default: every recipe)\n"
+               "  --dtype D   only norm + quantize rows with x in dtype D\n"
+               "  --section S only section S: quant (norm + quantize), gemm or jit (repeatable;\n"
+               "              default: all; the copy ceiling always runs)\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
                "tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note (the speedups\n"
                "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n");
@@ -1167,16 +1182,40 @@ static int parse_count(const char *opt, const char *v) {
     return (int)n;
 }
 
+/* --dtype: the qf_dtype of bf16, fp16 or fp32, or -1 with a message. */
+static int parse_dtype(const char *v) {
+    for (size_t d = 0; d < sizeof x_dtypes / sizeof x_dtypes[0]; d++)
+        if (strcmp(v, qf_dtype_name(x_dtypes[d])) == 0)
+            return (int)x_dtypes[d];
+    fprintf(stderr, "qfuse-bench: --dtype '%s': expected bf16, fp16 or fp32\n", v);
+    return -1;
+}
+
+/* --section: adds quant, gemm or jit to *mask; 0, or -1 with a message. */
+static int parse_section(const char *v, unsigned *mask) {
+    static const char *const names[] = {"quant", "gemm", "jit"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *mask |= 1u << i;
+            return 0;
+        }
+    fprintf(stderr, "qfuse-bench: --section '%s': expected quant, gemm or jit\n", v);
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, bench_opts *o) {
     static const struct option longs[] = {{"csv", required_argument, 0, 'c'},
                                           {"quick", no_argument, 0, 'q'},
                                           {"iters", required_argument, 0, 'i'},
                                           {"batch", required_argument, 0, 'b'},
+                                          {"recipe", required_argument, 0, 'r'},
+                                          {"dtype", required_argument, 0, 'd'},
+                                          {"section", required_argument, 0, 's'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10};
+    *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10, .dtype = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "c:qi:b:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:h", longs, NULL)) != -1) {
         if (c == 'c')
             o->csv = optarg;
         else if (c == 'q')
@@ -1185,7 +1224,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 'b' && (o->batch = parse_count("--batch", optarg)) < 0)
             return 2;
-        else if (c == 'i' || c == 'b')
+        else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
+            return 2;
+        else if (c == 'd' && (o->dtype = parse_dtype(optarg)) < 0)
+            return 2;
+        else if (c == 's' && parse_section(optarg, &o->sections) < 0)
+            return 2;
+        else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's')
             continue;
         else {
             usage(c == 'h' ? stdout : stderr);
@@ -1194,6 +1239,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->iters)
         o->iters = o->quick ? 10 : 50;
+    if (!o->sections)
+        o->sections = SEC_ALL;
     if (optind != argc) {
         fprintf(stderr, "qfuse-bench: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
@@ -1216,12 +1263,14 @@ int main(int argc, char **argv) {
     bench_open(&b);
     print_table_header();
     bench_copy(&b);
-    bench_quantizers(&b);
+    if (b.o.sections & SEC_QUANT)
+        bench_quantizers(&b);
     const int64_t(*gs)[3] = b.o.quick ? gemm_shapes_quick : gemm_shapes_full;
     int ng = b.o.quick ? 1 : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
-    for (int i = 0; i < ng; i++)
+    for (int i = 0; (b.o.sections & SEC_GEMM) && i < ng; i++)
         bench_block_gemms(&b, gs[i], bench_gemm_shape(&b, gs[i]));
-    bench_jit(&b);
+    if (b.o.sections & SEC_JIT)
+        bench_jit(&b);
     bench_close(&b);
     qf_ctx_free(b.ctx);
     printf("\nwrote %s\n", b.o.csv);

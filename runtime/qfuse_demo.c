@@ -27,23 +27,12 @@
 #define GUARD_BYTE 0xA5
 #define REF_ROWS 32
 
-#define MAX_RECIPE_OPTS 16
-
 typedef struct demo_opts {
     const char *weights;
     int64_t tokens;
     int iters;
-    int n_recipes;                          /* 0: every recipe of the registry */
-    const char *recipes[MAX_RECIPE_OPTS];
+    tool_recipes recipes;                   /* --recipe */
 } demo_opts;
-
-/* 1 when recipe ri is selected by o (--recipe, or every recipe when none is given). */
-static int recipe_selected(const demo_opts *o, int ri) {
-    for (int i = 0; i < o->n_recipes; i++)
-        if (strcmp(o->recipes[i], qf_recipes[ri].name) == 0)
-            return 1;
-    return o->n_recipes == 0;
-}
 
 /* One layer to run: x [M, K] -> y [M, N], host tensors as bf16 bit patterns. */
 typedef struct layer {
@@ -625,7 +614,7 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
     printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
     for (int ri = 0; ri < qf_recipe_count; ri++) {
         const qf_recipe_entry *r = &qf_recipes[ri];
-        if (!recipe_selected(o, ri))
+        if (!tool_recipe_selected(&o->recipes, ri))
             continue;
         printf("recipe %s (%s)\n  %s\n", r->name, r->file, r->options);
         failures += compile_all(ri, 90);
@@ -687,12 +676,9 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             o->tokens = parse_count("--tokens", optarg, 1LL << 24);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
-        else if (c == 'r' && o->n_recipes < MAX_RECIPE_OPTS)
-            o->recipes[o->n_recipes++] = optarg;
-        else if (c == 'r') {
-            fprintf(stderr, "qfuse-demo: more than %d --recipe options\n", MAX_RECIPE_OPTS);
+        else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;
-        } else {
+        else if (c != 'r') {
             usage(c == 'h' ? stdout : stderr);
             return c == 'h' ? 0 : 2;
         }
@@ -703,19 +689,6 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
-    }
-    for (int i = 0; i < o->n_recipes; i++) {
-        int ri = 0;
-        while (ri < qf_recipe_count && strcmp(qf_recipes[ri].name, o->recipes[i]) != 0)
-            ri++;
-        if (ri == qf_recipe_count) {
-            fprintf(stderr, "qfuse-demo: --recipe '%s': no such recipe; the registry has:",
-                    o->recipes[i]);
-            for (ri = 0; ri < qf_recipe_count; ri++)
-                fprintf(stderr, " %s", qf_recipes[ri].name);
-            fprintf(stderr, "\n");
-            return 2;
-        }
     }
     return -1;
 }
@@ -753,12 +726,12 @@ int main(int argc, char **argv) {
     printf("GPU sm_%d; kernel cache %s\n", qf_ctx_arch(ctx), qf_cache_dir() ? qf_cache_dir()
                                                                             : "(memory only)");
     for (int ri = 0; ri < qf_recipe_count; ri++)
-        if (recipe_selected(&o, ri))
+        if (tool_recipe_selected(&o.recipes, ri))
             show_kernels(ctx, ri);
     print_table_header();
     static const int64_t Ns[] = {14336, 12288};
     for (int ri = 0; ri < qf_recipe_count; ri++) {
-        if (!recipe_selected(&o, ri))
+        if (!tool_recipe_selected(&o.recipes, ri))
             continue;
         for (int n = 0; n < 2; n++)
             for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++) {

@@ -7,11 +7,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <cuda_runtime_api.h>
 
 #include "qfuse.h"
+#include "registry.h"
 
 #ifndef QF_TOOL_NAME
 #error "define QF_TOOL_NAME before including tool_util.h"
@@ -62,6 +64,39 @@ static inline double rng_uniform(uint64_t *s) {
 static inline float rng_normal(uint64_t *s) {
     double u = rng_uniform(s) + rng_uniform(s) + rng_uniform(s) + rng_uniform(s);
     return (float)((u - 2.0) * 1.7320508);
+}
+
+/* --recipe NAME options (repeatable): which recipes of the registry a tool runs. */
+#define QF_TOOL_MAX_RECIPES 16
+typedef struct tool_recipes {
+    int n;                                  /* 0: every recipe of the registry */
+    const char *names[QF_TOOL_MAX_RECIPES];
+} tool_recipes;
+
+/* Adds one --recipe value; 0, or -1 with a message naming the registry's recipes. */
+static inline int tool_recipes_add(tool_recipes *t, const char *name) {
+    if (t->n == QF_TOOL_MAX_RECIPES) {
+        fprintf(stderr, QF_TOOL_NAME ": more than %d --recipe options\n", QF_TOOL_MAX_RECIPES);
+        return -1;
+    }
+    for (int ri = 0; ri < qf_recipe_count; ri++)
+        if (strcmp(qf_recipes[ri].name, name) == 0) {
+            t->names[t->n++] = name;
+            return 0;
+        }
+    fprintf(stderr, QF_TOOL_NAME ": --recipe '%s': no such recipe; the registry has:", name);
+    for (int ri = 0; ri < qf_recipe_count; ri++)
+        fprintf(stderr, " %s", qf_recipes[ri].name);
+    fprintf(stderr, "\n");
+    return -1;
+}
+
+/* 1 when registry recipe ri is selected (named by --recipe, or no --recipe given). */
+static inline int tool_recipe_selected(const tool_recipes *t, int ri) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->names[i], qf_recipes[ri].name) == 0)
+            return 1;
+    return t->n == 0;
 }
 
 #endif /* QF_TOOL_UTIL_H */
