@@ -18,7 +18,9 @@
  *   a NaN is stored as the canonical 0x7FC00000, which orders above +inf, so NaN propagates as in
  *   qf_amax_merge.
  * - `<name>` (pass 2): one thread per work item of 16 rows (one group) x 8 columns (one 16-byte
- *   vector of bf16/fp16 x, two of fp32), held in registers as y[16][8] using pass 1's mu/rsigma.
+ *   vector of bf16/fp16 x, two of fp32), normalized with pass 1's mu/rsigma. With a columnwise
+ *   copy the item is held in registers as y[16][8]; the rowwise copy alone streams it one row at
+ *   a time (far fewer registers, so more threads per SM hide the loads' latency).
  *   Rowwise: the two threads of a lane pair hold the two halves of each row's 1x16 block and
  *   reduce its amax with one shuffle; each stores 4 bytes per row. Columnwise: each of the 8
  *   columns is one whole 16x1 block (after the RHT when enabled) and is stored as 8 bytes.
@@ -64,6 +66,7 @@ constexpr int kGammaDtype = QF_GAMMA_DTYPE;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 16; /* rows of one RHT group, one columnwise block, one 2D tile */
 constexpr int kVec = 8;    /* columns of one work item: half a rowwise block */
+constexpr int kColVec = 4; /* columns held at once for the columnwise copy (y[16][4]) */
 constexpr bool kRowwise = (QF_OUTPUTS & QF_OUT_ROWWISE) != 0;
 constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
 constexpr bool kColRht = kColumnwise && kRht;
@@ -86,22 +89,32 @@ __device__ __forceinline__ float half_bits_to_float(unsigned h) {
     return f;
 }
 
-/* Elements i..i+7 of a bf16/fp16/fp32 array as fp32; i is a multiple of 8 and the array is
- * 16-byte aligned, so the load is one (16-bit types) or two (fp32) 16-byte vectors. */
-template <int DT>
-__device__ __forceinline__ void load8(const void *p, long long i, float (&v)[kVec]) {
-    if (DT == QF_DTYPE_FP32) {
+/* Elements i..i+N-1 (N = 4 or 8) of a bf16/fp16/fp32 array as fp32; i is a multiple of N and
+ * the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or one 8- or 16-byte
+ * vector (16-bit types). */
+template <int DT, int N>
+__device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]) {
+    static_assert(N == 4 || N == 8, "4 or 8 elements");
+    if constexpr (DT == QF_DTYPE_FP32) {
         const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-        const float4 a = __ldg(q), b = __ldg(q + 1);
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
-        v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+#pragma unroll
+        for (int j = 0; j < N / 4; j++) {
+            const float4 a = __ldg(q + j);
+            v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
+        }
         return;
     }
-    const uint4 raw =
-        __ldg(reinterpret_cast<const uint4 *>(static_cast<const unsigned short *>(p) + i));
-    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+    unsigned w[N / 2];
+    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
+    if constexpr (N == 8) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+    } else {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
+        w[0] = raw.x, w[1] = raw.y;
+    }
 #pragma unroll
-    for (int j = 0; j < kVec; j++)
+    for (int j = 0; j < N; j++)
         v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
 }
 
@@ -321,21 +334,22 @@ __device__ __forceinline__ float normalize(float x, float mu, float rsigma, floa
     return x;
 }
 
-/* gamma (+1 when zero-centered) and beta of columns k..k+7; identity for no norm. */
-__device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, float (&g)[kVec],
-                                            float (&b)[kVec]) {
+/* gamma (+1 when zero-centered) and beta of columns k..k+N-1; identity for no norm. */
+template <int N>
+__device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, float (&g)[N],
+                                            float (&b)[N]) {
 #pragma unroll
-    for (int j = 0; j < kVec; j++)
+    for (int j = 0; j < N; j++)
         g[j] = 1.0f, b[j] = 0.0f;
     if (kNorm != QF_NORM_NONE) {
-        load8<kGammaDtype>(p.gamma, k, g);
+        load_n<kGammaDtype, N>(p.gamma, k, g);
         if (kZeroCenteredGamma)
 #pragma unroll
-            for (int j = 0; j < kVec; j++)
+            for (int j = 0; j < N; j++)
                 g[j] += 1.0f;
     }
     if (kNorm == QF_NORM_LAYERNORM)
-        load8<kGammaDtype>(p.beta, k, b);
+        load_n<kGammaDtype, N>(p.beta, k, b);
 }
 
 /* mu and rsigma of one row by one warp: exact two-pass mean and variance. */
@@ -345,10 +359,10 @@ __device__ void row_stats(const qf_nv_params &p, long long m, float *mu_out, flo
     float mu = 0.0f;
     if (kNorm == QF_NORM_LAYERNORM) {
         float s = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
         for (long long v = lane; v < nvec; v += 32) {
             float x[kVec];
-            load8<kInDtype>(p.x, base + v * kVec, x);
+            load_n<kInDtype, kVec>(p.x, base + v * kVec, x);
 #pragma unroll
             for (int j = 0; j < kVec; j++)
                 s += x[j];
@@ -356,10 +370,10 @@ __device__ void row_stats(const qf_nv_params &p, long long m, float *mu_out, flo
         mu = warp_sum(s) / static_cast<float>(p.K);
     }
     float ss = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
     for (long long v = lane; v < nvec; v += 32) {
         float x[kVec];
-        load8<kInDtype>(p.x, base + v * kVec, x);
+        load_n<kInDtype, kVec>(p.x, base + v * kVec, x);
 #pragma unroll
         for (int j = 0; j < kVec; j++) {
             const float d = x[j] - mu;
@@ -370,23 +384,24 @@ __device__ void row_stats(const qf_nv_params &p, long long m, float *mu_out, flo
     *rs_out = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(p.K) + p.eps);
 }
 
-/* The work item of rows m0..m0+15 and columns k..k+7, normalized: y[r][c]. mu/rs point at the 16
- * rows' statistics (NULL: 0 and 1). All loads are issued before any value is used. */
+/* Rows m0..m0+15, columns k..k+N-1, normalized: y[r][c]. mu/rs point at the 16 rows'
+ * statistics (NULL: 0 and 1). All loads are issued before any value is used. */
+template <int N>
 __device__ __forceinline__ void load_item(const qf_nv_params &p, long long m0, long long k,
                                           const float *mu, const float *rs,
-                                          float (&y)[kGroup][kVec]) {
+                                          float (&y)[kGroup][N]) {
 #pragma unroll
     for (int r = 0; r < kGroup; r++)
-        load8<kInDtype>(p.x, (m0 + r) * p.K + k, y[r]);
+        load_n<kInDtype, N>(p.x, (m0 + r) * p.K + k, y[r]);
     if (kNorm == QF_NORM_NONE)
         return;
-    float g[kVec], b[kVec];
-    load_affine(p, k, g, b);
+    float g[N], b[N];
+    load_affine<N>(p, k, g, b);
 #pragma unroll
     for (int r = 0; r < kGroup; r++) {
         const float mr = mu ? mu[r] : 0.0f, sr = rs[r];
 #pragma unroll
-        for (int c = 0; c < kVec; c++)
+        for (int c = 0; c < N; c++)
             y[r][c] = normalize(y[r][c], mr, sr, g[c], b[c]);
     }
 }
@@ -438,7 +453,7 @@ __device__ void amax_row_pass(const qf_nv_params &p, long long m, int r, float *
 #pragma unroll 2
     for (long long v = lane; v < nvec; v += 32) {
         float x[kVec], g[kVec], b[kVec];
-        load8<kInDtype>(p.x, m * p.K + v * kVec, x);
+        load_n<kInDtype, kVec>(p.x, m * p.K + v * kVec, x);
         load_affine(p, v * kVec, g, b);
 #pragma unroll
         for (int j = 0; j < kVec; j++)
@@ -446,19 +461,20 @@ __device__ void amax_row_pass(const qf_nv_params &p, long long m, int r, float *
     }
 }
 
-/* Phase B: amax of the bf16 RHT outputs of every 16-row group of the tile, every column. */
+/* Phase B: amax of the bf16 RHT outputs of every 16-row group of the tile, every column; 16x4
+ * items (64 values live). */
 __device__ float amax_rht_pass(const qf_nv_params &p, long long m0, int rows, const float *s_mu,
                                const float *s_rs) {
-    const long long nvec = p.K / kVec, items = (rows / kGroup) * nvec;
+    const long long nvec = p.K / kColVec, items = (rows / kGroup) * nvec;
     float amax = 0.0f;
     for (long long w = threadIdx.x; w < items; w += kThreads) {
         const int gi = static_cast<int>(w / nvec);
-        float y[kGroup][kVec];
-        load_item(p, m0 + gi * kGroup, (w % nvec) * kVec,
+        float y[kGroup][kColVec];
+        load_item(p, m0 + gi * kGroup, (w % nvec) * kColVec,
                   kNorm == QF_NORM_LAYERNORM ? s_mu + gi * kGroup : nullptr, s_rs + gi * kGroup,
                   y);
 #pragma unroll
-        for (int c = 0; c < kVec; c++) {
+        for (int c = 0; c < kColVec; c++) {
             float col[kGroup], h[kGroup];
 #pragma unroll
             for (int n = 0; n < kGroup; n++)
@@ -500,44 +516,84 @@ __device__ void amax_body(const qf_nv_params &p) {
 
 /* {================================================================== pass 2: quantize */
 
-/* Rowwise copy of the item: 4 bytes per row and, from the even thread of the pair, the scale. */
-__device__ __forceinline__ void quant_rows(const qf_nv_params &p, const float (&y)[kGroup][kVec],
-                                           long long m0, long long k, unsigned pair, float tile) {
-    const float s_enc = global_enc(*p.amax_row), s_dec = __fdiv_rn(1.0f, s_enc);
-    const bool even = (threadIdx.x & 1) == 0;
+/* Row m's half block k..k+7 of the rowwise copy: 4 bytes and, from the even thread of the lane
+ * pair (which holds the other half), the block's scale. tile: the 16x16 tile amax (2D). */
+__device__ __forceinline__ void quant_row(const qf_nv_params &p, const float (&y)[kVec], long long m,
+                                          long long k, unsigned pair, float tile, float s_enc,
+                                          float s_dec) {
+    float a = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kGroup; r++) {
-        float a = 0.0f;
-#pragma unroll
-        for (int c = 0; c < kVec; c++)
-            a = amax_merge(a, y[r][c]);
-        a = amax_merge(a, __shfl_xor_sync(pair, a, 1)); /* the other half of the 1x16 block */
-        const unsigned sf = block_scale(kBlock2d ? tile : a, s_enc);
-        const float enc = elem_enc(sf, s_dec);
-        const long long m = m0 + r;
-        unsigned u[kVec];
-        if (kSr)
-            sr_words<kVec>(p, p.sr_offset, m * p.K + k, u);
-        unsigned word = 0;
-#pragma unroll
-        for (int c = 0; c < kVec; c++) {
-            const float v = __fmul_rn(y[r][c], enc);
-            word |= (kSr ? e2m1_sr(v, u[c]) : e2m1_rn(v)) << (4 * c);
-        }
-        *reinterpret_cast<unsigned *>(p.out_row + m * (p.K / 2) + k / 2) = word;
-        if (even)
-            store_row_scale(p, m, k / 16, sf);
-    }
-}
-
-/* Columnwise copy of the item: column k+c is one 16x1 block of the transpose: 8 bytes at row
- * k+c, bytes m0/2.., and one scale entry. */
-__device__ __forceinline__ void quant_cols(const qf_nv_params &p, const float (&y)[kGroup][kVec],
-                                           long long m0, long long k, float tile) {
-    const float s_enc = global_enc(*p.amax_col), s_dec = __fdiv_rn(1.0f, s_enc);
-    const unsigned long long off = p.sr_offset ^ (1ull << 63);
+    for (int c = 0; c < kVec; c++)
+        a = amax_merge(a, y[c]);
+    a = amax_merge(a, __shfl_xor_sync(pair, a, 1)); /* the other half of the 1x16 block */
+    const unsigned sf = block_scale(kBlock2d ? tile : a, s_enc);
+    const float enc = elem_enc(sf, s_dec);
+    unsigned u[kVec];
+    if (kSr)
+        sr_words<kVec>(p, p.sr_offset, m * p.K + k, u);
+    unsigned word = 0;
 #pragma unroll
     for (int c = 0; c < kVec; c++) {
+        const float v = __fmul_rn(y[c], enc);
+        word |= (kSr ? e2m1_sr(v, u[c]) : e2m1_rn(v)) << (4 * c);
+    }
+    *reinterpret_cast<unsigned *>(p.out_row + m * (p.K / 2) + k / 2) = word;
+    if ((threadIdx.x & 1) == 0)
+        store_row_scale(p, m, k / 16, sf);
+}
+
+/* Row m, columns k..k+7, normalized with that row's statistics and the affine g, b. */
+__device__ __forceinline__ void load_row(const qf_nv_params &p, long long m, long long k,
+                                         const float (&g)[kVec], const float (&b)[kVec],
+                                         float (&y)[kVec]) {
+    load_n<kInDtype, kVec>(p.x, m * p.K + k, y);
+    if (kNorm == QF_NORM_NONE)
+        return;
+    const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m] : 0.0f, rs = p.rsigma[m];
+#pragma unroll
+    for (int c = 0; c < kVec; c++)
+        y[c] = normalize(y[c], mu, rs, g[c], b[c]);
+}
+
+/* The rowwise side of the item, its rows streamed one at a time (8 values live): with 2D tiles
+ * a first sweep takes the 16x16 tile amax (this 16x8 half and the pair's), returned for the
+ * columnwise copy; then, when asked, the rowwise copy (the second sweep mostly hits L1). */
+__device__ __forceinline__ float rows_streamed(const qf_nv_params &p, long long m0, long long k,
+                                               unsigned pair) {
+    float g[kVec], b[kVec];
+    load_affine(p, k, g, b);
+    float tile = 0.0f;
+    if (kBlock2d) {
+#pragma unroll 4
+        for (int r = 0; r < kGroup; r++) {
+            float y[kVec];
+            load_row(p, m0 + r, k, g, b, y);
+#pragma unroll
+            for (int c = 0; c < kVec; c++)
+                tile = amax_merge(tile, y[c]);
+        }
+        tile = amax_merge(tile, __shfl_xor_sync(pair, tile, 1)); /* the other 16x8 half */
+    }
+    if (kRowwise) {
+        const float s_enc = global_enc(*p.amax_row), s_dec = __fdiv_rn(1.0f, s_enc);
+#pragma unroll 4
+        for (int r = 0; r < kGroup; r++) {
+            float y[kVec];
+            load_row(p, m0 + r, k, g, b, y);
+            quant_row(p, y, m0 + r, k, pair, tile, s_enc, s_dec);
+        }
+    }
+    return tile;
+}
+
+/* Columnwise copy of rows m0..m0+15, columns k..k+kColVec-1: column k+c is one 16x1 block of
+ * the transpose: 8 bytes at row k+c, bytes m0/2.., and one scale entry. */
+__device__ __forceinline__ void quant_cols(const qf_nv_params &p,
+                                           const float (&y)[kGroup][kColVec], long long m0,
+                                           long long k, float tile, float s_enc, float s_dec) {
+    const unsigned long long off = p.sr_offset ^ (1ull << 63);
+#pragma unroll
+    for (int c = 0; c < kColVec; c++) {
         float col[kGroup], h[kGroup];
 #pragma unroll
         for (int n = 0; n < kGroup; n++)
@@ -573,7 +629,9 @@ __device__ __forceinline__ void quant_cols(const qf_nv_params &p, const float (&
 
 } // namespace
 
-/* Pass 2: normalize + quantize; grid = cdiv((M/16) * (K/8), kThreads). */
+/* Pass 2: normalize + quantize; grid = cdiv((M/16) * (K/8), kThreads). The rowwise side streams
+ * rows; the columnwise copy takes the item in two 16x4 halves (64 values live, re-read from L1
+ * or L2), so no variant holds the whole 16x8 item in registers. */
 extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_nv_params p) {
     const long long nvec = p.K / kVec, items = (p.M / kGroup) * nvec;
     const long long w = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
@@ -583,22 +641,19 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     const unsigned lane = threadIdx.x & 31;
     const unsigned pair = 3u << (lane & 30u);
     const long long m0 = (w / nvec) * kGroup, k = (w % nvec) * kVec;
-    float y[kGroup][kVec];
-    load_item(p, m0, k, kNorm == QF_NORM_LAYERNORM ? p.mu + m0 : nullptr,
-              kNorm != QF_NORM_NONE ? p.rsigma + m0 : nullptr, y);
     float tile = 0.0f;
-    if (kBlock2d) {
-#pragma unroll
-        for (int r = 0; r < kGroup; r++)
-#pragma unroll
-            for (int c = 0; c < kVec; c++)
-                tile = amax_merge(tile, y[r][c]);
-        tile = amax_merge(tile, __shfl_xor_sync(pair, tile, 1)); /* the other 16x8 half */
+    if (kRowwise || kBlock2d)
+        tile = rows_streamed(p, m0, k, pair);
+    if (!kColumnwise)
+        return;
+    const float s_enc = global_enc(*p.amax_col), s_dec = __fdiv_rn(1.0f, s_enc);
+#pragma unroll 1
+    for (int h = 0; h < kVec; h += kColVec) {
+        float y[kGroup][kColVec];
+        load_item(p, m0, k + h, kNorm == QF_NORM_LAYERNORM ? p.mu + m0 : nullptr,
+                  kNorm != QF_NORM_NONE ? p.rsigma + m0 : nullptr, y);
+        quant_cols(p, y, m0, k + h, tile, s_enc, s_dec);
     }
-    if (kRowwise)
-        quant_rows(p, y, m0, k, pair, tile);
-    if (kColumnwise)
-        quant_cols(p, y, m0, k, tile);
 }
 
 /* Pass 1: statistics and global amaxes; grid = cdiv(M, TILE_M). The runtime finds this entry
