@@ -209,11 +209,18 @@ static int qf_aligned16(const void *p) {
     return ((uintptr_t)p & 15) == 0;
 }
 
+/* 1 when the `<name>_cols` entry can write c's columnwise copy (see qf_ctx_launch_rows). */
+static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c) {
+    return lk->fn_cols && c->M % QF_COLS_TILE == 0 && c->K % QF_COLS_TILE == 0 &&
+           qf_aligned16(c->out_col) && (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE) <= 0x7fffffff;
+}
+
 /* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
-    if (!c->rows_ok || lk->inst.outputs != QF_OUT_ROWWISE || (c->K * esz) % 16 != 0 ||
+    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0;
+    if (!c->rows_ok || (cols && !qf_cols_ok(lk, c)) || (c->K * esz) % 16 != 0 ||
         !qf_aligned16(c->x) || !qf_aligned16(c->out_row) || !qf_aligned16(c->gamma) ||
         !qf_aligned16(c->beta))
         return -1;
@@ -231,7 +238,12 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
     if (r >= 0) { /* persistent grid: every resident block loops over rows */
         const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_rows[r] > 0 ? lk->occ_rows[r] : 1);
         const int64_t grid = c->M < slots ? c->M : slots;
-        return qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
+        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
+                             stream));
+        if (!(lk->inst.outputs & QF_OUT_COLUMNWISE))
+            return QF_OK;
+        const int64_t tiles = (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE);
+        return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, params,
                              stream);
     }
     const int64_t grid = (c->M + k->tile_m - 1) / k->tile_m;
@@ -291,16 +303,18 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
     }
 }
 
-/* The optional <name>_amax entry. NOTES: declared by a template with QF_AMAX_ENTRY; other
- * modules are not probed (see qf_ctx_find_rows), and a module that declares it must have it. */
-static qf_status qf_ctx_find_amax(const qf_cu_api *cu, const qf_kernel_entry *k,
-                                  qf_loaded_kernel *e) {
-    e->fn_amax = NULL;
-    if (!strstr(k->source, "QF_AMAX_ENTRY("))
+/* The optional entry <name><suffix> into *fn (NULL when the source has no `marker`). NOTES:
+ * declared by a template with a marker macro (QF_AMAX_ENTRY, QF_COLS_ENTRY); other modules are
+ * not probed (see qf_ctx_find_rows), and a module that declares the entry must have it. */
+static qf_status qf_ctx_find_entry(const qf_cu_api *cu, const qf_kernel_entry *k,
+                                   const qf_loaded_kernel *e, const char *marker,
+                                   const char *suffix, CUfunction *fn) {
+    *fn = NULL;
+    if (!strstr(k->source, marker))
         return QF_OK;
     char name[160];
-    snprintf(name, sizeof name, "%s_amax", k->name);
-    CUresult r = cu->ModuleGetFunction(&e->fn_amax, e->module, name);
+    snprintf(name, sizeof name, "%s%s", k->name, suffix);
+    CUresult r = cu->ModuleGetFunction(fn, e->module, name);
     return r == CUDA_SUCCESS ? QF_OK : qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
 }
 
@@ -320,7 +334,9 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
         return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
     }
     qf_ctx_find_rows(cu, k, e);
-    qf_status s = qf_ctx_find_amax(cu, k, e);
+    qf_status s = qf_ctx_find_entry(cu, k, e, "QF_AMAX_ENTRY(", "_amax", &e->fn_amax);
+    if (s == QF_OK)
+        s = qf_ctx_find_entry(cu, k, e, "QF_COLS_ENTRY(", "_cols", &e->fn_cols);
     if (s != QF_OK)
         cu->ModuleUnload(e->module);
     return s;

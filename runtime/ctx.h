@@ -23,6 +23,8 @@ typedef struct qf_loaded_kernel {
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
     CUfunction fn_amax;         /* <name>_amax, the first pass of two-pass modules (NVFP4
                                  * quantizers: statistics and global amax), NULL if absent */
+    CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry (per-tensor
+                                 * FP8), NULL if absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
@@ -90,15 +92,19 @@ QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid,
 
 /* One launch of a norm/quantize module that may have row-in-registers entries (`<name>_rowsN`,
  * QF_ROWS_VARIANTS of them): the smallest entry whose IT covers a row, on a persistent grid of
- * min(M, SMs x resident blocks) blocks, when the call allows it: rows_ok, rowwise output only,
- * rows of whole 16-byte vectors (K * sizeof(x) % 16 == 0) and x, out_row, gamma, beta (those not
- * NULL) 16-byte aligned. Otherwise the tiled entry on cdiv(M, tile_m) blocks. params is the
- * module's parameter block. Errors: QF_ERR_UNSUPPORTED (M too large for one grid), as
- * qf_ctx_launch. */
+ * min(M, SMs x resident blocks) blocks, when the call allows it: rows_ok, rows of whole 16-byte
+ * vectors (K * sizeof(x) % 16 == 0), x, out_row, gamma, beta (those not NULL) 16-byte aligned,
+ * and rowwise output only, or a columnwise copy the module's `<name>_cols` entry can write after
+ * the rows entry (M and K multiples of QF_COLS_TILE, out_col 16-byte aligned): then the rows
+ * entry writes statistics, amax and the rowwise copy (if asked) and `<name>_cols`, on
+ * (M/QF_COLS_TILE) * (K/QF_COLS_TILE) blocks, the transposed copy. Otherwise the tiled entry on
+ * cdiv(M, tile_m) blocks. params is the module's parameter block. Errors: QF_ERR_UNSUPPORTED (M
+ * too large for one grid), as qf_ctx_launch. */
+#define QF_COLS_TILE 64 /* rows and columns of one block of a `<name>_cols` entry */
 typedef struct qf_rows_call {
     int64_t M, K;
     qf_dtype xdt;
-    const void *x, *out_row, *gamma, *beta;
+    const void *x, *out_row, *out_col, *gamma, *beta;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,

@@ -29,7 +29,8 @@ static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance 
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = xdt, .x = p->x, .out_row = p->out_row,
-                            .gamma = p->gamma, .beta = p->beta, .rows_ok = 1};
+                            .out_col = p->out_col, .gamma = p->gamma, .beta = p->beta,
+                            .rows_ok = 1};
     return qf_ctx_launch_rows(ctx, &lk, &qf_kernels[kidx], &c, p, stream);
 }
 

@@ -38,8 +38,8 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
     const int block_2d = qf_recipes[k->recipe].weight_2d && k->op == QF_OP_QUANTIZE &&
                          k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
     const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
-                            .out_row = p->out_row, .gamma = p->gamma, .beta = p->beta,
-                            .rows_ok = !block_2d};
+                            .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
+                            .beta = p->beta, .rows_ok = !block_2d};
     if ((p->M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);

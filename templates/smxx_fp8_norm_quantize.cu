@@ -6,10 +6,16 @@
  *
  * Two entry points share the numerics:
  * - `<name>` (tiled; any K, any alignment, rowwise and/or columnwise): described below.
- * - `<name>_rows{1,2,4,8}` (rowwise only, K * sizeof(x) a multiple of 16, 16-byte aligned
- *   pointers): each block loops over rows; a row is held in registers (up to IT 16-byte vectors
- *   per thread), so x is read from memory exactly once, with 16-byte loads, and the statistics
- *   are an exact two-pass over registers. The runtime picks the smallest IT that covers K.
+ * - `<name>_rows{1,2,4,8}` (K * sizeof(x) a multiple of 16, 16-byte aligned pointers): each
+ *   block loops over rows; a row is held in registers (up to IT 16-byte vectors per thread), so x
+ *   is read from memory exactly once, with 16-byte loads, and the statistics are an exact
+ *   two-pass over registers. It writes mu/rsigma, the amax and, when asked, the rowwise copy. The
+ *   runtime picks the smallest IT that covers K.
+ * - `<name>_cols` (after a rows entry, on the same stream; M and K multiples of 64): the
+ *   transposed copy from the rows entry's mu/rsigma. One block per 64x64 tile: 16-byte loads of
+ *   x, normalize + quantize, transpose in shared memory, 16-byte stores of the [K, M] copy. The
+ *   pair reads x twice, but every access is a full vector; the amax is the rows entry's (the
+ *   same values).
  *
  * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
  * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks the
@@ -302,7 +308,8 @@ __device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&
         const unsigned hi = to_fp8x2(y[j + 2] * scale, y[j + 3] * scale);
         w[j / 4] = lo | (hi << 16);
     }
-    store_vec(p.out_row + m * p.K + k, w[0], w[1]);
+    if (kRowwise)
+        store_vec(p.out_row + m * p.K + k, w[0], w[1]);
     return amax;
 }
 
@@ -432,6 +439,52 @@ __KERNEL_NAME__(const qf_nq_params p) {
     block_amax_commit(p, amax, s_amax, scale);
 }
 
+/* ---------------------------------------------------------------- columnwise entry */
+
+constexpr int kColTile = 64;                               /* = QF_COLS_TILE (runtime/ctx.h) */
+constexpr int kColChunks = kColTile / kEpv;                /* threads per tile row */
+constexpr int kColRowsPerPass = kThreads / kColChunks;     /* tile rows loaded per pass */
+constexpr int kColPasses = kColTile / kColRowsPerPass;     /* 2 (16-bit x) or 4 (fp32 x) */
+static_assert(kColTile * kColTile == kThreads * 16, "one 16-byte store per thread");
+
+/* The transposed copy of the 64x64 tile blockIdx.x (row-major over [M/64, K/64]). */
+__device__ void cols_body(const qf_nq_params &p) {
+    __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
+    const long long M = p.M, K = p.K, tiles_k = K / kColTile;
+    const long long m0 = (blockIdx.x / tiles_k) * kColTile, k0 = (blockIdx.x % tiles_k) * kColTile;
+    const int c = (threadIdx.x % kColChunks) * kEpv, r0 = threadIdx.x / kColChunks;
+    const float scale = *p.scale;
+    float v[kColPasses][kEpv], g[kEpv], b[kEpv];
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++)
+        load_vec<kInDtype>(p.x, (m0 + r0 + i * kColRowsPerPass) * K + k0 + c, v[i]);
+    if (kNorm != QF_NORM_NONE)
+        load_gamma_vec(p.gamma, k0 + c, g);
+    if (kNorm == QF_NORM_LAYERNORM)
+        load_any_vec<kGammaDtype>(p.beta, k0 + c, b);
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++) {
+        const int r = r0 + i * kColRowsPerPass;
+        const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m0 + r] : 0.0f;
+        const float rs = kNorm != QF_NORM_NONE ? p.rsigma[m0 + r] : 1.0f;
+#pragma unroll
+        for (int j = 0; j < kEpv; j += 2) { /* as rows_emit */
+            const float y0 = normalize(v[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                                       kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+            const float y1 = normalize(v[i][j + 1], mu, rs,
+                                       kNorm != QF_NORM_NONE ? g[j + 1] : 1.0f,
+                                       kNorm == QF_NORM_LAYERNORM ? b[j + 1] : 0.0f);
+            const unsigned q = to_fp8x2(y0 * scale, y1 * scale);
+            s_t[c + j][r] = static_cast<unsigned char>(q);
+            s_t[c + j + 1][r] = static_cast<unsigned char>(q >> 8);
+        }
+    }
+    __syncthreads();
+    const int kk = threadIdx.x / 4, part = (threadIdx.x % 4) * 16;
+    *reinterpret_cast<uint4 *>(p.out_col + (k0 + kk) * M + m0 + part) =
+        *reinterpret_cast<const uint4 *>(&s_t[kk][part]);
+}
+
 #define QF_CAT_(a, b) a##b
 #define QF_CAT(a, b) QF_CAT_(a, b)
 #define QF_ROWS_ENTRY(IT)                                                                         \
@@ -443,3 +496,10 @@ QF_ROWS_ENTRY(1)
 QF_ROWS_ENTRY(2)
 QF_ROWS_ENTRY(4)
 QF_ROWS_ENTRY(8)
+
+/* The columnwise entry; the runtime finds it when the source declares it with QF_COLS_ENTRY. */
+#define QF_COLS_ENTRY(name)                                                                       \
+    extern "C" __global__ void __launch_bounds__(kThreads) name(const qf_nq_params p) {           \
+        cols_body(p);                                                                             \
+    }
+QF_COLS_ENTRY(QF_CAT(__KERNEL_NAME__, _cols))

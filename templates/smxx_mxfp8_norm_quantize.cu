@@ -7,8 +7,10 @@
  * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref_mx.c; given
  * this kernel's mu/rsigma the bytes are identical.
  *
- * Two entry points share the numerics: `<name>_rows{1,2,4,8}` (rowwise only, 1D blocks, rows of
- * whole 16-byte vectors; see "rows path" below) and `<name>`, the tiled entry (everything else).
+ * Three entry points share the numerics: `<name>_rows{1,2,4,8}` (1D blocks, rows of whole
+ * 16-byte vectors; see "rows path" below: mu/rsigma and, when asked, the rowwise copy),
+ * `<name>_cols` (the columnwise copy after a rows entry on the same stream, M and K multiples of
+ * 64; see "columnwise entry") and `<name>`, the tiled entry (everything else).
  *
  * Tiled work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp computes
  * its rows' mean and variance (two passes over x). Phase 2: the block walks 32x32 sub-tiles, each
@@ -337,6 +339,8 @@ __device__ void rows_body(const qf_mx_params &p) {
     const int tid = threadIdx.x;
     const long long K = p.K;
     int red = 0;
+    if (!kRowwise && kNorm == QF_NORM_NONE)
+        return; /* nothing to do before the columnwise entry */
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
         float v[IT][kEpv];
 #pragma unroll
@@ -360,9 +364,83 @@ __device__ void rows_body(const qf_mx_params &p) {
         }
 #pragma unroll
         for (int it = 0; it < IT; it++)
-            if (static_cast<long long>(it * kThreads) * kEpv < K) /* block-uniform */
+            if (kRowwise && static_cast<long long>(it * kThreads) * kEpv < K) /* block-uniform */
                 rows_emit(p, v[it], m, static_cast<long long>(it * kThreads + tid) * kEpv, mu,
                           rs);
+    }
+}
+
+/* ---------------------------------------------------------------- columnwise entry
+ * After a rows entry (which wrote mu/rsigma): one block per 64x64 tile, two 32-row blocks per
+ * column. 16-byte loads of x; |y| through shared memory for the column amaxes (128 threads, one
+ * column block each, also store the scale bytes); then each thread quantizes its vectors with
+ * their columns' scales and stores them (the columnwise copy is not transposed). */
+constexpr int kColTile = 64;                           /* = QF_COLS_TILE (runtime/ctx.h) */
+constexpr int kColChunks = kColTile / kEpv;            /* threads per tile row */
+constexpr int kColRowsPerPass = kThreads / kColChunks; /* tile rows loaded per pass */
+constexpr int kColPasses = kColTile / kColRowsPerPass; /* 2 (16-bit x) or 4 (fp32 x) */
+static_assert(kColTile == 2 * QF_MX_BLOCK && kThreads >= 2 * kColTile, "two blocks per column");
+
+__device__ void cols_body(const qf_mx_params &p) {
+    __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
+    __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
+    const long long K = p.K, tiles_k = K / kColTile;
+    const long long m0 = (blockIdx.x / tiles_k) * kColTile, k0 = (blockIdx.x % tiles_k) * kColTile;
+    const int c = (threadIdx.x % kColChunks) * kEpv, r0 = threadIdx.x / kColChunks;
+    float y[kColPasses][kEpv], g[kEpv], b[kEpv];
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++)
+        load_vec<kInDtype>(p.x, (m0 + r0 + i * kColRowsPerPass) * K + k0 + c, y[i]);
+    if (kNorm != QF_NORM_NONE) {
+        load_vec<kGammaDtype>(p.gamma, k0 + c, g);
+        if (kZeroCenteredGamma)
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                g[j] += 1.0f;
+    }
+    if (kNorm == QF_NORM_LAYERNORM)
+        load_vec<kGammaDtype>(p.beta, k0 + c, b);
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++) {
+        const int r = r0 + i * kColRowsPerPass;
+        const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m0 + r] : 0.0f;
+        const float rs = kNorm != QF_NORM_NONE ? p.rsigma[m0 + r] : 1.0f;
+#pragma unroll
+        for (int j = 0; j < kEpv; j++) { /* as rows_emit */
+            y[i][j] = normalize(y[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                                kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+            s_abs[r][c + j] = fabsf(y[i][j]);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 * kColTile) {
+        const int blk = threadIdx.x / kColTile, col = threadIdx.x % kColTile;
+        float a = 0.0f;
+        for (int i = 0; i < QF_MX_BLOCK; i++)
+            a = amax_merge(a, s_abs[blk * QF_MX_BLOCK + i][col]);
+        const unsigned byte = e8m0_of_amax(a);
+        s_byte[blk][col] = byte;
+        store_col_scale(p, m0 / QF_MX_BLOCK + blk, k0 + col, byte);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++) {
+        const int r = r0 + i * kColRowsPerPass, blk = r / QF_MX_BLOCK;
+        unsigned w[2] = {0u, 0u};
+#pragma unroll
+        for (int j = 0; j < kEpv; j += kVec) {
+            const float q[kVec] = {y[i][j], y[i][j + 1], y[i][j + 2], y[i][j + 3]};
+            const float invs[kVec] = {e8m0_inverse(s_byte[blk][c + j]),
+                                      e8m0_inverse(s_byte[blk][c + j + 1]),
+                                      e8m0_inverse(s_byte[blk][c + j + 2]),
+                                      e8m0_inverse(s_byte[blk][c + j + 3])};
+            w[j / kVec] = quant4(q, invs);
+        }
+        unsigned char *dst = p.out_col + (m0 + r) * K + k0 + c;
+        if (kEpv == 8)
+            *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+        else
+            *reinterpret_cast<unsigned *>(dst) = w[0];
     }
 }
 
@@ -481,3 +559,10 @@ QF_ROWS_ENTRY(1)
 QF_ROWS_ENTRY(2)
 QF_ROWS_ENTRY(4)
 QF_ROWS_ENTRY(8)
+
+/* The columnwise entry; the runtime finds it when the source declares it with QF_COLS_ENTRY. */
+#define QF_COLS_ENTRY(name)                                                                       \
+    extern "C" __global__ void __launch_bounds__(kThreads) name(const qf_mx_params p) {           \
+        cols_body(p);                                                                             \
+    }
+QF_COLS_ENTRY(QF_CAT(__KERNEL_NAME__, _cols))

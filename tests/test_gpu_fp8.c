@@ -273,22 +273,26 @@ static void test_nq_fp32(void **state) {
     nq_sweep(QF_DTYPE_FP32);
 }
 
-/* Every norm x zcg x dtype variant once on an odd shape, and each output selection alone. */
+/* Every norm x zcg x dtype variant and each output selection alone, on an odd shape (the tiled
+ * entry) and on one of 64x64 tiles (the rows entry, then the columnwise entry). */
 static void test_nq_variants(void **state) {
     (void)state;
     qf_ctx_t *ctx = NULL;
     if (!ctx_or_skip(&ctx))
         skip();
     static const qf_dtype dts[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
+    static const int64_t shapes[][2] = {{217, 259}, {192, 320}};
     int i = 0;
-    for (int d = 0; d < 3; d++)
-        for (int norm = QF_NORM_LAYERNORM; norm <= QF_NORM_RMSNORM; norm++)
-            for (int zcg = 0; zcg < 2; zcg++)
-                for (unsigned o = 1; o <= 3; o++, i++) {
-                    nq_case c = {.M = 217, .K = 259, .xdt = dts[d], .gdt = dts[d],
-                                 .norm = (qf_norm)norm, .zcg = zcg, .outputs = o};
-                    run_nq_case(ctx, &c, 77u + (uint64_t)i);
-                }
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 3; d++)
+            for (int norm = QF_NORM_LAYERNORM; norm <= QF_NORM_RMSNORM; norm++)
+                for (int zcg = 0; zcg < 2; zcg++)
+                    for (unsigned o = 1; o <= 3; o++, i++) {
+                        nq_case c = {.M = shapes[s][0], .K = shapes[s][1], .xdt = dts[d],
+                                     .gdt = dts[d], .norm = (qf_norm)norm, .zcg = zcg,
+                                     .outputs = o};
+                        run_nq_case(ctx, &c, 77u + (uint64_t)i);
+                    }
     qf_ctx_free(ctx);
 }
 

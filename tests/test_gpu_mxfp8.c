@@ -158,13 +158,16 @@ static void test_mx_nq_fp32(void **state) {
     nq_sweep(QF_DTYPE_FP32);
 }
 
-/* Partial blocks in both directions, every norm/zcg/output/layout combination once. */
+/* Partial blocks in both directions, every norm/zcg/output/layout combination once; the last
+ * shape is whole 64x64 tiles (the rows entry, then the columnwise entry). */
 static void test_mx_partial_blocks(void **state) {
     (void)state;
     qf_ctx_t *ctx = NULL;
     if (!ctx_or_skip(&ctx))
         skip();
-    static const int64_t shapes[][2] = {{1, 1}, {1, 33}, {33, 1}, {7, 769}, {217, 259}, {65, 95}};
+    static const int64_t shapes[][2] = {{1, 1},     {1, 33},   {33, 1},
+                                        {7, 769},   {217, 259}, {65, 95},
+                                        {128, 192}};
     int i = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int norm = QF_NORM_LAYERNORM; norm <= QF_NORM_RMSNORM; norm++)
