@@ -230,6 +230,14 @@ qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_in
     if (!ctx || !a_scale_inv || !b_scale_inv)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_fp8: %s is NULL",
                             !ctx ? "ctx" : !a_scale_inv ? "a_scale_inv" : "b_scale_inv");
+    /* cuBLASLt answers "not supported" for a scale pointer 4, 8 or 12 bytes past a 16-byte
+     * boundary (measured on an H200 with cuBLASLt 13.1). */
+    if ((uintptr_t)a_scale_inv % 16 || (uintptr_t)b_scale_inv % 16)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_fp8: %s %p is not 16-byte aligned "
+                            "(cuBLASLt's FP8 GEMM needs 16-byte aligned scale pointers)",
+                            (uintptr_t)a_scale_inv % 16 ? "a_scale_inv" : "b_scale_inv",
+                            (uintptr_t)a_scale_inv % 16 ? (const void *)a_scale_inv
+                                                        : (const void *)b_scale_inv);
     qf_gemm_plan want = {0};
     QF_TRY(qf_check_gemm_args(ctx, a, b, bias, y, &want));
     QF_TRY(qf_ctx_ready(ctx, "qf_gemm_fp8", stream));

@@ -163,7 +163,8 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
 /* FP8 GEMM through cuBLASLt: y[M, N] = (a_scale_inv * b_scale_inv) * A[M, K] @ B[N, K]^T (+ bias).
  *   a: [M, K] E4M3 (activation, rowwise), b: [N, K] E4M3 (weight, rowwise), both K-major ("TN").
  *   a_scale_inv, b_scale_inv: device fp32 [1]. bias: [N] bf16 or NULL. y: [M, N] bf16.
- * K and N must be multiples of 16 and pointers 16-byte aligned (cuBLASLt FP8 requirement).
+ * K and N must be multiples of 16 and every pointer, the two scale_inv included, 16-byte
+ * aligned (cuBLASLt FP8 requirement).
  * Errors: QF_ERR_INVALID_ARG (a NULL pointer, wrong dtype, K or N not a multiple of 16, a
  * buffer of the wrong size or misaligned, a stream of another context), QF_ERR_UNSUPPORTED
  * (arch < 89), QF_ERR_CUBLAS, QF_ERR_CUDA. */

@@ -372,6 +372,13 @@ static void test_gemm_misaligned_a(void **state) {
     expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.data", "is not 16-byte aligned");
 }
 
+/* cuBLASLt rejects a scale pointer off a 16-byte boundary with "not supported"; the op names it. */
+static void test_gemm_misaligned_scale_inv(void **state) {
+    gemm_args g = gemm_valid(state);
+    g.sb = g.sb + 1;
+    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm_fp8: b_scale_inv", "is not 16-byte aligned");
+}
+
 static void test_gemm_null_scale_inv(void **state) {
     gemm_args g = gemm_valid(state);
     g.sb = NULL;
@@ -913,7 +920,7 @@ int main(void) {
         T(test_su_null_pointer), T(test_gemm_valid_reaches_device),
         T(test_gemm_k_not_multiple_of_16), T(test_gemm_n_not_multiple_of_16),
         T(test_gemm_wrong_a_dtype), T(test_gemm_y_too_small), T(test_gemm_bias_wrong_length),
-        T(test_gemm_misaligned_a), T(test_gemm_null_scale_inv), T(test_gemm_arch_too_old),
+        T(test_gemm_misaligned_a), T(test_gemm_misaligned_scale_inv), T(test_gemm_null_scale_inv), T(test_gemm_arch_too_old),
         T(test_ll_valid_reaches_device), T(test_ll_weight_k_mismatch),
         T(test_ll_bad_bias_checked_before_any_stage), T(test_ll_null_y),
         T(test_nv_valid_reaches_device), T(test_nv_null_out), T(test_nv_m_not_multiple_of_16),
