@@ -447,6 +447,13 @@ constexpr int kColRowsPerPass = kThreads / kColChunks;     /* tile rows loaded p
 constexpr int kColPasses = kColTile / kColRowsPerPass;     /* 2 (16-bit x) or 4 (fp32 x) */
 static_assert(kColTile * kColTile == kThreads * 16, "one 16-byte store per thread");
 
+/* Where byte m of row k of the transposed tile sits in shared memory: each row is rotated by 16
+ * bytes per group of 8 columns, so that the 8 column chunks a warp writes at once fall on four
+ * banks, not one (an 8-way conflict becomes 2-way). */
+__device__ __forceinline__ int cols_slot(int k, int m) {
+    return (m + 16 * ((k >> 3) & 3)) % kColTile;
+}
+
 /* The transposed copy of the 64x64 tile blockIdx.x (row-major over [M/64, K/64]). */
 __device__ void cols_body(const qf_nq_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
@@ -475,14 +482,14 @@ __device__ void cols_body(const qf_nq_params &p) {
                                        kNorm != QF_NORM_NONE ? g[j + 1] : 1.0f,
                                        kNorm == QF_NORM_LAYERNORM ? b[j + 1] : 0.0f);
             const unsigned q = to_fp8x2(y0 * scale, y1 * scale);
-            s_t[c + j][r] = static_cast<unsigned char>(q);
-            s_t[c + j + 1][r] = static_cast<unsigned char>(q >> 8);
+            s_t[c + j][cols_slot(c + j, r)] = static_cast<unsigned char>(q);
+            s_t[c + j + 1][cols_slot(c + j + 1, r)] = static_cast<unsigned char>(q >> 8);
         }
     }
     __syncthreads();
     const int kk = threadIdx.x / 4, part = (threadIdx.x % 4) * 16;
     *reinterpret_cast<uint4 *>(p.out_col + (k0 + kk) * M + m0 + part) =
-        *reinterpret_cast<const uint4 *>(&s_t[kk][part]);
+        *reinterpret_cast<const uint4 *>(&s_t[kk][cols_slot(kk, part)]);
 }
 
 #define QF_CAT_(a, b) a##b
