@@ -149,7 +149,7 @@ static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
         const qf_gen_plan_recipe *pr = &p->recipes[r];
         char options[256], key[33];
         qf_gen_recipe_options(&pr->recipe, options, sizeof options);
-        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.file, pr->recipe.name,
+        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.path, pr->recipe.name,
                 options, pr->n_variants, arch);
         for (int v = 0; v < pr->n_variants; v++) {
             qf_gen_plan_key(p, r, v, arch, key);

@@ -79,7 +79,7 @@ static int qf_gen_render_variant(qf_gen_plan_recipe *pr, int vi, qf_gen_tpl_cach
 static int qf_gen_plan_expand(qf_gen_plan_recipe *pr, qf_gen_err *e) {
     pr->shapes = qf_gen_shape_table_get(pr->recipe.family);
     if (!pr->shapes)
-        return qf_gen_fail(e, "%s: no shape table for the recipe's family", pr->recipe.file);
+        return qf_gen_fail(e, "%s: no shape table for the recipe's family", pr->recipe.path);
     if (qf_gen_shape_table_check(pr->shapes, e) != 0)
         return -1;
     pr->n_variants = qf_gen_variants_expand(&pr->recipe, pr->variants, QF_GEN_VARIANTS_MAX, e);
@@ -119,7 +119,7 @@ static int qf_gen_plan_check_names(const qf_gen_plan *p, qf_gen_err *e) {
                                p->recipes[b].variants[j].desc.name) == 0)
                         return qf_gen_fail(e, "kernel name '%s' is produced by recipes %s and %s",
                                            p->recipes[a].variants[i].desc.name,
-                                           p->recipes[b].recipe.file, p->recipes[a].recipe.file);
+                                           p->recipes[b].recipe.path, p->recipes[a].recipe.path);
     return 0;
 }
 

@@ -495,6 +495,7 @@ static int qf_gen_recipe_name(const char *path, qf_gen_recipe *out, qf_gen_err *
     /* NOTES: generated files name the recipe by its canonical path, wherever the file was read
      * from, so out/ never holds an absolute or machine-specific path. */
     snprintf(out->file, sizeof out->file, "recipes/%s.lua", out->name);
+    snprintf(out->path, sizeof out->path, "%s", path);
     return 0;
 }
 

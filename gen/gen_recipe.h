@@ -30,7 +30,8 @@ typedef struct qf_gen_limits {
 /* A validated recipe. Every option holds its value, defaults filled in. */
 typedef struct qf_gen_recipe {
     char name[QF_GEN_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" */
-    char file[QF_GEN_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" */
+    char file[QF_GEN_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" (generated files) */
+    char path[256];                         /* the path it was read from (messages, --list) */
     char description[QF_GEN_DESCRIPTION_MAX + 1];
     qf_family family;
     qf_gen_format format;

@@ -154,11 +154,11 @@ int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
         qf_gen_expand_gemm(r, &qf_gen_nv_gemm_config, out, cap, &n);
         break;
     default:
-        return qf_gen_fail(e, "%s: not implemented scaling mode: %s", r->file,
+        return qf_gen_fail(e, "%s: not implemented scaling mode: %s", r->path,
                            qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
     }
     if (n > cap)
-        return qf_gen_fail(e, "%s: %d kernel variants, more than the limit of %d", r->file, n, cap);
+        return qf_gen_fail(e, "%s: %d kernel variants, more than the limit of %d", r->path, n, cap);
     qsort(out, (size_t)n, sizeof *out, qf_gen_variant_cmp); /* sorted: reproducible output */
     return n;
 }
@@ -211,11 +211,11 @@ int qf_gen_variants_check(const qf_gen_recipe *r, const qf_gen_variant *v, int n
             p = qf_gen_config_problem(&v[i].cfg);
         if (p)
             return qf_gen_fail(e, "%s: kernel '%s': %s (block_threads %u, tile_m %u, smem %u)",
-                               r->file, v[i].desc.name, p, v[i].cfg.block_threads, v[i].cfg.tile_m,
+                               r->path, v[i].desc.name, p, v[i].cfg.block_threads, v[i].cfg.tile_m,
                                v[i].cfg.smem_bytes);
         for (int j = 0; j < i; j++)
             if (strcmp(v[i].desc.name, v[j].desc.name) == 0)
-                return qf_gen_fail(e, "%s: kernel name '%s' is not unique", r->file,
+                return qf_gen_fail(e, "%s: kernel name '%s' is not unique", r->path,
                                    v[i].desc.name);
     }
     return 0;

@@ -271,7 +271,13 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
     *size = 0;
     if (!dir || qf_cache_entry_path(path, sizeof path, dir, label, key) != 0)
         return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
+    /* a FIFO must not block; a symbolic link is not followed */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ELOOP) {
+        qf_warn("ignoring corrupt kernel cache entry %s: a symbolic link, not a regular file; it "
+                "will be recompiled and replaced", path);
+        return 0;
+    }
     if (fd < 0) {
         if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
             qf_warn("cannot read kernel cache entry %s (%s); it will be recompiled", path,
@@ -413,8 +419,9 @@ static void qf_cache_info_validate(int fd, qf_cache_info *info) {
     qf_cache_header h;
     void *data = NULL;
     size_t size = 0;
-    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h)
-        info->arch = h.arch;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+        memcmp(h.magic, QF_CACHE_MAGIC, sizeof h.magic) == 0)
+        info->arch = h.arch; /* else 0: no architecture to show */
     const char *kind = qf_cache_read_entry(fd, info->key, info->arch, &data, &size, info->why,
                                            sizeof info->why);
     free(data);
@@ -430,6 +437,13 @@ int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info) 
         return -1;
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* FIFOs: no block */
+    if (fd < 0 && errno == ELOOP && lstat(path, &st) == 0) { /* a symbolic link: not followed */
+        info->bytes = (uint64_t)st.st_size;
+        info->mtime = st.st_mtime;
+        info->valid = 0;
+        snprintf(info->why, sizeof info->why, "not a regular file (a symbolic link)");
+        return 0;
+    }
     if (fd < 0 || fstat(fd, &st) != 0) {
         int err = errno;
         if (fd >= 0)

@@ -26,7 +26,8 @@
 static const char qf_usage[] =
     "usage: qfuse-cache [--dir DIR] COMMAND [ARGS]\n"
     "Manages the disk cache of compiled qfuse kernels ($QFUSE_CACHE_DIR, else\n"
-    "$XDG_CACHE_HOME/qfuse, else ~/.cache/qfuse; --dir overrides).\n"
+    "$XDG_CACHE_HOME/qfuse, else ~/.cache/qfuse; --dir overrides, and is used even when\n"
+    "QFUSE_DISABLE_DISK_CACHE is set). list, clear and prune never create the directory.\n"
     "  list                       key, recipe, kernel, arch, size, age and state of each entry\n"
     "  clear                      remove every entry (and temporary files left by crashes)\n"
     "  prune --older-than AGE     remove entries written AGE or longer ago (AGE: 30s, 15m,\n"
@@ -64,9 +65,8 @@ static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const ch
     return 1;
 }
 
-/* The cache directory, or NULL after saying why there is none. */
 /* Nonzero (with a message) when QFUSE_DISABLE_DISK_CACHE is set, non-empty and not "0", as the
- * runtime reads it. */
+ * runtime reads it (an explicit --dir unsets it: see qf_tool_global). */
 static int qf_tool_cache_disabled(void) {
     const char *v = getenv("QFUSE_DISABLE_DISK_CACHE");
     if (!(v && *v && strcmp(v, "0") != 0))
@@ -75,6 +75,7 @@ static int qf_tool_cache_disabled(void) {
     return 1;
 }
 
+/* The cache directory, created if missing (warm), or NULL after saying why there is none. */
 static const char *qf_tool_dir(void) {
     if (qf_tool_cache_disabled())
         return NULL;
@@ -212,33 +213,45 @@ static int qf_tool_list(const char *dir) {
     return 0;
 }
 
-/* list reads the configured directory as it is: it neither creates it (a missing directory
- * lists nothing) nor needs write access (a read-only, pre-filled cache lists normally). */
-static int qf_tool_list_configured(void) {
-    char dir[PATH_MAX];
+/* The configured directory into dir without creating it: 0 when it exists, 1 when it does not
+ * (nothing to list or remove), -1 after saying why there is none. */
+static int qf_tool_existing_dir(char *dir, size_t cap) {
     struct stat st;
     if (qf_tool_cache_disabled())
-        return 1;
-    int err = qf_cache_resolve(dir, sizeof dir);
+        return -1;
+    int err = qf_cache_resolve(dir, cap);
     if (err) {
         fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
                 err == ENOENT ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset"
                               : strerror(err));
-        return 1;
+        return -1;
     }
-    if (stat(dir, &st) != 0 && errno == ENOENT) {
-        printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
-        return 0;
-    }
-    return qf_tool_list(dir);
+    return stat(dir, &st) != 0 && errno == ENOENT ? 1 : 0;
 }
 
-/* Removes the entries of dir written at least min_age seconds ago (all for clear, min_age 0),
- * and temporary files older than QF_TEMP_STALE_S (left by crashed writers; younger ones may
- * belong to a store in progress). */
-static int qf_tool_remove(const char *dir, long long min_age, const char *verb) {
-    int n, removed = 0, failed = 0;
-    struct dirent **names = dir ? qf_tool_scan(dir, &n) : NULL;
+/* list, clear and prune take the configured directory as it is: they never create it (a
+ * missing directory has no entries), and list needs no write access (a read-only, pre-filled
+ * cache lists normally). */
+static int qf_tool_list_configured(void) {
+    char dir[PATH_MAX];
+    int r = qf_tool_existing_dir(dir, sizeof dir);
+    if (r == 1)
+        printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
+    return r < 0 ? 1 : r == 1 ? 0 : qf_tool_list(dir);
+}
+
+/* Removes the entries of the configured directory written at least min_age seconds ago (all for
+ * clear, min_age 0), and temporary files older than QF_TEMP_STALE_S (left by crashed writers;
+ * younger ones may belong to a store in progress). A symbolic link named like an entry is
+ * removed (not its target); a directory is left alone with a note. */
+static int qf_tool_remove(long long min_age, const char *verb) {
+    char dir[PATH_MAX];
+    int n, removed = 0, failed = 0, exists = qf_tool_existing_dir(dir, sizeof dir);
+    if (exists == 1)
+        printf("%s: nothing to remove; %s does not exist\n", verb, dir);
+    if (exists != 0)
+        return exists < 0 ? 1 : 0;
+    struct dirent **names = qf_tool_scan(dir, &n);
     if (!names)
         return 1;
     time_t now = time(NULL);
@@ -250,9 +263,14 @@ static int qf_tool_remove(const char *dir, long long min_age, const char *verb) 
         long long age = now > info.mtime ? (long long)(now - info.mtime) : 0;
         if (age < (info.temp ? QF_TEMP_STALE_S : min_age))
             continue;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+        struct stat st;
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) >= (int)sizeof path)
+            continue; /* not reached: qf_cache_entry_info rejects such names */
         if (unlink(path) == 0)
             removed += !info.temp;
+        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            fprintf(stderr, "qfuse-cache: %s: leaving %s alone: a directory, not a cache entry\n",
+                    verb, path);
         else if (errno != ENOENT && ++failed)
             fprintf(stderr, "qfuse-cache: cannot remove %s: %s\n", path, strerror(errno));
     }
@@ -291,7 +309,7 @@ static int qf_tool_prune(int argc, char **argv) {
     }
     if (age < 0)
         return qf_tool_usage_error("prune: --older-than AGE is required");
-    return qf_tool_remove(qf_tool_dir(), age, "prune");
+    return qf_tool_remove(age, "prune");
 }
 
 /* =====================================================================} */
@@ -549,8 +567,10 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
             *rc = qf_tool_usage_error("unknown option '%s'", argv[i]);
         else if (!v || !*v)
             *rc = qf_tool_usage_error("--dir needs a directory");
-        else
+        else { /* an explicit directory is used even where QFUSE_DISABLE_DISK_CACHE is set */
             setenv("QFUSE_CACHE_DIR", v, 1);
+            unsetenv("QFUSE_DISABLE_DISK_CACHE");
+        }
         if (*rc)
             return -1;
     }
@@ -575,7 +595,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "list"))
         return qf_tool_list_configured();
     if (!strcmp(cmd, "clear"))
-        return qf_tool_remove(qf_tool_dir(), 0, "clear");
+        return qf_tool_remove(0, "clear");
     if (!strcmp(cmd, "prune"))
         return qf_tool_prune(argc - c - 1, argv + c + 1);
     if (!strcmp(cmd, "warm"))

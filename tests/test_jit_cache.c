@@ -1022,6 +1022,31 @@ static void test_fifo_entry(void **state) {
     assert_hit_a();
 }
 
+/* A symbolic link named like an entry is never followed: one warning, a miss, and the next store
+ * replaces the link, not the file it points to. */
+static void test_symlink_entry(void **state) {
+    fixture *fx = *state;
+    char path[PATH_MAX], target[PATH_MAX + 16], name[PATH_MAX];
+    const char *want[] = {"a symbolic link", "recompiled and replaced"};
+    store_a(fx, path);
+    snprintf(target, sizeof target, "%s.target", path);
+    assert_int_equal(rename(path, target), 0); /* a valid entry, reachable only through the link */
+    assert_int_equal(symlink(target, path), 0);
+    assert_miss_warns(path, 90, want, 2);
+    qf_cache_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(name, sizeof name, "%s", strrchr(path, '/') + 1);
+    assert_int_equal(qf_cache_entry_info(fx->dir, name, &info), 0);
+    assert_false(info.valid);
+    assert_non_null(strstr(info.why, "symbolic link"));
+    store_a(fx, path);
+    assert_hit_a();
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode)); /* the link itself was replaced */
+    assert_int_equal(stat(target, &st), 0); /* its target is untouched */
+}
+
 /* After a miss on a damaged entry, the next store replaces it and loads hit again. */
 static void test_store_replaces_damaged_entry(void **state) {
     fixture *fx = *state;
@@ -1077,6 +1102,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_wrong_format_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_replaces_damaged_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fifo_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_entry, setup, teardown),
     };
     return cmocka_run_group_tests_name("jit_cache", tests, NULL, NULL);
 }
