@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gen_emit.h"
+#include "qf_arch.h"
 #include "gen_plan.h"
 
 /* ORDER GEN_CMD */
@@ -40,15 +41,6 @@ static const char qf_gen_usage[] =
     "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
     "(default ./templates, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
     "templates, --include (default ./runtime, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
-
-/* "sm_90" -> 90; 0 when malformed. */
-static int qf_gen_parse_arch(const char *s) {
-    if (strncmp(s, "sm_", 3) != 0 || !s[3] || strspn(s + 3, "0123456789") != strlen(s + 3) ||
-        strlen(s + 3) > 4)
-        return 0;
-    int a = atoi(s + 3);
-    return a >= 10 ? a : 0;
-}
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
@@ -96,8 +88,9 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
         v = a->opts.include_dir = qf_gen_optval(argc, argv, i, "--include");
     else if (qf_gen_is_opt(arg, "--arch")) {
         v = qf_gen_optval(argc, argv, i, "--arch");
-        if (v && (a->arch = qf_gen_parse_arch(v)) == 0) {
-            fprintf(err, "qfuse-gen: --arch '%s' (sm_XX expected, e.g. sm_90)\n", v);
+        if (v && (a->arch = qf_arch_parse(v)) < 0) {
+            fprintf(err, "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
+                    "with XX in %d..%d (e.g. sm_90)\n", v, QF_ARCH_MIN, QF_ARCH_MAX);
             return 2;
         }
     } else {

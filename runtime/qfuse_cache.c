@@ -19,6 +19,7 @@
 
 #include "ctx.h"
 #include "jit_cache.h"
+#include "qf_arch.h"
 
 #define QF_TEMP_STALE_S 600 /* a store keeps its temporary file for milliseconds; older: a crash */
 #define QF_WARM_MAX_JOBS 256
@@ -451,16 +452,6 @@ static int qf_warm_run(qf_warm *w, int jobs, const char *dir) {
 
 /* "sm_90", "sm90" or "90" -> 90. Returns -1 when malformed or below sm_89: every qfuse kernel
  * converts to FP8 with instructions that sm_89 introduced. */
-static int qf_warm_parse_arch(const char *s) {
-    if (strncmp(s, "sm_", 3) == 0)
-        s += 3;
-    else if (strncmp(s, "sm", 2) == 0)
-        s += 2;
-    char *end = NULL;
-    long v = strtol(s, &end, 10);
-    return end != s && *end == '\0' && v >= 89 && v <= 199 && s[0] != '-' && s[0] != '+'
-               ? (int)v : -1;
-}
 
 /* This GPU's architecture when there is one, else sm_90 (said on stderr). */
 static int qf_warm_default_arch(void) {
@@ -512,9 +503,10 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) 
             if (!w->glob)
                 rc = qf_tool_usage_error("warm: --kernel needs a pattern");
         } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
-            if (!v || (w->arch = qf_warm_parse_arch(v)) < 0)
-                rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; expected "
-                                         "sm_XX with XX in 89..199 (FP8 needs sm_89+; e.g. sm_90)", v ? v : "");
+            if (!v || (w->arch = qf_arch_parse(v)) < 0)
+                rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
+                                         "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
+                                         "e.g. sm_90)", v ? v : "", QF_ARCH_MIN, QF_ARCH_MAX);
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
             if (!v || qf_warm_parse_jobs(v, jobs) != 0)
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
