@@ -1002,22 +1002,26 @@ static void test_wrong_format_version(void **state) {
     assert_miss_warns(path, 90, want, 1);
 }
 
+/* The cache tool's view of the entry at path: present, invalid, and why holds `why`. */
+static void assert_info_invalid(const fixture *fx, const char *path, const char *why) {
+    qf_cache_info info;
+    memset(&info, 0, sizeof info);
+    assert_int_equal(qf_cache_entry_info(fx->dir, strrchr(path, '/') + 1, &info), 0);
+    assert_false(info.valid);
+    assert_non_null(strstr(info.why, why));
+}
+
 /* A FIFO (or other non-regular file) named like an entry is a miss with a warning, never a
  * blocking read, for the loader and for the cache tool's entry info; a store replaces it. */
 static void test_fifo_entry(void **state) {
     fixture *fx = *state;
-    char path[PATH_MAX], name[PATH_MAX];
+    char path[PATH_MAX];
     const char *want[] = {"not a regular file", "recompiled and replaced"};
     store_a(fx, path); /* creates the directory; the entry is then swapped for a FIFO */
     assert_int_equal(unlink(path), 0);
     assert_int_equal(mkfifo(path, 0600), 0);
     assert_miss_warns(path, 90, want, 2); /* would block forever without O_NONBLOCK */
-    qf_cache_info info;
-    memset(&info, 0, sizeof info);
-    snprintf(name, sizeof name, "%s", strrchr(path, '/') + 1);
-    assert_int_equal(qf_cache_entry_info(fx->dir, name, &info), 0);
-    assert_false(info.valid);
-    assert_non_null(strstr(info.why, "not a regular file"));
+    assert_info_invalid(fx, path, "not a regular file");
     store_a(fx, path);
     assert_hit_a();
 }
@@ -1026,19 +1030,14 @@ static void test_fifo_entry(void **state) {
  * replaces the link, not the file it points to. */
 static void test_symlink_entry(void **state) {
     fixture *fx = *state;
-    char path[PATH_MAX], target[PATH_MAX + 16], name[PATH_MAX];
+    char path[PATH_MAX], target[PATH_MAX + 16];
     const char *want[] = {"a symbolic link", "recompiled and replaced"};
     store_a(fx, path);
     snprintf(target, sizeof target, "%s.target", path);
     assert_int_equal(rename(path, target), 0); /* a valid entry, reachable only through the link */
     assert_int_equal(symlink(target, path), 0);
     assert_miss_warns(path, 90, want, 2);
-    qf_cache_info info;
-    memset(&info, 0, sizeof info);
-    snprintf(name, sizeof name, "%s", strrchr(path, '/') + 1);
-    assert_int_equal(qf_cache_entry_info(fx->dir, name, &info), 0);
-    assert_false(info.valid);
-    assert_non_null(strstr(info.why, "symbolic link"));
+    assert_info_invalid(fx, path, "symbolic link");
     store_a(fx, path);
     assert_hit_a();
     struct stat st;
