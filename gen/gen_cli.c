@@ -64,12 +64,19 @@ static const struct {
     {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION},
 };
 
-/* Sets a->cmd when arg is a command flag; returns 1 then. */
-static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a) {
+/* Sets a->cmd when arg is a command flag; returns 1 then (--help and --version win over the
+ * others), or 2 with the usage error printed when --list and --check are both given. */
+static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
-            if (a->cmd < qf_gen_cmd_flags[k].cmd)
-                a->cmd = qf_gen_cmd_flags[k].cmd;
+            const qf_gen_cmd c = qf_gen_cmd_flags[k].cmd;
+            if ((c == QF_GEN_CMD_LIST && a->cmd == QF_GEN_CMD_CHECK) ||
+                (c == QF_GEN_CMD_CHECK && a->cmd == QF_GEN_CMD_LIST)) {
+                fprintf(err, "qfuse-gen: --list and --check are exclusive\n%s", qf_gen_usage);
+                return 2;
+            }
+            if (a->cmd < c)
+                a->cmd = c;
             return 1;
         }
     return 0;
@@ -78,8 +85,9 @@ static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a) {
 /* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */
 static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE *err) {
     const char *arg = argv[*i], *v = NULL;
-    if (qf_gen_parse_cmd(arg, a))
-        return 0;
+    const int cmd = qf_gen_parse_cmd(arg, a, err);
+    if (cmd)
+        return cmd == 1 ? 0 : 2;
     if (strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output"))
         v = a->out_dir = qf_gen_optval(argc, argv, i, arg[1] == 'o' ? "-o" : "--output");
     else if (qf_gen_is_opt(arg, "--templates"))

@@ -503,10 +503,12 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) 
             if (!w->glob)
                 rc = qf_tool_usage_error("warm: --kernel needs a pattern");
         } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
-            if (!v || (w->arch = qf_arch_parse(v)) < 0)
+            if (!v || !*v)
+                rc = qf_tool_usage_error("warm: --arch needs a value (sm_XX, e.g. sm_90)");
+            else if ((w->arch = qf_arch_parse(v)) < 0)
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
                                          "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
-                                         "e.g. sm_90)", v ? v : "", QF_ARCH_MIN, QF_ARCH_MAX);
+                                         "e.g. sm_90)", v, QF_ARCH_MIN, QF_ARCH_MAX);
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
             if (!v || qf_warm_parse_jobs(v, jobs) != 0)
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",

@@ -198,6 +198,7 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "prune", "--older-than", "7x"), 2, NULL,
                "--older-than '7x' is not a duration");
     expect_run(run_tool(fx, "prune", "--older-than=-1d"), 2, NULL, "'-1d' is not a duration");
+    expect_run(run_tool(fx, "warm", "--arch", ""), 2, NULL, "warm: --arch needs a value");
     expect_run(run_tool(fx, "warm", "--arch", "sm_9"), 2, NULL,
                "--arch 'sm_9' is not a supported architecture");
     expect_run(run_tool(fx, "warm", "--arch", "sm_80"), 2, NULL,

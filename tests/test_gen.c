@@ -1894,6 +1894,7 @@ static void test_cli_usage(void **state) {
         {{NULL}, 2, "", "no recipe given"},
         {{"--bogus", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '--bogus'"},
         {{"--arch", "90", "recipes/fp8_delayed.lua", NULL}, 2, "", "--arch '90' is not a supported"},
+        {{"--check", "--list", "recipes/fp8_delayed.lua", NULL}, 2, "", "exclusive"},
         {{"--list", "--arch", "sm_80", "recipes/fp8_delayed.lua", NULL},
          2,
          "",
