@@ -66,28 +66,15 @@ static void fill_activation(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t
             float v = qf_test_rng_uniform(&s) * 1.7f + 0.25f;
             if (k % 97 == 13)
                 v *= 30.0f;
-            int64_t i = m * K + k;
-            if (dt == QF_DTYPE_FP32)
-                ((float *)p)[i] = v;
-            else if (dt == QF_DTYPE_BF16)
-                ((uint16_t *)p)[i] = qf_float_to_bf16(v);
-            else
-                ((uint16_t *)p)[i] = qf_float_to_fp16(v);
+            store_as(p, dt, m * K + k, v);
         }
     }
 }
 
 static void fill_gamma(void *p, qf_dtype dt, int64_t K, uint64_t seed, float base) {
     fill_activation(p, dt, 1, K, seed);
-    for (int64_t k = 0; k < K; k++) {
-        float v = base + 0.1f * qf_load_as_float(p, dt, k);
-        if (dt == QF_DTYPE_FP32)
-            ((float *)p)[k] = v;
-        else if (dt == QF_DTYPE_BF16)
-            ((uint16_t *)p)[k] = qf_float_to_bf16(v);
-        else
-            ((uint16_t *)p)[k] = qf_float_to_fp16(v);
-    }
+    for (int64_t k = 0; k < K; k++)
+        store_as(p, dt, k, base + 0.1f * qf_load_as_float(p, dt, k));
 }
 
 static int ctx_or_skip(qf_ctx_t **ctx) {
