@@ -192,6 +192,8 @@ static int qf_cache_write_all(int fd, const void *buf, size_t n) {
 
 /* {===================================================================== load */
 
+#define QF_CACHE_WHY_LINK "not a regular file (a symbolic link)" /* entries are never followed */
+
 /* Formats the reason an entry is rejected into why and returns its kind (for the warning). */
 static const char *qf_cache_reject(const char *kind, char *why, size_t cap, const char *fmt, ...)
     QF_PRINTF(4, 5);
@@ -271,21 +273,20 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
     *size = 0;
     if (!dir || qf_cache_entry_path(path, sizeof path, dir, label, key) != 0)
         return 0;
-    /* a FIFO must not block; a symbolic link is not followed */
+    /* a FIFO must not block; a symbolic link is not followed (ELOOP) */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    const char *kind;
     if (fd < 0 && errno == ELOOP) {
-        qf_warn("ignoring corrupt kernel cache entry %s: a symbolic link, not a regular file; it "
-                "will be recompiled and replaced", path);
-        return 0;
-    }
-    if (fd < 0) {
+        kind = qf_cache_reject("corrupt", why, sizeof why, QF_CACHE_WHY_LINK);
+    } else if (fd < 0) {
         if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
             qf_warn("cannot read kernel cache entry %s (%s); it will be recompiled", path,
                     strerror(errno));
         return 0;
+    } else {
+        kind = qf_cache_read_entry(fd, key, arch, data, size, why, sizeof why);
+        close(fd);
     }
-    const char *kind = qf_cache_read_entry(fd, key, arch, data, size, why, sizeof why);
-    close(fd);
     if (kind) {
         qf_warn("ignoring %s kernel cache entry %s: %s; it will be recompiled and replaced", kind,
                 path, why);
@@ -441,7 +442,7 @@ int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info) 
         info->bytes = (uint64_t)st.st_size;
         info->mtime = st.st_mtime;
         info->valid = 0;
-        snprintf(info->why, sizeof info->why, "not a regular file (a symbolic link)");
+        qf_cache_reject("corrupt", info->why, sizeof info->why, QF_CACHE_WHY_LINK);
         return 0;
     }
     if (fd < 0 || fstat(fd, &st) != 0) {
