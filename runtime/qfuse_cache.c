@@ -190,30 +190,6 @@ static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
            age, state);
 }
 
-static int qf_tool_list(const char *dir) {
-    int n, count = 0;
-    uint64_t total = 0;
-    struct dirent **names = dir ? qf_tool_scan(dir, &n) : NULL;
-    if (!names)
-        return 1;
-    time_t now = time(NULL);
-    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL", "ARCH", "SIZE",
-           "AGE", "STATE");
-    for (int i = 0; i < n; i++) {
-        qf_cache_info info;
-        if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
-            continue; /* removed meanwhile by another process */
-        qf_tool_list_row(&info, now);
-        count += !info.temp;
-        total += info.bytes;
-    }
-    char size[32];
-    qf_tool_size(total, size, sizeof size);
-    printf("%d entr%s, %s in %s\n", count, count == 1 ? "y" : "ies", size, dir);
-    qf_tool_free_names(names, n);
-    return 0;
-}
-
 /* The configured directory into dir without creating it: 0 when it exists, 1 when it does not
  * (nothing to list or remove), -1 after saying why there is none. */
 static int qf_tool_existing_dir(char *dir, size_t cap) {
@@ -233,12 +209,33 @@ static int qf_tool_existing_dir(char *dir, size_t cap) {
 /* list, clear and prune take the configured directory as it is: they never create it (a
  * missing directory has no entries), and list needs no write access (a read-only, pre-filled
  * cache lists normally). */
-static int qf_tool_list_configured(void) {
+static int qf_tool_list(void) {
     char dir[PATH_MAX];
-    int r = qf_tool_existing_dir(dir, sizeof dir);
-    if (r == 1)
+    int n, count = 0, exists = qf_tool_existing_dir(dir, sizeof dir);
+    uint64_t total = 0;
+    if (exists == 1)
         printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
-    return r < 0 ? 1 : r == 1 ? 0 : qf_tool_list(dir);
+    if (exists != 0)
+        return exists < 0 ? 1 : 0;
+    struct dirent **names = qf_tool_scan(dir, &n);
+    if (!names)
+        return 1;
+    time_t now = time(NULL);
+    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL", "ARCH", "SIZE",
+           "AGE", "STATE");
+    for (int i = 0; i < n; i++) {
+        qf_cache_info info;
+        if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
+            continue; /* removed meanwhile by another process */
+        qf_tool_list_row(&info, now);
+        count += !info.temp;
+        total += info.bytes;
+    }
+    char size[32];
+    qf_tool_size(total, size, sizeof size);
+    printf("%d entr%s, %s in %s\n", count, count == 1 ? "y" : "ies", size, dir);
+    qf_tool_free_names(names, n);
+    return 0;
 }
 
 /* Removes the entries of the configured directory written at least min_age seconds ago (all for
@@ -587,7 +584,7 @@ int main(int argc, char **argv) {
     if (simple && c + 1 < argc)
         return qf_tool_usage_error("%s: unexpected argument '%s'", cmd, argv[c + 1]);
     if (!strcmp(cmd, "list"))
-        return qf_tool_list_configured();
+        return qf_tool_list();
     if (!strcmp(cmd, "clear"))
         return qf_tool_remove(0, "clear");
     if (!strcmp(cmd, "prune"))
