@@ -677,6 +677,11 @@ static int family_supported(qf_family f) {
     }
 }
 
+/* 1 when registry recipe ri is benchmarked: a family with cases, selected by --recipe. */
+static int recipe_benched(const bench *b, int ri) {
+    return family_supported(qf_recipes[ri].family) && tool_recipe_selected(&b->o.recipes, ri);
+}
+
 /* Points the per-tensor FP8 arguments at the buffers of o, by output name. */
 static void fp8_bind(fp8_args *a, const out_set *o) {
     a->out.rowwise = out_tensor(o, "rowwise_data");
@@ -837,8 +842,7 @@ static void bench_quantizers(bench *b) {
             input_set in;
             input_alloc(&in, b, x_dtypes[d], shapes[s][0], shapes[s][1]);
             for (int ri = 0; ri < qf_recipe_count; ri++)
-                if (family_supported(qf_recipes[ri].family) &&
-                    tool_recipe_selected(&b->o.recipes, ri))
+                if (recipe_benched(b, ri))
                     bench_recipe_ops(b, &in, &qf_recipes[ri]);
             input_free(&in);
         }
@@ -1129,8 +1133,7 @@ static void remove_dir(const char *dir) {
  * pointed at a fresh temporary directory (restored afterwards). */
 static void bench_jit(bench *b) {
     int ri = 0;
-    while (ri < qf_recipe_count && !(family_supported(qf_recipes[ri].family) &&
-                                     tool_recipe_selected(&b->o.recipes, ri)))
+    while (ri < qf_recipe_count && !recipe_benched(b, ri))
         ri++;
     if (ri == qf_recipe_count)
         return;
@@ -1206,9 +1209,10 @@ static int parse_dtype(const char *v) {
 /* --section: adds quant, gemm or jit to *mask; 0, or -1 with a message. */
 static int parse_section(const char *v, unsigned *mask) {
     static const char *const names[] = {"quant", "gemm", "jit"};
+    static const unsigned bits[] = {SEC_QUANT, SEC_GEMM, SEC_JIT};
     for (int i = 0; i < 3; i++)
         if (strcmp(v, names[i]) == 0) {
-            *mask |= 1u << i;
+            *mask |= bits[i];
             return 0;
         }
     fprintf(stderr, "qfuse-bench: --section '%s': expected quant, gemm or jit\n", v);
