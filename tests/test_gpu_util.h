@@ -61,16 +61,6 @@ static inline qf_tensor tv(const dual *b, qf_dtype dt, int ndim, int64_t d0, int
     return t;
 }
 
-/* Element i of a bf16/fp16/fp32 array set to v (rounded to nearest even). */
-static inline void store_as(void *p, qf_dtype dt, int64_t i, float v) {
-    if (dt == QF_DTYPE_FP32)
-        ((float *)p)[i] = v;
-    else if (dt == QF_DTYPE_BF16)
-        ((uint16_t *)p)[i] = qf_float_to_bf16(v);
-    else
-        ((uint16_t *)p)[i] = qf_float_to_fp16(v);
-}
-
 /* Activation-like [M, K] data: base + uniform noise under a per-row scale spanning 11 octaves,
  * and every 61st channel 40x larger, so that block scales and element codes vary. */
 static inline void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t seed, float base) {

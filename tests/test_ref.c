@@ -54,15 +54,8 @@ static uint8_t nearest_code_bruteforce(qf_dtype fmt, float v) {
 
 /* Fills n elements of dtype dt (fp32/fp16/bf16) with off + amp * uniform[-1, 1). */
 static void fill_random(void *p, qf_dtype dt, int64_t n, float off, float amp, uint64_t seed) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = off + amp * qf_test_rng_uniform(&seed);
-        if (dt == QF_DTYPE_FP32)
-            ((float *)p)[i] = v;
-        else if (dt == QF_DTYPE_FP16)
-            ((uint16_t *)p)[i] = qf_float_to_fp16(v);
-        else
-            ((uint16_t *)p)[i] = qf_float_to_bf16(v);
-    }
+    for (int64_t i = 0; i < n; i++)
+        store_as(p, dt, i, off + amp * qf_test_rng_uniform(&seed));
 }
 
 static size_t dt_size(qf_dtype dt) {

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
+#include "ref.h"
+
 /* Nonzero when a CUDA device is usable. Decided once per process. */
 static inline int qf_test_have_gpu(void) {
     static int cached = -1;
@@ -43,6 +45,16 @@ static inline uint64_t qf_test_rng_next(uint64_t *s) {
 /* Uniform in [-1, 1). */
 static inline float qf_test_rng_uniform(uint64_t *s) {
     return (float)((double)(qf_test_rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}
+
+/* Element i of a bf16/fp16/fp32 array set to v (rounded to nearest even). */
+static inline void store_as(void *p, qf_dtype dt, int64_t i, float v) {
+    if (dt == QF_DTYPE_FP32)
+        ((float *)p)[i] = v;
+    else if (dt == QF_DTYPE_BF16)
+        ((uint16_t *)p)[i] = qf_float_to_bf16(v);
+    else
+        ((uint16_t *)p)[i] = qf_float_to_fp16(v);
 }
 
 #endif /* QF_TEST_UTIL_H */
