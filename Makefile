@@ -23,7 +23,7 @@ endif
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 $(OPT) -fPIC -ffp-contract=off -pthread $(WARN) $(CFLAGS)
-CPPFLAGS_ALL := -D_GNU_SOURCE -DQF_GEN_DATADIR='"$(PREFIX)/share/qfuse"' -Iruntime -Igen -I$(OUT) \
+CPPFLAGS_ALL := -D_GNU_SOURCE -DQF_GEN_DATADIR='"$(PREFIX)/share/qfuse"' -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/tools -Igen -I$(OUT) \
                 -isystem $(CUDA_HOME)/include \
                 -I/usr/include/lua5.4 -I/usr/include/cjson $(CPPFLAGS)
 LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc -lcublasLt -lcudart
@@ -37,8 +37,11 @@ LDLIBS_ALL := -L$(DEPLIB) -Wl,-rpath,$(DEPLIB) $(LDLIBS_ALL)
 endif
 
 # ---- sources
-TOOL_SRCS := runtime/qfuse_demo.c runtime/qfuse_bench.c runtime/qfuse_cache.c
-CORE_SRCS := $(filter-out $(TOOL_SRCS),$(wildcard runtime/*.c))
+# libqfuse: the library (runtime/), its JIT (runtime/jit/) and scalar references (runtime/ref/);
+# the tools (runtime/tools/) link it, with their own helpers (TOOL_LIB_SRCS).
+TOOL_SRCS := runtime/tools/qfuse_demo.c runtime/tools/qfuse_bench.c runtime/tools/qfuse_cache.c
+TOOL_LIB_SRCS := $(filter-out $(TOOL_SRCS),$(wildcard runtime/tools/*.c))
+CORE_SRCS := $(wildcard runtime/*.c runtime/jit/*.c runtime/ref/*.c)
 GEN_MAIN := gen/main.c
 GEN_SRCS := $(filter-out $(GEN_MAIN),$(wildcard gen/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -47,6 +50,7 @@ TEMPLATES := $(wildcard templates/*.cu)
 OUT_SRCS := $(OUT)/registry.c $(OUT)/shapes.c
 
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
+TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(B)/%.o)
 GEN_OBJS := $(GEN_SRCS:%.c=$(B)/%.o)
 OUT_OBJS := $(OUT_SRCS:%.c=$(B)/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -57,6 +61,7 @@ QFUSE_BENCH := $(B)/qfuse-bench
 QFUSE_CACHE := $(B)/qfuse-cache
 LIB_CORE := $(B)/libqfuse_core.a
 LIB_GEN := $(B)/libqfuse_gen.a
+LIB_TOOLS := $(B)/libqfuse_tools.a
 LIB := $(B)/libqfuse.a
 SOLIB := $(B)/libqfuse.so
 DEPS_OK := $(B)/.deps-ok
@@ -104,6 +109,8 @@ $(LIB_CORE): $(CORE_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(LIB_GEN): $(GEN_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
+$(LIB_TOOLS): $(TOOL_LIB_OBJS)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(QFUSE_GEN): $(B)/$(GEN_MAIN:.c=.o) $(LIB_GEN) $(LIB_CORE)
 	@$(if $(Q),echo "  LD      $@")
@@ -124,32 +131,32 @@ $(LIB): $(CORE_OBJS) $(OUT_OBJS)
 $(SOLIB): $(CORE_OBJS) $(OUT_OBJS)
 	$(Q)$(CC) -shared -o $@ $^ $(LDLIBS_ALL)
 
-$(QFUSE_DEMO): $(B)/runtime/qfuse_demo.o $(LIB)
+$(QFUSE_DEMO): $(B)/runtime/tools/qfuse_demo.o $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(B)/runtime/qfuse_demo.o: $(OUT)/.stamp
+$(B)/runtime/tools/qfuse_demo.o: $(OUT)/.stamp
 
-$(QFUSE_BENCH): $(B)/runtime/qfuse_bench.o $(LIB)
+$(QFUSE_BENCH): $(B)/runtime/tools/qfuse_bench.o $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(B)/runtime/qfuse_bench.o: $(OUT)/.stamp
+$(B)/runtime/tools/qfuse_bench.o: $(OUT)/.stamp
 # The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
 # never reaches the flags record that every other object depends on.
-OMP_OBJS := $(B)/runtime/qfuse_demo.o $(B)/runtime/qfuse_bench.o
+OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(B)/runtime/tools/qfuse_bench.o
 $(OMP_OBJS): $(B)/%.o: %.c $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -fopenmp -MMD -MP -c $< -o $@
 
-$(QFUSE_CACHE): $(B)/runtime/qfuse_cache.o $(LIB)
+$(QFUSE_CACHE): $(B)/runtime/tools/qfuse_cache.o $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- tests
-$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h $(LIB) $(LIB_GEN) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
+$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB) -lcmocka $(LDLIBS_ALL)
+	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB_TOOLS) $(LIB) -lcmocka $(LDLIBS_ALL)
 
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE)
 	$(Q)scripts/run-tests $(TEST_BINS)
@@ -207,8 +214,8 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefi
                -fno-sanitize-recover=undefined $(WARN) $(CFLAGS)
 # The runtime files the generator links (fusion keys; the NVFP4 RHT mask of an rht_seed from
 # ref_nvfp4.c and what it calls); the rest of the runtime stays out.
-FUZZ_RUNTIME_SRCS := $(addprefix runtime/,kernel_key.c jit_key.c jit_compile.c status.c tensor.c \
-                       ref_nvfp4.c ref.c ref_mx.c)
+FUZZ_RUNTIME_SRCS := $(addprefix runtime/,jit/kernel_key.c jit/jit_key.c jit/jit_compile.c status.c \
+                       tensor.c ref/ref_nvfp4.c ref/ref.c ref/ref_mx.c)
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
 FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions

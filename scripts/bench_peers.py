@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_peers.py: the PyTorch peers of `make bench`: qfuse's work in eager mode and torch.compile.
 
-For the shapes of runtime/qfuse_bench.c and bf16 input it times, in PyTorch eager and under
+For the shapes of runtime/tools/qfuse_bench.c and bf16 input it times, in PyTorch eager and under
 torch.compile (dynamic=False, compile time excluded by the warm-up):
   - LayerNorm / RMSNorm + per-tensor FP8 E4M3 with amax, rowwise and rowwise + transposed copy
     (SPEC 2.1, 3), and the same quantization without a norm (weight quantize);
@@ -31,7 +31,7 @@ except ImportError:  # the quantizers below need torch; main() reports it
 COLUMNS = ["kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N", "bytes", "flops",
            "us_median", "tbps", "tflops", "ratio_copy", "ratio_cublaslt", "speedup_eager",
            "speedup_compile", "note"]
-# The same shapes as runtime/qfuse_bench.c (tokens x hidden; GEMMs as M, K, N).
+# The same shapes as runtime/tools/qfuse_bench.c (tokens x hidden; GEMMs as M, K, N).
 NQ_SHAPES_FULL = [(16384, 4096), (16384, 8192), (4096, 12288), (8192, 4096), (2048, 16384)]
 NQ_SHAPES_QUICK = [(8192, 4096)]
 GEMM_SHAPES_FULL = [(8192, 8192, 8192), (16384, 4096, 14336)]

@@ -5,7 +5,7 @@
  * elements along K read from the compact, padded scale matrices of SPEC 2.3 (qf_mx_gemm_params).
  * Neither operand is ever dequantized to memory: the FP8 bytes go from shared memory into
  * registers and the tensor cores, and the scales are applied to fp32 partial sums. The oracle is
- * qf_gemm_mxfp8_ref (runtime/ref_mx.h), computed in double; the op is runtime/ops_mxfp8_gemm.c.
+ * qf_gemm_mxfp8_ref (runtime/ref/ref_mx.h), computed in double; the op is runtime/ops_mxfp8_gemm.c.
  *
  * Structure (one block of 256 threads = 8 warps per TILE_M x TILE_N tile of y; qf_formats.h):
  * - Grid: one block per output tile, in groups of 8 tile rows so that the blocks resident at one

@@ -5,7 +5,7 @@
  * E4M3 scale per 16 consecutive elements along K read from the compact, padded scale matrices
  * (qf_nv_gemm_params), deq = E2M1 value x float(E4M3 scale) and
  * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) from the two device amaxes. Neither
- * operand is dequantized to memory. The oracle is qf_gemm_nvfp4_ref (runtime/ref_nvfp4.h), in
+ * operand is dequantized to memory. The oracle is qf_gemm_nvfp4_ref (runtime/ref/ref_nvfp4.h), in
  * double; the op is runtime/ops_nvfp4_gemm.c.
  *
  * Exactness: an E2M1 value (<= 6, one mantissa bit) times an E4M3 scale (four significant bits,

@@ -2,7 +2,7 @@
  *
  * Numerics: SPEC 2.1 (q = rn_sat(fl(y * scale)), amax of |y| before scaling) and SPEC 3
  * (y = fmaf((x - mu) * rsigma, g, b) or (x * rsigma) * g, statistics in fp32). The C reference is
- * qf_norm_quantize_fp8_ref in runtime/ref.c; given this kernel's mu/rsigma the bytes are identical.
+ * qf_norm_quantize_fp8_ref in runtime/ref/ref.c; given this kernel's mu/rsigma the bytes are identical.
  *
  * Two entry points share the numerics:
  * - `<name>` (tiled; any K, any alignment, rowwise and/or columnwise): described below.

@@ -4,7 +4,7 @@
  *
  * Numerics: SPEC 2.3 (E = ceil(log2(fl(amax * fl(1/fp8_max)))) or the OCP floor rule, clamped to
  * [-127, 127]; q = rn_sat(y * 2^-E); a NaN in a block gives scale 0xFF and NaN elements) and SPEC 3
- * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref_mx.c; given
+ * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref/ref_mx.c; given
  * this kernel's mu/rsigma the bytes are identical.
  *
  * Three entry points share the numerics: `<name>_rows{1,2,4,8}` (1D blocks, rows of whole

@@ -3,7 +3,7 @@
  * [M, K/2] and the transposed columnwise copy [K, M/2] (optionally after a 16-point RHT over
  * groups of 16 tokens), 16x16 weight tiles, Philox stochastic rounding.
  *
- * Numerics: SPEC 2.4 and 3. C reference: qf_quantize_nvfp4_ref in runtime/ref_nvfp4.c; given this
+ * Numerics: SPEC 2.4 and 3. C reference: qf_quantize_nvfp4_ref in runtime/ref/ref_nvfp4.c; given this
  * kernel's mu/rsigma the bytes and both amaxes are identical, bit for bit.
  *
  * The global amax must be known before any element is quantized, so the op is two launches of

@@ -1,4 +1,4 @@
-/* test_ref.c: CPU tests of the scalar references in runtime/ref.c (SPEC 1, 2.1, 3). */
+/* test_ref.c: CPU tests of the scalar references in runtime/ref/ref.c (SPEC 1, 2.1, 3). */
 #include "test_util.h"
 
 #include <float.h>

@@ -1,4 +1,4 @@
-/* test_ref_mx.c: CPU tests of the MXFP8 scalar references in runtime/ref_mx.c (SPEC 2.3, 3). */
+/* test_ref_mx.c: CPU tests of the MXFP8 scalar references in runtime/ref/ref_mx.c (SPEC 2.3, 3). */
 #include "test_util.h"
 
 #include <float.h>

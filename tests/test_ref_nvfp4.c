@@ -1,4 +1,4 @@
-/* test_ref_nvfp4.c: CPU tests of the NVFP4 scalar references in runtime/ref_nvfp4.c (SPEC 1, 2.4). */
+/* test_ref_nvfp4.c: CPU tests of the NVFP4 scalar references in runtime/ref/ref_nvfp4.c (SPEC 1, 2.4). */
 #include "test_util.h"
 
 #include <float.h>

@@ -1,0 +1,166 @@
+/* jit_table.c: a context's in-memory kernel table in front of the disk cache and NVRTC (DESIGN
+ * data flow 3): a kernel instance is looked up by (kernel index, instance), else loaded from the
+ * disk cache, else compiled, and its entry points found. */
+#include <string.h>
+#include <time.h>
+
+#include "ctx.h"
+#include "jit_cache.h"
+#include "jit_compile.h"
+
+static double qf_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {
+    for (int i = 0; i < c->n_kernels; i++) {
+        qf_loaded_kernel *e = &c->kernels[i];
+        if (e->kernel == kidx && qf_kernel_instance_equal(&e->inst, inst))
+            return e;
+    }
+    return NULL;
+}
+
+/* Compiles kernel k for the context's arch (NVRTC), returning a malloc'ed CUBIN. */
+static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
+                                const qf_kernel_instance *inst, void **cubin, size_t *size) {
+    char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
+    const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
+    int n_extra = qf_kernel_extra_options(k, inst, store, extra);
+    int n_opts = qf_jit_options(c->arch, extra, n_extra, opts, archbuf);
+    QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
+    return qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
+                          qf_nvrtc_header_count, opts, n_opts, cubin, size);
+}
+
+/* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL).
+ * NOTES: a template declares them with QF_ROWS_ENTRY; modules without it are not probed, so no
+ * failing cuModuleGetFunction call is made (sanitizers report those as API errors). */
+static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    const int has_rows = strstr(k->source, "QF_ROWS_ENTRY(1)") != NULL;
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
+        e->fn_rows[i] = NULL;
+        e->occ_rows[i] = 0;
+        if (!has_rows)
+            continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s_rows%d", k->name, its[i]);
+        if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
+            cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
+                                                          (int)k->block_threads, 0) != CUDA_SUCCESS)
+            e->fn_rows[i] = NULL;
+    }
+}
+
+/* The optional entry <name><suffix> into *fn (NULL when the source has no `marker`). NOTES:
+ * declared by a template with a marker macro (QF_AMAX_ENTRY, QF_COLS_ENTRY); other modules are
+ * not probed (see qf_ctx_find_rows), and a module that declares the entry must have it. */
+static qf_status qf_ctx_find_entry(const qf_cu_api *cu, const qf_kernel_entry *k,
+                                   const qf_loaded_kernel *e, const char *marker,
+                                   const char *suffix, CUfunction *fn) {
+    *fn = NULL;
+    if (!strstr(k->source, marker))
+        return QF_OK;
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", k->name, suffix);
+    CUresult r = cu->ModuleGetFunction(fn, e->module, name);
+    return r == CUDA_SUCCESS ? QF_OK : qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
+}
+
+/* Loads the CUBIN as a module. NOTES: a device-less context (qf_ctx_init_host) keeps module and
+ * entry points NULL: it exists to compile and fill the disk cache, and its ops never launch. */
+static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k, const void *cubin,
+                                    qf_loaded_kernel *e) {
+    if (c->host)
+        return QF_OK;
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_CU_CHECK(cu->ModuleLoadData(&e->module, cubin));
+    CUresult r = cu->ModuleGetFunction(&e->fn, e->module, k->name);
+    if (r != CUDA_SUCCESS) {
+        cu->ModuleUnload(e->module);
+        return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
+    }
+    qf_ctx_find_rows(cu, k, e);
+    qf_status s = qf_ctx_find_entry(cu, k, e, "QF_AMAX_ENTRY(", "_amax", &e->fn_amax);
+    if (s == QF_OK)
+        s = qf_ctx_find_entry(cu, k, e, "QF_COLS_ENTRY(", "_cols", &e->fn_cols);
+    if (s != QF_OK)
+        cu->ModuleUnload(e->module);
+    return s;
+}
+
+/* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. */
+static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                              qf_loaded_kernel *e, qf_kernel_source *src) {
+    void *cubin = NULL;
+    size_t size = 0;
+    *src = QF_KSRC_DISK;
+    if (qf_cache_load(k->name, e->key, c->arch, &cubin, &size)) {
+        if (qf_ctx_load_module(c, k, cubin, e) == QF_OK) {
+            free(cubin);
+            return QF_OK;
+        }
+        qf_warn("cached kernel %s (key %s) failed to load; recompiling", k->name, e->key);
+        free(cubin);
+    }
+    *src = QF_KSRC_COMPILED;
+    QF_TRY(qf_ctx_compile(c, k, inst, &cubin, &size));
+    qf_status s = qf_ctx_load_module(c, k, cubin, e);
+    if (s == QF_OK)
+        qf_cache_store(k->name, e->key, c->arch, cubin, size);
+    free(cubin);
+    return s;
+}
+
+static qf_status qf_ctx_insert(qf_ctx_t *c, const qf_loaded_kernel *e) {
+    if (c->n_kernels == c->cap_kernels) {
+        int cap = c->cap_kernels ? 2 * c->cap_kernels : 16;
+        qf_loaded_kernel *t = realloc(c->kernels, (size_t)cap * sizeof *t);
+        if (!t)
+            return qf_set_error(QF_ERR_OUT_OF_MEMORY, "kernel table: out of host memory");
+        c->kernels = t;
+        c->cap_kernels = cap;
+    }
+    c->kernels[c->n_kernels++] = *e;
+    return QF_OK;
+}
+
+static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
+                        qf_kernel_source src, double t0) {
+    snprintf(c->last.name, sizeof c->last.name, "%s", k->name);
+    memcpy(c->last.key, key, QF_KEY_HEX_LEN + 1);
+    c->last.source = src;
+    c->last.ms = qf_now_ms() - t0;
+}
+
+qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst,
+                        qf_loaded_kernel *out) {
+    const qf_kernel_entry *k = &qf_kernels[kidx];
+    double t0 = qf_now_ms();
+    pthread_mutex_lock(&c->lock);
+    qf_loaded_kernel *hit = qf_ctx_find(c, kidx, inst);
+    if (hit) {
+        *out = *hit;
+        qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, t0);
+        pthread_mutex_unlock(&c->lock);
+        return QF_OK;
+    }
+    qf_loaded_kernel e = {.kernel = kidx, .inst = *inst};
+    qf_kernel_key(&qf_recipes[k->recipe], k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                  qf_nvrtc_header_count, c->arch, e.key);
+    qf_kernel_source src;
+    qf_status s = qf_ctx_build(c, k, inst, &e, &src);
+    if (s == QF_OK)
+        s = qf_ctx_insert(c, &e);
+    if (s == QF_OK) {
+        *out = e;
+        qf_ctx_note(c, k, e.key, src, t0);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}

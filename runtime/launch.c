@@ -1,0 +1,102 @@
+/* launch.c: binding a context, checking a stream, and launching generated kernels (one parameter
+ * block each; the row-in-registers and columnwise entries of norm/quantize modules). */
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "ctx.h"
+
+qf_status qf_ctx_bind(qf_ctx_t *ctx) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_CU_CHECK(cu->CtxSetCurrent(ctx->cu_ctx));
+    return QF_OK;
+}
+
+/* NOTES: a kernel launched on a stream of another context fails with an opaque driver error at
+ * best, and at worst runs against the wrong device's memory; so the stream is checked up front.
+ * cuStreamGetCtx answers the current context for NULL and the special handles, hence the bind. */
+qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream) {
+    if (ctx->host == 2)
+        return QF_ERR_NO_DEVICE;
+    if (ctx->host)
+        return qf_set_error(QF_ERR_NO_DEVICE, "%s: arguments are valid, but the context has no "
+                            "device (qf_ctx_init_host for sm_%d); nothing was launched", op,
+                            ctx->arch);
+    QF_TRY(qf_ctx_bind(ctx));
+    const qf_cu_api *cu = qf_cu();
+    CUcontext owner = NULL;
+    QF_CU_CHECK(cu->StreamGetCtx((CUstream)stream, &owner));
+    if (owner != ctx->cu_ctx)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: stream %p belongs to another CUDA context; "
+                            "pass a stream created on device %d's primary context (the one "
+                            "qf_ctx_init uses), or NULL", op, stream, ctx->device);
+    return QF_OK;
+}
+
+qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
+                        unsigned smem, void *params, void *stream) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_TRY(qf_ctx_bind(ctx));
+    void *args[] = {params};
+    QF_CU_CHECK(cu->LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, (CUstream)stream, args, NULL));
+    return QF_OK;
+}
+
+static int qf_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* 1 when the `<name>_cols` entry can write c's columnwise copy (see qf_ctx_launch_rows). */
+static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c) {
+    return lk->fn_cols && c->M % QF_COLS_TILE == 0 && c->K % QF_COLS_TILE == 0 &&
+           qf_aligned16(c->out_col) && (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE) <= 0x7fffffff;
+}
+
+/* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
+static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                         const qf_rows_call *c) {
+    const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
+    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0;
+    if (!c->rows_ok || (cols && !qf_cols_ok(lk, c)) || (c->K * esz) % 16 != 0 ||
+        !qf_aligned16(c->x) || !qf_aligned16(c->out_row) || !qf_aligned16(c->gamma) ||
+        !qf_aligned16(c->beta))
+        return -1;
+    const int64_t vecs_per_thread = (c->K / epv + k->block_threads - 1) / k->block_threads;
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
+        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
+            return i;
+    return -1;
+}
+
+qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
+                             const qf_rows_call *c, void *params, void *stream) {
+    const int r = qf_rows_entry(lk, k, c);
+    if (r >= 0) { /* persistent grid: every resident block loops over rows */
+        const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_rows[r] > 0 ? lk->occ_rows[r] : 1);
+        const int64_t grid = c->M < slots ? c->M : slots;
+        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
+                             stream));
+        if (!(lk->inst.outputs & QF_OUT_COLUMNWISE))
+            return QF_OK;
+        const int64_t tiles = (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE);
+        return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, params,
+                             stream);
+    }
+    const int64_t grid = (c->M + k->tile_m - 1) / k->tile_m;
+    if (grid > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
+                            (long long)c->M);
+    return qf_ctx_launch(ctx, lk->fn, (unsigned)grid, k->block_threads, 0, params, stream);
+}
+
+qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream) {
+    if (p && cudaMemsetAsync(p, 0, n, (cudaStream_t)stream) != cudaSuccess)
+        return qf_set_error(QF_ERR_CUDA, "cudaMemsetAsync of %s failed: %s", what,
+                            cudaGetErrorString(cudaGetLastError()));
+    return QF_OK;
+}
