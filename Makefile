@@ -40,7 +40,9 @@ endif
 # libqfuse: the library (runtime/), its JIT (runtime/jit/) and scalar references (runtime/ref/);
 # the tools (runtime/tools/) link it, with their own helpers (TOOL_LIB_SRCS).
 TOOL_SRCS := runtime/tools/qfuse_demo.c runtime/tools/qfuse_bench.c runtime/tools/qfuse_cache.c
-TOOL_LIB_SRCS := $(filter-out $(TOOL_SRCS),$(wildcard runtime/tools/*.c))
+# qfuse-bench's parts besides its main (one file per job: inputs/timing/rows, each section).
+BENCH_SRCS := $(wildcard runtime/tools/bench_*.c)
+TOOL_LIB_SRCS := $(filter-out $(TOOL_SRCS) $(BENCH_SRCS),$(wildcard runtime/tools/*.c))
 CORE_SRCS := $(wildcard runtime/*.c runtime/jit/*.c runtime/ref/*.c)
 GEN_MAIN := gen/main.c
 GEN_SRCS := $(filter-out $(GEN_MAIN),$(wildcard gen/*.c))
@@ -51,6 +53,7 @@ OUT_SRCS := $(OUT)/registry.c $(OUT)/shapes.c
 
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(B)/%.o)
+BENCH_OBJS := $(B)/runtime/tools/qfuse_bench.o $(BENCH_SRCS:%.c=$(B)/%.o)
 GEN_OBJS := $(GEN_SRCS:%.c=$(B)/%.o)
 OUT_OBJS := $(OUT_SRCS:%.c=$(B)/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
@@ -136,13 +139,13 @@ $(QFUSE_DEMO): $(B)/runtime/tools/qfuse_demo.o $(LIB_TOOLS) $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
 $(B)/runtime/tools/qfuse_demo.o: $(OUT)/.stamp
 
-$(QFUSE_BENCH): $(B)/runtime/tools/qfuse_bench.o $(LIB_TOOLS) $(LIB)
+$(QFUSE_BENCH): $(BENCH_OBJS) $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(B)/runtime/tools/qfuse_bench.o: $(OUT)/.stamp
+$(BENCH_OBJS): $(OUT)/.stamp
 # The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
 # never reaches the flags record that every other object depends on.
-OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(B)/runtime/tools/qfuse_bench.o
+OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(BENCH_OBJS)
 $(OMP_OBJS): $(B)/%.o: %.c $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")

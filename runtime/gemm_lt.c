@@ -47,7 +47,9 @@ static cudaDataType_t qf_lt_type(qf_dtype dt) {
 
 /* The op a plan serves, for messages. */
 static const char *qf_plan_op(const qf_gemm_plan *p) {
-    return p->block_scaled == 2 ? "qf_gemm_nvfp4" : p->block_scaled ? "qf_gemm_mxfp8" : "qf_gemm_fp8";
+    return p->block_scaled == 2   ? "qf_gemm (nvfp4)"
+           : p->block_scaled ? "qf_gemm (mxfp8)"
+                             : "qf_gemm (fp8_delayed)";
 }
 
 static void qf_plan_release(qf_gemm_plan *p) {
@@ -153,7 +155,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
         }
     }
     if (!ctx->plans && !(ctx->plans = calloc(QF_MAX_PLANS, sizeof *ctx->plans)))
-        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_gemm_fp8: out of host memory");
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "%s: out of host memory", qf_plan_op(want));
     if (ctx->n_plans == QF_MAX_PLANS) /* simple bound: drop the oldest */
         qf_plan_release(&ctx->plans[--ctx->n_plans]);
     qf_gemm_plan *p = &ctx->plans[ctx->n_plans];
@@ -170,31 +172,33 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
     return QF_OK;
 }
 
-static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *b,
+static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
                                     const qf_tensor *bias, qf_tensor *y, qf_gemm_plan *want) {
-    static const char op[] = "qf_gemm_fp8";
+    const qf_tensor *a = g->a, *b = g->b;
     if (ctx->arch < 89)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: FP8 GEMM needs sm_89 or newer; device is "
                             "sm_%d", op, ctx->arch);
     int64_t na = qf_tensor_numel(a), nb = qf_tensor_numel(b);
-    qf_shape sa = {"a", a ? a->dtype : QF_DTYPE_E4M3, 2, {1, 1}, 0};
+    qf_shape sa = {g->a_arg, a ? a->dtype : QF_DTYPE_E4M3, 2, {1, 1}, 0};
     if (!a || !b || na < 1 || nb < 1)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL or empty", op, !a || na < 1 ? "a" : "b");
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL or empty", op,
+                            !a || na < 1 ? g->a_arg : g->b_arg);
     want->K = a->dims[a->ndim - 1];
     want->M = na / want->K;
     want->N = nb / want->K;
     want->ta = a->dtype;
     want->tb = b->dtype;
     if ((a->dtype != QF_DTYPE_E4M3 && a->dtype != QF_DTYPE_E5M2) || b->dtype != QF_DTYPE_E4M3)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: a must be e4m3 or e5m2 and b e4m3 (got %s, %s)",
-                            op, qf_dtype_name(a->dtype), qf_dtype_name(b->dtype));
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s must be e4m3 or e5m2 and %s e4m3 (got "
+                            "%s, %s)", op, g->a_arg, g->b_arg, qf_dtype_name(a->dtype),
+                            qf_dtype_name(b->dtype));
     if (want->K % 16 || want->N % 16)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: K = %lld and N = %lld must be multiples of 16 "
                             "(cuBLASLt FP8)", op, (long long)want->K, (long long)want->N);
     sa.dims[0] = want->M, sa.dims[1] = want->K;
-    QF_TRY(qf_check_buffer(op, "a", a, &sa));
-    qf_shape sb = {"b", b->dtype, 2, {want->N, want->K}, 0};
-    QF_TRY(qf_check_buffer(op, "b", b, &sb));
+    QF_TRY(qf_check_buffer(op, g->a_arg, a, &sa));
+    qf_shape sb = {g->b_arg, b->dtype, 2, {want->N, want->K}, 0};
+    QF_TRY(qf_check_buffer(op, g->b_arg, b, &sb));
     qf_shape sy = {"y", QF_DTYPE_BF16, 2, {want->M, want->N}, 0};
     QF_TRY(qf_check_buffer(op, "y", y, &sy));
     want->has_bias = bias && bias->data;
@@ -223,29 +227,17 @@ static qf_status qf_gemm_run(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_tensor *a,
     return QF_OK;
 }
 
-qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_inv,
-                      const qf_tensor *b, const float *b_scale_inv, const qf_tensor *bias,
-                      qf_tensor *y, void *stream) {
-    qf_clear_error();
-    if (!ctx || !a_scale_inv || !b_scale_inv)
-        return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_fp8: %s is NULL",
-                            !ctx ? "ctx" : !a_scale_inv ? "a_scale_inv" : "b_scale_inv");
-    /* cuBLASLt answers "not supported" for a scale pointer 4, 8 or 12 bytes past a 16-byte
-     * boundary (measured on an H200 with cuBLASLt 13.1). */
-    if ((uintptr_t)a_scale_inv % 16 || (uintptr_t)b_scale_inv % 16)
-        return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_fp8: %s %p is not 16-byte aligned "
-                            "(cuBLASLt's FP8 GEMM needs 16-byte aligned scale pointers)",
-                            (uintptr_t)a_scale_inv % 16 ? "a_scale_inv" : "b_scale_inv",
-                            (uintptr_t)a_scale_inv % 16 ? (const void *)a_scale_inv
-                                                        : (const void *)b_scale_inv);
+qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
+                         const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_gemm_plan want = {0};
-    QF_TRY(qf_check_gemm_args(ctx, a, b, bias, y, &want));
-    QF_TRY(qf_ctx_ready(ctx, "qf_gemm_fp8", stream));
+    QF_TRY(qf_check_gemm_args(ctx, op, g, bias, y, &want));
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
     pthread_mutex_lock(&ctx->lock);
     qf_gemm_plan *p = NULL;
     qf_status s = qf_plan_get(ctx, &want, &p);
     if (s == QF_OK)
-        s = qf_gemm_run(ctx, p, a, a_scale_inv, b, b_scale_inv, NULL, bias, y, stream);
+        s = qf_gemm_run(ctx, p, g->a, g->a_scale_inv, g->b, g->b_scale_inv, NULL, bias, y,
+                        stream);
     pthread_mutex_unlock(&ctx->lock);
     return s;
 }
@@ -276,7 +268,7 @@ static qf_status qf_gemm_lt_mx_version_of(const char *op, const char *mode) {
 }
 
 static qf_status qf_gemm_lt_mx_version(void) {
-    return qf_gemm_lt_mx_version_of("qf_gemm_mxfp8", "VEC32_UE8M0");
+    return qf_gemm_lt_mx_version_of("qf_gemm (mxfp8)", "VEC32_UE8M0");
 }
 
 qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
@@ -305,7 +297,7 @@ qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
                            const qf_tensor *b, const qf_tensor *b_scale, const float *alpha_beta,
                            const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N, int64_t K,
                            void *stream) {
-    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm_nvfp4", "VEC16_UE4M3"));
+    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
     qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
                          .has_bias = bias && bias->data, .block_scaled = 2};
     return qf_gemm_lt_plan_run(ctx, &want, a, a_scale->data, b, b_scale->data, alpha_beta, bias,
@@ -313,7 +305,7 @@ qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
 }
 
 qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias) {
-    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm_nvfp4", "VEC16_UE4M3"));
+    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
     qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
                       .has_bias = has_bias, .block_scaled = 2};
     qf_status s = qf_plan_descs(&p);

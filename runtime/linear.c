@@ -1,23 +1,21 @@
-/* linear.c: LayerNorm/RMSNorm + Linear forward under an FP8, MXFP8 or NVFP4 recipe (DESIGN "Ops"):
+/* linear.c: LayerNorm/RMSNorm + Linear forward under any recipe (DESIGN "Ops"):
  * y = gemm(quant(norm(x)), quant(W)) + bias, the weight quantized only when it changed. */
 #include "ctx.h"
 #include "validate.h"
 
 enum { QF_LL_WEIGHT, QF_LL_NORM, QF_LL_GEMM, QF_LL_STAGES };
 
-/* One stage of a composition; ll is the family's state struct. */
-typedef qf_status (*qf_ll_stage_fn)(qf_ctx_t *ctx, int stage, const char *recipe,
-                                    const qf_tensor *x, void *ll, qf_tensor *y, void *stream);
+/* What each stage does, in the caller's names (prefixed to a failing stage's message). */
+static const char *const qf_ll_stage_names[] = {
+    [QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize)",
+    [QF_LL_NORM] = "norm + quantize of x into ll->xq (qf_quantize)",
+    [QF_LL_GEMM] = "GEMM of ll->xq and ll->wq into y (qf_gemm)",
+};
+_Static_assert(sizeof qf_ll_stage_names / sizeof qf_ll_stage_names[0] == QF_LL_STAGES,
+               "qf_ll_stage_names");
 
-/* A family's composition: its stages and what each does, in the caller's names (prefixed to a
- * failing stage's message). */
-typedef struct qf_ll_family {
-    qf_ll_stage_fn stage;
-    const char *names[QF_LL_STAGES];
-} qf_ll_family;
-
-/* The 2-D [M, N] view of y must have x's leading dims; checked by qf_gemm_fp8 on the flat view.
- * A malformed t is returned as is, for qf_gemm_fp8 to reject. */
+/* The 2-D [M, N] view of a tensor of any rank (y, the rowwise copy of x); qf_gemm checks the flat
+ * view. A malformed t is returned as is, for qf_gemm to reject. */
 static qf_tensor qf_flat2d(const qf_tensor *t) {
     qf_tensor f = *t;
     int64_t n = qf_tensor_numel(t);
@@ -55,133 +53,57 @@ static qf_status qf_ll_fail(const char *op, const char *stage, qf_status s) {
     return qf_set_error(s, "%s: %s: %s", op, stage, inner);
 }
 
-/* Runs the stages of f (the weight's only when *weight_changed, which is then cleared).
+/* One stage; the family does not matter here: each op dispatches on the recipe itself. */
+static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
+                             qf_ln_linear *ll, qf_tensor *y, void *stream) {
+    if (i == QF_LL_WEIGHT) /* weights never round stochastically (SPEC 2.4): no rng */
+        return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, NULL, ll->w_scale, NULL,
+                           &ll->wq, stream);
+    if (i == QF_LL_NORM)
+        return qf_quantize(ctx, recipe, QF_ROLE_INPUT, x, &ll->norm, ll->x_scale, NULL, &ll->xq,
+                           stream);
+    qf_quantized xq = ll->xq;
+    xq.t[QF_SLOT_ROWWISE_DATA] = qf_flat2d(&ll->xq.t[QF_SLOT_ROWWISE_DATA]);
+    qf_tensor y2 = qf_flat2d(y);
+    const qf_operand a = {&xq, QF_COPY_ROWWISE}, b = {&ll->wq, QF_COPY_ROWWISE};
+    return qf_gemm(ctx, recipe, &a, &b, ll->bias.data ? &ll->bias : NULL, &y2, stream);
+}
+
+/* Runs the stages (the weight's only when ll->weight_changed, which is then cleared).
  * NOTES: "bad input launches nothing" must hold for the composition too, so every stage is first
  * checked against a device-less twin of ctx (the ops validate, then stop before any device work
  * with QF_ERR_NO_DEVICE), and only then run for real. The price is a second pass of host-side
  * argument checks, microseconds per call. */
-static qf_status qf_ll_run(const char *op, const qf_ll_family *f, qf_ctx_t *ctx,
-                           const char *recipe, const qf_tensor *x, const qf_tensor *weight,
-                           int *weight_changed, void *ll, qf_tensor *y, void *stream) {
-    QF_TRY(qf_ll_check_dims(op, x, weight, y));
-    int first = *weight_changed ? QF_LL_WEIGHT : QF_LL_NORM, i;
+static qf_status qf_ll_run(const char *op, qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                           qf_ln_linear *ll, qf_tensor *y, void *stream) {
+    QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y));
+    int first = ll->weight_changed ? QF_LL_WEIGHT : QF_LL_NORM, i;
     qf_status s = QF_ERR_NO_DEVICE;
     qf_ctx_t twin;
     qf_ctx_twin(ctx, &twin);
     for (i = first; i < QF_LL_STAGES && s == QF_ERR_NO_DEVICE; i++)
-        s = f->stage(&twin, i, recipe, x, ll, y, stream);
+        s = qf_ll_stage(&twin, i, recipe, x, ll, y, stream);
     qf_ctx_twin_free(&twin);
     if (s != QF_ERR_NO_DEVICE)
-        return qf_ll_fail(op, f->names[i - 1], s);
+        return qf_ll_fail(op, qf_ll_stage_names[i - 1], s);
     for (i = first; i < QF_LL_STAGES; i++) {
-        if ((s = f->stage(ctx, i, recipe, x, ll, y, stream)) != QF_OK)
-            return qf_ll_fail(op, f->names[i], s);
+        if ((s = qf_ll_stage(ctx, i, recipe, x, ll, y, stream)) != QF_OK)
+            return qf_ll_fail(op, qf_ll_stage_names[i], s);
         if (i == QF_LL_WEIGHT)
-            *weight_changed = 0;
+            ll->weight_changed = 0;
     }
     return QF_OK;
 }
 
-/* The NULL checks every composition starts with. */
-static qf_status qf_ll_args(const char *op, const qf_ctx_t *ctx, const qf_tensor *x,
-                            const void *ll, const qf_tensor *y) {
+qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                  qf_ln_linear *ll, qf_tensor *y, void *stream) {
+    static const char op[] = "qf_layernorm_linear_fwd";
     qf_clear_error();
     if (!ctx || !ll || !y || !x)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !ctx ? "ctx" : !x ? "x" : !ll ? "ll" : "y");
-    return QF_OK;
-}
-
-/* ---- per-tensor FP8 */
-
-static qf_status qf_ll_fp8_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
-                                 void *state, qf_tensor *y, void *stream) {
-    qf_ln_linear *ll = state;
-    if (i == QF_LL_WEIGHT)
-        return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, ll->w_scale, &ll->wq, stream);
-    if (i == QF_LL_NORM)
-        return qf_norm_quantize(ctx, recipe, ll->norm, ll->zero_centered_gamma, x, &ll->gamma,
-                                &ll->beta, ll->eps, ll->x_scale, &ll->xq, &ll->mu, &ll->rsigma,
-                                stream);
-    qf_tensor a = qf_flat2d(&ll->xq.rowwise), y2 = qf_flat2d(y);
-    return qf_gemm_fp8(ctx, &a, ll->xq.scale_inv.data, &ll->wq.rowwise, ll->wq.scale_inv.data,
-                       ll->bias.data ? &ll->bias : NULL, &y2, stream);
-}
-
-static const qf_ll_family qf_ll_fp8 = {
-    qf_ll_fp8_stage,
-    {[QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize)",
-     [QF_LL_NORM] = "norm + quantize of x into ll->xq, ll->mu, ll->rsigma (qf_norm_quantize)",
-     [QF_LL_GEMM] = "GEMM of ll->xq.rowwise and ll->wq.rowwise into y (qf_gemm_fp8)"}};
-
-qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
-                                  qf_ln_linear *ll, qf_tensor *y, void *stream) {
-    static const char op[] = "qf_layernorm_linear_fwd";
-    QF_TRY(qf_ll_args(op, ctx, x, ll, y));
-    return qf_ll_run(op, &qf_ll_fp8, ctx, recipe, x, &ll->weight, &ll->weight_changed, ll, y,
-                     stream);
-}
-
-/* ---- MXFP8 */
-
-static qf_status qf_ll_mx_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
-                                void *state, qf_tensor *y, void *stream) {
-    qf_ln_linear_mx *ll = state;
-    if (i == QF_LL_WEIGHT)
-        return qf_quantize_mxfp8(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, &ll->wq, stream);
-    if (i == QF_LL_NORM)
-        return qf_norm_quantize_mxfp8(ctx, recipe, ll->norm, ll->zero_centered_gamma, x,
-                                      &ll->gamma, &ll->beta, ll->eps, &ll->xq, &ll->mu,
-                                      &ll->rsigma, stream);
-    qf_tensor a = qf_flat2d(&ll->xq.rowwise), y2 = qf_flat2d(y);
-    return qf_gemm_mxfp8(ctx, recipe, &a, &ll->xq.rowwise_scale_inv, &ll->wq.rowwise,
-                         &ll->wq.rowwise_scale_inv, ll->xq.layout,
-                         ll->bias.data ? &ll->bias : NULL, &y2, stream);
-}
-
-static const qf_ll_family qf_ll_mx = {
-    qf_ll_mx_stage,
-    {[QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize_mxfp8)",
-     [QF_LL_NORM] = "norm + quantize of x into ll->xq, ll->mu, ll->rsigma "
-                    "(qf_norm_quantize_mxfp8)",
-     [QF_LL_GEMM] = "GEMM of ll->xq.rowwise and ll->wq.rowwise into y (qf_gemm_mxfp8)"}};
-
-qf_status qf_layernorm_linear_mxfp8_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
-                                        qf_ln_linear_mx *ll, qf_tensor *y, void *stream) {
-    static const char op[] = "qf_layernorm_linear_mxfp8_fwd";
-    QF_TRY(qf_ll_args(op, ctx, x, ll, y));
-    return qf_ll_run(op, &qf_ll_mx, ctx, recipe, x, &ll->weight, &ll->weight_changed, ll, y,
-                     stream);
-}
-
-/* ---- NVFP4 */
-
-static qf_status qf_ll_nv_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
-                                void *state, qf_tensor *y, void *stream) {
-    qf_ln_linear_nv *ll = state;
-    if (i == QF_LL_WEIGHT) /* weights never round stochastically (SPEC 2.4): no rng */
-        return qf_quantize_nvfp4(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, NULL, &ll->wq, stream);
-    if (i == QF_LL_NORM)
-        return qf_norm_quantize_nvfp4(ctx, recipe, ll->norm, ll->zero_centered_gamma, x,
-                                      &ll->gamma, &ll->beta, ll->eps, &ll->xq, &ll->mu,
-                                      &ll->rsigma, stream);
-    qf_tensor a = qf_flat2d(&ll->xq.rowwise), y2 = qf_flat2d(y);
-    return qf_gemm_nvfp4(ctx, recipe, &a, &ll->xq.rowwise_scale_inv, &ll->xq.amax_rowwise,
-                         &ll->wq.rowwise, &ll->wq.rowwise_scale_inv, &ll->wq.amax_rowwise,
-                         ll->xq.layout, ll->bias.data ? &ll->bias : NULL, &y2, stream);
-}
-
-static const qf_ll_family qf_ll_nv = {
-    qf_ll_nv_stage,
-    {[QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize_nvfp4)",
-     [QF_LL_NORM] = "norm + quantize of x into ll->xq, ll->mu, ll->rsigma "
-                    "(qf_norm_quantize_nvfp4)",
-     [QF_LL_GEMM] = "GEMM of ll->xq.rowwise and ll->wq.rowwise into y (qf_gemm_nvfp4)"}};
-
-qf_status qf_layernorm_linear_nvfp4_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
-                                        qf_ln_linear_nv *ll, qf_tensor *y, void *stream) {
-    static const char op[] = "qf_layernorm_linear_nvfp4_fwd";
-    QF_TRY(qf_ll_args(op, ctx, x, ll, y));
-    return qf_ll_run(op, &qf_ll_nv, ctx, recipe, x, &ll->weight, &ll->weight_changed, ll, y,
-                     stream);
+    if (ll->norm.norm != QF_NORM_LAYERNORM && ll->norm.norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ll->norm.norm %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, (int)ll->norm.norm);
+    return qf_ll_run(op, ctx, recipe, x, ll, y, stream);
 }

@@ -1,4 +1,5 @@
-/* qfuse.h: public C API of libqfuse (fused norm + quantize kernels, FP8 GEMM, fake shapes).
+/* qfuse.h: public C API of libqfuse: one function per op (quantize, scale update, GEMM,
+ * layernorm_linear), the family chosen by the recipe; fake shapes name every output slot.
  *
  * Conventions
  * - Tensors are row-major and contiguous; a tensor of any rank [..., K] is viewed as [M, K] with M
@@ -116,253 +117,170 @@ typedef struct qf_kernel_info {
 /* Info about the most recent kernel lookup made by ctx on this thread (for reporting). */
 const qf_kernel_info *qf_ctx_last_kernel(const qf_ctx_t *ctx);
 
-/* ------------------------------------------------------------------ ops: fp8_delayed (SPEC 2.1, 3) */
+/* Name of a recipe family ("fp8_delayed", "mxfp8", ...), the scaling mode in messages; "?" when
+ * out of range. */
+const char *qf_family_name(qf_family f);
 
-/* Outputs of a per-tensor FP8 quantizer. Unused members have data == NULL. */
-typedef struct qf_fp8_out {
-    qf_tensor rowwise;     /* [M, K] E4M3 or E5M2 (the recipe's format for the role) */
-    qf_tensor columnwise;  /* [K, M] same dtype, transposed copy for TN wgrad; optional */
-    qf_tensor amax;        /* [1] fp32, max-merged atomically (pre-scale |y|); caller zeroes it */
-    qf_tensor scale_inv;   /* [1] fp32, written as 1/scale */
-} qf_fp8_out;
+/* ------------------------------------------------------------------ quantized tensors */
 
-/* Fused LayerNorm/RMSNorm + per-tensor FP8 quantization (SPEC 2.1, 3).
- *   x:     [..., K] bf16, fp16 or fp32 (M = product of leading dims, M >= 1, K >= 1)
- *   gamma: [K] x's dtype or fp32; beta: [K] same dtype as gamma (layernorm; NULL for rmsnorm)
- *   scale: device fp32 [1], the quantization scale (from qf_fp8_scale_update)
- *   out:   rowwise and/or columnwise, amax, scale_inv as described by the recipe's fake shapes
- *   mu:    [M] fp32 (layernorm only, else NULL); rsigma: [M] fp32
- * y = fmaf((x - mu) * rsigma, g, b) with g = gamma (+1 when zero_centered_gamma), q = rn_sat(y*scale).
- * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx or tensor, ndim outside 1..8, a dim
- * < 1, x not bf16/fp16/fp32 or misaligned, gamma/beta of the wrong length or dtype, beta given
- * for rmsnorm, no output requested, a buffer whose dtype, size or 16-byte alignment differs from
- * the fake shape, NULL scale, a stream of another context), QF_ERR_NOT_FOUND (recipe),
- * QF_ERR_UNSUPPORTED (recipe not per-tensor FP8), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on
- * `stream` (a cudaStream_t; NULL = legacy default stream). */
-qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int zero_centered_gamma,
-                           const qf_tensor *x, const qf_tensor *gamma, const qf_tensor *beta,
-                           float eps, const float *scale, qf_fp8_out *out, qf_tensor *mu,
-                           qf_tensor *rsigma, void *stream);
+/* Named slots of a quantized tensor. Each is an output of the fake-shape functions (SPEC 4), whose
+ * names qf_slot_name gives; an op validates every buffer by matching the fake shapes to the slots
+ * by those names. Which slots a family uses, shapes as [rows, cols]:
+ *   per-tensor FP8 (SPEC 2.1): ROWWISE_DATA [M, K] and/or COLUMNWISE_DATA [K, M] (transposed),
+ *       E4M3/E5M2; AMAX [1] fp32 (max-merged, caller zeroes it); SCALE_INV [1] fp32 (1/scale)
+ *   MXFP8 (SPEC 2.3): ROWWISE_DATA [M, K] with ROWWISE_SCALE_INV [roundup(M,128),
+ *       roundup(cdiv(K,32),4)] E8M0; COLUMNWISE_DATA [M, K] (NOT transposed) with
+ *       COLUMNWISE_SCALE_INV [roundup(cdiv(M,32),4), roundup(K,128)]
+ *   NVFP4 (SPEC 2.4): ROWWISE_DATA [M, K/2] bytes (E2M1, two per byte, low nibble first) with
+ *       ROWWISE_SCALE_INV [roundup(M,128), roundup(K/16,4)] E4M3 and AMAX_ROWWISE [1] fp32;
+ *       COLUMNWISE_DATA [K, M/2] (transposed; RHT when the recipe applies it to the role) with
+ *       COLUMNWISE_SCALE_INV [roundup(K,128), roundup(M/16,4)] and AMAX_COLUMNWISE [1]
+ *   a fused norm (SPEC 3): MU [M] fp32 (layernorm only), RSIGMA [M] fp32
+ * Append-only (STYLE 4): never renumber a slot. */
+typedef enum qf_slot {
+    QF_SLOT_ROWWISE_DATA = 0,
+    QF_SLOT_ROWWISE_SCALE_INV = 1,
+    QF_SLOT_COLUMNWISE_DATA = 2,
+    QF_SLOT_COLUMNWISE_SCALE_INV = 3,
+    QF_SLOT_AMAX = 4,
+    QF_SLOT_SCALE_INV = 5,
+    QF_SLOT_AMAX_ROWWISE = 6,
+    QF_SLOT_AMAX_COLUMNWISE = 7,
+    QF_SLOT_MU = 8,
+    QF_SLOT_RSIGMA = 9,
+    QF_SLOT_COUNT
+} qf_slot;
 
-/* Per-tensor FP8 quantization without a norm (weights, gradients), SPEC 2.1.
- *   x: [..., K] bf16/fp16/fp32; role QF_ROLE_WEIGHT or QF_ROLE_GRAD picks the recipe's format.
- * Errors as qf_norm_quantize; another role is QF_ERR_INVALID_ARG. */
+/* The fake-shape name of a slot ("rowwise_data", ...); NULL when s is out of range. */
+const char *qf_slot_name(qf_slot s);
+/* The slot whose fake-shape name is `name`; -1 when none is. */
+int qf_slot_from_name(const char *name);
+
+/* A quantized tensor: one caller buffer per slot (data == NULL: absent) and the layout of its
+ * block-scale matrices. A quantizer produces the rowwise copy when t[QF_SLOT_ROWWISE_DATA].data
+ * is set and the columnwise copy when t[QF_SLOT_COLUMNWISE_DATA].data is, and writes the other
+ * slots its recipe's fake shapes list for them; slots it does not list are ignored. The GEMM
+ * reads the data, scales and amax of the copy it is given. Does not own any memory. */
+typedef struct qf_quantized {
+    qf_tensor t[QF_SLOT_COUNT];
+    qf_scale_layout layout; /* MXFP8, NVFP4: compact (the generated Hopper GEMM) or swizzled
+                             * (cuBLASLt on sm_100+); per-tensor FP8 ignores it */
+} qf_quantized;
+
+/* The copies of a quantized tensor. */
+typedef enum qf_copy {
+    QF_COPY_ROWWISE = 0,    /* contiguous along K of the forward GEMM (fprop operands) */
+    QF_COPY_COLUMNWISE = 1, /* the copy for the backward GEMMs (dgrad, wgrad; SPEC 6) */
+    QF_COPY_COUNT
+} qf_copy;
+
+/* A GEMM operand: one copy of a quantized tensor (not owned). */
+typedef struct qf_operand {
+    const qf_quantized *q;
+    qf_copy copy;
+} qf_operand;
+
+/* ------------------------------------------------------------------ ops (SPEC 2, 3, 6) */
+
+/* The norm fused in front of a quantizer (SPEC 3). QF_NORM_NONE: plain quantize. */
+typedef struct qf_norm_desc {
+    qf_norm norm;
+    int zero_centered_gamma; /* g = fl(gamma) + 1 in fp32 */
+    float eps;               /* >= 0, inside the square root */
+    qf_tensor gamma;         /* [K], x's dtype or fp32 */
+    qf_tensor beta;          /* [K], gamma's dtype; layernorm only (data NULL for rmsnorm) */
+} qf_norm_desc;
+
+/* Stochastic-rounding stream of one quantization (NVFP4 gradients, SPEC 2.4): element i of a copy
+ * is rounded with word i % 4 of Philox4x32-10(counter {i/4, offset}, key seed). A training job
+ * advances offset every step. */
+typedef struct qf_rng {
+    uint64_t seed;
+    uint64_t offset;
+} qf_rng;
+
+/* Quantizes x under the recipe's rules for `role`, optionally fused with a norm (SPEC 2, 3).
+ *   x:     [..., K] bf16, fp16 or fp32, viewed as [M, K] (M = product of the leading dims);
+ *          NVFP4 needs M and K multiples of 16 and x 16-byte aligned.
+ *   role:  QF_ROLE_INPUT with a norm (layernorm or rmsnorm: the fused norm + quantize of the
+ *          activation), QF_ROLE_WEIGHT or QF_ROLE_GRAD without one (norm NULL or QF_NORM_NONE).
+ *   norm:  gamma/beta [K] (16-byte aligned for NVFP4), eps, zero_centered_gamma; NULL = none.
+ *   scale: device fp32 [1], the quantization scale of delayed scaling (from qf_scale_update);
+ *          required by fp8_delayed, ignored by the families that compute their scales.
+ *   rng:   host struct; required where the recipe rounds stochastically (NVFP4 gradients),
+ *          ignored elsewhere.
+ *   out:   the slots the recipe's fake shapes list for the copies asked for (and MU, RSIGMA for a
+ *          norm); block-scale padding is written 0x00, the NVFP4 amaxes are zeroed by the op.
+ * Numerics: fp8_delayed q = rn_sat(y * scale); MXFP8 1x32 (32x32 for weights when weight_2d)
+ * E8M0 blocks; NVFP4 1x16 E4M3 blocks with a global amax, RHT on columnwise copies, stochastic
+ * rounding of gradients (two launches: statistics and amax, then quantize).
+ * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx, recipe, x or out, a bad tensor, x
+ * dtype, misaligned x, a norm or role that does not fit, gamma/beta of the wrong length or
+ * dtype, beta or mu given for rmsnorm, no copy requested, a slot whose dtype, size or alignment
+ * differs from its fake shape, a bad layout, NULL scale for delayed scaling, NULL rng where
+ * required, a stream of another context), QF_ERR_NOT_FOUND (recipe or kernel variant),
+ * QF_ERR_UNSUPPORTED (a family without a quantizer yet: "not implemented scaling mode"),
+ * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on `stream`. Does not own any buffer. */
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
-                      const float *scale, qf_fp8_out *out, void *stream);
+                      const qf_norm_desc *norm, const float *scale, const qf_rng *rng,
+                      qf_quantized *out, void *stream);
 
-/* Delayed-scaling update for all n tensors of a step in one launch (SPEC 2.1).
+/* Delayed-scaling update of all n tensors of a step in one launch (SPEC 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.
  * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
  * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288, a NULL pointer named, a stream of
- * another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED, QF_ERR_NVRTC, QF_ERR_CUDA. */
-qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
-                              float *history, float *scale, float *scale_inv, const uint8_t *fmt,
-                              void *stream);
+ * another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a recipe whose family computes its
+ * scales in the quantizer, or "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA. */
+qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
+                          float *history, float *scale, float *scale_inv, const uint8_t *fmt,
+                          void *stream);
 
-/* FP8 GEMM through cuBLASLt: y[M, N] = (a_scale_inv * b_scale_inv) * A[M, K] @ B[N, K]^T (+ bias).
- *   a: [M, K] E4M3 (activation, rowwise), b: [N, K] E4M3 (weight, rowwise), both K-major ("TN").
- *   a_scale_inv, b_scale_inv: device fp32 [1]. bias: [N] bf16 or NULL. y: [M, N] bf16.
- * K and N must be multiples of 16 and every pointer, the two scale_inv included, 16-byte
- * aligned (cuBLASLt FP8 requirement).
- * Errors: QF_ERR_INVALID_ARG (a NULL pointer, wrong dtype, K or N not a multiple of 16, a
- * buffer of the wrong size or misaligned, a stream of another context), QF_ERR_UNSUPPORTED
- * (arch < 89), QF_ERR_CUBLAS, QF_ERR_CUDA. */
-qf_status qf_gemm_fp8(qf_ctx_t *ctx, const qf_tensor *a, const float *a_scale_inv,
-                      const qf_tensor *b, const float *b_scale_inv, const qf_tensor *bias,
-                      qf_tensor *y, void *stream);
+/* y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 under the recipe's scaling (SPEC 2, 6), both
+ * operands K-major ("TN"): a is the activation (or dy) and b the weight, each one copy of a
+ * quantized tensor. Only the rowwise copies (fprop) are implemented: a columnwise operand (dgrad,
+ * wgrad) is QF_ERR_UNSUPPORTED. Per family:
+ *   fp8_delayed: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2, b E4M3; K and N
+ *       multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
+ *   mxfp8: every element times its 1x32 block's E8M0 scale, fp32 sums, one rounding after the
+ *       bias; K % 32 == 0; scale padding is never read.
+ *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the AMAX_ROWWISE slots, read on
+ *       the device) times the block-scaled products; K % 32 == 0.
+ *   MXFP8 and NVFP4 run the generated kernel on sm_89..99 (compact scales) and cuBLASLt on
+ *   sm_100+ (swizzled scales, N % 16 == 0); a and b must share one layout.
+ *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
+ *   y: [M, N] bf16 (the leading dims of a may be kept).
+ * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
+ * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
+ * for the arch, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
+ * a columnwise operand, "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA,
+ * QF_ERR_CUBLAS. Asynchronous on stream. Does not own any buffer. */
+qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
+                  const qf_tensor *bias, qf_tensor *y, void *stream);
 
-/* State and scratch of one LayerNorm + Linear under a per-tensor FP8 recipe. All device memory,
- * owned by the caller; shapes are those of the fake-shape functions. */
+/* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (SPEC 3, 6). All device
+ * memory, owned by the caller, shaped as the fake-shape functions say. */
 typedef struct qf_ln_linear {
-    qf_norm norm;               /* QF_NORM_LAYERNORM or QF_NORM_RMSNORM */
-    int zero_centered_gamma;
-    float eps;
-    qf_tensor gamma, beta;      /* [K]; beta unused (data NULL) for rmsnorm */
+    qf_norm_desc norm;          /* QF_NORM_LAYERNORM or QF_NORM_RMSNORM, gamma, beta, eps */
     qf_tensor weight;           /* [N, K] bf16/fp16/fp32 high-precision weight */
     qf_tensor bias;             /* [N] bf16, or data NULL */
-    const float *x_scale;       /* [1] */
-    const float *w_scale;       /* [1] */
-    qf_fp8_out xq;              /* rowwise [M, K] (+ columnwise [K, M] when data != NULL) */
-    qf_fp8_out wq;              /* rowwise [N, K] */
-    qf_tensor mu, rsigma;       /* [M] fp32 */
-    int weight_changed;         /* nonzero: quantize weight this call; 0: reuse wq */
+    const float *x_scale;       /* [1] fp8_delayed: scales of x and the weight; else ignored */
+    const float *w_scale;
+    qf_quantized xq;            /* rowwise (+ columnwise for the backward) copy of norm(x), its
+                                 * scales and amax, and the MU / RSIGMA slots; layout as wq */
+    qf_quantized wq;            /* rowwise copy of the weight (32x32 / 16x16 tiles under
+                                 * weight_2d), its scales and amax */
+    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
 } qf_ln_linear;
 
-/* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (SPEC 2.1, 3).
- * y is bf16 with the leading dims of x. Every stage (weight quantize when weight_changed, norm +
- * quantize, GEMM) is checked before the first one launches; a message names the stage and the
- * argument ("qf_layernorm_linear_fwd: GEMM of ll->xq.rowwise and ...: qf_gemm_fp8: bias has 31
- * elements; ..."). weight_changed is cleared once the weight is quantized. Errors as
- * qf_norm_quantize and qf_gemm_fp8; ll->weight [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
+/* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (SPEC 3, 6); y is bf16 with
+ * the leading dims of x. Every stage (weight quantize when weight_changed, norm + quantize, GEMM)
+ * is checked before the first one launches; a message names the stage and the argument
+ * ("qf_layernorm_linear_fwd: GEMM of ll->xq and ll->wq into y (qf_gemm): qf_gemm: bias has 31
+ * elements; ..."). weight_changed is cleared once the weight is quantized. Errors as qf_quantize
+ * and qf_gemm; ll->weight [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream);
-
-/* ------------------------------------------------------------------ ops: mxfp8 (SPEC 2.3, 3) */
-
-/* Outputs of an MXFP8 quantizer. Unused members have data == NULL. Scale matrices are padded and
- * their padding entries are written 0x00. */
-typedef struct qf_mx_out {
-    qf_tensor rowwise;              /* [M, K] E4M3/E5M2, 1x32 blocks along K */
-    qf_tensor rowwise_scale_inv;    /* [roundup(M,128), roundup(cdiv(K,32),4)] E8M0 */
-    qf_tensor columnwise;           /* [M, K], 32x1 blocks along M, NOT transposed */
-    qf_tensor columnwise_scale_inv; /* [roundup(cdiv(M,32),4), roundup(K,128)] E8M0 */
-    qf_scale_layout layout;         /* compact (the Hopper GEMM) or swizzled (cuBLASLt) */
-} qf_mx_out;
-
-/* Fused LayerNorm/RMSNorm + MXFP8 quantization in one pass over x (SPEC 2.3, 3).
- *   x [..., K] bf16/fp16/fp32 (any K >= 1; partial blocks are quantized, not rejected),
- *   gamma/beta [K] (x's dtype or fp32; beta layernorm only), mu [M] (layernorm) and rsigma [M]
- *   fp32. Rowwise and/or columnwise outputs as selected by non-NULL data in out.
- * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (recipe
- * not MXFP8), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
-qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm,
-                                 int zero_centered_gamma, const qf_tensor *x,
-                                 const qf_tensor *gamma, const qf_tensor *beta, float eps,
-                                 qf_mx_out *out, qf_tensor *mu, qf_tensor *rsigma, void *stream);
-
-/* MXFP8 quantization without a norm: QF_ROLE_WEIGHT (32x32 tiles when the recipe says
- * weight_2d) or QF_ROLE_GRAD (the recipe's grad format), SPEC 2.3. x [..., K]. */
-qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
-                            qf_mx_out *out, void *stream);
-
-/* Block-scaled MXFP8 GEMM: y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 (SPEC 2.3), where every
- * element is multiplied by its 1x32 block's E8M0 scale; products are summed in fp32 and rounded
- * to bf16 once, after the bias. Neither operand is dequantized to memory.
- *   a:       [..., K] in the recipe's input format (rowwise output of qf_norm_quantize_mxfp8),
- *            viewed as [M, K]; b: [N, K] in its weight format. K-major ("TN"), K % 32 == 0.
- *   a_scale: [roundup(M,128), roundup(K/32,4)] E8M0; b_scale: [roundup(N,128), roundup(K/32,4)].
- *            Only the entries of real rows and blocks are read: the padding may hold anything.
- *   layout:  QF_SCALE_LAYOUT_COMPACT on sm_89..sm_99 (qfuse's generated kernel),
- *            QF_SCALE_LAYOUT_SWIZZLED on sm_100 and later (cuBLASLt VEC32_UE8M0; N % 16 == 0).
- *   bias:    [N] bf16, or NULL. y: [M, N] bf16 (the leading dims of a may be kept).
- * A NaN scale (0xFF) makes the outputs it reaches NaN. Does not own any buffer. Errors:
- * QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND (recipe or kernel),
- * QF_ERR_UNSUPPORTED (arch < 89, recipe not MXFP8), QF_ERR_NVRTC, QF_ERR_CUDA, QF_ERR_CUBLAS.
- * Asynchronous on stream. */
-qf_status qf_gemm_mxfp8(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
-                        const qf_tensor *a_scale, const qf_tensor *b, const qf_tensor *b_scale,
-                        qf_scale_layout layout, const qf_tensor *bias, qf_tensor *y,
-                        void *stream);
-
-/* State and scratch of one LayerNorm + Linear under an MXFP8 recipe; all device memory owned by
- * the caller, shaped as the fake-shape functions say. Scales are compact on Hopper (the generated
- * GEMM) and swizzled on Blackwell (cuBLASLt VEC32_UE8M0): set xq.layout = wq.layout accordingly. */
-typedef struct qf_ln_linear_mx {
-    qf_norm norm;
-    int zero_centered_gamma;
-    float eps;
-    qf_tensor gamma, beta;      /* [K]; beta unused (data NULL) for rmsnorm */
-    qf_tensor weight;           /* [N, K] high-precision weight */
-    qf_tensor bias;             /* [N] bf16, or data NULL */
-    qf_mx_out xq;               /* rowwise [M, K] + scales */
-    qf_mx_out wq;               /* rowwise [N, K] + scales (32x32 tiles if the recipe's weight_2d) */
-    qf_tensor mu, rsigma;       /* [M] fp32 */
-    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
-} qf_ln_linear_mx;
-
-/* y[..., N] = gemm(mxfp8(norm(x)), mxfp8(W)) + bias (SPEC 2.3, 3); x [..., K], y bf16.
- * Errors as qf_norm_quantize_mxfp8 and qf_gemm_mxfp8. */
-qf_status qf_layernorm_linear_mxfp8_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
-                                        qf_ln_linear_mx *ll, qf_tensor *y, void *stream);
-
-/* ------------------------------------------------------------------ ops: nvfp4 (SPEC 2.4, 3) */
-
-/* Outputs of an NVFP4 quantizer (SPEC 2.4). Unused members have data == NULL; a copy is produced
- * when its data is non-NULL, and then its scale matrix and amax must be given too. Shapes are
- * those of the fake-shape functions (dims of packed data in bytes). Scale padding is 0x00.
- *   rowwise              [M, K/2]  E2M1, two per byte (low nibble first), 1x16 blocks along K
- *   rowwise_scale_inv    [roundup(M,128), roundup(K/16,4)] E4M3 block scales
- *   columnwise           [K, M/2]  E2M1 of the transpose, 1x16 blocks along M (after the RHT
- *                        when the recipe applies it to this role)
- *   columnwise_scale_inv [roundup(K,128), roundup(M/16,4)] E4M3
- *   amax_rowwise, amax_columnwise  [1] fp32: the global amax of each copy (written by the op;
- *                        S_enc = 2688 / amax is derived from it, and the GEMM's alpha too). */
-typedef struct qf_nv_out {
-    qf_tensor rowwise;
-    qf_tensor rowwise_scale_inv;
-    qf_tensor columnwise;
-    qf_tensor columnwise_scale_inv;
-    qf_tensor amax_rowwise;
-    qf_tensor amax_columnwise;
-    qf_scale_layout layout; /* compact (the Hopper GEMM) or swizzled (cuBLASLt VEC16_UE4M3) */
-} qf_nv_out;
-
-/* Stochastic-rounding stream of one quantization (SPEC 2.4): element i of a copy is rounded with
- * word i % 4 of Philox4x32-10(counter {i/4, offset}, key seed). A training job advances offset
- * every step. Ignored where the recipe does not round stochastically. */
-typedef struct qf_nv_rng {
-    uint64_t seed;
-    uint64_t offset;
-} qf_nv_rng;
-
-/* Fused LayerNorm/RMSNorm + NVFP4 quantization (SPEC 2.4, 3), the role QF_ROLE_INPUT.
- *   x [..., K] bf16/fp16/fp32 viewed as [M, K]; M and K multiples of 16; 16-byte aligned.
- *   gamma/beta [K] (x's dtype or fp32; beta layernorm only; 16-byte aligned); mu [M]
- *   (layernorm), rsigma [M] fp32 (written by the first launch, read by the second).
- * x is read twice (statistics and amax, then normalize and quantize) and never written back.
- * The op zeroes the scale matrices (padding stays 0x00) and the amax slots of the produced
- * copies, then launches two kernels on stream. Does not own any buffer.
- * The columnwise copy gets the recipe's RHT over groups of 16 tokens and its own amax.
- * Errors: QF_ERR_INVALID_ARG (names the argument), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (recipe
- * not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
-qf_status qf_norm_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_norm norm,
-                                 int zero_centered_gamma, const qf_tensor *x,
-                                 const qf_tensor *gamma, const qf_tensor *beta, float eps,
-                                 qf_nv_out *out, qf_tensor *mu, qf_tensor *rsigma, void *stream);
-
-/* NVFP4 quantization without a norm (SPEC 2.4): QF_ROLE_WEIGHT (16x16 tiles when the recipe says
- * weight_2d) or QF_ROLE_GRAD (RHT on the columnwise copy and stochastic rounding as the recipe
- * says; rng may be NULL only when the recipe does not round stochastically). x [..., K] viewed
- * as [M, K], M and K multiples of 16, 16-byte aligned. Errors as qf_norm_quantize_nvfp4; another
- * role is QF_ERR_INVALID_ARG. */
-qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
-                            const qf_nv_rng *rng, qf_nv_out *out, void *stream);
-
-/* Block-scaled NVFP4 GEMM: y[M, N] = alpha * A[M, K] B[N, K]^T (+ bias) in bf16 (SPEC 2.4), every
- * E2M1 element multiplied by its 1x16 block's E4M3 scale, products summed in fp32,
- * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) applied to the accumulator, then the
- * bias, then one rounding to bf16. Neither operand is dequantized to memory.
- *   a: [M, K/2] packed E2M1 (rowwise output of qf_norm_quantize_nvfp4; dtype QF_DTYPE_E2M1,
- *      dims in bytes as the fake shapes give them), b: [N, K/2] (rowwise output of
- *      qf_quantize_nvfp4 for the weight); K % 32 == 0 ("TN", K-major).
- *   a_scale: [roundup(M,128), roundup(K/16,4)] E4M3, b_scale: [roundup(N,128), roundup(K/16,4)].
- *            Only the entries of real rows and blocks are read: the padding may hold anything.
- *   amax_a, amax_b: [1] fp32 device (the amax outputs of the quantizers), read on the device
- *            when the GEMM runs (never copied to the host).
- *   layout: QF_SCALE_LAYOUT_COMPACT on sm_89..sm_99 (qfuse's generated kernel),
- *           QF_SCALE_LAYOUT_SWIZZLED on sm_100 and later (cuBLASLt VEC16_UE4M3; N % 16 == 0).
- *   bias: [N] bf16 or NULL; y: [M, N] bf16.
- * A NaN scale byte (0x7F/0xFF) makes the outputs it reaches NaN. Does not own any buffer.
- * Errors: QF_ERR_INVALID_ARG (names the argument: NULL tensor or amax, wrong dtype, size or
- * alignment, K not a multiple of 32, a and b with different K, the wrong layout for the arch),
- * QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89, recipe not NVFP4), QF_ERR_NVRTC, QF_ERR_CUDA,
- * QF_ERR_CUBLAS. Asynchronous on stream. */
-qf_status qf_gemm_nvfp4(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
-                        const qf_tensor *a_scale, const qf_tensor *amax_a, const qf_tensor *b,
-                        const qf_tensor *b_scale, const qf_tensor *amax_b, qf_scale_layout layout,
-                        const qf_tensor *bias, qf_tensor *y, void *stream);
-
-/* State and scratch of one LayerNorm + Linear under an NVFP4 recipe; device memory owned by the
- * caller, shaped as the fake-shape functions say (xq and wq rowwise copies, their scales and
- * amaxes). */
-typedef struct qf_ln_linear_nv {
-    qf_norm norm;
-    int zero_centered_gamma;
-    float eps;
-    qf_tensor gamma, beta;      /* [K]; beta unused (data NULL) for rmsnorm */
-    qf_tensor weight;           /* [N, K] high-precision weight */
-    qf_tensor bias;             /* [N] bf16, or data NULL */
-    qf_nv_out xq;               /* rowwise [M, K/2] + scales + amax_rowwise */
-    qf_nv_out wq;               /* rowwise [N, K/2] + scales + amax_rowwise (16x16 tiles if weight_2d) */
-    qf_tensor mu, rsigma;       /* [M] fp32 */
-    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
-} qf_ln_linear_nv;
-
-/* y[..., N] = gemm(nvfp4(norm(x)), nvfp4(W)) + bias (SPEC 2.4, 3); x [..., K], y bf16.
- * Errors as qf_norm_quantize_nvfp4, qf_quantize_nvfp4 and qf_gemm_nvfp4. */
-qf_status qf_layernorm_linear_nvfp4_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
-                                        qf_ln_linear_nv *ll, qf_tensor *y, void *stream);
 
 #ifdef __cplusplus
 }

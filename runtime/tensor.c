@@ -1,4 +1,6 @@
-/* tensor.c: dtype traits and tensor helpers of the public API. */
+/* tensor.c: dtype traits, tensor helpers, slot and family names of the public API. */
+#include <string.h>
+
 #include "qfuse.h"
 
 typedef struct qf_dtype_traits {
@@ -36,4 +38,47 @@ int64_t qf_tensor_numel(const qf_tensor *t) {
             return -1;
     }
     return n;
+}
+
+/* Fake-shape names of the slots of a quantized tensor (gen/gen_shape.c emits the same names). */
+static const char *const qf_slot_names[] = {
+    [QF_SLOT_ROWWISE_DATA] = "rowwise_data",
+    [QF_SLOT_ROWWISE_SCALE_INV] = "rowwise_scale_inv",
+    [QF_SLOT_COLUMNWISE_DATA] = "columnwise_data",
+    [QF_SLOT_COLUMNWISE_SCALE_INV] = "columnwise_scale_inv",
+    [QF_SLOT_AMAX] = "amax",
+    [QF_SLOT_SCALE_INV] = "scale_inv",
+    [QF_SLOT_AMAX_ROWWISE] = "amax_rowwise",
+    [QF_SLOT_AMAX_COLUMNWISE] = "amax_columnwise",
+    [QF_SLOT_MU] = "mu",
+    [QF_SLOT_RSIGMA] = "rsigma",
+};
+_Static_assert(sizeof(qf_slot_names) / sizeof(qf_slot_names[0]) == QF_SLOT_COUNT &&
+                   QF_SLOT_COUNT == 10,
+               "qf_slot_names out of sync with qf_slot");
+
+const char *qf_slot_name(qf_slot s) {
+    return (unsigned)s < QF_SLOT_COUNT ? qf_slot_names[s] : NULL;
+}
+
+int qf_slot_from_name(const char *name) {
+    for (int i = 0; name && i < QF_SLOT_COUNT; i++)
+        if (strcmp(qf_slot_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* Recipe family names, as recipes spell them (gen/gen_recipe.c's option list). */
+static const char *const qf_family_names[] = {
+    [QF_FAMILY_FP8_DELAYED] = "fp8_delayed",
+    [QF_FAMILY_FP8_CURRENT] = "fp8_current",
+    [QF_FAMILY_MXFP8] = "mxfp8",
+    [QF_FAMILY_NVFP4] = "nvfp4",
+    [QF_FAMILY_FP8_BLOCK] = "fp8_block",
+};
+_Static_assert(sizeof(qf_family_names) / sizeof(qf_family_names[0]) == QF_FAMILY_COUNT,
+               "qf_family_names out of sync with qf_family");
+
+const char *qf_family_name(qf_family f) {
+    return (unsigned)f < QF_FAMILY_COUNT ? qf_family_names[f] : "?";
 }

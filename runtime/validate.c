@@ -3,6 +3,7 @@
 
 #include "ctx.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define QF_BUFFER_ALIGN 16
@@ -72,22 +73,16 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
     return QF_OK;
 }
 
-qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
-                           const char *const *names, const qf_tensor *const *tensors, int nt) {
-    return qf_check_buffers_as(op, shapes, n, names, names, tensors, nt);
-}
-
-qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes, int n,
-                              const char *const *names, const char *const *args,
-                              const qf_tensor *const *tensors, int nt) {
+qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const char *arg,
+                         const qf_quantized *q) {
     for (int i = 0; i < n; i++) {
-        int j = 0;
-        while (j < nt && strcmp(names[j], shapes[i].name) != 0)
-            j++;
-        if (j == nt)
-            return qf_set_error(QF_ERR_INTERNAL, "%s: no buffer for output '%s'", op,
-                                shapes[i].name);
-        QF_TRY(qf_check_buffer(op, args[j], tensors[j], &shapes[i]));
+        const int slot = qf_slot_from_name(shapes[i].name);
+        if (slot < 0)
+            return qf_set_error(QF_ERR_INTERNAL, "%s: output '%s' of the shape function names no "
+                                "qf_slot", op, shapes[i].name);
+        char name[64];
+        snprintf(name, sizeof name, "%s->%s", arg, shapes[i].name);
+        QF_TRY(qf_check_buffer(op, name, &q->t[slot], &shapes[i]));
     }
     return QF_OK;
 }
@@ -120,55 +115,56 @@ qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_sha
 }
 
 qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                          qf_family family, const char *what, const qf_recipe_entry **r) {
+                          const qf_recipe_entry **r) {
     qf_clear_error();
     if (!ctx || !recipe)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
     *r = qf_registry_recipe(recipe);
-    if (!*r)
-        return QF_ERR_NOT_FOUND;
-    if ((*r)->family != family)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not %s", op, recipe, what);
-    return QF_OK;
+    return *r ? QF_OK : QF_ERR_NOT_FOUND;
 }
 
-qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
-                             const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
-                             const qf_tensor *mu, float eps) {
-    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm %d is not QF_NORM_LAYERNORM or "
-                            "QF_NORM_RMSNORM", op, (int)norm);
-    if (!(eps >= 0.0f))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
-    QF_TRY(qf_check_vector(op, "gamma", gamma, K, x->dtype));
-    if (norm == QF_NORM_LAYERNORM) {
-        QF_TRY(qf_check_vector(op, "beta", beta, K, x->dtype));
-        if (beta->dtype != gamma->dtype)
+qf_status qf_family_unsupported(const char *op, const qf_recipe_entry *r) {
+    return qf_set_error(QF_ERR_UNSUPPORTED, "%s: not implemented scaling mode: %s (recipe '%s')",
+                        op, qf_family_name(r->family), r->name);
+}
+
+qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd, const qf_tensor *x,
+                             int64_t K, const qf_quantized *out) {
+    if ((unsigned)nd->norm >= QF_NORM_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm->norm %d is not QF_NORM_NONE, "
+                            "QF_NORM_LAYERNORM or QF_NORM_RMSNORM", op, (int)nd->norm);
+    if (nd->norm == QF_NORM_NONE)
+        return QF_OK;
+    if (!(nd->eps >= 0.0f))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op,
+                            (double)nd->eps);
+    QF_TRY(qf_check_vector(op, "gamma", &nd->gamma, K, x->dtype));
+    if (nd->norm == QF_NORM_LAYERNORM) {
+        QF_TRY(qf_check_vector(op, "beta", &nd->beta, K, x->dtype));
+        if (nd->beta.dtype != nd->gamma.dtype)
             return qf_set_error(QF_ERR_INVALID_ARG, "%s: beta.dtype %s differs from gamma.dtype %s",
-                                op, qf_dtype_name(beta->dtype), qf_dtype_name(gamma->dtype));
-    } else if ((beta && beta->data) || (mu && mu->data)) {
+                                op, qf_dtype_name(nd->beta.dtype), qf_dtype_name(nd->gamma.dtype));
+    } else if (nd->beta.data || out->t[QF_SLOT_MU].data) {
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
-                            "pass NULL", op);
+                            "leave norm->beta.data and out->mu.data NULL", op);
     }
     return QF_OK;
 }
 
-qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
-                                    const qf_tensor *columnwise, unsigned *outputs) {
-    *outputs = (rowwise->data ? QF_OUT_ROWWISE : 0) | (columnwise->data ? QF_OUT_COLUMNWISE : 0);
+qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out, unsigned *outputs) {
+    *outputs = (out->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0) |
+               (out->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0);
     if (!*outputs)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise.data and out->columnwise.data "
-                            "are both NULL; request at least one output", op);
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise_data.data and "
+                            "out->columnwise_data.data are both NULL; request at least one copy",
+                            op);
     return QF_OK;
 }
 
-qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
-                                 const qf_tensor *columnwise, qf_scale_layout layout,
-                                 unsigned *outputs) {
-    QF_TRY(qf_check_outputs_selected(op, rowwise, columnwise, outputs));
-    if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
+qf_status qf_check_layout(const char *op, const qf_quantized *out) {
+    if ((unsigned)out->layout >= QF_SCALE_LAYOUT_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout %d is not a qf_scale_layout", op,
-                            (int)layout);
+                            (int)out->layout);
     return QF_OK;
 }
 
@@ -178,9 +174,12 @@ qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r, const 
     int n = 0;
     qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT, .M = M, .N = N, .K = K};
     QF_TRY(qf_query_shapes(op, r, &q, shapes, 4, &n));
-    static const char *const names[] = {"y"};
-    const qf_tensor *tensors[] = {y};
-    QF_TRY(qf_check_buffers(op, shapes, n, names, tensors, 1));
+    for (int i = 0; i < n; i++) {
+        if (strcmp(shapes[i].name, "y") != 0)
+            return qf_set_error(QF_ERR_INTERNAL, "%s: no buffer for GEMM output '%s'", op,
+                                shapes[i].name);
+        QF_TRY(qf_check_buffer(op, "y", y, &shapes[i]));
+    }
     qf_shape sb = {"bias", QF_DTYPE_BF16, 1, {N}, 0};
     return bias ? qf_check_buffer(op, "bias", bias, &sb) : QF_OK;
 }

@@ -16,44 +16,39 @@ QF_INTERNAL qf_status qf_check_activation(const char *op, const char *arg, const
 QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t,
                                       const qf_shape *s);
 
-/* For every shape in shapes[0..n), finds the tensor with the same name in names[]/tensors[] and
- * checks it with qf_check_buffer. A shape with no tensor of that name is an internal error. */
-QF_INTERNAL qf_status qf_check_buffers(const char *op, const qf_shape *shapes, int n,
-                                       const char *const *names, const qf_tensor *const *tensors,
-                                       int nt);
-
-/* The same, naming tensors[j] args[j] in messages (the caller's name, e.g. "out->rowwise"). */
-QF_INTERNAL qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes, int n,
-                                          const char *const *names, const char *const *args,
-                                          const qf_tensor *const *tensors, int nt);
+/* For every shape in shapes[0..n), finds the slot of q with the shape's name (qf_slot_from_name,
+ * the one name table) and checks it with qf_check_buffer, naming it "<arg>-><slot name>" in
+ * messages (arg: "out", "ll->xq"). A shape that names no slot is an internal error. */
+QF_INTERNAL qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n,
+                                     const char *arg, const qf_quantized *q);
 
 /* A [K] vector of dtype fp32 or `dt` (gamma, beta). */
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
                                       int64_t K, qf_dtype dt);
 
-/* Clears the last error, checks ctx, and finds recipe (*r) of the given family.
- * QF_ERR_NOT_FOUND for an unknown name, QF_ERR_UNSUPPORTED for another family (the message says
- * "is not <what>"). */
+/* Clears the last error, checks ctx, and finds recipe (*r). QF_ERR_NOT_FOUND for an unknown
+ * name. */
 QF_INTERNAL qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                                      qf_family family, const char *what,
                                       const qf_recipe_entry **r);
 
-/* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): gamma [K] (x's dtype or
- * fp32); layernorm: beta [K] of gamma's dtype; rmsnorm: no beta and no mu. */
-QF_INTERNAL qf_status qf_check_norm_args(const char *op, qf_norm norm, const qf_tensor *x,
-                                         const qf_tensor *gamma, const qf_tensor *beta, int64_t K,
-                                         const qf_tensor *mu, float eps);
+/* The default of an op's family dispatch (STYLE 10): QF_ERR_UNSUPPORTED, "not implemented scaling
+ * mode: <family>". */
+QF_INTERNAL qf_status qf_family_unsupported(const char *op, const qf_recipe_entry *r);
 
-/* The outputs a quantizer was asked for: QF_OUT_ROWWISE when rowwise->data is set, plus
- * QF_OUT_COLUMNWISE when columnwise->data is; QF_ERR_INVALID_ARG when neither is. */
-QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_tensor *rowwise,
-                                                const qf_tensor *columnwise, unsigned *outputs);
+/* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): nd->norm a qf_norm;
+ * for a norm gamma [K] (x's dtype or fp32), layernorm: beta [K] of gamma's dtype; rmsnorm: no
+ * beta and no mu (out's MU slot empty). QF_NORM_NONE checks nothing else. */
+QF_INTERNAL qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd,
+                                         const qf_tensor *x, int64_t K, const qf_quantized *out);
 
-/* qf_check_outputs_selected for a block-scaled quantizer (MXFP8, NVFP4), plus its scale layout:
- * QF_ERR_INVALID_ARG when layout is not a qf_scale_layout. */
-QF_INTERNAL qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
-                                             const qf_tensor *columnwise, qf_scale_layout layout,
-                                             unsigned *outputs);
+/* The copies a quantizer was asked for: QF_OUT_ROWWISE when the ROWWISE_DATA slot has data, plus
+ * QF_OUT_COLUMNWISE when COLUMNWISE_DATA has; QF_ERR_INVALID_ARG when neither has. */
+QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out,
+                                                unsigned *outputs);
+
+/* out->layout of a block-scaled quantizer (MXFP8, NVFP4): QF_ERR_INVALID_ARG when it is not a
+ * qf_scale_layout. */
+QF_INTERNAL qf_status qf_check_layout(const char *op, const qf_quantized *out);
 
 /* y [M, N] against the recipe's fake shape of its GEMM, and bias [N] bf16 when not NULL. */
 QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r,

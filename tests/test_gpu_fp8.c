@@ -187,14 +187,19 @@ static void run_nq_case(qf_ctx_t *ctx, const nq_case *c, uint64_t seed) {
     qf_tensor tx = tview(&x, c->xdt, 2, M, K), tg = tview(&g, c->gdt, 1, K, 0);
     qf_tensor tb = tview(&b, c->gdt, 1, K, 0), tmu = tview(&mu, QF_DTYPE_FP32, 1, M, 0);
     qf_tensor trs = tview(&rs, QF_DTYPE_FP32, 1, M, 0);
-    qf_fp8_out out = {.amax = tview(&amax, QF_DTYPE_FP32, 1, 1, 0),
-                      .scale_inv = tview(&sinv, QF_DTYPE_FP32, 1, 1, 0)};
+    qf_quantized out = {0};
+    out.t[QF_SLOT_AMAX] = tview(&amax, QF_DTYPE_FP32, 1, 1, 0);
+    out.t[QF_SLOT_SCALE_INV] = tview(&sinv, QF_DTYPE_FP32, 1, 1, 0);
     if (c->outputs & QF_OUT_ROWWISE)
-        out.rowwise = tview(&row, QF_DTYPE_E4M3, 2, M, K);
+        out.t[QF_SLOT_ROWWISE_DATA] = tview(&row, QF_DTYPE_E4M3, 2, M, K);
     if (c->outputs & QF_OUT_COLUMNWISE)
-        out.columnwise = tview(&col, QF_DTYPE_E4M3, 2, K, M);
-    QF_OK_OR_FAIL(qf_norm_quantize(ctx, kRecipe, c->norm, c->zcg, &tx, &tg, is_ln ? &tb : NULL,
-                                   1e-5f, scale.d, &out, is_ln ? &tmu : NULL, &trs, NULL));
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tview(&col, QF_DTYPE_E4M3, 2, K, M);
+    if (is_ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs;
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = is_ln ? tb : (qf_tensor){0}};
+    QF_OK_OR_FAIL(qf_quantize(ctx, kRecipe, QF_ROLE_INPUT, &tx, &nd, scale.d, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
     gb_download(&row), gb_download(&col), gb_download(&mu), gb_download(&rs);
     gb_download(&amax), gb_download(&sinv);
@@ -390,11 +395,16 @@ static int child_disk_hit(void) {
     qf_tensor tmu = {.data = f + 8, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {M}};
     qf_tensor trs = tmu;
     trs.data = f + 8 + M;
-    qf_fp8_out out = {.rowwise = {.data = row, .dtype = QF_DTYPE_E4M3, .ndim = 2, .dims = {M, K}},
-                      .amax = {.data = f, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}},
-                      .scale_inv = {.data = f + 1, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}}};
-    if (qf_norm_quantize(ctx, kRecipe, QF_NORM_LAYERNORM, 0, &tx, &tg, &tb, 1e-5f, f + 2, &out,
-                         &tmu, &trs, NULL) != QF_OK || cudaDeviceSynchronize() != cudaSuccess)
+    qf_quantized out = {
+        .t = {[QF_SLOT_ROWWISE_DATA] = {.data = row, .dtype = QF_DTYPE_E4M3, .ndim = 2,
+                                        .dims = {M, K}},
+              [QF_SLOT_AMAX] = {.data = f, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}},
+              [QF_SLOT_SCALE_INV] = {.data = f + 1, .dtype = QF_DTYPE_FP32, .ndim = 1,
+                                     .dims = {1}},
+              [QF_SLOT_MU] = tmu, [QF_SLOT_RSIGMA] = trs}};
+    const qf_norm_desc nd = {.norm = QF_NORM_LAYERNORM, .eps = 1e-5f, .gamma = tg, .beta = tb};
+    if (qf_quantize(ctx, kRecipe, QF_ROLE_INPUT, &tx, &nd, f + 2, NULL, &out, NULL) != QF_OK ||
+        cudaDeviceSynchronize() != cudaSuccess)
         return 4;
     int rc = qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK ? 0 : 5;
     qf_ctx_free(ctx);
@@ -415,12 +425,13 @@ static void run_quant_case(qf_ctx_t *ctx, qf_role role, qf_dtype xdt, int64_t M,
     gb_poison(&row, 0xCD), gb_poison(&col, 0xCD), gb_poison(&sinv, 0xCD);
     CK(cudaMemset(amax.d, 0, 4));
     qf_tensor tx = tview(&x, xdt, 2, M, K);
-    qf_fp8_out out = {.rowwise = tview(&row, fmt, 2, M, K),
-                      .amax = tview(&amax, QF_DTYPE_FP32, 1, 1, 0),
-                      .scale_inv = tview(&sinv, QF_DTYPE_FP32, 1, 1, 0)};
+    qf_quantized out = {0};
+    out.t[QF_SLOT_ROWWISE_DATA] = tview(&row, fmt, 2, M, K);
+    out.t[QF_SLOT_AMAX] = tview(&amax, QF_DTYPE_FP32, 1, 1, 0);
+    out.t[QF_SLOT_SCALE_INV] = tview(&sinv, QF_DTYPE_FP32, 1, 1, 0);
     if (outputs & QF_OUT_COLUMNWISE)
-        out.columnwise = tview(&col, fmt, 2, K, M);
-    QF_OK_OR_FAIL(qf_quantize(ctx, kRecipe, role, &tx, scale.d, &out, NULL));
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tview(&col, fmt, 2, K, M);
+    QF_OK_OR_FAIL(qf_quantize(ctx, kRecipe, role, &tx, NULL, scale.d, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
     gb_download(&row), gb_download(&col), gb_download(&amax);
     uint8_t *rrow = malloc((size_t)n), *rcol = malloc((size_t)n);
@@ -483,8 +494,8 @@ static void test_scale_update(void **state) {
             ((float *)amax.h)[t] = ref_amax[t] =
                 step == 0 ? special[t] : (t == 6 ? 0.0f : fabsf(qf_test_rng_uniform(&s)) * 50.0f);
         gb_upload(&amax);
-        QF_OK_OR_FAIL(qf_fp8_scale_update(ctx, kRecipe, N, H, amax.d, hist.d, scale.d, sinv.d,
-                                          fmt.d, NULL));
+        QF_OK_OR_FAIL(qf_scale_update(ctx, kRecipe, N, H, amax.d, hist.d, scale.d, sinv.d,
+                                      fmt.d, NULL));
         CK(cudaDeviceSynchronize());
         qf_fp8_scale_update_ref(N, H, ref_amax, ref_hist, ref_scale, ref_sinv, fmt.h, 0.0f,
                                 QF_AMAX_COMPUTE_MAX);
@@ -533,7 +544,12 @@ static void run_gemm_case(qf_ctx_t *ctx, int64_t M, int64_t N, int64_t K, int wi
     gb_poison(&y, 0xFF);
     qf_tensor ta = tview(&a, QF_DTYPE_E4M3, 2, M, K), tb = tview(&b, QF_DTYPE_E4M3, 2, N, K);
     qf_tensor ty = tview(&y, QF_DTYPE_BF16, 2, M, N), tbias = tview(&bias, QF_DTYPE_BF16, 1, N, 0);
-    QF_OK_OR_FAIL(qf_gemm_fp8(ctx, &ta, sa.d, &tb, sb.d, with_bias ? &tbias : NULL, &ty, NULL));
+    qf_quantized qa = {.t = {[QF_SLOT_ROWWISE_DATA] = ta,
+                             [QF_SLOT_SCALE_INV] = tview(&sa, QF_DTYPE_FP32, 1, 1, 0)}};
+    qf_quantized qb = {.t = {[QF_SLOT_ROWWISE_DATA] = tb,
+                             [QF_SLOT_SCALE_INV] = tview(&sb, QF_DTYPE_FP32, 1, 1, 0)}};
+    const qf_operand oa = {&qa, QF_COPY_ROWWISE}, ob = {&qb, QF_COPY_ROWWISE};
+    QF_OK_OR_FAIL(qf_gemm(ctx, kRecipe, &oa, &ob, with_bias ? &tbias : NULL, &ty, NULL));
     CK(cudaDeviceSynchronize());
     gb_download(&y);
     qf_gemm_fp8_ref(QF_DTYPE_E4M3, a.h, *(float *)sa.h, QF_DTYPE_E4M3, b.h, *(float *)sb.h,

@@ -9,6 +9,25 @@
 
 #define LT_OK(call) assert_int_equal((int)(call), (int)CUBLAS_STATUS_SUCCESS)
 
+/* The rowwise copy of a quantized tensor: its data, block scales and (NVFP4; NULL otherwise)
+ * global amax, in the slots qf_gemm reads. */
+static inline qf_quantized gemm_rowwise_q(const qf_tensor *data, const qf_tensor *scale,
+                                          const qf_tensor *amax, qf_scale_layout layout) {
+    qf_quantized q = {.layout = layout};
+    q.t[QF_SLOT_ROWWISE_DATA] = *data;
+    q.t[QF_SLOT_ROWWISE_SCALE_INV] = *scale;
+    if (amax)
+        q.t[QF_SLOT_AMAX_ROWWISE] = *amax;
+    return q;
+}
+
+/* qf_gemm of the rowwise copies of qa and qb on the default stream. */
+static inline qf_status gemm_rowwise(qf_ctx_t *ctx, const char *recipe, const qf_quantized *qa,
+                                     const qf_quantized *qb, const qf_tensor *bias, qf_tensor *y) {
+    const qf_operand a = {qa, QF_COPY_ROWWISE}, b = {qb, QF_COPY_ROWWISE};
+    return qf_gemm(ctx, recipe, &a, &b, bias, y, NULL);
+}
+
 /* A device copy of n bytes of h (uninitialized when h is NULL). */
 static inline void *dev_copy(const void *h, size_t n) {
     void *d = NULL;

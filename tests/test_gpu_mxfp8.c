@@ -70,22 +70,23 @@ static void run_case(qf_ctx_t *ctx, const mx_case *c, uint64_t seed) {
     dual_up(&x), dual_up(&g), dual_up(&b);
     qf_tensor tx = tv(&x, c->xdt, 2, M, K), tg = tv(&g, c->xdt, 1, K, 0), tb = tv(&b, c->xdt, 1, K, 0);
     qf_tensor tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0), trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
-    qf_mx_out out = {.layout = c->layout};
+    qf_quantized out = {.layout = c->layout};
     if (c->outputs & QF_OUT_ROWWISE) {
-        out.rowwise = tv(&row, c->fmt, 2, M, K);
-        out.rowwise_scale_inv = tv(&srow, QF_DTYPE_E8M0, 2, sr_r, sr_c);
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, c->fmt, 2, M, K);
+        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&srow, QF_DTYPE_E8M0, 2, sr_r, sr_c);
     }
     if (c->outputs & QF_OUT_COLUMNWISE) {
-        out.columnwise = tv(&col, c->fmt, 2, M, K);
-        out.columnwise_scale_inv = tv(&scol, QF_DTYPE_E8M0, 2, sc_r, sc_c);
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, c->fmt, 2, M, K);
+        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&scol, QF_DTYPE_E8M0, 2, sc_r, sc_c);
     }
     int ln = c->norm == QF_NORM_LAYERNORM;
-    if (c->role == QF_ROLE_INPUT)
-        QF_OK_OR_FAIL(qf_norm_quantize_mxfp8(ctx, c->recipe, c->norm, c->zcg, &tx, &tg,
-                                             ln ? &tb : NULL, 1e-5f, &out, ln ? &tmu : NULL, &trs,
-                                             NULL));
-    else
-        QF_OK_OR_FAIL(qf_quantize_mxfp8(ctx, c->recipe, c->role, &tx, &out, NULL));
+    if (ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe, c->role, &tx, c->role == QF_ROLE_INPUT ? &nd : NULL,
+                              NULL, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual_down(&row), dual_down(&col), dual_down(&srow), dual_down(&scol), dual_down(&mu),
         dual_down(&rs);

@@ -1,4 +1,4 @@
-/* test_gpu_mxfp8_gemm.c: the MXFP8 block-scaled GEMM (qf_gemm_mxfp8, SPEC 2.3) against the fp64
+/* test_gpu_mxfp8_gemm.c: the MXFP8 block-scaled GEMM (qf_gemm, SPEC 2.3) against the fp64
  * reference qf_gemm_mxfp8_ref: ragged shapes, padded scale bytes poisoned two ways (y must be
  * bit-identical), scale pairs past the fp32 range (the kernel's exact path), a NaN scale, and the
  * TFLOP/s at 8192^3 next to bf16 cuBLASLt measured in the same run. The argument checks and the
@@ -126,8 +126,9 @@ static qf_status case_run(qf_ctx_t *ctx, const gemm_case *c) {
     qf_tensor bs = {.data = c->dbs, .dtype = QF_DTYPE_E8M0, .ndim = 2, .dims = {c->rb, c->sc}};
     qf_tensor bias = {.data = c->dbias, .dtype = QF_DTYPE_BF16, .ndim = 1, .dims = {c->N}};
     qf_tensor y = {.data = c->dy, .dtype = QF_DTYPE_BF16, .ndim = 2, .dims = {c->M, c->N}};
-    return qf_gemm_mxfp8(ctx, kRecipe, &a, &as, &b, &bs, QF_SCALE_LAYOUT_COMPACT,
-                         c->dbias ? &bias : NULL, &y, NULL);
+    const qf_quantized qa = gemm_rowwise_q(&a, &as, NULL, QF_SCALE_LAYOUT_COMPACT);
+    const qf_quantized qb = gemm_rowwise_q(&b, &bs, NULL, QF_SCALE_LAYOUT_COMPACT);
+    return gemm_rowwise(ctx, kRecipe, &qa, &qb, c->dbias ? &bias : NULL, &y);
 }
 
 /* y (poisoned with NaN first, so an unwritten element cannot pass) downloaded to the host. */
@@ -317,8 +318,9 @@ static arg_set args_valid(int64_t M, int64_t N, int64_t K, qf_scale_layout layou
 }
 
 static qf_status args_call(qf_ctx_t *ctx, const char *recipe, arg_set *s) {
-    return qf_gemm_mxfp8(ctx, recipe, &s->a, &s->as, &s->b, &s->bs, s->layout, &s->bias, &s->y,
-                         NULL);
+    const qf_quantized qa = gemm_rowwise_q(&s->a, &s->as, NULL, s->layout);
+    const qf_quantized qb = gemm_rowwise_q(&s->b, &s->bs, NULL, s->layout);
+    return gemm_rowwise(ctx, recipe, &qa, &qb, &s->bias, &s->y);
 }
 
 /* The call fails with status st and a message containing text. */
@@ -336,21 +338,26 @@ static void test_args_sm90(void **state) {
     arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     assert_int_equal(args_call(ctx, kRecipe, &s), QF_ERR_NO_DEVICE); /* valid: stops at launch */
     assert_non_null(strstr(qf_last_error(), "arguments are valid"));
-    assert_int_equal(args_call(ctx, "fp8_delayed", &s), QF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(qf_last_error(), "is not an MXFP8 recipe"));
+    /* the family comes from the recipe: the FP8 GEMM finds no per-tensor scale_inv slot */
+    assert_int_equal(args_call(ctx, "fp8_delayed", &s), QF_ERR_INVALID_ARG);
+    assert_non_null(strstr(qf_last_error(), "a.scale_inv is NULL"));
     s.a.dtype = QF_DTYPE_E5M2;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.dtype is e5m2; recipe 'mxfp8' quantizes the input");
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_data.dtype is e5m2; expected e4m3 (recipe "
+                "'mxfp8' quantizes the input");
     s = args_valid(100, 64, 80, QF_SCALE_LAYOUT_COMPACT);
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "K = 80 is not a multiple of 32");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.b.dims[1] = 64;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "but a has K = 96");
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "but a.rowwise_data has K = 96");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_SWIZZLED);
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "reads compact scales");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    assert_int_equal(qf_gemm_mxfp8(ctx, kRecipe, NULL, &s.as, &s.b, &s.bs, s.layout, NULL, &s.y,
-                                   NULL), QF_ERR_INVALID_ARG);
+    const qf_quantized qb = gemm_rowwise_q(&s.b, &s.bs, NULL, s.layout);
+    const qf_operand ob = {&qb, QF_COPY_ROWWISE};
+    assert_int_equal(qf_gemm(ctx, kRecipe, NULL, &ob, NULL, &s.y, NULL), QF_ERR_INVALID_ARG);
     assert_non_null(strstr(qf_last_error(), "a is NULL"));
+    s.a.data = NULL;
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_data is NULL");
     qf_ctx_free(ctx);
     g_cases++;
 }
@@ -362,10 +369,10 @@ static void test_args_buffers(void **state) {
     QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 90));
     arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.as.dims[0] = 100; /* unpadded rows */
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a_scale has 400 elements");
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_scale_inv has 400 elements");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.bs.dims[1] = 3; /* unpadded blocks */
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "b_scale has");
+    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "b.rowwise_scale_inv has");
     s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     s.y.dtype = QF_DTYPE_FP32;
     expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");

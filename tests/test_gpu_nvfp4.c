@@ -111,28 +111,30 @@ static void make_inputs(const nv_case *c, nv_bufs *B, uint64_t seed) {
 /* Runs the op of the case on B's device buffers (rng from the case). */
 static void run_op(qf_ctx_t *ctx, const nv_case *c, nv_bufs *B) {
     const int64_t M = c->M, K = c->K;
-    qf_nv_out out = {.layout = c->layout};
+    qf_quantized out = {.layout = c->layout};
     if (c->outputs & QF_OUT_ROWWISE) {
-        out.rowwise = tv(&B->row, QF_DTYPE_E2M1, 2, M, K / 2);
-        out.rowwise_scale_inv = tv(&B->srow, QF_DTYPE_E4M3, 2, B->sr_r, B->sr_c);
-        out.amax_rowwise = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&B->row, QF_DTYPE_E2M1, 2, M, K / 2);
+        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&B->srow, QF_DTYPE_E4M3, 2, B->sr_r, B->sr_c);
+        out.t[QF_SLOT_AMAX_ROWWISE] = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
     }
     if (c->outputs & QF_OUT_COLUMNWISE) {
-        out.columnwise = tv(&B->col, QF_DTYPE_E2M1, 2, K, M / 2);
-        out.columnwise_scale_inv = tv(&B->scol, QF_DTYPE_E4M3, 2, B->sc_r, B->sc_c);
-        out.amax_columnwise = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&B->col, QF_DTYPE_E2M1, 2, K, M / 2);
+        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&B->scol, QF_DTYPE_E4M3, 2, B->sc_r, B->sc_c);
+        out.t[QF_SLOT_AMAX_COLUMNWISE] = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);
     }
     qf_tensor tx = tv(&B->x, c->xdt, 2, M, K), tg = tv(&B->g, c->gdt, 1, K, 0);
     qf_tensor tb = tv(&B->b, c->gdt, 1, K, 0), tmu = tv(&B->mu, QF_DTYPE_FP32, 1, M, 0);
     qf_tensor trs = tv(&B->rs, QF_DTYPE_FP32, 1, M, 0);
     const int ln = c->norm == QF_NORM_LAYERNORM;
-    const qf_nv_rng rng = {c->seed, c->offset};
-    if (c->role == QF_ROLE_INPUT)
-        QF_OK_OR_FAIL(qf_norm_quantize_nvfp4(ctx, c->recipe, c->norm, c->zcg, &tx, &tg,
-                                             ln ? &tb : NULL, 1e-5f, &out, ln ? &tmu : NULL, &trs,
-                                             NULL));
-    else
-        QF_OK_OR_FAIL(qf_quantize_nvfp4(ctx, c->recipe, c->role, &tx, &rng, &out, NULL));
+    const qf_rng rng = {c->seed, c->offset};
+    if (ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
+    /* rng for every role, as before: the input and weight roles ignore it */
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe, c->role, &tx, c->role == QF_ROLE_INPUT ? &nd : NULL,
+                              NULL, &rng, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual *got[] = {&B->row, &B->srow, &B->col, &B->scol, &B->amr, &B->amc, &B->mu, &B->rs};
     for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)

@@ -1,4 +1,4 @@
-/* test_gpu_nvfp4_gemm.c: the NVFP4 block-scaled GEMM (qf_gemm_nvfp4, SPEC 2.4) against the fp64
+/* test_gpu_nvfp4_gemm.c: the NVFP4 block-scaled GEMM (qf_gemm, SPEC 2.4) against the fp64
  * reference qf_gemm_nvfp4_ref: ragged shapes (partial tiles in M, N and K), bias on and off,
  * padded scale bytes poisoned two ways (y must be bit-identical), E4M3 scales over their whole
  * finite range (negative and subnormal ones included), a NaN scale reaching exactly its row or
@@ -144,8 +144,9 @@ static qf_status case_run(qf_ctx_t *ctx, const gemm_case *c) {
     qf_tensor amb = {.data = (float *)c->damax + 1, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
     qf_tensor bias = {.data = c->dbias, .dtype = QF_DTYPE_BF16, .ndim = 1, .dims = {c->N}};
     qf_tensor y = {.data = c->dy, .dtype = QF_DTYPE_BF16, .ndim = 2, .dims = {c->M, c->N}};
-    return qf_gemm_nvfp4(ctx, kRecipe, &a, &as, &ama, &b, &bs, &amb, QF_SCALE_LAYOUT_COMPACT,
-                         c->dbias ? &bias : NULL, &y, NULL);
+    const qf_quantized qa = gemm_rowwise_q(&a, &as, &ama, QF_SCALE_LAYOUT_COMPACT);
+    const qf_quantized qb = gemm_rowwise_q(&b, &bs, &amb, QF_SCALE_LAYOUT_COMPACT);
+    return gemm_rowwise(ctx, kRecipe, &qa, &qb, c->dbias ? &bias : NULL, &y);
 }
 
 /* y (poisoned with NaN first, so an unwritten element cannot pass) downloaded to the host. */

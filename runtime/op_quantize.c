@@ -1,0 +1,265 @@
+/* op_quantize.c: the quantize op (SPEC 2, 3) for every family, with or without a fused norm: the
+ * common argument checks, one dispatch on the recipe's family, and each family's launcher. */
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_MAX_SHAPES 12
+#define QF_NV_ALIGN 16
+
+/* One quantize call whose common arguments are checked (qf_q_check). */
+typedef struct qf_qcall {
+    const char *op;
+    const qf_recipe_entry *r;
+    qf_role role;
+    const qf_norm_desc *nd; /* never NULL: qf_norm_none for a plain quantize */
+    const qf_tensor *x;
+    int64_t M, K;
+    unsigned outputs;       /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
+    qf_quantized *out;
+} qf_qcall;
+
+static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
+
+/* {===================================================================== common checks */
+
+/* A fused norm quantizes the input role; a plain quantize the weight and grad roles. */
+static qf_status qf_q_check_role(const char *op, qf_role role, const qf_norm_desc *nd) {
+    if (nd->norm == QF_NORM_NONE && role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
+                            "QF_ROLE_GRAD; without a norm those are the roles (the input role "
+                            "is quantized by a fused norm)", op, (int)role);
+    if (nd->norm != QF_NORM_NONE && role != QF_ROLE_INPUT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d with a fused norm; norm + quantize "
+                            "is for QF_ROLE_INPUT (pass norm NULL for weights and gradients)", op,
+                            (int)role);
+    return QF_OK;
+}
+
+static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe) {
+    QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
+    QF_TRY(qf_check_activation(c->op, "x", c->x, &c->M, &c->K));
+    if ((unsigned)c->nd->norm < QF_NORM_COUNT)
+        QF_TRY(qf_q_check_role(c->op, c->role, c->nd));
+    if (!c->out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", c->op);
+    QF_TRY(qf_check_norm_args(c->op, c->nd, c->x, c->K, c->out));
+    return qf_check_outputs_selected(c->op, c->out, &c->outputs);
+}
+
+/* Every slot the recipe's fake shapes list for this call, then the kernel variant. */
+static qf_status qf_q_slots_kernel(const qf_qcall *c, const qf_kernel_entry **k) {
+    const int norm = c->nd->norm != QF_NORM_NONE;
+    qf_shape_query q = {.op = norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = c->role,
+                        .norm = c->nd->norm, .outputs = c->outputs, .M = c->M, .K = c->K};
+    qf_shape shapes[QF_MAX_SHAPES];
+    int n = 0;
+    QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
+    QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out));
+    *k = qf_registry_kernel(c->r, q.op, c->role, c->nd->norm, c->nd->zero_centered_gamma,
+                            c->x->dtype);
+    return *k ? QF_OK : QF_ERR_NOT_FOUND;
+}
+
+/* The kernel instance of the call: outputs, gamma dtype (x's without a norm) and the scale
+ * layout (out->layout for block-scaled families; per-tensor FP8 has none and keeps the default,
+ * so that its table entries do not depend on a field it ignores). */
+static qf_kernel_instance qf_q_instance(const qf_qcall *c, const qf_kernel_entry *k,
+                                        qf_scale_layout layout) {
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
+    inst.outputs = c->outputs;
+    inst.gamma_dtype = c->nd->norm != QF_NORM_NONE ? c->nd->gamma.dtype : c->x->dtype;
+    inst.layout = layout;
+    return inst;
+}
+
+static void *qf_q_data(const qf_qcall *c, qf_slot s) {
+    return c->out->t[s].data;
+}
+
+/* The norm's device pointers (all NULL for a plain quantize, whose MU/RSIGMA slots are ignored). */
+typedef struct qf_q_norm_ptrs {
+    const void *gamma, *beta;
+    float *mu, *rsigma;
+} qf_q_norm_ptrs;
+
+static qf_q_norm_ptrs qf_q_norm(const qf_qcall *c) {
+    qf_q_norm_ptrs p = {0};
+    if (c->nd->norm == QF_NORM_NONE)
+        return p;
+    p.gamma = c->nd->gamma.data;
+    p.beta = c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL;
+    p.mu = c->nd->norm == QF_NORM_LAYERNORM ? qf_q_data(c, QF_SLOT_MU) : NULL;
+    p.rsigma = qf_q_data(c, QF_SLOT_RSIGMA);
+    return p;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== per-tensor FP8 */
+
+/* The tiled entry, or a row-in-registers entry when the call allows one (qf_ctx_launch_rows). */
+static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, void *stream) {
+    if (!scale)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale is NULL; recipe '%s' (%s) quantizes "
+                            "with the delayed scale from qf_scale_update", c->op, c->r->name,
+                            qf_family_name(c->r->family));
+    const qf_kernel_entry *k;
+    QF_TRY(qf_q_slots_kernel(c, &k));
+    const qf_kernel_instance inst = qf_q_instance(c, k, QF_SCALE_LAYOUT_COMPACT);
+    const qf_q_norm_ptrs np = qf_q_norm(c);
+    qf_nq_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .scale = scale,
+                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA), .mu = np.mu,
+                      .rsigma = np.rsigma, .amax = qf_q_data(c, QF_SLOT_AMAX),
+                      .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV), .M = c->M, .K = c->K,
+                      .eps = c->nd->eps};
+    QF_TRY(qf_ctx_ready(ctx, c->op, stream));
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    const qf_rows_call rc = {.M = p.M, .K = p.K, .xdt = c->x->dtype, .x = p.x,
+                             .out_row = p.out_row, .out_col = p.out_col, .gamma = p.gamma,
+                             .beta = p.beta, .rows_ok = 1};
+    return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== MXFP8 */
+
+/* cudaMemsetAsync of a selected copy's slot (its scale matrix or amax), checked beforehand. */
+static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *stream) {
+    if (!(c->outputs & copy))
+        return QF_OK;
+    const qf_tensor *t = &c->out->t[s];
+    const size_t bytes = (size_t)qf_tensor_numel(t) * qf_dtype_size(t->dtype);
+    char what[48];
+    snprintf(what, sizeof what, "out->%s", qf_slot_name(s));
+    return qf_zero_async(t->data, bytes, what, stream);
+}
+
+/* Zeroes the selected scale matrices (their padding entries are always 0x00; the kernel writes
+ * every real entry), then launches the tiled entry, or a row-in-registers entry for rowwise 1x32
+ * blocks (not the 32x32 weight tiles; a partial last block, K % 32 != 0, is fine). */
+static qf_status qf_q_mx_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
+                                qf_mx_params *p, void *stream) {
+    const qf_kernel_instance inst = qf_q_instance(c, k, c->out->layout);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_ready(ctx, c->op, stream)); /* device-less contexts stop here; foreign streams */
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    const int block_2d = qf_registry_kernel_recipe(k)->weight_2d && k->op == QF_OP_QUANTIZE &&
+                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
+    const qf_rows_call rc = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
+                             .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
+                             .beta = p->beta, .rows_ok = !block_2d};
+    if ((p->M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)p->M);
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
+    return qf_ctx_launch_rows(ctx, &lk, k, &rc, p, stream);
+}
+
+static qf_status qf_q_mxfp8(qf_ctx_t *ctx, const qf_qcall *c, void *stream) {
+    QF_TRY(qf_check_layout(c->op, c->out));
+    const qf_kernel_entry *k;
+    QF_TRY(qf_q_slots_kernel(c, &k));
+    const qf_q_norm_ptrs np = qf_q_norm(c);
+    const int row = c->outputs & QF_OUT_ROWWISE, col = c->outputs & QF_OUT_COLUMNWISE;
+    qf_mx_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .mu = np.mu,
+                      .rsigma = np.rsigma, .M = c->M, .K = c->K, .eps = c->nd->eps,
+                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                      .scale_row = row ? qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV) : NULL,
+                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
+                      .scale_col = col ? qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV) : NULL};
+    return qf_q_mx_launch(ctx, c, k, &p, stream);
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== NVFP4 */
+
+/* M and K multiples of 16 (SPEC 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
+static qf_status qf_q_nv_check(const qf_qcall *c) {
+    if (c->M % 16 != 0 || c->K % 16 != 0)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: x is viewed as [M, K] = [%lld, %lld]; NVFP4 "
+                            "needs M and K to be multiples of 16 (SPEC 2.4)", c->op,
+                            (long long)c->M, (long long)c->K);
+    const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
+                                c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL};
+    static const char *const names[] = {"x", "gamma", "beta"};
+    for (int i = 0; i < 3; i++)
+        if ((uintptr_t)ptrs[i] % QF_NV_ALIGN)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data %p is not 16-byte aligned",
+                                c->op, names[i], ptrs[i]);
+    return QF_OK;
+}
+
+/* Zeroes the selected scale matrices (padding is 0x00; pass 2 writes every real entry) and amax
+ * slots (pass 1 max-merges into them), then runs pass 1 on cdiv(M, tile_m) blocks and pass 2 on
+ * one thread per 16x8 work item. */
+static qf_status qf_q_nv_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
+                                qf_nv_params *p, void *stream) {
+    const qf_kernel_instance inst = qf_q_instance(c, k, c->out->layout);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_ready(ctx, c->op, stream)); /* device-less contexts stop here; foreign streams */
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    if (!lk.fn_amax)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: kernel %s has no %s_amax entry", c->op, k->name,
+                            k->name);
+    const int64_t grid1 = (p->M + k->tile_m - 1) / k->tile_m;
+    const int64_t grid2 = ((p->M / 16) * (p->K / 8) + k->block_threads - 1) / k->block_threads;
+    if (grid1 > 0x7fffffff || grid2 > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M * K = %lld * %lld is too large for one "
+                            "launch", c->op, (long long)p->M, (long long)p->K);
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_AMAX_COLUMNWISE, stream));
+    QF_TRY(qf_ctx_launch(ctx, lk.fn_amax, (unsigned)grid1, k->block_threads, 0, p, stream));
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid2, k->block_threads, 0, p, stream);
+}
+
+static qf_status qf_q_nvfp4(qf_ctx_t *ctx, const qf_qcall *c, const qf_rng *rng, void *stream) {
+    QF_TRY(qf_q_nv_check(c));
+    QF_TRY(qf_check_layout(c->op, c->out));
+    const int sr = c->role == QF_ROLE_GRAD && c->r->sr_grad;
+    if (sr && !rng)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rng is NULL, but recipe '%s' rounds "
+                            "gradients stochastically; pass a seed and offset", c->op,
+                            c->r->name);
+    const qf_kernel_entry *k;
+    QF_TRY(qf_q_slots_kernel(c, &k));
+    const qf_q_norm_ptrs np = qf_q_norm(c);
+    const int row = c->outputs & QF_OUT_ROWWISE, col = c->outputs & QF_OUT_COLUMNWISE;
+    qf_nv_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .mu = np.mu,
+                      .rsigma = np.rsigma, .M = c->M, .K = c->K, .eps = c->nd->eps,
+                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                      .scale_row = row ? qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV) : NULL,
+                      .amax_row = row ? qf_q_data(c, QF_SLOT_AMAX_ROWWISE) : NULL,
+                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
+                      .scale_col = col ? qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV) : NULL,
+                      .amax_col = col ? qf_q_data(c, QF_SLOT_AMAX_COLUMNWISE) : NULL};
+    if (sr)
+        p.sr_seed = rng->seed, p.sr_offset = rng->offset;
+    return qf_q_nv_launch(ctx, c, k, &p, stream);
+}
+
+/* =====================================================================} */
+
+qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                      const qf_norm_desc *norm, const float *scale, const qf_rng *rng,
+                      qf_quantized *out, void *stream) {
+    qf_qcall c = {.op = "qf_quantize", .role = role, .nd = norm ? norm : &qf_norm_none, .x = x,
+                  .out = out};
+    QF_TRY(qf_q_check(&c, ctx, recipe));
+    switch (c.r->family) {
+    case QF_FAMILY_FP8_DELAYED:
+        return qf_q_fp8(ctx, &c, scale, stream);
+    case QF_FAMILY_MXFP8:
+        return qf_q_mxfp8(ctx, &c, stream);
+    case QF_FAMILY_NVFP4:
+        return qf_q_nvfp4(ctx, &c, rng, stream);
+    default:
+        return qf_family_unsupported(c.op, c.r);
+    }
+}

@@ -1,0 +1,57 @@
+/* op_scale_update.c: the scale-update op (SPEC 2.1): delayed scaling's amax-history roll and new
+ * scales for all tensors of a step in one launch. Families that compute their scales in the
+ * quantizer have none. */
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
+
+static qf_status qf_su_check(const char *op, int n, int H, const float *amax,
+                             const float *history, const float *scale, const float *scale_inv,
+                             const uint8_t *fmt) {
+    if (n < 1 || H < 1 || H > QF_SCALE_UPDATE_MAX_H)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: n = %d and H = %d; expected n >= 1 and "
+                            "1 <= H <= %d", op, n, H, QF_SCALE_UPDATE_MAX_H);
+    if (!amax || !history || !scale || !scale_inv || !fmt)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL; amax, history, scale, scale_inv "
+                            "and fmt must all be device pointers", op,
+                            !amax ? "amax" : !history ? "history" : !scale ? "scale"
+                                          : !scale_inv ? "scale_inv" : "fmt");
+    return QF_OK;
+}
+
+static qf_status qf_su_delayed(qf_ctx_t *ctx, const char *op, const qf_recipe_entry *r,
+                               qf_su_params *p, void *stream) {
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT,
+                                                  QF_NORM_NONE, 0, QF_DTYPE_FP32);
+    if (!k)
+        return QF_ERR_NOT_FOUND;
+    const qf_kernel_instance inst = qf_kernel_instance_default(k);
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)p->n, k->block_threads,
+                         (unsigned)p->H * sizeof(float), p, stream);
+}
+
+qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
+                          float *history, float *scale, float *scale_inv, const uint8_t *fmt,
+                          void *stream) {
+    static const char op[] = "qf_scale_update";
+    const qf_recipe_entry *r;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_su_check(op, n, H, amax, history, scale, scale_inv, fmt));
+    qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
+                      .fmt = fmt, .n = n, .H = H};
+    switch (r->family) {
+    case QF_FAMILY_FP8_DELAYED:
+        return qf_su_delayed(ctx, op, r, &p, stream);
+    case QF_FAMILY_MXFP8:
+    case QF_FAMILY_NVFP4:
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s) has no scale update: its "
+                            "quantizer computes the scales from the data", op, r->name,
+                            qf_family_name(r->family));
+    default:
+        return qf_family_unsupported(op, r);
+    }
+}

@@ -1,0 +1,314 @@
+/* bench_gemm.c: qfuse-bench's GEMM rows: bf16 and FP8 GEMMs called on cuBLASLt directly (the
+ * ceilings), qfuse's per-tensor FP8 GEMM against them, and the generated GEMM of every recipe
+ * that has one next to bf16 cuBLASLt. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+/* ==================================================================== direct cuBLASLt */
+
+/* A cuBLASLt matmul y[M, N] = A[M, K] W[N, K]^T, both K-major (TN), fp32 compute, bf16 out; the
+ * same layout as qf_gemm's per-tensor FP8 path (Lt's A is our W seen as [K, N] column-major,
+ * Lt's B our A). */
+typedef struct lt_gemm {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lt_gemm;
+
+/* Picks cuBLASLt's first heuristic algorithm for g within the workspace. */
+static void lt_gemm_algo(lt_gemm *g, const bench *b) {
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    const size_t ws = LT_WORKSPACE;
+    LT_OR_DIE(cublasLtMatmulPreferenceCreate(&pref));
+    LT_OR_DIE(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &ws, sizeof ws));
+    LT_OR_DIE(cublasLtMatmulAlgoGetHeuristic(b->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, 1,
+                                             &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) {
+        fprintf(stderr, "qfuse-bench: cuBLASLt has no algorithm for this GEMM\n");
+        exit(1);
+    }
+    g->algo = res.algo;
+}
+
+/* in: CUDA_R_16BF or CUDA_R_8F_E4M3; sa, sb: device scale_inv of A and W (FP8 only). */
+static void lt_gemm_init(lt_gemm *g, const bench *b, cudaDataType_t in, int64_t M, int64_t K,
+                         int64_t N, const float *sa, const float *sb) {
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_OR_DIE(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (in == CUDA_R_8F_E4M3) { /* Lt's A is our W: its scale is W's */
+        LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb,
+                                                 sizeof sb));
+        LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
+                                                 sizeof sa));
+    }
+    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->la, in, (uint64_t)K, (uint64_t)N, K));
+    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lb, in, (uint64_t)K, (uint64_t)M, K));
+    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
+    lt_gemm_algo(g, b);
+}
+
+static void lt_gemm_run(const lt_gemm *g, const bench *b, const void *a, const void *w, void *y) {
+    const float alpha = 1.0f, beta = 0.0f;
+    LT_OR_DIE(cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc, y, g->lc,
+                             &g->algo, b->lt_ws, LT_WORKSPACE, NULL));
+}
+
+/* One untimed call; returns cuBLASLt's status instead of exiting, so that a configuration the
+ * library rejects is reported in its row rather than ending the whole run. */
+static cublasStatus_t lt_gemm_try(const lt_gemm *g, const bench *b, const void *a, const void *w,
+                                  void *y) {
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t s = cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc,
+                                      y, g->lc, &g->algo, b->lt_ws, LT_WORKSPACE, NULL);
+    CUDA_OR_DIE(cudaDeviceSynchronize());
+    return s;
+}
+
+static void lt_gemm_free(lt_gemm *g) {
+    cublasLtMatrixLayoutDestroy(g->la), cublasLtMatrixLayoutDestroy(g->lb);
+    cublasLtMatrixLayoutDestroy(g->lc), cublasLtMatmulDescDestroy(g->op);
+}
+
+/* ==================================================================== GEMM rows */
+
+/* Rotated operand sets of one GEMM shape: A [M, K], W [N, K] of dtype dt, y [M, N] bf16. */
+typedef struct gemm_run {
+    const bench *b;
+    int64_t M, K, N;
+    qf_dtype dt;
+    int n_rot;
+    void *a[MAX_ROT], *w[MAX_ROT], *y[MAX_ROT];
+    float *sa, *sb;             /* [1] scale_inv of A and W, each its own allocation */
+    lt_gemm lt;
+    const char *recipe;         /* the per-tensor FP8 recipe of the qfuse row, "" when none */
+} gemm_run;
+
+static void gemm_alloc(gemm_run *g, const bench *b, qf_dtype dt, const int64_t s[3]) {
+    *g = (gemm_run){.b = b, .M = s[0], .K = s[1], .N = s[2], .dt = dt};
+    size_t es = qf_dtype_size(dt), ab = (size_t)(g->M * g->K) * es, wb = (size_t)(g->N * g->K) * es;
+    g->n_rot = bench_rotation_count(b, (double)(ab + wb));
+    void *ha = bench_host_random(dt, g->M * g->K, 11), *hw = bench_host_random(dt, g->N * g->K, 13);
+    for (int i = 0; i < g->n_rot; i++) {
+        g->a[i] = bench_dev_rotated(ha, ab, i, g->n_rot);
+        g->w[i] = bench_dev_rotated(hw, wb, i, g->n_rot);
+        CUDA_OR_DIE(cudaMalloc(&g->y[i], (size_t)(g->M * g->N) * 2));
+    }
+    free(ha), free(hw);
+    /* Each scale in its own allocation, as the tests have them (with W's scale 4 bytes after
+     * A's, cuBLASLt answered "not supported" on an H200). */
+    const float sa = 1.0f / 64.0f, sb = 1.0f / 32.0f;
+    g->sa = bench_dev_upload(&sa, sizeof sa);
+    g->sb = bench_dev_upload(&sb, sizeof sb);
+    cudaDataType_t t = dt == QF_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
+    lt_gemm_init(&g->lt, b, t, g->M, g->K, g->N, g->sa, g->sb);
+}
+
+static void gemm_free(gemm_run *g) {
+    for (int i = 0; i < g->n_rot; i++)
+        cudaFree(g->a[i]), cudaFree(g->w[i]), cudaFree(g->y[i]);
+    cudaFree(g->sa), cudaFree(g->sb);
+    lt_gemm_free(&g->lt);
+}
+
+static void gemm_lt_launch(void *arg, int i) {
+    gemm_run *g = arg;
+    lt_gemm_run(&g->lt, g->b, g->a[i], g->w[i], g->y[i]);
+}
+
+/* qf_gemm of recipe g->recipe (per-tensor FP8) on operand set i: the rowwise copies with their
+ * scale_inv slots. */
+static qf_status gemm_qf_call(gemm_run *g, int i) {
+    qf_quantized qa = {0}, qw = {0};
+    qa.t[QF_SLOT_ROWWISE_DATA] = bench_tensor_2d(g->a[i], QF_DTYPE_E4M3, g->M, g->K);
+    qa.t[QF_SLOT_SCALE_INV] = bench_tensor_1d(g->sa, QF_DTYPE_FP32, 1);
+    qw.t[QF_SLOT_ROWWISE_DATA] = bench_tensor_2d(g->w[i], QF_DTYPE_E4M3, g->N, g->K);
+    qw.t[QF_SLOT_SCALE_INV] = bench_tensor_1d(g->sb, QF_DTYPE_FP32, 1);
+    qf_tensor y = bench_tensor_2d(g->y[i], QF_DTYPE_BF16, g->M, g->N);
+    const qf_operand a = {&qa, QF_COPY_ROWWISE}, w = {&qw, QF_COPY_ROWWISE};
+    return qf_gemm(g->b->ctx, g->recipe, &a, &w, NULL, &y, NULL);
+}
+
+static void gemm_qf_launch(void *arg, int i) {
+    QF_OR_DIE(gemm_qf_call(arg, i));
+}
+
+static row gemm_row(const gemm_run *g, const char *kind, const char *op) {
+    row r = bench_row_new(kind, "", op);
+    r.dtype = qf_dtype_name(g->dt);
+    r.M = g->M, r.K = g->K, r.N = g->N;
+    size_t es = qf_dtype_size(g->dt);
+    r.bytes = (double)(g->M * g->K + g->N * g->K) * (double)es + (double)(g->M * g->N) * 2.0;
+    r.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    return r;
+}
+
+/* The first selected per-tensor FP8 recipe, "" when none: its GEMM is cuBLASLt's, compared with
+ * the direct FP8 call. */
+static const char *first_fp8_recipe(const bench *b) {
+    for (int i = 0; i < qf_recipe_count; i++)
+        if (qf_recipes[i].family == QF_FAMILY_FP8_DELAYED &&
+            tool_recipe_selected(&b->o.recipes, i))
+            return qf_recipes[i].name;
+    return "";
+}
+
+/* The qfuse row of the FP8 operands of g: qf_gemm of the first selected per-tensor FP8 recipe,
+ * against the direct FP8 call (lt_us, NAN when it failed) and bf16 (bf_us). */
+static void gemm_qf_row(bench *b, gemm_run *g, double bf_us, double lt_us) {
+    row q = gemm_row(g, "qfuse", "gemm_fp8");
+    q.recipe = g->recipe = first_fp8_recipe(b);
+    if (!*g->recipe)
+        return;
+    qf_status qs = gemm_qf_call(g, 0); /* one untimed call: a failure skips the row, not the run */
+    if (qs != QF_OK) {
+        fprintf(stderr, "qfuse-bench: qf_gemm of %s failed (%s: %s); no gemm_fp8 row\n",
+                g->recipe, qf_status_name(qs), qf_last_error());
+        return;
+    }
+    q.us = bench_time_launches(b, gemm_qf_launch, g, g->n_rot);
+    q.ratio_lt = lt_us / q.us;
+    snprintf(q.note, sizeof q.note, "qf_gemm (%s); x%.3f of bf16 cuBLASLt", g->recipe,
+             bf_us / q.us);
+    bench_row_emit(b, &q);
+}
+
+double bench_gemm_shape(bench *b, const int64_t s[3]) {
+    gemm_run g;
+    gemm_alloc(&g, b, QF_DTYPE_BF16, s);
+    row bf = gemm_row(&g, "ceiling", "cublaslt_bf16_gemm");
+    bf.us = bench_time_launches(b, gemm_lt_launch, &g, g.n_rot);
+    snprintf(bf.note, sizeof bf.note, "cuBLASLt bf16 TN; fp32 compute; bf16 out");
+    bench_row_emit(b, &bf);
+    gemm_free(&g);
+    gemm_alloc(&g, b, QF_DTYPE_E4M3, s);
+    row lt = gemm_row(&g, "ceiling", "cublaslt_fp8_gemm");
+    cublasStatus_t st = lt_gemm_try(&g.lt, b, g.a[0], g.w[0], g.y[0]);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        lt.us = bench_time_launches(b, gemm_lt_launch, &g, g.n_rot);
+        snprintf(lt.note, sizeof lt.note, "cuBLASLt E4M3 TN alone; per-tensor scale pointers; "
+                 "x%.3f of bf16", bf.us / lt.us);
+        bench_row_emit(b, &lt);
+    } else {
+        fprintf(stderr, "qfuse-bench: direct cuBLASLt FP8 call failed (%s); no FP8 ceiling row\n",
+                cublasLtGetStatusString(st));
+    }
+    gemm_qf_row(b, &g, bf.us, st == CUBLAS_STATUS_SUCCESS ? lt.us : NAN);
+    gemm_free(&g);
+    return bf.us;
+}
+
+/* ==================================================================== generated GEMM rows */
+
+/* Rotated operands of one GEMM with a generated kernel (MXFP8, NVFP4 on Hopper), laid out by the
+ * recipe's fake shapes: A the rowwise copy of an activation [M, K], B of a weight [N, K], y
+ * [M, N]. Element bytes are random with bit 3 clear (never an E4M3 NaN); every block scale is
+ * 1.0 in its dtype (E8M0 127, E4M3 0x38) and every amax 2688, so an NVFP4 alpha is 1. */
+typedef struct block_gemm {
+    bench *b;
+    const qf_recipe_entry *r;
+    int64_t M, K, N;
+    int n_rot;
+    out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
+    qf_quantized qa[MAX_ROT], qw[MAX_ROT];
+} block_gemm;
+
+/* Fills the buffers of o as the block_gemm comment says, by slot name and dtype. */
+static void block_gemm_fill(out_set *o, uint64_t seed) {
+    for (int i = 0; i < o->n; i++) {
+        size_t n = o->sh[i].bytes;
+        if (strcmp(o->sh[i].name, "rowwise_data") == 0) {
+            uint8_t *h = bench_xmalloc(n);
+            for (size_t j = 0; j < n; j++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                h[j] = (uint8_t)(seed >> 56) & 0xF7u;
+            }
+            CUDA_OR_DIE(cudaMemcpy(o->buf[i], h, n, cudaMemcpyHostToDevice));
+            free(h);
+        } else if (strcmp(o->sh[i].name, "rowwise_scale_inv") == 0) {
+            CUDA_OR_DIE(cudaMemset(o->buf[i], o->sh[i].dtype == QF_DTYPE_E8M0 ? 127 : 0x38, n));
+        } else if (strncmp(o->sh[i].name, "amax", 4) == 0) {
+            const float amax = 2688.0f;
+            CUDA_OR_DIE(cudaMemcpy(o->buf[i], &amax, sizeof amax, cudaMemcpyHostToDevice));
+        }
+    }
+}
+
+static void block_gemm_launch(void *arg, int i) {
+    block_gemm *g = arg;
+    qf_tensor y = bench_out_tensor(&g->y[i], "y");
+    const qf_operand a = {&g->qa[i], QF_COPY_ROWWISE}, w = {&g->qw[i], QF_COPY_ROWWISE};
+    QF_OR_DIE(qf_gemm(g->b->ctx, g->r->name, &a, &w, NULL, &y, NULL));
+}
+
+/* 1 when recipe ri has a generated GEMM kernel (the registry lists it). */
+static int has_gemm_kernel(int ri) {
+    for (int i = 0; i < qf_kernel_count; i++)
+        if (qf_kernels[i].recipe == ri && qf_kernels[i].op == QF_OP_GEMM)
+            return 1;
+    return 0;
+}
+
+/* Allocates and fills the rotated operand sets of g. */
+static void block_gemm_alloc(block_gemm *g) {
+    qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT, .outputs = QF_OUT_ROWWISE,
+                         .M = g->M, .K = g->K};
+    qf_shape_query qw = qa, qy = {.op = QF_OP_GEMM, .M = g->M, .N = g->N, .K = g->K};
+    qw.role = QF_ROLE_WEIGHT, qw.M = g->N;
+    double set_bytes = (double)(g->M + g->N) * (double)g->K; /* upper bound: 1 byte each */
+    g->n_rot = bench_rotation_count(g->b, set_bytes);
+    for (int i = 0; i < g->n_rot; i++) {
+        bench_out_alloc(&g->a[i], g->r, &qa), bench_out_alloc(&g->w[i], g->r, &qw);
+        bench_out_alloc(&g->y[i], g->r, &qy);
+        block_gemm_fill(&g->a[i], 31 + (uint64_t)i);
+        block_gemm_fill(&g->w[i], 37 + (uint64_t)i);
+        g->qa[i] = bench_out_quantized(&g->a[i], QF_SCALE_LAYOUT_COMPACT);
+        g->qw[i] = bench_out_quantized(&g->w[i], QF_SCALE_LAYOUT_COMPACT);
+    }
+}
+
+/* The row of g: bytes of both operands (data, scales, amaxes) and y. */
+static row block_gemm_row(const block_gemm *g, char *op, size_t cap) {
+    snprintf(op, cap, "gemm_%s", qf_family_name(g->r->family));
+    row q = bench_row_new("qfuse", g->r->name, op);
+    q.dtype = qf_dtype_name(g->r->fmt[QF_ROLE_INPUT]);
+    q.M = g->M, q.K = g->K, q.N = g->N;
+    q.bytes = (double)g->y[0].sh[0].bytes;
+    for (int j = 0; j < g->a[0].n; j++)
+        q.bytes += (double)g->a[0].sh[j].bytes;
+    for (int j = 0; j < g->w[0].n; j++)
+        q.bytes += (double)g->w[0].sh[j].bytes;
+    q.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    return q;
+}
+
+void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
+    if (qf_ctx_arch(b->ctx) >= 100) /* Blackwell: these recipes go to cuBLASLt (swizzled) */
+        return;
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        if (!tool_recipe_selected(&b->o.recipes, ri) || !has_gemm_kernel(ri))
+            continue;
+        block_gemm *g = calloc(1, sizeof *g);
+        if (!g)
+            exit(1);
+        *g = (block_gemm){.b = b, .r = &qf_recipes[ri], .M = s[0], .K = s[1], .N = s[2]};
+        block_gemm_alloc(g);
+        char op[48];
+        row q = block_gemm_row(g, op, sizeof op);
+        q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
+        snprintf(q.note, sizeof q.note, "generated Hopper kernel, compact scales; x%.3f of bf16 "
+                 "cuBLASLt in this run", bf_us / q.us);
+        bench_row_emit(b, &q);
+        for (int i = 0; i < g->n_rot; i++)
+            bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
+        free(g);
+    }
+}
