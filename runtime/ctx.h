@@ -57,21 +57,6 @@ QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
 /* Releases the cached cuBLASLt plans (gemm_lt.c). */
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
-/* Per-tensor FP8 GEMM through cuBLASLt (SPEC 2.1; gemm_lt.c), TN: y[M, N] bf16 =
- * (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias). qf_gemm has checked the scale pointers
- * (fp32 [1], 16-byte aligned); this checks the rest (arch >= 89, a E4M3/E5M2 and b E4M3, K and N
- * multiples of 16, shapes, alignment), naming a and b a_arg and b_arg. Errors: QF_ERR_INVALID_ARG,
- * QF_ERR_UNSUPPORTED, QF_ERR_CUBLAS, as qf_ctx_ready. */
-typedef struct qf_gemm_lt_fp8_args {
-    const qf_tensor *a;
-    const float *a_scale_inv;
-    const qf_tensor *b;
-    const float *b_scale_inv;
-    const char *a_arg, *b_arg; /* "a.rowwise_data" */
-} qf_gemm_lt_fp8_args;
-QF_INTERNAL qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
-                                     const qf_tensor *bias, qf_tensor *y, void *stream);
-
 /* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
  * y[M, N] bf16 = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (SPEC 2.3). The caller
  * (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ctx.h"
+#include "gemm_lt.h"
 #include "validate.h"
 
 #define QF_MAX_PLANS 32

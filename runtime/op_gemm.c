@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "ctx.h"
+#include "gemm_lt.h"
 #include "validate.h"
 
 #define QF_NV_GEMM_K_ALIGN 32

@@ -257,6 +257,18 @@ static int has_gemm_kernel(int ri) {
     return 0;
 }
 
+/* 1 when recipe ri gets a row: selected, with a generated GEMM, and the first such recipe of its
+ * family (the rows are named gemm_<family>, which bench_report.py matches to the peers). */
+static int block_gemm_benched(const bench *b, int ri) {
+    if (!tool_recipe_selected(&b->o.recipes, ri) || !has_gemm_kernel(ri))
+        return 0;
+    for (int j = 0; j < ri; j++)
+        if (qf_recipes[j].family == qf_recipes[ri].family &&
+            tool_recipe_selected(&b->o.recipes, j) && has_gemm_kernel(j))
+            return 0;
+    return 1;
+}
+
 /* Allocates and fills the rotated operand sets of g. */
 static void block_gemm_alloc(block_gemm *g) {
     qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT, .outputs = QF_OUT_ROWWISE,
@@ -294,7 +306,7 @@ void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
     if (qf_ctx_arch(b->ctx) >= 100) /* Blackwell: these recipes go to cuBLASLt (swizzled) */
         return;
     for (int ri = 0; ri < qf_recipe_count; ri++) {
-        if (!tool_recipe_selected(&b->o.recipes, ri) || !has_gemm_kernel(ri))
+        if (!block_gemm_benched(b, ri))
             continue;
         block_gemm *g = calloc(1, sizeof *g);
         if (!g)

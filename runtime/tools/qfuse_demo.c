@@ -229,7 +229,8 @@ static void run_alloc_state(run_state *st) {
     float ones[2] = {1.0f, 1.0f};
     uint8_t fmt[2] = {(uint8_t)st->r->fmt[QF_ROLE_INPUT], (uint8_t)st->r->fmt[QF_ROLE_WEIGHT]};
     st->amax = dbuf_alloc(8), st->hist = dbuf_alloc((size_t)2 * H * 4);
-    st->scale = dbuf_upload(ones, 8), st->sinv = dbuf_upload(ones, 8), st->fmt = dbuf_upload(fmt, 2);
+    st->scale = dbuf_upload(ones, 8), st->sinv = dbuf_upload(ones, 8);
+    st->fmt = dbuf_upload(fmt, 2);
     CUDA_OR_DIE(cudaMemset(st->amax.d, 0, 8));
     CUDA_OR_DIE(cudaMemset(st->hist.d, 0, (size_t)2 * H * 4));
 }
