@@ -215,7 +215,7 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefi
 # The runtime files the generator links (fusion keys; the NVFP4 RHT mask of an rht_seed from
 # ref_nvfp4.c and what it calls); the rest of the runtime stays out.
 FUZZ_RUNTIME_SRCS := $(addprefix runtime/,jit/kernel_key.c jit/jit_key.c jit/jit_compile.c status.c \
-                       tensor.c ref/ref_nvfp4.c ref/ref.c ref/ref_mx.c)
+                       tensor.c names.c ref/ref_nvfp4.c ref/ref.c ref/ref_mx.c)
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
 FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions

@@ -77,7 +77,7 @@ static int qf_gen_render_variant(qf_gen_plan_recipe *pr, int vi, qf_gen_tpl_cach
 
 /* Shape table, variants and their invariants of one recipe. */
 static int qf_gen_plan_expand(qf_gen_plan_recipe *pr, qf_gen_err *e) {
-    pr->shapes = qf_gen_shape_table_get(pr->recipe.family);
+    pr->shapes = qf_families[pr->recipe.family].shapes;
     if (!pr->shapes)
         return qf_gen_fail(e, "%s: no shape table for the recipe's family", pr->recipe.path);
     if (qf_gen_shape_table_check(pr->shapes, e) != 0)
@@ -172,26 +172,12 @@ void qf_gen_plan_free(qf_gen_plan *p) {
 }
 
 /* The registry entries registry.c holds for variant vi of recipe ri, so that the key equals the
- * runtime's. Strings point into pr, options and tpl. */
-static void qf_gen_plan_entries(const qf_gen_plan_recipe *pr, int ri, int vi, char options[256],
-                                char tpl[128], qf_recipe_entry *re, qf_kernel_entry *ke) {
+ * runtime's. Strings point into pr and tpl. */
+static void qf_gen_plan_entries(const qf_gen_plan_recipe *pr, int ri, int vi, char tpl[128],
+                                qf_recipe *re, qf_kernel_entry *ke) {
     const qf_gen_variant *v = &pr->variants[vi];
-    qf_gen_recipe_options(&pr->recipe, options, 256);
     snprintf(tpl, 128, "templates/%s", v->cfg.template_name);
-    *re = (qf_recipe_entry){.name = pr->recipe.name,
-                            .file = pr->recipe.file,
-                            .family = pr->recipe.family,
-                            .margin = (float)pr->recipe.margin,
-                            .amax_history_len = pr->recipe.amax_history_len,
-                            .amax_compute = pr->recipe.amax_compute,
-                            .scale_rounding = pr->recipe.scale_rounding,
-                            .weight_2d = pr->recipe.weight_2d,
-                            .rht_roles = pr->recipe.rht_roles,
-                            .sr_grad = pr->recipe.sr_grad,
-                            .has_rht_seed = pr->recipe.has_rht_seed,
-                            .rht_seed = pr->recipe.rht_seed,
-                            .options = options};
-    memcpy(re->fmt, pr->recipe.fmt, sizeof re->fmt);
+    *re = pr->recipe;
     *ke = (qf_kernel_entry){.name = v->desc.name,
                             .recipe = ri,
                             .family = pr->recipe.family,
@@ -209,10 +195,10 @@ static void qf_gen_plan_entries(const qf_gen_plan_recipe *pr, int ri, int vi, ch
 
 void qf_gen_plan_key_instance(const qf_gen_plan *p, int ri, int vi, int arch,
                               const qf_kernel_instance *inst, char hex[33]) {
-    char options[256], tpl[128];
-    qf_recipe_entry re;
+    char tpl[128];
+    qf_recipe re;
     qf_kernel_entry ke;
-    qf_gen_plan_entries(&p->recipes[ri], ri, vi, options, tpl, &re, &ke);
+    qf_gen_plan_entries(&p->recipes[ri], ri, vi, tpl, &re, &ke);
     const char *names[] = {"qf_formats.h"}, *texts[] = {p->formats_h};
     qf_kernel_instance def = qf_kernel_instance_default(&ke);
     qf_kernel_key(&re, &ke, inst ? inst : &def, names, texts, 1, arch, hex);

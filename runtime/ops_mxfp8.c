@@ -12,7 +12,7 @@ static qf_status qf_mx_outputs(const char *op, const qf_mx_out *out, unsigned *o
 }
 
 /* Every output against the recipe's fake shapes (names as in the generated shape table). */
-static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
+static qf_status qf_check_mx_outputs(const char *op, const qf_recipe *r,
                                      const qf_shape_query *q, const qf_mx_out *out,
                                      const qf_tensor *mu, const qf_tensor *rsigma) {
     qf_shape shapes[QF_MAX_SHAPES];
@@ -35,8 +35,7 @@ static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
     QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
     QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
     const qf_kernel_entry *k = &qf_kernels[kidx];
-    const int block_2d = qf_recipes[k->recipe].weight_2d && k->op == QF_OP_QUANTIZE &&
-                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
+    const int block_2d = qf_recipes[k->recipe].block_2d[k->role]; /* 32x32 weight tiles */
     const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
                             .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
                             .beta = p->beta, .rows_ok = !block_2d};

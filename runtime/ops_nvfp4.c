@@ -39,7 +39,7 @@ static qf_status qf_nv_outputs(const char *op, const qf_nv_out *out, unsigned *o
 
 /* Every output against the recipe's fake shapes: each produced copy needs its data, scale matrix
  * and amax slot (names as in the generated shape table). */
-static qf_status qf_nv_check_buffers(const char *op, const qf_recipe_entry *r,
+static qf_status qf_nv_check_buffers(const char *op, const qf_recipe *r,
                                      const qf_shape_query *q, const qf_nv_out *out,
                                      const qf_tensor *mu, const qf_tensor *rsigma) {
     qf_shape shapes[QF_NV_MAX_SHAPES];
@@ -145,7 +145,7 @@ qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, con
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
                             "QF_ROLE_GRAD", op, (int)role);
-    const int sr = role == QF_ROLE_GRAD && qf_recipes[ri].sr_grad;
+    const int sr = qf_recipes[ri].sr[role];
     if (sr && !rng)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: rng is NULL, but recipe '%s' rounds "
                             "gradients stochastically; pass a seed and offset", op, recipe);

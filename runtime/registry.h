@@ -1,11 +1,12 @@
 /* registry.h: types of the generated registry (out/registry.c) and shape functions (out/shapes.c).
  *
- * The generator qfuse-gen emits one qf_recipe_entry per recipe file and one qf_kernel_entry per
+ * The generator qfuse-gen emits one qf_recipe per recipe file and one qf_kernel_entry per
  * kernel variant, with the full CUDA source of the variant embedded, so the runtime needs no file
  * access to compile a kernel. */
 #ifndef QF_REGISTRY_H
 #define QF_REGISTRY_H
 
+#include "family.h"
 #include "qfuse.h"
 
 /* Question asked of a fake-shape function (SPEC 4). Unused fields are ignored. */
@@ -16,33 +17,6 @@ typedef struct qf_shape_query {
     unsigned outputs;   /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
     int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers: x[M, K] */
 } qf_shape_query;
-
-/* Fills out[0..] with every output of the query and returns their count; returns -1 when the query
- * is invalid (negative or zero dims, unknown op, no output selected) and -2 when cap is too small.
- * Pure C: touches no GPU. */
-typedef int (*qf_shapes_fn)(const qf_shape_query *q, qf_shape *out, int cap);
-
-typedef struct qf_recipe_entry {
-    const char *name;                 /* file stem: "fp8_delayed" */
-    const char *file;                 /* "recipes/fp8_delayed.lua" */
-    qf_family family;
-    qf_dtype fmt[QF_ROLE_COUNT];      /* element format per role */
-    float margin;                     /* fp8_delayed */
-    int amax_history_len;             /* fp8_delayed */
-    qf_amax_compute amax_compute;     /* fp8_delayed */
-    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (SPEC 2.3) */
-    int weight_2d;                    /* mxfp8: 1 = the weight role's quantize kernels use
-                                       * 32x32 blocks, 0 = 1x32 like every other kernel;
-                                       * nvfp4: 16x16 tiles vs 1x16 blocks (SPEC 2.4) */
-    unsigned rht_roles;               /* nvfp4: bit (1u << role) set = RHT on the columnwise
-                                       * copy of that role (input, grad) */
-    int sr_grad;                      /* nvfp4: stochastic rounding of gradients */
-    int has_rht_seed;                 /* nvfp4: 1 = RHT signs from rht_seed, 0 = TE's fixed mask
-                                       * 0xD7E8 */
-    uint64_t rht_seed;                /* nvfp4: see has_rht_seed */
-    const char *options;              /* canonical "key=value;..." of every option, sorted by key */
-    qf_shapes_fn shapes;
-} qf_recipe_entry;
 
 typedef struct qf_kernel_entry {
     const char *name;                 /* unique variant name = CUDA entry symbol */
@@ -66,7 +40,7 @@ extern const char *const qf_nvrtc_header_names[];
 extern const char *const qf_nvrtc_headers[];
 extern const int qf_nvrtc_header_count;
 
-extern const qf_recipe_entry qf_recipes[];
+extern const qf_recipe qf_recipes[];
 extern const int qf_recipe_count;
 extern const qf_kernel_entry qf_kernels[];
 extern const int qf_kernel_count;

@@ -74,7 +74,7 @@ static char *qf_test_read(const char *path, size_t *len) {
 
 /* Loads recipe text written as dir/name.lua; returns the status, message in e. */
 static int qf_test_load(const char *dir, const char *name, const char *text,
-                        const qf_gen_limits *lim, qf_gen_recipe *r, qf_gen_err *e, char *path_out,
+                        const qf_gen_limits *lim, qf_recipe *r, qf_gen_err *e, char *path_out,
                         size_t n) {
     const char *path = qf_test_write(dir, name, text);
     if (path_out)
@@ -119,13 +119,13 @@ typedef struct qf_error_case {
 #define NV "family = \"nvfp4\", "
 /* What an unknown-field error adds: the fields each family accepts. */
 #define FAM_FIELDS                                                                                 \
-    " (this family's fields: family, description, format, margin, amax_history_len, amax_compute)"
+    " (this family's fields: family, description, amax_compute, amax_history_len, format, margin)"
 #define MX_FIELDS                                                                                  \
-    " (this family's fields: family, description, input_format, weight_format, grad_format, "    \
-    "scale_rounding, weight_2d)"
+    " (this family's fields: family, description, grad_format, input_format, scale_rounding, "   \
+    "weight_2d, weight_format)"
 #define NV_FIELDS                                                                                  \
-    " (this family's fields: family, description, rht_input, rht_grad, "                         \
-    "stochastic_rounding_grad, weight_2d, rht_seed)"
+    " (this family's fields: family, description, rht_grad, rht_input, rht_seed, "               \
+    "stochastic_rounding_grad, weight_2d)"
 static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
@@ -232,7 +232,7 @@ static const qf_error_case qf_error_cases[] = {
 static void test_recipe_error(void **state) {
     const qf_error_case *c = *state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
     qf_test_mkdtemp(&d);
@@ -255,7 +255,7 @@ static void test_recipe_error(void **state) {
 static void test_recipe_empty_env(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(&d);
     const char *text =
@@ -272,7 +272,7 @@ static void test_recipe_empty_env(void **state) {
 static void test_recipe_memory_table(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1u << 20};
     char path[512], expect[1024];
@@ -288,7 +288,7 @@ static void test_recipe_memory_table(void **state) {
 static void test_recipe_budget_custom(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.instructions = 5000};
     qf_test_mkdtemp(&d);
@@ -308,7 +308,7 @@ static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
 static void test_recipe_binary_chunk(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
     qf_test_mkdtemp(&d);
@@ -328,7 +328,7 @@ static void test_recipe_binary_chunk(void **state) {
 
 static void test_recipe_missing_file(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("/nonexistent/nope.lua", NULL, &r, &e), -1);
     assert_non_null(strstr(e.msg, "cannot open /nonexistent/nope.lua"));
@@ -338,14 +338,14 @@ static void test_recipe_missing_file(void **state) {
 
 static void test_recipe_defaults(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, &r, &e), 0);
     assert_string_equal(r.name, "fp8_delayed");
     assert_string_equal(r.file, "recipes/fp8_delayed.lua");
     assert_int_equal(r.family, QF_FAMILY_FP8_DELAYED);
-    assert_int_equal(r.format, QF_GEN_FORMAT_HYBRID);
+    assert_int_equal(r.format, QF_FP8_FORMAT_HYBRID);
     assert_int_equal(r.margin, 0);
     assert_int_equal(r.amax_history_len, 1024);
     assert_int_equal(r.amax_compute, QF_AMAX_COMPUTE_MAX);
@@ -361,7 +361,7 @@ static void test_recipe_defaults(void **state) {
 static void test_recipe_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     qf_test_mkdtemp(&d);
@@ -390,7 +390,7 @@ static const qf_gen_variant *qf_test_variant(const qf_gen_variant *v, int n, con
 }
 
 /* The shipped recipe's variants into v; returns the count. */
-static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_shipped_variants(qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, r, &e), 0);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -403,7 +403,7 @@ static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
 
 static void test_variants_fp8_delayed(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_shipped_variants(&r, v);
     const qf_gen_variant *a = qf_test_variant(v, n, "qf_fp8_delayed_nq_rmsnorm_zcg_fp16");
@@ -475,7 +475,7 @@ static void test_variants_invariants(void **state) {
         {6, BREAK_DTYPE, "enum value out of range"},
         {7, BREAK_NAME, "name is not a C identifier"},
     };
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX], w[QF_GEN_VARIANTS_MAX];
     qf_gen_err e;
     int n = qf_test_shipped_variants(&r, v);
@@ -498,7 +498,7 @@ static void test_variants_invariants(void **state) {
     "weight_format=e4m3"
 
 /* Loads the recipe at path; fails the test with the loader's message. */
-static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
+static void qf_test_load_ok(const char *path, qf_recipe *r) {
     qf_gen_err e;
     if (qf_gen_recipe_load(path, NULL, r, &e) != 0)
         fail_msg("%s", e.msg);
@@ -507,7 +507,7 @@ static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
 /* The shipped recipes: TE's MXFP8BlockScaling defaults, and the same with 32x32 weight blocks. */
 static void test_recipe_mxfp8_shipped(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok("recipes/mxfp8.lua", &r);
     assert_string_equal(r.name, "mxfp8");
@@ -515,12 +515,12 @@ static void test_recipe_mxfp8_shipped(void **state) {
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(r.fmt[i], QF_DTYPE_E4M3);
     assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_CEIL);
-    assert_int_equal(r.weight_2d, 0);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_1D);
     qf_test_load_ok("recipes/mxfp8_2d.lua", &r);
     assert_string_equal(r.name, "mxfp8_2d");
-    assert_int_equal(r.weight_2d, 1);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 1);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_2D);
 }
@@ -529,7 +529,7 @@ static void test_recipe_mxfp8_shipped(void **state) {
 static void test_recipe_mxfp8_defaults(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     qf_test_mkdtemp(&d);
@@ -546,7 +546,7 @@ static void test_recipe_mxfp8_defaults(void **state) {
 static void test_recipe_mxfp8_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
@@ -571,14 +571,14 @@ static void test_recipe_mxfp8_all_options(void **state) {
     assert_int_equal(qf_test_load(d.path, "mx_1d.lua", "return {family = 'mxfp8', weight_2d = "
                                   "false}", NULL, &r, &e, NULL, 0),
                      0);
-    assert_int_equal(r.weight_2d, 0);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
     qf_test_rmtree(d.path);
 }
 
 /* ========================================================================= mxfp8 variants */
 
 /* The variants of the recipe at path into v (checked, sorted); returns the count. */
-static int qf_test_variants_of(const char *path, qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_variants_of(const char *path, qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     qf_test_load_ok(path, r);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -606,7 +606,7 @@ static const char *const qf_test_mx_names[] = {
 /* Every kernel of recipes/mxfp8.lua by name, and its template and config. */
 static void test_variants_mxfp8_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_variants_of("recipes/mxfp8.lua", &r, v);
     assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
@@ -629,7 +629,7 @@ static void test_variants_mxfp8_names(void **state) {
 /* mxfp8_2d: the same 19 kernels under its own prefix; only the weight quantizers are 2D. */
 static void test_variants_mxfp8_2d(void **state) {
     (void)state;
-    qf_gen_recipe r1, r2;
+    qf_recipe r1, r2;
     qf_gen_variant v1[QF_GEN_VARIANTS_MAX], v2[QF_GEN_VARIANTS_MAX];
     int n1 = qf_test_variants_of("recipes/mxfp8.lua", &r1, v1);
     int n2 = qf_test_variants_of("recipes/mxfp8_2d.lua", &r2, v2);
@@ -639,8 +639,8 @@ static void test_variants_mxfp8_2d(void **state) {
         snprintf(expect, sizeof expect, "qf_mxfp8_2d_%s", v1[i].desc.name + strlen("qf_mxfp8_"));
         assert_string_equal(v2[i].desc.name, expect);
         int weight = strstr(v2[i].desc.name, "_quant_weight_") != NULL;
-        assert_int_equal(qf_gen_variant_block_2d(&r2, &v2[i].desc), weight);
-        assert_int_equal(qf_gen_variant_block_2d(&r1, &v1[i].desc), 0);
+        assert_int_equal(r2.block_2d[v2[i].desc.role], weight);
+        assert_int_equal(r1.block_2d[v1[i].desc.role], 0);
     }
 }
 
@@ -665,7 +665,7 @@ static void qf_test_values_are(const qf_gen_values *v, int n, const char *const 
 /* The placeholder contract of the two MXFP8 templates (gen_variant.h). */
 static void test_variants_mxfp8_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of("recipes/mxfp8_2d.lua", &r, v);
@@ -693,7 +693,7 @@ static void test_variants_mxfp8_values(void **state) {
 static void test_variants_mxfp8_options_reach_values(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     qf_test_mkdtemp(&d);
@@ -1179,7 +1179,7 @@ static const struct {
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
                  "qf_shape_roundup(q->K, 128)};"},
     {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
-    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .weight_2d = 1,"},
+    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
 };
 
 static void test_gen_mxfp8_sources(void **state) {
@@ -1424,13 +1424,13 @@ static void test_shape_formula_check(void **state) {
                                       "roundup (M,4)", "1234567890"};
     static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
                                        "123456789"};
-    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
+    static const qf_fake_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
     qf_gen_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];
         const char *f = ok ? good[i - sizeof bad / sizeof bad[0]] : bad[i];
-        qf_gen_shape_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_GEN_COND_ALWAYS, 0};
-        qf_gen_shape_table t = {&op, 1, &o, 1};
+        qf_fake_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_FAKE_COND_ALWAYS, 0};
+        qf_fake_table t = {&op, 1, &o, 1};
         if ((qf_gen_shape_table_check(&t, &e) == 0) != ok)
             fail_msg("formula '%s' is %s", f, ok ? "refused" : "accepted");
         if (!ok)
@@ -1468,7 +1468,7 @@ static void qf_test_nv_templates(const char *dir) {
 /* The shipped recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
 static void test_recipe_nvfp4_data(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok(QF_NV_RECIPE, &r);
     assert_string_equal(r.name, "nvfp4");
@@ -1476,12 +1476,12 @@ static void test_recipe_nvfp4_data(void **state) {
     assert_int_equal(r.family, QF_FAMILY_NVFP4);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(r.fmt[i], QF_DTYPE_E2M1);
-    assert_int_equal(r.rht_roles, (1u << QF_ROLE_INPUT) | (1u << QF_ROLE_GRAD));
-    assert_true(r.sr_grad && r.weight_2d && !r.has_rht_seed);
+    assert_true(r.rht[QF_ROLE_INPUT] && r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
+    assert_true(r.sr[QF_ROLE_GRAD] && r.block_2d[QF_ROLE_WEIGHT] && r.rht_seed < 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_NV_OPTIONS);
     qf_test_load_ok(QF_NV_NORT_RECIPE, &r);
-    assert_int_equal(r.rht_roles, 0);
+    assert_true(!r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_NV_OPTIONS_NORT);
 }
@@ -1491,7 +1491,7 @@ static void test_recipe_nvfp4_data(void **state) {
 static void test_recipe_nvfp4_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
@@ -1506,8 +1506,8 @@ static void test_recipe_nvfp4_options(void **state) {
                        "  stochastic_rounding_grad = false, weight_2d = false,\n"
                        "  rht_seed = 9223372036854775807, description = 'seeded'}";
     assert_int_equal(qf_test_load(d.path, "s.lua", text, NULL, &r, &e, NULL, 0), 0);
-    assert_int_equal(r.rht_roles, 1u << QF_ROLE_INPUT);
-    assert_true(r.has_rht_seed && r.rht_seed == 9223372036854775807ull);
+    assert_true(r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD]);
+    assert_true(r.rht_seed == 9223372036854775807ll);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, "family=nvfp4;rht_grad=false;rht_input=true;"
                               "rht_seed=9223372036854775807;stochastic_rounding_grad=false;"
@@ -1522,7 +1522,7 @@ static void test_recipe_nvfp4_options(void **state) {
 /* The 19 kernels of nvfp4.lua (the MXFP8 set under the nvfp4 prefix) and their configs. */
 static void test_variants_nvfp4_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char expect[128];
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1541,7 +1541,7 @@ static void test_variants_nvfp4_names(void **state) {
 }
 
 /* Asserts __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of kernel name. */
-static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, int n,
+static void qf_test_nv_flags(const qf_recipe *r, const qf_gen_variant *v, int n,
                              const char *name, const char *rht, const char *mask, const char *sr,
                              const char *b2d) {
     qf_gen_values vals;
@@ -1557,7 +1557,7 @@ static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, in
 /* The placeholder contract of the NVFP4 templates (gen_variant.h) and RHT/SR/2D per role. */
 static void test_variants_nvfp4_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1599,7 +1599,7 @@ static void test_variants_nvfp4_values(void **state) {
 static void test_variants_nvfp4_seed(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
     qf_test_mkdtemp(&d);
@@ -1671,8 +1671,9 @@ static const struct {
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->K, 128), "
                  "qf_shape_roundup(qf_shape_cdiv(q->M, 16), 4)};"},
     {"shapes.c", "uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt);"},
-    {"registry.c", ".weight_2d = 1,\n        .rht_roles = 5u,\n        .sr_grad = 1,\n"
-                   "        .has_rht_seed = 0,\n        .rht_seed = 0ull,\n"},
+    {"registry.c", ".rht[QF_ROLE_GRAD] = 1,\n        .rht[QF_ROLE_INPUT] = 1,\n"
+                   "        .rht_seed = -1LL,\n        .sr[QF_ROLE_GRAD] = 1,\n"
+                   "        .block_2d[QF_ROLE_WEIGHT] = 1,\n"},
     {"registry.c", ".family = QF_FAMILY_NVFP4,\n        .op = QF_OP_GEMM,"},
 };
 

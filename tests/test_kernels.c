@@ -101,7 +101,7 @@ static void test_compile_all_sm100(void **state) {
 
 /* ==================================================================== fusion key fields */
 
-static void key_of(const qf_recipe_entry *r, const qf_kernel_entry *k,
+static void key_of(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     qf_kernel_key(r, k, inst, qf_nvrtc_header_names, qf_nvrtc_headers, qf_nvrtc_header_count,
                   arch, hex);
@@ -117,7 +117,7 @@ static const qf_kernel_entry *first_nq(void) {
 }
 
 typedef struct key_fixture {
-    qf_recipe_entry r;
+    qf_recipe r;
     qf_kernel_entry k;
     qf_kernel_instance inst;
     int arch;
@@ -168,13 +168,15 @@ static void test_key_all_kernels_distinct(void **state) {
 
 static void test_key_recipe_options(void **state) {
     key_fixture *f = *state;
-    f->r.options = "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;margin=0";
+    snprintf(f->r.options, sizeof f->r.options, "%s",
+             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;margin=0");
     assert_key_changed(f);
 }
 
 static void test_key_margin(void **state) {
     key_fixture *f = *state;
-    f->r.options = "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=1";
+    snprintf(f->r.options, sizeof f->r.options, "%s",
+             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=1");
     assert_key_changed(f);
 }
 

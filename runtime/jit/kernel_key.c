@@ -3,26 +3,7 @@
 
 #include <stdio.h>
 
-static const char *const qf_op_names[] = {
-    [QF_OP_NORM_QUANTIZE] = "norm_quantize",
-    [QF_OP_QUANTIZE] = "quantize",
-    [QF_OP_SCALE_UPDATE] = "scale_update",
-    [QF_OP_GEMM] = "gemm",
-};
-_Static_assert(sizeof(qf_op_names) / sizeof(qf_op_names[0]) == QF_OP_COUNT, "qf_op_names");
-
-static const char *const qf_role_names[] = {
-    [QF_ROLE_INPUT] = "input", [QF_ROLE_WEIGHT] = "weight", [QF_ROLE_GRAD] = "grad"};
-_Static_assert(sizeof(qf_role_names) / sizeof(qf_role_names[0]) == QF_ROLE_COUNT, "qf_role_names");
-
-static const char *const qf_norm_names[] = {
-    [QF_NORM_NONE] = "none", [QF_NORM_LAYERNORM] = "layernorm", [QF_NORM_RMSNORM] = "rmsnorm"};
-_Static_assert(sizeof(qf_norm_names) / sizeof(qf_norm_names[0]) == QF_NORM_COUNT, "qf_norm_names");
-
-static const char *const qf_layout_names[] = {
-    [QF_SCALE_LAYOUT_COMPACT] = "compact", [QF_SCALE_LAYOUT_SWIZZLED] = "swizzled"};
-_Static_assert(sizeof(qf_layout_names) / sizeof(qf_layout_names[0]) == QF_SCALE_LAYOUT_COUNT,
-               "qf_layout_names");
+#include "names.h"
 
 /* 1 when k writes MXFP8 or NVFP4 block scales: its instances also choose the scale layout.
  * NOTES: only these kernels see the layout, so no other kernel's key changed when it was added. */
@@ -66,14 +47,14 @@ void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance
     int w = snprintf(buf, n,
                      "op=%s;role=%s;norm=%s;zcg=%d;in=%s;out=%s;outputs=%u;gamma=%s;block=%u;"
                      "tile_m=%u",
-                     qf_op_names[k->op], qf_role_names[k->role], qf_norm_names[k->norm],
+                     qf_enum_name(QF_ENUM_OP, k->op), qf_enum_name(QF_ENUM_ROLE, k->role),
+                     qf_enum_name(QF_ENUM_NORM, k->norm),
                      k->zero_centered_gamma, qf_dtype_name(k->in_dtype),
                      qf_dtype_name(k->out_dtype), inst->outputs, qf_dtype_name(inst->gamma_dtype),
                      k->block_threads, k->tile_m);
+    const char *layout = qf_enum_name(QF_ENUM_SCALE_LAYOUT, (int)inst->layout);
     if (qf_kernel_has_layout(k) && w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ";layout=%s",
-                 (unsigned)inst->layout < QF_SCALE_LAYOUT_COUNT ? qf_layout_names[inst->layout]
-                                                                 : "?");
+        snprintf(buf + w, n - (size_t)w, ";layout=%s", layout ? layout : "?");
 }
 
 int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
@@ -97,7 +78,7 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
     return n;
 }
 
-void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, const char *const *hdr_names,
                    const char *const *hdrs, int n_hdr, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64], variant[256];

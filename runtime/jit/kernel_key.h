@@ -47,7 +47,7 @@ QF_INTERNAL int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kerne
 
 /* Fusion key (SPEC 5) of kernel k of recipe r as instance inst for arch, with the given NVRTC
  * headers. */
-QF_INTERNAL void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+QF_INTERNAL void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                                const qf_kernel_instance *inst, const char *const *hdr_names,
                                const char *const *hdrs, int n_hdr, int arch,
                                char hex[QF_KEY_HEX_LEN + 1]);
