@@ -9,12 +9,14 @@
 #include "cuda_api.h"
 #include "kernel_key.h"
 
-/* One loaded kernel instance. The table is keyed by (kernel index, instance), which determines
- * the fusion key for this context's fixed arch and NVRTC; M and K never enter it. */
+/* One loaded kernel instance. The table is keyed by (kernel entry, instance), which determines
+ * the fusion key for this context's fixed arch and NVRTC; M and K never enter it. NOTES: the key
+ * is the entry's address, not an index into qf_kernels[]: recipes loaded at run time bring
+ * entries of their own. */
 #define QF_ROWS_VARIANTS 4 /* <name>_rows1, _rows2, _rows4, _rows8 */
 
 typedef struct qf_loaded_kernel {
-    int kernel;                 /* index into qf_kernels */
+    const qf_kernel_entry *kernel; /* the variant (not owned; outlives the context) */
     qf_kernel_instance inst;
     char key[QF_KEY_HEX_LEN + 1];
     CUmodule module;
@@ -46,10 +48,11 @@ struct qf_ctx {
     qf_kernel_info last;
 };
 
-/* Finds the loaded kernel index kidx as instance inst, compiling or loading it from the disk cache
- * on first use (SPEC 5), and copies its entry points to *out. Thread-safe. Updates ctx->last. */
-QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
-                                    qf_loaded_kernel *out);
+/* Finds kernel k as instance inst, compiling or loading it from the disk cache on first use
+ * (SPEC 5), and copies its entry points to *out. k must stay valid while ctx lives. Thread-safe.
+ * Updates ctx->last. */
+QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
+                                    const qf_kernel_instance *inst, qf_loaded_kernel *out);
 
 /* Releases the cached cuBLASLt plans (gemm_lt.c). */
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
@@ -129,9 +132,13 @@ QF_INTERNAL void qf_ctx_twin_free(qf_ctx_t *twin);
  * QF_ERR_INVALID_ARG for a stream of another context, QF_ERR_CUDA when the driver fails. */
 QF_INTERNAL qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream);
 
-/* Registry lookups. Return -1 (and set QF_ERR_NOT_FOUND naming what was asked) when absent. */
-QF_INTERNAL int qf_registry_recipe(const char *name);
-QF_INTERNAL int qf_registry_kernel(int recipe, qf_op op, qf_role role, qf_norm norm, int zcg,
-                                   qf_dtype in_dtype);
+/* Registry lookups (registry.c). Return NULL (and set QF_ERR_NOT_FOUND naming what was asked)
+ * when absent. The entries are not owned by the caller and live as long as the program. */
+QF_INTERNAL const qf_recipe *qf_registry_recipe(const char *name);
+QF_INTERNAL const qf_kernel_entry *qf_registry_kernel(const qf_recipe *r, qf_op op,
+                                                      qf_role role, qf_norm norm, int zcg,
+                                                      qf_dtype in_dtype);
+/* The recipe a kernel entry belongs to. */
+QF_INTERNAL const qf_recipe *qf_registry_kernel_recipe(const qf_kernel_entry *k);
 
 #endif /* QF_CTX_H */

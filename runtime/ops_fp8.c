@@ -24,14 +24,15 @@ static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe *r,
 }
 
 /* The tiled entry, or a row-in-registers entry when the call allows one (qf_ctx_launch_rows). */
-static qf_status qf_launch_nq(qf_ctx_t *ctx, int kidx, const qf_kernel_instance *inst,
+static qf_status qf_launch_nq(qf_ctx_t *ctx, const qf_kernel_entry *k,
+                              const qf_kernel_instance *inst,
                               qf_nq_params *p, qf_dtype xdt, void *stream) {
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
+    QF_TRY(qf_ctx_kernel(ctx, k, inst, &lk));
     const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = xdt, .x = p->x, .out_row = p->out_row,
                             .out_col = p->out_col, .gamma = p->gamma, .beta = p->beta,
                             .rows_ok = 1};
-    return qf_ctx_launch_rows(ctx, &lk, &qf_kernels[kidx], &c, p, stream);
+    return qf_ctx_launch_rows(ctx, &lk, k, &c, p, stream);
 }
 
 static void qf_nq_params_outputs(qf_nq_params *p, const float *scale, qf_fp8_out *out) {
@@ -47,10 +48,10 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
                            float eps, const float *scale, qf_fp8_out *out, qf_tensor *mu,
                            qf_tensor *rsigma, void *stream) {
     static const char op[] = "qf_norm_quantize";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
-                           "a per-tensor FP8 recipe", &ri));
+                           "a per-tensor FP8 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
     if (!scale || !out)
@@ -59,9 +60,9 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
     QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, &outputs));
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
                         .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
-    int kidx = qf_registry_kernel(ri, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_check_fp8_outputs(op, r, &q, out, mu, rsigma));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
     qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = gamma->dtype};
     qf_nq_params p = {.x = x->data, .gamma = gamma->data, .beta = beta ? beta->data : NULL,
@@ -69,16 +70,16 @@ qf_status qf_norm_quantize(qf_ctx_t *ctx, const char *recipe, qf_norm norm, int 
                       .eps = eps};
     qf_nq_params_outputs(&p, scale, out);
     QF_TRY(qf_ctx_ready(ctx, op, stream));
-    return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
+    return qf_launch_nq(ctx, k, &inst, &p, x->dtype, stream);
 }
 
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                       const float *scale, qf_fp8_out *out, void *stream) {
     static const char op[] = "qf_quantize";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
-                           "a per-tensor FP8 recipe", &ri));
+                           "a per-tensor FP8 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
@@ -88,24 +89,24 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     unsigned outputs;
     QF_TRY(qf_check_outputs_selected(op, &out->rowwise, &out->columnwise, &outputs));
     qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_check_fp8_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
-    int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_check_fp8_outputs(op, r, &q, out, NULL, NULL));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
     qf_kernel_instance inst = {.outputs = outputs, .gamma_dtype = x->dtype};
     qf_nq_params p = {.x = x->data, .M = M, .K = K};
     qf_nq_params_outputs(&p, scale, out);
     QF_TRY(qf_ctx_ready(ctx, op, stream));
-    return qf_launch_nq(ctx, kidx, &inst, &p, x->dtype, stream);
+    return qf_launch_nq(ctx, k, &inst, &p, x->dtype, stream);
 }
 
 qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
                               float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                               void *stream) {
     static const char op[] = "qf_fp8_scale_update";
-    int ri;
+    const qf_recipe *r;
     QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_FP8_DELAYED,
-                           "a per-tensor FP8 recipe", &ri));
+                           "a per-tensor FP8 recipe", &r));
     if (n < 1 || H < 1 || H > QF_SCALE_UPDATE_MAX_H)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: n = %d and H = %d; expected n >= 1 and "
                             "1 <= H <= %d", op, n, H, QF_SCALE_UPDATE_MAX_H);
@@ -114,16 +115,16 @@ qf_status qf_fp8_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, f
                             "and fmt must all be device pointers", op,
                             !amax ? "amax" : !history ? "history" : !scale ? "scale"
                                           : !scale_inv ? "scale_inv" : "fmt");
-    int kidx = qf_registry_kernel(ri, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT, QF_NORM_NONE, 0,
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT, QF_NORM_NONE, 0,
                                   QF_DTYPE_FP32);
-    if (kidx < 0)
+    if (!k)
         return QF_ERR_NOT_FOUND;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     QF_TRY(qf_ctx_ready(ctx, op, stream));
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
     qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
                       .fmt = fmt, .n = n, .H = H};
-    return qf_ctx_launch(ctx, lk.fn, (unsigned)n, qf_kernels[kidx].block_threads,
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)n, k->block_threads,
                      (unsigned)H * sizeof(float), &p, stream);
 }

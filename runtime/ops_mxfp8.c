@@ -28,14 +28,13 @@ static qf_status qf_check_mx_outputs(const char *op, const qf_recipe *r,
 /* Zeroes both scale matrices (their padding entries are always 0x00; the kernel writes every
  * real entry), then launches the tiled entry, or a row-in-registers entry for rowwise 1x32
  * blocks (not the 32x32 weight tiles; a partial last block, K % 32 != 0, is fine). */
-static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, int kidx,
+static qf_status qf_mx_launch(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                               const qf_kernel_instance *inst, qf_mx_params *p,
                               const qf_mx_out *out, void *stream) {
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
-    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
-    const qf_kernel_entry *k = &qf_kernels[kidx];
-    const int block_2d = qf_recipes[k->recipe].block_2d[k->role]; /* 32x32 weight tiles */
+    QF_TRY(qf_ctx_kernel(ctx, k, inst, &lk));
+    const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
     const qf_rows_call c = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
                             .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
                             .beta = p->beta, .rows_ok = !block_2d};
@@ -63,34 +62,34 @@ qf_status qf_norm_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_norm norm
                                  const qf_tensor *beta, float eps, qf_mx_out *out, qf_tensor *mu,
                                  qf_tensor *rsigma, void *stream) {
     static const char op[] = "qf_norm_quantize_mxfp8";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
     unsigned outputs;
     QF_TRY(qf_mx_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
                         .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, mu, rsigma));
-    int kidx = qf_registry_kernel(ri, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_check_mx_outputs(op, r, &q, out, mu, rsigma));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.outputs = outputs, inst.gamma_dtype = gamma->dtype, inst.layout = out->layout;
     qf_mx_params p = {.x = x->data, .gamma = gamma->data, .beta = beta ? beta->data : NULL,
                       .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
                       .eps = eps};
     qf_mx_params_outputs(&p, out);
-    return qf_mx_launch(ctx, op, kidx, &inst, &p, out, stream);
+    return qf_mx_launch(ctx, op, k, &inst, &p, out, stream);
 }
 
 qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                             qf_mx_out *out, void *stream) {
     static const char op[] = "qf_quantize_mxfp8";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
@@ -98,13 +97,13 @@ qf_status qf_quantize_mxfp8(qf_ctx_t *ctx, const char *recipe, qf_role role, con
     unsigned outputs;
     QF_TRY(qf_mx_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_check_mx_outputs(op, &qf_recipes[ri], &q, out, NULL, NULL));
-    int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_check_mx_outputs(op, r, &q, out, NULL, NULL));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.outputs = outputs, inst.gamma_dtype = x->dtype, inst.layout = out->layout;
     qf_mx_params p = {.x = x->data, .M = M, .K = K};
     qf_mx_params_outputs(&p, out);
-    return qf_mx_launch(ctx, op, kidx, &inst, &p, out, stream);
+    return qf_mx_launch(ctx, op, k, &inst, &p, out, stream);
 }

@@ -68,11 +68,11 @@ static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_reci
 /* Launches the generated kernel: one block per QF_MX_GEMM_TILE_M x QF_MX_GEMM_TILE_N tile of y,
  * with the kernel's dynamic shared memory opted into (it is past the default 48 KiB) and the
  * whole carveout asked for shared memory (QF_MX_GEMM_MIN_BLOCKS blocks must fit on an SM). */
-static qf_status qf_mxg_launch(qf_ctx_t *ctx, int kidx, qf_mx_gemm_params *p, void *stream) {
-    const qf_kernel_entry *k = &qf_kernels[kidx];
+static qf_status qf_mxg_launch(qf_ctx_t *ctx, const qf_kernel_entry *k, qf_mx_gemm_params *p,
+                               void *stream) {
     const qf_kernel_instance inst = qf_kernel_instance_default(k);
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
     const int64_t tiles = (p->M + k->tile_m - 1) / k->tile_m *
                           ((p->N + QF_MX_GEMM_TILE_N - 1) / QF_MX_GEMM_TILE_N);
     if (tiles > INT_MAX)
@@ -95,19 +95,19 @@ qf_status qf_gemm_mxfp8(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
                         qf_scale_layout layout, const qf_tensor *bias, qf_tensor *y,
                         void *stream) {
     static const char op[] = "qf_gemm_mxfp8";
-    int ri = -1;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &ri));
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_MXFP8, "an MXFP8 recipe", &r));
     if (bias && !bias->data)
         bias = NULL;
     qf_mx_gemm_params p = {0};
-    QF_TRY(qf_mxg_check(op, ctx, &qf_recipes[ri], a, a_scale, b, b_scale, layout, bias, y, &p));
+    QF_TRY(qf_mxg_check(op, ctx, r, a, a_scale, b, b_scale, layout, bias, y, &p));
     if (ctx->arch >= 100) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a, a_scale, b, b_scale, bias, y, p.M, p.N, p.K, stream);
     }
-    int kidx = qf_registry_kernel(ri, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, a->dtype);
-    if (kidx < 0)
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, a->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
     QF_TRY(qf_ctx_ready(ctx, op, stream));
-    return qf_mxg_launch(ctx, kidx, &p, stream);
+    return qf_mxg_launch(ctx, k, &p, stream);
 }

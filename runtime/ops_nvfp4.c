@@ -74,13 +74,12 @@ static qf_status qf_nv_zero_outputs(const qf_nv_out *out, void *stream) {
 }
 
 /* Pass 1 on cdiv(M, tile_m) blocks, then pass 2 on one thread per 16x8 work item. */
-static qf_status qf_nv_launch(qf_ctx_t *ctx, const char *op, int kidx,
+static qf_status qf_nv_launch(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                               const qf_kernel_instance *inst, qf_nv_params *p,
                               const qf_nv_out *out, void *stream) {
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_ready(ctx, op, stream)); /* device-less contexts stop here; foreign streams too */
-    QF_TRY(qf_ctx_kernel(ctx, kidx, inst, &lk));
-    const qf_kernel_entry *k = &qf_kernels[kidx];
+    QF_TRY(qf_ctx_kernel(ctx, k, inst, &lk));
     if (!lk.fn_amax)
         return qf_set_error(QF_ERR_INTERNAL, "%s: kernel %s has no %s_amax entry", op, k->name,
                             k->name);
@@ -110,9 +109,9 @@ qf_status qf_norm_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_norm norm
                                  const qf_tensor *beta, float eps, qf_nv_out *out, qf_tensor *mu,
                                  qf_tensor *rsigma, void *stream) {
     static const char op[] = "qf_norm_quantize_nvfp4";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_nv_check_x(op, x, M, K));
     QF_TRY(qf_check_norm_args(op, norm, x, gamma, beta, K, mu, eps));
@@ -121,46 +120,46 @@ qf_status qf_norm_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_norm norm
     QF_TRY(qf_nv_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = norm,
                         .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_nv_check_buffers(op, &qf_recipes[ri], &q, out, mu, rsigma));
-    int kidx = qf_registry_kernel(ri, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_nv_check_buffers(op, r, &q, out, mu, rsigma));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_NORM_QUANTIZE, QF_ROLE_INPUT, norm, zcg, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.outputs = outputs, inst.gamma_dtype = gamma->dtype, inst.layout = out->layout;
     qf_nv_params p = {.x = x->data, .gamma = gamma->data, .beta = beta ? beta->data : NULL,
                       .mu = mu ? mu->data : NULL, .rsigma = rsigma->data, .M = M, .K = K,
                       .eps = eps};
     qf_nv_params_outputs(&p, out);
-    return qf_nv_launch(ctx, op, kidx, &inst, &p, out, stream);
+    return qf_nv_launch(ctx, op, k, &inst, &p, out, stream);
 }
 
 qf_status qf_quantize_nvfp4(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                             const qf_nv_rng *rng, qf_nv_out *out, void *stream) {
     static const char op[] = "qf_quantize_nvfp4";
-    int ri;
+    const qf_recipe *r;
     int64_t M, K;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &ri));
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_nv_check_x(op, x, M, K));
     if (role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
                             "QF_ROLE_GRAD", op, (int)role);
-    const int sr = qf_recipes[ri].sr[role];
+    const int sr = r->sr[role];
     if (sr && !rng)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: rng is NULL, but recipe '%s' rounds "
                             "gradients stochastically; pass a seed and offset", op, recipe);
     unsigned outputs;
     QF_TRY(qf_nv_outputs(op, out, &outputs));
     qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = role, .outputs = outputs, .M = M, .K = K};
-    QF_TRY(qf_nv_check_buffers(op, &qf_recipes[ri], &q, out, NULL, NULL));
-    int kidx = qf_registry_kernel(ri, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
-    if (kidx < 0)
+    QF_TRY(qf_nv_check_buffers(op, r, &q, out, NULL, NULL));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_QUANTIZE, role, QF_NORM_NONE, 0, x->dtype);
+    if (!k)
         return QF_ERR_NOT_FOUND;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.outputs = outputs, inst.gamma_dtype = x->dtype, inst.layout = out->layout;
     qf_nv_params p = {.x = x->data, .M = M, .K = K};
     if (sr)
         p.sr_seed = rng->seed, p.sr_offset = rng->offset;
     qf_nv_params_outputs(&p, out);
-    return qf_nv_launch(ctx, op, kidx, &inst, &p, out, stream);
+    return qf_nv_launch(ctx, op, k, &inst, &p, out, stream);
 }

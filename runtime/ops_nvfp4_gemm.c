@@ -152,20 +152,19 @@ qf_status qf_gemm_nvfp4(qf_ctx_t *ctx, const char *recipe, const qf_tensor *a,
                         const qf_tensor *b_scale, const qf_tensor *amax_b, qf_scale_layout layout,
                         const qf_tensor *bias, qf_tensor *y, void *stream) {
     static const char op[] = "qf_gemm_nvfp4";
-    int ri = -1;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &ri));
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, QF_FAMILY_NVFP4, "an NVFP4 recipe", &r));
     const qf_nvg_args g = {a, a_scale, amax_a, b, b_scale, amax_b,
                            bias && bias->data ? bias : NULL, y, layout};
     qf_nv_gemm_params p = {0};
-    QF_TRY(qf_nvg_check(op, ctx, &qf_recipes[ri], &g, &p));
-    int kidx = qf_registry_kernel(ri, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, QF_DTYPE_E2M1);
-    if (kidx < 0)
+    QF_TRY(qf_nvg_check(op, ctx, r, &g, &p));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, QF_DTYPE_E2M1);
+    if (!k)
         return QF_ERR_NOT_FOUND;
     QF_TRY(qf_ctx_ready(ctx, op, stream));
-    const qf_kernel_entry *k = &qf_kernels[kidx];
     const qf_kernel_instance inst = qf_kernel_instance_default(k);
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, kidx, &inst, &lk));
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
     return ctx->arch >= 100 ? qf_nvg_lt(ctx, &lk, k, &g, &p, stream)
                             : qf_nvg_launch(ctx, &lk, k, &p, stream);
 }

@@ -1,28 +1,33 @@
 /* registry.c: lookups in the generated registry (out/registry.c): recipes by name, kernels by
- * (recipe, op, role, norm, zero_centered_gamma, input dtype). */
+ * (recipe, op, role, norm, zero_centered_gamma, input dtype). Both return entry pointers, so that
+ * entries from outside the static arrays (recipes loaded at run time) can be handed out alike. */
 #include <string.h>
 
 #include "ctx.h"
 
-int qf_registry_recipe(const char *name) {
+const qf_recipe *qf_registry_recipe(const char *name) {
     for (int i = 0; name && i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
-            return i;
+            return &qf_recipes[i];
     qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' not found: generate it with qfuse-gen "
                  "(recipes/<name>.lua) and link the generated registry", name ? name : "(null)");
-    return -1;
+    return NULL;
 }
 
-int qf_registry_kernel(int recipe, qf_op op, qf_role role, qf_norm norm, int zcg,
-                       qf_dtype in_dtype) {
+const qf_recipe *qf_registry_kernel_recipe(const qf_kernel_entry *k) {
+    return &qf_recipes[k->recipe];
+}
+
+const qf_kernel_entry *qf_registry_kernel(const qf_recipe *r, qf_op op, qf_role role,
+                                          qf_norm norm, int zcg, qf_dtype in_dtype) {
     for (int i = 0; i < qf_kernel_count; i++) {
         const qf_kernel_entry *k = &qf_kernels[i];
-        if (k->recipe == recipe && k->op == op && k->role == role && k->norm == norm &&
-            k->zero_centered_gamma == !!zcg && k->in_dtype == in_dtype)
-            return i;
+        if (qf_registry_kernel_recipe(k) == r && k->op == op && k->role == role &&
+            k->norm == norm && k->zero_centered_gamma == !!zcg && k->in_dtype == in_dtype)
+            return k;
     }
     qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' has no kernel for op %d role %d norm %d zcg %d "
-                 "dtype %s", qf_recipes[recipe].name, (int)op, (int)role, (int)norm, zcg,
+                 "dtype %s", r->name, (int)op, (int)role, (int)norm, zcg,
                  qf_dtype_name(in_dtype));
-    return -1;
+    return NULL;
 }

@@ -120,14 +120,14 @@ qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_que
 }
 
 qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                          qf_family family, const char *what, int *ri) {
+                          qf_family family, const char *what, const qf_recipe **r) {
     qf_clear_error();
     if (!ctx || !recipe)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
-    *ri = qf_registry_recipe(recipe);
-    if (*ri < 0)
+    *r = qf_registry_recipe(recipe);
+    if (!*r)
         return QF_ERR_NOT_FOUND;
-    if (qf_recipes[*ri].family != family)
+    if ((*r)->family != family)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' is not %s", op, recipe, what);
     return QF_OK;
 }

@@ -31,11 +31,12 @@ QF_INTERNAL qf_status qf_check_buffers_as(const char *op, const qf_shape *shapes
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
                                       int64_t K, qf_dtype dt);
 
-/* Clears the last error, checks ctx, and finds recipe (index in *ri) of the given family.
+/* Clears the last error, checks ctx, and finds recipe (*r) of the given family.
  * QF_ERR_NOT_FOUND for an unknown name, QF_ERR_UNSUPPORTED for another family (the message says
  * "is not <what>"). */
 QF_INTERNAL qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                                      qf_family family, const char *what, int *ri);
+                                      qf_family family, const char *what,
+                                      const qf_recipe **r);
 
 /* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): gamma [K] (x's dtype or
  * fp32); layernorm: beta [K] of gamma's dtype; rmsnorm: no beta and no mu. */

@@ -67,8 +67,8 @@ static void *lookup_worker(void *arg) {
             int i = (w->first + j) % N_INST;
             qf_kernel_instance inst = instance(w->kidx, i);
             qf_loaded_kernel lk;
-            if (qf_ctx_kernel(w->ctx, w->kidx, &inst, &lk) != QF_OK ||
-                strcmp(lk.key, w->keys[i]) != 0 || lk.kernel != w->kidx ||
+            if (qf_ctx_kernel(w->ctx, &qf_kernels[w->kidx], &inst, &lk) != QF_OK ||
+                strcmp(lk.key, w->keys[i]) != 0 || lk.kernel != &qf_kernels[w->kidx] ||
                 lk.inst.outputs != inst.outputs)
                 w->bad++;
         }
@@ -125,7 +125,7 @@ static void test_lookup_sources(void **state) {
     qf_ctx_t *order[] = {a, a, b};
     for (int i = 0; i < 3; i++) {
         qf_loaded_kernel lk;
-        assert_int_equal(qf_ctx_kernel(order[i], kidx, &inst, &lk), QF_OK);
+        assert_int_equal(qf_ctx_kernel(order[i], &qf_kernels[kidx], &inst, &lk), QF_OK);
         assert_int_equal(qf_ctx_last_kernel(order[i])->source, want[i]);
         assert_string_equal(qf_ctx_last_kernel(order[i])->name, kKernel);
         assert_null(lk.fn); /* device-less: nothing loaded */

@@ -735,8 +735,9 @@ static int child_cold(const char *dir, const char *ready_fd, const char *go_fd) 
         return 3;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
     qf_loaded_kernel lk;
-    qf_status s = start_line_wait(ready_fd, go_fd) == 0 ? qf_ctx_kernel(ctx, kidx, &inst, &lk)
-                                                        : QF_ERR_INTERNAL;
+    qf_status s = start_line_wait(ready_fd, go_fd) == 0
+                      ? qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk)
+                      : QF_ERR_INTERNAL;
     if (s != QF_OK)
         fprintf(stderr, "child: %s: %s\n", qf_status_name(s), qf_last_error());
     qf_ctx_free(ctx);
@@ -859,7 +860,7 @@ static int child_lookup(const char *dir) {
         return 3;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
     qf_loaded_kernel lk;
-    qf_status s = qf_ctx_kernel(ctx, kidx, &inst, &lk);
+    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
     int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
     qf_ctx_free(ctx);
     return disk ? 0 : 1;
@@ -876,9 +877,9 @@ static qf_kernel_source lookup_captured(char **err) {
     qf_loaded_kernel lk;
     capture c;
     capture_begin(&c);
-    qf_status s = qf_ctx_kernel(ctx, kidx, &inst, &lk);
+    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
     qf_kernel_source first = qf_ctx_last_kernel(ctx)->source;
-    qf_status s2 = qf_ctx_kernel(ctx, kidx, &inst, &lk);
+    qf_status s2 = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
     *err = capture_end(&c);
     assert_int_equal(s, QF_OK);
     assert_int_equal(s2, QF_OK);

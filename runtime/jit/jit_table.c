@@ -1,5 +1,5 @@
 /* jit_table.c: a context's in-memory kernel table in front of the disk cache and NVRTC (DESIGN
- * data flow 3): a kernel instance is looked up by (kernel index, instance), else loaded from the
+ * data flow 3): a kernel instance is looked up by (kernel entry, instance), else loaded from the
  * disk cache, else compiled, and its entry points found. */
 #include <string.h>
 #include <time.h>
@@ -14,10 +14,11 @@ static double qf_now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst) {
+static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, const qf_kernel_entry *k,
+                                     const qf_kernel_instance *inst) {
     for (int i = 0; i < c->n_kernels; i++) {
         qf_loaded_kernel *e = &c->kernels[i];
-        if (e->kernel == kidx && qf_kernel_instance_equal(&e->inst, inst))
+        if (e->kernel == k && qf_kernel_instance_equal(&e->inst, inst))
             return e;
     }
     return NULL;
@@ -138,20 +139,19 @@ static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
     c->last.ms = qf_now_ms() - t0;
 }
 
-qf_status qf_ctx_kernel(qf_ctx_t *c, int kidx, const qf_kernel_instance *inst,
+qf_status qf_ctx_kernel(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_instance *inst,
                         qf_loaded_kernel *out) {
-    const qf_kernel_entry *k = &qf_kernels[kidx];
     double t0 = qf_now_ms();
     pthread_mutex_lock(&c->lock);
-    qf_loaded_kernel *hit = qf_ctx_find(c, kidx, inst);
+    qf_loaded_kernel *hit = qf_ctx_find(c, k, inst);
     if (hit) {
         *out = *hit;
         qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, t0);
         pthread_mutex_unlock(&c->lock);
         return QF_OK;
     }
-    qf_loaded_kernel e = {.kernel = kidx, .inst = *inst};
-    qf_kernel_key(&qf_recipes[k->recipe], k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+    qf_loaded_kernel e = {.kernel = k, .inst = *inst};
+    qf_kernel_key(qf_registry_kernel_recipe(k), k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, c->arch, e.key);
     qf_kernel_source src;
     qf_status s = qf_ctx_build(c, k, inst, &e, &src);

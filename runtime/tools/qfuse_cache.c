@@ -315,7 +315,7 @@ static int qf_tool_prune(int argc, char **argv) {
 /* {===================================================================== warm */
 
 typedef struct qf_warm_item {
-    int kidx;
+    const qf_kernel_entry *k;
     qf_kernel_instance inst;
 } qf_warm_item;
 
@@ -348,7 +348,7 @@ static void qf_warm_variant(const qf_kernel_entry *k, const qf_kernel_instance *
 }
 
 static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how) {
-    const char *name = qf_kernels[it->kidx].name;
+    const char *name = it->k->name;
     if (w->tty) {
         char bar[41];
         int fill = (int)(40L * w->done / w->n_items);
@@ -360,7 +360,7 @@ static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how
             fputc('\n', stderr);
     } else {
         char variant[96];
-        qf_warm_variant(&qf_kernels[it->kidx], &it->inst, variant, sizeof variant);
+        qf_warm_variant(it->k, &it->inst, variant, sizeof variant);
         fprintf(stderr, "warm: [%d/%d] %s %s%s\n", w->done, w->n_items, how, name, variant);
     }
 }
@@ -368,14 +368,14 @@ static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how
 /* Looks up one item through ctx exactly as an op would on first use, and counts the outcome. */
 static void qf_warm_one(qf_warm *w, qf_ctx_t *ctx, const qf_warm_item *it) {
     qf_loaded_kernel lk;
-    qf_status s = qf_ctx_kernel(ctx, it->kidx, &it->inst, &lk);
+    qf_status s = qf_ctx_kernel(ctx, it->k, &it->inst, &lk);
     int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
     pthread_mutex_lock(&w->mu);
     w->done++;
     if (s != QF_OK) {
         w->failed++;
         fprintf(stderr, "%sqfuse-cache: %s: %s: %s\n", w->tty ? "\n" : "",
-                qf_kernels[it->kidx].name, qf_status_name(s), qf_last_error());
+                it->k->name, qf_status_name(s), qf_last_error());
     }
     w->compiled += s == QF_OK && !disk;
     w->cached += disk;
@@ -417,7 +417,7 @@ static int qf_warm_collect(qf_warm *w, const int *sel) {
                    (!w->glob || fnmatch(w->glob, qf_kernels[k].name, 0) == 0);
         int n = keep ? qf_kernel_instances(&qf_kernels[k], inst) : 0;
         for (int i = 0; i < n; i++)
-            w->items[w->n_items++] = (qf_warm_item){.kidx = k, .inst = inst[i]};
+            w->items[w->n_items++] = (qf_warm_item){.k = &qf_kernels[k], .inst = inst[i]};
     }
     if (w->n_items == 0)
         fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches '%s'\n",
@@ -478,15 +478,15 @@ static int qf_warm_parse_jobs(const char *s, int *jobs) {
 static int qf_warm_recipe(const char *name, int *sel) {
     if (name[0] == '-')
         return qf_tool_usage_error("warm: unknown option '%s'", name);
-    int r = qf_registry_recipe(name);
-    if (r < 0) {
+    const qf_recipe *r = qf_registry_recipe(name);
+    if (!r) {
         char known[512] = "";
         for (int i = 0, len = 0; i < qf_recipe_count && len < (int)sizeof known; i++)
             len += snprintf(known + len, sizeof known - (size_t)len, "%s%s", i ? ", " : "",
                             qf_recipes[i].name);
         return qf_tool_usage_error("warm: unknown recipe '%s' (this build has: %s)", name, known);
     }
-    sel[r] = 1;
+    sel[r - qf_recipes] = 1;
     return -1;
 }
 
