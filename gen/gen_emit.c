@@ -15,7 +15,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gen_enum.h"
+#include "names.h"
 
 #define QF_GEN_KEY_ARCH 90 /* the manifest's key_sm90 */
 #define QF_GEN_PATH_MAX 4096
@@ -74,16 +74,16 @@ static void qf_gen_emit_entry_bits(qf_gen_buf *b, unsigned entries) {
         qf_gen_buf_adds(b, "0u");
 }
 
-static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_gen_recipe *r) {
+static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_recipe *r) {
     char options[256];
     qf_gen_recipe_options(r, options, sizeof options);
     qf_gen_buf_addf(b,
                     "    [%d] = {\n        .name = \"%s\",\n        .file = \"%s\",\n"
                     "        .family = %s,\n        .fmt = {",
-                    i, r->name, r->file, qf_gen_enum_c(QF_GEN_ENUM_FAMILY, r->family));
+                    i, r->name, r->file, qf_enum_c(QF_ENUM_FAMILY, r->family));
     for (int k = 0; k < QF_ROLE_COUNT; k++)
-        qf_gen_buf_addf(b, "%s[%s] = %s", k ? ", " : "", qf_gen_enum_c(QF_GEN_ENUM_ROLE, k),
-                        qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[k]));
+        qf_gen_buf_addf(b, "%s[%s] = %s", k ? ", " : "", qf_enum_c(QF_ENUM_ROLE, k),
+                        qf_enum_c(QF_ENUM_DTYPE, r->fmt[k]));
     qf_gen_buf_addf(b,
                     "},\n        .margin = %d.0f,\n        .amax_history_len = %d,\n"
                     "        .amax_compute = %s,\n        .scale_rounding = %s,\n"
@@ -92,31 +92,31 @@ static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_gen_recipe *
                     "        .rht_seed = %lluull,\n        .options = \"%s\",\n"
                     "        .shapes = qf_shapes_%s,\n    },\n",
                     r->margin, r->amax_history_len,
-                    qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute),
-                    qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding), r->weight_2d,
+                    qf_enum_c(QF_ENUM_AMAX_COMPUTE, r->amax_compute),
+                    qf_enum_c(QF_ENUM_SCALE_ROUNDING, r->scale_rounding), r->weight_2d,
                     r->rht_roles, r->sr_grad, r->has_rht_seed, (unsigned long long)r->rht_seed,
                     options, r->name);
 }
 
 static void qf_gen_emit_kernel_entry(qf_gen_buf *b, const qf_gen_plan *p, int i, int ri, int vi) {
     const qf_gen_plan_recipe *pr = &p->recipes[ri];
-    const qf_gen_kernel_desc *d = &pr->variants[vi].desc;
+    const qf_kernel_desc *d = &pr->variants[vi].desc;
     const qf_gen_kernel_config *c = &pr->variants[vi].cfg;
     qf_gen_buf_addf(b,
                     "    [%d] = {\n        .name = \"%s\",\n        .recipe = %d,\n"
                     "        .family = %s,\n"
                     "        .op = %s,\n        .role = %s,\n        .norm = %s,\n"
                     "        .zero_centered_gamma = %d,\n",
-                    i, d->name, ri, qf_gen_enum_c(QF_GEN_ENUM_FAMILY, pr->recipe.family),
-                    qf_gen_enum_c(QF_GEN_ENUM_OP, d->op),
-                    qf_gen_enum_c(QF_GEN_ENUM_ROLE, d->role),
-                    qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm), d->zero_centered_gamma);
+                    i, d->name, ri, qf_enum_c(QF_ENUM_FAMILY, pr->recipe.family),
+                    qf_enum_c(QF_ENUM_OP, d->op),
+                    qf_enum_c(QF_ENUM_ROLE, d->role),
+                    qf_enum_c(QF_ENUM_NORM, d->norm), d->zero_centered_gamma);
     qf_gen_buf_addf(b,
                     "        .in_dtype = %s,\n        .out_dtype = %s,\n"
                     "        .block_threads = %u,\n        .tile_m = %u,\n"
                     "        .tpl = &qf_templates[%d], /* templates/%s */\n        .entries = ",
-                    qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->in_dtype),
-                    qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->out_dtype), c->block_threads, c->tile_m,
+                    qf_enum_c(QF_ENUM_DTYPE, d->in_dtype),
+                    qf_enum_c(QF_ENUM_DTYPE, d->out_dtype), c->block_threads, c->tile_m,
                     qf_gen_plan_template_index(p, c->template_name), c->template_name);
     qf_gen_emit_entry_bits(b, pr->entries[vi]);
     qf_gen_buf_adds(b, ",\n        .prelude =\n");
@@ -136,7 +136,7 @@ char *qf_gen_emit_registry(const qf_gen_plan *p) {
             "#include \"registry.h\"\n#include \"shapes.h\"\n");
     qf_gen_emit_headers(&b, p);
     qf_gen_emit_templates(&b, p);
-    qf_gen_buf_adds(&b, "\nconst qf_recipe_entry qf_recipes[] = {\n");
+    qf_gen_buf_adds(&b, "\nconst qf_recipe qf_recipes[] = {\n");
     for (int r = 0; r < p->n_recipes; r++)
         qf_gen_emit_recipe_entry(&b, r, &p->recipes[r].recipe);
     qf_gen_buf_addf(&b, "};\nconst int qf_recipe_count = %d;\n", p->n_recipes);
@@ -188,12 +188,12 @@ static cJSON *qf_gen_kernel_json(const qf_gen_plan *p, int ri, int vi) {
     qf_gen_plan_key(p, ri, vi, QF_GEN_KEY_ARCH, key);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", v->desc.name);
-    cJSON_AddStringToObject(j, "op", qf_gen_enum_name(QF_GEN_ENUM_OP, v->desc.op));
-    cJSON_AddStringToObject(j, "role", qf_gen_enum_name(QF_GEN_ENUM_ROLE, v->desc.role));
-    cJSON_AddStringToObject(j, "norm", qf_gen_enum_name(QF_GEN_ENUM_NORM, v->desc.norm));
+    cJSON_AddStringToObject(j, "op", qf_enum_name(QF_ENUM_OP, v->desc.op));
+    cJSON_AddStringToObject(j, "role", qf_enum_name(QF_ENUM_ROLE, v->desc.role));
+    cJSON_AddStringToObject(j, "norm", qf_enum_name(QF_ENUM_NORM, v->desc.norm));
     cJSON_AddNumberToObject(j, "zero_centered_gamma", v->desc.zero_centered_gamma);
-    cJSON_AddStringToObject(j, "in_dtype", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v->desc.in_dtype));
-    cJSON_AddStringToObject(j, "out_dtype", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v->desc.out_dtype));
+    cJSON_AddStringToObject(j, "in_dtype", qf_enum_name(QF_ENUM_DTYPE, v->desc.in_dtype));
+    cJSON_AddStringToObject(j, "out_dtype", qf_enum_name(QF_ENUM_DTYPE, v->desc.out_dtype));
     cJSON_AddNumberToObject(j, "block_threads", v->cfg.block_threads);
     cJSON_AddNumberToObject(j, "tile_m", v->cfg.tile_m);
     cJSON_AddNumberToObject(j, "smem_bytes", v->cfg.smem_bytes);
@@ -203,7 +203,7 @@ static cJSON *qf_gen_kernel_json(const qf_gen_plan *p, int ri, int vi) {
     return j;
 }
 
-static cJSON *qf_gen_options_json(const qf_gen_recipe *r) {
+static cJSON *qf_gen_options_json(const qf_recipe *r) {
     qf_gen_option opts[QF_GEN_OPTIONS_MAX];
     int n = qf_gen_recipe_option_list(r, opts);
     cJSON *j = cJSON_CreateObject();
@@ -225,13 +225,13 @@ static cJSON *qf_gen_recipe_json(const qf_gen_plan *p, int ri) {
     qf_gen_recipe_options(&pr->recipe, options, sizeof options);
     cJSON_AddStringToObject(j, "name", pr->recipe.name);
     cJSON_AddStringToObject(j, "file", pr->recipe.file);
-    cJSON_AddStringToObject(j, "family", qf_gen_enum_name(QF_GEN_ENUM_FAMILY, pr->recipe.family));
+    cJSON_AddStringToObject(j, "family", qf_enum_name(QF_ENUM_FAMILY, pr->recipe.family));
     cJSON_AddStringToObject(j, "description", pr->recipe.description);
     cJSON_AddItemToObject(j, "options", qf_gen_options_json(&pr->recipe));
     cJSON_AddStringToObject(j, "options_string", options);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
-        cJSON_AddStringToObject(fmts, qf_gen_enum_name(QF_GEN_ENUM_ROLE, i),
-                                qf_gen_enum_name(QF_GEN_ENUM_DTYPE, pr->recipe.fmt[i]));
+        cJSON_AddStringToObject(fmts, qf_enum_name(QF_ENUM_ROLE, i),
+                                qf_enum_name(QF_ENUM_DTYPE, pr->recipe.fmt[i]));
     cJSON_AddItemToObject(j, "formats", fmts);
     for (int v = 0; v < pr->n_variants; v++)
         cJSON_AddItemToArray(ks, qf_gen_kernel_json(p, ri, v));

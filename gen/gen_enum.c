@@ -1,6 +1,6 @@
 /* gen_enum.c: names of the qf_formats.h enums as written by qfuse-gen (C constants, short names).
  */
-#include "gen_enum.h"
+#include "names.h"
 
 #include <stddef.h>
 
@@ -74,34 +74,34 @@ typedef struct qf_gen_enum_table {
 
 /* ORDER GEN_ENUM */
 static const qf_gen_enum_table qf_gen_enum_tables[] = {
-    [QF_GEN_ENUM_DTYPE] = {qf_gen_dtypes, QF_GEN_COUNTOF(qf_gen_dtypes)},
-    [QF_GEN_ENUM_NORM] = {qf_gen_norms, QF_GEN_COUNTOF(qf_gen_norms)},
-    [QF_GEN_ENUM_FAMILY] = {qf_gen_families, QF_GEN_COUNTOF(qf_gen_families)},
-    [QF_GEN_ENUM_ROLE] = {qf_gen_roles, QF_GEN_COUNTOF(qf_gen_roles)},
-    [QF_GEN_ENUM_OP] = {qf_gen_ops, QF_GEN_COUNTOF(qf_gen_ops)},
-    [QF_GEN_ENUM_AMAX_COMPUTE] = {qf_gen_amax_computes, QF_GEN_COUNTOF(qf_gen_amax_computes)},
-    [QF_GEN_ENUM_SCALE_ROUNDING] = {qf_gen_scale_roundings, QF_GEN_COUNTOF(qf_gen_scale_roundings)},
+    [QF_ENUM_DTYPE] = {qf_gen_dtypes, QF_GEN_COUNTOF(qf_gen_dtypes)},
+    [QF_ENUM_NORM] = {qf_gen_norms, QF_GEN_COUNTOF(qf_gen_norms)},
+    [QF_ENUM_FAMILY] = {qf_gen_families, QF_GEN_COUNTOF(qf_gen_families)},
+    [QF_ENUM_ROLE] = {qf_gen_roles, QF_GEN_COUNTOF(qf_gen_roles)},
+    [QF_ENUM_OP] = {qf_gen_ops, QF_GEN_COUNTOF(qf_gen_ops)},
+    [QF_ENUM_AMAX_COMPUTE] = {qf_gen_amax_computes, QF_GEN_COUNTOF(qf_gen_amax_computes)},
+    [QF_ENUM_SCALE_ROUNDING] = {qf_gen_scale_roundings, QF_GEN_COUNTOF(qf_gen_scale_roundings)},
 };
-_Static_assert(sizeof(qf_gen_enum_tables) / sizeof(qf_gen_enum_tables[0]) == QF_GEN_ENUM_COUNT,
+_Static_assert(sizeof(qf_gen_enum_tables) / sizeof(qf_gen_enum_tables[0]) == QF_ENUM_COUNT,
                "enum tables");
 
 static const qf_gen_enum_entry *qf_gen_enum_get(qf_gen_enum kind, int v) {
-    if ((unsigned)kind >= QF_GEN_ENUM_COUNT)
+    if ((unsigned)kind >= QF_ENUM_COUNT)
         return NULL;
     const qf_gen_enum_table *t = &qf_gen_enum_tables[kind];
     return v >= 0 && v < t->count ? &t->entries[v] : NULL;
 }
 
-const char *qf_gen_enum_c(qf_gen_enum kind, int v) {
+const char *qf_enum_c(qf_gen_enum kind, int v) {
     const qf_gen_enum_entry *e = qf_gen_enum_get(kind, v);
     return e ? e->c : NULL;
 }
 
-const char *qf_gen_enum_name(qf_gen_enum kind, int v) {
+const char *qf_enum_name(qf_gen_enum kind, int v) {
     const qf_gen_enum_entry *e = qf_gen_enum_get(kind, v);
     return e ? e->name : NULL;
 }
 
-int qf_gen_enum_count(qf_gen_enum kind) {
-    return (unsigned)kind < QF_GEN_ENUM_COUNT ? qf_gen_enum_tables[kind].count : 0;
+int qf_enum_count(qf_gen_enum kind) {
+    return (unsigned)kind < QF_ENUM_COUNT ? qf_gen_enum_tables[kind].count : 0;
 }

@@ -41,7 +41,7 @@ static const char *qf_gen_tpl_get(qf_gen_plan *p, const char *dir, const char *n
  * (checked against tpl, named tpath in errors), then #line back to the template. NOTES: the
  * banner and #line name the canonical templates/ path, never --templates, so the output (and the
  * fusion key, which hashes it) does not depend on where the tree sits. */
-static char *qf_gen_prelude(const qf_gen_recipe *r, const qf_gen_variant *v, const char *tname,
+static char *qf_gen_prelude(const qf_recipe *r, const qf_gen_variant *v, const char *tname,
                             const char *tpath, const char *tpl, qf_gen_err *e) {
     qf_gen_values vals;
     qf_gen_variant_values(r, v, &vals);
@@ -244,7 +244,7 @@ int qf_gen_plan_template_index(const qf_gen_plan *p, const char *tname) {
 /* The registry entries registry.c holds for variant vi of recipe ri, so that the key equals the
  * runtime's. Strings point into pr, options and tpl. */
 static void qf_gen_plan_entries(const qf_gen_plan *p, int ri, int vi, char options[256],
-                                qf_kernel_template *tpl, qf_recipe_entry *re,
+                                qf_kernel_template *tpl, qf_recipe *re,
                                 qf_kernel_entry *ke) {
     const qf_gen_plan_recipe *pr = &p->recipes[ri];
     const qf_gen_variant *v = &pr->variants[vi];
@@ -252,7 +252,7 @@ static void qf_gen_plan_entries(const qf_gen_plan *p, int ri, int vi, char optio
     int ti = qf_gen_plan_template_index(p, v->cfg.template_name);
     QF_ASSERT(ti >= 0); /* every variant's template was read when it was rendered */
     *tpl = (qf_kernel_template){.file = NULL, .text = p->template_texts[ti]};
-    *re = (qf_recipe_entry){.name = pr->recipe.name,
+    *re = (qf_recipe){.name = pr->recipe.name,
                             .file = pr->recipe.file,
                             .family = pr->recipe.family,
                             .margin = (float)pr->recipe.margin,
@@ -286,7 +286,7 @@ void qf_gen_plan_key_instance(const qf_gen_plan *p, int ri, int vi, int arch,
                               const qf_kernel_instance *inst, char hex[33]) {
     char options[256];
     qf_kernel_template tpl;
-    qf_recipe_entry re;
+    qf_recipe re;
     qf_kernel_entry ke;
     qf_gen_plan_entries(p, ri, vi, options, &tpl, &re, &ke);
     qf_kernel_instance def = qf_kernel_instance_default(&ke);

@@ -22,8 +22,8 @@ typedef struct qf_gen_opts {
 } qf_gen_opts;
 
 typedef struct qf_gen_plan_recipe {
-    qf_gen_recipe recipe;
-    const qf_gen_shape_table *shapes;
+    qf_recipe recipe;
+    const qf_fake_table *shapes;
     int n_variants;
     qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* sorted by name */
     char *sources[QF_GEN_VARIANTS_MAX];           /* full text of kernels/<name>.cu: prelude +

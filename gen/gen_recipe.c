@@ -3,7 +3,7 @@
  * A recipe is data (STYLE 8): a text chunk run in an empty environment (no standard library at
  * all), under a heap cap and an instruction budget, that returns one table. All Lua work happens
  * in qf_gen_recipe_pmain under lua_pcall (STYLE 11); helpers raise with luaL_error, and validated
- * values are copied into fixed-size fields of qf_gen_recipe, so no malloc'ed memory is live across
+ * values are copied into fixed-size fields of qf_recipe, so no malloc'ed memory is live across
  * a call that can raise. A recipe file is read whole (size-capped, regular files only) and loaded
  * from memory, the entry point the fuzzer (tests/fuzz/fuzz_recipe.c) drives directly. */
 #include "gen_recipe.h"
@@ -19,7 +19,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "gen_enum.h"
+#include "names.h"
 
 /* ========================================================================= option lists */
 /* Recipe strings become C enums through one option list and a parallel value array (STYLE 10). */
@@ -89,7 +89,7 @@ typedef struct qf_gen_sandbox {
     unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
-    qf_gen_recipe *out;
+    qf_recipe *out;
 } qf_gen_sandbox;
 
 /* Instructions between two hook calls: cheap, yet an endless loop stops within 1000. */
@@ -364,7 +364,7 @@ static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
 
 /* Validates an fp8_delayed recipe table (index 1) into sb->out. */
 static void qf_gen_read_fp8_delayed(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
+    qf_recipe *r = sb->out;
     qf_gen_check_unknown(L, sb, qf_gen_fp8_delayed_fields);
     qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
     r->format = (qf_gen_format)qf_gen_field_option(L, sb, "format", qf_gen_format_opts, 0);
@@ -378,7 +378,7 @@ static void qf_gen_read_fp8_delayed(lua_State *L, const qf_gen_sandbox *sb) {
 /* Validates an mxfp8 recipe table (index 1) into sb->out: formats per role, E8M0 rounding and
  * 2D weight blocks (SPEC 2.3). Defaults are TE's MXFP8BlockScaling. */
 static void qf_gen_read_mxfp8(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
+    qf_recipe *r = sb->out;
     qf_gen_check_unknown(L, sb, qf_gen_mxfp8_fields);
     qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
     r->fmt[QF_ROLE_INPUT] =
@@ -395,7 +395,7 @@ static void qf_gen_read_mxfp8(lua_State *L, const qf_gen_sandbox *sb) {
 /* Validates an nvfp4 recipe table (index 1) into sb->out: RHT per role, SR of gradients, 16x16
  * weight tiles and the RHT seed (SPEC 2.4). Defaults are TE's NVFP4BlockScaling. */
 static void qf_gen_read_nvfp4(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
+    qf_recipe *r = sb->out;
     qf_gen_check_unknown(L, sb, qf_gen_nvfp4_fields);
     qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
@@ -478,16 +478,16 @@ static int qf_gen_recipe_pmain(lua_State *L) {
 /* ========================================================================= entry points */
 
 /* Sets out->name and out->file from the path's stem; the name must be [a-z0-9_]+. */
-static int qf_gen_recipe_name(const char *path, qf_gen_recipe *out, qf_gen_err *e) {
+static int qf_gen_recipe_name(const char *path, qf_recipe *out, qf_gen_err *e) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
     if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
         return qf_gen_fail(e, "%s: recipe file name must end in .lua", path);
     n -= 4;
-    if (n > QF_GEN_RECIPE_NAME_MAX)
+    if (n > QF_RECIPE_NAME_MAX)
         return qf_gen_fail(e, "%s: recipe name longer than %d characters", path,
-                           QF_GEN_RECIPE_NAME_MAX);
+                           QF_RECIPE_NAME_MAX);
     if (strspn(base, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
         return qf_gen_fail(e, "%s: recipe name '%.*s' must match [a-z0-9_]+", path, (int)n, base);
     memcpy(out->name, base, n);
@@ -515,7 +515,7 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
 }
 
 int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
-                              const qf_gen_limits *lim, qf_gen_recipe *out, qf_gen_err *e) {
+                              const qf_gen_limits *lim, qf_recipe *out, qf_gen_err *e) {
     memset(out, 0, sizeof *out);
     if (qf_gen_recipe_name(path, out, e) != 0)
         return -1;
@@ -593,7 +593,7 @@ static int qf_gen_recipe_read(const char *path, char **text, size_t *len, qf_gen
     return 0;
 }
 
-int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
+int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_recipe *out,
                        qf_gen_err *e) {
     char *text = NULL;
     size_t len = 0;
@@ -617,20 +617,20 @@ static void qf_gen_option_add(qf_gen_option *out, int *n, qf_gen_option kind, co
 }
 
 /* The options of an mxfp8 recipe, sorted by key by hand; test_gen checks the order. */
-static int qf_gen_mxfp8_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
+static int qf_gen_mxfp8_option_list(const qf_recipe *r, qf_gen_option *out) {
     int n = 0;
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
-                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+                      qf_enum_name(QF_ENUM_FAMILY, r->family));
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "grad_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_GRAD]));
+                      qf_enum_name(QF_ENUM_DTYPE, r->fmt[QF_ROLE_GRAD]));
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "input_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
+                      qf_enum_name(QF_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "scale_rounding"},
-                      qf_gen_enum_name(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding));
+                      qf_enum_name(QF_ENUM_SCALE_ROUNDING, r->scale_rounding));
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_2d", .is_boolean = 1},
                       r->weight_2d ? "true" : "false");
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
+                      qf_enum_name(QF_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
     return n;
 }
 
@@ -641,11 +641,11 @@ static void qf_gen_option_bool(qf_gen_option *out, int *n, const char *key, int 
 
 /* The options of an nvfp4 recipe, sorted by key by hand; test_gen checks the order. An absent
  * rht_seed is the string "none" (TE's fixed mask), a given one an integer. */
-static int qf_gen_nvfp4_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
+static int qf_gen_nvfp4_option_list(const qf_recipe *r, qf_gen_option *out) {
     int n = 0;
     char seed[32];
     qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
-                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+                      qf_enum_name(QF_ENUM_FAMILY, r->family));
     qf_gen_option_bool(out, &n, "rht_grad", (r->rht_roles >> QF_ROLE_GRAD) & 1u);
     qf_gen_option_bool(out, &n, "rht_input", (r->rht_roles >> QF_ROLE_INPUT) & 1u);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->rht_seed);
@@ -656,7 +656,7 @@ static int qf_gen_nvfp4_option_list(const qf_gen_recipe *r, qf_gen_option *out) 
     return n;
 }
 
-int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
+int qf_gen_recipe_option_list(const qf_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
     if (r->family == QF_FAMILY_MXFP8)
         return qf_gen_mxfp8_option_list(r, out);
     if (r->family == QF_FAMILY_NVFP4)
@@ -665,12 +665,12 @@ int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_O
     int n = 0;
     out[n] = (qf_gen_option){.key = "amax_compute"};
     snprintf(out[n++].value, sizeof out->value, "%s",
-             qf_gen_enum_name(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
+             qf_enum_name(QF_ENUM_AMAX_COMPUTE, r->amax_compute));
     out[n] = (qf_gen_option){.key = "amax_history_len", .is_integer = 1};
     snprintf(out[n++].value, sizeof out->value, "%d", r->amax_history_len);
     out[n] = (qf_gen_option){.key = "family"};
     snprintf(out[n++].value, sizeof out->value, "%s",
-             qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+             qf_enum_name(QF_ENUM_FAMILY, r->family));
     out[n] = (qf_gen_option){.key = "format"};
     snprintf(out[n++].value, sizeof out->value, "%s", qf_gen_recipe_format_name(r));
     out[n] = (qf_gen_option){.key = "margin", .is_integer = 1};
@@ -678,7 +678,7 @@ int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_O
     return n;
 }
 
-void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n) {
+void qf_gen_recipe_options(const qf_recipe *r, char *buf, size_t n) {
     qf_gen_option opts[QF_GEN_OPTIONS_MAX];
     int count = qf_gen_recipe_option_list(r, opts);
     size_t used = 0;
@@ -689,6 +689,6 @@ void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n) {
     }
 }
 
-const char *qf_gen_recipe_format_name(const qf_gen_recipe *r) {
+const char *qf_gen_recipe_format_name(const qf_recipe *r) {
     return (unsigned)r->format < QF_GEN_FORMAT_COUNT ? qf_gen_format_opts[r->format] : "?";
 }

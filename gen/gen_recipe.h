@@ -8,8 +8,8 @@
 #include "gen_buf.h"
 #include "qf_formats.h"
 
-#define QF_GEN_RECIPE_NAME_MAX 48 /* recipe names are part of every kernel name */
-#define QF_GEN_DESCRIPTION_MAX 255
+#define QF_RECIPE_NAME_MAX 48 /* recipe names are part of every kernel name */
+#define QF_RECIPE_DESCRIPTION_MAX 255
 
 /* fp8_delayed `format` option. ORDER GEN_FORMAT (qf_gen_format_opts in gen_recipe.c) */
 typedef enum qf_gen_format {
@@ -28,11 +28,11 @@ typedef struct qf_gen_limits {
 #define QF_GEN_INSTRUCTIONS_DEFAULT 10000000ul
 
 /* A validated recipe. Every option holds its value, defaults filled in. */
-typedef struct qf_gen_recipe {
-    char name[QF_GEN_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" */
-    char file[QF_GEN_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" (generated files) */
+typedef struct qf_recipe {
+    char name[QF_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" */
+    char file[QF_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" (generated files) */
     char path[256];                         /* the path it was read from (messages, --list) */
-    char description[QF_GEN_DESCRIPTION_MAX + 1];
+    char description[QF_RECIPE_DESCRIPTION_MAX + 1];
     qf_family family;
     qf_gen_format format;
     int margin;           /* 0..32 */
@@ -47,7 +47,7 @@ typedef struct qf_gen_recipe {
     int sr_grad;        /* nvfp4: stochastic rounding of gradients */
     int has_rht_seed;   /* nvfp4: rht_seed given (else TE's fixed mask 0xD7E8) */
     uint64_t rht_seed;  /* nvfp4: RHT signs drawn from this seed (SPEC 2.4) */
-} qf_gen_recipe;
+} qf_recipe;
 
 /* Recipe files are small data files; a larger one (or a FIFO, device or directory) is refused
  * before any Lua runs, so reading it can neither block nor exhaust memory. */
@@ -55,14 +55,14 @@ typedef struct qf_gen_recipe {
 
 /* Loads and validates the recipe at path (errors name path as given). lim NULL = defaults.
  * Returns 0, or -1 with the message in e. Never exits, whatever the recipe does. */
-int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
+int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_recipe *out,
                        qf_gen_err *e);
 
 /* Same for recipe text already in memory: text[0..len) (not NUL-terminated, does not own it) is
  * loaded as if read from the file `path`, which names the recipe (its stem) and the errors. A
  * UTF-8 BOM and a first line starting with '#' are skipped, as luaL_loadfilex does. */
 int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
-                              const qf_gen_limits *lim, qf_gen_recipe *out, qf_gen_err *e);
+                              const qf_gen_limits *lim, qf_recipe *out, qf_gen_err *e);
 
 /* One recipe option as text, for the options string and the manifest. */
 typedef struct qf_gen_option {
@@ -76,16 +76,16 @@ typedef struct qf_gen_option {
 
 /* Every numerics option of r, defaults included, sorted by key; returns the count. The
  * description is not an option: it changes no kernel, so it stays out of the fusion key. */
-int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]);
+int qf_gen_recipe_option_list(const qf_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]);
 
 /* Canonical "key=value;..." of qf_gen_recipe_option_list
  * ("amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0",
  * "family=mxfp8;grad_format=e4m3;input_format=e4m3;scale_rounding=ceil;weight_2d=false;
  * weight_format=e4m3", "family=nvfp4;rht_grad=true;rht_input=true;rht_seed=none;
  * stochastic_rounding_grad=true;weight_2d=true"). */
-void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n);
+void qf_gen_recipe_options(const qf_recipe *r, char *buf, size_t n);
 
 /* Name of r's `format` option ("hybrid"). */
-const char *qf_gen_recipe_format_name(const qf_gen_recipe *r);
+const char *qf_gen_recipe_format_name(const qf_recipe *r);
 
 #endif /* QF_GEN_RECIPE_H */

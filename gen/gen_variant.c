@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_enum.h"
+#include "names.h"
 #include "ref_nvfp4.h"
 
 #define QF_GEN_TPL_NORM_QUANTIZE "smxx_fp8_norm_quantize.cu"
@@ -62,49 +62,49 @@ static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_varia
 
 /* norm_quantize: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, output in the input role's format.
  */
-static void qf_gen_expand_nq(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+static void qf_gen_expand_nq(const qf_recipe *r, const qf_gen_kernel_config *cfg,
                              qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
         for (int z = 0; z <= 1; z++)
             for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
                 qf_gen_variant v = {.cfg = *cfg};
-                v.desc = (qf_gen_kernel_desc){.op = QF_OP_NORM_QUANTIZE,
+                v.desc = (qf_kernel_desc){.op = QF_OP_NORM_QUANTIZE,
                                               .role = QF_ROLE_INPUT,
                                               .norm = qf_gen_nq_norms[i],
                                               .zero_centered_gamma = z,
                                               .in_dtype = qf_gen_in_dtypes[d],
                                               .out_dtype = r->fmt[QF_ROLE_INPUT]};
                 snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_nq_%s%s_%s", r->name,
-                         qf_gen_enum_name(QF_GEN_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
-                         qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v.desc.in_dtype));
+                         qf_enum_name(QF_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
+                         qf_enum_name(QF_ENUM_DTYPE, v.desc.in_dtype));
                 qf_gen_push(out, cap, n, &v);
             }
 }
 
 /* quantize (no norm) for weights and gradients x in dtype, output in that role's format. */
-static void qf_gen_expand_quant(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+static void qf_gen_expand_quant(const qf_recipe *r, const qf_gen_kernel_config *cfg,
                                 qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_quant_roles); i++)
         for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
             qf_gen_variant v = {.cfg = *cfg};
             qf_role role = qf_gen_quant_roles[i];
-            v.desc = (qf_gen_kernel_desc){.op = QF_OP_QUANTIZE,
+            v.desc = (qf_kernel_desc){.op = QF_OP_QUANTIZE,
                                           .role = role,
                                           .norm = QF_NORM_NONE,
                                           .in_dtype = qf_gen_in_dtypes[d],
                                           .out_dtype = r->fmt[role]};
             snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_quant_%s_%s", r->name,
-                     qf_gen_enum_name(QF_GEN_ENUM_ROLE, role),
-                     qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v.desc.in_dtype));
+                     qf_enum_name(QF_ENUM_ROLE, role),
+                     qf_enum_name(QF_ENUM_DTYPE, v.desc.in_dtype));
             qf_gen_push(out, cap, n, &v);
         }
 }
 
 /* The one scale-update kernel; its dynamic shared memory holds one amax history. */
-static void qf_gen_expand_scale_update(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
+static void qf_gen_expand_scale_update(const qf_recipe *r, qf_gen_variant *out, int cap,
                                        int *n) {
     qf_gen_variant v = {0};
-    v.desc = (qf_gen_kernel_desc){.op = QF_OP_SCALE_UPDATE,
+    v.desc = (qf_kernel_desc){.op = QF_OP_SCALE_UPDATE,
                                   .role = QF_ROLE_INPUT,
                                   .norm = QF_NORM_NONE,
                                   .in_dtype = QF_DTYPE_FP32,
@@ -119,10 +119,10 @@ static void qf_gen_expand_scale_update(const qf_gen_recipe *r, qf_gen_variant *o
 
 /* The one block-scaled GEMM (mxfp8, nvfp4): y[M, N] bf16 = A (input format) x B (weight
  * format)^T, compact scales. */
-static void qf_gen_expand_gemm(const qf_gen_recipe *r, const qf_gen_kernel_config *cfg,
+static void qf_gen_expand_gemm(const qf_recipe *r, const qf_gen_kernel_config *cfg,
                                qf_gen_variant *out, int cap, int *n) {
     qf_gen_variant v = {.cfg = *cfg};
-    v.desc = (qf_gen_kernel_desc){.op = QF_OP_GEMM,
+    v.desc = (qf_kernel_desc){.op = QF_OP_GEMM,
                                   .role = QF_ROLE_INPUT,
                                   .norm = QF_NORM_NONE,
                                   .in_dtype = r->fmt[QF_ROLE_INPUT],
@@ -135,7 +135,7 @@ static int qf_gen_variant_cmp(const void *a, const void *b) {
     return strcmp(((const qf_gen_variant *)a)->desc.name, ((const qf_gen_variant *)b)->desc.name);
 }
 
-int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap, qf_gen_err *e) {
+int qf_gen_variants_expand(const qf_recipe *r, qf_gen_variant *out, int cap, qf_gen_err *e) {
     int n = 0;
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
@@ -155,7 +155,7 @@ int qf_gen_variants_expand(const qf_gen_recipe *r, qf_gen_variant *out, int cap,
         break;
     default:
         return qf_gen_fail(e, "%s: not implemented scaling mode: %s", r->path,
-                           qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
+                           qf_enum_name(QF_ENUM_FAMILY, r->family));
     }
     if (n > cap)
         return qf_gen_fail(e, "%s: %d kernel variants, more than the limit of %d", r->path, n, cap);
@@ -173,7 +173,7 @@ static int qf_gen_is_identifier(const char *s) {
 }
 
 /* Enum ranges and the output format of one descriptor. */
-static const char *qf_gen_desc_problem(const qf_gen_kernel_desc *d) {
+static const char *qf_gen_desc_problem(const qf_kernel_desc *d) {
     if (!qf_gen_is_identifier(d->name))
         return "name is not a C identifier";
     if ((unsigned)d->op >= QF_OP_COUNT || (unsigned)d->role >= QF_ROLE_COUNT ||
@@ -204,7 +204,7 @@ static const char *qf_gen_config_problem(const qf_gen_kernel_config *c) {
     return NULL;
 }
 
-int qf_gen_variants_check(const qf_gen_recipe *r, const qf_gen_variant *v, int n, qf_gen_err *e) {
+int qf_gen_variants_check(const qf_recipe *r, const qf_gen_variant *v, int n, qf_gen_err *e) {
     for (int i = 0; i < n; i++) {
         const char *p = qf_gen_desc_problem(&v[i].desc);
         if (!p)
@@ -223,12 +223,12 @@ int qf_gen_variants_check(const qf_gen_recipe *r, const qf_gen_variant *v, int n
 
 /* ========================================================================= printing */
 
-void qf_gen_kernel_desc_print(FILE *f, const qf_gen_kernel_desc *d) {
+void qf_gen_kernel_desc_print(FILE *f, const qf_kernel_desc *d) {
     fprintf(f, "%s: op=%s role=%s norm=%s zcg=%d in=%s out=%s", d->name,
-            qf_gen_enum_name(QF_GEN_ENUM_OP, d->op), qf_gen_enum_name(QF_GEN_ENUM_ROLE, d->role),
-            qf_gen_enum_name(QF_GEN_ENUM_NORM, d->norm), d->zero_centered_gamma,
-            qf_gen_enum_name(QF_GEN_ENUM_DTYPE, d->in_dtype),
-            qf_gen_enum_name(QF_GEN_ENUM_DTYPE, d->out_dtype));
+            qf_enum_name(QF_ENUM_OP, d->op), qf_enum_name(QF_ENUM_ROLE, d->role),
+            qf_enum_name(QF_ENUM_NORM, d->norm), d->zero_centered_gamma,
+            qf_enum_name(QF_ENUM_DTYPE, d->in_dtype),
+            qf_enum_name(QF_ENUM_DTYPE, d->out_dtype));
 }
 
 void qf_gen_kernel_config_print(FILE *f, const qf_gen_kernel_config *c) {
@@ -246,27 +246,27 @@ static void qf_gen_values_add(qf_gen_values *vals, const char *name, const char 
     vals->n++;
 }
 
-int qf_gen_variant_block_2d(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+int qf_gen_variant_block_2d(const qf_recipe *r, const qf_kernel_desc *d) {
     return (r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) && r->weight_2d &&
            d->op == QF_OP_QUANTIZE && d->role == QF_ROLE_WEIGHT;
 }
 
 /* 1 when d is an NVFP4 quantizer (norm_quantize or quantize). */
-static int qf_gen_nv_quantizer(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+static int qf_gen_nv_quantizer(const qf_recipe *r, const qf_kernel_desc *d) {
     return r->family == QF_FAMILY_NVFP4 &&
            (d->op == QF_OP_NORM_QUANTIZE || d->op == QF_OP_QUANTIZE);
 }
 
-int qf_gen_variant_rht(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+int qf_gen_variant_rht(const qf_recipe *r, const qf_kernel_desc *d) {
     return qf_gen_nv_quantizer(r, d) && (unsigned)d->role < QF_ROLE_COUNT &&
            ((r->rht_roles >> d->role) & 1u);
 }
 
-int qf_gen_variant_sr(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+int qf_gen_variant_sr(const qf_recipe *r, const qf_kernel_desc *d) {
     return qf_gen_nv_quantizer(r, d) && d->role == QF_ROLE_GRAD && r->sr_grad;
 }
 
-unsigned qf_gen_variant_rht_mask(const qf_gen_recipe *r, const qf_gen_kernel_desc *d) {
+unsigned qf_gen_variant_rht_mask(const qf_recipe *r, const qf_kernel_desc *d) {
     if (!qf_gen_variant_rht(r, d))
         return 0;
     return r->has_rht_seed ? qf_nvfp4_rht_mask_from_seed_ref(r->rht_seed)
@@ -274,27 +274,27 @@ unsigned qf_gen_variant_rht_mask(const qf_gen_recipe *r, const qf_gen_kernel_des
 }
 
 /* __MARGIN__ and __AMAX_COMPUTE__ of the fp8_delayed scale update. */
-static void qf_gen_values_scale_update(const qf_gen_recipe *r, qf_gen_values *out) {
+static void qf_gen_values_scale_update(const qf_recipe *r, qf_gen_values *out) {
     char num[32];
     snprintf(num, sizeof num, "%d.0f", r->margin);
     qf_gen_values_add(out, "__MARGIN__", num);
     qf_gen_values_add(out, "__AMAX_COMPUTE__",
-                      qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
+                      qf_enum_c(QF_ENUM_AMAX_COMPUTE, r->amax_compute));
 }
 
 /* __A_DTYPE__ and __B_DTYPE__ of the MXFP8 GEMM: A in the input format, B in the weight format.
  * The NVFP4 GEMM has none: both operands are E2M1. */
-static void qf_gen_values_gemm(const qf_gen_recipe *r, qf_gen_values *out) {
+static void qf_gen_values_gemm(const qf_recipe *r, qf_gen_values *out) {
     if (r->family == QF_FAMILY_NVFP4)
         return;
-    qf_gen_values_add(out, "__A_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
+    qf_gen_values_add(out, "__A_DTYPE__", qf_enum_c(QF_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
     qf_gen_values_add(out, "__B_DTYPE__",
-                      qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
+                      qf_enum_c(QF_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
 }
 
 /* __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of an NVFP4 quantizer (SPEC 2.4).
  * NOTES: the mask is 0x0000 where RHT is off, so a seed changes only the sources that use it. */
-static void qf_gen_values_nvfp4(const qf_gen_recipe *r, const qf_gen_kernel_desc *d,
+static void qf_gen_values_nvfp4(const qf_recipe *r, const qf_kernel_desc *d,
                                 qf_gen_values *out) {
     char mask[16];
     snprintf(mask, sizeof mask, "0x%04X", qf_gen_variant_rht_mask(r, d));
@@ -306,24 +306,24 @@ static void qf_gen_values_nvfp4(const qf_gen_recipe *r, const qf_gen_kernel_desc
 
 /* The norm/quantize values; mxfp8 adds __SCALE_ROUNDING__ and __BLOCK_2D__ (SPEC 2.3); nvfp4
  * has no __OUT_DTYPE__ (always E2M1) and adds its own (qf_gen_values_nvfp4). */
-static void qf_gen_values_quant(const qf_gen_recipe *r, const qf_gen_kernel_desc *d,
+static void qf_gen_values_quant(const qf_recipe *r, const qf_kernel_desc *d,
                                 qf_gen_values *out) {
-    qf_gen_values_add(out, "__NORM__", qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm));
+    qf_gen_values_add(out, "__NORM__", qf_enum_c(QF_ENUM_NORM, d->norm));
     qf_gen_values_add(out, "__ZERO_CENTERED_GAMMA__", d->zero_centered_gamma ? "1" : "0");
-    qf_gen_values_add(out, "__IN_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->in_dtype));
+    qf_gen_values_add(out, "__IN_DTYPE__", qf_enum_c(QF_ENUM_DTYPE, d->in_dtype));
     if (r->family == QF_FAMILY_NVFP4) {
         qf_gen_values_nvfp4(r, d, out);
         return;
     }
-    qf_gen_values_add(out, "__OUT_DTYPE__", qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->out_dtype));
+    qf_gen_values_add(out, "__OUT_DTYPE__", qf_enum_c(QF_ENUM_DTYPE, d->out_dtype));
     if (r->family != QF_FAMILY_MXFP8)
         return;
     qf_gen_values_add(out, "__SCALE_ROUNDING__",
-                      qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding));
+                      qf_enum_c(QF_ENUM_SCALE_ROUNDING, r->scale_rounding));
     qf_gen_values_add(out, "__BLOCK_2D__", qf_gen_variant_block_2d(r, d) ? "1" : "0");
 }
 
-void qf_gen_variant_values(const qf_gen_recipe *r, const qf_gen_variant *v, qf_gen_values *out) {
+void qf_gen_variant_values(const qf_recipe *r, const qf_gen_variant *v, qf_gen_values *out) {
     char num[32];
     out->n = 0;
     qf_gen_values_add(out, "__KERNEL_NAME__", v->desc.name);

@@ -8,7 +8,7 @@
 #define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
 
 /* Checks the quantizer outputs (and mu/rsigma) against the recipe's fake shapes. */
-static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe_entry *r,
+static qf_status qf_check_fp8_outputs(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, const qf_fp8_out *out,
                                       const qf_tensor *mu, const qf_tensor *rsigma) {
     qf_shape shapes[QF_MAX_SHAPES];

@@ -12,7 +12,7 @@ static qf_status qf_mx_outputs(const char *op, const qf_mx_out *out, unsigned *o
 }
 
 /* Every output against the recipe's fake shapes (names as in the generated shape table). */
-static qf_status qf_check_mx_outputs(const char *op, const qf_recipe_entry *r,
+static qf_status qf_check_mx_outputs(const char *op, const qf_recipe *r,
                                      const qf_shape_query *q, const qf_mx_out *out,
                                      const qf_tensor *mu, const qf_tensor *rsigma) {
     qf_shape shapes[QF_MAX_SHAPES];

@@ -11,7 +11,7 @@
 
 /* An FP8 operand viewed as [*rows, *K] (K its last dim), in the recipe's format for `role`. */
 static qf_status qf_mxg_operand(const char *op, const char *arg, const qf_tensor *t,
-                                const qf_recipe_entry *r, qf_role role, int64_t *rows,
+                                const qf_recipe *r, qf_role role, int64_t *rows,
                                 int64_t *K) {
     int64_t n = qf_tensor_numel(t);
     if (!t || n < 1)
@@ -36,7 +36,7 @@ static qf_status qf_mxg_scales(const char *op, const char *arg, const qf_tensor 
 }
 
 /* Checks every argument and fills the kernel's parameter block. */
-static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_recipe_entry *r,
+static qf_status qf_mxg_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                               const qf_tensor *a, const qf_tensor *a_scale, const qf_tensor *b,
                               const qf_tensor *b_scale, qf_scale_layout layout,
                               const qf_tensor *bias, qf_tensor *y, qf_mx_gemm_params *p) {

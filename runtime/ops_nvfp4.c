@@ -39,7 +39,7 @@ static qf_status qf_nv_outputs(const char *op, const qf_nv_out *out, unsigned *o
 
 /* Every output against the recipe's fake shapes: each produced copy needs its data, scale matrix
  * and amax slot (names as in the generated shape table). */
-static qf_status qf_nv_check_buffers(const char *op, const qf_recipe_entry *r,
+static qf_status qf_nv_check_buffers(const char *op, const qf_recipe *r,
                                      const qf_shape_query *q, const qf_nv_out *out,
                                      const qf_tensor *mu, const qf_tensor *rsigma) {
     qf_shape shapes[QF_NV_MAX_SHAPES];

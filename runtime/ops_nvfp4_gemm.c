@@ -73,7 +73,7 @@ typedef struct qf_nvg_args {
 } qf_nvg_args;
 
 /* Checks every argument and fills the kernel's parameter block. */
-static qf_status qf_nvg_check(const char *op, const qf_ctx_t *ctx, const qf_recipe_entry *r,
+static qf_status qf_nvg_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                               const qf_nvg_args *g, qf_nv_gemm_params *p) {
     QF_TRY(qf_nvg_check_ab(op, g->a, g->b, p));
     QF_TRY(qf_nvg_scales(op, "a_scale", g->a_scale, p->M, p->K));

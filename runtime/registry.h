@@ -1,6 +1,6 @@
 /* registry.h: types of the generated registry (out/registry.c) and shape functions (out/shapes.c).
  *
- * The generator qfuse-gen emits one qf_recipe_entry per recipe file, each CUDA template and each
+ * The generator qfuse-gen emits one qf_recipe per recipe file, each CUDA template and each
  * shared device header once, and one qf_kernel_entry per kernel variant: the variant's short
  * prelude (its constants) and a pointer to its template. The text handed to NVRTC is prelude +
  * template (qf_kernel_text), so the runtime needs no file access to compile a kernel. */
@@ -23,7 +23,7 @@ typedef struct qf_shape_query {
  * Pure C: touches no GPU. */
 typedef int (*qf_shapes_fn)(const qf_shape_query *q, qf_shape *out, int cap);
 
-typedef struct qf_recipe_entry {
+typedef struct qf_recipe {
     const char *name;                 /* file stem: "fp8_delayed" */
     const char *file;                 /* "recipes/fp8_delayed.lua" */
     qf_family family;
@@ -43,7 +43,7 @@ typedef struct qf_recipe_entry {
     uint64_t rht_seed;                /* nvfp4: see has_rht_seed */
     const char *options;              /* canonical "key=value;..." of every option, sorted by key */
     qf_shapes_fn shapes;
-} qf_recipe_entry;
+} qf_recipe;
 
 /* One CUDA template, stored once and shared by every variant rendered from it. */
 typedef struct qf_kernel_template {
@@ -94,7 +94,7 @@ extern const int qf_nvrtc_header_count;
 extern const qf_kernel_template qf_templates[];
 extern const int qf_template_count;
 
-extern const qf_recipe_entry qf_recipes[];
+extern const qf_recipe qf_recipes[];
 extern const int qf_recipe_count;
 extern const qf_kernel_entry qf_kernels[];
 extern const int qf_kernel_count;

@@ -106,7 +106,7 @@ qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t, i
     return QF_OK;
 }
 
-qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_shape_query *q,
+qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_query *q,
                           qf_shape *out, int cap, int *n) {
     *n = r->shapes(q, out, cap);
     if (*n == -1)
@@ -172,7 +172,7 @@ qf_status qf_check_block_outputs(const char *op, const qf_tensor *rowwise,
     return QF_OK;
 }
 
-qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r, const qf_tensor *bias,
+qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r, const qf_tensor *bias,
                                 const qf_tensor *y, int64_t M, int64_t N, int64_t K) {
     qf_shape shapes[4];
     int n = 0;

@@ -55,7 +55,7 @@ QF_INTERNAL qf_status qf_check_block_outputs(const char *op, const qf_tensor *ro
                                              unsigned *outputs);
 
 /* y [M, N] against the recipe's fake shape of its GEMM, and bias [N] bf16 when not NULL. */
-QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r,
+QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r,
                                             const qf_tensor *bias, const qf_tensor *y, int64_t M,
                                             int64_t N, int64_t K);
 
@@ -68,7 +68,7 @@ QF_INTERNAL qf_status qf_check_block_gemm_path(const char *op, const char *famil
                                                int arch, qf_scale_layout layout, int64_t N);
 
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
-QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
+QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
 
 #endif /* QF_VALIDATE_H */

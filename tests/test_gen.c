@@ -75,7 +75,7 @@ static char *qf_test_read(const char *path, size_t *len) {
 
 /* Loads recipe text written as dir/name.lua; returns the status, message in e. */
 static int qf_test_load(const char *dir, const char *name, const char *text,
-                        const qf_gen_limits *lim, qf_gen_recipe *r, qf_gen_err *e, char *path_out,
+                        const qf_gen_limits *lim, qf_recipe *r, qf_gen_err *e, char *path_out,
                         size_t n) {
     const char *path = qf_test_write(dir, name, text);
     if (path_out)
@@ -233,7 +233,7 @@ static const qf_error_case qf_error_cases[] = {
 static void test_recipe_error(void **state) {
     const qf_error_case *c = *state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
     qf_test_mkdtemp(&d);
@@ -256,7 +256,7 @@ static void test_recipe_error(void **state) {
 static void test_recipe_empty_env(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(&d);
     const char *text =
@@ -273,7 +273,7 @@ static void test_recipe_empty_env(void **state) {
 static void test_recipe_memory_table(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1u << 20};
     char path[512], expect[1024];
@@ -289,7 +289,7 @@ static void test_recipe_memory_table(void **state) {
 static void test_recipe_budget_custom(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.instructions = 5000};
     qf_test_mkdtemp(&d);
@@ -309,7 +309,7 @@ static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
 static void test_recipe_binary_chunk(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
     qf_test_mkdtemp(&d);
@@ -329,7 +329,7 @@ static void test_recipe_binary_chunk(void **state) {
 
 static void test_recipe_missing_file(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("/nonexistent/nope.lua", NULL, &r, &e), -1);
     assert_non_null(strstr(e.msg, "cannot open /nonexistent/nope.lua"));
@@ -339,7 +339,7 @@ static void test_recipe_missing_file(void **state) {
 
 static void test_recipe_defaults(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, &r, &e), 0);
@@ -362,7 +362,7 @@ static void test_recipe_defaults(void **state) {
 static void test_recipe_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     qf_test_mkdtemp(&d);
@@ -391,7 +391,7 @@ static const qf_gen_variant *qf_test_variant(const qf_gen_variant *v, int n, con
 }
 
 /* The shipped recipe's variants into v; returns the count. */
-static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_shipped_variants(qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, r, &e), 0);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -404,7 +404,7 @@ static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
 
 static void test_variants_fp8_delayed(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_shipped_variants(&r, v);
     const qf_gen_variant *a = qf_test_variant(v, n, "qf_fp8_delayed_nq_rmsnorm_zcg_fp16");
@@ -476,7 +476,7 @@ static void test_variants_invariants(void **state) {
         {6, BREAK_DTYPE, "enum value out of range"},
         {7, BREAK_NAME, "name is not a C identifier"},
     };
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX], w[QF_GEN_VARIANTS_MAX];
     qf_gen_err e;
     int n = qf_test_shipped_variants(&r, v);
@@ -499,7 +499,7 @@ static void test_variants_invariants(void **state) {
     "weight_format=e4m3"
 
 /* Loads the recipe at path; fails the test with the loader's message. */
-static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
+static void qf_test_load_ok(const char *path, qf_recipe *r) {
     qf_gen_err e;
     if (qf_gen_recipe_load(path, NULL, r, &e) != 0)
         fail_msg("%s", e.msg);
@@ -508,7 +508,7 @@ static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
 /* The shipped recipes: TE's MXFP8BlockScaling defaults, and the same with 32x32 weight blocks. */
 static void test_recipe_mxfp8_shipped(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok("recipes/mxfp8.lua", &r);
     assert_string_equal(r.name, "mxfp8");
@@ -530,7 +530,7 @@ static void test_recipe_mxfp8_shipped(void **state) {
 static void test_recipe_mxfp8_defaults(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     qf_test_mkdtemp(&d);
@@ -547,7 +547,7 @@ static void test_recipe_mxfp8_defaults(void **state) {
 static void test_recipe_mxfp8_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
@@ -579,7 +579,7 @@ static void test_recipe_mxfp8_all_options(void **state) {
 /* ========================================================================= mxfp8 variants */
 
 /* The variants of the recipe at path into v (checked, sorted); returns the count. */
-static int qf_test_variants_of(const char *path, qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_variants_of(const char *path, qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     qf_test_load_ok(path, r);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -607,7 +607,7 @@ static const char *const qf_test_mx_names[] = {
 /* Every kernel of recipes/mxfp8.lua by name, and its template and config. */
 static void test_variants_mxfp8_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_variants_of("recipes/mxfp8.lua", &r, v);
     assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
@@ -630,7 +630,7 @@ static void test_variants_mxfp8_names(void **state) {
 /* mxfp8_2d: the same 19 kernels under its own prefix; only the weight quantizers are 2D. */
 static void test_variants_mxfp8_2d(void **state) {
     (void)state;
-    qf_gen_recipe r1, r2;
+    qf_recipe r1, r2;
     qf_gen_variant v1[QF_GEN_VARIANTS_MAX], v2[QF_GEN_VARIANTS_MAX];
     int n1 = qf_test_variants_of("recipes/mxfp8.lua", &r1, v1);
     int n2 = qf_test_variants_of("recipes/mxfp8_2d.lua", &r2, v2);
@@ -666,7 +666,7 @@ static void qf_test_values_are(const qf_gen_values *v, int n, const char *const 
 /* The placeholder contract of the two MXFP8 templates (gen_variant.h). */
 static void test_variants_mxfp8_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of("recipes/mxfp8_2d.lua", &r, v);
@@ -694,7 +694,7 @@ static void test_variants_mxfp8_values(void **state) {
 static void test_variants_mxfp8_options_reach_values(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     qf_test_mkdtemp(&d);
@@ -1486,13 +1486,13 @@ static void test_shape_formula_check(void **state) {
                                       "roundup (M,4)", "1234567890"};
     static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
                                        "123456789"};
-    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
+    static const qf_fake_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
     qf_gen_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];
         const char *f = ok ? good[i - sizeof bad / sizeof bad[0]] : bad[i];
-        qf_gen_shape_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_GEN_COND_ALWAYS, 0};
-        qf_gen_shape_table t = {&op, 1, &o, 1};
+        qf_fake_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_FAKE_COND_ALWAYS, 0};
+        qf_fake_table t = {&op, 1, &o, 1};
         if ((qf_gen_shape_table_check(&t, &e) == 0) != ok)
             fail_msg("formula '%s' is %s", f, ok ? "refused" : "accepted");
         if (!ok)
@@ -1530,7 +1530,7 @@ static void qf_test_nv_templates(const char *dir) {
 /* The shipped recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
 static void test_recipe_nvfp4_data(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok(QF_NV_RECIPE, &r);
     assert_string_equal(r.name, "nvfp4");
@@ -1553,7 +1553,7 @@ static void test_recipe_nvfp4_data(void **state) {
 static void test_recipe_nvfp4_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
@@ -1584,7 +1584,7 @@ static void test_recipe_nvfp4_options(void **state) {
 /* The 19 kernels of nvfp4.lua (the MXFP8 set under the nvfp4 prefix) and their configs. */
 static void test_variants_nvfp4_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char expect[128];
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1603,7 +1603,7 @@ static void test_variants_nvfp4_names(void **state) {
 }
 
 /* Asserts __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of kernel name. */
-static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, int n,
+static void qf_test_nv_flags(const qf_recipe *r, const qf_gen_variant *v, int n,
                              const char *name, const char *rht, const char *mask, const char *sr,
                              const char *b2d) {
     qf_gen_values vals;
@@ -1619,7 +1619,7 @@ static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, in
 /* The placeholder contract of the NVFP4 templates (gen_variant.h) and RHT/SR/2D per role. */
 static void test_variants_nvfp4_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1661,7 +1661,7 @@ static void test_variants_nvfp4_values(void **state) {
 static void test_variants_nvfp4_seed(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
     qf_test_mkdtemp(&d);

@@ -174,7 +174,7 @@ static const qf_hostile_case qf_hostile_cases[] = {
 static void test_hostile_buffer(void **state) {
     const qf_hostile_case *c = *state;
     qf_gen_limits lim = {.mem_bytes = c->mem_bytes};
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e = {{0}};
     char want[1024];
     size_t len = c->len ? c->len : strlen(c->text);
@@ -206,7 +206,7 @@ static void test_hostile_no_globals(void **state) {
         "arg",    "loadstring", "module", "unpack",   "setfenv",  "getfenv",        "jit",
     };
     char text[256];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(text, sizeof text, FAM "margin = %s == nil and 1 or 2}", names[i]);
@@ -221,7 +221,7 @@ static void test_hostile_no_globals(void **state) {
 static void test_hostile_binary_chunk(void **state) {
     (void)state;
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     const char *want = QF_HOSTILE_PATH ": attempt to load a binary chunk (mode is 't')";
     for (int shebang = 0; shebang < 2; shebang++) {
@@ -241,7 +241,7 @@ static void test_hostile_binary_chunk(void **state) {
 static void test_hostile_memory_in_parser(void **state) {
     (void)state;
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1 << 20};
     qf_gen_buf_init(&b);
@@ -260,7 +260,7 @@ static void test_hostile_long_path(void **state) {
     (void)state;
     const char *path = "some/very/long/directory/name/that/lua/shortens/in/its/messages/x.lua";
     const char *text = "return {";
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load_buffer(path, text, strlen(text), NULL, &r, &e), -1);
     assert_true(strncmp(e.msg, path, strlen(path)) == 0);
@@ -273,7 +273,7 @@ static void test_hostile_long_path(void **state) {
 static void test_hostile_not_regular(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     static const char *const names[] = {"dir.lua", "fifo.lua", "zero.lua"};
@@ -293,7 +293,7 @@ static void test_hostile_not_regular(void **state) {
 static void test_hostile_files(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     qf_test_write(dir, "empty.lua", "", 0, path);
@@ -321,7 +321,7 @@ static void test_hostile_binary_file(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     qf_gen_buf_init(&b);
@@ -346,7 +346,7 @@ static const qf_gen_opts qf_replay_opts = {
 /* What fuzz_recipe.c checks of one input: a failure names the recipe; an accepted recipe goes
  * through the whole generator, from the file too, to files with a banner and no NUL byte. */
 static void qf_test_replay(const char *dir, const char *text, size_t len, const char *what) {
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e = {{0}};
     char path[512];
     if (qf_gen_recipe_load_buffer("fuzz.lua", text, len, &qf_replay_opts.limits, &r, &e) != 0) {
@@ -360,7 +360,7 @@ static void qf_test_replay(const char *dir, const char *text, size_t len, const 
     qf_gen_files files;
     if (qf_gen_plan_build(&plan, &qf_replay_opts, paths, 1, &e) != 0)
         fail_msg("%s: loaded, then refused by the generator: %s", what, e.msg);
-    qf_gen_recipe from_file = plan.recipes[0].recipe;
+    qf_recipe from_file = plan.recipes[0].recipe;
     assert_string_equal(from_file.path, path);
     memcpy(from_file.path, r.path, sizeof r.path); /* the one field that differs */
     assert_memory_equal(&from_file, &r, sizeof r);

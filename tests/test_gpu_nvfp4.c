@@ -43,7 +43,7 @@ static const char *describe(const nv_case *c) {
     return buf;
 }
 
-static const qf_recipe_entry *recipe_of(const char *name) {
+static const qf_recipe *recipe_of(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
@@ -53,7 +53,7 @@ static const qf_recipe_entry *recipe_of(const char *name) {
 
 /* The reference options of a case, from the recipe's registry entry. */
 static qf_nvfp4_opts opts_of(const nv_case *c) {
-    const qf_recipe_entry *r = recipe_of(c->recipe);
+    const qf_recipe *r = recipe_of(c->recipe);
     qf_nvfp4_opts o = {.rowwise = (c->outputs & QF_OUT_ROWWISE) != 0,
                        .columnwise = (c->outputs & QF_OUT_COLUMNWISE) != 0,
                        .layout = c->layout};

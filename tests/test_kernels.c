@@ -126,7 +126,7 @@ static void test_compile_all_sm100(void **state) {
 
 #define QF_TEST_MAX_HEADERS 16
 
-static void key_of(const qf_recipe_entry *r, const qf_kernel_entry *k,
+static void key_of(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     qf_kernel_key(r, k, inst, qf_nvrtc_header_names, qf_nvrtc_headers, qf_nvrtc_header_count,
                   arch, hex);
@@ -142,7 +142,7 @@ static const qf_kernel_entry *first_nq(void) {
 }
 
 typedef struct key_fixture {
-    qf_recipe_entry r;
+    qf_recipe r;
     qf_kernel_entry k;
     qf_kernel_instance inst;
     int arch;

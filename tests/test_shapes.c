@@ -179,7 +179,7 @@ static void test_registry_points_to_shapes(void **state) {
 
 /* The registry entry of recipe `name`; fails when it is not generated. NOTES: looked up by name,
  * not called as qf_shapes_mxfp8, so this file builds whatever recipes out/ holds. */
-static const qf_recipe_entry *qf_test_recipe(const char *name) {
+static const qf_recipe *qf_test_recipe(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
@@ -270,7 +270,7 @@ static void test_mx_gemm_and_invalid(void **state) {
 /* The registry entries of the mxfp8 recipes, and every kernel's family is its recipe's. */
 static void test_mx_registry(void **state) {
     (void)state;
-    const qf_recipe_entry *a = qf_test_recipe("mxfp8"), *b = qf_test_recipe("mxfp8_2d");
+    const qf_recipe *a = qf_test_recipe("mxfp8"), *b = qf_test_recipe("mxfp8_2d");
     assert_int_equal(a->family, QF_FAMILY_MXFP8);
     assert_int_equal(a->scale_rounding, QF_SCALE_ROUNDING_CEIL);
     assert_int_equal(a->weight_2d, 0);

@@ -7,7 +7,7 @@
 /* Everything a kernel binary depends on. M is never part of it. */
 typedef struct qf_key_input {
     const char *name;                 /* kernel variant name (entry symbol) */
-    const char *recipe_options;       /* canonical recipe options (qf_recipe_entry.options) */
+    const char *recipe_options;       /* canonical recipe options (qf_recipe.options) */
     const char *variant;              /* canonical variant string: op, role, norm, zcg, dtypes */
     const char *source_prelude;       /* NULL, or the text NVRTC sees before source (a kernel's
                                        * prelude): hashed as one string with source */

@@ -121,7 +121,7 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
     return n;
 }
 
-void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, const char *const *hdr_names,
                    const char *const *hdrs, int n_hdr, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64], variant[256];

@@ -595,7 +595,7 @@ typedef struct out_set {
     int n;
 } out_set;
 
-static void out_alloc(out_set *o, const qf_recipe_entry *r, const qf_shape_query *q) {
+static void out_alloc(out_set *o, const qf_recipe *r, const qf_shape_query *q) {
     o->n = r->shapes(q, o->sh, MAX_OUT);
     if (o->n < 0) {
         fprintf(stderr, "qfuse-bench: shape function of %s rejected op %d M=%lld K=%lld\n",
@@ -648,7 +648,7 @@ typedef struct nv_args {
 /* One norm + quantize (or weight quantize) configuration with its rotated outputs. */
 typedef struct nq_run {
     bench *b;
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     const input_set *in;
     qf_op op;
     qf_norm norm;
@@ -659,7 +659,7 @@ typedef struct nq_run {
     nv_args nv[MAX_ROT];
 } nq_run;
 
-static void die_family(const qf_recipe_entry *r) {
+static void die_family(const qf_recipe *r) {
     fprintf(stderr, "qfuse-bench: not implemented scaling mode: family %d of recipe %s\n",
             (int)r->family, r->name);
     exit(1);
@@ -797,7 +797,7 @@ static const char *outputs_name(unsigned outputs) {
     return outputs == QF_OUT_ROWWISE ? "rowwise" : "rowwise+columnwise";
 }
 
-static void bench_nq(bench *b, const input_set *in, const qf_recipe_entry *r, qf_op op,
+static void bench_nq(bench *b, const input_set *in, const qf_recipe *r, qf_op op,
                      qf_norm norm, unsigned outputs) {
     nq_run *q = calloc(1, sizeof *q); /* ~64 KiB: not on the stack */
     if (!q)
@@ -823,7 +823,7 @@ static void bench_nq(bench *b, const input_set *in, const qf_recipe_entry *r, qf
 }
 
 /* Every op of recipe r on the inputs in. */
-static void bench_recipe_ops(bench *b, const input_set *in, const qf_recipe_entry *r) {
+static void bench_recipe_ops(bench *b, const input_set *in, const qf_recipe *r) {
     static const unsigned outs[] = {QF_OUT_ROWWISE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
     for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++)
         for (int o = 0; o < 2; o++)
@@ -860,7 +860,7 @@ static void bench_quantizers(bench *b) {
  * E4M3 0x38) and every NVFP4 amax 2688, so alpha = 1. */
 typedef struct block_gemm {
     bench *b;
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     int64_t M, K, N;
     int n_rot;
     out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
@@ -999,7 +999,7 @@ static void *probe_buffer(const probe *p, const char *name) {
 
 /* One call of the per-tensor FP8 op that runs kernel k (default instance: rowwise only, gamma
  * in x's dtype), so that ctx looks k up. */
-static void probe_call_fp8(qf_ctx_t *ctx, const qf_recipe_entry *r, const qf_kernel_entry *k,
+static void probe_call_fp8(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry *k,
                            const probe *p) {
     if (k->op == QF_OP_SCALE_UPDATE) {
         QF_OR_DIE(qf_fp8_scale_update(ctx, r->name, 1, r->amax_history_len, p->amax, p->hist,
@@ -1025,7 +1025,7 @@ static void probe_call_fp8(qf_ctx_t *ctx, const qf_recipe_entry *r, const qf_ker
                                    &a.out, &a.mu, &a.rsigma, NULL));
 }
 
-static void probe_call(qf_ctx_t *ctx, const qf_recipe_entry *r, const qf_kernel_entry *k,
+static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry *k,
                        const probe *p) {
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
@@ -1063,7 +1063,7 @@ static double jit_cold(const qf_kernel_entry *k, int arch, int reps, void **cubi
 
 /* Disk-cache hit in a fresh context (first call) and in-memory hit (second call), median ms over
  * reps; *how reports a first call not served from disk. */
-static void jit_warm(const qf_recipe_entry *r, const qf_kernel_entry *k, const probe *p,
+static void jit_warm(const qf_recipe *r, const qf_kernel_entry *k, const probe *p,
                      int reps, double *disk_ms, double *mem_ms, const char **how) {
     static const char *const src[] = {"compiled", "memory", "disk"};
     double td[8], tm[8];
@@ -1095,7 +1095,7 @@ static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, doubl
 
 /* One kernel: cold compile, then store it in the temporary cache and time the warm lookups. */
 static void bench_jit_kernel(bench *b, const qf_kernel_entry *k, const probe *p) {
-    const qf_recipe_entry *r = &qf_recipes[k->recipe];
+    const qf_recipe *r = &qf_recipes[k->recipe];
     int arch = qf_ctx_arch(b->ctx), reps_cold = b->o.quick ? 1 : 3, reps_warm = 5;
     void *cubin;
     size_t size;

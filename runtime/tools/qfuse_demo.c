@@ -170,7 +170,7 @@ static qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t 
 }
 
 /* Allocates one output per fake shape and returns how many; names/dbufs in parallel arrays. */
-static int alloc_from_shapes(const qf_recipe_entry *r, const qf_shape_query *q, qf_shape *sh,
+static int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh,
                              dbuf *bufs, int cap) {
     int n = r->shapes(q, sh, cap);
     if (n < 0) {
@@ -193,7 +193,7 @@ static qf_tensor shape_tensor(const qf_shape *sh, const dbuf *bufs, int n, const
 /* ==================================================================== one run */
 
 typedef struct run_state {
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     layer *L;
     dbuf x, gamma, beta, w, bias, y;
     dbuf amax, hist, scale, sinv, fmt;        /* delayed-scaling state of [x, w] */
@@ -277,7 +277,7 @@ static void run_setup_nv(run_state *st) {
     }
 }
 
-static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
+static void run_setup(run_state *st, const qf_recipe *r, layer *L) {
     memset(st, 0, sizeof *st);
     st->r = r, st->L = L;
     st->x = dbuf_upload(L->x, (size_t)L->M * L->K * 2);
@@ -514,7 +514,7 @@ static const char *norm_name(qf_norm n) {
     return n == QF_NORM_LAYERNORM ? "layernorm" : "rmsnorm";
 }
 
-static void run_layer(qf_ctx_t *ctx, const qf_recipe_entry *r, layer *L, int iters) {
+static void run_layer(qf_ctx_t *ctx, const qf_recipe *r, layer *L, int iters) {
     if (r->family == QF_FAMILY_NVFP4 && (L->M % 16 || L->K % 32)) { /* SPEC 2.4; the GEMM's K */
         printf("| %-12s | %-10s | skipped: NVFP4 needs M %% 16 == 0 and K %% 32 == 0 (M = %lld, "
                "K = %lld)\n", r->name, L->label, (long long)L->M, (long long)L->K);
@@ -555,7 +555,7 @@ static void show_kernels(qf_ctx_t *ctx, int ri) {
 
 /* ==================================================================== no-GPU path */
 
-static void show_shapes(const qf_recipe_entry *r, const qf_shape_query *q, const char *what) {
+static void show_shapes(const qf_recipe *r, const qf_shape_query *q, const char *what) {
     qf_shape sh[8];
     int n = r->shapes(q, sh, 8);
     if (n < 0) {
@@ -618,7 +618,7 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
     int failures = 0;
     printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
     for (int ri = 0; ri < qf_recipe_count; ri++) {
-        const qf_recipe_entry *r = &qf_recipes[ri];
+        const qf_recipe *r = &qf_recipes[ri];
         if (!tool_recipe_selected(&o->recipes, ri))
             continue;
         printf("recipe %s (%s)\n  %s\n", r->name, r->file, r->options);
