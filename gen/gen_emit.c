@@ -30,13 +30,49 @@ static void qf_gen_banner(qf_gen_buf *b, const qf_gen_plan *p, const char *tpl) 
 
 /* ========================================================================= registry.c */
 
+/* The in-memory NVRTC headers, byte for byte, sorted by name. */
 static void qf_gen_emit_headers(qf_gen_buf *b, const qf_gen_plan *p) {
-    qf_gen_buf_adds(
-        b, "\n/* In-memory headers handed to NVRTC: runtime/qf_formats.h, byte for byte. */\n"
-           "const char *const qf_nvrtc_header_names[] = {\"qf_formats.h\"};\n"
-           "const char *const qf_nvrtc_headers[] = {\n");
-    qf_gen_buf_add_c_literal(b, p->formats_h, p->formats_len, 4);
-    qf_gen_buf_adds(b, ",\n};\nconst int qf_nvrtc_header_count = 1;\n");
+    qf_gen_buf_adds(b, "\n/* In-memory headers handed to NVRTC: runtime/qf_formats.h and templates/"
+                       "qf_dev_*.cuh,\n * byte for byte. */\n"
+                       "const char *const qf_nvrtc_header_names[] = {");
+    for (int i = 0; i < p->n_headers; i++)
+        qf_gen_buf_addf(b, "%s\"%s\"", i ? ", " : "", p->header_names[i]);
+    qf_gen_buf_adds(b, "};\nconst char *const qf_nvrtc_headers[] = {\n");
+    for (int i = 0; i < p->n_headers; i++) {
+        qf_gen_buf_addf(b, "    /* %s */\n", p->header_names[i]);
+        qf_gen_buf_add_c_literal(b, p->header_texts[i], strlen(p->header_texts[i]), 4);
+        qf_gen_buf_adds(b, ",\n");
+    }
+    qf_gen_buf_addf(b, "};\nconst int qf_nvrtc_header_count = %d;\n", p->n_headers);
+}
+
+/* Each template once; the kernels point at them. */
+static void qf_gen_emit_templates(qf_gen_buf *b, const qf_gen_plan *p) {
+    qf_gen_buf_adds(b, "\n/* The templates, byte for byte: a kernel's source is its prelude followed "
+                       "by its template. */\nconst qf_kernel_template qf_templates[] = {\n");
+    for (int i = 0; i < p->n_templates; i++) {
+        qf_gen_buf_addf(b, "    [%d] = {\n        .file = \"templates/%s\",\n        .text =\n", i,
+                        p->templates[i]);
+        qf_gen_buf_add_c_literal(b, p->template_texts[i], strlen(p->template_texts[i]), 12);
+        qf_gen_buf_adds(b, ",\n    },\n");
+    }
+    qf_gen_buf_addf(b, "};\nconst int qf_template_count = %d;\n", p->n_templates);
+}
+
+/* `QF_ENTRY_BIT(QF_ENTRY_MAIN) | ...` of an entry set. */
+static void qf_gen_emit_entry_bits(qf_gen_buf *b, unsigned entries) {
+    static const char *const names[] = {"MAIN", "ROWS1", "ROWS2", "ROWS4",
+                                        "ROWS8", "AMAX", "COLS", "ALPHA"}; /* ORDER ENTRY */
+    _Static_assert(sizeof names / sizeof names[0] == QF_ENTRY_COUNT, "entry names");
+    int first = 1;
+    for (int i = 0; i < QF_ENTRY_COUNT; i++)
+        if (entries & QF_ENTRY_BIT(i)) {
+            qf_gen_buf_addf(b, "%sQF_ENTRY_BIT(QF_ENTRY_%s)", first ? "" : " |\n            ",
+                            names[i]);
+            first = 0;
+        }
+    if (first)
+        qf_gen_buf_adds(b, "0u");
 }
 
 /* Field fd of r as a C initializer value. */
@@ -87,8 +123,8 @@ static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_recipe *r) {
                     r->options, r->name);
 }
 
-static void qf_gen_emit_kernel_entry(qf_gen_buf *b, int i, int ri, const qf_gen_plan_recipe *pr,
-                                     int vi) {
+static void qf_gen_emit_kernel_entry(qf_gen_buf *b, const qf_gen_plan *p, int i, int ri, int vi) {
+    const qf_gen_plan_recipe *pr = &p->recipes[ri];
     const qf_kernel_desc *d = &pr->variants[vi].desc;
     const qf_gen_kernel_config *c = &pr->variants[vi].cfg;
     qf_gen_buf_addf(b,
@@ -103,11 +139,13 @@ static void qf_gen_emit_kernel_entry(qf_gen_buf *b, int i, int ri, const qf_gen_
     qf_gen_buf_addf(b,
                     "        .in_dtype = %s,\n        .out_dtype = %s,\n"
                     "        .block_threads = %u,\n        .tile_m = %u,\n"
-                    "        .template_file = \"templates/%s\",\n        .source =\n",
+                    "        .tpl = &qf_templates[%d], /* templates/%s */\n        .entries = ",
                     qf_enum_c(QF_ENUM_DTYPE, d->in_dtype),
                     qf_enum_c(QF_ENUM_DTYPE, d->out_dtype), c->block_threads, c->tile_m,
-                    c->template_name);
-    qf_gen_buf_add_c_literal(b, pr->sources[vi], pr->source_lens[vi], 12);
+                    qf_gen_plan_template_index(p, c->template_name), c->template_name);
+    qf_gen_emit_entry_bits(b, pr->entries[vi]);
+    qf_gen_buf_adds(b, ",\n        .prelude =\n");
+    qf_gen_buf_add_c_literal(b, pr->preludes[vi], strlen(pr->preludes[vi]), 12);
     qf_gen_buf_adds(b, ",\n    },\n");
 }
 
@@ -122,6 +160,7 @@ char *qf_gen_emit_registry(const qf_gen_plan *p) {
         &b, "/* Registry of the generated recipes and kernels (types: runtime/registry.h). */\n"
             "#include \"registry.h\"\n#include \"shapes.h\"\n");
     qf_gen_emit_headers(&b, p);
+    qf_gen_emit_templates(&b, p);
     qf_gen_buf_adds(&b, "\nconst qf_recipe qf_recipes[] = {\n");
     for (int r = 0; r < p->n_recipes; r++)
         qf_gen_emit_recipe_entry(&b, r, &p->recipes[r].recipe);
@@ -130,7 +169,7 @@ char *qf_gen_emit_registry(const qf_gen_plan *p) {
     int k = 0;
     for (int r = 0; r < p->n_recipes; r++)
         for (int v = 0; v < p->recipes[r].n_variants; v++)
-            qf_gen_emit_kernel_entry(&b, k++, r, &p->recipes[r], v);
+            qf_gen_emit_kernel_entry(&b, p, k++, r, v);
     qf_gen_buf_addf(&b, "};\nconst int qf_kernel_count = %d;\n", k);
     return qf_gen_buf_take(&b);
 }

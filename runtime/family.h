@@ -222,6 +222,15 @@ const qf_family_traits *qf_family_get(qf_family f);
  * covers arch). */
 qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
 
+/* Fake shapes (SPEC 4) of query q under recipe r, interpreted from its family's table: the same
+ * answers as the generated shape function of a shipped recipe (out/shapes.c), for recipes loaded
+ * at run time. Returns the count of outputs written to out[0..cap), -1 for an invalid query,
+ * -2 when cap is too small. Pure C. */
+int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
+
+/* r's generated shape function when it has one, else qf_family_shapes. */
+int qf_recipe_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
+
 /* The value of recipe field fd in r, as stored (int for options and booleans). */
 const void *qf_field_ptr(const qf_recipe *r, const qf_field *fd);
 

@@ -1,8 +1,9 @@
 /* registry.h: types of the generated registry (out/registry.c) and shape functions (out/shapes.c).
  *
- * The generator qfuse-gen emits one qf_recipe per recipe file and one qf_kernel_entry per
- * kernel variant, with the full CUDA source of the variant embedded, so the runtime needs no file
- * access to compile a kernel. */
+ * The generator qfuse-gen emits one qf_recipe per recipe file, each CUDA template and each
+ * shared device header once, and one qf_kernel_entry per kernel variant: the variant's short
+ * prelude (its constants) and a pointer to its template. The text handed to NVRTC is prelude +
+ * template (qf_kernel_text), so the runtime needs no file access to compile a kernel. */
 #ifndef QF_REGISTRY_H
 #define QF_REGISTRY_H
 
@@ -18,6 +19,27 @@ typedef struct qf_shape_query {
     int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers: x[M, K] */
 } qf_shape_query;
 
+/* One CUDA template, stored once and shared by every variant rendered from it. */
+typedef struct qf_kernel_template {
+    const char *file;                 /* "templates/smxx_fp8_norm_quantize.cu" */
+    const char *text;                 /* the template, byte for byte */
+} qf_kernel_template;
+
+/* The entry points a kernel module can hold: `<name><suffix>` (qf_kernel_entry_suffix). ORDER
+ * ENTRY: qf_entry_suffixes in kernel_key.c and qf_gen_entry_marks in gen/gen_render.c. */
+typedef enum qf_entry {
+    QF_ENTRY_MAIN = 0,  /* <name> */
+    QF_ENTRY_ROWS1 = 1, /* <name>_rows1 .. _rows8: row-in-registers entries (QF_ROWS_ENTRY) */
+    QF_ENTRY_ROWS2 = 2,
+    QF_ENTRY_ROWS4 = 3,
+    QF_ENTRY_ROWS8 = 4,
+    QF_ENTRY_AMAX = 5,  /* <name>_amax: first pass of a two-pass module (QF_AMAX_ENTRY) */
+    QF_ENTRY_COLS = 6,  /* <name>_cols: columnwise copy after a rows entry (QF_COLS_ENTRY) */
+    QF_ENTRY_ALPHA = 7, /* <name>_alpha: device-side GEMM alpha (QF_ALPHA_ENTRY) */
+    QF_ENTRY_COUNT
+} qf_entry;
+#define QF_ENTRY_BIT(e) (1u << (e))
+
 typedef struct qf_kernel_entry {
     const char *name;                 /* unique variant name = CUDA entry symbol */
     int recipe;                       /* index into qf_recipes */
@@ -31,14 +53,20 @@ typedef struct qf_kernel_entry {
     qf_dtype out_dtype;               /* element format written */
     unsigned block_threads;           /* launch: threads per block */
     unsigned tile_m;                  /* launch: rows of x per block (grid = cdiv(M, tile_m)) */
-    const char *template_file;        /* "templates/smxx_fp8_norm_quantize.cu" */
-    const char *source;               /* full generated CUDA source */
+    const qf_kernel_template *tpl;    /* the template it is rendered from (qf_templates) */
+    const char *prelude;              /* banner, the template's constants as #defines, then
+                                       * #line 1 back to the template (STYLE 13) */
+    unsigned entries;                 /* QF_ENTRY_BIT of every entry point the module has */
 } qf_kernel_entry;
 
-/* In-memory headers handed to NVRTC with every kernel (qf_formats.h), names and texts. */
+/* In-memory headers handed to NVRTC with every kernel (qf_formats.h and the shared device
+ * headers templates/qf_dev_*.cuh), names and texts, sorted by name. */
 extern const char *const qf_nvrtc_header_names[];
 extern const char *const qf_nvrtc_headers[];
 extern const int qf_nvrtc_header_count;
+
+extern const qf_kernel_template qf_templates[];
+extern const int qf_template_count;
 
 extern const qf_recipe qf_recipes[];
 extern const int qf_recipe_count;

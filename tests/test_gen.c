@@ -2,6 +2,7 @@
  * reproducible output, banners, the CLI, and agreement of out/ with the compiled registry. */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -721,7 +722,8 @@ static void qf_test_values(qf_gen_values *v, int n, const char *const *kv) {
     v->n = n;
 }
 
-/* Placeholders are whole tokens; CUDA's own __x__ names and macros pass through untouched. */
+/* Placeholders are whole tokens; CUDA's own __x__ names and macros are none (x__TILE_M__ alone
+ * would leave __TILE_M__ unused). */
 static void test_render_ok(void **state) {
     (void)state;
     const char *kv[] = {"__KERNEL_NAME__", "qf_k", "__TILE_M__", "32"};
@@ -735,10 +737,8 @@ static void test_render_ok(void **state) {
                       "  __shared__ int s[__TILE_M__]; __syncthreads(); x__TILE_M__ = __LINE__;\n"
                       "#endif\n}\n";
     assert_int_equal(qf_gen_render("t.cu", tpl, &v, &b, &e), 0);
-    assert_string_equal(b.p, "extern \"C\" __global__ void __launch_bounds__(256) qf_k() {\n"
-                             "#if defined(__CUDACC_RTC__) && __CUDA_ARCH__ >= 900 && __NVCC_X__\n"
-                             "  __shared__ int s[32]; __syncthreads(); x__TILE_M__ = __LINE__;\n"
-                             "#endif\n}\n");
+    /* the prelude: one #define per value, in order; the template itself goes to NVRTC as is */
+    assert_string_equal(b.p, "#define __KERNEL_NAME__ qf_k\n#define __TILE_M__ 32\n");
     qf_gen_buf_free(&b);
 }
 
@@ -943,8 +943,15 @@ static void qf_test_banner(const char *rel, char *text) {
     assert_true(qf_test_starts(text, "/* " QF_BANNER_START));
     size_t n = strlen(text), m = strlen(QF_BANNER_END);
     assert_true(n > m && strcmp(text + n - m, QF_BANNER_END) == 0);
-    if (qf_test_starts(rel, "kernels/")) /* then the #line back to the template */
-        assert_true(qf_test_starts(nl + 1, "#line 1 \"templates/smxx_fp8_"));
+    if (!qf_test_starts(rel, "kernels/"))
+        return;
+    /* then the template's constants, then the #line back to the template */
+    const char *line = nl + 1;
+    int defines = 0;
+    for (; qf_test_starts(line, "#define __"); line = strchr(line, '\n') + 1)
+        defines++;
+    assert_true(defines >= 2); /* __KERNEL_NAME__ and __BLOCK_THREADS__ at least */
+    assert_true(qf_test_starts(line, "#line 1 \"templates/smxx_fp8_"));
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -1019,15 +1026,59 @@ static void qf_test_generate_registry(const char *outdir) {
 static void qf_test_registry_kernel(const char *dir, const qf_kernel_entry *k, const cJSON *j) {
     char p[512], key[QF_KEY_HEX_LEN + 1];
     snprintf(p, sizeof p, "%s/kernels/%s.cu", dir, k->name);
-    char *src = qf_test_read(p, NULL);
+    char *src = qf_test_read(p, NULL), *text = qf_kernel_text(k);
     assert_non_null(src);
-    assert_string_equal(src, k->source);
-    free(src);
+    assert_non_null(text);
+    assert_string_equal(src, text); /* prelude + template = the readable kernels/<name>.cu */
+    assert_true(qf_test_starts(src, k->prelude));
+    assert_string_equal(src + strlen(k->prelude), k->tpl->text);
+    assert_string_equal(k->tpl->file, qf_test_json_str(j, "template"));
+    free(src), free(text);
     qf_kernel_instance inst = qf_kernel_instance_default(k);
     qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, 90, key);
     assert_string_equal(qf_test_json_str(j, "name"), k->name);
     assert_string_equal(qf_test_json_str(j, "key_sm90"), key);
+}
+
+/* The registry's NVRTC headers are runtime/qf_formats.h and every templates/qf_dev_*.cuh, sorted
+ * by name, byte for byte. */
+static void qf_test_registry_headers(void) {
+    int n_dev = 0;
+    DIR *dir = opendir("templates");
+    assert_non_null(dir);
+    for (struct dirent *de; (de = readdir(dir)) != NULL;)
+        n_dev += qf_test_starts(de->d_name, "qf_dev_") && strstr(de->d_name, ".cuh") != NULL;
+    closedir(dir);
+    assert_int_equal(qf_nvrtc_header_count, 1 + n_dev);
+    for (int i = 0; i < qf_nvrtc_header_count; i++) {
+        char p[512];
+        const char *name = qf_nvrtc_header_names[i];
+        if (i > 0)
+            assert_true(strcmp(qf_nvrtc_header_names[i - 1], name) < 0);
+        snprintf(p, sizeof p, "%s/%s", strcmp(name, "qf_formats.h") ? "templates" : "runtime",
+                 name);
+        char *hdr = qf_test_read(p, NULL);
+        assert_non_null(hdr);
+        assert_string_equal(qf_nvrtc_headers[i], hdr);
+        free(hdr);
+    }
+}
+
+/* Each template is stored once, byte for byte, and every kernel points at one of them. */
+static void qf_test_registry_templates(void) {
+    assert_true(qf_template_count > 0);
+    for (int i = 0; i < qf_template_count; i++) {
+        char *tpl = qf_test_read(qf_templates[i].file, NULL);
+        assert_non_null(tpl);
+        assert_string_equal(qf_templates[i].text, tpl);
+        free(tpl);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(qf_templates[i].file, qf_templates[j].file);
+    }
+    for (int k = 0; k < qf_kernel_count; k++)
+        assert_true(qf_kernels[k].tpl >= qf_templates &&
+                    qf_kernels[k].tpl < qf_templates + qf_template_count);
 }
 
 /* out/ as built into libqfuse agrees with a fresh run over the same recipes: kernel sources, the
@@ -1039,11 +1090,8 @@ static void test_gen_matches_registry(void **state) {
     char p[512];
     qf_test_mkdtemp(&d);
     qf_test_generate_registry(d.path);
-    assert_int_equal(qf_nvrtc_header_count, 1);
-    assert_string_equal(qf_nvrtc_header_names[0], "qf_formats.h");
-    char *hdr = qf_test_read("runtime/qf_formats.h", NULL);
-    assert_string_equal(qf_nvrtc_headers[0], hdr);
-    free(hdr);
+    qf_test_registry_headers();
+    qf_test_registry_templates();
     snprintf(p, sizeof p, "%s/manifest.json", d.path);
     char *text = qf_test_read(p, NULL);
     cJSON *root = cJSON_Parse(text), *rs = cJSON_GetObjectItem(root, "recipes"), *r;
@@ -1165,15 +1213,29 @@ static const struct {
     const char *file, *has;
 } qf_test_mx_sources[] = {
     {"kernels/qf_mxfp8_2d_quant_weight_bf16.cu",
-     "#line 1 \"templates/smxx_mxfp8_norm_quantize.cu\"\nvoid qf_mxfp8_2d_quant_weight_bf16() "
-     "{ int a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 1, "
-     "256, 32}; }\n"},
-    {"kernels/qf_mxfp8_quant_weight_bf16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
-    {"kernels/qf_mxfp8_2d_quant_grad_fp16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+     "\n#define __KERNEL_NAME__ qf_mxfp8_2d_quant_weight_bf16\n#define __BLOCK_THREADS__ 256\n"
+     "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __OUT_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 1\n"
+     "#define __TILE_M__ 32\n#line 1 \"templates/smxx_mxfp8_norm_quantize.cu\"\n"
+     "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
+     "__OUT_DTYPE__, __SCALE_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
+    {"kernels/qf_mxfp8_quant_weight_bf16.cu",
+     "\n#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_mxfp8_2d_quant_grad_fp16.cu",
+     "\n#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
     {"kernels/qf_mxfp8_2d_nq_rmsnorm_zcg_fp32.cu",
-     "{QF_NORM_RMSNORM, 1, QF_DTYPE_FP32, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+     "\n#define __NORM__ QF_NORM_RMSNORM\n#define __ZERO_CENTERED_GAMMA__ 1\n"
+     "#define __IN_DTYPE__ QF_DTYPE_FP32\n#define __OUT_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
     {"kernels/qf_mxfp8_gemm.cu",
-     "void qf_mxfp8_gemm() { int a[] = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, 256, 128}; }"},
+     "\n#define __KERNEL_NAME__ qf_mxfp8_gemm\n#define __BLOCK_THREADS__ 256\n"
+     "#define __A_DTYPE__ QF_DTYPE_E4M3\n#define __B_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __TILE_M__ 128\n#line 1 \"templates/sm90_mxfp8_gemm.cu\"\nvoid __KERNEL_NAME__() "
+     "{ int a[] = {__A_DTYPE__, __B_DTYPE__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->M, 128), "
                  "qf_shape_roundup(qf_shape_cdiv(q->K, 32), 4)};"},
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
@@ -1657,13 +1719,26 @@ static const struct {
     const char *file, *has;
 } qf_test_nv_sources[] = {
     {"kernels/qf_nvfp4_quant_grad_bf16.cu",
-     "#line 1 \"templates/smxx_nvfp4_norm_quantize.cu\"\nvoid qf_nvfp4_quant_grad_bf16() { int "
-     "a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, 1, 0xD7E8, 1, 0, 256, 32}; }\n"},
-    {"kernels/qf_nvfp4_nort_quant_grad_bf16.cu", "QF_DTYPE_BF16, 0, 0x0000, 1, 0, 256, 32}"},
-    {"kernels/qf_nvfp4_quant_weight_fp32.cu", "QF_DTYPE_FP32, 0, 0x0000, 0, 1, 256, 32}"},
+     "\n#define __KERNEL_NAME__ qf_nvfp4_quant_grad_bf16\n#define __BLOCK_THREADS__ 256\n"
+     "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 1\n#define __RHT_MASK__ 0xD7E8\n"
+     "#define __STOCHASTIC_ROUNDING__ 1\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n"
+     "#line 1 \"templates/smxx_nvfp4_norm_quantize.cu\"\nvoid __KERNEL_NAME__() { int a[] = "
+     "{__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __RHT__, __RHT_MASK__, "
+     "__STOCHASTIC_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
+    {"kernels/qf_nvfp4_nort_quant_grad_bf16.cu",
+     "\n#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 0\n#define __RHT_MASK__ 0x0000\n"
+     "#define __STOCHASTIC_ROUNDING__ 1\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_nvfp4_quant_weight_fp32.cu",
+     "\n#define __IN_DTYPE__ QF_DTYPE_FP32\n#define __RHT__ 0\n#define __RHT_MASK__ 0x0000\n"
+     "#define __STOCHASTIC_ROUNDING__ 0\n#define __BLOCK_2D__ 1\n#define __TILE_M__ 32\n#line"},
     {"kernels/qf_nvfp4_nq_layernorm_zcg_bf16.cu",
-     "{QF_NORM_LAYERNORM, 1, QF_DTYPE_BF16, 1, 0xD7E8, 0, 0, 256, 32}"},
-    {"kernels/qf_nvfp4_gemm.cu", "void qf_nvfp4_gemm() { int a[] = {256, 128}; }"},
+     "\n#define __NORM__ QF_NORM_LAYERNORM\n#define __ZERO_CENTERED_GAMMA__ 1\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 1\n#define __RHT_MASK__ 0xD7E8\n"
+     "#define __STOCHASTIC_ROUNDING__ 0\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_nvfp4_gemm.cu",
+     "\n#define __KERNEL_NAME__ qf_nvfp4_gemm\n#define __BLOCK_THREADS__ 256\n"
+     "#define __TILE_M__ 128\n#line 1 \"templates/sm90_nvfp4_gemm.cu\"\n"},
     {"shapes.c", "    if (q->M % 16 != 0 || q->K % 16 != 0)\n        return -1;\n"},
     {"shapes.c", "    if (q->K % 32 != 0)\n        return -1;\n"},
     {"shapes.c", "const int64_t d[] = {q->M, qf_shape_cdiv(q->K, 2)};"},

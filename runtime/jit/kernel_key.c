@@ -2,8 +2,32 @@
 #include "kernel_key.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "names.h"
+
+/* ORDER ENTRY */
+static const char *const qf_entry_suffixes[] = {
+    [QF_ENTRY_MAIN] = "",        [QF_ENTRY_ROWS1] = "_rows1", [QF_ENTRY_ROWS2] = "_rows2",
+    [QF_ENTRY_ROWS4] = "_rows4", [QF_ENTRY_ROWS8] = "_rows8", [QF_ENTRY_AMAX] = "_amax",
+    [QF_ENTRY_COLS] = "_cols",   [QF_ENTRY_ALPHA] = "_alpha"};
+_Static_assert(sizeof(qf_entry_suffixes) / sizeof(qf_entry_suffixes[0]) == QF_ENTRY_COUNT,
+               "qf_entry_suffixes");
+
+const char *qf_kernel_entry_suffix(qf_entry e) {
+    return (unsigned)e < QF_ENTRY_COUNT ? qf_entry_suffixes[e] : NULL;
+}
+
+char *qf_kernel_text(const qf_kernel_entry *k) {
+    size_t np = strlen(k->prelude), nt = strlen(k->tpl->text);
+    char *s = malloc(np + nt + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, k->prelude, np);
+    memcpy(s + np, k->tpl->text, nt + 1);
+    return s;
+}
 
 /* 1 when k writes MXFP8 or NVFP4 block scales: its instances also choose the scale layout.
  * NOTES: only these kernels see the layout, so no other kernel's key changed when it was added. */
@@ -88,7 +112,8 @@ void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
     QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
     qf_kernel_variant_string(k, inst, variant, sizeof variant);
     qf_key_input in = {
-        .name = k->name, .recipe_options = r->options, .variant = variant, .source = k->source,
+        .name = k->name, .recipe_options = r->options, .variant = variant,
+        .source_prelude = k->prelude, .source = k->tpl->text,
         .header_names = hdr_names, .headers = hdrs, .n_headers = n_hdr,
         .options = opts, .n_options = n_opts, .arch = arch,
     };

@@ -1046,14 +1046,18 @@ static double jit_cold(const qf_kernel_entry *k, int arch, int reps, void **cubi
     int ne = qf_kernel_extra_options(k, &inst, store, extra);
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
     double t[8];
+    char *src = qf_kernel_text(k);
+    if (!src)
+        QF_OR_DIE(qf_set_error(QF_ERR_OUT_OF_MEMORY, "out of host memory"));
     *cubin = NULL;
     for (int i = 0; i < reps; i++) {
         free(*cubin);
         double t0 = now_ms();
-        QF_OR_DIE(qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
+        QF_OR_DIE(qf_jit_compile(k->name, src, qf_nvrtc_header_names, qf_nvrtc_headers,
                                  qf_nvrtc_header_count, opts, no, cubin, size));
         t[i] = now_ms() - t0;
     }
+    free(src);
     return median(t, reps);
 }
 

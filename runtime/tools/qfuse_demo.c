@@ -594,8 +594,13 @@ static int compile_all(int ri, int arch) {
             int ne = qf_kernel_extra_options(k, &inst, store, extra);
             int no = qf_jit_options(arch, extra, ne, opts, archbuf);
             how = "compiled (NVRTC)";
-            if (qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
-                               qf_nvrtc_header_count, opts, no, &cubin, &size) != QF_OK) {
+            char *src = qf_kernel_text(k);
+            qf_status cs = src ? qf_jit_compile(k->name, src, qf_nvrtc_header_names,
+                                                qf_nvrtc_headers, qf_nvrtc_header_count, opts,
+                                                no, &cubin, &size)
+                               : qf_set_error(QF_ERR_OUT_OF_MEMORY, "out of host memory");
+            free(src);
+            if (cs != QF_OK) {
                 printf("    %-44s COMPILE FAILED: %s\n", k->name, qf_last_error());
                 failures++;
                 continue;
