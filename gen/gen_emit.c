@@ -98,7 +98,8 @@ static void qf_gen_emit_field_value(qf_gen_buf *b, const qf_recipe *r, const qf_
 
 /* One qf_recipe of the registry: identity, element formats, every schema field of its family
  * (a loop over the row), the options string and its shape function. */
-static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_recipe *r) {
+static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, int k0, const qf_gen_plan_recipe *pr) {
+    const qf_recipe *r = &pr->recipe;
     const qf_family_traits *t = &qf_families[r->family];
     qf_gen_buf_addf(b,
                     "    [%d] = {\n        .name = \"%s\",\n        .file = \"%s\",\n"
@@ -119,8 +120,10 @@ static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_recipe *r) {
         qf_gen_emit_field_value(b, r, &t->fields[f]);
         qf_gen_buf_adds(b, ",\n");
     }
-    qf_gen_buf_addf(b, "        .options = \"%s\",\n        .shapes = qf_shapes_%s,\n    },\n",
-                    r->options, r->name);
+    qf_gen_buf_addf(b,
+                    "        .options = \"%s\",\n        .shapes = qf_shapes_%s,\n"
+                    "        .kernels = &qf_kernels[%d],\n        .n_kernels = %d,\n    },\n",
+                    r->options, r->name, k0, pr->n_variants);
 }
 
 static void qf_gen_emit_kernel_entry(qf_gen_buf *b, const qf_gen_plan *p, int i, int ri, int vi) {
@@ -128,7 +131,7 @@ static void qf_gen_emit_kernel_entry(qf_gen_buf *b, const qf_gen_plan *p, int i,
     const qf_kernel_desc *d = &pr->variants[vi].desc;
     const qf_gen_kernel_config *c = &pr->variants[vi].cfg;
     qf_gen_buf_addf(b,
-                    "    [%d] = {\n        .name = \"%s\",\n        .recipe = %d,\n"
+                    "    [%d] = {\n        .name = \"%s\",\n        .recipe = &qf_recipes[%d],\n"
                     "        .family = %s,\n"
                     "        .op = %s,\n        .role = %s,\n        .norm = %s,\n"
                     "        .zero_centered_gamma = %d,\n",
@@ -162,8 +165,8 @@ char *qf_gen_emit_registry(const qf_gen_plan *p) {
     qf_gen_emit_headers(&b, p);
     qf_gen_emit_templates(&b, p);
     qf_gen_buf_adds(&b, "\nconst qf_recipe qf_recipes[] = {\n");
-    for (int r = 0; r < p->n_recipes; r++)
-        qf_gen_emit_recipe_entry(&b, r, &p->recipes[r].recipe);
+    for (int r = 0, k0 = 0; r < p->n_recipes; k0 += p->recipes[r++].n_variants)
+        qf_gen_emit_recipe_entry(&b, r, k0, &p->recipes[r]);
     qf_gen_buf_addf(&b, "};\nconst int qf_recipe_count = %d;\n", p->n_recipes);
     qf_gen_buf_adds(&b, "\nconst qf_kernel_entry qf_kernels[] = {\n");
     int k = 0;

@@ -12,7 +12,6 @@
 
 #define QF_GEN_TEMPLATES_MAX 8
 #define QF_GEN_HEADERS_MAX 8 /* qf_formats.h + the templates' qf_dev_*.cuh */
-#define QF_GEN_BANNER_DASH "\xe2\x80\x94" /* U+2014 EM DASH, UTF-8 */
 
 /* Where the generator reads its inputs. */
 typedef struct qf_gen_opts {

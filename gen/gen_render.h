@@ -31,4 +31,13 @@ int qf_gen_header_check(const char *name, const char *text, qf_gen_err *e);
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,
                             qf_gen_err *e);
 
+/* The prelude of variant v of recipe r (malloc'ed; the caller frees it): the banner, one #define
+ * per placeholder of its template text tpl (checked by qf_gen_render; tpath names the template in
+ * errors), then #line back to the template. NOTES: the banner and #line name the canonical
+ * templates/ path, never the directory it was read from, so the text (and the fusion key, which
+ * hashes it) does not depend on where the tree sits. qfuse-gen and the runtime's recipe-file
+ * loader both call it, so a recipe gives the same kernels either way. NULL with e set on error. */
+char *qf_gen_variant_prelude(const qf_recipe *r, const qf_gen_variant *v, const char *tpath,
+                             const char *tpl, qf_gen_err *e);
+
 #endif /* QF_GEN_RENDER_H */

@@ -52,6 +52,8 @@ typedef struct qf_recipe {
     char options[QF_RECIPE_OPTIONS_MAX]; /* canonical "key=value;..." of every key field */
     qf_shapes_fn shapes;              /* generated shape function; NULL: the family's table is
                                        * interpreted (qf_family_shapes) */
+    const struct qf_kernel_entry *kernels; /* its kernel variants (registry.h), sorted by name */
+    int n_kernels;
 } qf_recipe;
 
 /* ========================================================================= the schema */

@@ -42,7 +42,8 @@ typedef enum qf_entry {
 
 typedef struct qf_kernel_entry {
     const char *name;                 /* unique variant name = CUDA entry symbol */
-    int recipe;                       /* index into qf_recipes */
+    const qf_recipe *recipe;          /* the recipe it belongs to (qf_recipes or one loaded from a
+                                       * file at run time) */
     qf_family family;                 /* qf_recipes[recipe].family, for code that has no
                                        * registry (kernel_key.c inside qfuse-gen) */
     qf_op op;

@@ -27,35 +27,8 @@
 
 /* ========================================================================= helpers */
 
-typedef struct qf_test_dir {
-    char path[256];
-} qf_test_dir;
-
-static void qf_test_mkdtemp(qf_test_dir *d) {
-    snprintf(d->path, sizeof d->path, "/tmp/qf_test_gen.XXXXXX");
-    assert_non_null(mkdtemp(d->path));
-}
-
-static int qf_test_rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void qf_test_rmtree(const char *path) {
-    nftw(path, qf_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Writes text to dir/name and returns the path in a static rotating buffer. */
-static const char *qf_test_write(const char *dir, const char *name, const char *text) {
-    static char bufs[4][512];
-    static int next;
-    char *path = bufs[next++ % 4];
-    snprintf(path, 512, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    return path;
+static void qf_test_dir_make_gen(qf_test_dir *d) {
+    qf_test_dir_make(d, "gen");
 }
 
 static int qf_test_starts(const char *s, const char *prefix) {
@@ -77,7 +50,7 @@ static char *qf_test_read(const char *path, size_t *len) {
 static int qf_test_load(const char *dir, const char *name, const char *text,
                         const qf_gen_limits *lim, qf_recipe *r, qf_gen_err *e, char *path_out,
                         size_t n) {
-    const char *path = qf_test_write(dir, name, text);
+    const char *path = qf_test_dir_write(dir, name, text);
     if (path_out)
         snprintf(path_out, n, "%s", path);
     memset(e, 0, sizeof *e);
@@ -236,7 +209,7 @@ static void test_recipe_error(void **state) {
     qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(qf_test_load(d.path, c->file, c->text, NULL, &r, &e, path, sizeof path), -1);
     snprintf(expect, sizeof expect, "%s: %s", path, c->expect);
     if (c->contains) {
@@ -245,7 +218,7 @@ static void test_recipe_error(void **state) {
     } else {
         assert_string_equal(e.msg, expect);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 #define QF_ERROR_TEST(i) cmocka_unit_test_prestate(test_recipe_error, (void *)&qf_error_cases[i])
@@ -258,7 +231,7 @@ static void test_recipe_empty_env(void **state) {
     qf_test_dir d;
     qf_recipe r;
     qf_gen_err e;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text =
         "local none = io == nil and os == nil and require == nil and load == nil and\n"
         "  dofile == nil and string == nil and print == nil and pcall == nil and\n"
@@ -266,7 +239,7 @@ static void test_recipe_empty_env(void **state) {
         "return {family = 'fp8_delayed', margin = none and 7 or 8}\n";
     assert_int_equal(qf_test_load(d.path, "env.lua", text, NULL, &r, &e, NULL, 0), 0);
     assert_int_equal(r.margin, 7);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A huge table hits a smaller heap cap with the memory message, not the instruction budget. */
@@ -277,12 +250,12 @@ static void test_recipe_memory_table(void **state) {
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1u << 20};
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "local t = {} for i = 1, 1e8 do t[i] = i end return {}";
     assert_int_equal(qf_test_load(d.path, "big.lua", text, &lim, &r, &e, path, sizeof path), -1);
     snprintf(expect, sizeof expect, "%s: memory limit of 1048576 bytes (1 MiB) exceeded", path);
     assert_string_equal(e.msg, expect);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A smaller instruction budget applies and is named. */
@@ -292,12 +265,12 @@ static void test_recipe_budget_custom(void **state) {
     qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.instructions = 5000};
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "local n = 0 for i = 1, 100000 do n = n + i end return {}";
     assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
     assert_non_null(strstr(e.msg, "instruction budget of 5000 exceeded"));
     assert_non_null(strstr(e.msg, "stack traceback:")); /* errors in recipe code are located */
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
@@ -312,7 +285,7 @@ static void test_recipe_binary_chunk(void **state) {
     qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(path, sizeof path, "%s/bin.lua", d.path);
     lua_State *L = luaL_newstate();
     assert_int_equal(luaL_loadstring(L, "return {family = 'fp8_delayed'}"), LUA_OK);
@@ -324,7 +297,7 @@ static void test_recipe_binary_chunk(void **state) {
     assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
     snprintf(expect, sizeof expect, "%s: attempt to load a binary chunk (mode is 't')", path);
     assert_string_equal(e.msg, expect);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static void test_recipe_missing_file(void **state) {
@@ -365,7 +338,7 @@ static void test_recipe_all_options(void **state) {
     qf_recipe r;
     qf_gen_err e;
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'fp8_delayed', format = 'e4m3', margin = 3.0,\n"
                        "  amax_history_len = 16, amax_compute = 'most_recent',\n"
                        "  description = 'all E4M3'}";
@@ -376,7 +349,7 @@ static void test_recipe_all_options(void **state) {
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, "amax_compute=most_recent;amax_history_len=16;family=fp8_delayed;"
                               "format=e4m3;margin=3");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= variants */
@@ -533,14 +506,14 @@ static void test_recipe_mxfp8_defaults(void **state) {
     qf_recipe r;
     qf_gen_err e;
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(qf_test_load(d.path, "bare.lua", "return {family = 'mxfp8'}", NULL, &r, &e,
                                   NULL, 0),
                      0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_1D);
     assert_string_equal(r.description, "");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Every option away from its default, and the option list sorted, weight_2d a boolean. */
@@ -551,7 +524,7 @@ static void test_recipe_mxfp8_all_options(void **state) {
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'mxfp8', input_format = 'e4m3', weight_format = 'e4m3',\n"
                        "  grad_format = 'e5m2', scale_rounding = 'floor', weight_2d = true,\n"
                        "  description = 'OCP rounding'}";
@@ -573,7 +546,7 @@ static void test_recipe_mxfp8_all_options(void **state) {
                                   "false}", NULL, &r, &e, NULL, 0),
                      0);
     assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 variants */
@@ -697,8 +670,8 @@ static void test_variants_mxfp8_options_reach_values(void **state) {
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
-    qf_test_mkdtemp(&d);
-    const char *path = qf_test_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
+    qf_test_dir_make_gen(&d);
+    const char *path = qf_test_dir_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
                                      "grad_format = 'e5m2', scale_rounding = 'floor'}");
     int n = qf_test_variants_of(path, &r, v);
     const qf_gen_variant *g = qf_test_variant(v, n, "qf_mx_e5m2_quant_grad_bf16");
@@ -708,7 +681,7 @@ static void test_variants_mxfp8_options_reach_values(void **state) {
     assert_string_equal(qf_test_value(&vals, "__SCALE_ROUNDING__"), "QF_SCALE_ROUNDING_FLOOR");
     qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mx_e5m2_quant_weight_bf16"), &vals);
     assert_string_equal(qf_test_value(&vals, "__OUT_DTYPE__"), "QF_DTYPE_E4M3");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= rendering */
@@ -799,8 +772,8 @@ static void test_c_literal(void **state) {
 
 /* Writes a template dir whose norm-quantize template is `nq` and scale-update template valid. */
 static void qf_test_templates(const char *dir, const char *nq) {
-    qf_test_write(dir, "smxx_fp8_norm_quantize.cu", nq);
-    qf_test_write(dir, "smxx_fp8_scale_update.cu",
+    qf_test_dir_write(dir, "smxx_fp8_norm_quantize.cu", nq);
+    qf_test_dir_write(dir, "smxx_fp8_scale_update.cu",
                   "void __KERNEL_NAME__() { float m = __MARGIN__; int a = __AMAX_COMPUTE__, "
                   "t = __BLOCK_THREADS__; }\n");
 }
@@ -813,7 +786,7 @@ static void test_gen_template_unfilled(void **state) {
     (void)state;
     qf_test_dir d;
     char *out, *err, expect[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     char nq[512];
     snprintf(nq, sizeof nq, "%s// __ROWS__ per block\n", qf_test_nq_ok);
     qf_test_templates(d.path, nq);
@@ -825,14 +798,14 @@ static void test_gen_template_unfilled(void **state) {
     assert_string_equal(err, expect);
     assert_string_equal(out, "");
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static void test_gen_template_unused_value(void **state) {
     (void)state;
     qf_test_dir d;
     char *out, *err, expect[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
                               "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
                               "__BLOCK_THREADS__}; }\n");
@@ -848,7 +821,7 @@ static void test_gen_template_unused_value(void **state) {
     snprintf(path, sizeof path, "%s/registry.c", d.path);
     assert_int_not_equal(stat(path, &st), 0); /* nothing written */
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ---- tree comparison */
@@ -897,8 +870,8 @@ static void test_gen_reproducible(void **state) {
     qf_test_dir d1, d2;
     static qf_test_tree t1, t2;
     char p1[512], p2[512];
-    qf_test_mkdtemp(&d1);
-    qf_test_mkdtemp(&d2);
+    qf_test_dir_make_gen(&d1);
+    qf_test_dir_make_gen(&d2);
     qf_test_generate(d1.path);
     qf_test_generate(d2.path);
     qf_test_list(d1.path, &t1);
@@ -918,8 +891,8 @@ static void test_gen_reproducible(void **state) {
         assert_null(strstr(a, d1.path)); /* no absolute (temp) path leaks into the output */
         free(a), free(b);
     }
-    qf_test_rmtree(d1.path);
-    qf_test_rmtree(d2.path);
+    qf_test_dir_remove(d1.path);
+    qf_test_dir_remove(d2.path);
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -960,7 +933,7 @@ static void test_gen_banners(void **state) {
     qf_test_dir d;
     static qf_test_tree t;
     char p[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate(d.path);
     qf_test_list(d.path, &t);
     assert_int_equal(t.n, 19 + 4);
@@ -971,7 +944,7 @@ static void test_gen_banners(void **state) {
         qf_test_banner(t.rel[i], text);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A stale kernels/qf_*.cu is removed by the next run; other files under out/ are left alone. */
@@ -980,15 +953,15 @@ static void test_gen_stale_removed(void **state) {
     qf_test_dir d;
     char kdir[512], stale[600], keep[600];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
     assert_int_equal(mkdir(kdir, 0777), 0);
-    snprintf(stale, sizeof stale, "%s", qf_test_write(kdir, "qf_gone_kernel.cu", "x"));
-    snprintf(keep, sizeof keep, "%s", qf_test_write(d.path, "notes.txt", "x"));
+    snprintf(stale, sizeof stale, "%s", qf_test_dir_write(kdir, "qf_gone_kernel.cu", "x"));
+    snprintf(keep, sizeof keep, "%s", qf_test_dir_write(d.path, "notes.txt", "x"));
     qf_test_generate(d.path);
     assert_int_not_equal(stat(stale, &st), 0);
     assert_int_equal(stat(keep, &st), 0);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The first recipe of the manifest in dir (parsed; the caller deletes *root). */
@@ -1035,7 +1008,7 @@ static void qf_test_registry_kernel(const char *dir, const qf_kernel_entry *k, c
     assert_string_equal(k->tpl->file, qf_test_json_str(j, "template"));
     free(src), free(text);
     qf_kernel_instance inst = qf_kernel_instance_default(k);
-    qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+    qf_kernel_key(k->recipe, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, 90, key);
     assert_string_equal(qf_test_json_str(j, "name"), k->name);
     assert_string_equal(qf_test_json_str(j, "key_sm90"), key);
@@ -1088,7 +1061,7 @@ static void test_gen_matches_registry(void **state) {
     (void)state;
     qf_test_dir d;
     char p[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate_registry(d.path);
     qf_test_registry_headers();
     qf_test_registry_templates();
@@ -1107,7 +1080,7 @@ static void test_gen_matches_registry(void **state) {
     }
     assert_int_equal(k, qf_kernel_count);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Output i of op in the manifest recipe r. */
@@ -1123,7 +1096,7 @@ static void test_gen_manifest_shapes(void **state) {
     (void)state;
     qf_test_dir d;
     cJSON *root;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate(d.path);
     const cJSON *r = qf_test_manifest_recipe(d.path, &root);
     const cJSON *opts = cJSON_GetObjectItem(r, "options");
@@ -1143,7 +1116,7 @@ static void test_gen_manifest_shapes(void **state) {
                         "format[role]");
     assert_string_equal(qf_test_json_str(qf_test_shape_out(r, "gemm", 0), "bytes"), "2*M*N");
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 runs */
@@ -1159,8 +1132,8 @@ static const char qf_test_mx_gemm_stub[] =
 /* Writes all four templates (fp8_delayed and mxfp8 stubs) to dir; nq is the MXFP8 quantizer's. */
 static void qf_test_mx_templates(const char *dir, const char *nq) {
     qf_test_templates(dir, qf_test_nq_ok);
-    qf_test_write(dir, "smxx_mxfp8_norm_quantize.cu", nq);
-    qf_test_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
+    qf_test_dir_write(dir, "smxx_mxfp8_norm_quantize.cu", nq);
+    qf_test_dir_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
 }
 
 /* Generates recipes/mxfp8.lua and recipes/mxfp8_2d.lua into dir/out with the stubs of dir/tpl. */
@@ -1184,8 +1157,8 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_dir d1, d2;
     static qf_test_tree t1, t2;
     char p1[600], p2[600];
-    qf_test_mkdtemp(&d1);
-    qf_test_mkdtemp(&d2);
+    qf_test_dir_make_gen(&d1);
+    qf_test_dir_make_gen(&d2);
     qf_test_mx_generate(d1.path);
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
@@ -1204,8 +1177,8 @@ static void test_gen_mxfp8_reproducible(void **state) {
             fail_msg("%s differs between runs", t1.rel[i]);
         free(a), free(b);
     }
-    qf_test_rmtree(d1.path);
-    qf_test_rmtree(d2.path);
+    qf_test_dir_remove(d1.path);
+    qf_test_dir_remove(d2.path);
 }
 
 /* The rendered stubs: BLOCK_2D only in the 2D recipe's weight quantizers; shapes.c's formulas. */
@@ -1248,7 +1221,7 @@ static void test_gen_mxfp8_sources(void **state) {
     (void)state;
     qf_test_dir d;
     char p[600];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_generate(d.path);
     for (size_t i = 0; i < sizeof qf_test_mx_sources / sizeof qf_test_mx_sources[0]; i++) {
         snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_mx_sources[i].file);
@@ -1258,7 +1231,7 @@ static void test_gen_mxfp8_sources(void **state) {
             fail_msg("%s lacks '%s'", qf_test_mx_sources[i].file, qf_test_mx_sources[i].has);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* An MXFP8 template without __BLOCK_2D__ is refused, naming the placeholder; nothing written. */
@@ -1267,7 +1240,7 @@ static void test_gen_mxfp8_template_contract(void **state) {
     qf_test_dir d;
     char *out, *err, expect[600], outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
                                  "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
                                  "__SCALE_ROUNDING__, __BLOCK_THREADS__, __TILE_M__}; }\n");
@@ -1281,7 +1254,7 @@ static void test_gen_mxfp8_template_contract(void **state) {
     assert_string_equal(err, expect);
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Evaluates a manifest dim formula (M, K, constants, roundup(a,b), cdiv(a,b)) at *s. */
@@ -1338,7 +1311,7 @@ static void test_gen_mxfp8_manifest(void **state) {
     qf_test_dir d;
     cJSON *root;
     char out[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_generate(d.path);
     snprintf(out, sizeof out, "%s/out", d.path);
     const cJSON *r = qf_test_manifest_recipe(out, &root); /* mxfp8 sorts before mxfp8_2d */
@@ -1359,7 +1332,7 @@ static void test_gen_mxfp8_manifest(void **state) {
     assert_non_null(strstr(qf_test_json_str(cs, "layout_note"), "same dims and bytes"));
     qf_test_mx_formulas(r);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Index of the variant named name in recipe ri of plan p; fails the test when absent. */
@@ -1405,7 +1378,7 @@ static void test_gen_mxfp8_keys(void **state) {
     qf_gen_plan plan;
     qf_gen_err e;
     char k1[33], k2[33];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_templates(d.path, qf_test_mx_nq_stub);
     const qf_gen_opts o = {.templates_dir = d.path, .include_dir = "runtime"};
     const char *paths[] = {"recipes/mxfp8_2d.lua", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua"};
@@ -1417,7 +1390,7 @@ static void test_gen_mxfp8_keys(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         qf_test_layout_key(&plan, cases[i].ri, cases[i].name, cases[i].layout_in_key);
     qf_gen_plan_free(&plan);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The layout reaches the variant string and -DQF_SCALE_SWIZZLED of MXFP8 quantizers only; the
@@ -1523,8 +1496,8 @@ static const char qf_test_nv_gemm_stub[] =
 
 /* Writes the two NVFP4 stub templates to dir. */
 static void qf_test_nv_templates(const char *dir) {
-    qf_test_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
-    qf_test_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+    qf_test_dir_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
+    qf_test_dir_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
 }
 
 /* The shipped recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
@@ -1557,7 +1530,7 @@ static void test_recipe_nvfp4_options(void **state) {
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(
         qf_test_load(d.path, "b.lua", "return {family = 'nvfp4'}", NULL, &r, &e, NULL, 0), 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
@@ -1578,7 +1551,7 @@ static void test_recipe_nvfp4_options(void **state) {
     for (int i = 1; i < n; i++)
         assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
     assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The 19 kernels of nvfp4.lua (the MXFP8 set under the nvfp4 prefix) and their configs. */
@@ -1664,8 +1637,8 @@ static void test_variants_nvfp4_seed(void **state) {
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
-    qf_test_mkdtemp(&d);
-    const char *path = qf_test_write(d.path, "nvs.lua",
+    qf_test_dir_make_gen(&d);
+    const char *path = qf_test_dir_write(d.path, "nvs.lua",
                                      "return {family = 'nvfp4', rht_seed = 42,"
                                      " rht_grad = false}");
     int n = qf_test_variants_of(path, &r, v);
@@ -1673,7 +1646,7 @@ static void test_variants_nvfp4_seed(void **state) {
     assert_string_not_equal(mask, "0xD7E8");
     qf_test_nv_flags(&r, v, n, "qf_nvs_nq_layernorm_fp32", "1", mask, "0", "0");
     qf_test_nv_flags(&r, v, n, "qf_nvs_quant_grad_fp32", "0", "0x0000", "1", "0");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Without its templates the NVFP4 recipe is refused naming the missing file (first the GEMM's,
@@ -1683,7 +1656,7 @@ static void test_gen_nvfp4_missing_template(void **state) {
     qf_test_dir d;
     char *out, *err, expect[600], outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(outdir, sizeof outdir, "%s/out", d.path);
     const char *args[] = {"-o", outdir, "--templates", d.path, QF_NV_RECIPE, NULL};
     const char *const files[] = {"sm90_nvfp4_gemm.cu", "smxx_nvfp4_norm_quantize.cu"};
@@ -1695,9 +1668,9 @@ static void test_gen_nvfp4_missing_template(void **state) {
         assert_string_equal(err, expect);
         assert_int_not_equal(stat(outdir, &st), 0);
         free(out), free(err);
-        qf_test_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+        qf_test_dir_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Generates the two test-data NVFP4 recipes into dir/out with the stubs of dir/tpl. */
@@ -1756,7 +1729,7 @@ static void test_gen_nvfp4_sources(void **state) {
     (void)state;
     qf_test_dir d;
     char p[600];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_nv_generate(d.path);
     for (size_t i = 0; i < sizeof qf_test_nv_sources / sizeof qf_test_nv_sources[0]; i++) {
         snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_nv_sources[i].file);
@@ -1766,7 +1739,7 @@ static void test_gen_nvfp4_sources(void **state) {
             fail_msg("%s lacks '%s'", qf_test_nv_sources[i].file, qf_test_nv_sources[i].has);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The nvfp4 quantizer formulas of manifest recipe r at SPEC 2.4's cases: output i of op at
@@ -1826,7 +1799,7 @@ static void test_gen_nvfp4_manifest(void **state) {
     qf_test_dir d;
     cJSON *root;
     char out[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_nv_generate(d.path);
     snprintf(out, sizeof out, "%s/out", d.path);
     const cJSON *r = qf_test_manifest_recipe(out, &root), *opts = cJSON_GetObjectItem(r, "options");
@@ -1842,7 +1815,7 @@ static void test_gen_nvfp4_manifest(void **state) {
     qf_test_nv_outputs(r);
     qf_test_nv_formulas(r);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Builds a plan of recipe text written as dir/nvx.lua (one name: keys comparable across plans)
@@ -1850,7 +1823,7 @@ static void test_gen_nvfp4_manifest(void **state) {
 static void qf_test_nv_plan(const char *dir, const char *text, qf_gen_plan *p) {
     qf_gen_err e;
     const qf_gen_opts o = {.templates_dir = dir, .include_dir = "runtime"};
-    const char *paths[] = {qf_test_write(dir, "nvx.lua", text)};
+    const char *paths[] = {qf_test_dir_write(dir, "nvx.lua", text)};
     qf_test_nv_templates(dir);
     if (qf_gen_plan_build(p, &o, paths, 1, &e) != 0)
         fail_msg("%s", e.msg);
@@ -1888,10 +1861,10 @@ static void test_gen_nvfp4_keys(void **state) {
     qf_test_dir d0, d1;
     qf_gen_plan base, p;
     char text[256];
-    qf_test_mkdtemp(&d0);
+    qf_test_dir_make_gen(&d0);
     qf_test_nv_plan(d0.path, "return {family = 'nvfp4'}", &base);
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        qf_test_mkdtemp(&d1);
+        qf_test_dir_make_gen(&d1);
         snprintf(text, sizeof text, "return {family = 'nvfp4', %s}", c[i].opt);
         qf_test_nv_plan(d1.path, text, &p);
         qf_test_nv_diff(&base, &p, "qf_nvx_nq_layernorm_bf16", c[i].nq);
@@ -1899,10 +1872,10 @@ static void test_gen_nvfp4_keys(void **state) {
         qf_test_nv_diff(&base, &p, "qf_nvx_quant_weight_bf16", c[i].weight);
         qf_test_nv_diff(&base, &p, "qf_nvx_gemm", 0);
         qf_gen_plan_free(&p);
-        qf_test_rmtree(d1.path);
+        qf_test_dir_remove(d1.path);
     }
     qf_gen_plan_free(&base);
-    qf_test_rmtree(d0.path);
+    qf_test_dir_remove(d0.path);
 }
 
 /* ========================================================================= CLI */
@@ -1925,7 +1898,7 @@ static void test_cli_list(void **state) {
     qf_test_dir d;
     char *out, *err, outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(outdir, sizeof outdir, "%s/none", d.path);
     const char *args[] = {"--list", "-o", outdir, "--arch", "sm_100", "recipes/fp8_delayed.lua",
                           NULL};
@@ -1938,7 +1911,7 @@ static void test_cli_list(void **state) {
     assert_int_equal(lines, 1 + 19);
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The key depends on the arch. */

@@ -26,16 +26,6 @@ static void qf_test_mkdtemp(char *dir, size_t n) {
     assert_non_null(mkdtemp(dir));
 }
 
-static int qf_test_rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void qf_test_rmtree(const char *path) {
-    nftw(path, qf_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Writes n bytes of text to dir/name; the path goes to path[0..512). */
 static void qf_test_write(const char *dir, const char *name, const void *text, size_t n,
                           char path[512]) {
     snprintf(path, 512, "%s/%s", dir, name);
@@ -286,7 +276,7 @@ static void test_hostile_not_regular(void **state) {
         snprintf(want, sizeof want, "cannot read %s: %s", path, why[i]);
         qf_test_message(e.msg, want, 0);
     }
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* An empty file, one with a BOM and a shebang line, and a file over the size cap. */
@@ -313,7 +303,7 @@ static void test_hostile_files(void **state) {
     snprintf(want, sizeof want, "%s: recipe file of 1048577 bytes is larger than 1048576 bytes "
              "(1 MiB)", path);
     qf_test_message(e.msg, want, 0);
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* A binary chunk on disk is refused like one in memory. */
@@ -331,7 +321,7 @@ static void test_hostile_binary_file(void **state) {
     assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
     snprintf(want, sizeof want, "%s: attempt to load a binary chunk (mode is 't')", path);
     qf_test_message(e.msg, want, 0);
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* ========================================================================= fuzzing inputs */
@@ -406,7 +396,7 @@ static void test_hostile_fuzz_replay(void **state) {
     print_message("replayed %d seeds, %d corpus inputs, %d regressions\n", seeds, corpus,
                   regressions);
     assert_true(seeds > 0 && corpus > 0);
-    qf_test_rmtree(tmp);
+    qf_test_dir_remove(tmp);
 }
 
 int main(void) {

@@ -152,7 +152,7 @@ typedef struct key_fixture {
 static int key_setup(void **state) {
     key_fixture *f = calloc(1, sizeof *f);
     f->k = *first_nq();
-    f->r = qf_recipes[f->k.recipe];
+    f->r = *f->k.recipe;
     f->inst = qf_kernel_instance_default(&f->k);
     f->arch = 90;
     key_of(&f->r, &f->k, &f->inst, f->arch, f->base);
@@ -184,7 +184,7 @@ static void test_key_all_kernels_distinct(void **state) {
     char (*keys)[QF_KEY_HEX_LEN + 1] = calloc((size_t)qf_kernel_count, sizeof *keys);
     for (int i = 0; i < qf_kernel_count; i++) {
         qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[i]);
-        key_of(&qf_recipes[qf_kernels[i].recipe], &qf_kernels[i], &inst, 90, keys[i]);
+        key_of(qf_kernels[i].recipe, &qf_kernels[i], &inst, 90, keys[i]);
         for (int j = 0; j < i; j++)
             assert_string_not_equal(keys[i], keys[j]);
     }

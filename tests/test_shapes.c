@@ -171,8 +171,17 @@ static void test_registry_points_to_shapes(void **state) {
         assert_int_equal(qf_recipes[i].fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
     }
     assert_true(found);
+    /* Every kernel points at its recipe, and each recipe's kernel list is exactly its own. */
+    int listed = 0;
     for (int k = 0; k < qf_kernel_count; k++)
-        assert_true(qf_kernels[k].recipe >= 0 && qf_kernels[k].recipe < qf_recipe_count);
+        assert_true(qf_kernels[k].recipe >= qf_recipes &&
+                    qf_kernels[k].recipe < qf_recipes + qf_recipe_count);
+    for (int i = 0; i < qf_recipe_count; i++) {
+        for (int k = 0; k < qf_recipes[i].n_kernels; k++)
+            assert_ptr_equal(qf_recipes[i].kernels[k].recipe, &qf_recipes[i]);
+        listed += qf_recipes[i].n_kernels;
+    }
+    assert_int_equal(listed, qf_kernel_count);
 }
 
 /* ========================================================================= mxfp8 */
@@ -282,7 +291,7 @@ static void test_mx_registry(void **state) {
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(a->fmt[i], QF_DTYPE_E4M3);
     for (int k = 0; k < qf_kernel_count; k++)
-        assert_int_equal(qf_kernels[k].family, qf_recipes[qf_kernels[k].recipe].family);
+        assert_int_equal(qf_kernels[k].family, qf_kernels[k].recipe->family);
 }
 
 /* ---- nvfp4 (SPEC 2.4) */

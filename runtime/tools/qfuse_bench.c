@@ -1085,7 +1085,7 @@ static void jit_warm(const qf_recipe *r, const qf_kernel_entry *k, const probe *
 
 static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, double ms,
                      const char *note) {
-    row r = row_new(kind, qf_recipes[k->recipe].name, k->name);
+    row r = row_new(kind, k->recipe->name, k->name);
     r.norm = norm_name(k->norm), r.dtype = qf_dtype_name(k->in_dtype);
     r.outputs = k->op == QF_OP_SCALE_UPDATE ? "" : "rowwise";
     r.us = 1e3 * ms;
@@ -1095,7 +1095,7 @@ static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, doubl
 
 /* One kernel: cold compile, then store it in the temporary cache and time the warm lookups. */
 static void bench_jit_kernel(bench *b, const qf_kernel_entry *k, const probe *p) {
-    const qf_recipe *r = &qf_recipes[k->recipe];
+    const qf_recipe *r = k->recipe;
     int arch = qf_ctx_arch(b->ctx), reps_cold = b->o.quick ? 1 : 3, reps_warm = 5;
     void *cubin;
     size_t size;
@@ -1154,7 +1154,7 @@ static void bench_jit(bench *b) {
     probe_alloc(&p, qf_recipes[ri].amax_history_len);
     int n = 0;
     for (int i = 0; i < qf_kernel_count; i++)
-        if (qf_kernels[i].recipe == ri && (!b->o.quick || n++ < 2))
+        if (qf_kernels[i].recipe == &qf_recipes[ri] && (!b->o.quick || n++ < 2))
             bench_jit_kernel(b, &qf_kernels[i], &p);
     probe_free(&p);
     if (saved)

@@ -579,7 +579,7 @@ static int compile_all(int ri, int arch) {
     int failures = 0;
     for (int i = 0; i < qf_kernel_count; i++) {
         const qf_kernel_entry *k = &qf_kernels[i];
-        if (k->recipe != ri)
+        if (k->recipe != &qf_recipes[ri])
             continue;
         qf_kernel_instance inst = qf_kernel_instance_default(k);
         char key[QF_KEY_HEX_LEN + 1], store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
