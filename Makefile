@@ -45,7 +45,11 @@ BENCH_SRCS := $(wildcard runtime/tools/bench_*.c)
 TOOL_LIB_SRCS := $(filter-out $(TOOL_SRCS) $(BENCH_SRCS),$(wildcard runtime/tools/*.c))
 CORE_SRCS := $(wildcard runtime/*.c runtime/jit/*.c runtime/ref/*.c)
 GEN_MAIN := gen/main.c
-GEN_SRCS := $(filter-out $(GEN_MAIN),$(wildcard gen/*.c))
+# The generator's recipe core (Lua loader, variants, template values and preludes) is part of
+# libqfuse too: the runtime loads .lua recipe files with the same code (DESIGN data flow 4).
+GEN_CORE_SRCS := gen/gen_buf.c gen/gen_recipe.c gen/gen_variant.c gen/gen_render.c
+CORE_SRCS += $(GEN_CORE_SRCS)
+GEN_SRCS := $(filter-out $(GEN_MAIN) $(GEN_CORE_SRCS),$(wildcard gen/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
 RECIPES := $(wildcard recipes/*.lua)
 TEMPLATES := $(wildcard templates/*.cu)
@@ -218,8 +222,10 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefi
 # The runtime files the generator links (fusion keys; the NVFP4 RHT mask of an rht_seed from
 # ref_nvfp4.c and what it calls); the rest of the runtime stays out.
 FUZZ_RUNTIME_SRCS := $(addprefix runtime/,jit/kernel_key.c jit/jit_key.c jit/jit_compile.c status.c \
-                       tensor.c ref/ref_nvfp4.c ref/ref.c ref/ref_mx.c)
-FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(FUZZ_RUNTIME_SRCS))
+                       tensor.c names.c family.c family_shapes.c ref/ref_nvfp4.c ref/ref.c \
+                       ref/ref_mx.c)
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(GEN_CORE_SRCS) \
+               $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
 FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions
 

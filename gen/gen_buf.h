@@ -11,6 +11,8 @@
 #define QF_GEN_PRINTF(a, b)
 #endif
 
+#define QF_GEN_BANNER_DASH "\xe2\x80\x94" /* U+2014 EM DASH, UTF-8: generated files' banner */
+
 /* The message of a failed generator step ("recipes/x.lua: field 'margin' (...)"). */
 typedef struct qf_gen_err {
     char msg[4096];

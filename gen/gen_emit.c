@@ -6,6 +6,7 @@
 #include "gen_emit.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "gen_enum.h"
+#include "names.h"
 
 #define QF_GEN_KEY_ARCH 90 /* the manifest's key_sm90 */
 #define QF_GEN_PATH_MAX 4096
@@ -29,60 +30,125 @@ static void qf_gen_banner(qf_gen_buf *b, const qf_gen_plan *p, const char *tpl) 
 
 /* ========================================================================= registry.c */
 
+/* The in-memory NVRTC headers, byte for byte, sorted by name. */
 static void qf_gen_emit_headers(qf_gen_buf *b, const qf_gen_plan *p) {
-    qf_gen_buf_adds(
-        b, "\n/* In-memory headers handed to NVRTC: runtime/qf_formats.h, byte for byte. */\n"
-           "const char *const qf_nvrtc_header_names[] = {\"qf_formats.h\"};\n"
-           "const char *const qf_nvrtc_headers[] = {\n");
-    qf_gen_buf_add_c_literal(b, p->formats_h, p->formats_len, 4);
-    qf_gen_buf_adds(b, ",\n};\nconst int qf_nvrtc_header_count = 1;\n");
+    qf_gen_buf_adds(b, "\n/* In-memory headers handed to NVRTC: runtime/qf_formats.h and templates/"
+                       "qf_dev_*.cuh,\n * byte for byte. */\n"
+                       "const char *const qf_nvrtc_header_names[] = {");
+    for (int i = 0; i < p->n_headers; i++)
+        qf_gen_buf_addf(b, "%s\"%s\"", i ? ", " : "", p->header_names[i]);
+    qf_gen_buf_adds(b, "};\nconst char *const qf_nvrtc_headers[] = {\n");
+    for (int i = 0; i < p->n_headers; i++) {
+        qf_gen_buf_addf(b, "    /* %s */\n", p->header_names[i]);
+        qf_gen_buf_add_c_literal(b, p->header_texts[i], strlen(p->header_texts[i]), 4);
+        qf_gen_buf_adds(b, ",\n");
+    }
+    qf_gen_buf_addf(b, "};\nconst int qf_nvrtc_header_count = %d;\n", p->n_headers);
 }
 
-static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, const qf_gen_recipe *r) {
-    char options[256];
-    qf_gen_recipe_options(r, options, sizeof options);
+/* Each template once; the kernels point at them. */
+static void qf_gen_emit_templates(qf_gen_buf *b, const qf_gen_plan *p) {
+    qf_gen_buf_adds(b, "\n/* The templates, byte for byte: a kernel's source is its prelude followed "
+                       "by its template. */\nconst qf_kernel_template qf_templates[] = {\n");
+    for (int i = 0; i < p->n_templates; i++) {
+        qf_gen_buf_addf(b, "    [%d] = {\n        .file = \"templates/%s\",\n        .text =\n", i,
+                        p->templates[i]);
+        qf_gen_buf_add_c_literal(b, p->template_texts[i], strlen(p->template_texts[i]), 12);
+        qf_gen_buf_adds(b, ",\n    },\n");
+    }
+    qf_gen_buf_addf(b, "};\nconst int qf_template_count = %d;\n", p->n_templates);
+}
+
+/* `QF_ENTRY_BIT(QF_ENTRY_MAIN) | ...` of an entry set. */
+static void qf_gen_emit_entry_bits(qf_gen_buf *b, unsigned entries) {
+    static const char *const names[] = {"MAIN", "ROWS1", "ROWS2", "ROWS4",
+                                        "ROWS8", "AMAX", "COLS", "ALPHA"}; /* ORDER ENTRY */
+    _Static_assert(sizeof names / sizeof names[0] == QF_ENTRY_COUNT, "entry names");
+    int first = 1;
+    for (int i = 0; i < QF_ENTRY_COUNT; i++)
+        if (entries & QF_ENTRY_BIT(i)) {
+            qf_gen_buf_addf(b, "%sQF_ENTRY_BIT(QF_ENTRY_%s)", first ? "" : " |\n            ",
+                            names[i]);
+            first = 0;
+        }
+    if (first)
+        qf_gen_buf_adds(b, "0u");
+}
+
+/* Field fd of r as a C initializer value. */
+static void qf_gen_emit_field_value(qf_gen_buf *b, const qf_recipe *r, const qf_field *fd) {
+    const void *p = qf_field_ptr(r, fd);
+    switch (fd->type) {
+    case QF_FIELD_OPTION:
+        qf_gen_buf_adds(b, qf_enum_c((qf_enum)fd->names, *(const int *)p));
+        break;
+    case QF_FIELD_INTEGER:
+        qf_gen_buf_addf(b, "%lldLL", (long long)*(const int64_t *)p);
+        break;
+    case QF_FIELD_BOOLEAN:
+        qf_gen_buf_addf(b, "%d", *(const int *)p);
+        break;
+    case QF_FIELD_NUMBER: /* hexadecimal: the float exactly */
+        qf_gen_buf_addf(b, "%af", (double)*(const float *)p);
+        break;
+    default:
+        qf_gen_buf_adds(b, "0");
+    }
+}
+
+/* One qf_recipe of the registry: identity, element formats, every schema field of its family
+ * (a loop over the row), the options string and its shape function. */
+static void qf_gen_emit_recipe_entry(qf_gen_buf *b, int i, int k0, const qf_gen_plan_recipe *pr) {
+    const qf_recipe *r = &pr->recipe;
+    const qf_family_traits *t = &qf_families[r->family];
     qf_gen_buf_addf(b,
                     "    [%d] = {\n        .name = \"%s\",\n        .file = \"%s\",\n"
-                    "        .family = %s,\n        .fmt = {",
-                    i, r->name, r->file, qf_gen_enum_c(QF_GEN_ENUM_FAMILY, r->family));
+                    "        .path = \"%s\",\n        .description =\n",
+                    i, r->name, r->file, r->file);
+    qf_gen_buf_add_c_literal(b, r->description, strlen(r->description), 12);
+    qf_gen_buf_addf(b, ",\n        .family = %s,\n        .fmt = {",
+                    qf_enum_c(QF_ENUM_FAMILY, r->family));
     for (int k = 0; k < QF_ROLE_COUNT; k++)
-        qf_gen_buf_addf(b, "%s[%s] = %s", k ? ", " : "", qf_gen_enum_c(QF_GEN_ENUM_ROLE, k),
-                        qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[k]));
+        qf_gen_buf_addf(b, "%s[%s] = %s", k ? ", " : "", qf_enum_c(QF_ENUM_ROLE, k),
+                        qf_enum_c(QF_ENUM_DTYPE, r->fmt[k]));
+    qf_gen_buf_adds(b, "},\n");
+    for (int f = 0; f < t->n_fields; f++) {
+        const size_t off = t->fields[f].offset, fmt = offsetof(qf_recipe, fmt);
+        if (off >= fmt && off < fmt + sizeof r->fmt) /* an element format: in .fmt above */
+            continue;
+        qf_gen_buf_addf(b, "        .%s = ", t->fields[f].member);
+        qf_gen_emit_field_value(b, r, &t->fields[f]);
+        qf_gen_buf_adds(b, ",\n");
+    }
     qf_gen_buf_addf(b,
-                    "},\n        .margin = %d.0f,\n        .amax_history_len = %d,\n"
-                    "        .amax_compute = %s,\n        .scale_rounding = %s,\n"
-                    "        .weight_2d = %d,\n        .rht_roles = %uu,\n"
-                    "        .sr_grad = %d,\n        .has_rht_seed = %d,\n"
-                    "        .rht_seed = %lluull,\n        .options = \"%s\",\n"
-                    "        .shapes = qf_shapes_%s,\n    },\n",
-                    r->margin, r->amax_history_len,
-                    qf_gen_enum_c(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute),
-                    qf_gen_enum_c(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding), r->weight_2d,
-                    r->rht_roles, r->sr_grad, r->has_rht_seed, (unsigned long long)r->rht_seed,
-                    options, r->name);
+                    "        .options = \"%s\",\n        .shapes = qf_shapes_%s,\n"
+                    "        .kernels = &qf_kernels[%d],\n        .n_kernels = %d,\n    },\n",
+                    r->options, r->name, k0, pr->n_variants);
 }
 
-static void qf_gen_emit_kernel_entry(qf_gen_buf *b, int i, int ri, const qf_gen_plan_recipe *pr,
-                                     int vi) {
-    const qf_gen_kernel_desc *d = &pr->variants[vi].desc;
+static void qf_gen_emit_kernel_entry(qf_gen_buf *b, const qf_gen_plan *p, int i, int ri, int vi) {
+    const qf_gen_plan_recipe *pr = &p->recipes[ri];
+    const qf_kernel_desc *d = &pr->variants[vi].desc;
     const qf_gen_kernel_config *c = &pr->variants[vi].cfg;
     qf_gen_buf_addf(b,
-                    "    [%d] = {\n        .name = \"%s\",\n        .recipe = %d,\n"
+                    "    [%d] = {\n        .name = \"%s\",\n        .recipe = &qf_recipes[%d],\n"
                     "        .family = %s,\n"
                     "        .op = %s,\n        .role = %s,\n        .norm = %s,\n"
                     "        .zero_centered_gamma = %d,\n",
-                    i, d->name, ri, qf_gen_enum_c(QF_GEN_ENUM_FAMILY, pr->recipe.family),
-                    qf_gen_enum_c(QF_GEN_ENUM_OP, d->op),
-                    qf_gen_enum_c(QF_GEN_ENUM_ROLE, d->role),
-                    qf_gen_enum_c(QF_GEN_ENUM_NORM, d->norm), d->zero_centered_gamma);
+                    i, d->name, ri, qf_enum_c(QF_ENUM_FAMILY, pr->recipe.family),
+                    qf_enum_c(QF_ENUM_OP, d->op),
+                    qf_enum_c(QF_ENUM_ROLE, d->role),
+                    qf_enum_c(QF_ENUM_NORM, d->norm), d->zero_centered_gamma);
     qf_gen_buf_addf(b,
                     "        .in_dtype = %s,\n        .out_dtype = %s,\n"
                     "        .block_threads = %u,\n        .tile_m = %u,\n"
-                    "        .template_file = \"templates/%s\",\n        .source =\n",
-                    qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->in_dtype),
-                    qf_gen_enum_c(QF_GEN_ENUM_DTYPE, d->out_dtype), c->block_threads, c->tile_m,
-                    c->template_name);
-    qf_gen_buf_add_c_literal(b, pr->sources[vi], pr->source_lens[vi], 12);
+                    "        .tpl = &qf_templates[%d], /* templates/%s */\n        .entries = ",
+                    qf_enum_c(QF_ENUM_DTYPE, d->in_dtype),
+                    qf_enum_c(QF_ENUM_DTYPE, d->out_dtype), c->block_threads, c->tile_m,
+                    qf_gen_plan_template_index(p, c->template_name), c->template_name);
+    qf_gen_emit_entry_bits(b, pr->entries[vi]);
+    qf_gen_buf_adds(b, ",\n        .prelude =\n");
+    qf_gen_buf_add_c_literal(b, pr->preludes[vi], strlen(pr->preludes[vi]), 12);
     qf_gen_buf_adds(b, ",\n    },\n");
 }
 
@@ -97,15 +163,16 @@ char *qf_gen_emit_registry(const qf_gen_plan *p) {
         &b, "/* Registry of the generated recipes and kernels (types: runtime/registry.h). */\n"
             "#include \"registry.h\"\n#include \"shapes.h\"\n");
     qf_gen_emit_headers(&b, p);
-    qf_gen_buf_adds(&b, "\nconst qf_recipe_entry qf_recipes[] = {\n");
-    for (int r = 0; r < p->n_recipes; r++)
-        qf_gen_emit_recipe_entry(&b, r, &p->recipes[r].recipe);
+    qf_gen_emit_templates(&b, p);
+    qf_gen_buf_adds(&b, "\nconst qf_recipe qf_recipes[] = {\n");
+    for (int r = 0, k0 = 0; r < p->n_recipes; k0 += p->recipes[r++].n_variants)
+        qf_gen_emit_recipe_entry(&b, r, k0, &p->recipes[r]);
     qf_gen_buf_addf(&b, "};\nconst int qf_recipe_count = %d;\n", p->n_recipes);
     qf_gen_buf_adds(&b, "\nconst qf_kernel_entry qf_kernels[] = {\n");
     int k = 0;
     for (int r = 0; r < p->n_recipes; r++)
         for (int v = 0; v < p->recipes[r].n_variants; v++)
-            qf_gen_emit_kernel_entry(&b, k++, r, &p->recipes[r], v);
+            qf_gen_emit_kernel_entry(&b, p, k++, r, v);
     qf_gen_buf_addf(&b, "};\nconst int qf_kernel_count = %d;\n", k);
     return qf_gen_buf_take(&b);
 }
@@ -149,12 +216,12 @@ static cJSON *qf_gen_kernel_json(const qf_gen_plan *p, int ri, int vi) {
     qf_gen_plan_key(p, ri, vi, QF_GEN_KEY_ARCH, key);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "name", v->desc.name);
-    cJSON_AddStringToObject(j, "op", qf_gen_enum_name(QF_GEN_ENUM_OP, v->desc.op));
-    cJSON_AddStringToObject(j, "role", qf_gen_enum_name(QF_GEN_ENUM_ROLE, v->desc.role));
-    cJSON_AddStringToObject(j, "norm", qf_gen_enum_name(QF_GEN_ENUM_NORM, v->desc.norm));
+    cJSON_AddStringToObject(j, "op", qf_enum_name(QF_ENUM_OP, v->desc.op));
+    cJSON_AddStringToObject(j, "role", qf_enum_name(QF_ENUM_ROLE, v->desc.role));
+    cJSON_AddStringToObject(j, "norm", qf_enum_name(QF_ENUM_NORM, v->desc.norm));
     cJSON_AddNumberToObject(j, "zero_centered_gamma", v->desc.zero_centered_gamma);
-    cJSON_AddStringToObject(j, "in_dtype", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v->desc.in_dtype));
-    cJSON_AddStringToObject(j, "out_dtype", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, v->desc.out_dtype));
+    cJSON_AddStringToObject(j, "in_dtype", qf_enum_name(QF_ENUM_DTYPE, v->desc.in_dtype));
+    cJSON_AddStringToObject(j, "out_dtype", qf_enum_name(QF_ENUM_DTYPE, v->desc.out_dtype));
     cJSON_AddNumberToObject(j, "block_threads", v->cfg.block_threads);
     cJSON_AddNumberToObject(j, "tile_m", v->cfg.tile_m);
     cJSON_AddNumberToObject(j, "smem_bytes", v->cfg.smem_bytes);
@@ -164,7 +231,7 @@ static cJSON *qf_gen_kernel_json(const qf_gen_plan *p, int ri, int vi) {
     return j;
 }
 
-static cJSON *qf_gen_options_json(const qf_gen_recipe *r) {
+static cJSON *qf_gen_options_json(const qf_recipe *r) {
     qf_gen_option opts[QF_GEN_OPTIONS_MAX];
     int n = qf_gen_recipe_option_list(r, opts);
     cJSON *j = cJSON_CreateObject();
@@ -186,13 +253,13 @@ static cJSON *qf_gen_recipe_json(const qf_gen_plan *p, int ri) {
     qf_gen_recipe_options(&pr->recipe, options, sizeof options);
     cJSON_AddStringToObject(j, "name", pr->recipe.name);
     cJSON_AddStringToObject(j, "file", pr->recipe.file);
-    cJSON_AddStringToObject(j, "family", qf_gen_enum_name(QF_GEN_ENUM_FAMILY, pr->recipe.family));
+    cJSON_AddStringToObject(j, "family", qf_enum_name(QF_ENUM_FAMILY, pr->recipe.family));
     cJSON_AddStringToObject(j, "description", pr->recipe.description);
     cJSON_AddItemToObject(j, "options", qf_gen_options_json(&pr->recipe));
     cJSON_AddStringToObject(j, "options_string", options);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
-        cJSON_AddStringToObject(fmts, qf_gen_enum_name(QF_GEN_ENUM_ROLE, i),
-                                qf_gen_enum_name(QF_GEN_ENUM_DTYPE, pr->recipe.fmt[i]));
+        cJSON_AddStringToObject(fmts, qf_enum_name(QF_ENUM_ROLE, i),
+                                qf_enum_name(QF_ENUM_DTYPE, pr->recipe.fmt[i]));
     cJSON_AddItemToObject(j, "formats", fmts);
     for (int v = 0; v < pr->n_variants; v++)
         cJSON_AddItemToArray(ks, qf_gen_kernel_json(p, ri, v));

@@ -3,7 +3,7 @@
  * A recipe is data (STYLE 8): a text chunk run in an empty environment (no standard library at
  * all), under a heap cap and an instruction budget, that returns one table. All Lua work happens
  * in qf_gen_recipe_pmain under lua_pcall (STYLE 11); helpers raise with luaL_error, and validated
- * values are copied into fixed-size fields of qf_gen_recipe, so no malloc'ed memory is live across
+ * values are copied into fixed-size fields of qf_recipe, so no malloc'ed memory is live across
  * a call that can raise. A recipe file is read whole (size-capped, regular files only) and loaded
  * from memory, the entry point the fuzzer (tests/fuzz/fuzz_recipe.c) drives directly. */
 #include "gen_recipe.h"
@@ -19,64 +19,31 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "gen_enum.h"
+#include "names.h"
 
-/* ========================================================================= option lists */
-/* Recipe strings become C enums through one option list and a parallel value array (STYLE 10). */
+/* ========================================================================= formats */
 
-static const char *const qf_gen_family_opts[] = {"fp8_delayed", "fp8_current", "mxfp8",
-                                                 "nvfp4",       "fp8_block",   NULL};
-static const qf_family qf_gen_family_vals[] = {QF_FAMILY_FP8_DELAYED, QF_FAMILY_FP8_CURRENT,
-                                               QF_FAMILY_MXFP8, QF_FAMILY_NVFP4,
-                                               QF_FAMILY_FP8_BLOCK};
-_Static_assert(sizeof(qf_gen_family_vals) / sizeof(qf_gen_family_vals[0]) == QF_FAMILY_COUNT,
-               "family options");
-
-/* ORDER GEN_FORMAT */
-static const char *const qf_gen_format_opts[] = {"hybrid", "e4m3", NULL};
-static const qf_dtype qf_gen_format_fmts[][QF_ROLE_COUNT] = {
-    [QF_GEN_FORMAT_HYBRID] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
+/* The element format of each role under the per-tensor FP8 `format` option (SPEC 2.1, 2.2).
+ * ORDER FP8_FORMAT */
+static const qf_dtype qf_gen_fp8_format_fmts[][QF_ROLE_COUNT] = {
+    [QF_FP8_FORMAT_HYBRID] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
                               [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
                               [QF_ROLE_GRAD] = QF_DTYPE_E5M2},
-    [QF_GEN_FORMAT_E4M3] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
+    [QF_FP8_FORMAT_E4M3] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,
                             [QF_ROLE_WEIGHT] = QF_DTYPE_E4M3,
                             [QF_ROLE_GRAD] = QF_DTYPE_E4M3},
 };
-_Static_assert(sizeof(qf_gen_format_fmts) / sizeof(qf_gen_format_fmts[0]) == QF_GEN_FORMAT_COUNT,
+_Static_assert(sizeof(qf_gen_fp8_format_fmts) / sizeof(qf_gen_fp8_format_fmts[0]) ==
+                   QF_FP8_FORMAT_COUNT,
                "format options");
+_Static_assert(sizeof(qf_dtype) == sizeof(int) && sizeof(qf_fp8_format) == sizeof(int) &&
+                   sizeof(qf_amax_compute) == sizeof(int) &&
+                   sizeof(qf_scale_rounding) == sizeof(int),
+               "option fields are stored as int");
 
-static const char *const qf_gen_amax_opts[] = {"max", "most_recent", NULL};
-static const qf_amax_compute qf_gen_amax_vals[] = {QF_AMAX_COMPUTE_MAX,
-                                                   QF_AMAX_COMPUTE_MOST_RECENT};
-_Static_assert(sizeof(qf_gen_amax_vals) / sizeof(qf_gen_amax_vals[0]) == QF_AMAX_COMPUTE_COUNT,
-               "amax_compute options");
-
-/* Fields an fp8_delayed recipe may set; anything else is an error (STYLE 9). */
-static const char *const qf_gen_fp8_delayed_fields[] = {
-    "family", "description", "format", "margin", "amax_history_len", "amax_compute", NULL};
-
-/* mxfp8 element formats (SPEC 2.3): E4M3 for input and weight, E4M3 or E5M2 for grads. */
-static const char *const qf_gen_mx_e4m3_opts[] = {"e4m3", NULL};
-static const qf_dtype qf_gen_mx_e4m3_vals[] = {QF_DTYPE_E4M3};
-static const char *const qf_gen_mx_grad_opts[] = {"e4m3", "e5m2", NULL};
-static const qf_dtype qf_gen_mx_grad_vals[] = {QF_DTYPE_E4M3, QF_DTYPE_E5M2};
-
-static const char *const qf_gen_rounding_opts[] = {"ceil", "floor", NULL};
-static const qf_scale_rounding qf_gen_rounding_vals[] = {QF_SCALE_ROUNDING_CEIL,
-                                                         QF_SCALE_ROUNDING_FLOOR};
-_Static_assert(sizeof(qf_gen_rounding_vals) / sizeof(qf_gen_rounding_vals[0]) ==
-                   QF_SCALE_ROUNDING_COUNT,
-               "scale_rounding options");
-
-/* Fields an mxfp8 recipe may set. */
-static const char *const qf_gen_mxfp8_fields[] = {
-    "family",      "description",    "input_format", "weight_format",
-    "grad_format", "scale_rounding", "weight_2d",    NULL};
-
-/* Fields an nvfp4 recipe may set (SPEC 2.4); every element format is E2M1. */
-static const char *const qf_gen_nvfp4_fields[] = {
-    "family",    "description", "rht_input", "rht_grad", "stochastic_rounding_grad",
-    "weight_2d", "rht_seed",    NULL};
+/* Fields every family accepts besides its schema. */
+static const char *const qf_gen_common_fields[] = {"family", "description"};
+#define QF_GEN_COMMON_FIELDS 2
 
 /* ========================================================================= sandbox */
 
@@ -89,7 +56,7 @@ typedef struct qf_gen_sandbox {
     unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
-    qf_gen_recipe *out;
+    qf_recipe *out;
 } qf_gen_sandbox;
 
 /* Instructions between two hook calls: cheap, yet an endless loop stops within 1000. */
@@ -172,40 +139,39 @@ static const char *qf_gen_push_shown(lua_State *L, const char *s, size_t len) {
     return lua_tostring(L, -1);
 }
 
-/* Index of s[0..len) in the NULL-terminated list opts, or -1. Compares whole strings, so
- * "hybrid\0x" (an embedded NUL) matches nothing. */
-static int qf_gen_find(const char *s, size_t len, const char *const *opts) {
-    for (int i = 0; opts[i]; i++)
-        if (strlen(opts[i]) == len && memcmp(s, opts[i], len) == 0)
-            return i;
-    return -1;
-}
-
 /* Pushes t[name] without metamethods (t at index 1). */
 static int qf_gen_getfield(lua_State *L, const char *name) {
     lua_pushstring(L, name);
     return lua_rawget(L, 1);
 }
 
-/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len). */
+/* 1 when value v of enum kind is allowed by mask (0: every value). */
+static int qf_gen_allowed(unsigned allowed, int v) {
+    return allowed == 0 || (v < 32 && ((allowed >> v) & 1u));
+}
+
+/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len), listing the
+ * allowed values of enum kind. */
 static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                                const char *const *opts, const char *s, size_t len) {
+                                qf_enum kind, unsigned allowed, const char *s, size_t len) {
     s = qf_gen_push_shown(L, s, len);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    for (int i = 0; opts[i]; i++) {
-        lua_pushfstring(L, "%s'%s'", i ? ", " : "", opts[i]);
-        luaL_addvalue(&b);
-    }
+    for (int v = 0, i = 0; v < qf_enum_count(kind); v++)
+        if (qf_gen_allowed(allowed, v)) {
+            lua_pushfstring(L, "%s'%s'", i++ ? ", " : "", qf_enum_name(kind, v));
+            luaL_addvalue(&b);
+        }
     luaL_pushresult(&b);
     luaL_error(L, "%s: field '%s' (one of %s expected, got '%s')", sb->path, name,
                lua_tostring(L, -1), s);
 }
 
-/* Reads option field `name` (default index def, or required when def < 0) as an index into
- * opts; raises "field 'x' (one of 'a', 'b' expected, got 'c')". Pops the value. */
+/* Reads option field `name` (default value def, or required when def < 0) as a value of enum
+ * kind that allowed permits (STYLE 10: one name list, the enum's); raises "field 'x' (one of
+ * 'a', 'b' expected, got 'c')". Pops the value. */
 static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                               const char *const *opts, int def) {
+                               qf_enum kind, unsigned allowed, int def) {
     int t = qf_gen_getfield(L, name);
     if (t == LUA_TNIL && def >= 0) {
         lua_pop(L, 1);
@@ -216,22 +182,19 @@ static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const cha
                    luaL_typename(L, -1));
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
-    int i = qf_gen_find(s, len, opts);
-    if (i < 0)
-        qf_gen_option_error(L, sb, name, opts, s, len);
+    int v = qf_enum_find(kind, s, len);
+    if (v < 0 || !qf_gen_allowed(allowed, v))
+        qf_gen_option_error(L, sb, name, kind, allowed, s, len);
     lua_pop(L, 1);
-    return i;
+    return v;
 }
 
-/* Reads integer field `name` in lo..hi (default def when absent); *present (may be NULL) says
- * whether the recipe set it. Pops the value. */
-static lua_Integer qf_gen_field_lua_integer(lua_State *L, const qf_gen_sandbox *sb,
-                                            const char *name, lua_Integer lo, lua_Integer hi,
-                                            lua_Integer def, int *present) {
+/* Reads integer field `name` in lo..hi; def (which may lie outside lo..hi: "not given") when
+ * absent. Pops the value. */
+static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const char *name,
+                                        lua_Integer lo, lua_Integer hi, lua_Integer def) {
     int t = qf_gen_getfield(L, name);
     lua_Integer v = def;
-    if (present)
-        *present = t != LUA_TNIL;
     if (t != LUA_TNIL) {
         int isint = 0;
         if (t != LUA_TNUMBER) /* strings like "5" are not integers here: recipes are typed */
@@ -240,17 +203,30 @@ static lua_Integer qf_gen_field_lua_integer(lua_State *L, const qf_gen_sandbox *
         v = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path, name);
+        if (v < lo || v > hi)
+            luaL_error(L, "%s: field '%s' (value %I out of range %I..%I)", sb->path, name, v, lo,
+                       hi);
     }
-    if (v < lo || v > hi)
-        luaL_error(L, "%s: field '%s' (value %I out of range %I..%I)", sb->path, name, v, lo, hi);
     lua_pop(L, 1);
     return v;
 }
 
-/* Reads integer field `name` in lo..hi (int range; default def when absent). Pops the value. */
-static int qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                                lua_Integer lo, lua_Integer hi, lua_Integer def) {
-    return (int)qf_gen_field_lua_integer(L, sb, name, lo, hi, def, NULL);
+/* Reads number field `name`, finite and in lo..hi (def when absent), as a float. Pops it. */
+static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const char *name,
+                                 double lo, double hi, double def) {
+    int t = qf_gen_getfield(L, name);
+    double v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TNUMBER)
+            luaL_error(L, "%s: field '%s' (number expected, got %s)", sb->path, name,
+                       luaL_typename(L, -1));
+        v = (double)lua_tonumber(L, -1);
+        if (!(v >= lo && v <= hi)) /* NaN fails too */
+            luaL_error(L, "%s: field '%s' (value %f out of range %f..%f)", sb->path, name,
+                       (lua_Number)v, (lua_Number)lo, (lua_Number)hi);
+    }
+    lua_pop(L, 1);
+    return (float)v;
 }
 
 /* Reads boolean field `name` (default def when absent). Pops the value. */
@@ -330,10 +306,27 @@ static int qf_gen_cmp_bytes(const char *a, size_t na, const char *b, size_t nb) 
     return c ? c : (na > nb) - (na < nb);
 }
 
+/* Name of field i of family t: the common fields first, then its schema. */
+static const char *qf_gen_field_name(const qf_family_traits *t, int i) {
+    return i < QF_GEN_COMMON_FIELDS ? qf_gen_common_fields[i]
+                                    : t->fields[i - QF_GEN_COMMON_FIELDS].name;
+}
+
+/* 1 when s[0..len) names a field of family t. Compares whole strings, so "margin\0x" (an
+ * embedded NUL) matches nothing. */
+static int qf_gen_is_field(const qf_family_traits *t, const char *s, size_t len) {
+    for (int i = 0; i < QF_GEN_COMMON_FIELDS + t->n_fields; i++) {
+        const char *f = qf_gen_field_name(t, i);
+        if (strlen(f) == len && memcmp(s, f, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* Raises "unknown field 'x'" for the first (sorted, so the message does not depend on the
- * table's traversal order) key of the table at index 1 that is not in fields. */
+ * table's traversal order) key of the table at index 1 that family t does not accept. */
 static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
-                                 const char *const *fields) {
+                                 const qf_family_traits *t) {
     const char *first = NULL;
     size_t first_len = 0, len;
     lua_pushnil(L);
@@ -343,7 +336,7 @@ static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
             luaL_error(L, "%s: unknown field [%s] (fields are named: key = value)", sb->path,
                        luaL_typename(L, -1));
         const char *k = lua_tolstring(L, -1, &len); /* stays alive: the table holds it */
-        if (qf_gen_find(k, len, fields) < 0 &&
+        if (!qf_gen_is_field(t, k, len) &&
             (!first || qf_gen_cmp_bytes(k, len, first, first_len) < 0))
             first = k, first_len = len;
     }
@@ -351,10 +344,10 @@ static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
         return;
     luaL_Buffer known; /* "a, b, c": the fields this family accepts */
     luaL_buffinit(L, &known);
-    for (int i = 0; fields[i]; i++) {
+    for (int i = 0; i < QF_GEN_COMMON_FIELDS + t->n_fields; i++) {
         if (i)
             luaL_addstring(&known, ", ");
-        luaL_addstring(&known, fields[i]);
+        luaL_addstring(&known, qf_gen_field_name(t, i));
     }
     luaL_pushresult(&known);
     const char *list = lua_tostring(L, -1); /* kept alive on the stack */
@@ -362,75 +355,48 @@ static void qf_gen_check_unknown(lua_State *L, const qf_gen_sandbox *sb,
     luaL_error(L, "%s: unknown field '%s' (this family's fields: %s)", sb->path, shown, list);
 }
 
-/* Validates an fp8_delayed recipe table (index 1) into sb->out. */
-static void qf_gen_read_fp8_delayed(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
-    qf_gen_check_unknown(L, sb, qf_gen_fp8_delayed_fields);
-    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
-    r->format = (qf_gen_format)qf_gen_field_option(L, sb, "format", qf_gen_format_opts, 0);
-    r->margin = qf_gen_field_integer(L, sb, "margin", 0, 32, 0);
-    r->amax_history_len = qf_gen_field_integer(L, sb, "amax_history_len", 1, 8192, 1024);
-    r->amax_compute =
-        qf_gen_amax_vals[qf_gen_field_option(L, sb, "amax_compute", qf_gen_amax_opts, 0)];
-    memcpy(r->fmt, qf_gen_format_fmts[r->format], sizeof r->fmt);
-}
-
-/* Validates an mxfp8 recipe table (index 1) into sb->out: formats per role, E8M0 rounding and
- * 2D weight blocks (SPEC 2.3). Defaults are TE's MXFP8BlockScaling. */
-static void qf_gen_read_mxfp8(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
-    qf_gen_check_unknown(L, sb, qf_gen_mxfp8_fields);
-    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
-    r->fmt[QF_ROLE_INPUT] =
-        qf_gen_mx_e4m3_vals[qf_gen_field_option(L, sb, "input_format", qf_gen_mx_e4m3_opts, 0)];
-    r->fmt[QF_ROLE_WEIGHT] =
-        qf_gen_mx_e4m3_vals[qf_gen_field_option(L, sb, "weight_format", qf_gen_mx_e4m3_opts, 0)];
-    r->fmt[QF_ROLE_GRAD] =
-        qf_gen_mx_grad_vals[qf_gen_field_option(L, sb, "grad_format", qf_gen_mx_grad_opts, 0)];
-    r->scale_rounding =
-        qf_gen_rounding_vals[qf_gen_field_option(L, sb, "scale_rounding", qf_gen_rounding_opts, 0)];
-    r->weight_2d = qf_gen_field_boolean(L, sb, "weight_2d", 0);
-}
-
-/* Validates an nvfp4 recipe table (index 1) into sb->out: RHT per role, SR of gradients, 16x16
- * weight tiles and the RHT seed (SPEC 2.4). Defaults are TE's NVFP4BlockScaling. */
-static void qf_gen_read_nvfp4(lua_State *L, const qf_gen_sandbox *sb) {
-    qf_gen_recipe *r = sb->out;
-    qf_gen_check_unknown(L, sb, qf_gen_nvfp4_fields);
-    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
-    for (int i = 0; i < QF_ROLE_COUNT; i++)
-        r->fmt[i] = QF_DTYPE_E2M1;
-    if (qf_gen_field_boolean(L, sb, "rht_input", 1))
-        r->rht_roles |= 1u << QF_ROLE_INPUT;
-    if (qf_gen_field_boolean(L, sb, "rht_grad", 1))
-        r->rht_roles |= 1u << QF_ROLE_GRAD;
-    r->sr_grad = qf_gen_field_boolean(L, sb, "stochastic_rounding_grad", 1);
-    r->weight_2d = qf_gen_field_boolean(L, sb, "weight_2d", 1);
-    r->rht_seed = (uint64_t)qf_gen_field_lua_integer(L, sb, "rht_seed", 0, LUA_MAXINTEGER, 0,
-                                                     &r->has_rht_seed);
-    /* NOTES: a seed no kernel uses would still change every key; refuse it as a likely mistake. */
-    if (r->has_rht_seed && r->rht_roles == 0)
-        luaL_error(L, "%s: field 'rht_seed' (no effect: rht_input and rht_grad are both false)",
-                   sb->path);
-}
-
-/* Reads `family`, then dispatches to the family's validator (one switch, STYLE 10). */
-static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
-    int i = qf_gen_field_option(L, sb, "family", qf_gen_family_opts, -1);
-    sb->out->family = qf_gen_family_vals[i];
-    switch (sb->out->family) {
-    case QF_FAMILY_FP8_DELAYED:
-        qf_gen_read_fp8_delayed(L, sb);
+/* Reads schema field fd of the table (index 1) into sb->out, its default when absent. */
+static void qf_gen_read_field(lua_State *L, const qf_gen_sandbox *sb, const qf_field *fd) {
+    char *p = (char *)sb->out + fd->offset;
+    switch (fd->type) {
+    case QF_FIELD_OPTION:
+        *(int *)p = qf_gen_field_option(L, sb, fd->name, (qf_enum)fd->names, fd->allowed,
+                                        (int)fd->def);
+        if (fd->sets_formats)
+            memcpy(sb->out->fmt, qf_gen_fp8_format_fmts[*(int *)p], sizeof sb->out->fmt);
         break;
-    case QF_FAMILY_MXFP8:
-        qf_gen_read_mxfp8(L, sb);
+    case QF_FIELD_INTEGER:
+        *(int64_t *)p = qf_gen_field_integer(L, sb, fd->name, fd->lo, fd->hi, (lua_Integer)fd->def);
         break;
-    case QF_FAMILY_NVFP4:
-        qf_gen_read_nvfp4(L, sb);
+    case QF_FIELD_BOOLEAN:
+        *(int *)p = qf_gen_field_boolean(L, sb, fd->name, (int)fd->def);
+        break;
+    case QF_FIELD_NUMBER:
+        *(float *)p = qf_gen_field_number(L, sb, fd->name, fd->min, fd->max, fd->def);
         break;
     default:
-        luaL_error(L, "%s: family '%s' is not implemented yet", sb->path, qf_gen_family_opts[i]);
+        luaL_error(L, "%s: field '%s' has no reader for its type", sb->path, fd->name);
     }
+}
+
+/* Reads `family`, then every field of its schema (defaults for the absent ones), then the
+ * family's cross-field rules. */
+static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
+    qf_recipe *r = sb->out;
+    r->family = (qf_family)qf_gen_field_option(L, sb, "family", QF_ENUM_FAMILY, 0, -1);
+    const qf_family_traits *t = &qf_families[r->family];
+    if (!t->implemented)
+        luaL_error(L, "%s: family '%s' is not implemented yet", sb->path, t->name);
+    qf_gen_check_unknown(L, sb, t);
+    qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
+    memcpy(r->fmt, t->fmt, sizeof r->fmt);
+    r->rht_seed = -1;
+    for (int i = 0; i < t->n_fields; i++)
+        qf_gen_read_field(L, sb, &t->fields[i]);
+    char msg[256];
+    const char *bad = t->check ? t->check(r, msg, sizeof msg) : NULL;
+    if (bad)
+        luaL_error(L, "%s: %s", sb->path, bad);
 }
 
 /* Skips what luaL_loadfilex skips at the start of a file: a UTF-8 BOM, then a first line that
@@ -478,16 +444,16 @@ static int qf_gen_recipe_pmain(lua_State *L) {
 /* ========================================================================= entry points */
 
 /* Sets out->name and out->file from the path's stem; the name must be [a-z0-9_]+. */
-static int qf_gen_recipe_name(const char *path, qf_gen_recipe *out, qf_gen_err *e) {
+static int qf_gen_recipe_name(const char *path, qf_recipe *out, qf_gen_err *e) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
     if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
         return qf_gen_fail(e, "%s: recipe file name must end in .lua", path);
     n -= 4;
-    if (n > QF_GEN_RECIPE_NAME_MAX)
+    if (n > QF_RECIPE_NAME_MAX)
         return qf_gen_fail(e, "%s: recipe name longer than %d characters", path,
-                           QF_GEN_RECIPE_NAME_MAX);
+                           QF_RECIPE_NAME_MAX);
     if (strspn(base, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
         return qf_gen_fail(e, "%s: recipe name '%.*s' must match [a-z0-9_]+", path, (int)n, base);
     memcpy(out->name, base, n);
@@ -515,7 +481,7 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
 }
 
 int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
-                              const qf_gen_limits *lim, qf_gen_recipe *out, qf_gen_err *e) {
+                              const qf_gen_limits *lim, qf_recipe *out, qf_gen_err *e) {
     memset(out, 0, sizeof *out);
     if (qf_gen_recipe_name(path, out, e) != 0)
         return -1;
@@ -534,6 +500,8 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
     int st = lua_pcall(L, 1, 0, 1);
     int rc = st == LUA_OK ? 0 : qf_gen_recipe_error(L, st, &sb, e);
     lua_close(L);
+    if (rc == 0)
+        qf_gen_recipe_options(out, out->options, sizeof out->options);
     return rc;
 }
 
@@ -593,7 +561,7 @@ static int qf_gen_recipe_read(const char *path, char **text, size_t *len, qf_gen
     return 0;
 }
 
-int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe *out,
+int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_recipe *out,
                        qf_gen_err *e) {
     char *text = NULL;
     size_t len = 0;
@@ -609,76 +577,53 @@ int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_gen_recipe
 
 /* ========================================================================= options text */
 
-/* Appends option key = value (text of the kind is_integer / is_boolean say) to out[*n]. */
-static void qf_gen_option_add(qf_gen_option *out, int *n, qf_gen_option kind, const char *value) {
-    out[*n] = kind;
-    snprintf(out[*n].value, sizeof out->value, "%s", value);
-    (*n)++;
+/* Field fd of r as an option: its key, its value as text and its JSON kind. */
+static void qf_gen_field_text(const qf_recipe *r, const qf_field *fd, qf_gen_option *o) {
+    const void *p = qf_field_ptr(r, fd);
+    *o = (qf_gen_option){.key = fd->name};
+    switch (fd->type) {
+    case QF_FIELD_OPTION:
+        snprintf(o->value, sizeof o->value, "%s", qf_enum_name((qf_enum)fd->names, *(const int *)p));
+        break;
+    case QF_FIELD_INTEGER: {
+        int64_t v = *(const int64_t *)p;
+        o->is_integer = !(fd->absent && (v < fd->lo || v > fd->hi));
+        if (o->is_integer)
+            snprintf(o->value, sizeof o->value, "%lld", (long long)v);
+        else
+            snprintf(o->value, sizeof o->value, "%s", fd->absent);
+        break;
+    }
+    case QF_FIELD_BOOLEAN:
+        o->is_boolean = 1;
+        snprintf(o->value, sizeof o->value, "%s", *(const int *)p ? "true" : "false");
+        break;
+    case QF_FIELD_NUMBER: /* %.9g: exact for a float; a JSON number */
+        o->is_integer = 1;
+        snprintf(o->value, sizeof o->value, "%.9g", (double)*(const float *)p);
+        break;
+    default:
+        snprintf(o->value, sizeof o->value, "?");
+    }
 }
 
-/* The options of an mxfp8 recipe, sorted by key by hand; test_gen checks the order. */
-static int qf_gen_mxfp8_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
+static int qf_gen_option_cmp(const void *a, const void *b) {
+    return strcmp(((const qf_gen_option *)a)->key, ((const qf_gen_option *)b)->key);
+}
+
+int qf_gen_recipe_option_list(const qf_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
+    const qf_family_traits *t = qf_family_get(r->family);
     int n = 0;
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
-                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "grad_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_GRAD]));
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "input_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_INPUT]));
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "scale_rounding"},
-                      qf_gen_enum_name(QF_GEN_ENUM_SCALE_ROUNDING, r->scale_rounding));
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_2d", .is_boolean = 1},
-                      r->weight_2d ? "true" : "false");
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "weight_format"},
-                      qf_gen_enum_name(QF_GEN_ENUM_DTYPE, r->fmt[QF_ROLE_WEIGHT]));
-    return n;
-}
-
-/* Appends boolean option key = v. */
-static void qf_gen_option_bool(qf_gen_option *out, int *n, const char *key, int v) {
-    qf_gen_option_add(out, n, (qf_gen_option){.key = key, .is_boolean = 1}, v ? "true" : "false");
-}
-
-/* The options of an nvfp4 recipe, sorted by key by hand; test_gen checks the order. An absent
- * rht_seed is the string "none" (TE's fixed mask), a given one an integer. */
-static int qf_gen_nvfp4_option_list(const qf_gen_recipe *r, qf_gen_option *out) {
-    int n = 0;
-    char seed[32];
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "family"},
-                      qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
-    qf_gen_option_bool(out, &n, "rht_grad", (r->rht_roles >> QF_ROLE_GRAD) & 1u);
-    qf_gen_option_bool(out, &n, "rht_input", (r->rht_roles >> QF_ROLE_INPUT) & 1u);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->rht_seed);
-    qf_gen_option_add(out, &n, (qf_gen_option){.key = "rht_seed", .is_integer = r->has_rht_seed},
-                      r->has_rht_seed ? seed : "none");
-    qf_gen_option_bool(out, &n, "stochastic_rounding_grad", r->sr_grad);
-    qf_gen_option_bool(out, &n, "weight_2d", r->weight_2d);
-    return n;
-}
-
-int qf_gen_recipe_option_list(const qf_gen_recipe *r, qf_gen_option out[QF_GEN_OPTIONS_MAX]) {
-    if (r->family == QF_FAMILY_MXFP8)
-        return qf_gen_mxfp8_option_list(r, out);
-    if (r->family == QF_FAMILY_NVFP4)
-        return qf_gen_nvfp4_option_list(r, out);
-    /* fp8_delayed. Sorted by key by hand; test_gen checks the order. */
-    int n = 0;
-    out[n] = (qf_gen_option){.key = "amax_compute"};
-    snprintf(out[n++].value, sizeof out->value, "%s",
-             qf_gen_enum_name(QF_GEN_ENUM_AMAX_COMPUTE, r->amax_compute));
-    out[n] = (qf_gen_option){.key = "amax_history_len", .is_integer = 1};
-    snprintf(out[n++].value, sizeof out->value, "%d", r->amax_history_len);
     out[n] = (qf_gen_option){.key = "family"};
-    snprintf(out[n++].value, sizeof out->value, "%s",
-             qf_gen_enum_name(QF_GEN_ENUM_FAMILY, r->family));
-    out[n] = (qf_gen_option){.key = "format"};
-    snprintf(out[n++].value, sizeof out->value, "%s", qf_gen_recipe_format_name(r));
-    out[n] = (qf_gen_option){.key = "margin", .is_integer = 1};
-    snprintf(out[n++].value, sizeof out->value, "%d", r->margin);
+    snprintf(out[n++].value, sizeof out->value, "%s", t ? t->name : "?");
+    for (int i = 0; t && i < t->n_fields && n < QF_GEN_OPTIONS_MAX; i++)
+        if (t->fields[i].key)
+            qf_gen_field_text(r, &t->fields[i], &out[n++]);
+    qsort(out, (size_t)n, sizeof *out, qf_gen_option_cmp); /* canonical: sorted by key */
     return n;
 }
 
-void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n) {
+void qf_gen_recipe_options(const qf_recipe *r, char *buf, size_t n) {
     qf_gen_option opts[QF_GEN_OPTIONS_MAX];
     int count = qf_gen_recipe_option_list(r, opts);
     size_t used = 0;
@@ -687,8 +632,4 @@ void qf_gen_recipe_options(const qf_gen_recipe *r, char *buf, size_t n) {
         int w = snprintf(buf + used, n - used, "%s%s=%s", i ? ";" : "", opts[i].key, opts[i].value);
         used += w > 0 ? (size_t)w : 0;
     }
-}
-
-const char *qf_gen_recipe_format_name(const qf_gen_recipe *r) {
-    return (unsigned)r->format < QF_GEN_FORMAT_COUNT ? qf_gen_format_opts[r->format] : "?";
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gen_enum.h"
+#include "names.h"
 #include "qfuse.h"
 
 #define QF_GEN_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -20,115 +20,14 @@ static const struct {
     const char *c;    /* C condition over the query q; NULL = always */
     const char *text; /* manifest condition */
 } qf_gen_cond_info[] = {
-    [QF_GEN_COND_ALWAYS] = {NULL, "always"},
-    [QF_GEN_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
-    [QF_GEN_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
-    [QF_GEN_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
-    [QF_GEN_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
+    [QF_FAKE_COND_ALWAYS] = {NULL, "always"},
+    [QF_FAKE_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
+    [QF_FAKE_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
+    [QF_FAKE_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
+    [QF_FAKE_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
 };
-_Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_GEN_COND_COUNT,
+_Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_FAKE_COND_COUNT,
                "qf_gen_cond_info");
-
-static const qf_gen_shape_op qf_gen_fp8_delayed_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
-    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0, 0, NULL},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
-};
-
-#define QF_GEN_ROLE_FMT QF_GEN_DTYPE_ROLE
-static const qf_gen_shape_out qf_gen_fp8_delayed_outs[] = {
-    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"},
-     QF_GEN_COND_COLUMNWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
-    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
-    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
-    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "M"}, QF_GEN_COND_COLUMNWISE, 0},
-    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
-    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ALWAYS, 0},
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
-};
-
-static const qf_gen_shape_table qf_gen_fp8_delayed_shapes = {
-    qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_fp8_delayed_outs,
-    QF_GEN_COUNTOF(qf_gen_fp8_delayed_outs)};
-
-/* mxfp8 (SPEC 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
- * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
- * fp8_delayed. */
-#define QF_GEN_MX_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,32),4)"}
-#define QF_GEN_MX_COL_SCALE {"roundup(cdiv(M,32),4)", "roundup(K,128)"}
-static const qf_gen_shape_out qf_gen_mxfp8_outs[] = {
-    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_ROW_SCALE,
-     QF_GEN_COND_ROWWISE, 1},
-    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"},
-     QF_GEN_COND_COLUMNWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_COL_SCALE,
-     QF_GEN_COND_COLUMNWISE, 1},
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
-    {QF_OP_QUANTIZE, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_ROWWISE, 0},
-    {QF_OP_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_ROW_SCALE,
-     QF_GEN_COND_ROWWISE, 1},
-    {QF_OP_QUANTIZE, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"M", "K"}, QF_GEN_COND_COLUMNWISE, 0},
-    {QF_OP_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_GEN_MX_COL_SCALE,
-     QF_GEN_COND_COLUMNWISE, 1},
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
-};
-
-static const qf_gen_shape_table qf_gen_mxfp8_shapes = {
-    qf_gen_fp8_delayed_ops, QF_GEN_COUNTOF(qf_gen_fp8_delayed_ops), qf_gen_mxfp8_outs,
-    QF_GEN_COUNTOF(qf_gen_mxfp8_outs)};
-
-/* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
- * (dims in bytes, see qf_gen_shape_out), E4M3 block scales padded like MXFP8's, one fp32 global
- * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
- * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
-#define QF_GEN_NV_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,16),4)"}
-#define QF_GEN_NV_COL_SCALE {"roundup(K,128)", "roundup(cdiv(M,16),4)"}
-static const qf_gen_shape_op qf_gen_nvfp4_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
-    {QF_OP_QUANTIZE, "MK", 1, QF_GEN_ROLE_QUERY, 0, 16, "MK"},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
-};
-
-/* The outputs of NVFP4 quantizer op: both copies, their scales and amaxes. */
-#define QF_GEN_NV_QUANT_OUTS(op)                                                                   \
-    {op, "rowwise_data", QF_GEN_ROLE_FMT, 2, {"M", "cdiv(K,2)"}, QF_GEN_COND_ROWWISE, 0},          \
-        {op, "rowwise_scale_inv", QF_DTYPE_E4M3, 2, QF_GEN_NV_ROW_SCALE, QF_GEN_COND_ROWWISE, 1},  \
-        {op, "columnwise_data", QF_GEN_ROLE_FMT, 2, {"K", "cdiv(M,2)"}, QF_GEN_COND_COLUMNWISE,    \
-         0},                                                                                       \
-        {op, "columnwise_scale_inv", QF_DTYPE_E4M3, 2, QF_GEN_NV_COL_SCALE,                       \
-         QF_GEN_COND_COLUMNWISE, 1},                                                               \
-        {op, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_ROWWISE, 0},                     \
-        {op, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_GEN_COND_COLUMNWISE, 0}
-static const qf_gen_shape_out qf_gen_nvfp4_outs[] = {
-    QF_GEN_NV_QUANT_OUTS(QF_OP_NORM_QUANTIZE),
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_GEN_COND_NORM, 0},
-    QF_GEN_NV_QUANT_OUTS(QF_OP_QUANTIZE),
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_GEN_COND_ALWAYS, 0},
-};
-
-static const qf_gen_shape_table qf_gen_nvfp4_shapes = {
-    qf_gen_nvfp4_ops, QF_GEN_COUNTOF(qf_gen_nvfp4_ops), qf_gen_nvfp4_outs,
-    QF_GEN_COUNTOF(qf_gen_nvfp4_outs)};
-
-const qf_gen_shape_table *qf_gen_shape_table_get(qf_family f) {
-    switch (f) {
-    case QF_FAMILY_FP8_DELAYED:
-        return &qf_gen_fp8_delayed_shapes;
-    case QF_FAMILY_MXFP8:
-        return &qf_gen_mxfp8_shapes;
-    case QF_FAMILY_NVFP4:
-        return &qf_gen_nvfp4_shapes;
-    default:
-        return NULL;
-    }
-}
 
 /* ========================================================================= checks */
 
@@ -166,28 +65,28 @@ static int qf_gen_dim_ok(const char *d) {
     return qf_gen_dim_parse(&d, 0) && *d == '\0';
 }
 
-static int qf_gen_shape_out_check(const qf_gen_shape_out *o, qf_gen_err *e) {
+static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
     if (o->ndim < 1 || o->ndim > 4)
         return qf_gen_fail(e, "shape table: output '%s' has %d dims (1..4)", o->name, o->ndim);
     for (int d = 0; d < o->ndim; d++)
         if (!o->dims[d] || !qf_gen_dim_ok(o->dims[d]))
             return qf_gen_fail(e, "shape table: output '%s' dim %d is not a formula of M, N, K, "
                                "constants, roundup and cdiv", o->name, d);
-    if ((unsigned)o->cond >= QF_GEN_COND_COUNT || (unsigned)o->op >= QF_OP_COUNT ||
-        (o->dtype != QF_GEN_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
+    if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || (unsigned)o->op >= QF_OP_COUNT ||
+        (o->dtype != QF_FAKE_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
     return 0;
 }
 
 /* An alignment names symbols the op uses ("MK" of "MNK"). */
-static int qf_gen_align_ok(const qf_gen_shape_op *op) {
+static int qf_gen_align_ok(const qf_fake_op *op) {
     if (op->align <= 0)
         return op->align == 0;
     return op->dims_aligned && op->dims_aligned[0] &&
            strspn(op->dims_aligned, op->dims_used) == strlen(op->dims_aligned);
 }
 
-int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e) {
+int qf_gen_shape_table_check(const qf_fake_table *t, qf_gen_err *e) {
     for (int i = 0; i < t->n_ops; i++) {
         for (int j = 0; j < i; j++)
             if (t->ops[i].op == t->ops[j].op)
@@ -204,7 +103,7 @@ int qf_gen_shape_table_check(const qf_gen_shape_table *t, qf_gen_err *e) {
 
 /* ========================================================================= C emission */
 
-void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_gen_recipe *r) {
+void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_recipe *r) {
     qf_gen_buf_addf(
         b,
         "/* Fake shapes of recipe %s (%s): every output of an op, see qf_shapes_fn. */\n"
@@ -274,7 +173,7 @@ static void qf_gen_dim_emit_c(qf_gen_buf *b, const char *d) {
 }
 
 /* The checks that make a query invalid (-1) for op. */
-static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_gen_shape_op *op) {
+static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_op *op) {
     qf_gen_buf_adds(b, "    if (");
     for (const char *s = op->dims_used; *s; s++)
         qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);
@@ -285,7 +184,7 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_gen_shape_op *op) {
     if (op->needs_norm)
         qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)\n"
                            "        return -1;\n");
-    if (op->role == QF_GEN_ROLE_QUERY)
+    if (op->role == QF_FAKE_ROLE_QUERY)
         qf_gen_buf_adds(b, "    if ((unsigned)q->role >= QF_ROLE_COUNT)\n        return -1;\n");
     if (op->align > 0) {
         qf_gen_buf_adds(b, "    if (");
@@ -297,7 +196,7 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_gen_shape_op *op) {
 }
 
 /* One `if (cond) { dims; add }` block of output o. */
-static void qf_gen_emit_out(qf_gen_buf *b, const qf_gen_shape_out *o) {
+static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o) {
     const char *cond = qf_gen_cond_info[o->cond].c;
     const char *ind = "        ";
     if (cond)
@@ -311,22 +210,22 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_gen_shape_out *o) {
     }
     qf_gen_buf_addf(
         b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind, o->name,
-        o->dtype == QF_GEN_DTYPE_ROLE ? "fmt" : qf_gen_enum_c(QF_GEN_ENUM_DTYPE, o->dtype),
+        o->dtype == QF_FAKE_DTYPE_ROLE ? "fmt" : qf_enum_c(QF_ENUM_DTYPE, o->dtype),
         o->ndim);
     qf_gen_buf_addf(b, "%s    return -1;\n    }\n", ind);
 }
 
-static int qf_gen_op_uses_role_fmt(const qf_gen_shape_table *t, qf_op op) {
+static int qf_gen_op_uses_role_fmt(const qf_fake_table *t, qf_op op) {
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].op == op && t->outs[i].dtype == QF_GEN_DTYPE_ROLE)
+        if (t->outs[i].op == op && t->outs[i].dtype == QF_FAKE_DTYPE_ROLE)
             return 1;
     return 0;
 }
 
 /* static int qf_shapes_<r>_<op>(q, out, cap): checks, then every output of op in table order. */
-static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t,
-                              const qf_gen_shape_op *op) {
-    const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, op->op);
+static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_table *t,
+                              const qf_fake_op *op) {
+    const char *opname = qf_enum_name(QF_ENUM_OP, op->op);
     qf_gen_buf_addf(b,
                     "\nstatic int qf_shapes_%s_%s(const qf_shape_query *q, qf_shape *out, "
                     "int cap) {\n",
@@ -334,8 +233,8 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_ge
     qf_gen_emit_op_checks(b, op);
     if (qf_gen_op_uses_role_fmt(t, op->op))
         qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
-                        op->role == QF_GEN_ROLE_QUERY ? "q->role"
-                                                      : qf_gen_enum_c(QF_GEN_ENUM_ROLE, op->role));
+                        op->role == QF_FAKE_ROLE_QUERY ? "q->role"
+                                                      : qf_enum_c(QF_ENUM_ROLE, op->role));
     qf_gen_buf_adds(b, "    int n = 0;\n");
     for (int i = 0; i < t->n_outs; i++)
         if (t->outs[i].op == op->op)
@@ -344,18 +243,18 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_gen_recipe *r, const qf_ge
 }
 
 /* The recipe's format per role, as a static table. */
-static void qf_gen_emit_fmt_table(qf_gen_buf *b, const qf_gen_recipe *r) {
+static void qf_gen_emit_fmt_table(qf_gen_buf *b, const qf_recipe *r) {
     qf_gen_buf_addf(b,
                     "\n/* Element format per role of recipe %s. */\n"
                     "static const qf_dtype qf_fmt_%s[QF_ROLE_COUNT] = {\n",
                     r->name, r->name);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
-        qf_gen_buf_addf(b, "    [%s] = %s,\n", qf_gen_enum_c(QF_GEN_ENUM_ROLE, i),
-                        qf_gen_enum_c(QF_GEN_ENUM_DTYPE, r->fmt[i]));
+        qf_gen_buf_addf(b, "    [%s] = %s,\n", qf_enum_c(QF_ENUM_ROLE, i),
+                        qf_enum_c(QF_ENUM_DTYPE, r->fmt[i]));
     qf_gen_buf_adds(b, "};\n");
 }
 
-void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_shape_table *t) {
+void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_recipe *r, const qf_fake_table *t) {
     qf_gen_buf_addf(b, "\n/* ---- recipe %s (%s) */\n", r->name, r->file);
     qf_gen_emit_fmt_table(b, r);
     for (int i = 0; i < t->n_ops; i++)
@@ -366,9 +265,9 @@ void qf_gen_shape_emit_def(qf_gen_buf *b, const qf_gen_recipe *r, const qf_gen_s
                     "    switch (q->op) {\n",
                     r->name);
     for (int i = 0; i < t->n_ops; i++) {
-        const char *opname = qf_gen_enum_name(QF_GEN_ENUM_OP, t->ops[i].op);
+        const char *opname = qf_enum_name(QF_ENUM_OP, t->ops[i].op);
         qf_gen_buf_addf(b, "    case %s:\n        return qf_shapes_%s_%s(q, out, cap);\n",
-                        qf_gen_enum_c(QF_GEN_ENUM_OP, t->ops[i].op), r->name, opname);
+                        qf_enum_c(QF_ENUM_OP, t->ops[i].op), r->name, opname);
     }
     qf_gen_buf_adds(b, "    default:\n        return -1;\n    }\n}\n");
 }
@@ -382,11 +281,11 @@ static size_t qf_gen_unit_size(qf_dtype dt) {
 
 /* Bytes per dim unit of output o of op in recipe r, or 0 when it depends on the query's role and
  * the roles' formats differ in size. */
-static size_t qf_gen_out_size(const qf_gen_recipe *r, const qf_gen_shape_op *op,
-                              const qf_gen_shape_out *o) {
-    if (o->dtype != QF_GEN_DTYPE_ROLE)
+static size_t qf_gen_out_size(const qf_recipe *r, const qf_fake_op *op,
+                              const qf_fake_out *o) {
+    if (o->dtype != QF_FAKE_DTYPE_ROLE)
         return qf_gen_unit_size((qf_dtype)o->dtype);
-    if (op->role != QF_GEN_ROLE_QUERY)
+    if (op->role != QF_FAKE_ROLE_QUERY)
         return qf_gen_unit_size(r->fmt[op->role]);
     size_t s = qf_gen_unit_size(r->fmt[0]);
     for (int i = 1; i < QF_ROLE_COUNT; i++)
@@ -396,11 +295,11 @@ static size_t qf_gen_out_size(const qf_gen_recipe *r, const qf_gen_shape_op *op,
 }
 
 /* 1 when output o of op is packed E2M1 in recipe r (every role's format, for a query role). */
-static int qf_gen_out_packed(const qf_gen_recipe *r, const qf_gen_shape_op *op,
-                             const qf_gen_shape_out *o) {
-    if (o->dtype != QF_GEN_DTYPE_ROLE)
+static int qf_gen_out_packed(const qf_recipe *r, const qf_fake_op *op,
+                             const qf_fake_out *o) {
+    if (o->dtype != QF_FAKE_DTYPE_ROLE)
         return o->dtype == QF_DTYPE_E2M1;
-    if (op->role != QF_GEN_ROLE_QUERY)
+    if (op->role != QF_FAKE_ROLE_QUERY)
         return r->fmt[op->role] == QF_DTYPE_E2M1;
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         if (r->fmt[i] != QF_DTYPE_E2M1)
@@ -409,7 +308,7 @@ static int qf_gen_out_packed(const qf_gen_recipe *r, const qf_gen_shape_op *op,
 }
 
 /* "M*K", "4*M", "2*M*N", "4": element size (when not 1) times the non-constant-1 dims. */
-static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_gen_shape_out *o) {
+static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_fake_out *o) {
     size_t used = 0;
     buf[0] = '\0';
     if (size != 1)
@@ -421,16 +320,16 @@ static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_gen_
         snprintf(buf, n, "1");
 }
 
-static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
-                              const qf_gen_shape_out *o) {
+static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
+                              const qf_fake_out *o) {
     char dtype[64], bytes[128];
     cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
-    if (o->dtype == QF_GEN_DTYPE_ROLE)
+    if (o->dtype == QF_FAKE_DTYPE_ROLE)
         snprintf(dtype, sizeof dtype, "format[%s]",
-                 op->role == QF_GEN_ROLE_QUERY ? "role"
-                                               : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+                 op->role == QF_FAKE_ROLE_QUERY ? "role"
+                                               : qf_enum_name(QF_ENUM_ROLE, op->role));
     else
-        snprintf(dtype, sizeof dtype, "%s", qf_gen_enum_name(QF_GEN_ENUM_DTYPE, o->dtype));
+        snprintf(dtype, sizeof dtype, "%s", qf_enum_name(QF_ENUM_DTYPE, o->dtype));
     for (int d = 0; d < o->ndim; d++)
         cJSON_AddItemToArray(dims, cJSON_CreateString(o->dims[d]));
     qf_gen_bytes_formula(bytes, sizeof bytes, qf_gen_out_size(r, op, o), o);
@@ -452,8 +351,8 @@ static cJSON *qf_gen_out_json(const qf_gen_recipe *r, const qf_gen_shape_op *op,
 }
 
 /* {"role", "requires", "outputs": [...]} of one op. */
-static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t,
-                             const qf_gen_shape_op *op) {
+static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
+                             const qf_fake_op *op) {
     char req[128];
     size_t used = 0;
     cJSON *j = cJSON_CreateObject(), *outs = cJSON_CreateArray();
@@ -465,7 +364,7 @@ static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t
         used += (size_t)snprintf(req + used, sizeof req - used, " && %c %% %d == 0", *s, op->align);
     cJSON_AddStringToObject(
         j, "role",
-        op->role == QF_GEN_ROLE_QUERY ? "query" : qf_gen_enum_name(QF_GEN_ENUM_ROLE, op->role));
+        op->role == QF_FAKE_ROLE_QUERY ? "query" : qf_enum_name(QF_ENUM_ROLE, op->role));
     cJSON_AddStringToObject(j, "requires", req);
     for (int i = 0; i < t->n_outs; i++)
         if (t->outs[i].op == op->op)
@@ -474,10 +373,10 @@ static cJSON *qf_gen_op_json(const qf_gen_recipe *r, const qf_gen_shape_table *t
     return j;
 }
 
-cJSON *qf_gen_shape_json(const qf_gen_recipe *r, const qf_gen_shape_table *t) {
+cJSON *qf_gen_shape_json(const qf_recipe *r, const qf_fake_table *t) {
     cJSON *j = cJSON_CreateObject();
     for (int i = 0; i < t->n_ops; i++)
-        cJSON_AddItemToObject(j, qf_gen_enum_name(QF_GEN_ENUM_OP, t->ops[i].op),
+        cJSON_AddItemToObject(j, qf_enum_name(QF_ENUM_OP, t->ops[i].op),
                               qf_gen_op_json(r, t, &t->ops[i]));
     return j;
 }

@@ -134,11 +134,11 @@ QF_INTERNAL qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream);
 
 /* Registry lookups (registry.c). Return NULL (and set QF_ERR_NOT_FOUND naming what was asked)
  * when absent. The entries are not owned by the caller and live as long as the program. */
-QF_INTERNAL const qf_recipe_entry *qf_registry_recipe(const char *name);
-QF_INTERNAL const qf_kernel_entry *qf_registry_kernel(const qf_recipe_entry *r, qf_op op,
+QF_INTERNAL const qf_recipe *qf_registry_recipe(const char *name);
+QF_INTERNAL const qf_kernel_entry *qf_registry_kernel(const qf_recipe *r, qf_op op,
                                                       qf_role role, qf_norm norm, int zcg,
                                                       qf_dtype in_dtype);
 /* The recipe a kernel entry belongs to. */
-QF_INTERNAL const qf_recipe_entry *qf_registry_kernel_recipe(const qf_kernel_entry *k);
+QF_INTERNAL const qf_recipe *qf_registry_kernel_recipe(const qf_kernel_entry *k);
 
 #endif /* QF_CTX_H */

@@ -123,7 +123,7 @@ static qf_status qf_g_launch(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
 }
 
 /* The recipe's GEMM kernel, looked up and loaded after qf_ctx_ready. */
-static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe_entry *r,
+static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                              qf_dtype in, const qf_kernel_entry **k, qf_loaded_kernel *lk,
                              void *stream) {
     *k = qf_registry_kernel(r, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, in);
@@ -169,7 +169,7 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_g_opnd *a, con
 /* {===================================================================== MXFP8 */
 
 /* Checks every argument and fills the kernel's parameter block. */
-static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_recipe_entry *r,
+static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                                qf_tensor *y, qf_mx_gemm_params *p) {
     int64_t Kb;
@@ -195,7 +195,7 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     return QF_OK;
 }
 
-static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe_entry *r,
+static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                             qf_tensor *y, void *stream) {
     qf_mx_gemm_params p = {0};
@@ -231,7 +231,7 @@ static qf_status qf_g_nv_amax(const char *op, const qf_g_opnd *v) {
 
 /* Checks every argument and fills the kernel's parameter block: packed E2M1 [rows, K/2] bytes
  * (the quantizers' fake shapes count packed dims in bytes), K a whole number of 16-byte rows. */
-static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_recipe_entry *r,
+static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                                qf_tensor *y, qf_nv_gemm_params *p) {
     static const char why[] = "packed, two elements per byte: the output of an NVFP4 quantizer";
@@ -289,7 +289,7 @@ static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kerne
     return s;
 }
 
-static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe_entry *r,
+static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                             qf_tensor *y, void *stream) {
     qf_nv_gemm_params p = {0};
@@ -311,7 +311,7 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe_entry
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream) {
     static const char op[] = "qf_gemm";
-    const qf_recipe_entry *r = NULL;
+    const qf_recipe *r = NULL;
     qf_g_opnd va, vb;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_g_operand(op, "a", a, &va));

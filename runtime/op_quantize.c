@@ -9,7 +9,7 @@
 /* One quantize call whose common arguments are checked (qf_q_check). */
 typedef struct qf_qcall {
     const char *op;
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     qf_role role;
     const qf_norm_desc *nd; /* never NULL: qf_norm_none for a plain quantize */
     const qf_tensor *x;
@@ -146,8 +146,7 @@ static qf_status qf_q_mx_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kerne
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_ready(ctx, c->op, stream)); /* device-less contexts stop here; foreign streams */
     QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
-    const int block_2d = qf_registry_kernel_recipe(k)->weight_2d && k->op == QF_OP_QUANTIZE &&
-                         k->role == QF_ROLE_WEIGHT; /* as qf_gen_variant_block_2d */
+    const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
     const qf_rows_call rc = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
                              .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
                              .beta = p->beta, .rows_ok = !block_2d};
@@ -222,7 +221,7 @@ static qf_status qf_q_nv_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kerne
 static qf_status qf_q_nvfp4(qf_ctx_t *ctx, const qf_qcall *c, const qf_rng *rng, void *stream) {
     QF_TRY(qf_q_nv_check(c));
     QF_TRY(qf_check_layout(c->op, c->out));
-    const int sr = c->role == QF_ROLE_GRAD && c->r->sr_grad;
+    const int sr = c->r->sr[c->role];
     if (sr && !rng)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: rng is NULL, but recipe '%s' rounds "
                             "gradients stochastically; pass a seed and offset", c->op,

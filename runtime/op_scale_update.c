@@ -20,7 +20,7 @@ static qf_status qf_su_check(const char *op, int n, int H, const float *amax,
     return QF_OK;
 }
 
-static qf_status qf_su_delayed(qf_ctx_t *ctx, const char *op, const qf_recipe_entry *r,
+static qf_status qf_su_delayed(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                                qf_su_params *p, void *stream) {
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT,
                                                   QF_NORM_NONE, 0, QF_DTYPE_FP32);
@@ -38,7 +38,7 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
                           float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                           void *stream) {
     static const char op[] = "qf_scale_update";
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_su_check(op, n, H, amax, history, scale, scale_inv, fmt));
     qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,

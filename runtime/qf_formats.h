@@ -78,6 +78,13 @@ typedef enum qf_amax_compute {
     QF_AMAX_COMPUTE_COUNT
 } qf_amax_compute;
 
+/* The per-tensor FP8 `format` recipe option (SPEC 2.1, 2.2): the element format of each role. */
+typedef enum qf_fp8_format {
+    QF_FP8_FORMAT_HYBRID = 0, /* E4M3 input and weight, E5M2 grad */
+    QF_FP8_FORMAT_E4M3 = 1,   /* E4M3 everywhere */
+    QF_FP8_FORMAT_COUNT
+} qf_fp8_format;
+
 /* Output selection bits for quantizing ops. */
 #define QF_OUT_ROWWISE 1u
 #define QF_OUT_COLUMNWISE 2u

@@ -1,11 +1,15 @@
 /* registry.c: lookups in the generated registry (out/registry.c): recipes by name, kernels by
- * (recipe, op, role, norm, zero_centered_gamma, input dtype). Both return entry pointers, so that
+ * (recipe, op, role, norm, zero_centered_gamma, input dtype). A recipe "name" that is a path to a
+ * .lua file is loaded from that file (recipe_file.c). Both return entry pointers, so that
  * entries from outside the static arrays (recipes loaded at run time) can be handed out alike. */
 #include <string.h>
 
 #include "ctx.h"
+#include "recipe_file.h"
 
-const qf_recipe_entry *qf_registry_recipe(const char *name) {
+const qf_recipe *qf_registry_recipe(const char *name) {
+    if (qf_recipe_is_path(name))
+        return qf_recipe_file_load(name);
     for (int i = 0; name && i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
@@ -14,15 +18,15 @@ const qf_recipe_entry *qf_registry_recipe(const char *name) {
     return NULL;
 }
 
-const qf_recipe_entry *qf_registry_kernel_recipe(const qf_kernel_entry *k) {
-    return &qf_recipes[k->recipe];
+const qf_recipe *qf_registry_kernel_recipe(const qf_kernel_entry *k) {
+    return k->recipe;
 }
 
-const qf_kernel_entry *qf_registry_kernel(const qf_recipe_entry *r, qf_op op, qf_role role,
+const qf_kernel_entry *qf_registry_kernel(const qf_recipe *r, qf_op op, qf_role role,
                                           qf_norm norm, int zcg, qf_dtype in_dtype) {
-    for (int i = 0; i < qf_kernel_count; i++) {
-        const qf_kernel_entry *k = &qf_kernels[i];
-        if (qf_registry_kernel_recipe(k) == r && k->op == op && k->role == role &&
+    for (int i = 0; i < r->n_kernels; i++) {
+        const qf_kernel_entry *k = &r->kernels[i];
+        if (k->op == op && k->role == role &&
             k->norm == norm && k->zero_centered_gamma == !!zcg && k->in_dtype == in_dtype)
             return k;
     }

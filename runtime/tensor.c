@@ -3,30 +3,23 @@
 
 #include "qfuse.h"
 
-typedef struct qf_dtype_traits {
-    const char *name;
-    size_t size; /* bytes per element; 0 for packed sub-byte types */
-} qf_dtype_traits;
+#include "names.h"
 
-/* ORDER DTYPE */
-static const qf_dtype_traits qf_dtype_table[] = {
-    [QF_DTYPE_FP32] = {"fp32", 4},
-    [QF_DTYPE_FP16] = {"fp16", 2},
-    [QF_DTYPE_BF16] = {"bf16", 2},
-    [QF_DTYPE_E4M3] = {"e4m3", 1},
-    [QF_DTYPE_E5M2] = {"e5m2", 1},
-    [QF_DTYPE_E8M0] = {"e8m0", 1},
-    [QF_DTYPE_E2M1] = {"e2m1", 0},
+/* Bytes per element; 0 for packed sub-byte types. ORDER DTYPE */
+static const size_t qf_dtype_sizes[] = {
+    [QF_DTYPE_FP32] = 4, [QF_DTYPE_FP16] = 2, [QF_DTYPE_BF16] = 2, [QF_DTYPE_E4M3] = 1,
+    [QF_DTYPE_E5M2] = 1, [QF_DTYPE_E8M0] = 1, [QF_DTYPE_E2M1] = 0,
 };
-_Static_assert(sizeof(qf_dtype_table) / sizeof(qf_dtype_table[0]) == QF_DTYPE_COUNT,
-               "qf_dtype_table out of sync with qf_dtype");
+_Static_assert(sizeof(qf_dtype_sizes) / sizeof(qf_dtype_sizes[0]) == QF_DTYPE_COUNT,
+               "qf_dtype_sizes out of sync with qf_dtype");
 
 size_t qf_dtype_size(qf_dtype dt) {
-    return (unsigned)dt < QF_DTYPE_COUNT ? qf_dtype_table[dt].size : 0;
+    return (unsigned)dt < QF_DTYPE_COUNT ? qf_dtype_sizes[dt] : 0;
 }
 
 const char *qf_dtype_name(qf_dtype dt) {
-    return (unsigned)dt < QF_DTYPE_COUNT ? qf_dtype_table[dt].name : "?";
+    const char *n = qf_enum_name(QF_ENUM_DTYPE, (int)dt);
+    return n ? n : "?";
 }
 
 int64_t qf_tensor_numel(const qf_tensor *t) {
@@ -68,17 +61,7 @@ int qf_slot_from_name(const char *name) {
     return -1;
 }
 
-/* Recipe family names, as recipes spell them (gen/gen_recipe.c's option list). */
-static const char *const qf_family_names[] = {
-    [QF_FAMILY_FP8_DELAYED] = "fp8_delayed",
-    [QF_FAMILY_FP8_CURRENT] = "fp8_current",
-    [QF_FAMILY_MXFP8] = "mxfp8",
-    [QF_FAMILY_NVFP4] = "nvfp4",
-    [QF_FAMILY_FP8_BLOCK] = "fp8_block",
-};
-_Static_assert(sizeof(qf_family_names) / sizeof(qf_family_names[0]) == QF_FAMILY_COUNT,
-               "qf_family_names out of sync with qf_family");
-
 const char *qf_family_name(qf_family f) {
-    return (unsigned)f < QF_FAMILY_COUNT ? qf_family_names[f] : "?";
+    const char *n = qf_enum_name(QF_ENUM_FAMILY, (int)f); /* the one enum-name table (names.c) */
+    return n ? n : "?";
 }

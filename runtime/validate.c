@@ -101,7 +101,7 @@ qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t, i
     return QF_OK;
 }
 
-qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_shape_query *q,
+qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_query *q,
                           qf_shape *out, int cap, int *n) {
     *n = r->shapes(q, out, cap);
     if (*n == -1)
@@ -115,7 +115,7 @@ qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r, const qf_sha
 }
 
 qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                          const qf_recipe_entry **r) {
+                          const qf_recipe **r) {
     qf_clear_error();
     if (!ctx || !recipe)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
@@ -123,7 +123,7 @@ qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recip
     return *r ? QF_OK : QF_ERR_NOT_FOUND;
 }
 
-qf_status qf_family_unsupported(const char *op, const qf_recipe_entry *r) {
+qf_status qf_family_unsupported(const char *op, const qf_recipe *r) {
     return qf_set_error(QF_ERR_UNSUPPORTED, "%s: not implemented scaling mode: %s (recipe '%s')",
                         op, qf_family_name(r->family), r->name);
 }
@@ -168,7 +168,7 @@ qf_status qf_check_layout(const char *op, const qf_quantized *out) {
     return QF_OK;
 }
 
-qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r, const qf_tensor *bias,
+qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r, const qf_tensor *bias,
                                 const qf_tensor *y, int64_t M, int64_t N, int64_t K) {
     qf_shape shapes[4];
     int n = 0;

@@ -29,11 +29,11 @@ QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_
 /* Clears the last error, checks ctx, and finds recipe (*r). QF_ERR_NOT_FOUND for an unknown
  * name. */
 QF_INTERNAL qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
-                                      const qf_recipe_entry **r);
+                                      const qf_recipe **r);
 
 /* The default of an op's family dispatch (STYLE 10): QF_ERR_UNSUPPORTED, "not implemented scaling
  * mode: <family>". */
-QF_INTERNAL qf_status qf_family_unsupported(const char *op, const qf_recipe_entry *r);
+QF_INTERNAL qf_status qf_family_unsupported(const char *op, const qf_recipe *r);
 
 /* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): nd->norm a qf_norm;
  * for a norm gamma [K] (x's dtype or fp32), layernorm: beta [K] of gamma's dtype; rmsnorm: no
@@ -51,7 +51,7 @@ QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_quantiz
 QF_INTERNAL qf_status qf_check_layout(const char *op, const qf_quantized *out);
 
 /* y [M, N] against the recipe's fake shape of its GEMM, and bias [N] bf16 when not NULL. */
-QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe_entry *r,
+QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r,
                                             const qf_tensor *bias, const qf_tensor *y, int64_t M,
                                             int64_t N, int64_t K);
 
@@ -64,7 +64,7 @@ QF_INTERNAL qf_status qf_check_block_gemm_path(const char *op, const char *famil
                                                int arch, qf_scale_layout layout, int64_t N);
 
 /* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
-QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe_entry *r,
+QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
 
 #endif /* QF_VALIDATE_H */

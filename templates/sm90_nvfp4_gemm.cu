@@ -443,10 +443,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
 }
 
 /* One thread writes {alpha, 0} to p.alpha_out: the device alpha and beta of the cuBLASLt NVFP4
- * GEMM (sm_100 and later), which reads them in CUBLASLT_POINTER_MODE_DEVICE. */
-extern "C" __global__ void QF_NVG_CAT(__KERNEL_NAME__, _alpha)(const qf_nv_gemm_params p) {
-    if (threadIdx.x == 0 && blockIdx.x == 0) {
-        p.alpha_out[0] = gemm_alpha(p);
-        p.alpha_out[1] = 0.0f;
+ * GEMM (sm_100 and later), which reads them in CUBLASLT_POINTER_MODE_DEVICE. The registry lists
+ * the entry because the template invokes QF_ALPHA_ENTRY. */
+#define QF_ALPHA_ENTRY(name)                                                                      \
+    extern "C" __global__ void name(const qf_nv_gemm_params p) {                                  \
+        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                \
+            p.alpha_out[0] = gemm_alpha(p);                                                       \
+            p.alpha_out[1] = 0.0f;                                                                \
+        }                                                                                         \
     }
-}
+QF_ALPHA_ENTRY(QF_NVG_CAT(__KERNEL_NAME__, _alpha))

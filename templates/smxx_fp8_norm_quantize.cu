@@ -504,7 +504,7 @@ QF_ROWS_ENTRY(2)
 QF_ROWS_ENTRY(4)
 QF_ROWS_ENTRY(8)
 
-/* The columnwise entry; the runtime finds it when the source declares it with QF_COLS_ENTRY. */
+/* The columnwise entry; the registry lists it because the template invokes QF_COLS_ENTRY. */
 #define QF_COLS_ENTRY(name)                                                                       \
     extern "C" __global__ void __launch_bounds__(kThreads) name(const qf_nq_params p) {           \
         cols_body(p);                                                                             \

@@ -656,8 +656,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     }
 }
 
-/* Pass 1: statistics and global amaxes; grid = cdiv(M, TILE_M). The runtime finds this entry
- * when the source declares it with QF_AMAX_ENTRY. */
+/* Pass 1: statistics and global amaxes; grid = cdiv(M, TILE_M). The registry lists this entry
+ * because the template invokes QF_AMAX_ENTRY. */
 #define QF_CAT_(a, b) a##b
 #define QF_CAT(a, b) QF_CAT_(a, b)
 #define QF_AMAX_ENTRY(name)                                                                       \

@@ -259,6 +259,30 @@ static void test_prune_zero_removes_all(void **state) {
     assert_int_equal(count_files(fx, ".cubin"), 0);
 }
 
+/* A recipe file outside the tree warms without a rebuild: its kernels compile under its own
+ * name; a second warm finds them cached; a bad file is a usage error naming the field. */
+static void test_warm_recipe_file(void **state) {
+    fixture *fx = *state;
+    char path[PATH_MAX + 32], bad[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/user_fp8.lua", fx->root);
+    snprintf(bad, sizeof bad, "%s/bad_fp8.lua", fx->root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("return {family = 'fp8_delayed', format = 'e4m3', margin = 2}\n", f);
+    fclose(f);
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("return {family = 'fp8_delayed', margin = 40}\n", f);
+    fclose(f);
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
+               "warm: sm_90, 1 variant: 1 compiled", NULL);
+    assert_int_equal(count_files(fx, "qf_user_fp8_scale_update"), 1);
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
+               "0 compiled, 1 already cached", NULL);
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", bad), 2, NULL,
+               "field 'margin' (value 40 out of range 0..32)");
+}
+
 /* A named architecture is compiled for, whatever the machine has. */
 static void test_warm_named_arch(void **state) {
     fixture *fx = *state;
@@ -372,7 +396,7 @@ int main(void) {
     }
     umask(022);
     const struct CMUnitTest tests[] = {
-        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear),
+        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file),
         T(test_prune_zero_removes_all), T(test_warm_named_arch), T(test_list_invalid_and_stale),
         T(test_warm_without_disk_cache), T(test_symlink_and_directory_entries),
         T(test_remove_does_not_create), T(test_dir_option_overrides_disable),

@@ -38,7 +38,7 @@ static qf_kernel_instance instance(int kidx, int i) {
 
 static void expected_key(int kidx, const qf_kernel_instance *inst, int arch, char *hex) {
     const qf_kernel_entry *k = &qf_kernels[kidx];
-    qf_kernel_key(&qf_recipes[k->recipe], k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+    qf_kernel_key(k->recipe, k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, arch, hex);
 }
 

@@ -2,6 +2,7 @@
  * reproducible output, banners, the CLI, and agreement of out/ with the compiled registry. */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -26,35 +27,8 @@
 
 /* ========================================================================= helpers */
 
-typedef struct qf_test_dir {
-    char path[256];
-} qf_test_dir;
-
-static void qf_test_mkdtemp(qf_test_dir *d) {
-    snprintf(d->path, sizeof d->path, "/tmp/qf_test_gen.XXXXXX");
-    assert_non_null(mkdtemp(d->path));
-}
-
-static int qf_test_rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void qf_test_rmtree(const char *path) {
-    nftw(path, qf_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Writes text to dir/name and returns the path in a static rotating buffer. */
-static const char *qf_test_write(const char *dir, const char *name, const char *text) {
-    static char bufs[4][512];
-    static int next;
-    char *path = bufs[next++ % 4];
-    snprintf(path, 512, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    return path;
+static void qf_test_dir_make_gen(qf_test_dir *d) {
+    qf_test_dir_make(d, "gen");
 }
 
 static int qf_test_starts(const char *s, const char *prefix) {
@@ -74,9 +48,9 @@ static char *qf_test_read(const char *path, size_t *len) {
 
 /* Loads recipe text written as dir/name.lua; returns the status, message in e. */
 static int qf_test_load(const char *dir, const char *name, const char *text,
-                        const qf_gen_limits *lim, qf_gen_recipe *r, qf_gen_err *e, char *path_out,
+                        const qf_gen_limits *lim, qf_recipe *r, qf_gen_err *e, char *path_out,
                         size_t n) {
-    const char *path = qf_test_write(dir, name, text);
+    const char *path = qf_test_dir_write(dir, name, text);
     if (path_out)
         snprintf(path_out, n, "%s", path);
     memset(e, 0, sizeof *e);
@@ -119,13 +93,13 @@ typedef struct qf_error_case {
 #define NV "family = \"nvfp4\", "
 /* What an unknown-field error adds: the fields each family accepts. */
 #define FAM_FIELDS                                                                                 \
-    " (this family's fields: family, description, format, margin, amax_history_len, amax_compute)"
+    " (this family's fields: family, description, amax_compute, amax_history_len, format, margin)"
 #define MX_FIELDS                                                                                  \
-    " (this family's fields: family, description, input_format, weight_format, grad_format, "    \
-    "scale_rounding, weight_2d)"
+    " (this family's fields: family, description, grad_format, input_format, scale_rounding, "   \
+    "weight_2d, weight_format)"
 #define NV_FIELDS                                                                                  \
-    " (this family's fields: family, description, rht_input, rht_grad, "                         \
-    "stochastic_rounding_grad, weight_2d, rht_seed)"
+    " (this family's fields: family, description, rht_grad, rht_input, rht_seed, "               \
+    "stochastic_rounding_grad, weight_2d)"
 static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
@@ -232,10 +206,10 @@ static const qf_error_case qf_error_cases[] = {
 static void test_recipe_error(void **state) {
     const qf_error_case *c = *state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(qf_test_load(d.path, c->file, c->text, NULL, &r, &e, path, sizeof path), -1);
     snprintf(expect, sizeof expect, "%s: %s", path, c->expect);
     if (c->contains) {
@@ -244,7 +218,7 @@ static void test_recipe_error(void **state) {
     } else {
         assert_string_equal(e.msg, expect);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 #define QF_ERROR_TEST(i) cmocka_unit_test_prestate(test_recipe_error, (void *)&qf_error_cases[i])
@@ -255,9 +229,9 @@ static void test_recipe_error(void **state) {
 static void test_recipe_empty_env(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text =
         "local none = io == nil and os == nil and require == nil and load == nil and\n"
         "  dofile == nil and string == nil and print == nil and pcall == nil and\n"
@@ -265,38 +239,38 @@ static void test_recipe_empty_env(void **state) {
         "return {family = 'fp8_delayed', margin = none and 7 or 8}\n";
     assert_int_equal(qf_test_load(d.path, "env.lua", text, NULL, &r, &e, NULL, 0), 0);
     assert_int_equal(r.margin, 7);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A huge table hits a smaller heap cap with the memory message, not the instruction budget. */
 static void test_recipe_memory_table(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1u << 20};
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "local t = {} for i = 1, 1e8 do t[i] = i end return {}";
     assert_int_equal(qf_test_load(d.path, "big.lua", text, &lim, &r, &e, path, sizeof path), -1);
     snprintf(expect, sizeof expect, "%s: memory limit of 1048576 bytes (1 MiB) exceeded", path);
     assert_string_equal(e.msg, expect);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A smaller instruction budget applies and is named. */
 static void test_recipe_budget_custom(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.instructions = 5000};
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "local n = 0 for i = 1, 100000 do n = n + i end return {}";
     assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
     assert_non_null(strstr(e.msg, "instruction budget of 5000 exceeded"));
     assert_non_null(strstr(e.msg, "stack traceback:")); /* errors in recipe code are located */
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
@@ -308,10 +282,10 @@ static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
 static void test_recipe_binary_chunk(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char path[512], expect[1024];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(path, sizeof path, "%s/bin.lua", d.path);
     lua_State *L = luaL_newstate();
     assert_int_equal(luaL_loadstring(L, "return {family = 'fp8_delayed'}"), LUA_OK);
@@ -323,12 +297,12 @@ static void test_recipe_binary_chunk(void **state) {
     assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
     snprintf(expect, sizeof expect, "%s: attempt to load a binary chunk (mode is 't')", path);
     assert_string_equal(e.msg, expect);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static void test_recipe_missing_file(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("/nonexistent/nope.lua", NULL, &r, &e), -1);
     assert_non_null(strstr(e.msg, "cannot open /nonexistent/nope.lua"));
@@ -338,14 +312,14 @@ static void test_recipe_missing_file(void **state) {
 
 static void test_recipe_defaults(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, &r, &e), 0);
     assert_string_equal(r.name, "fp8_delayed");
     assert_string_equal(r.file, "recipes/fp8_delayed.lua");
     assert_int_equal(r.family, QF_FAMILY_FP8_DELAYED);
-    assert_int_equal(r.format, QF_GEN_FORMAT_HYBRID);
+    assert_int_equal(r.format, QF_FP8_FORMAT_HYBRID);
     assert_int_equal(r.margin, 0);
     assert_int_equal(r.amax_history_len, 1024);
     assert_int_equal(r.amax_compute, QF_AMAX_COMPUTE_MAX);
@@ -361,10 +335,10 @@ static void test_recipe_defaults(void **state) {
 static void test_recipe_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'fp8_delayed', format = 'e4m3', margin = 3.0,\n"
                        "  amax_history_len = 16, amax_compute = 'most_recent',\n"
                        "  description = 'all E4M3'}";
@@ -375,7 +349,7 @@ static void test_recipe_all_options(void **state) {
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, "amax_compute=most_recent;amax_history_len=16;family=fp8_delayed;"
                               "format=e4m3;margin=3");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= variants */
@@ -390,7 +364,7 @@ static const qf_gen_variant *qf_test_variant(const qf_gen_variant *v, int n, con
 }
 
 /* The shipped recipe's variants into v; returns the count. */
-static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_shipped_variants(qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, r, &e), 0);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -403,7 +377,7 @@ static int qf_test_shipped_variants(qf_gen_recipe *r, qf_gen_variant *v) {
 
 static void test_variants_fp8_delayed(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_shipped_variants(&r, v);
     const qf_gen_variant *a = qf_test_variant(v, n, "qf_fp8_delayed_nq_rmsnorm_zcg_fp16");
@@ -475,7 +449,7 @@ static void test_variants_invariants(void **state) {
         {6, BREAK_DTYPE, "enum value out of range"},
         {7, BREAK_NAME, "name is not a C identifier"},
     };
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX], w[QF_GEN_VARIANTS_MAX];
     qf_gen_err e;
     int n = qf_test_shipped_variants(&r, v);
@@ -498,7 +472,7 @@ static void test_variants_invariants(void **state) {
     "weight_format=e4m3"
 
 /* Loads the recipe at path; fails the test with the loader's message. */
-static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
+static void qf_test_load_ok(const char *path, qf_recipe *r) {
     qf_gen_err e;
     if (qf_gen_recipe_load(path, NULL, r, &e) != 0)
         fail_msg("%s", e.msg);
@@ -507,7 +481,7 @@ static void qf_test_load_ok(const char *path, qf_gen_recipe *r) {
 /* The shipped recipes: TE's MXFP8BlockScaling defaults, and the same with 32x32 weight blocks. */
 static void test_recipe_mxfp8_shipped(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok("recipes/mxfp8.lua", &r);
     assert_string_equal(r.name, "mxfp8");
@@ -515,12 +489,12 @@ static void test_recipe_mxfp8_shipped(void **state) {
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(r.fmt[i], QF_DTYPE_E4M3);
     assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_CEIL);
-    assert_int_equal(r.weight_2d, 0);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_1D);
     qf_test_load_ok("recipes/mxfp8_2d.lua", &r);
     assert_string_equal(r.name, "mxfp8_2d");
-    assert_int_equal(r.weight_2d, 1);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 1);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_2D);
 }
@@ -529,28 +503,28 @@ static void test_recipe_mxfp8_shipped(void **state) {
 static void test_recipe_mxfp8_defaults(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(qf_test_load(d.path, "bare.lua", "return {family = 'mxfp8'}", NULL, &r, &e,
                                   NULL, 0),
                      0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_MX_OPTIONS_1D);
     assert_string_equal(r.description, "");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Every option away from its default, and the option list sorted, weight_2d a boolean. */
 static void test_recipe_mxfp8_all_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'mxfp8', input_format = 'e4m3', weight_format = 'e4m3',\n"
                        "  grad_format = 'e5m2', scale_rounding = 'floor', weight_2d = true,\n"
                        "  description = 'OCP rounding'}";
@@ -571,14 +545,14 @@ static void test_recipe_mxfp8_all_options(void **state) {
     assert_int_equal(qf_test_load(d.path, "mx_1d.lua", "return {family = 'mxfp8', weight_2d = "
                                   "false}", NULL, &r, &e, NULL, 0),
                      0);
-    assert_int_equal(r.weight_2d, 0);
-    qf_test_rmtree(d.path);
+    assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 variants */
 
 /* The variants of the recipe at path into v (checked, sorted); returns the count. */
-static int qf_test_variants_of(const char *path, qf_gen_recipe *r, qf_gen_variant *v) {
+static int qf_test_variants_of(const char *path, qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     qf_test_load_ok(path, r);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
@@ -606,7 +580,7 @@ static const char *const qf_test_mx_names[] = {
 /* Every kernel of recipes/mxfp8.lua by name, and its template and config. */
 static void test_variants_mxfp8_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     int n = qf_test_variants_of("recipes/mxfp8.lua", &r, v);
     assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
@@ -629,7 +603,7 @@ static void test_variants_mxfp8_names(void **state) {
 /* mxfp8_2d: the same 19 kernels under its own prefix; only the weight quantizers are 2D. */
 static void test_variants_mxfp8_2d(void **state) {
     (void)state;
-    qf_gen_recipe r1, r2;
+    qf_recipe r1, r2;
     qf_gen_variant v1[QF_GEN_VARIANTS_MAX], v2[QF_GEN_VARIANTS_MAX];
     int n1 = qf_test_variants_of("recipes/mxfp8.lua", &r1, v1);
     int n2 = qf_test_variants_of("recipes/mxfp8_2d.lua", &r2, v2);
@@ -639,8 +613,8 @@ static void test_variants_mxfp8_2d(void **state) {
         snprintf(expect, sizeof expect, "qf_mxfp8_2d_%s", v1[i].desc.name + strlen("qf_mxfp8_"));
         assert_string_equal(v2[i].desc.name, expect);
         int weight = strstr(v2[i].desc.name, "_quant_weight_") != NULL;
-        assert_int_equal(qf_gen_variant_block_2d(&r2, &v2[i].desc), weight);
-        assert_int_equal(qf_gen_variant_block_2d(&r1, &v1[i].desc), 0);
+        assert_int_equal(r2.block_2d[v2[i].desc.role], weight);
+        assert_int_equal(r1.block_2d[v1[i].desc.role], 0);
     }
 }
 
@@ -665,7 +639,7 @@ static void qf_test_values_are(const qf_gen_values *v, int n, const char *const 
 /* The placeholder contract of the two MXFP8 templates (gen_variant.h). */
 static void test_variants_mxfp8_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of("recipes/mxfp8_2d.lua", &r, v);
@@ -693,11 +667,11 @@ static void test_variants_mxfp8_values(void **state) {
 static void test_variants_mxfp8_options_reach_values(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
-    qf_test_mkdtemp(&d);
-    const char *path = qf_test_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
+    qf_test_dir_make_gen(&d);
+    const char *path = qf_test_dir_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
                                      "grad_format = 'e5m2', scale_rounding = 'floor'}");
     int n = qf_test_variants_of(path, &r, v);
     const qf_gen_variant *g = qf_test_variant(v, n, "qf_mx_e5m2_quant_grad_bf16");
@@ -707,7 +681,7 @@ static void test_variants_mxfp8_options_reach_values(void **state) {
     assert_string_equal(qf_test_value(&vals, "__SCALE_ROUNDING__"), "QF_SCALE_ROUNDING_FLOOR");
     qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mx_e5m2_quant_weight_bf16"), &vals);
     assert_string_equal(qf_test_value(&vals, "__OUT_DTYPE__"), "QF_DTYPE_E4M3");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= rendering */
@@ -721,7 +695,8 @@ static void qf_test_values(qf_gen_values *v, int n, const char *const *kv) {
     v->n = n;
 }
 
-/* Placeholders are whole tokens; CUDA's own __x__ names and macros pass through untouched. */
+/* Placeholders are whole tokens; CUDA's own __x__ names and macros are none (x__TILE_M__ alone
+ * would leave __TILE_M__ unused). */
 static void test_render_ok(void **state) {
     (void)state;
     const char *kv[] = {"__KERNEL_NAME__", "qf_k", "__TILE_M__", "32"};
@@ -735,10 +710,8 @@ static void test_render_ok(void **state) {
                       "  __shared__ int s[__TILE_M__]; __syncthreads(); x__TILE_M__ = __LINE__;\n"
                       "#endif\n}\n";
     assert_int_equal(qf_gen_render("t.cu", tpl, &v, &b, &e), 0);
-    assert_string_equal(b.p, "extern \"C\" __global__ void __launch_bounds__(256) qf_k() {\n"
-                             "#if defined(__CUDACC_RTC__) && __CUDA_ARCH__ >= 900 && __NVCC_X__\n"
-                             "  __shared__ int s[32]; __syncthreads(); x__TILE_M__ = __LINE__;\n"
-                             "#endif\n}\n");
+    /* the prelude: one #define per value, in order; the template itself goes to NVRTC as is */
+    assert_string_equal(b.p, "#define __KERNEL_NAME__ qf_k\n#define __TILE_M__ 32\n");
     qf_gen_buf_free(&b);
 }
 
@@ -799,8 +772,8 @@ static void test_c_literal(void **state) {
 
 /* Writes a template dir whose norm-quantize template is `nq` and scale-update template valid. */
 static void qf_test_templates(const char *dir, const char *nq) {
-    qf_test_write(dir, "smxx_fp8_norm_quantize.cu", nq);
-    qf_test_write(dir, "smxx_fp8_scale_update.cu",
+    qf_test_dir_write(dir, "smxx_fp8_norm_quantize.cu", nq);
+    qf_test_dir_write(dir, "smxx_fp8_scale_update.cu",
                   "void __KERNEL_NAME__() { float m = __MARGIN__; int a = __AMAX_COMPUTE__, "
                   "t = __BLOCK_THREADS__; }\n");
 }
@@ -813,7 +786,7 @@ static void test_gen_template_unfilled(void **state) {
     (void)state;
     qf_test_dir d;
     char *out, *err, expect[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     char nq[512];
     snprintf(nq, sizeof nq, "%s// __ROWS__ per block\n", qf_test_nq_ok);
     qf_test_templates(d.path, nq);
@@ -825,14 +798,14 @@ static void test_gen_template_unfilled(void **state) {
     assert_string_equal(err, expect);
     assert_string_equal(out, "");
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 static void test_gen_template_unused_value(void **state) {
     (void)state;
     qf_test_dir d;
     char *out, *err, expect[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
                               "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
                               "__BLOCK_THREADS__}; }\n");
@@ -848,7 +821,7 @@ static void test_gen_template_unused_value(void **state) {
     snprintf(path, sizeof path, "%s/registry.c", d.path);
     assert_int_not_equal(stat(path, &st), 0); /* nothing written */
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ---- tree comparison */
@@ -897,8 +870,8 @@ static void test_gen_reproducible(void **state) {
     qf_test_dir d1, d2;
     static qf_test_tree t1, t2;
     char p1[512], p2[512];
-    qf_test_mkdtemp(&d1);
-    qf_test_mkdtemp(&d2);
+    qf_test_dir_make_gen(&d1);
+    qf_test_dir_make_gen(&d2);
     qf_test_generate(d1.path);
     qf_test_generate(d2.path);
     qf_test_list(d1.path, &t1);
@@ -918,8 +891,8 @@ static void test_gen_reproducible(void **state) {
         assert_null(strstr(a, d1.path)); /* no absolute (temp) path leaks into the output */
         free(a), free(b);
     }
-    qf_test_rmtree(d1.path);
-    qf_test_rmtree(d2.path);
+    qf_test_dir_remove(d1.path);
+    qf_test_dir_remove(d2.path);
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -943,8 +916,15 @@ static void qf_test_banner(const char *rel, char *text) {
     assert_true(qf_test_starts(text, "/* " QF_BANNER_START));
     size_t n = strlen(text), m = strlen(QF_BANNER_END);
     assert_true(n > m && strcmp(text + n - m, QF_BANNER_END) == 0);
-    if (qf_test_starts(rel, "kernels/")) /* then the #line back to the template */
-        assert_true(qf_test_starts(nl + 1, "#line 1 \"templates/smxx_fp8_"));
+    if (!qf_test_starts(rel, "kernels/"))
+        return;
+    /* then the template's constants, then the #line back to the template */
+    const char *line = nl + 1;
+    int defines = 0;
+    for (; qf_test_starts(line, "#define __"); line = strchr(line, '\n') + 1)
+        defines++;
+    assert_true(defines >= 2); /* __KERNEL_NAME__ and __BLOCK_THREADS__ at least */
+    assert_true(qf_test_starts(line, "#line 1 \"templates/smxx_fp8_"));
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -953,7 +933,7 @@ static void test_gen_banners(void **state) {
     qf_test_dir d;
     static qf_test_tree t;
     char p[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate(d.path);
     qf_test_list(d.path, &t);
     assert_int_equal(t.n, 19 + 4);
@@ -964,7 +944,7 @@ static void test_gen_banners(void **state) {
         qf_test_banner(t.rel[i], text);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* A stale kernels/qf_*.cu is removed by the next run; other files under out/ are left alone. */
@@ -973,15 +953,15 @@ static void test_gen_stale_removed(void **state) {
     qf_test_dir d;
     char kdir[512], stale[600], keep[600];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
     assert_int_equal(mkdir(kdir, 0777), 0);
-    snprintf(stale, sizeof stale, "%s", qf_test_write(kdir, "qf_gone_kernel.cu", "x"));
-    snprintf(keep, sizeof keep, "%s", qf_test_write(d.path, "notes.txt", "x"));
+    snprintf(stale, sizeof stale, "%s", qf_test_dir_write(kdir, "qf_gone_kernel.cu", "x"));
+    snprintf(keep, sizeof keep, "%s", qf_test_dir_write(d.path, "notes.txt", "x"));
     qf_test_generate(d.path);
     assert_int_not_equal(stat(stale, &st), 0);
     assert_int_equal(stat(keep, &st), 0);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The first recipe of the manifest in dir (parsed; the caller deletes *root). */
@@ -1019,15 +999,59 @@ static void qf_test_generate_registry(const char *outdir) {
 static void qf_test_registry_kernel(const char *dir, const qf_kernel_entry *k, const cJSON *j) {
     char p[512], key[QF_KEY_HEX_LEN + 1];
     snprintf(p, sizeof p, "%s/kernels/%s.cu", dir, k->name);
-    char *src = qf_test_read(p, NULL);
+    char *src = qf_test_read(p, NULL), *text = qf_kernel_text(k);
     assert_non_null(src);
-    assert_string_equal(src, k->source);
-    free(src);
+    assert_non_null(text);
+    assert_string_equal(src, text); /* prelude + template = the readable kernels/<name>.cu */
+    assert_true(qf_test_starts(src, k->prelude));
+    assert_string_equal(src + strlen(k->prelude), k->tpl->text);
+    assert_string_equal(k->tpl->file, qf_test_json_str(j, "template"));
+    free(src), free(text);
     qf_kernel_instance inst = qf_kernel_instance_default(k);
-    qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+    qf_kernel_key(k->recipe, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, 90, key);
     assert_string_equal(qf_test_json_str(j, "name"), k->name);
     assert_string_equal(qf_test_json_str(j, "key_sm90"), key);
+}
+
+/* The registry's NVRTC headers are runtime/qf_formats.h and every templates/qf_dev_*.cuh, sorted
+ * by name, byte for byte. */
+static void qf_test_registry_headers(void) {
+    int n_dev = 0;
+    DIR *dir = opendir("templates");
+    assert_non_null(dir);
+    for (struct dirent *de; (de = readdir(dir)) != NULL;)
+        n_dev += qf_test_starts(de->d_name, "qf_dev_") && strstr(de->d_name, ".cuh") != NULL;
+    closedir(dir);
+    assert_int_equal(qf_nvrtc_header_count, 1 + n_dev);
+    for (int i = 0; i < qf_nvrtc_header_count; i++) {
+        char p[512];
+        const char *name = qf_nvrtc_header_names[i];
+        if (i > 0)
+            assert_true(strcmp(qf_nvrtc_header_names[i - 1], name) < 0);
+        snprintf(p, sizeof p, "%s/%s", strcmp(name, "qf_formats.h") ? "templates" : "runtime",
+                 name);
+        char *hdr = qf_test_read(p, NULL);
+        assert_non_null(hdr);
+        assert_string_equal(qf_nvrtc_headers[i], hdr);
+        free(hdr);
+    }
+}
+
+/* Each template is stored once, byte for byte, and every kernel points at one of them. */
+static void qf_test_registry_templates(void) {
+    assert_true(qf_template_count > 0);
+    for (int i = 0; i < qf_template_count; i++) {
+        char *tpl = qf_test_read(qf_templates[i].file, NULL);
+        assert_non_null(tpl);
+        assert_string_equal(qf_templates[i].text, tpl);
+        free(tpl);
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(qf_templates[i].file, qf_templates[j].file);
+    }
+    for (int k = 0; k < qf_kernel_count; k++)
+        assert_true(qf_kernels[k].tpl >= qf_templates &&
+                    qf_kernels[k].tpl < qf_templates + qf_template_count);
 }
 
 /* out/ as built into libqfuse agrees with a fresh run over the same recipes: kernel sources, the
@@ -1037,13 +1061,10 @@ static void test_gen_matches_registry(void **state) {
     (void)state;
     qf_test_dir d;
     char p[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate_registry(d.path);
-    assert_int_equal(qf_nvrtc_header_count, 1);
-    assert_string_equal(qf_nvrtc_header_names[0], "qf_formats.h");
-    char *hdr = qf_test_read("runtime/qf_formats.h", NULL);
-    assert_string_equal(qf_nvrtc_headers[0], hdr);
-    free(hdr);
+    qf_test_registry_headers();
+    qf_test_registry_templates();
     snprintf(p, sizeof p, "%s/manifest.json", d.path);
     char *text = qf_test_read(p, NULL);
     cJSON *root = cJSON_Parse(text), *rs = cJSON_GetObjectItem(root, "recipes"), *r;
@@ -1059,7 +1080,7 @@ static void test_gen_matches_registry(void **state) {
     }
     assert_int_equal(k, qf_kernel_count);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Output i of op in the manifest recipe r. */
@@ -1075,7 +1096,7 @@ static void test_gen_manifest_shapes(void **state) {
     (void)state;
     qf_test_dir d;
     cJSON *root;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_generate(d.path);
     const cJSON *r = qf_test_manifest_recipe(d.path, &root);
     const cJSON *opts = cJSON_GetObjectItem(r, "options");
@@ -1095,7 +1116,7 @@ static void test_gen_manifest_shapes(void **state) {
                         "format[role]");
     assert_string_equal(qf_test_json_str(qf_test_shape_out(r, "gemm", 0), "bytes"), "2*M*N");
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 runs */
@@ -1111,8 +1132,8 @@ static const char qf_test_mx_gemm_stub[] =
 /* Writes all four templates (fp8_delayed and mxfp8 stubs) to dir; nq is the MXFP8 quantizer's. */
 static void qf_test_mx_templates(const char *dir, const char *nq) {
     qf_test_templates(dir, qf_test_nq_ok);
-    qf_test_write(dir, "smxx_mxfp8_norm_quantize.cu", nq);
-    qf_test_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
+    qf_test_dir_write(dir, "smxx_mxfp8_norm_quantize.cu", nq);
+    qf_test_dir_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
 }
 
 /* Generates recipes/mxfp8.lua and recipes/mxfp8_2d.lua into dir/out with the stubs of dir/tpl. */
@@ -1136,8 +1157,8 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_dir d1, d2;
     static qf_test_tree t1, t2;
     char p1[600], p2[600];
-    qf_test_mkdtemp(&d1);
-    qf_test_mkdtemp(&d2);
+    qf_test_dir_make_gen(&d1);
+    qf_test_dir_make_gen(&d2);
     qf_test_mx_generate(d1.path);
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
@@ -1156,8 +1177,8 @@ static void test_gen_mxfp8_reproducible(void **state) {
             fail_msg("%s differs between runs", t1.rel[i]);
         free(a), free(b);
     }
-    qf_test_rmtree(d1.path);
-    qf_test_rmtree(d2.path);
+    qf_test_dir_remove(d1.path);
+    qf_test_dir_remove(d2.path);
 }
 
 /* The rendered stubs: BLOCK_2D only in the 2D recipe's weight quantizers; shapes.c's formulas. */
@@ -1165,28 +1186,42 @@ static const struct {
     const char *file, *has;
 } qf_test_mx_sources[] = {
     {"kernels/qf_mxfp8_2d_quant_weight_bf16.cu",
-     "#line 1 \"templates/smxx_mxfp8_norm_quantize.cu\"\nvoid qf_mxfp8_2d_quant_weight_bf16() "
-     "{ int a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 1, "
-     "256, 32}; }\n"},
-    {"kernels/qf_mxfp8_quant_weight_bf16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
-    {"kernels/qf_mxfp8_2d_quant_grad_fp16.cu", "QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+     "\n#define __KERNEL_NAME__ qf_mxfp8_2d_quant_weight_bf16\n#define __BLOCK_THREADS__ 256\n"
+     "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __OUT_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 1\n"
+     "#define __TILE_M__ 32\n#line 1 \"templates/smxx_mxfp8_norm_quantize.cu\"\n"
+     "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
+     "__OUT_DTYPE__, __SCALE_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
+    {"kernels/qf_mxfp8_quant_weight_bf16.cu",
+     "\n#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_mxfp8_2d_quant_grad_fp16.cu",
+     "\n#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
     {"kernels/qf_mxfp8_2d_nq_rmsnorm_zcg_fp32.cu",
-     "{QF_NORM_RMSNORM, 1, QF_DTYPE_FP32, QF_DTYPE_E4M3, QF_SCALE_ROUNDING_CEIL, 0, 256, 32}"},
+     "\n#define __NORM__ QF_NORM_RMSNORM\n#define __ZERO_CENTERED_GAMMA__ 1\n"
+     "#define __IN_DTYPE__ QF_DTYPE_FP32\n#define __OUT_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __SCALE_ROUNDING__ QF_SCALE_ROUNDING_CEIL\n#define __BLOCK_2D__ 0\n"
+     "#define __TILE_M__ 32\n#line"},
     {"kernels/qf_mxfp8_gemm.cu",
-     "void qf_mxfp8_gemm() { int a[] = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, 256, 128}; }"},
+     "\n#define __KERNEL_NAME__ qf_mxfp8_gemm\n#define __BLOCK_THREADS__ 256\n"
+     "#define __A_DTYPE__ QF_DTYPE_E4M3\n#define __B_DTYPE__ QF_DTYPE_E4M3\n"
+     "#define __TILE_M__ 128\n#line 1 \"templates/sm90_mxfp8_gemm.cu\"\nvoid __KERNEL_NAME__() "
+     "{ int a[] = {__A_DTYPE__, __B_DTYPE__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->M, 128), "
                  "qf_shape_roundup(qf_shape_cdiv(q->K, 32), 4)};"},
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
                  "qf_shape_roundup(q->K, 128)};"},
     {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
-    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .weight_2d = 1,"},
+    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
 };
 
 static void test_gen_mxfp8_sources(void **state) {
     (void)state;
     qf_test_dir d;
     char p[600];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_generate(d.path);
     for (size_t i = 0; i < sizeof qf_test_mx_sources / sizeof qf_test_mx_sources[0]; i++) {
         snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_mx_sources[i].file);
@@ -1196,7 +1231,7 @@ static void test_gen_mxfp8_sources(void **state) {
             fail_msg("%s lacks '%s'", qf_test_mx_sources[i].file, qf_test_mx_sources[i].has);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* An MXFP8 template without __BLOCK_2D__ is refused, naming the placeholder; nothing written. */
@@ -1205,7 +1240,7 @@ static void test_gen_mxfp8_template_contract(void **state) {
     qf_test_dir d;
     char *out, *err, expect[600], outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
                                  "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
                                  "__SCALE_ROUNDING__, __BLOCK_THREADS__, __TILE_M__}; }\n");
@@ -1219,7 +1254,7 @@ static void test_gen_mxfp8_template_contract(void **state) {
     assert_string_equal(err, expect);
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Evaluates a manifest dim formula (M, K, constants, roundup(a,b), cdiv(a,b)) at *s. */
@@ -1276,7 +1311,7 @@ static void test_gen_mxfp8_manifest(void **state) {
     qf_test_dir d;
     cJSON *root;
     char out[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_generate(d.path);
     snprintf(out, sizeof out, "%s/out", d.path);
     const cJSON *r = qf_test_manifest_recipe(out, &root); /* mxfp8 sorts before mxfp8_2d */
@@ -1297,7 +1332,7 @@ static void test_gen_mxfp8_manifest(void **state) {
     assert_non_null(strstr(qf_test_json_str(cs, "layout_note"), "same dims and bytes"));
     qf_test_mx_formulas(r);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Index of the variant named name in recipe ri of plan p; fails the test when absent. */
@@ -1343,7 +1378,7 @@ static void test_gen_mxfp8_keys(void **state) {
     qf_gen_plan plan;
     qf_gen_err e;
     char k1[33], k2[33];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_mx_templates(d.path, qf_test_mx_nq_stub);
     const qf_gen_opts o = {.templates_dir = d.path, .include_dir = "runtime"};
     const char *paths[] = {"recipes/mxfp8_2d.lua", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua"};
@@ -1355,7 +1390,7 @@ static void test_gen_mxfp8_keys(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         qf_test_layout_key(&plan, cases[i].ri, cases[i].name, cases[i].layout_in_key);
     qf_gen_plan_free(&plan);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The layout reaches the variant string and -DQF_SCALE_SWIZZLED of MXFP8 quantizers only; the
@@ -1424,13 +1459,13 @@ static void test_shape_formula_check(void **state) {
                                       "roundup (M,4)", "1234567890"};
     static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
                                        "123456789"};
-    static const qf_gen_shape_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
+    static const qf_fake_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
     qf_gen_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];
         const char *f = ok ? good[i - sizeof bad / sizeof bad[0]] : bad[i];
-        qf_gen_shape_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_GEN_COND_ALWAYS, 0};
-        qf_gen_shape_table t = {&op, 1, &o, 1};
+        qf_fake_out o = {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", f}, QF_FAKE_COND_ALWAYS, 0};
+        qf_fake_table t = {&op, 1, &o, 1};
         if ((qf_gen_shape_table_check(&t, &e) == 0) != ok)
             fail_msg("formula '%s' is %s", f, ok ? "refused" : "accepted");
         if (!ok)
@@ -1461,14 +1496,14 @@ static const char qf_test_nv_gemm_stub[] =
 
 /* Writes the two NVFP4 stub templates to dir. */
 static void qf_test_nv_templates(const char *dir) {
-    qf_test_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
-    qf_test_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+    qf_test_dir_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
+    qf_test_dir_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
 }
 
 /* The shipped recipes: TE's NVFP4BlockScaling defaults, and the same without RHT. */
 static void test_recipe_nvfp4_data(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     char opts[256];
     qf_test_load_ok(QF_NV_RECIPE, &r);
     assert_string_equal(r.name, "nvfp4");
@@ -1476,12 +1511,12 @@ static void test_recipe_nvfp4_data(void **state) {
     assert_int_equal(r.family, QF_FAMILY_NVFP4);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(r.fmt[i], QF_DTYPE_E2M1);
-    assert_int_equal(r.rht_roles, (1u << QF_ROLE_INPUT) | (1u << QF_ROLE_GRAD));
-    assert_true(r.sr_grad && r.weight_2d && !r.has_rht_seed);
+    assert_true(r.rht[QF_ROLE_INPUT] && r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
+    assert_true(r.sr[QF_ROLE_GRAD] && r.block_2d[QF_ROLE_WEIGHT] && r.rht_seed < 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_NV_OPTIONS);
     qf_test_load_ok(QF_NV_NORT_RECIPE, &r);
-    assert_int_equal(r.rht_roles, 0);
+    assert_true(!r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, QF_NV_OPTIONS_NORT);
 }
@@ -1491,11 +1526,11 @@ static void test_recipe_nvfp4_data(void **state) {
 static void test_recipe_nvfp4_options(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
     char opts[256];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     assert_int_equal(
         qf_test_load(d.path, "b.lua", "return {family = 'nvfp4'}", NULL, &r, &e, NULL, 0), 0);
     qf_gen_recipe_options(&r, opts, sizeof opts);
@@ -1506,8 +1541,8 @@ static void test_recipe_nvfp4_options(void **state) {
                        "  stochastic_rounding_grad = false, weight_2d = false,\n"
                        "  rht_seed = 9223372036854775807, description = 'seeded'}";
     assert_int_equal(qf_test_load(d.path, "s.lua", text, NULL, &r, &e, NULL, 0), 0);
-    assert_int_equal(r.rht_roles, 1u << QF_ROLE_INPUT);
-    assert_true(r.has_rht_seed && r.rht_seed == 9223372036854775807ull);
+    assert_true(r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD]);
+    assert_true(r.rht_seed == 9223372036854775807ll);
     qf_gen_recipe_options(&r, opts, sizeof opts);
     assert_string_equal(opts, "family=nvfp4;rht_grad=false;rht_input=true;"
                               "rht_seed=9223372036854775807;stochastic_rounding_grad=false;"
@@ -1516,13 +1551,13 @@ static void test_recipe_nvfp4_options(void **state) {
     for (int i = 1; i < n; i++)
         assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
     assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The 19 kernels of nvfp4.lua (the MXFP8 set under the nvfp4 prefix) and their configs. */
 static void test_variants_nvfp4_names(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char expect[128];
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1541,7 +1576,7 @@ static void test_variants_nvfp4_names(void **state) {
 }
 
 /* Asserts __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of kernel name. */
-static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, int n,
+static void qf_test_nv_flags(const qf_recipe *r, const qf_gen_variant *v, int n,
                              const char *name, const char *rht, const char *mask, const char *sr,
                              const char *b2d) {
     qf_gen_values vals;
@@ -1557,7 +1592,7 @@ static void qf_test_nv_flags(const qf_gen_recipe *r, const qf_gen_variant *v, in
 /* The placeholder contract of the NVFP4 templates (gen_variant.h) and RHT/SR/2D per role. */
 static void test_variants_nvfp4_values(void **state) {
     (void)state;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
     int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
@@ -1599,11 +1634,11 @@ static void test_variants_nvfp4_values(void **state) {
 static void test_variants_nvfp4_seed(void **state) {
     (void)state;
     qf_test_dir d;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
-    qf_test_mkdtemp(&d);
-    const char *path = qf_test_write(d.path, "nvs.lua",
+    qf_test_dir_make_gen(&d);
+    const char *path = qf_test_dir_write(d.path, "nvs.lua",
                                      "return {family = 'nvfp4', rht_seed = 42,"
                                      " rht_grad = false}");
     int n = qf_test_variants_of(path, &r, v);
@@ -1611,7 +1646,7 @@ static void test_variants_nvfp4_seed(void **state) {
     assert_string_not_equal(mask, "0xD7E8");
     qf_test_nv_flags(&r, v, n, "qf_nvs_nq_layernorm_fp32", "1", mask, "0", "0");
     qf_test_nv_flags(&r, v, n, "qf_nvs_quant_grad_fp32", "0", "0x0000", "1", "0");
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Without its templates the NVFP4 recipe is refused naming the missing file (first the GEMM's,
@@ -1621,7 +1656,7 @@ static void test_gen_nvfp4_missing_template(void **state) {
     qf_test_dir d;
     char *out, *err, expect[600], outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(outdir, sizeof outdir, "%s/out", d.path);
     const char *args[] = {"-o", outdir, "--templates", d.path, QF_NV_RECIPE, NULL};
     const char *const files[] = {"sm90_nvfp4_gemm.cu", "smxx_nvfp4_norm_quantize.cu"};
@@ -1633,9 +1668,9 @@ static void test_gen_nvfp4_missing_template(void **state) {
         assert_string_equal(err, expect);
         assert_int_not_equal(stat(outdir, &st), 0);
         free(out), free(err);
-        qf_test_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+        qf_test_dir_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Generates the two test-data NVFP4 recipes into dir/out with the stubs of dir/tpl. */
@@ -1657,13 +1692,26 @@ static const struct {
     const char *file, *has;
 } qf_test_nv_sources[] = {
     {"kernels/qf_nvfp4_quant_grad_bf16.cu",
-     "#line 1 \"templates/smxx_nvfp4_norm_quantize.cu\"\nvoid qf_nvfp4_quant_grad_bf16() { int "
-     "a[] = {QF_NORM_NONE, 0, QF_DTYPE_BF16, 1, 0xD7E8, 1, 0, 256, 32}; }\n"},
-    {"kernels/qf_nvfp4_nort_quant_grad_bf16.cu", "QF_DTYPE_BF16, 0, 0x0000, 1, 0, 256, 32}"},
-    {"kernels/qf_nvfp4_quant_weight_fp32.cu", "QF_DTYPE_FP32, 0, 0x0000, 0, 1, 256, 32}"},
+     "\n#define __KERNEL_NAME__ qf_nvfp4_quant_grad_bf16\n#define __BLOCK_THREADS__ 256\n"
+     "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 1\n#define __RHT_MASK__ 0xD7E8\n"
+     "#define __STOCHASTIC_ROUNDING__ 1\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n"
+     "#line 1 \"templates/smxx_nvfp4_norm_quantize.cu\"\nvoid __KERNEL_NAME__() { int a[] = "
+     "{__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __RHT__, __RHT_MASK__, "
+     "__STOCHASTIC_ROUNDING__, __BLOCK_2D__, __BLOCK_THREADS__, __TILE_M__}; }\n"},
+    {"kernels/qf_nvfp4_nort_quant_grad_bf16.cu",
+     "\n#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 0\n#define __RHT_MASK__ 0x0000\n"
+     "#define __STOCHASTIC_ROUNDING__ 1\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_nvfp4_quant_weight_fp32.cu",
+     "\n#define __IN_DTYPE__ QF_DTYPE_FP32\n#define __RHT__ 0\n#define __RHT_MASK__ 0x0000\n"
+     "#define __STOCHASTIC_ROUNDING__ 0\n#define __BLOCK_2D__ 1\n#define __TILE_M__ 32\n#line"},
     {"kernels/qf_nvfp4_nq_layernorm_zcg_bf16.cu",
-     "{QF_NORM_LAYERNORM, 1, QF_DTYPE_BF16, 1, 0xD7E8, 0, 0, 256, 32}"},
-    {"kernels/qf_nvfp4_gemm.cu", "void qf_nvfp4_gemm() { int a[] = {256, 128}; }"},
+     "\n#define __NORM__ QF_NORM_LAYERNORM\n#define __ZERO_CENTERED_GAMMA__ 1\n"
+     "#define __IN_DTYPE__ QF_DTYPE_BF16\n#define __RHT__ 1\n#define __RHT_MASK__ 0xD7E8\n"
+     "#define __STOCHASTIC_ROUNDING__ 0\n#define __BLOCK_2D__ 0\n#define __TILE_M__ 32\n#line"},
+    {"kernels/qf_nvfp4_gemm.cu",
+     "\n#define __KERNEL_NAME__ qf_nvfp4_gemm\n#define __BLOCK_THREADS__ 256\n"
+     "#define __TILE_M__ 128\n#line 1 \"templates/sm90_nvfp4_gemm.cu\"\n"},
     {"shapes.c", "    if (q->M % 16 != 0 || q->K % 16 != 0)\n        return -1;\n"},
     {"shapes.c", "    if (q->K % 32 != 0)\n        return -1;\n"},
     {"shapes.c", "const int64_t d[] = {q->M, qf_shape_cdiv(q->K, 2)};"},
@@ -1671,8 +1719,9 @@ static const struct {
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(q->K, 128), "
                  "qf_shape_roundup(qf_shape_cdiv(q->M, 16), 4)};"},
     {"shapes.c", "uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt);"},
-    {"registry.c", ".weight_2d = 1,\n        .rht_roles = 5u,\n        .sr_grad = 1,\n"
-                   "        .has_rht_seed = 0,\n        .rht_seed = 0ull,\n"},
+    {"registry.c", ".rht[QF_ROLE_GRAD] = 1,\n        .rht[QF_ROLE_INPUT] = 1,\n"
+                   "        .rht_seed = -1LL,\n        .sr[QF_ROLE_GRAD] = 1,\n"
+                   "        .block_2d[QF_ROLE_WEIGHT] = 1,\n"},
     {"registry.c", ".family = QF_FAMILY_NVFP4,\n        .op = QF_OP_GEMM,"},
 };
 
@@ -1680,7 +1729,7 @@ static void test_gen_nvfp4_sources(void **state) {
     (void)state;
     qf_test_dir d;
     char p[600];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_nv_generate(d.path);
     for (size_t i = 0; i < sizeof qf_test_nv_sources / sizeof qf_test_nv_sources[0]; i++) {
         snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_nv_sources[i].file);
@@ -1690,7 +1739,7 @@ static void test_gen_nvfp4_sources(void **state) {
             fail_msg("%s lacks '%s'", qf_test_nv_sources[i].file, qf_test_nv_sources[i].has);
         free(text);
     }
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The nvfp4 quantizer formulas of manifest recipe r at SPEC 2.4's cases: output i of op at
@@ -1750,7 +1799,7 @@ static void test_gen_nvfp4_manifest(void **state) {
     qf_test_dir d;
     cJSON *root;
     char out[512];
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     qf_test_nv_generate(d.path);
     snprintf(out, sizeof out, "%s/out", d.path);
     const cJSON *r = qf_test_manifest_recipe(out, &root), *opts = cJSON_GetObjectItem(r, "options");
@@ -1766,7 +1815,7 @@ static void test_gen_nvfp4_manifest(void **state) {
     qf_test_nv_outputs(r);
     qf_test_nv_formulas(r);
     cJSON_Delete(root);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* Builds a plan of recipe text written as dir/nvx.lua (one name: keys comparable across plans)
@@ -1774,7 +1823,7 @@ static void test_gen_nvfp4_manifest(void **state) {
 static void qf_test_nv_plan(const char *dir, const char *text, qf_gen_plan *p) {
     qf_gen_err e;
     const qf_gen_opts o = {.templates_dir = dir, .include_dir = "runtime"};
-    const char *paths[] = {qf_test_write(dir, "nvx.lua", text)};
+    const char *paths[] = {qf_test_dir_write(dir, "nvx.lua", text)};
     qf_test_nv_templates(dir);
     if (qf_gen_plan_build(p, &o, paths, 1, &e) != 0)
         fail_msg("%s", e.msg);
@@ -1812,10 +1861,10 @@ static void test_gen_nvfp4_keys(void **state) {
     qf_test_dir d0, d1;
     qf_gen_plan base, p;
     char text[256];
-    qf_test_mkdtemp(&d0);
+    qf_test_dir_make_gen(&d0);
     qf_test_nv_plan(d0.path, "return {family = 'nvfp4'}", &base);
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        qf_test_mkdtemp(&d1);
+        qf_test_dir_make_gen(&d1);
         snprintf(text, sizeof text, "return {family = 'nvfp4', %s}", c[i].opt);
         qf_test_nv_plan(d1.path, text, &p);
         qf_test_nv_diff(&base, &p, "qf_nvx_nq_layernorm_bf16", c[i].nq);
@@ -1823,10 +1872,10 @@ static void test_gen_nvfp4_keys(void **state) {
         qf_test_nv_diff(&base, &p, "qf_nvx_quant_weight_bf16", c[i].weight);
         qf_test_nv_diff(&base, &p, "qf_nvx_gemm", 0);
         qf_gen_plan_free(&p);
-        qf_test_rmtree(d1.path);
+        qf_test_dir_remove(d1.path);
     }
     qf_gen_plan_free(&base);
-    qf_test_rmtree(d0.path);
+    qf_test_dir_remove(d0.path);
 }
 
 /* ========================================================================= CLI */
@@ -1849,7 +1898,7 @@ static void test_cli_list(void **state) {
     qf_test_dir d;
     char *out, *err, outdir[512];
     struct stat st;
-    qf_test_mkdtemp(&d);
+    qf_test_dir_make_gen(&d);
     snprintf(outdir, sizeof outdir, "%s/none", d.path);
     const char *args[] = {"--list", "-o", outdir, "--arch", "sm_100", "recipes/fp8_delayed.lua",
                           NULL};
@@ -1862,7 +1911,7 @@ static void test_cli_list(void **state) {
     assert_int_equal(lines, 1 + 19);
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
-    qf_test_rmtree(d.path);
+    qf_test_dir_remove(d.path);
 }
 
 /* The key depends on the arch. */

@@ -26,16 +26,6 @@ static void qf_test_mkdtemp(char *dir, size_t n) {
     assert_non_null(mkdtemp(dir));
 }
 
-static int qf_test_rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void qf_test_rmtree(const char *path) {
-    nftw(path, qf_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Writes n bytes of text to dir/name; the path goes to path[0..512). */
 static void qf_test_write(const char *dir, const char *name, const void *text, size_t n,
                           char path[512]) {
     snprintf(path, 512, "%s/%s", dir, name);
@@ -88,7 +78,7 @@ typedef struct qf_hostile_case {
                  "for i = 1, 1e7 do local x = {i} end return {}"
 #define FAM "return {family = 'fp8_delayed', "
 #define FAM_FIELDS                                                                                 \
-    " (this family's fields: family, description, format, margin, amax_history_len, amax_compute)"
+    " (this family's fields: family, description, amax_compute, amax_history_len, format, margin)"
 #define RAW(s) s, sizeof s - 1 /* a literal with NUL bytes: its length */
 
 static const qf_hostile_case qf_hostile_cases[] = {
@@ -174,7 +164,7 @@ static const qf_hostile_case qf_hostile_cases[] = {
 static void test_hostile_buffer(void **state) {
     const qf_hostile_case *c = *state;
     qf_gen_limits lim = {.mem_bytes = c->mem_bytes};
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e = {{0}};
     char want[1024];
     size_t len = c->len ? c->len : strlen(c->text);
@@ -206,7 +196,7 @@ static void test_hostile_no_globals(void **state) {
         "arg",    "loadstring", "module", "unpack",   "setfenv",  "getfenv",        "jit",
     };
     char text[256];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(text, sizeof text, FAM "margin = %s == nil and 1 or 2}", names[i]);
@@ -221,7 +211,7 @@ static void test_hostile_no_globals(void **state) {
 static void test_hostile_binary_chunk(void **state) {
     (void)state;
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     const char *want = QF_HOSTILE_PATH ": attempt to load a binary chunk (mode is 't')";
     for (int shebang = 0; shebang < 2; shebang++) {
@@ -241,7 +231,7 @@ static void test_hostile_binary_chunk(void **state) {
 static void test_hostile_memory_in_parser(void **state) {
     (void)state;
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1 << 20};
     qf_gen_buf_init(&b);
@@ -260,7 +250,7 @@ static void test_hostile_long_path(void **state) {
     (void)state;
     const char *path = "some/very/long/directory/name/that/lua/shortens/in/its/messages/x.lua";
     const char *text = "return {";
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load_buffer(path, text, strlen(text), NULL, &r, &e), -1);
     assert_true(strncmp(e.msg, path, strlen(path)) == 0);
@@ -273,7 +263,7 @@ static void test_hostile_long_path(void **state) {
 static void test_hostile_not_regular(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     static const char *const names[] = {"dir.lua", "fifo.lua", "zero.lua"};
@@ -286,14 +276,14 @@ static void test_hostile_not_regular(void **state) {
         snprintf(want, sizeof want, "cannot read %s: %s", path, why[i]);
         qf_test_message(e.msg, want, 0);
     }
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* An empty file, one with a BOM and a shebang line, and a file over the size cap. */
 static void test_hostile_files(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     qf_test_write(dir, "empty.lua", "", 0, path);
@@ -313,7 +303,7 @@ static void test_hostile_files(void **state) {
     snprintf(want, sizeof want, "%s: recipe file of 1048577 bytes is larger than 1048576 bytes "
              "(1 MiB)", path);
     qf_test_message(e.msg, want, 0);
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* A binary chunk on disk is refused like one in memory. */
@@ -321,7 +311,7 @@ static void test_hostile_binary_file(void **state) {
     (void)state;
     char dir[64], path[512], want[700];
     qf_gen_buf b;
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e;
     qf_test_mkdtemp(dir, sizeof dir);
     qf_gen_buf_init(&b);
@@ -331,7 +321,7 @@ static void test_hostile_binary_file(void **state) {
     assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
     snprintf(want, sizeof want, "%s: attempt to load a binary chunk (mode is 't')", path);
     qf_test_message(e.msg, want, 0);
-    qf_test_rmtree(dir);
+    qf_test_dir_remove(dir);
 }
 
 /* ========================================================================= fuzzing inputs */
@@ -346,7 +336,7 @@ static const qf_gen_opts qf_replay_opts = {
 /* What fuzz_recipe.c checks of one input: a failure names the recipe; an accepted recipe goes
  * through the whole generator, from the file too, to files with a banner and no NUL byte. */
 static void qf_test_replay(const char *dir, const char *text, size_t len, const char *what) {
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e = {{0}};
     char path[512];
     if (qf_gen_recipe_load_buffer("fuzz.lua", text, len, &qf_replay_opts.limits, &r, &e) != 0) {
@@ -360,7 +350,7 @@ static void qf_test_replay(const char *dir, const char *text, size_t len, const 
     qf_gen_files files;
     if (qf_gen_plan_build(&plan, &qf_replay_opts, paths, 1, &e) != 0)
         fail_msg("%s: loaded, then refused by the generator: %s", what, e.msg);
-    qf_gen_recipe from_file = plan.recipes[0].recipe;
+    qf_recipe from_file = plan.recipes[0].recipe;
     assert_string_equal(from_file.path, path);
     memcpy(from_file.path, r.path, sizeof r.path); /* the one field that differs */
     assert_memory_equal(&from_file, &r, sizeof r);
@@ -406,7 +396,7 @@ static void test_hostile_fuzz_replay(void **state) {
     print_message("replayed %d seeds, %d corpus inputs, %d regressions\n", seeds, corpus,
                   regressions);
     assert_true(seeds > 0 && corpus > 0);
-    qf_test_rmtree(tmp);
+    qf_test_dir_remove(tmp);
 }
 
 int main(void) {

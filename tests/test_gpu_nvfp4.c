@@ -43,7 +43,7 @@ static const char *describe(const nv_case *c) {
     return buf;
 }
 
-static const qf_recipe_entry *recipe_of(const char *name) {
+static const qf_recipe *recipe_of(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
@@ -53,17 +53,17 @@ static const qf_recipe_entry *recipe_of(const char *name) {
 
 /* The reference options of a case, from the recipe's registry entry. */
 static qf_nvfp4_opts opts_of(const nv_case *c) {
-    const qf_recipe_entry *r = recipe_of(c->recipe);
+    const qf_recipe *r = recipe_of(c->recipe);
     qf_nvfp4_opts o = {.rowwise = (c->outputs & QF_OUT_ROWWISE) != 0,
                        .columnwise = (c->outputs & QF_OUT_COLUMNWISE) != 0,
                        .layout = c->layout};
-    o.rht = (r->rht_roles >> c->role) & 1u;
+    o.rht = r->rht[c->role];
     o.rht_mask = !o.rht ? 0
-                 : r->has_rht_seed ? qf_nvfp4_rht_mask_from_seed_ref(r->rht_seed)
-                                   : QF_NVFP4_RHT_MASK_DEFAULT;
-    o.sr = c->role == QF_ROLE_GRAD && r->sr_grad;
+                 : r->rht_seed >= 0 ? qf_nvfp4_rht_mask_from_seed_ref((uint64_t)r->rht_seed)
+                                    : QF_NVFP4_RHT_MASK_DEFAULT;
+    o.sr = r->sr[c->role];
     o.sr_seed = c->seed, o.sr_offset = c->offset;
-    o.block_2d = c->role == QF_ROLE_WEIGHT && r->weight_2d;
+    o.block_2d = r->block_2d[c->role];
     return o;
 }
 

@@ -750,7 +750,7 @@ static void cold_key(char hex[QF_KEY_HEX_LEN + 1]) {
     assert_true(kidx >= 0);
     const qf_kernel_entry *k = &qf_kernels[kidx];
     qf_kernel_instance inst = qf_kernel_instance_default(k);
-    qf_kernel_key(&qf_recipes[k->recipe], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+    qf_kernel_key(k->recipe, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, 90, hex);
 }
 

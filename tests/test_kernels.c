@@ -1,5 +1,5 @@
-/* test_kernels.c: every generated kernel compiles with NVRTC for sm_90 and sm_100 (no GPU needed),
- * and the fusion key of a registry kernel changes with every field that changes its code (SPEC 5). */
+/* test_kernels.c: every generated kernel compiles with NVRTC for sm_90 and sm_100 (no GPU needed)
+ * to a CUBIN with exactly the entry points the registry lists, and the fusion key of a registry kernel changes with every field that changes its code (SPEC 5). */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -8,6 +8,25 @@
 #include "registry.h"
 
 /* ==================================================================== NVRTC compiles */
+
+/* 0 when the CUBIN defines exactly the entry points the registry lists for k (k->entries):
+ * each listed `<name><suffix>` has its .text section, no unlisted one has; else 1 and a message. */
+static int check_entries(const qf_kernel_entry *k, const void *cubin, size_t size, char *msg,
+                         size_t cap) {
+    for (int e = 0; e < QF_ENTRY_COUNT; e++) {
+        char sect[200];
+        int n = snprintf(sect, sizeof sect, ".text.%s%s", k->name, qf_kernel_entry_suffix(e));
+        const int listed = (k->entries & QF_ENTRY_BIT(e)) != 0;
+        const int found = memmem(cubin, size, sect, (size_t)n + 1) != NULL; /* with its NUL */
+        if (listed != found) {
+            snprintf(msg, cap, "%s: entry %s%s is %s but %s in the CUBIN", k->name, k->name,
+                     qf_kernel_entry_suffix(e), listed ? "listed" : "not listed",
+                     found ? "present" : "absent");
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* One NVRTC compile of k as inst for arch; returns 0, or 1 with a message in msg. Thread-safe
  * (qf_last_error is per thread, NVRTC programs are independent). */
@@ -19,14 +38,18 @@ static int compile_kernel(const qf_kernel_entry *k, const qf_kernel_instance *in
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
     void *cubin = NULL;
     size_t size = 0;
-    qf_status s = no > 0 ? qf_jit_compile(k->name, k->source, qf_nvrtc_header_names,
-                                          qf_nvrtc_headers, qf_nvrtc_header_count, opts, no,
-                                          &cubin, &size)
-                         : QF_ERR_INTERNAL;
+    char *text = qf_kernel_text(k);
+    qf_status s = no > 0 && text ? qf_jit_compile(k->name, text, qf_nvrtc_header_names,
+                                                  qf_nvrtc_headers, qf_nvrtc_header_count, opts,
+                                                  no, &cubin, &size)
+                                 : QF_ERR_INTERNAL;
+    free(text);
     int bad = s != QF_OK || size <= 64 || memcmp(cubin, "\177ELF", 4) != 0;
     if (bad)
         snprintf(msg, cap, "%s for sm_%d: %s", k->name, arch,
                  s != QF_OK ? qf_last_error() : "the output is not an ELF CUBIN");
+    else
+        bad = check_entries(k, cubin, size, msg, cap);
     free(cubin);
     return bad;
 }
@@ -101,7 +124,9 @@ static void test_compile_all_sm100(void **state) {
 
 /* ==================================================================== fusion key fields */
 
-static void key_of(const qf_recipe_entry *r, const qf_kernel_entry *k,
+#define QF_TEST_MAX_HEADERS 16
+
+static void key_of(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     qf_kernel_key(r, k, inst, qf_nvrtc_header_names, qf_nvrtc_headers, qf_nvrtc_header_count,
                   arch, hex);
@@ -117,7 +142,7 @@ static const qf_kernel_entry *first_nq(void) {
 }
 
 typedef struct key_fixture {
-    qf_recipe_entry r;
+    qf_recipe r;
     qf_kernel_entry k;
     qf_kernel_instance inst;
     int arch;
@@ -127,7 +152,7 @@ typedef struct key_fixture {
 static int key_setup(void **state) {
     key_fixture *f = calloc(1, sizeof *f);
     f->k = *first_nq();
-    f->r = qf_recipes[f->k.recipe];
+    f->r = *f->k.recipe;
     f->inst = qf_kernel_instance_default(&f->k);
     f->arch = 90;
     key_of(&f->r, &f->k, &f->inst, f->arch, f->base);
@@ -159,7 +184,7 @@ static void test_key_all_kernels_distinct(void **state) {
     char (*keys)[QF_KEY_HEX_LEN + 1] = calloc((size_t)qf_kernel_count, sizeof *keys);
     for (int i = 0; i < qf_kernel_count; i++) {
         qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[i]);
-        key_of(&qf_recipes[qf_kernels[i].recipe], &qf_kernels[i], &inst, 90, keys[i]);
+        key_of(qf_kernels[i].recipe, &qf_kernels[i], &inst, 90, keys[i]);
         for (int j = 0; j < i; j++)
             assert_string_not_equal(keys[i], keys[j]);
     }
@@ -168,13 +193,15 @@ static void test_key_all_kernels_distinct(void **state) {
 
 static void test_key_recipe_options(void **state) {
     key_fixture *f = *state;
-    f->r.options = "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;margin=0";
+    snprintf(f->r.options, sizeof f->r.options, "%s",
+             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;margin=0");
     assert_key_changed(f);
 }
 
 static void test_key_margin(void **state) {
     key_fixture *f = *state;
-    f->r.options = "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=1";
+    snprintf(f->r.options, sizeof f->r.options, "%s",
+             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=1");
     assert_key_changed(f);
 }
 
@@ -220,15 +247,72 @@ static void test_key_arch(void **state) {
     assert_key_changed(f);
 }
 
-static void test_key_source(void **state) {
+/* One more byte at the end of text: a changed copy (caller frees). */
+static char *with_trailing_byte(const char *text) {
+    size_t n = strlen(text);
+    char *s = malloc(n + 2);
+    assert_non_null(s);
+    memcpy(s, text, n);
+    memcpy(s + n, " ", 2);
+    return s;
+}
+
+static void test_key_template(void **state) {
     key_fixture *f = *state;
-    size_t n = strlen(f->k.source);
-    char *src = malloc(n + 2);
-    memcpy(src, f->k.source, n);
-    memcpy(src + n, " ", 2); /* one trailing byte */
-    f->k.source = src;
+    qf_kernel_template tpl = *f->k.tpl;
+    char *text = with_trailing_byte(tpl.text);
+    tpl.text = text;
+    f->k.tpl = &tpl;
     assert_key_changed(f);
-    free(src);
+    free(text);
+}
+
+static void test_key_prelude(void **state) {
+    key_fixture *f = *state;
+    char *text = with_trailing_byte(f->k.prelude);
+    f->k.prelude = text;
+    assert_key_changed(f);
+    free(text);
+}
+
+/* The key hashes the text NVRTC sees, prelude + template, not where the split falls: moving a
+ * byte from the prelude to the template keeps it (the compiled program is the same). */
+static void test_key_joined_text(void **state) {
+    key_fixture *f = *state;
+    const char *pre = f->k.prelude;
+    size_t n = strlen(pre), nt = strlen(f->k.tpl->text);
+    char *short_pre = strdup(pre), *long_tpl = malloc(nt + 2);
+    assert_non_null(short_pre);
+    assert_non_null(long_tpl);
+    short_pre[n - 1] = '\0';
+    long_tpl[0] = pre[n - 1];
+    memcpy(long_tpl + 1, f->k.tpl->text, nt + 1);
+    qf_kernel_template tpl = {.file = f->k.tpl->file, .text = long_tpl};
+    f->k.prelude = short_pre;
+    f->k.tpl = &tpl;
+    char hex[QF_KEY_HEX_LEN + 1];
+    key_of(&f->r, &f->k, &f->inst, f->arch, hex);
+    assert_string_equal(hex, f->base);
+    free(short_pre), free(long_tpl);
+}
+
+/* Every header handed to NVRTC enters the key: one changed byte in any of them (qf_formats.h and
+ * each shared qf_dev_*.cuh) changes it. */
+static void test_key_headers(void **state) {
+    key_fixture *f = *state;
+    assert_true(qf_nvrtc_header_count >= 1);
+    for (int i = 0; i < qf_nvrtc_header_count; i++) {
+        const char *texts[QF_TEST_MAX_HEADERS];
+        assert_true(qf_nvrtc_header_count <= QF_TEST_MAX_HEADERS);
+        memcpy(texts, qf_nvrtc_headers, (size_t)qf_nvrtc_header_count * sizeof texts[0]);
+        char *changed = with_trailing_byte(texts[i]), hex[QF_KEY_HEX_LEN + 1];
+        texts[i] = changed;
+        qf_kernel_key(&f->r, &f->k, &f->inst, qf_nvrtc_header_names, texts,
+                      qf_nvrtc_header_count, f->arch, hex);
+        if (strcmp(hex, f->base) == 0)
+            fail_msg("a change to header %s keeps the key", qf_nvrtc_header_names[i]);
+        free(changed);
+    }
 }
 
 static void test_key_name(void **state) {
@@ -256,7 +340,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_key_outputs, key_setup, key_teardown),
         cmocka_unit_test_setup_teardown(test_key_gamma_dtype, key_setup, key_teardown),
         cmocka_unit_test_setup_teardown(test_key_arch, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_source, key_setup, key_teardown),
+        cmocka_unit_test_setup_teardown(test_key_template, key_setup, key_teardown),
+        cmocka_unit_test_setup_teardown(test_key_prelude, key_setup, key_teardown),
+        cmocka_unit_test_setup_teardown(test_key_joined_text, key_setup, key_teardown),
+        cmocka_unit_test_setup_teardown(test_key_headers, key_setup, key_teardown),
         cmocka_unit_test_setup_teardown(test_key_name, key_setup, key_teardown),
         cmocka_unit_test_setup_teardown(test_key_launch_config, key_setup, key_teardown),
         cmocka_unit_test(test_compile_all_sm90),

@@ -171,15 +171,24 @@ static void test_registry_points_to_shapes(void **state) {
         assert_int_equal(qf_recipes[i].fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
     }
     assert_true(found);
+    /* Every kernel points at its recipe, and each recipe's kernel list is exactly its own. */
+    int listed = 0;
     for (int k = 0; k < qf_kernel_count; k++)
-        assert_true(qf_kernels[k].recipe >= 0 && qf_kernels[k].recipe < qf_recipe_count);
+        assert_true(qf_kernels[k].recipe >= qf_recipes &&
+                    qf_kernels[k].recipe < qf_recipes + qf_recipe_count);
+    for (int i = 0; i < qf_recipe_count; i++) {
+        for (int k = 0; k < qf_recipes[i].n_kernels; k++)
+            assert_ptr_equal(qf_recipes[i].kernels[k].recipe, &qf_recipes[i]);
+        listed += qf_recipes[i].n_kernels;
+    }
+    assert_int_equal(listed, qf_kernel_count);
 }
 
 /* ========================================================================= mxfp8 */
 
 /* The registry entry of recipe `name`; fails when it is not generated. NOTES: looked up by name,
  * not called as qf_shapes_mxfp8, so this file builds whatever recipes out/ holds. */
-static const qf_recipe_entry *qf_test_recipe(const char *name) {
+static const qf_recipe *qf_test_recipe(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
@@ -270,11 +279,11 @@ static void test_mx_gemm_and_invalid(void **state) {
 /* The registry entries of the mxfp8 recipes, and every kernel's family is its recipe's. */
 static void test_mx_registry(void **state) {
     (void)state;
-    const qf_recipe_entry *a = qf_test_recipe("mxfp8"), *b = qf_test_recipe("mxfp8_2d");
+    const qf_recipe *a = qf_test_recipe("mxfp8"), *b = qf_test_recipe("mxfp8_2d");
     assert_int_equal(a->family, QF_FAMILY_MXFP8);
     assert_int_equal(a->scale_rounding, QF_SCALE_ROUNDING_CEIL);
-    assert_int_equal(a->weight_2d, 0);
-    assert_int_equal(b->weight_2d, 1);
+    assert_int_equal(a->block_2d[QF_ROLE_WEIGHT], 0);
+    assert_int_equal(b->block_2d[QF_ROLE_WEIGHT], 1);
     assert_string_equal(a->options, "family=mxfp8;grad_format=e4m3;input_format=e4m3;"
                                     "scale_rounding=ceil;weight_2d=false;weight_format=e4m3");
     assert_string_equal(b->options, "family=mxfp8;grad_format=e4m3;input_format=e4m3;"
@@ -282,7 +291,7 @@ static void test_mx_registry(void **state) {
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         assert_int_equal(a->fmt[i], QF_DTYPE_E4M3);
     for (int k = 0; k < qf_kernel_count; k++)
-        assert_int_equal(qf_kernels[k].family, qf_recipes[qf_kernels[k].recipe].family);
+        assert_int_equal(qf_kernels[k].family, qf_kernels[k].recipe->family);
 }
 
 /* ---- nvfp4 (SPEC 2.4) */
@@ -366,6 +375,49 @@ static void test_nv_multiple_of_16(void **state) {
     assert_int_equal(qf_shapes_nvfp4(&q, out, 5), -2);
 }
 
+/* The family-table interpreter (qf_family_shapes, for recipes loaded at run time) answers every
+ * query exactly as each shipped recipe's generated function: counts (-1, -2 included), names,
+ * dtypes, dims and bytes, over ops, roles, norms, outputs, small caps and odd, aligned, zero,
+ * negative and huge sizes. */
+static void test_interpreter_matches_generated(void **state) {
+    (void)state;
+    static const int64_t sizes[] = {-1, 0, 1, 5, 16, 31, 32, 160, 217, 4096, 1040,
+                                    (int64_t)1 << 40, INT64_MAX / 2};
+    const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    long compared = 0;
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        qf_recipe r = qf_recipes[ri];
+        assert_non_null(r.shapes);
+        r.shapes = NULL; /* the same recipe, interpreted */
+        for (int op = 0; op <= QF_OP_COUNT; op++)
+            for (int role = 0; role <= QF_ROLE_COUNT; role++)
+                for (int norm = 0; norm < QF_NORM_COUNT; norm++)
+                    for (unsigned outs = 0; outs < 4; outs++)
+                        for (int m = 0; m < ns; m++)
+                            for (int k = 0; k < ns; k += 2)
+                                for (int cap = 0; cap <= CAP; cap += 4) {
+                                    qf_shape_query q = {.op = (qf_op)op, .role = (qf_role)role,
+                                                        .norm = (qf_norm)norm, .outputs = outs,
+                                                        .M = sizes[m], .N = sizes[(m + k) % ns],
+                                                        .K = sizes[k]};
+                                    qf_shape a[CAP], b[CAP];
+                                    int na = qf_recipes[ri].shapes(&q, a, cap);
+                                    int nb = qf_recipe_shapes(&r, &q, b, cap);
+                                    assert_int_equal(na, nb);
+                                    for (int i = 0; i < na && i < cap; i++) {
+                                        assert_string_equal(a[i].name, b[i].name);
+                                        assert_int_equal(a[i].dtype, b[i].dtype);
+                                        assert_int_equal(a[i].ndim, b[i].ndim);
+                                        assert_memory_equal(a[i].dims, b[i].dims,
+                                                            sizeof a[i].dims);
+                                        assert_true(a[i].bytes == b[i].bytes);
+                                    }
+                                    compared += na > 0;
+                                }
+    }
+    assert_true(compared > 1000); /* the grid reaches valid queries of every recipe */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nq_rowwise_only),
@@ -385,6 +437,7 @@ int main(void) {
         cmocka_unit_test(test_nv_quantize_32x64),
         cmocka_unit_test(test_nv_nq_4096x1040),
         cmocka_unit_test(test_nv_multiple_of_16),
+        cmocka_unit_test(test_interpreter_matches_generated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,12 +2,15 @@
 #ifndef QF_TEST_UTIL_H
 #define QF_TEST_UTIL_H
 
+#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
@@ -55,6 +58,41 @@ static inline void store_as(void *p, qf_dtype dt, int64_t i, float v) {
         ((uint16_t *)p)[i] = qf_float_to_bf16(v);
     else
         ((uint16_t *)p)[i] = qf_float_to_fp16(v);
+}
+
+/* A temporary directory of one test: made with qf_test_dir_make, removed (with everything in it)
+ * by qf_test_dir_remove. */
+typedef struct qf_test_dir {
+    char path[256];
+} qf_test_dir;
+
+static inline void qf_test_dir_make(qf_test_dir *d, const char *tag) {
+    snprintf(d->path, sizeof d->path, "/tmp/qf_test_%s.XXXXXX", tag);
+    assert_non_null(mkdtemp(d->path));
+}
+
+static inline int qf_test_dir_rm_entry(const char *p, const struct stat *sb, int flag,
+                                       struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static inline void qf_test_dir_remove(const char *path) {
+    nftw(path, qf_test_dir_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Writes text to dir/name and returns the path in a static rotating buffer. */
+static inline const char *qf_test_dir_write(const char *dir, const char *name, const char *text) {
+    static char bufs[4][512];
+    static int next;
+    char *path = bufs[next++ % 4];
+    int w = snprintf(path, 512, "%s/%s", dir, name);
+    assert_true(w > 0 && w < 512);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
 }
 
 #endif /* QF_TEST_UTIL_H */

@@ -40,6 +40,18 @@ static void qf_key_put_str(XXH3_state_t *st, const char *s) {
     XXH3_128bits_update(st, s, n);
 }
 
+/* prefix + s as one string (prefix NULL: s alone), without joining them in memory. */
+static void qf_key_put_joined(XXH3_state_t *st, const char *prefix, const char *s) {
+    if (!prefix || !s) {
+        qf_key_put_str(st, s);
+        return;
+    }
+    size_t np = strlen(prefix), n = strlen(s);
+    qf_key_put_u64(st, (uint64_t)(np + n));
+    XXH3_128bits_update(st, prefix, np);
+    XXH3_128bits_update(st, s, n);
+}
+
 /* A counted list of strings; the count is part of the encoding too. */
 static void qf_key_put_strs(XXH3_state_t *st, const char *const *v, int n) {
     qf_key_put_int(st, n);
@@ -67,7 +79,7 @@ void qf_key_compute(const qf_key_input *in, char hex[QF_KEY_HEX_LEN + 1]) {
     qf_key_put_str(&st, in->name);
     qf_key_put_str(&st, in->recipe_options);
     qf_key_put_str(&st, in->variant);
-    qf_key_put_str(&st, in->source);
+    qf_key_put_joined(&st, in->source_prelude, in->source);
     /* Headers as (name, text) pairs so a text cannot move from one name to another unnoticed. */
     qf_key_put_int(&st, in->n_headers);
     for (int i = 0; i < in->n_headers; i++) {

@@ -24,7 +24,8 @@ static qf_loaded_kernel *qf_ctx_find(qf_ctx_t *c, const qf_kernel_entry *k,
     return NULL;
 }
 
-/* Compiles kernel k for the context's arch (NVRTC), returning a malloc'ed CUBIN. */
+/* Compiles kernel k (prelude + template, qf_kernel_source) for the context's arch (NVRTC),
+ * returning a malloc'ed CUBIN. */
 static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
                                 const qf_kernel_instance *inst, void **cubin, size_t *size) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
@@ -32,23 +33,29 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
     int n_extra = qf_kernel_extra_options(k, inst, store, extra);
     int n_opts = qf_jit_options(c->arch, extra, n_extra, opts, archbuf);
     QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
-    return qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
-                          qf_nvrtc_header_count, opts, n_opts, cubin, size);
+    char *source = qf_kernel_text(k);
+    if (!source)
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "%s: out of host memory for its source", k->name);
+    qf_status s = qf_jit_compile(k->name, source, qf_nvrtc_header_names, qf_nvrtc_headers,
+                                 qf_nvrtc_header_count, opts, n_opts, cubin, size);
+    free(source);
+    return s;
 }
 
 /* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL).
- * NOTES: a template declares them with QF_ROWS_ENTRY; modules without it are not probed, so no
- * failing cuModuleGetFunction call is made (sanitizers report those as API errors). */
+ * NOTES: the registry lists the entry points each module has (k->entries, from the generator);
+ * others are not probed, so no failing cuModuleGetFunction call is made (sanitizers report
+ * those as API errors). */
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
-    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
-    const int has_rows = strstr(k->source, "QF_ROWS_ENTRY(1)") != NULL;
+    static const qf_entry rows[QF_ROWS_VARIANTS] = {QF_ENTRY_ROWS1, QF_ENTRY_ROWS2,
+                                                    QF_ENTRY_ROWS4, QF_ENTRY_ROWS8};
     for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
         e->fn_rows[i] = NULL;
         e->occ_rows[i] = 0;
-        if (!has_rows)
+        if (!(k->entries & QF_ENTRY_BIT(rows[i])))
             continue;
         char name[160];
-        snprintf(name, sizeof name, "%s_rows%d", k->name, its[i]);
+        snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(rows[i]));
         if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
             cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
                                                           (int)k->block_threads, 0) != CUDA_SUCCESS)
@@ -56,17 +63,16 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
     }
 }
 
-/* The optional entry <name><suffix> into *fn (NULL when the source has no `marker`). NOTES:
- * declared by a template with a marker macro (QF_AMAX_ENTRY, QF_COLS_ENTRY); other modules are
- * not probed (see qf_ctx_find_rows), and a module that declares the entry must have it. */
+/* The optional entry `which` into *fn (NULL when the registry does not list it for k). NOTES:
+ * other modules are not probed (see qf_ctx_find_rows), and a module that lists the entry must
+ * have it. */
 static qf_status qf_ctx_find_entry(const qf_cu_api *cu, const qf_kernel_entry *k,
-                                   const qf_loaded_kernel *e, const char *marker,
-                                   const char *suffix, CUfunction *fn) {
+                                   const qf_loaded_kernel *e, qf_entry which, CUfunction *fn) {
     *fn = NULL;
-    if (!strstr(k->source, marker))
+    if (!(k->entries & QF_ENTRY_BIT(which)))
         return QF_OK;
     char name[160];
-    snprintf(name, sizeof name, "%s%s", k->name, suffix);
+    snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(which));
     CUresult r = cu->ModuleGetFunction(fn, e->module, name);
     return r == CUDA_SUCCESS ? QF_OK : qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
 }
@@ -87,9 +93,9 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
         return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
     }
     qf_ctx_find_rows(cu, k, e);
-    qf_status s = qf_ctx_find_entry(cu, k, e, "QF_AMAX_ENTRY(", "_amax", &e->fn_amax);
+    qf_status s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_AMAX, &e->fn_amax);
     if (s == QF_OK)
-        s = qf_ctx_find_entry(cu, k, e, "QF_COLS_ENTRY(", "_cols", &e->fn_cols);
+        s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_COLS, &e->fn_cols);
     if (s != QF_OK)
         cu->ModuleUnload(e->module);
     return s;

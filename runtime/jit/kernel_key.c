@@ -2,27 +2,32 @@
 #include "kernel_key.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static const char *const qf_op_names[] = {
-    [QF_OP_NORM_QUANTIZE] = "norm_quantize",
-    [QF_OP_QUANTIZE] = "quantize",
-    [QF_OP_SCALE_UPDATE] = "scale_update",
-    [QF_OP_GEMM] = "gemm",
-};
-_Static_assert(sizeof(qf_op_names) / sizeof(qf_op_names[0]) == QF_OP_COUNT, "qf_op_names");
+#include "names.h"
 
-static const char *const qf_role_names[] = {
-    [QF_ROLE_INPUT] = "input", [QF_ROLE_WEIGHT] = "weight", [QF_ROLE_GRAD] = "grad"};
-_Static_assert(sizeof(qf_role_names) / sizeof(qf_role_names[0]) == QF_ROLE_COUNT, "qf_role_names");
+/* ORDER ENTRY */
+static const char *const qf_entry_suffixes[] = {
+    [QF_ENTRY_MAIN] = "",        [QF_ENTRY_ROWS1] = "_rows1", [QF_ENTRY_ROWS2] = "_rows2",
+    [QF_ENTRY_ROWS4] = "_rows4", [QF_ENTRY_ROWS8] = "_rows8", [QF_ENTRY_AMAX] = "_amax",
+    [QF_ENTRY_COLS] = "_cols",   [QF_ENTRY_ALPHA] = "_alpha"};
+_Static_assert(sizeof(qf_entry_suffixes) / sizeof(qf_entry_suffixes[0]) == QF_ENTRY_COUNT,
+               "qf_entry_suffixes");
 
-static const char *const qf_norm_names[] = {
-    [QF_NORM_NONE] = "none", [QF_NORM_LAYERNORM] = "layernorm", [QF_NORM_RMSNORM] = "rmsnorm"};
-_Static_assert(sizeof(qf_norm_names) / sizeof(qf_norm_names[0]) == QF_NORM_COUNT, "qf_norm_names");
+const char *qf_kernel_entry_suffix(qf_entry e) {
+    return (unsigned)e < QF_ENTRY_COUNT ? qf_entry_suffixes[e] : NULL;
+}
 
-static const char *const qf_layout_names[] = {
-    [QF_SCALE_LAYOUT_COMPACT] = "compact", [QF_SCALE_LAYOUT_SWIZZLED] = "swizzled"};
-_Static_assert(sizeof(qf_layout_names) / sizeof(qf_layout_names[0]) == QF_SCALE_LAYOUT_COUNT,
-               "qf_layout_names");
+char *qf_kernel_text(const qf_kernel_entry *k) {
+    size_t np = strlen(k->prelude), nt = strlen(k->tpl->text);
+    char *s = malloc(np + nt + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, k->prelude, np);
+    memcpy(s + np, k->tpl->text, nt + 1);
+    return s;
+}
 
 /* 1 when k writes MXFP8 or NVFP4 block scales: its instances also choose the scale layout.
  * NOTES: only these kernels see the layout, so no other kernel's key changed when it was added. */
@@ -66,14 +71,14 @@ void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance
     int w = snprintf(buf, n,
                      "op=%s;role=%s;norm=%s;zcg=%d;in=%s;out=%s;outputs=%u;gamma=%s;block=%u;"
                      "tile_m=%u",
-                     qf_op_names[k->op], qf_role_names[k->role], qf_norm_names[k->norm],
+                     qf_enum_name(QF_ENUM_OP, k->op), qf_enum_name(QF_ENUM_ROLE, k->role),
+                     qf_enum_name(QF_ENUM_NORM, k->norm),
                      k->zero_centered_gamma, qf_dtype_name(k->in_dtype),
                      qf_dtype_name(k->out_dtype), inst->outputs, qf_dtype_name(inst->gamma_dtype),
                      k->block_threads, k->tile_m);
+    const char *layout = qf_enum_name(QF_ENUM_SCALE_LAYOUT, (int)inst->layout);
     if (qf_kernel_has_layout(k) && w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ";layout=%s",
-                 (unsigned)inst->layout < QF_SCALE_LAYOUT_COUNT ? qf_layout_names[inst->layout]
-                                                                 : "?");
+        snprintf(buf + w, n - (size_t)w, ";layout=%s", layout ? layout : "?");
 }
 
 int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
@@ -97,7 +102,7 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
     return n;
 }
 
-void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                    const qf_kernel_instance *inst, const char *const *hdr_names,
                    const char *const *hdrs, int n_hdr, int arch, char hex[QF_KEY_HEX_LEN + 1]) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64], variant[256];
@@ -107,7 +112,8 @@ void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
     QF_ASSERT(n_opts >= 0); /* at most QF_KERNEL_MAX_EXTRA extras: always fits */
     qf_kernel_variant_string(k, inst, variant, sizeof variant);
     qf_key_input in = {
-        .name = k->name, .recipe_options = r->options, .variant = variant, .source = k->source,
+        .name = k->name, .recipe_options = r->options, .variant = variant,
+        .source_prelude = k->prelude, .source = k->tpl->text,
         .header_names = hdr_names, .headers = hdrs, .n_headers = n_hdr,
         .options = opts, .n_options = n_opts, .arch = arch,
     };

@@ -45,9 +45,17 @@ QF_INTERNAL int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kerne
                                         char store[QF_KERNEL_MAX_EXTRA][48],
                                         const char *opts[QF_KERNEL_MAX_EXTRA]);
 
+/* "" for QF_ENTRY_MAIN, "_rows1", ..., "_cols", "_alpha": the entry point's symbol is
+ * k->name followed by it. NULL for a value out of range. */
+QF_INTERNAL const char *qf_kernel_entry_suffix(qf_entry e);
+
+/* The text handed to NVRTC for k: k->prelude followed by k->tpl->text, malloc'ed and
+ * NUL-terminated (the caller frees it); NULL when out of memory. */
+QF_INTERNAL char *qf_kernel_text(const qf_kernel_entry *k);
+
 /* Fusion key (SPEC 5) of kernel k of recipe r as instance inst for arch, with the given NVRTC
- * headers. */
-QF_INTERNAL void qf_kernel_key(const qf_recipe_entry *r, const qf_kernel_entry *k,
+ * headers. The source hashed is qf_kernel_text(k), prelude and template as one text. */
+QF_INTERNAL void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                                const qf_kernel_instance *inst, const char *const *hdr_names,
                                const char *const *hdrs, int n_hdr, int arch,
                                char hex[QF_KEY_HEX_LEN + 1]);

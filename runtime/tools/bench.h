@@ -97,7 +97,7 @@ typedef struct out_set {
 } out_set;
 
 /* One zeroed device buffer per fake shape of q (exits when the shape function rejects it). */
-void bench_out_alloc(out_set *o, const qf_recipe_entry *r, const qf_shape_query *q);
+void bench_out_alloc(out_set *o, const qf_recipe *r, const qf_shape_query *q);
 void bench_out_free(out_set *o);
 /* The output called name as a tensor; data NULL when the op does not produce it. */
 qf_tensor bench_out_tensor(const out_set *o, const char *name);

@@ -214,7 +214,7 @@ double bench_gemm_shape(bench *b, const int64_t s[3]) {
  * 1.0 in its dtype (E8M0 127, E4M3 0x38) and every amax 2688, so an NVFP4 alpha is 1. */
 typedef struct block_gemm {
     bench *b;
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     int64_t M, K, N;
     int n_rot;
     out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
@@ -252,7 +252,7 @@ static void block_gemm_launch(void *arg, int i) {
 /* 1 when recipe ri has a generated GEMM kernel (the registry lists it). */
 static int has_gemm_kernel(int ri) {
     for (int i = 0; i < qf_kernel_count; i++)
-        if (qf_kernels[i].recipe == ri && qf_kernels[i].op == QF_OP_GEMM)
+        if (qf_kernels[i].recipe == &qf_recipes[ri] && qf_kernels[i].op == QF_OP_GEMM)
             return 1;
     return 0;
 }

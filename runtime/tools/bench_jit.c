@@ -27,7 +27,7 @@ static void *dev_zero(size_t bytes) {
 }
 
 /* The inputs, and the outputs of kernel k's op (rowwise only, as its default instance). */
-static void probe_alloc(probe *p, const qf_recipe_entry *r, const qf_kernel_entry *k) {
+static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k) {
     size_t mk = (size_t)PROBE_M * PROBE_K;
     int H = r->amax_history_len > 0 ? r->amax_history_len : 1;
     p->x = dev_zero(4 * mk), p->gamma = dev_zero(4 * PROBE_K), p->beta = dev_zero(4 * PROBE_K);
@@ -59,7 +59,7 @@ static int probe_supported(const qf_kernel_entry *k) {
 
 /* One call of the op that runs kernel k (default instance: rowwise only, gamma in x's dtype), so
  * that ctx looks k up: one code path for every family (the recipe picks it). */
-static void probe_call(qf_ctx_t *ctx, const qf_recipe_entry *r, const qf_kernel_entry *k,
+static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry *k,
                        probe *p) {
     static const qf_rng rng = {1, 2}; /* gradients of recipes that round stochastically */
     if (k->op == QF_OP_SCALE_UPDATE) {
@@ -87,20 +87,24 @@ static double jit_cold(const qf_kernel_entry *k, int arch, int reps, void **cubi
     int ne = qf_kernel_extra_options(k, &inst, store, extra);
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
     double t[8];
+    char *src = qf_kernel_text(k);
+    if (!src)
+        QF_OR_DIE(qf_set_error(QF_ERR_OUT_OF_MEMORY, "out of host memory"));
     *cubin = NULL;
     for (int i = 0; i < reps; i++) {
         free(*cubin);
         double t0 = now_ms();
-        QF_OR_DIE(qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
+        QF_OR_DIE(qf_jit_compile(k->name, src, qf_nvrtc_header_names, qf_nvrtc_headers,
                                  qf_nvrtc_header_count, opts, no, cubin, size));
         t[i] = now_ms() - t0;
     }
+    free(src);
     return bench_median(t, reps);
 }
 
 /* Disk-cache hit in a fresh context (first call) and in-memory hit (second call), median ms over
  * reps; *how reports a first call not served from disk. */
-static void jit_warm(const qf_recipe_entry *r, const qf_kernel_entry *k, probe *p,
+static void jit_warm(const qf_recipe *r, const qf_kernel_entry *k, probe *p,
                      int reps, double *disk_ms, double *mem_ms, const char **how) {
     static const char *const src[] = {"compiled", "memory", "disk"};
     double td[8], tm[8];
@@ -122,7 +126,7 @@ static void jit_warm(const qf_recipe_entry *r, const qf_kernel_entry *k, probe *
 
 static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, double ms,
                      const char *note) {
-    row r = bench_row_new(kind, qf_recipes[k->recipe].name, k->name);
+    row r = bench_row_new(kind, k->recipe->name, k->name);
     r.norm = bench_norm_name(k->norm), r.dtype = qf_dtype_name(k->in_dtype);
     r.outputs = k->op == QF_OP_SCALE_UPDATE ? "" : "rowwise";
     r.us = 1e3 * ms;
@@ -132,7 +136,7 @@ static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, doubl
 
 /* One kernel: cold compile, then store it in the temporary cache and time the warm lookups. */
 static void bench_jit_kernel(bench *b, const qf_kernel_entry *k) {
-    const qf_recipe_entry *r = &qf_recipes[k->recipe];
+    const qf_recipe *r = k->recipe;
     probe p;
     probe_alloc(&p, r, k);
     int arch = qf_ctx_arch(b->ctx), reps_cold = b->o.quick ? 1 : 3, reps_warm = 5;
@@ -190,7 +194,7 @@ void bench_jit(bench *b) {
     qf_cache_reset();
     int n = 0;
     for (int i = 0; i < qf_kernel_count; i++)
-        if (qf_kernels[i].recipe == ri && probe_supported(&qf_kernels[i]) &&
+        if (qf_kernels[i].recipe == &qf_recipes[ri] && probe_supported(&qf_kernels[i]) &&
             (!b->o.quick || n++ < 2))
             bench_jit_kernel(b, &qf_kernels[i]);
     if (saved)

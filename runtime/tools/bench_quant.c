@@ -48,7 +48,7 @@ static void input_free(input_set *in) {
  * the slots of one quantized tensor per set. */
 typedef struct nq_run {
     bench *b;
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     const input_set *in;
     qf_op op;
     qf_norm norm;
@@ -92,7 +92,7 @@ static const char *outputs_name(unsigned outputs) {
 
 /* Times one configuration; returns 0 (after saying so) when libqfuse does not implement the
  * recipe's family for this op, so that the caller skips the recipe. */
-static int bench_nq(bench *b, const input_set *in, const qf_recipe_entry *r, qf_op op,
+static int bench_nq(bench *b, const input_set *in, const qf_recipe *r, qf_op op,
                     qf_norm norm, unsigned outputs) {
     nq_run *q = calloc(1, sizeof *q); /* ~100 KiB: not on the stack */
     if (!q)
@@ -127,7 +127,7 @@ static int bench_nq(bench *b, const input_set *in, const qf_recipe_entry *r, qf_
 }
 
 /* Every op of recipe r on the inputs in. */
-static void bench_recipe_ops(bench *b, const input_set *in, const qf_recipe_entry *r) {
+static void bench_recipe_ops(bench *b, const input_set *in, const qf_recipe *r) {
     static const unsigned outs[] = {QF_OUT_ROWWISE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
     for (qf_norm nm = QF_NORM_LAYERNORM; nm <= QF_NORM_RMSNORM; nm++)
         for (int o = 0; o < 2; o++)

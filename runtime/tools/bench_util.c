@@ -254,7 +254,7 @@ qf_tensor bench_tensor_1d(void *d, qf_dtype dt, int64_t n) {
     return t;
 }
 
-void bench_out_alloc(out_set *o, const qf_recipe_entry *r, const qf_shape_query *q) {
+void bench_out_alloc(out_set *o, const qf_recipe *r, const qf_shape_query *q) {
     o->n = r->shapes(q, o->sh, MAX_OUT);
     if (o->n < 0) {
         fprintf(stderr, "qfuse-bench: shape function of %s rejected op %d M=%lld K=%lld\n",

@@ -19,6 +19,7 @@
 
 #include "ctx.h"
 #include "jit_cache.h"
+#include "recipe_file.h"
 #include "qf_arch.h"
 
 #define QF_TEMP_STALE_S 600 /* a store keeps its temporary file for milliseconds; older: a crash */
@@ -34,7 +35,8 @@ static const char qf_usage[] =
     "  prune --older-than AGE     remove entries written AGE or longer ago (AGE: 30s, 15m,\n"
     "                             12h, 7d, 2w; a bare number is seconds)\n"
     "  warm [--arch sm_XX] [--jobs N] [--kernel GLOB] [RECIPE...]\n"
-    "                             compile every kernel variant of the recipes (default: all)\n"
+    "                             compile every kernel variant of the recipes (built-in names\n"
+    "                             or paths of .lua recipe files; default: every built-in one)\n"
     "                             for sm_XX (default: this GPU's, else sm_90) with N parallel\n"
     "                             jobs (default: CPUs), skipping variants already cached;\n"
     "                             --kernel keeps the kernels whose name matches GLOB\n"
@@ -155,7 +157,7 @@ static int qf_tool_key_current(int kidx, int arch, const char *key) {
     char hex[QF_KEY_HEX_LEN + 1];
     int n = qf_kernel_instances(k, inst);
     for (int i = 0; i < n; i++) {
-        qf_kernel_key(&qf_recipes[k->recipe], k, &inst[i], qf_nvrtc_header_names,
+        qf_kernel_key(k->recipe, k, &inst[i], qf_nvrtc_header_names,
                       qf_nvrtc_headers, qf_nvrtc_header_count, arch, hex);
         if (strcmp(hex, key) == 0)
             return 1;
@@ -186,7 +188,7 @@ static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
     snprintf(arch, sizeof arch, info->arch ? "sm_%d" : "?", info->arch);
     qf_tool_state(info, kidx, state, sizeof state);
     printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", info->key,
-           kidx >= 0 ? qf_recipes[qf_kernels[kidx].recipe].name : "?", info->label, arch, size,
+           kidx >= 0 ? qf_kernels[kidx].recipe->name : "?", info->label, arch, size,
            age, state);
 }
 
@@ -320,9 +322,13 @@ typedef struct qf_warm_item {
 } qf_warm_item;
 
 /* Shared state of the warm workers; the mutex guards the counters and the progress output. */
+#define QF_WARM_MAX_RECIPES 64 /* recipes named on one command line */
+
 typedef struct qf_warm {
     int arch, n_items, next, done, compiled, cached, failed, tty;
     const char *glob; /* --kernel, or NULL for every kernel */
+    const qf_recipe *recipes[QF_WARM_MAX_RECIPES]; /* the selected ones, each once */
+    int n_recipes;
     qf_warm_item *items;
     pthread_mutex_t mu;
 } qf_warm;
@@ -404,21 +410,25 @@ static void *qf_warm_worker(void *arg) {
     return NULL;
 }
 
-/* Every instance of every kernel of the selected recipes (sel[r] nonzero) into w->items. */
-static int qf_warm_collect(qf_warm *w, const int *sel) {
-    w->items = calloc((size_t)qf_kernel_count * QF_KERNEL_MAX_INSTANCES, sizeof *w->items);
+/* Every instance of every kernel of the selected recipes into w->items. */
+static int qf_warm_collect(qf_warm *w) {
+    int n_kernels = 0;
+    for (int r = 0; r < w->n_recipes; r++)
+        n_kernels += w->recipes[r]->n_kernels;
+    w->items = calloc((size_t)n_kernels * QF_KERNEL_MAX_INSTANCES + 1, sizeof *w->items);
     if (!w->items) {
         fprintf(stderr, "qfuse-cache: out of memory\n");
         return -1;
     }
-    for (int k = 0; k < qf_kernel_count; k++) {
-        qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
-        int keep = sel[qf_kernels[k].recipe] &&
-                   (!w->glob || fnmatch(w->glob, qf_kernels[k].name, 0) == 0);
-        int n = keep ? qf_kernel_instances(&qf_kernels[k], inst) : 0;
-        for (int i = 0; i < n; i++)
-            w->items[w->n_items++] = (qf_warm_item){.k = &qf_kernels[k], .inst = inst[i]};
-    }
+    for (int r = 0; r < w->n_recipes; r++)
+        for (int k = 0; k < w->recipes[r]->n_kernels; k++) {
+            const qf_kernel_entry *ke = &w->recipes[r]->kernels[k];
+            qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
+            int keep = !w->glob || fnmatch(w->glob, ke->name, 0) == 0;
+            int n = keep ? qf_kernel_instances(ke, inst) : 0;
+            for (int i = 0; i < n; i++)
+                w->items[w->n_items++] = (qf_warm_item){.k = ke, .inst = inst[i]};
+        }
     if (w->n_items == 0)
         fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches '%s'\n",
                 w->glob ? w->glob : "*");
@@ -474,25 +484,39 @@ static int qf_warm_parse_jobs(const char *s, int *jobs) {
     return 0;
 }
 
-/* A recipe name: marks it in sel[]. Returns -1 or the exit status (2) when unknown. */
-static int qf_warm_recipe(const char *name, int *sel) {
+/* Adds r to the selection unless it is there already. Returns -1, or the exit status. */
+static int qf_warm_select(qf_warm *w, const qf_recipe *r) {
+    for (int i = 0; i < w->n_recipes; i++)
+        if (w->recipes[i] == r)
+            return -1;
+    if (w->n_recipes == QF_WARM_MAX_RECIPES)
+        return qf_tool_usage_error("warm: more than %d recipes", QF_WARM_MAX_RECIPES);
+    w->recipes[w->n_recipes++] = r;
+    return -1;
+}
+
+/* A recipe name, or the path of a recipe file (loaded and validated as the runtime does): adds
+ * it to the selection. Returns -1, or the exit status (2) when unknown or invalid. */
+static int qf_warm_recipe(const char *name, qf_warm *w) {
     if (name[0] == '-')
         return qf_tool_usage_error("warm: unknown option '%s'", name);
-    const qf_recipe_entry *r = qf_registry_recipe(name);
+    const qf_recipe *r = qf_registry_recipe(name);
+    if (!r && qf_recipe_is_path(name))
+        return qf_tool_usage_error("warm: %s", qf_last_error());
     if (!r) {
         char known[512] = "";
         for (int i = 0, len = 0; i < qf_recipe_count && len < (int)sizeof known; i++)
             len += snprintf(known + len, sizeof known - (size_t)len, "%s%s", i ? ", " : "",
                             qf_recipes[i].name);
-        return qf_tool_usage_error("warm: unknown recipe '%s' (this build has: %s)", name, known);
+        return qf_tool_usage_error("warm: unknown recipe '%s' (this build has: %s; or give the "
+                                   "path of a .lua recipe file)", name, known);
     }
-    sel[r - qf_recipes] = 1;
-    return -1;
+    return qf_warm_select(w, r);
 }
 
-/* Options of warm: --arch, --jobs, --kernel and recipe names into sel[] (all when none is
- * named). Returns -1 to go on, or the exit status. */
-static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) {
+/* Options of warm: --arch, --jobs, --kernel and recipes (names or .lua paths) into w (all built-in
+ * ones when none is named). Returns -1 to go on, or the exit status. */
+static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
     int any = 0, rc = -1;
     for (int i = 0; i < argc && rc < 0; i++) {
         const char *v = NULL;
@@ -511,21 +535,20 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs, int *sel) 
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
                                          v ? v : "", QF_WARM_MAX_JOBS);
         } else {
-            rc = qf_warm_recipe(argv[i], sel);
+            rc = qf_warm_recipe(argv[i], w);
             any = 1;
         }
     }
     for (int r = 0; !any && r < qf_recipe_count; r++)
-        sel[r] = 1;
+        qf_warm_select(w, &qf_recipes[r]);
     return rc;
 }
 
 static int qf_tool_warm(int argc, char **argv) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = cpus < 1 ? 1 : cpus > QF_WARM_MAX_JOBS ? QF_WARM_MAX_JOBS : (int)cpus;
-    int *sel = calloc((size_t)qf_recipe_count + 1, sizeof *sel);
     qf_warm w = {.tty = isatty(2)};
-    int rc = sel ? qf_warm_args(argc, argv, &w, &jobs, sel) : 1;
+    int rc = qf_warm_args(argc, argv, &w, &jobs);
     const char *dir = rc < 0 ? qf_tool_dir() : NULL;
     if (rc < 0 && !dir)
         rc = 1;
@@ -537,11 +560,10 @@ static int qf_tool_warm(int argc, char **argv) {
                     "sm_%d code (what the runtime would compile on such a device)\n", max,
                     w.arch, max);
         pthread_mutex_init(&w.mu, NULL);
-        rc = qf_warm_collect(&w, sel) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
+        rc = qf_warm_collect(&w) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
         pthread_mutex_destroy(&w.mu);
     }
     free(w.items);
-    free(sel);
     return rc;
 }
 

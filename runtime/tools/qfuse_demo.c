@@ -172,7 +172,7 @@ static qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t 
 #define MAX_SHAPES 12
 
 /* Allocates one output per fake shape and returns how many; shapes and dbufs in parallel. */
-static int alloc_from_shapes(const qf_recipe_entry *r, const qf_shape_query *q, qf_shape *sh,
+static int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh,
                              dbuf *bufs, int cap) {
     int n = r->shapes(q, sh, cap);
     if (n < 0) {
@@ -199,7 +199,7 @@ static void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized
 /* ==================================================================== one run */
 
 typedef struct run_state {
-    const qf_recipe_entry *r;
+    const qf_recipe *r;
     layer *L;
     dbuf x, gamma, beta, w, bias, y;
     dbuf amax, hist, scale, sinv, fmt;        /* delayed-scaling state of [x, w] */
@@ -257,7 +257,7 @@ static void run_alloc_outputs(run_state *st) {
     }
 }
 
-static void run_setup(run_state *st, const qf_recipe_entry *r, layer *L) {
+static void run_setup(run_state *st, const qf_recipe *r, layer *L) {
     memset(st, 0, sizeof *st);
     st->r = r, st->L = L;
     st->x = dbuf_upload(L->x, (size_t)L->M * L->K * 2);
@@ -451,7 +451,7 @@ static int run_accepted(qf_ctx_t *ctx, run_state *st, const layer *L) {
     return 0;
 }
 
-static void run_layer(qf_ctx_t *ctx, const qf_recipe_entry *r, layer *L, int iters) {
+static void run_layer(qf_ctx_t *ctx, const qf_recipe *r, layer *L, int iters) {
     run_state st = {.r = r, .L = L};
     if (!run_accepted(ctx, &st, L))
         return;
@@ -488,7 +488,7 @@ static void show_kernels(qf_ctx_t *ctx, int ri) {
 
 /* ==================================================================== no-GPU path */
 
-static void show_shapes(const qf_recipe_entry *r, const qf_shape_query *q, const char *what) {
+static void show_shapes(const qf_recipe *r, const qf_shape_query *q, const char *what) {
     qf_shape sh[8];
     int n = r->shapes(q, sh, 8);
     if (n < 0) {
@@ -512,7 +512,7 @@ static int compile_all(int ri, int arch) {
     int failures = 0;
     for (int i = 0; i < qf_kernel_count; i++) {
         const qf_kernel_entry *k = &qf_kernels[i];
-        if (k->recipe != ri)
+        if (k->recipe != &qf_recipes[ri])
             continue;
         qf_kernel_instance inst = qf_kernel_instance_default(k);
         char key[QF_KEY_HEX_LEN + 1], store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
@@ -527,8 +527,13 @@ static int compile_all(int ri, int arch) {
             int ne = qf_kernel_extra_options(k, &inst, store, extra);
             int no = qf_jit_options(arch, extra, ne, opts, archbuf);
             how = "compiled (NVRTC)";
-            if (qf_jit_compile(k->name, k->source, qf_nvrtc_header_names, qf_nvrtc_headers,
-                               qf_nvrtc_header_count, opts, no, &cubin, &size) != QF_OK) {
+            char *src = qf_kernel_text(k);
+            qf_status cs = src ? qf_jit_compile(k->name, src, qf_nvrtc_header_names,
+                                                qf_nvrtc_headers, qf_nvrtc_header_count, opts,
+                                                no, &cubin, &size)
+                               : qf_set_error(QF_ERR_OUT_OF_MEMORY, "out of host memory");
+            free(src);
+            if (cs != QF_OK) {
                 printf("    %-44s COMPILE FAILED: %s\n", k->name, qf_last_error());
                 failures++;
                 continue;
@@ -546,7 +551,7 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
     int failures = 0;
     printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
     for (int ri = 0; ri < qf_recipe_count; ri++) {
-        const qf_recipe_entry *r = &qf_recipes[ri];
+        const qf_recipe *r = &qf_recipes[ri];
         if (!tool_recipe_selected(&o->recipes, ri))
             continue;
         printf("recipe %s (%s)\n  %s\n", r->name, r->file, r->options);

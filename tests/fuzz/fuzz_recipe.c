@@ -87,7 +87,7 @@ static void qf_fuzz_write(const uint8_t *data, size_t size) {
 }
 
 /* The whole generator on a recipe the buffer loader accepted as r. */
-static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_gen_recipe *r) {
+static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_recipe *r) {
     qf_gen_plan plan;
     qf_gen_files files;
     qf_gen_err e = {{0}};
@@ -96,7 +96,7 @@ static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_gen_reci
     qf_fuzz_write(data, size);
     if (qf_gen_plan_build(&plan, &o, paths, 1, &e) != 0)
         qf_fuzz_die("the generator refused a recipe the loader accepted", e.msg);
-    qf_gen_recipe from_file = plan.recipes[0].recipe;
+    qf_recipe from_file = plan.recipes[0].recipe;
     memcpy(from_file.path, r->path, sizeof from_file.path); /* where each was read from */
     if (memcmp(&from_file, r, sizeof *r) != 0)
         qf_fuzz_die("file and buffer loaders disagree", qf_fuzz_path);
@@ -108,7 +108,7 @@ static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_gen_reci
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    qf_gen_recipe r;
+    qf_recipe r;
     qf_gen_err e = {{0}};
     int rc = qf_gen_recipe_load_buffer("fuzz.lua", (const char *)data, size, &qf_fuzz_opts.limits,
                                        &r, &e);

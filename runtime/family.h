@@ -1,0 +1,239 @@
+/* family.h: the families table (DESIGN "The families table"): one row per recipe family, read by
+ * the generator and the runtime alike, and the one recipe struct both of them fill.
+ *
+ * A row holds the family's recipe schema (every field: name, type, allowed values or range,
+ * default, whether it enters the fusion key, which template constant it sets), its element
+ * format per role, the ops it supports with their template, launch config and template
+ * constants, its fake-shape table (SPEC 4) and its GEMM path per architecture. Reading a recipe,
+ * defaults, validation, the options string (the key), registry emission, the manifest and the
+ * template values are loops over these rows (ggml's type_traits is the model). Adding a family
+ * is a row, its template step, its reference, its recipe file and tests. */
+#ifndef QF_FAMILY_H
+#define QF_FAMILY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qfuse.h"
+
+/* ========================================================================= the recipe */
+
+#define QF_RECIPE_NAME_MAX 48 /* recipe names are part of every kernel name */
+#define QF_RECIPE_DESCRIPTION_MAX 255
+#define QF_RECIPE_OPTIONS_MAX 320 /* the canonical options string, NUL included */
+
+/* Shape function of one recipe (SPEC 4): fills out[0..] with every output of the query and
+ * returns their count; -1 when the query is invalid, -2 when cap is too small. Pure C. */
+typedef struct qf_shape_query qf_shape_query;
+typedef int (*qf_shapes_fn)(const qf_shape_query *q, qf_shape *out, int cap);
+
+/* A validated recipe, every option holding its value (defaults filled in). The generator fills
+ * it from a recipe file and emits it into the registry (out/registry.c); the runtime reads the
+ * registry's or loads a recipe file into one itself. Members a family's schema does not name
+ * keep their zero (or per-family) defaults. Does not own anything. */
+typedef struct qf_recipe {
+    char name[QF_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" ([a-z0-9_]+) */
+    char file[QF_RECIPE_NAME_MAX + 16]; /* canonical "recipes/<name>.lua" (generated files) */
+    char path[256];                     /* the path it was read from (messages) */
+    char description[QF_RECIPE_DESCRIPTION_MAX + 1];
+    qf_family family;
+    qf_dtype fmt[QF_ROLE_COUNT];      /* element format per role */
+    qf_fp8_format format;             /* per-tensor FP8: the `format` option */
+    int64_t margin;                   /* fp8_delayed: 0..32 */
+    int64_t amax_history_len;         /* fp8_delayed: 1..8192 */
+    qf_amax_compute amax_compute;     /* fp8_delayed */
+    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (SPEC 2.3) */
+    int block_2d[QF_ROLE_COUNT];      /* 2D weight tiles (mxfp8 32x32, nvfp4 16x16): weight only */
+    int rht[QF_ROLE_COUNT];           /* nvfp4: RHT on that role's columnwise copy */
+    int sr[QF_ROLE_COUNT];            /* nvfp4: stochastic rounding of that role */
+    int64_t rht_seed;                 /* nvfp4: RHT signs from this seed; -1: TE's mask 0xD7E8 */
+    float amax_epsilon;               /* fp8_current: lower bound of the amax (SPEC 2.2) */
+    int power_2_scales;               /* fp8_current: scales rounded down to powers of two */
+    char options[QF_RECIPE_OPTIONS_MAX]; /* canonical "key=value;..." of every key field */
+    qf_shapes_fn shapes;              /* generated shape function; NULL: the family's table is
+                                       * interpreted (qf_family_shapes) */
+    const struct qf_kernel_entry *kernels; /* its kernel variants (registry.h), sorted by name */
+    int n_kernels;
+} qf_recipe;
+
+/* ========================================================================= the schema */
+
+/* How a recipe field is read and stored. ORDER FIELD */
+typedef enum qf_field_type {
+    QF_FIELD_OPTION = 0,  /* a string naming a value of enum `names`; stored as that enum */
+    QF_FIELD_INTEGER = 1, /* an integer in lo..hi; stored as int64_t */
+    QF_FIELD_BOOLEAN = 2, /* true/false; stored as int 0/1 */
+    QF_FIELD_NUMBER = 3,  /* a number in lo..hi (finite); stored as float */
+    QF_FIELD_COUNT
+} qf_field_type;
+
+/* A template constant's value for one kernel (e.g. the RHT sign mask of its role). */
+typedef struct qf_kernel_desc qf_kernel_desc;
+typedef void (*qf_field_value_fn)(const qf_recipe *r, const qf_kernel_desc *d, char *buf,
+                                  size_t n);
+
+/* One field of a recipe schema. */
+typedef struct qf_field {
+    const char *name;    /* the recipe key: "margin" */
+    qf_field_type type;
+    size_t offset;       /* of its value in qf_recipe */
+    const char *member;  /* that member as C ("margin", "rht[QF_ROLE_INPUT]"): registry code */
+    int names;           /* QF_FIELD_OPTION: the qf_enum of its values */
+    unsigned allowed;    /* QF_FIELD_OPTION: bit v set = value v allowed (0: every value) */
+    int64_t lo, hi;      /* QF_FIELD_INTEGER: the range */
+    double min, max;     /* QF_FIELD_NUMBER: the range */
+    double def;          /* default: enum value, integer, 0/1 or number */
+    const char *absent;  /* QF_FIELD_INTEGER: the text of the default, a value outside lo..hi
+                          * meaning "not given" ("none": rht_seed), else NULL */
+    int key;             /* 1: enters the options string, hence the fusion key (SPEC 5) */
+    int sets_formats;    /* QF_FIELD_OPTION over QF_ENUM_FP8_FORMAT: sets fmt[] per role */
+    const char *tpl;     /* template constant it sets ("__MARGIN__"), or NULL */
+    unsigned tpl_ops;    /* ops (1u << qf_op) whose templates take tpl */
+    size_t tpl_array;    /* > 0: tpl's value is element [role of the kernel] of the int array
+                          * at this offset in qf_recipe (the field sets one of its elements) */
+    qf_field_value_fn tpl_value; /* tpl's value when not derived from the type, else NULL */
+} qf_field;
+
+/* ========================================================================= ops and kernels */
+
+/* Template constants every kernel of an op may take from its descriptor. */
+#define QF_TC_NORM 1u       /* __NORM__ */
+#define QF_TC_ZCG 2u        /* __ZERO_CENTERED_GAMMA__ */
+#define QF_TC_IN_DTYPE 4u   /* __IN_DTYPE__ */
+#define QF_TC_OUT_DTYPE 8u  /* __OUT_DTYPE__ */
+#define QF_TC_TILE_M 16u    /* __TILE_M__ */
+
+/* One op of a family: its template and launch config. A NULL template: not supported. */
+typedef struct qf_family_op {
+    const char *tpl;        /* file name under templates/ ("smxx_fp8_norm_quantize.cu") */
+    unsigned block_threads; /* threads per block */
+    unsigned tile_m;        /* rows of x (or y) per block: grid = cdiv(M, tile_m) */
+    unsigned consts;        /* QF_TC_* the template takes besides __KERNEL_NAME__ and
+                             * __BLOCK_THREADS__ */
+} qf_family_op;
+
+/* The problem one kernel variant computes (STYLE 15). M, N and K are run-time arguments. */
+#define QF_KERNEL_NAME_MAX 95 /* qf_kernel_info.name holds 96 bytes */
+struct qf_kernel_desc {
+    char name[QF_KERNEL_NAME_MAX + 1]; /* C identifier, unique, the CUDA entry symbol */
+    qf_op op;
+    qf_role role;
+    qf_norm norm;            /* QF_NORM_NONE for quantize, scale update and GEMM */
+    int zero_centered_gamma; /* 0/1 */
+    qf_dtype in_dtype;       /* x (fp32 for the scale update; A's format for a GEMM) */
+    qf_dtype out_dtype;      /* element format written (bf16 y for a GEMM) */
+};
+
+/* ========================================================================= GEMM paths */
+
+/* Who runs a family's GEMM on an architecture. ORDER GEMM_ENGINE */
+typedef enum qf_gemm_engine {
+    QF_GEMM_NONE = 0,      /* no GEMM on these architectures */
+    QF_GEMM_CUBLASLT = 1,  /* cuBLASLt, scale mode lt_mode */
+    QF_GEMM_KERNEL = 2,    /* the family's generated GEMM kernel (QF_OP_GEMM) */
+    QF_GEMM_ENGINE_COUNT
+} qf_gemm_engine;
+
+/* The GEMM path for compute capabilities arch_lo..arch_hi. */
+typedef struct qf_gemm_path {
+    int arch_lo, arch_hi;
+    qf_gemm_engine engine;
+    const char *lt_mode;    /* cuBLASLt scale mode ("VEC32_UE8M0"), for messages */
+    qf_scale_layout layout; /* the scale layout that path reads */
+} qf_gemm_path;
+
+#define QF_GEMM_PATHS_MAX 3
+
+/* ========================================================================= fake shapes */
+
+/* When an output exists. ORDER FAKE_COND */
+typedef enum qf_fake_cond {
+    QF_FAKE_COND_ALWAYS = 0,
+    QF_FAKE_COND_ROWWISE = 1,    /* QF_OUT_ROWWISE selected */
+    QF_FAKE_COND_COLUMNWISE = 2, /* QF_OUT_COLUMNWISE selected */
+    QF_FAKE_COND_LAYERNORM = 3,  /* norm is layernorm */
+    QF_FAKE_COND_NORM = 4,       /* norm is not none */
+    QF_FAKE_COND_COUNT
+} qf_fake_cond;
+
+/* dtype value meaning "the format of the op's role" (qf_recipe.fmt). */
+#define QF_FAKE_DTYPE_ROLE (-1)
+/* role value meaning "the role the query names" (QF_OP_QUANTIZE). */
+#define QF_FAKE_ROLE_QUERY (-1)
+
+/* One output of one op. A dim is a formula in SPEC notation, without spaces: a symbol "M", "N",
+ * "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
+ * ("roundup(cdiv(K,32),4)"). Dims of an E2M1 output count bytes, two elements each (low nibble
+ * first): packed data [M, K/2] is written [M, cdiv(K,2)], and its bytes are the product of its
+ * dims. */
+typedef struct qf_fake_out {
+    qf_op op;
+    const char *name;
+    int dtype; /* a qf_dtype or QF_FAKE_DTYPE_ROLE */
+    int ndim;
+    const char *dims[4];
+    qf_fake_cond cond;
+    int scale_layout; /* 1: a block-scale matrix, compact or swizzled (same shape and bytes) */
+} qf_fake_out;
+
+/* One op a shape function answers. */
+typedef struct qf_fake_op {
+    qf_op op;
+    const char *dims_used;    /* symbols that must be > 0: "MK", "MNK" */
+    int quantizer;            /* needs an output bit (rowwise/columnwise) */
+    int role;                 /* the role whose format QF_FAKE_DTYPE_ROLE means, or
+                               * QF_FAKE_ROLE_QUERY */
+    int needs_norm;           /* the query's norm must be layernorm or rmsnorm */
+    int align;                /* > 0: the symbols of dims_aligned must be multiples of it */
+    const char *dims_aligned; /* "MK" (nvfp4: 1x16 blocks and 16-row groups), or NULL */
+} qf_fake_op;
+
+/* The shape table of a family: its ops and all their outputs. */
+typedef struct qf_fake_table {
+    const qf_fake_op *ops;
+    int n_ops;
+    const qf_fake_out *outs;
+    int n_outs;
+} qf_fake_table;
+
+/* ========================================================================= the row */
+
+typedef struct qf_family_traits {
+    const char *name;             /* the recipe's `family` value */
+    const char *spec;             /* its numerics section ("SPEC 2.1") */
+    int implemented;              /* 0: named and reserved, not implemented yet */
+    const qf_field *fields;       /* the schema, sorted by name */
+    int n_fields;
+    qf_dtype fmt[QF_ROLE_COUNT];  /* default element format per role */
+    qf_family_op ops[QF_OP_COUNT];
+    int scale_layout;             /* 1: quantizers write block scales, compact or swizzled */
+    const qf_fake_table *shapes;
+    qf_gemm_path gemm[QF_GEMM_PATHS_MAX];
+    /* Cross-field rules, after every field is read: NULL or a message ("field 'rht_seed' (no
+     * effect: ...)") written to msg. NULL function: none. */
+    const char *(*check)(const qf_recipe *r, char *msg, size_t n);
+} qf_family_traits;
+
+/* The table, indexed by qf_family (designated initializers, pinned to QF_FAMILY_COUNT). */
+extern const qf_family_traits qf_families[QF_FAMILY_COUNT];
+
+/* The row of family f, or NULL when f is out of range. */
+const qf_family_traits *qf_family_get(qf_family f);
+
+/* The GEMM path of family f on compute capability arch (its engine is QF_GEMM_NONE when no path
+ * covers arch). */
+qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
+
+/* Fake shapes (SPEC 4) of query q under recipe r, interpreted from its family's table: the same
+ * answers as the generated shape function of a shipped recipe (out/shapes.c), for recipes loaded
+ * at run time. Returns the count of outputs written to out[0..cap), -1 for an invalid query,
+ * -2 when cap is too small. Pure C. */
+int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
+
+/* r's generated shape function when it has one, else qf_family_shapes. */
+int qf_recipe_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
+
+/* The value of recipe field fd in r, as stored (int for options and booleans). */
+const void *qf_field_ptr(const qf_recipe *r, const qf_field *fd);
+
+#endif /* QF_FAMILY_H */

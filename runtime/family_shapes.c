@@ -1,0 +1,224 @@
+/* family_shapes.c: the fake-shape tables of the families (SPEC 4), one per family, referenced by
+ * its row in qf_families: the single source of the generated shape functions (out/shapes.c),
+ * the manifest's formulas and the runtime's interpreter for recipes loaded at run time. */
+#include <string.h>
+
+#include "family.h"
+#include "registry.h"
+
+#define QF_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define QF_FAKE_ROLE_FMT QF_FAKE_DTYPE_ROLE
+
+extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4;
+
+static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
+};
+
+static const qf_fake_out qf_fake_fp8_delayed_outs[] = {
+    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"},
+     QF_FAKE_COND_COLUMNWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
+    {QF_OP_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_OP_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"}, QF_FAKE_COND_COLUMNWISE, 0},
+    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+};
+
+const qf_fake_table qf_fake_fp8 = {
+    qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_fp8_delayed_outs,
+    QF_COUNTOF(qf_fake_fp8_delayed_outs)};
+
+/* mxfp8 (SPEC 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
+ * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
+ * fp8_delayed. */
+#define QF_FAKE_MX_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,32),4)"}
+#define QF_FAKE_MX_COL_SCALE {"roundup(cdiv(M,32),4)", "roundup(K,128)"}
+static const qf_fake_out qf_fake_mxfp8_outs[] = {
+    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_ROW_SCALE,
+     QF_FAKE_COND_ROWWISE, 1},
+    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"},
+     QF_FAKE_COND_COLUMNWISE, 0},
+    {QF_OP_NORM_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_COL_SCALE,
+     QF_FAKE_COND_COLUMNWISE, 1},
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
+    {QF_OP_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_OP_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_ROW_SCALE,
+     QF_FAKE_COND_ROWWISE, 1},
+    {QF_OP_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_COLUMNWISE, 0},
+    {QF_OP_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_COL_SCALE,
+     QF_FAKE_COND_COLUMNWISE, 1},
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+};
+
+const qf_fake_table qf_fake_mxfp8 = {
+    qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_mxfp8_outs,
+    QF_COUNTOF(qf_fake_mxfp8_outs)};
+
+/* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
+ * (dims in bytes, see qf_fake_out), E4M3 block scales padded like MXFP8's, one fp32 global
+ * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
+ * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
+#define QF_FAKE_NV_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,16),4)"}
+#define QF_FAKE_NV_COL_SCALE {"roundup(K,128)", "roundup(cdiv(M,16),4)"}
+static const qf_fake_op qf_fake_nvfp4_ops[] = {
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 16, "MK"},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
+};
+
+/* The outputs of NVFP4 quantizer op: both copies, their scales and amaxes. */
+#define QF_FAKE_NV_QUANT_OUTS(op)                                                                   \
+    {op, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "cdiv(K,2)"}, QF_FAKE_COND_ROWWISE, 0},          \
+        {op, "rowwise_scale_inv", QF_DTYPE_E4M3, 2, QF_FAKE_NV_ROW_SCALE, QF_FAKE_COND_ROWWISE, 1},  \
+        {op, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "cdiv(M,2)"}, QF_FAKE_COND_COLUMNWISE,    \
+         0},                                                                                       \
+        {op, "columnwise_scale_inv", QF_DTYPE_E4M3, 2, QF_FAKE_NV_COL_SCALE,                       \
+         QF_FAKE_COND_COLUMNWISE, 1},                                                               \
+        {op, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ROWWISE, 0},                     \
+        {op, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0}
+static const qf_fake_out qf_fake_nvfp4_outs[] = {
+    QF_FAKE_NV_QUANT_OUTS(QF_OP_NORM_QUANTIZE),
+    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
+    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
+    QF_FAKE_NV_QUANT_OUTS(QF_OP_QUANTIZE),
+    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+};
+
+const qf_fake_table qf_fake_nvfp4 = {
+    qf_fake_nvfp4_ops, QF_COUNTOF(qf_fake_nvfp4_ops), qf_fake_nvfp4_outs,
+    QF_COUNTOF(qf_fake_nvfp4_outs)};
+
+/* ========================================================================= the interpreter */
+
+/* cdiv(a,b) and roundup(a,b) for a >= 0, b > 0; -1 when a is -1 or the result overflows (the
+ * helpers of the generated out/shapes.c, gen/gen_shape.c). */
+static int64_t qf_fake_cdiv(int64_t a, int64_t b) {
+    return a < 0 || b <= 0 ? -1 : a / b + (a % b != 0);
+}
+
+static int64_t qf_fake_roundup(int64_t a, int64_t b) {
+    int64_t c = qf_fake_cdiv(a, b);
+    return c < 0 || c > INT64_MAX / b ? -1 : c * b;
+}
+
+/* The value of symbol c of q. */
+static int64_t qf_fake_symbol(const qf_shape_query *q, char c) {
+    return c == 'M' ? q->M : c == 'N' ? q->N : q->K;
+}
+
+/* Evaluates the formula at *s (SPEC notation, as gen/gen_shape.c checks it) for query q and
+ * advances *s past it; -1 when malformed. */
+static int64_t qf_fake_eval(const char **s, const qf_shape_query *q) {
+    const int up = strncmp(*s, "roundup(", 8) == 0;
+    if (up || strncmp(*s, "cdiv(", 5) == 0) {
+        *s += up ? 8 : 5;
+        int64_t a = qf_fake_eval(s, q);
+        if (*(*s)++ != ',')
+            return -1;
+        int64_t b = qf_fake_eval(s, q);
+        if (*(*s)++ != ')')
+            return -1;
+        return up ? qf_fake_roundup(a, b) : qf_fake_cdiv(a, b);
+    }
+    const char c = *(*s)++;
+    if (c == 'M' || c == 'N' || c == 'K')
+        return qf_fake_symbol(q, c);
+    if (c < '0' || c > '9')
+        return -1;
+    int64_t v = c - '0';
+    while (**s >= '0' && **s <= '9' && v < INT64_MAX / 10)
+        v = v * 10 + (*(*s)++ - '0');
+    return v;
+}
+
+/* 1 when q is a valid query of op o (the checks of the generated functions). */
+static int qf_fake_query_ok(const qf_fake_op *o, const qf_shape_query *q) {
+    for (const char *s = o->dims_used; *s; s++)
+        if (qf_fake_symbol(q, *s) <= 0)
+            return 0;
+    if (o->quantizer && (q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0)
+        return 0;
+    if (o->needs_norm && q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)
+        return 0;
+    if (o->role == QF_FAKE_ROLE_QUERY && (unsigned)q->role >= QF_ROLE_COUNT)
+        return 0;
+    for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)
+        if (qf_fake_symbol(q, *s) % o->align != 0)
+            return 0;
+    return 1;
+}
+
+/* 1 when output o exists for q. */
+static int qf_fake_cond_holds(qf_fake_cond c, const qf_shape_query *q) {
+    switch (c) {
+    case QF_FAKE_COND_ROWWISE:
+        return (q->outputs & QF_OUT_ROWWISE) != 0;
+    case QF_FAKE_COND_COLUMNWISE:
+        return (q->outputs & QF_OUT_COLUMNWISE) != 0;
+    case QF_FAKE_COND_LAYERNORM:
+        return q->norm == QF_NORM_LAYERNORM;
+    case QF_FAKE_COND_NORM:
+        return q->norm != QF_NORM_NONE;
+    default:
+        return 1;
+    }
+}
+
+/* Fills *s with output o (dtype dt) for q; -1 when a dim or the bytes overflow. */
+static int qf_fake_fill(const qf_fake_out *o, qf_dtype dt, const qf_shape_query *q, qf_shape *s) {
+    uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt); /* E2M1 dims: bytes */
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < o->ndim; i++) {
+        const char *f = o->dims[i];
+        const int64_t d = qf_fake_eval(&f, q);
+        if (d < 0 || *f || (d > 0 && bytes > UINT64_MAX / (uint64_t)d))
+            return -1;
+        s->dims[i] = d;
+        bytes *= (uint64_t)d;
+    }
+    s->name = o->name;
+    s->dtype = dt;
+    s->ndim = o->ndim;
+    s->bytes = bytes;
+    return 0;
+}
+
+int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {
+    const qf_family_traits *t = r ? qf_family_get(r->family) : NULL;
+    if (!t || !t->shapes || !q || cap < 0 || (cap > 0 && !out))
+        return -1;
+    const qf_fake_op *o = NULL;
+    for (int i = 0; i < t->shapes->n_ops; i++)
+        if (t->shapes->ops[i].op == q->op)
+            o = &t->shapes->ops[i];
+    if (!o || !qf_fake_query_ok(o, q))
+        return -1;
+    const qf_dtype fmt = r->fmt[o->role == QF_FAKE_ROLE_QUERY ? q->role : (qf_role)o->role];
+    int n = 0;
+    for (int i = 0; i < t->shapes->n_outs; i++) {
+        const qf_fake_out *fo = &t->shapes->outs[i];
+        if (fo->op != q->op || !qf_fake_cond_holds(fo->cond, q))
+            continue;
+        qf_shape s;
+        if (qf_fake_fill(fo, fo->dtype == QF_FAKE_DTYPE_ROLE ? fmt : (qf_dtype)fo->dtype, q, &s))
+            return -1;
+        if (n < cap)
+            out[n] = s;
+        n++;
+    }
+    return n > cap ? -2 : n;
+}
+
+int qf_recipe_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {
+    return r && r->shapes ? r->shapes(q, out, cap) : qf_family_shapes(r, q, out, cap);
+}

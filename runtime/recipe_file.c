@@ -1,0 +1,141 @@
+/* recipe_file.c: recipes loaded from .lua files at run time (DESIGN data flow 4).
+ *
+ * Wherever an op takes a recipe name it also takes a path to a recipe file ("my/recipe.lua"):
+ * the file is read with the generator's sandboxed loader (gen/gen_recipe.c), validated against
+ * its family's schema, expanded into the same variants qfuse-gen would emit, and each variant
+ * gets the prelude qfuse-gen would write, over the template text the registry holds. The kernels
+ * are JIT-compiled on first use like any other, so a recipe author edits a file and runs, with no
+ * rebuild. A process loads each path once; the recipes and kernel entries it makes live until
+ * the process ends (ops hand out pointers to them). */
+#include "recipe_file.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "gen_recipe.h"
+#include "gen_render.h"
+#include "gen_variant.h"
+
+/* One loaded recipe and everything its kernel entries point to. */
+typedef struct qf_loaded_recipe {
+    qf_recipe r;
+    qf_kernel_entry kernels[QF_GEN_VARIANTS_MAX];
+    qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* the kernels' names live here */
+    char *preludes[QF_GEN_VARIANTS_MAX];
+    char *request; /* the path as the caller spelled it: the lookup key */
+    struct qf_loaded_recipe *next;
+} qf_loaded_recipe;
+
+static pthread_mutex_t qf_recipe_file_lock = PTHREAD_MUTEX_INITIALIZER;
+static qf_loaded_recipe *qf_recipe_files;
+
+int qf_recipe_is_path(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    return n > 0 && (strchr(s, '/') || (n >= 4 && strcmp(s + n - 4, ".lua") == 0));
+}
+
+/* The registry's template `templates/<name>`, or NULL. */
+static const qf_kernel_template *qf_recipe_file_template(const char *name) {
+    char file[160];
+    snprintf(file, sizeof file, "templates/%s", name);
+    for (int i = 0; i < qf_template_count; i++)
+        if (strcmp(qf_templates[i].file, file) == 0)
+            return &qf_templates[i];
+    return NULL;
+}
+
+/* Kernel entry i of lr from its variant: the registry fields qfuse-gen would emit. */
+static int qf_recipe_file_kernel(qf_loaded_recipe *lr, int i, qf_gen_err *e) {
+    const qf_gen_variant *v = &lr->variants[i];
+    const qf_kernel_template *t = qf_recipe_file_template(v->cfg.template_name);
+    if (!t)
+        return qf_gen_fail(e, "%s: kernel %s needs template templates/%s, which this build's "
+                           "registry does not hold", lr->r.path, v->desc.name,
+                           v->cfg.template_name);
+    unsigned entries = 0;
+    if (qf_gen_template_entries(t->file, t->text, &entries, e) != 0)
+        return -1;
+    lr->preludes[i] = qf_gen_variant_prelude(&lr->r, v, t->file, t->text, e);
+    if (!lr->preludes[i])
+        return -1;
+    lr->kernels[i] = (qf_kernel_entry){.name = v->desc.name,
+                                       .recipe = &lr->r,
+                                       .family = lr->r.family,
+                                       .op = v->desc.op,
+                                       .role = v->desc.role,
+                                       .norm = v->desc.norm,
+                                       .zero_centered_gamma = v->desc.zero_centered_gamma,
+                                       .in_dtype = v->desc.in_dtype,
+                                       .out_dtype = v->desc.out_dtype,
+                                       .block_threads = v->cfg.block_threads,
+                                       .tile_m = v->cfg.tile_m,
+                                       .tpl = t,
+                                       .prelude = lr->preludes[i],
+                                       .entries = entries};
+    return 0;
+}
+
+static void qf_recipe_file_free(qf_loaded_recipe *lr) {
+    for (int i = 0; lr && i < QF_GEN_VARIANTS_MAX; i++)
+        free(lr->preludes[i]);
+    if (lr)
+        free(lr->request);
+    free(lr);
+}
+
+/* Loads, validates and expands the recipe at path into a new entry. NULL with e set on error. */
+static qf_loaded_recipe *qf_recipe_file_build(const char *path, qf_gen_err *e) {
+    qf_loaded_recipe *lr = calloc(1, sizeof *lr);
+    if (!lr || !(lr->request = strdup(path))) {
+        qf_gen_fail(e, "%s: out of host memory", path);
+        qf_recipe_file_free(lr);
+        return NULL;
+    }
+    int n = -1;
+    if (qf_gen_recipe_load(path, NULL, &lr->r, e) == 0)
+        n = qf_gen_variants_expand(&lr->r, lr->variants, QF_GEN_VARIANTS_MAX, e);
+    if (n >= 0 && qf_gen_variants_check(&lr->r, lr->variants, n, e) != 0)
+        n = -1;
+    for (int i = 0; i < n; i++)
+        if (qf_recipe_file_kernel(lr, i, e) != 0)
+            n = -1;
+    if (n < 0) {
+        qf_recipe_file_free(lr);
+        return NULL;
+    }
+    lr->r.kernels = lr->kernels;
+    lr->r.n_kernels = n;
+    lr->r.shapes = NULL; /* the family's table, interpreted (qf_family_shapes) */
+    return lr;
+}
+
+/* The entry loaded for path, or NULL. Called with the lock held. */
+static const qf_recipe *qf_recipe_file_find(const char *path) {
+    for (const qf_loaded_recipe *lr = qf_recipe_files; lr; lr = lr->next)
+        if (strcmp(lr->request, path) == 0)
+            return &lr->r;
+    return NULL;
+}
+
+const qf_recipe *qf_recipe_file_load(const char *path) {
+    pthread_mutex_lock(&qf_recipe_file_lock);
+    const qf_recipe *r = qf_recipe_file_find(path);
+    if (!r) {
+        qf_gen_err e = {{0}};
+        qf_loaded_recipe *lr = qf_recipe_file_build(path, &e);
+        if (lr) {
+            lr->next = qf_recipe_files;
+            qf_recipe_files = lr;
+            r = &lr->r;
+        } else {
+            /* NOTES: a file that cannot be opened is "not found"; anything else is a bad recipe. */
+            qf_set_error(strncmp(e.msg, "cannot open ", 12) == 0 ? QF_ERR_NOT_FOUND
+                                                                 : QF_ERR_INVALID_ARG,
+                         "%s", e.msg);
+        }
+    }
+    pthread_mutex_unlock(&qf_recipe_file_lock);
+    return r;
+}

@@ -1,0 +1,20 @@
+/* recipe_file.h: recipes loaded from .lua files at run time (DESIGN data flow 4). */
+#ifndef QF_RECIPE_FILE_H
+#define QF_RECIPE_FILE_H
+
+#include "registry.h"
+#include "status.h"
+
+/* 1 when s names a recipe file rather than a built-in recipe: it holds a '/' or ends in ".lua"
+ * (built-in names are [a-z0-9_]+). */
+QF_INTERNAL int qf_recipe_is_path(const char *s);
+
+/* The recipe of the file at path, loaded, validated and expanded into its kernel variants on the
+ * first call for that path (the same sandbox, schema, variants and preludes as qfuse-gen), then
+ * returned again as is: a process reads each path once. The recipe and its kernels are owned by
+ * qfuse and live until the process ends. Thread-safe. Returns NULL and sets the error:
+ * QF_ERR_NOT_FOUND (the file cannot be opened), QF_ERR_INVALID_ARG (not a valid recipe: the
+ * message names the file and the field, as qfuse-gen --check does). */
+QF_INTERNAL const qf_recipe *qf_recipe_file_load(const char *path);
+
+#endif /* QF_RECIPE_FILE_H */

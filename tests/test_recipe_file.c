@@ -1,0 +1,182 @@
+/* test_recipe_file.c: recipes loaded from .lua files at run time (runtime/recipe_file.c): the
+ * same recipe, variants, preludes and fusion keys as qfuse-gen makes of the same file, fake
+ * shapes from the family's table, NVRTC compiles of their kernels without a GPU, and clear
+ * errors for missing and invalid files. */
+#include "test_util.h"
+
+#include "ctx.h"
+#include "gen_plan.h"
+#include "kernel_key.h"
+#include "recipe_file.h"
+#include "registry.h"
+
+/* A user's MXFP8 recipe, away from every default the schema allows to change. */
+static const char qf_test_mx_text[] =
+    "-- a recipe outside the tree\n"
+    "return {family = 'mxfp8', grad_format = 'e5m2', scale_rounding = 'floor',\n"
+    "        weight_2d = true, description = 'MXFP8, E5M2 gradients, OCP rounding'}\n";
+
+/* The built-in recipe of that name. */
+static const qf_recipe *qf_test_builtin(const char *name) {
+    for (int i = 0; i < qf_recipe_count; i++)
+        if (strcmp(qf_recipes[i].name, name) == 0)
+            return &qf_recipes[i];
+    fail_msg("recipe %s is not built in", name);
+    return NULL;
+}
+
+/* A loaded recipe has exactly what qfuse-gen's plan of the same file has: options, formats,
+ * kernel names, descriptors, launch configs, entry points, preludes and fusion keys. */
+static void test_same_as_generator(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    const char *path = qf_test_dir_write(d.path, "user_mx.lua", qf_test_mx_text);
+    const qf_recipe *r = qf_registry_recipe(path);
+    assert_non_null(r);
+    assert_string_equal(r->name, "user_mx");
+    assert_string_equal(r->path, path);
+    assert_string_equal(r->description, "MXFP8, E5M2 gradients, OCP rounding");
+    assert_int_equal(r->fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
+    assert_null(r->shapes);
+    qf_gen_plan p;
+    qf_gen_err e;
+    const qf_gen_opts o = {.templates_dir = "templates", .include_dir = "runtime"};
+    const char *paths[] = {path};
+    assert_int_equal(qf_gen_plan_build(&p, &o, paths, 1, &e), 0);
+    const qf_gen_plan_recipe *pr = &p.recipes[0];
+    assert_string_equal(r->options, pr->recipe.options);
+    assert_int_equal(r->n_kernels, pr->n_variants);
+    for (int i = 0; i < r->n_kernels; i++) {
+        const qf_kernel_entry *k = &r->kernels[i];
+        char want[33], got[33];
+        assert_string_equal(k->name, pr->variants[i].desc.name);
+        assert_ptr_equal(k->recipe, r);
+        assert_int_equal(k->op, pr->variants[i].desc.op);
+        assert_int_equal(k->tile_m, pr->variants[i].cfg.tile_m);
+        assert_int_equal(k->entries, pr->entries[i]);
+        assert_string_equal(k->prelude, pr->preludes[i]);
+        qf_gen_plan_key(&p, 0, i, 90, want);
+        qf_kernel_instance inst = qf_kernel_instance_default(k);
+        qf_kernel_key(r, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                      qf_nvrtc_header_count, 90, got);
+        assert_string_equal(got, want);
+    }
+    qf_gen_plan_free(&p);
+    qf_test_dir_remove(d.path);
+}
+
+/* A path is read once per process: the second lookup returns the same recipe, even after the
+ * file changed (the next process sees the edit). */
+static void test_loaded_once(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    const char *path = qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4'}");
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", path);
+    const qf_recipe *a = qf_registry_recipe(copy);
+    assert_non_null(a);
+    qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4', rht_grad = false}");
+    assert_ptr_equal(qf_registry_recipe(copy), a);
+    /* The defaults of a bare nvfp4 recipe are the shipped nvfp4.lua's. */
+    assert_string_equal(a->options, qf_test_builtin("nvfp4")->options);
+    assert_int_equal(a->n_kernels, qf_test_builtin("nvfp4")->n_kernels);
+    qf_test_dir_remove(d.path);
+}
+
+/* Fake shapes of a loaded recipe (interpreted from the family's table) equal the generated
+ * function's of the built-in recipe with the same formats. */
+static void test_shapes(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    const qf_recipe *r =
+        qf_registry_recipe(qf_test_dir_write(d.path, "sh.lua", "return {family = 'fp8_delayed'}"));
+    assert_non_null(r);
+    const qf_recipe *b = qf_test_builtin("fp8_delayed");
+    for (int role = 0; role < QF_ROLE_COUNT; role++) {
+        qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = (qf_role)role,
+                            .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = 217, .K = 769};
+        qf_shape x[8], y[8];
+        int n = qf_recipe_shapes(r, &q, x, 8);
+        assert_int_equal(n, 4);
+        assert_int_equal(qf_recipe_shapes(b, &q, y, 8), n);
+        for (int i = 0; i < n; i++) {
+            assert_string_equal(x[i].name, y[i].name);
+            assert_int_equal(x[i].dtype, y[i].dtype);
+            assert_true(x[i].bytes == y[i].bytes);
+        }
+    }
+    qf_test_dir_remove(d.path);
+}
+
+/* The kernels of a loaded recipe go through the JIT like any other: a device-less context
+ * compiles them with NVRTC (no GPU needed) and a second lookup is served from memory. */
+static void test_jit_compiles(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
+    const qf_recipe *r = qf_registry_recipe(qf_test_dir_write(d.path, "jit_mx.lua", qf_test_mx_text));
+    assert_non_null(r);
+    const qf_kernel_entry *k =
+        qf_registry_kernel(r, QF_OP_QUANTIZE, QF_ROLE_GRAD, QF_NORM_NONE, 0, QF_DTYPE_BF16);
+    assert_non_null(k);
+    assert_int_equal(k->out_dtype, QF_DTYPE_E5M2);
+    qf_ctx_t *ctx = NULL;
+    assert_int_equal(qf_ctx_init_host(&ctx, 90), QF_OK);
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
+    qf_loaded_kernel lk;
+    assert_int_equal(qf_ctx_kernel(ctx, k, &inst, &lk), QF_OK);
+    assert_int_equal(qf_ctx_last_kernel(ctx)->source, QF_KSRC_COMPILED);
+    assert_string_equal(qf_ctx_last_kernel(ctx)->name, "qf_jit_mx_quant_grad_bf16");
+    assert_int_equal(qf_ctx_kernel(ctx, k, &inst, &lk), QF_OK);
+    assert_int_equal(qf_ctx_last_kernel(ctx)->source, QF_KSRC_MEMORY);
+    qf_ctx_free(ctx);
+    unsetenv("QFUSE_DISABLE_DISK_CACHE");
+    qf_test_dir_remove(d.path);
+}
+
+/* Missing and invalid files: NULL, the status and a message naming the file and the problem. */
+static void test_errors(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/absent.lua", d.path);
+    assert_null(qf_registry_recipe(missing));
+    assert_non_null(strstr(qf_last_error(), "cannot open"));
+    assert_non_null(strstr(qf_last_error(), "absent.lua"));
+    static const struct {
+        const char *file, *text, *msg;
+    } bad[] = {
+        {"f.lua", "return {family = 'mxfp8', margin = 1}", "unknown field 'margin'"},
+        {"g.lua", "return {family = 'nvfp4', rht_seed = -3}", "field 'rht_seed' (value -3"},
+        {"h.lua", "return {family = 'fp8_block'}", "family 'fp8_block' is not implemented"},
+        {"i.lua", "while true do end", "instruction budget"},
+        {"Bad-Name.lua", "return {family = 'mxfp8'}", "must match [a-z0-9_]+"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *path = qf_test_dir_write(d.path, bad[i].file, bad[i].text);
+        assert_null(qf_registry_recipe(path));
+        if (!strstr(qf_last_error(), bad[i].msg) || !strstr(qf_last_error(), bad[i].file))
+            fail_msg("%s: got '%s', want '%s'", bad[i].file, qf_last_error(), bad[i].msg);
+    }
+    /* Not a path: looked up among the built-in recipes only. */
+    assert_null(qf_registry_recipe("no_such_recipe"));
+    assert_non_null(strstr(qf_last_error(), "recipe 'no_such_recipe' not found"));
+    assert_int_equal(qf_recipe_is_path("mxfp8"), 0);
+    assert_int_equal(qf_recipe_is_path("mxfp8.lua"), 1);
+    assert_int_equal(qf_recipe_is_path("dir/mxfp8"), 1);
+    qf_test_dir_remove(d.path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_as_generator), cmocka_unit_test(test_loaded_once),
+        cmocka_unit_test(test_shapes),            cmocka_unit_test(test_jit_compiles),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
