@@ -2,6 +2,7 @@
 #include "validate.h"
 
 #include "ctx.h"
+#include "family.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -103,7 +104,7 @@ qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t, i
 
 qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_query *q,
                           qf_shape *out, int cap, int *n) {
-    *n = r->shapes(q, out, cap);
+    *n = qf_recipe_shapes(r, q, out, cap); /* generated, or the family table of a loaded recipe */
     if (*n == -1)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' rejects the shape query (M=%lld "
                             "N=%lld K=%lld outputs=%u)", op, r->name, (long long)q->M,

@@ -63,7 +63,8 @@ QF_INTERNAL qf_status qf_check_block_gemm_path(const char *op, const char *famil
                                                const char *lt_mode, const char *lt_dtype,
                                                int arch, qf_scale_layout layout, int64_t N);
 
-/* Runs the recipe's shape function; translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
+/* Runs the recipe's shape function (qf_recipe_shapes: a recipe loaded from a .lua file has its
+ * family's table interpreted); translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
 

@@ -1,68 +1,20 @@
-/* test_api_errors.c: bad input at the public API. Every case returns its documented status with a
- * message naming the argument and the requirement, and launches nothing.
+/* test_api_errors.c: bad input at the public API: contexts, qf_quantize (with and without a
+ * norm, every family), qf_scale_update, and on a GPU streams of another context and bad input
+ * that must write nothing (test_api_gemm.c: qf_gemm and qf_layernorm_linear_fwd). Every case
+ * returns its documented status with a message naming the argument and the requirement, and
+ * launches nothing.
  *
  * The checks run before any device work, so a device-less context (qf_ctx_init_host, sm_90)
  * exercises them on machines without a GPU: valid arguments stop there with QF_ERR_NO_DEVICE
  * ("arguments are valid"), which each group checks first so that every other case fails for its
  * own reason. Pointers are stand-ins that are never dereferenced. The last tests need a GPU (a
  * stream of another CUDA context; bad input leaves poisoned outputs untouched). */
-#include "test_util.h"
+#include "test_api_util.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 
 #include <cuda.h>
-
-#include "ctx.h"
-
-#define M 4
-#define K 64
-#define N 32
-#define HIST 16
-
-static const char *const kRecipe = "fp8_delayed";
-
-/* Stand-ins for device buffers, 256-byte aligned so that +1 is a misalignment. */
-static _Alignas(256) unsigned char g_mem[16][256];
-
-static void *slot(int i) {
-    return g_mem[i];
-}
-
-static qf_tensor t2(void *data, qf_dtype dt, int64_t d0, int64_t d1) {
-    qf_tensor t = {.data = data, .dtype = dt, .ndim = 2, .dims = {d0, d1}};
-    return t;
-}
-
-static qf_tensor t1(void *data, qf_dtype dt, int64_t d0) {
-    qf_tensor t = {.data = data, .dtype = dt, .ndim = 1, .dims = {d0}};
-    return t;
-}
-
-/* Asserts status s == want and that qf_last_error() holds every string of the NULL-ended list. */
-static void expect_(qf_status s, qf_status want, const char *const *subs) {
-    const char *msg = qf_last_error();
-    if (s != want)
-        fail_msg("status %s, expected %s; message: %s", qf_status_name(s), qf_status_name(want),
-                 msg);
-    for (; *subs; subs++)
-        if (!strstr(msg, *subs))
-            fail_msg("message \"%s\" lacks \"%s\"", msg, *subs);
-}
-#define expect(s, want, ...) expect_((s), (want), (const char *const[]){__VA_ARGS__, NULL})
-
-static int setup(void **state) {
-    qf_ctx_t *ctx = NULL;
-    if (qf_ctx_init_host(&ctx, 90) != QF_OK)
-        return -1;
-    *state = ctx;
-    return 0;
-}
-
-static int teardown(void **state) {
-    qf_ctx_free(*state);
-    return 0;
-}
 
 /* {===================================================================== contexts */
 
@@ -355,198 +307,6 @@ static void test_su_block_family(void **state) {
 
 /* =====================================================================} */
 
-/* {===================================================================== qf_gemm, per-tensor FP8 */
-
-typedef struct gemm_args {
-    qf_ctx_t *ctx;
-    qf_quantized qa, qb;
-    qf_tensor bias, y;
-    qf_copy copy_a;
-} gemm_args;
-
-/* y [M, N] bf16 = A [M, K] E4M3 x B [N, K] E4M3 ^T + bias [N] bf16, fp32 [1] scale_inv slots. */
-static gemm_args gemm_valid(void **state) {
-    gemm_args g = {.ctx = *state, .copy_a = QF_COPY_ROWWISE};
-    g.qa.t[QF_SLOT_ROWWISE_DATA] = t2(slot(0), QF_DTYPE_E4M3, M, K);
-    g.qb.t[QF_SLOT_ROWWISE_DATA] = t2(slot(1), QF_DTYPE_E4M3, N, K);
-    g.bias = t1(slot(2), QF_DTYPE_BF16, N);
-    g.y = t2(slot(3), QF_DTYPE_BF16, M, N);
-    g.qa.t[QF_SLOT_SCALE_INV] = t1(slot(4), QF_DTYPE_FP32, 1);
-    g.qb.t[QF_SLOT_SCALE_INV] = t1(slot(5), QF_DTYPE_FP32, 1);
-    return g;
-}
-
-static qf_status gemm_run(gemm_args *g) {
-    const qf_operand a = {&g->qa, g->copy_a}, b = {&g->qb, QF_COPY_ROWWISE};
-    return qf_gemm(g->ctx, kRecipe, &a, &b, &g->bias, &g->y, NULL);
-}
-
-static void test_gemm_valid_reaches_device(void **state) {
-    gemm_args g = gemm_valid(state);
-    expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
-}
-
-static void test_gemm_k_not_multiple_of_16(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].dims[1] = g.qb.t[QF_SLOT_ROWWISE_DATA].dims[1] = 24;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "K = 24 and N = 32 must be multiples of 16");
-}
-
-static void test_gemm_n_not_multiple_of_16(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qb.t[QF_SLOT_ROWWISE_DATA].dims[0] = g.y.dims[1] = g.bias.dims[0] = 24;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "K = 64 and N = 24 must be multiples of 16");
-}
-
-static void test_gemm_wrong_a_dtype(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_BF16;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data must be e4m3 or e5m2 and "
-           "b.rowwise_data e4m3 (got bf16, e4m3)");
-}
-
-static void test_gemm_y_too_small(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.y.dims[1] = N / 2;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "y has 64 elements (last dim 16); the shape function "
-           "requires 128 (last dim 32)");
-}
-
-static void test_gemm_bias_wrong_length(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.bias.dims[0] = N - 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "bias has 31 elements", "requires 32");
-}
-
-static void test_gemm_misaligned_a(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].data = (char *)g.qa.t[QF_SLOT_ROWWISE_DATA].data + 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data.data", "is not 16-byte aligned");
-}
-
-/* cuBLASLt rejects a scale pointer off a 16-byte boundary with "not supported"; the op names it. */
-static void test_gemm_misaligned_scale_inv(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qb.t[QF_SLOT_SCALE_INV].data = (float *)g.qb.t[QF_SLOT_SCALE_INV].data + 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.scale_inv", "is not 16-byte aligned");
-}
-
-static void test_gemm_null_scale_inv(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qb.t[QF_SLOT_SCALE_INV].data = NULL;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.scale_inv is NULL");
-    g = gemm_valid(state);
-    g.qa.t[QF_SLOT_SCALE_INV].dtype = QF_DTYPE_BF16;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.scale_inv.dtype is bf16; expected fp32");
-}
-
-/* FP8 GEMMs need sm_89; a context for an older GPU says so before anything else. */
-static void test_gemm_arch_too_old(void **state) {
-    gemm_args g = gemm_valid(state);
-    assert_int_equal(qf_ctx_init_host(&g.ctx, 80), QF_OK);
-    expect(gemm_run(&g), QF_ERR_UNSUPPORTED, "FP8 GEMM needs sm_89 or newer; device is sm_80");
-    qf_ctx_free(g.ctx);
-}
-
-/* Operands: NULL ones are named; the columnwise copies (dgrad, wgrad) are not implemented yet. */
-static void test_gemm_operands(void **state) {
-    gemm_args g = gemm_valid(state);
-    const qf_operand b = {&g.qb, QF_COPY_ROWWISE}, no_q = {NULL, QF_COPY_ROWWISE};
-    expect(qf_gemm(g.ctx, kRecipe, NULL, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: a is NULL");
-    expect(qf_gemm(g.ctx, kRecipe, &b, &no_q, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: b->q is NULL");
-    expect(qf_gemm(g.ctx, kRecipe, &b, &b, NULL, NULL, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: y is NULL");
-    g.copy_a = QF_COPY_COLUMNWISE;
-    expect(gemm_run(&g), QF_ERR_UNSUPPORTED, "qf_gemm: a is the columnwise copy",
-           "only the rowwise TN GEMM");
-    g.copy_a = (qf_copy)5;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a->copy 5 is not a qf_copy");
-}
-
-/* =====================================================================} */
-
-/* {===================================================================== qf_layernorm_linear_fwd */
-
-typedef struct ll_args {
-    qf_ctx_t *ctx;
-    qf_tensor x, y;
-    qf_ln_linear ll;
-} ll_args;
-
-/* x [M, K] bf16 -> y [M, N] bf16 with weight [N, K] bf16, quantized this call. */
-static ll_args ll_valid(void **state) {
-    ll_args a = {.ctx = *state};
-    qf_ln_linear *ll = &a.ll;
-    a.x = t2(slot(0), QF_DTYPE_BF16, M, K);
-    a.y = t2(slot(1), QF_DTYPE_BF16, M, N);
-    ll->norm = (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .eps = 1e-5f};
-    ll->weight_changed = 1;
-    ll->norm.gamma = t1(slot(2), QF_DTYPE_BF16, K), ll->norm.beta = t1(slot(3), QF_DTYPE_BF16, K);
-    ll->weight = t2(slot(4), QF_DTYPE_BF16, N, K);
-    ll->bias = t1(slot(5), QF_DTYPE_BF16, N);
-    ll->x_scale = slot(6), ll->w_scale = slot(7);
-    ll->xq.t[QF_SLOT_ROWWISE_DATA] = t2(slot(8), QF_DTYPE_E4M3, M, K);
-    ll->xq.t[QF_SLOT_AMAX] = t1(slot(9), QF_DTYPE_FP32, 1);
-    ll->xq.t[QF_SLOT_SCALE_INV] = t1(slot(10), QF_DTYPE_FP32, 1);
-    ll->wq.t[QF_SLOT_ROWWISE_DATA] = t2(slot(11), QF_DTYPE_E4M3, N, K);
-    ll->wq.t[QF_SLOT_AMAX] = t1(slot(12), QF_DTYPE_FP32, 1);
-    ll->wq.t[QF_SLOT_SCALE_INV] = t1(slot(13), QF_DTYPE_FP32, 1);
-    ll->xq.t[QF_SLOT_MU] = t1(slot(14), QF_DTYPE_FP32, M);
-    ll->xq.t[QF_SLOT_RSIGMA] = t1(slot(15), QF_DTYPE_FP32, M);
-    return a;
-}
-
-static qf_status ll_run(ll_args *a, const char *recipe) {
-    return qf_layernorm_linear_fwd(a->ctx, recipe, &a->x, &a->ll, &a->y, NULL);
-}
-
-static void test_ll_valid_reaches_device(void **state) {
-    ll_args a = ll_valid(state);
-    expect(ll_run(&a, kRecipe), QF_ERR_NO_DEVICE, "qf_layernorm_linear_fwd: quantizing "
-           "ll->weight", "arguments are valid");
-    assert_int_equal(a.ll.weight_changed, 1); /* nothing ran, so the weight is still stale */
-}
-
-/* The same state struct under an MXFP8 recipe: E8M0 scale slots [128, roundup(64/32, 4)]. */
-static void test_ll_mxfp8_valid_reaches_device(void **state) {
-    ll_args a = ll_valid(state);
-    a.ll.xq.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(9), QF_DTYPE_E8M0, 128, 4);
-    a.ll.wq.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(12), QF_DTYPE_E8M0, 128, 4);
-    expect(ll_run(&a, "mxfp8"), QF_ERR_NO_DEVICE, "qf_layernorm_linear_fwd: quantizing "
-           "ll->weight", "arguments are valid");
-    a.ll.wq.layout = QF_SCALE_LAYOUT_SWIZZLED; /* the GEMM of sm_90 reads compact scales */
-    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "GEMM of ll->xq and ll->wq",
-           "scale layouts 0 and 1");
-}
-
-static void test_ll_weight_k_mismatch(void **state) {
-    ll_args a = ll_valid(state);
-    a.ll.weight.dims[1] = 48;
-    expect(ll_run(&a, kRecipe), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: ll->weight is "
-           "[32, 48]; its last dimension must equal x's K = 64");
-}
-
-/* The GEMM's bias is checked before the first stage runs: on this context the weight stage would
- * have returned QF_ERR_NO_DEVICE, so INVALID_ARG from the GEMM proves the dry run came first. */
-static void test_ll_bad_bias_checked_before_any_stage(void **state) {
-    ll_args a = ll_valid(state);
-    a.ll.bias.dims[0] = N - 1;
-    expect(ll_run(&a, kRecipe), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: GEMM of ll->xq",
-           "bias has 31 elements");
-}
-
-static void test_ll_null_y(void **state) {
-    ll_args a = ll_valid(state);
-    expect(qf_layernorm_linear_fwd(a.ctx, kRecipe, &a.x, &a.ll, NULL, NULL), QF_ERR_INVALID_ARG,
-           "qf_layernorm_linear_fwd: y is NULL");
-    a.ll.norm.norm = QF_NORM_NONE;
-    expect(ll_run(&a, kRecipe), QF_ERR_INVALID_ARG, "ll->norm.norm 0 is not QF_NORM_LAYERNORM");
-}
-
-/* =====================================================================} */
-
 /* {===================================================================== NVFP4 quantizers */
 
 #define NV_M 32
@@ -742,201 +502,6 @@ static void test_nv_bad_layout(void **state) {
 
 /* =====================================================================} */
 
-/* {===================================================================== qf_gemm, NVFP4 */
-
-#define NVG_M 100
-#define NVG_N 64
-#define NVG_K 96
-
-typedef struct nvg_args {
-    qf_ctx_t *ctx;
-    const char *recipe;
-    qf_quantized qa, qb;
-    qf_tensor bias, y;
-    qf_scale_layout layout;
-} nvg_args;
-
-/* y [100, 64] bf16 = A [100, 96/2] E2M1 x B [64, 96/2] E2M1 ^T + bias, compact E4M3 scales
- * [128, roundup(96/16, 4) = 8], amaxes fp32 [1]. */
-static nvg_args nvg_valid(void **state) {
-    nvg_args g = {.ctx = *state, .recipe = "nvfp4", .layout = QF_SCALE_LAYOUT_COMPACT};
-    g.qa.t[QF_SLOT_ROWWISE_DATA] = t2(slot(0), QF_DTYPE_E2M1, NVG_M, NVG_K / 2);
-    g.qa.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(1), QF_DTYPE_E4M3, 128, 8);
-    g.qa.t[QF_SLOT_AMAX_ROWWISE] = t1(slot(2), QF_DTYPE_FP32, 1);
-    g.qb.t[QF_SLOT_ROWWISE_DATA] = t2(slot(3), QF_DTYPE_E2M1, NVG_N, NVG_K / 2);
-    g.qb.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(4), QF_DTYPE_E4M3, 128, 8);
-    g.qb.t[QF_SLOT_AMAX_ROWWISE] = t1(slot(5), QF_DTYPE_FP32, 1);
-    g.bias = t1(slot(6), QF_DTYPE_BF16, NVG_N);
-    g.y = t2(slot(7), QF_DTYPE_BF16, NVG_M, NVG_N);
-    return g;
-}
-
-static qf_status nvg_run(nvg_args *g) {
-    g->qa.layout = g->qb.layout = g->layout;
-    const qf_operand a = {&g->qa, QF_COPY_ROWWISE}, b = {&g->qb, QF_COPY_ROWWISE};
-    return qf_gemm(g->ctx, g->recipe, &a, &b, &g->bias, &g->y, NULL);
-}
-
-/* Slot s of operand a (0) or b (1). */
-static qf_tensor *nvg_slot(nvg_args *g, int which, qf_slot s) {
-    return which ? &g->qb.t[s] : &g->qa.t[s];
-}
-
-static void test_nvg_valid_reaches_device(void **state) {
-    nvg_args g = nvg_valid(state);
-    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
-    g.bias.data = NULL; /* no bias */
-    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
-    g = nvg_valid(state);
-    g.recipe = "nvfp4_nort";
-    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
-}
-
-static void test_nvg_null_pointers(void **state) {
-    nvg_args g = nvg_valid(state);
-    const qf_operand a = {&g.qa, QF_COPY_ROWWISE}, b = {&g.qb, QF_COPY_ROWWISE};
-    expect(qf_gemm(NULL, "nvfp4", &a, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG, "ctx");
-    expect(qf_gemm(g.ctx, "nvfp4", NULL, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: a is NULL");
-    expect(qf_gemm(g.ctx, "nvfp4", &a, &b, NULL, NULL, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: y");
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.rowwise_scale_inv");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.rowwise_data");
-}
-
-static void test_nvg_missing_amax(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_AMAX_ROWWISE)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a.amax_rowwise is NULL");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_AMAX_ROWWISE)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.amax_rowwise");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_AMAX_ROWWISE)->dtype = QF_DTYPE_BF16;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.amax_rowwise.dtype is bf16; expected fp32");
-    g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_AMAX_ROWWISE)->dims[0] = 2;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.amax_rowwise has 2 elements");
-}
-
-static void test_nvg_k_not_multiple_of_32(void **state) {
-    nvg_args g = nvg_valid(state);
-    /* K = 80: whole 1x16 blocks, not whole 16-byte rows */
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = 40;
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 40;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: K = 80 is not a multiple of 32");
-}
-
-static void test_nvg_k_mismatch(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 32;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_data is [N=64, K/2=32] bytes but "
-           "a.rowwise_data has K = 96");
-}
-
-static void test_nvg_wrong_dtypes(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dtype = QF_DTYPE_E4M3;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data.dtype is e4m3; expected e2m1");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_scale_inv.dtype is e8m0; expected e4m3");
-    g = nvg_valid(state);
-    g.y.dtype = QF_DTYPE_FP32;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
-    g = nvg_valid(state);
-    g.bias.dtype = QF_DTYPE_FP16;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias.dtype is fp16; expected bf16");
-}
-
-static void test_nvg_wrong_sizes(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = NVG_K; /* unpacked: K = 192 */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "but a.rowwise_data has K = 192");
-    g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_SCALE_INV)->dims[0] = NVG_M; /* unpadded rows */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_scale_inv has 800 elements");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->dims[1] = 6; /* unpadded blocks */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_scale_inv has 768 elements");
-    g = nvg_valid(state);
-    g.y.dims[0] = NVG_M - 1;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y has");
-    g = nvg_valid(state);
-    g.bias.dims[0] = NVG_N - 1;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias has 63 elements");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->data = (char *)g.qb.t[QF_SLOT_ROWWISE_DATA].data + 8;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_data.data", "is not 16-byte aligned");
-}
-
-/* Compact scales on sm_89..99 (the generated kernel), swizzled on sm_100+ (cuBLASLt); a and b
- * share one layout. */
-static void test_nvg_layout_for_arch(void **state) {
-    nvg_args g = nvg_valid(state);
-    g.layout = QF_SCALE_LAYOUT_SWIZZLED;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "on sm_90 the GEMM is qfuse's generated kernel",
-           "QF_SCALE_LAYOUT_COMPACT");
-    g.layout = (qf_scale_layout)5;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "layout 5 is not a qf_scale_layout");
-    qf_ctx_t *c100 = NULL;
-    assert_int_equal(qf_ctx_init_host(&c100, 100), QF_OK);
-    g = nvg_valid(state);
-    g.ctx = c100;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "on sm_100 the GEMM is cuBLASLt's VEC16_UE4M3",
-           "QF_SCALE_LAYOUT_SWIZZLED");
-    g.layout = QF_SCALE_LAYOUT_SWIZZLED;
-    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->dims[0] = g.y.dims[1] = g.bias.dims[0] = 40;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "N = 40 must be a multiple of 16 on sm_100");
-    qf_ctx_free(c100);
-    g = nvg_valid(state);
-    g.qb.layout = QF_SCALE_LAYOUT_SWIZZLED;
-    const qf_operand a = {&g.qa, QF_COPY_ROWWISE}, b = {&g.qb, QF_COPY_ROWWISE};
-    expect(qf_gemm(g.ctx, g.recipe, &a, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: a and b have scale layouts 0 and 1");
-}
-
-/* The family comes from the recipe: NVFP4 operands under an MXFP8 recipe are the wrong dtype. */
-static void test_nvg_arch_and_family(void **state) {
-    nvg_args g = nvg_valid(state);
-    g.recipe = "mxfp8";
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data.dtype is e2m1; expected e4m3",
-           "recipe 'mxfp8' quantizes the input role to it");
-    g.recipe = "no_such_recipe";
-    expect(nvg_run(&g), QF_ERR_NOT_FOUND, "no_such_recipe");
-    qf_ctx_t *c86 = NULL;
-    assert_int_equal(qf_ctx_init_host(&c86, 86), QF_OK);
-    g = nvg_valid(state);
-    g.ctx = c86;
-    expect(nvg_run(&g), QF_ERR_UNSUPPORTED, "NVFP4 GEMMs need sm_89 or newer; device is sm_86");
-    qf_ctx_free(c86);
-}
-
-/* =====================================================================} */
-
-/* {===================================================================== slot names */
-
-/* The slot table names every output the fake-shape functions list, and nothing else. */
-static void test_slot_names(void **state) {
-    (void)state;
-    for (int s = 0; s < QF_SLOT_COUNT; s++) {
-        assert_non_null(qf_slot_name((qf_slot)s));
-        assert_int_equal(qf_slot_from_name(qf_slot_name((qf_slot)s)), s);
-    }
-    assert_null(qf_slot_name(QF_SLOT_COUNT));
-    assert_int_equal(qf_slot_from_name("y"), -1);
-    assert_int_equal(qf_slot_from_name(NULL), -1);
-    assert_string_equal(qf_slot_name(QF_SLOT_AMAX_COLUMNWISE), "amax_columnwise");
-    assert_string_equal(qf_family_name(QF_FAMILY_NVFP4), "nvfp4");
-    assert_string_equal(qf_family_name(QF_FAMILY_COUNT), "?");
-}
-
-/* =====================================================================} */
-
 /* {===================================================================== on a GPU */
 
 /* A driver entry point from libcuda.so.1 (loaded by cudart already on a GPU machine). */
@@ -1039,41 +604,27 @@ static void test_bad_input_writes_nothing(void **state) {
 
 /* =====================================================================} */
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_ctx_init_null_out), T(test_ctx_init_host_bad_arch),
-        T(test_nq_valid_reaches_device), T(test_nq_null_ctx), T(test_nq_null_x),
-        T(test_nq_null_x_data), T(test_nq_ndim_0), T(test_nq_ndim_9), T(test_nq_negative_dim),
-        T(test_nq_x_dtype_e4m3), T(test_nq_x_misaligned), T(test_nq_gamma_wrong_length),
-        T(test_nq_gamma_dtype_mismatch), T(test_nq_beta_dtype_differs_from_gamma),
-        T(test_nq_rmsnorm_with_beta), T(test_nq_bad_norm), T(test_nq_no_output_requested),
-        T(test_nq_null_out), T(test_nq_rowwise_too_small), T(test_nq_mu_too_small),
-        T(test_nq_missing_scale_inv), T(test_nq_wrong_output_dtype),
+        T(test_ctx_init_null_out), T(test_ctx_init_host_bad_arch), T(test_nq_valid_reaches_device),
+        T(test_nq_null_ctx), T(test_nq_null_x), T(test_nq_null_x_data), T(test_nq_ndim_0),
+        T(test_nq_ndim_9), T(test_nq_negative_dim), T(test_nq_x_dtype_e4m3),
+        T(test_nq_x_misaligned), T(test_nq_gamma_wrong_length), T(test_nq_gamma_dtype_mismatch),
+        T(test_nq_beta_dtype_differs_from_gamma), T(test_nq_rmsnorm_with_beta), T(test_nq_bad_norm),
+        T(test_nq_no_output_requested), T(test_nq_null_out), T(test_nq_rowwise_too_small),
+        T(test_nq_mu_too_small), T(test_nq_missing_scale_inv), T(test_nq_wrong_output_dtype),
         T(test_nq_misaligned_output), T(test_nq_null_scale), T(test_nq_unknown_recipe),
-        T(test_nq_null_recipe), T(test_nq_dims_overflow),
-        T(test_quantize_role_input), T(test_su_n_zero), T(test_su_history_too_long),
-        T(test_su_null_pointer), T(test_su_block_family), T(test_gemm_valid_reaches_device),
-        T(test_gemm_k_not_multiple_of_16), T(test_gemm_n_not_multiple_of_16),
-        T(test_gemm_wrong_a_dtype), T(test_gemm_y_too_small), T(test_gemm_bias_wrong_length),
-        T(test_gemm_misaligned_a), T(test_gemm_misaligned_scale_inv),
-        T(test_gemm_null_scale_inv), T(test_gemm_arch_too_old), T(test_gemm_operands),
-        T(test_ll_valid_reaches_device), T(test_ll_mxfp8_valid_reaches_device),
-        T(test_ll_weight_k_mismatch), T(test_ll_bad_bias_checked_before_any_stage),
-        T(test_ll_null_y),
-        T(test_nv_valid_reaches_device), T(test_nv_null_out), T(test_nv_m_not_multiple_of_16),
-        T(test_nv_k_not_multiple_of_16), T(test_nv_x_misaligned), T(test_nv_rowwise_wrong_dtype),
-        T(test_nv_rowwise_unpacked_size), T(test_nv_row_scale_wrong_dtype),
-        T(test_nv_row_scale_unpadded), T(test_nv_columnwise_not_transposed),
-        T(test_nv_col_scale_too_small), T(test_nv_amax_wrong_dtype), T(test_nv_amax_wrong_size),
-        T(test_nv_missing_amax_rowwise), T(test_nv_missing_amax_columnwise),
-        T(test_nv_mu_wrong_size), T(test_nv_rsigma_wrong_dtype), T(test_nv_null_rng_with_sr),
-        T(test_nv_wrong_role), T(test_nv_wrong_family), T(test_nv_bad_layout),
-        T(test_nvg_valid_reaches_device), T(test_nvg_null_pointers), T(test_nvg_missing_amax),
-        T(test_nvg_k_not_multiple_of_32), T(test_nvg_k_mismatch), T(test_nvg_wrong_dtypes),
-        T(test_nvg_wrong_sizes), T(test_nvg_layout_for_arch), T(test_nvg_arch_and_family),
-        T(test_slot_names), T(test_stream_of_other_context), T(test_bad_input_writes_nothing),
+        T(test_nq_null_recipe), T(test_nq_dims_overflow), T(test_quantize_role_input),
+        T(test_su_n_zero), T(test_su_history_too_long), T(test_su_null_pointer),
+        T(test_su_block_family), T(test_nv_valid_reaches_device), T(test_nv_null_out),
+        T(test_nv_m_not_multiple_of_16), T(test_nv_k_not_multiple_of_16), T(test_nv_x_misaligned),
+        T(test_nv_rowwise_wrong_dtype), T(test_nv_rowwise_unpacked_size),
+        T(test_nv_row_scale_wrong_dtype), T(test_nv_row_scale_unpadded),
+        T(test_nv_columnwise_not_transposed), T(test_nv_col_scale_too_small),
+        T(test_nv_amax_wrong_dtype), T(test_nv_amax_wrong_size), T(test_nv_missing_amax_rowwise),
+        T(test_nv_missing_amax_columnwise), T(test_nv_mu_wrong_size), T(test_nv_rsigma_wrong_dtype),
+        T(test_nv_null_rng_with_sr), T(test_nv_wrong_role), T(test_nv_wrong_family),
+        T(test_nv_bad_layout), T(test_stream_of_other_context), T(test_bad_input_writes_nothing),
     };
     return cmocka_run_group_tests_name("api_errors", tests, NULL, NULL);
 }
