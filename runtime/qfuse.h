@@ -12,6 +12,9 @@
  *   cudaStreamPerThread) or a stream of ctx's device primary context (the one qf_ctx_init binds);
  *   a stream of another CUDA context is QF_ERR_INVALID_ARG ("... belongs to another CUDA
  *   context"), checked after the arguments and before any launch.
+ * - `recipe` names a recipe of the generated registry ("mxfp8") or is the path of a recipe .lua
+ *   file, loaded and validated on first use (DESIGN data flow 4); the recipe picks the family, and
+ *   the family the path each op takes.
  * - Numerics follow ../SPEC.md; section numbers are cited per function.
  */
 #ifndef QFUSE_H
