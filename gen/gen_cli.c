@@ -8,6 +8,7 @@
 #include "gen_emit.h"
 #include "qf_arch.h"
 #include "gen_plan.h"
+#include "names.h"
 
 /* ORDER GEN_CMD */
 typedef enum qf_gen_cmd {
@@ -16,6 +17,7 @@ typedef enum qf_gen_cmd {
     QF_GEN_CMD_CHECK = 2,
     QF_GEN_CMD_HELP = 3,
     QF_GEN_CMD_VERSION = 4,
+    QF_GEN_CMD_FIELDS = 5,
     QF_GEN_CMD_COUNT
 } qf_gen_cmd;
 
@@ -36,6 +38,7 @@ static const char qf_gen_usage[] =
     "usage: qfuse-gen [-o DIR] [--arch sm_XX] [--templates DIR] [--include DIR] RECIPE.lua...\n"
     "       qfuse-gen --list [--arch sm_XX] RECIPE.lua...   recipes, variants and fusion keys\n"
     "       qfuse-gen --check RECIPE.lua...                  validate only, write nothing\n"
+    "       qfuse-gen --fields                               every family's recipe fields\n"
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
@@ -61,7 +64,7 @@ static const struct {
     qf_gen_cmd cmd;
 } qf_gen_cmd_flags[] = {
     {"--list", QF_GEN_CMD_LIST}, {"--check", QF_GEN_CMD_CHECK},     {"--help", QF_GEN_CMD_HELP},
-    {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION},
+    {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION}, {"--fields", QF_GEN_CMD_FIELDS},
 };
 
 /* Sets a->cmd when arg is a command flag; returns 1 then (--help and --version win over the
@@ -137,7 +140,7 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
             return 2;
     }
-    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) {
+    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) { /* help, version, fields take none */
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;
     }
@@ -161,6 +164,59 @@ static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
             fputc('\n', out);
         }
     }
+}
+
+/* What field fd accepts: "one of 'a', 'b'", "integer in lo..hi", "boolean", "number in a..b". */
+static void qf_gen_field_accepts(const qf_field *fd, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    if (fd->type == QF_FIELD_INTEGER)
+        snprintf(buf, n, "integer %lld..%lld", (long long)fd->lo, (long long)fd->hi);
+    else if (fd->type == QF_FIELD_BOOLEAN)
+        snprintf(buf, n, "boolean");
+    else if (fd->type == QF_FIELD_NUMBER)
+        snprintf(buf, n, "number %g..%g", fd->min, fd->max);
+    for (int v = 0; fd->type == QF_FIELD_OPTION && v < qf_enum_count((qf_enum)fd->names); v++)
+        if ((fd->allowed == 0 || ((fd->allowed >> v) & 1u)) && used < n)
+            used += (size_t)snprintf(buf + used, n - used, "%s'%s'", used ? " | " : "",
+                                     qf_enum_name((qf_enum)fd->names, v));
+}
+
+/* --fields: the schema of every implemented family (the families table, runtime/family.c),
+ * each field with what it accepts, its default (as the loader fills it in) and whether it enters
+ * the fusion key. The rules every recipe follows come first. */
+static int qf_gen_fields(FILE *out, FILE *err) {
+    fputs("A recipe is a file NAME.lua (NAME: [a-z0-9_]+, at most 48 characters) returning one\n"
+          "table: family = '<family>', an optional description (UTF-8, at most 255 bytes), and\n"
+          "the family's fields; every field has a default, and unknown fields are errors.\n",
+          out);
+    for (int f = 0; f < QF_FAMILY_COUNT; f++) {
+        const qf_family_traits *t = &qf_families[f];
+        qf_recipe r;
+        qf_gen_err e;
+        char text[64], accepts[160];
+        snprintf(text, sizeof text, "return {family = '%s'}", t->name);
+        if (!t->implemented)
+            continue;
+        if (qf_gen_recipe_load_buffer("defaults.lua", text, strlen(text), NULL, &r, &e) != 0) {
+            fprintf(err, "qfuse-gen: %s\n", e.msg);
+            return 1;
+        }
+        qf_gen_option opts[QF_GEN_OPTIONS_MAX];
+        const int n = qf_gen_recipe_option_list(&r, opts);
+        fprintf(out, "\nfamily '%s' (%s)\n", t->name, t->spec);
+        for (int i = 0; i < t->n_fields; i++) {
+            const qf_field *fd = &t->fields[i];
+            const char *def = "?";
+            for (int k = 0; k < n; k++)
+                if (strcmp(opts[k].key, fd->name) == 0)
+                    def = opts[k].value;
+            qf_gen_field_accepts(fd, accepts, sizeof accepts);
+            fprintf(out, "  %-26s %-36s default %s%s\n", fd->name, accepts, def,
+                    fd->key ? "" : " (not in the key)");
+        }
+    }
+    return 0;
 }
 
 /* Runs a parsed command that needs the plan. Returns the exit status. */
@@ -202,6 +258,8 @@ int qf_gen_cli_main(int argc, char **argv, FILE *out, FILE *err) {
         fputs(qf_gen_usage, out);
     else if (rc == 0 && a.cmd == QF_GEN_CMD_VERSION)
         fprintf(out, "qfuse-gen %s\n", QF_GEN_VERSION);
+    else if (rc == 0 && a.cmd == QF_GEN_CMD_FIELDS)
+        rc = qf_gen_fields(out, err);
     else if (rc == 0)
         rc = qf_gen_run(&a, out, err);
     free(a.recipes);

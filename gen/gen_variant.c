@@ -246,7 +246,10 @@ static void qf_gen_field_value(const qf_recipe *r, const qf_field *fd, const qf_
 }
 
 /* The descriptor's constants the op declares (QF_TC_*), but __TILE_M__, which comes last. */
-static void qf_gen_values_desc(const qf_kernel_desc *d, unsigned consts, qf_gen_values *out) {
+static void qf_gen_values_desc(const qf_recipe *r, const qf_kernel_desc *d, unsigned consts,
+                               qf_gen_values *out) {
+    if (consts & QF_TC_FAMILY)
+        qf_gen_values_add(out, "__FAMILY__", qf_enum_c(QF_ENUM_FAMILY, r->family));
     if (consts & QF_TC_NORM)
         qf_gen_values_add(out, "__NORM__", qf_enum_c(QF_ENUM_NORM, d->norm));
     if (consts & QF_TC_ZCG)
@@ -265,7 +268,7 @@ void qf_gen_variant_values(const qf_recipe *r, const qf_gen_variant *v, qf_gen_v
     qf_gen_values_add(out, "__KERNEL_NAME__", v->desc.name);
     snprintf(num, sizeof num, "%u", v->cfg.block_threads);
     qf_gen_values_add(out, "__BLOCK_THREADS__", num);
-    qf_gen_values_desc(&v->desc, consts, out);
+    qf_gen_values_desc(r, &v->desc, consts, out);
     for (int i = 0; i < t->n_fields; i++) {
         const qf_field *fd = &t->fields[i];
         if (!fd->tpl || !(fd->tpl_ops & (1u << v->desc.op)) || qf_gen_values_has(out, fd->tpl))

@@ -1,6 +1,7 @@
 /* family.c: the families table, one row per recipe family (family.h). */
 #include "family.h"
 
+#include <float.h>
 #include <stdio.h>
 
 #include "names.h"
@@ -46,6 +47,20 @@ static const qf_field qf_fields_fp8_delayed[] = {
     {.name = "margin", .type = QF_FIELD_INTEGER, .offset = QF_OFF(margin), .member = "margin",
      .lo = 0, .hi = 32, .def = 0, .key = 1, .tpl = "__MARGIN__",
      .tpl_ops = QF_BIT(QF_OP_SCALE_UPDATE), .tpl_value = qf_value_margin},
+};
+
+/* ========================================================================= fp8_current */
+
+/* TE's Float8CurrentScaling defaults (SPEC 2.2). amax_epsilon and power_2_scales reach the
+ * kernels through their parameter block (qf_nq_params), not as template constants: the template
+ * is fp8_delayed's too. */
+static const qf_field qf_fields_fp8_current[] = {
+    {.name = "amax_epsilon", .type = QF_FIELD_NUMBER, .offset = QF_OFF(amax_epsilon),
+     .member = "amax_epsilon", .min = 0.0, .max = FLT_MAX, .def = 0.0, .key = 1},
+    {.name = "format", .type = QF_FIELD_OPTION, .offset = QF_OFF(format), .member = "format",
+     .names = QF_ENUM_FP8_FORMAT, .def = QF_FP8_FORMAT_HYBRID, .key = 1, .sets_formats = 1},
+    {.name = "power_2_scales", .type = QF_FIELD_BOOLEAN, .offset = QF_OFF(power_2_scales),
+     .member = "power_2_scales", .def = 0, .key = 1},
 };
 
 /* ========================================================================= mxfp8 */
@@ -116,7 +131,18 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                  [QF_OP_SCALE_UPDATE] = {"smxx_fp8_scale_update.cu", 256, 1, 0}},
          .shapes = &qf_fake_fp8,
          .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
-    [QF_FAMILY_FP8_CURRENT] = {.name = "fp8_current", .spec = "SPEC 2.2"},
+    [QF_FAMILY_FP8_CURRENT] =
+        {.name = "fp8_current",
+         .spec = "SPEC 2.2",
+         .implemented = 0,
+         QF_FIELDS(qf_fields_fp8_current),
+         .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
+         .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
+                                          QF_TC_QUANT | QF_TC_FAMILY},
+                 [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
+                                     QF_TC_QUANT | QF_TC_FAMILY}},
+         .shapes = &qf_fake_fp8,
+         .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
     [QF_FAMILY_MXFP8] =
         {.name = "mxfp8",
          .spec = "SPEC 2.3",

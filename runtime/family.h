@@ -102,6 +102,7 @@ typedef struct qf_field {
 #define QF_TC_IN_DTYPE 4u   /* __IN_DTYPE__ */
 #define QF_TC_OUT_DTYPE 8u  /* __OUT_DTYPE__ */
 #define QF_TC_TILE_M 16u    /* __TILE_M__ */
+#define QF_TC_FAMILY 32u    /* __FAMILY__: the recipe's family (a template two families share) */
 
 /* One op of a family: its template and launch config. A NULL template: not supported. */
 typedef struct qf_family_op {

@@ -101,19 +101,23 @@ typedef struct qf_nq_params {
     const void *x;        /* [M, K] input dtype */
     const void *gamma;    /* [K] input dtype or fp32; null for QF_NORM_NONE */
     const void *beta;     /* [K] same dtype as gamma; layernorm only */
-    const float *scale;   /* [1] quantization scale (fp8_delayed: from the scale update) */
+    const float *scale;   /* [1] quantization scale (fp8_delayed: from the scale update; unused
+                           * by fp8_current, which takes it from amax, SPEC 2.2) */
     uint8_t *out_row;     /* [M, K] FP8 rowwise; may be null when only columnwise is produced */
     uint8_t *out_col;     /* [K, M] FP8 columnwise (transposed); null unless columnwise */
     float *mu;            /* [M] layernorm only */
     float *rsigma;        /* [M] norms only */
-    float *amax;          /* [1] atomically max-merged amax of the quantized tensor (pre-scale) */
+    float *amax;          /* [1] atomically max-merged amax of the quantized tensor (pre-scale);
+                           * fp8_current: complete after the <name>_amax pass, read by the rest */
     float *scale_inv;     /* [1] 1/scale, written by block 0 */
     int64_t M;
     int64_t K;
     float eps;
+    float amax_epsilon;     /* fp8_current: lower bound of the amax the scale is taken from */
+    int32_t power_2_scales; /* fp8_current: 1 = scales rounded down to powers of two */
     int32_t pad0;
 } qf_nq_params;
-QF_STATIC_ASSERT(sizeof(qf_nq_params) == 10 * 8 + 2 * 8 + 8, "qf_nq_params ABI");
+QF_STATIC_ASSERT(sizeof(qf_nq_params) == 10 * 8 + 2 * 8 + 16, "qf_nq_params ABI");
 
 /* Parameter block of the delayed-scaling update (one launch for all of a step's tensors). */
 typedef struct qf_su_params {

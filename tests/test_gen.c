@@ -982,6 +982,30 @@ static const char *qf_test_json_str(const cJSON *o, const char *key) {
     return s;
 }
 
+/* --fields prints every implemented family's schema from the families table: each field, what
+ * it accepts and the default the loader fills in; reserved families are not offered. */
+static void test_cli_fields(void **state) {
+    (void)state;
+    const char *args[] = {"--fields", NULL};
+    char *out, *err;
+    assert_int_equal(qf_test_cli(&out, &err, args), 0);
+    for (int f = 0; f < QF_FAMILY_COUNT; f++) {
+        const qf_family_traits *t = &qf_families[f];
+        char head[64];
+        snprintf(head, sizeof head, "family '%s' (%s)", t->name, t->spec);
+        assert_true((strstr(out, head) != NULL) == t->implemented);
+        for (int i = 0; t->implemented && i < t->n_fields; i++)
+            assert_non_null(strstr(out, t->fields[i].name));
+    }
+    assert_non_null(strstr(out, "amax_history_len           integer 1..8192"));
+    assert_non_null(strstr(out, "default 1024"));
+    assert_non_null(strstr(out, "'e4m3' | 'e5m2'"));
+    assert_non_null(strstr(out, "rht_seed                   integer 0..9223372036854775807"
+                                "       default none"));
+    assert_string_equal(err, "");
+    free(out), free(err);
+}
+
 /* Generates every recipe the registry was built from into a fresh outdir (default templates). */
 static void qf_test_generate_registry(const char *outdir) {
     const char *args[16] = {"-o", outdir};
@@ -2074,6 +2098,7 @@ int main(void) {
         cmocka_unit_test(test_gen_nvfp4_manifest),
         cmocka_unit_test(test_gen_nvfp4_keys),
         cmocka_unit_test(test_shape_formula_check),
+        cmocka_unit_test(test_cli_fields),
         cmocka_unit_test(test_cli_check_shipped),
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_list_arch_changes_key),

@@ -29,11 +29,12 @@ char *qf_kernel_text(const qf_kernel_entry *k) {
     return s;
 }
 
-/* 1 when k writes MXFP8 or NVFP4 block scales: its instances also choose the scale layout.
- * NOTES: only these kernels see the layout, so no other kernel's key changed when it was added. */
+/* 1 when k is a quantizer of a family that writes block scales (its row's scale_layout): its
+ * instances also choose the scale layout. NOTES: only these kernels see the layout, so no other
+ * kernel's key changed when it was added. */
 static int qf_kernel_has_layout(const qf_kernel_entry *k) {
-    return (k->family == QF_FAMILY_MXFP8 || k->family == QF_FAMILY_NVFP4) &&
-           (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE);
+    const qf_family_traits *t = qf_family_get(k->family);
+    return t && t->scale_layout && (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE);
 }
 
 int qf_kernel_instance_equal(const qf_kernel_instance *a, const qf_kernel_instance *b) {
