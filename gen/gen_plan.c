@@ -226,20 +226,7 @@ static void qf_gen_plan_entries(const qf_gen_plan *p, int ri, int vi, qf_kernel_
     QF_ASSERT(ti >= 0); /* every variant's template was read when it was rendered */
     *tpl = (qf_kernel_template){.file = NULL, .text = p->template_texts[ti]};
     *re = pr->recipe;
-    *ke = (qf_kernel_entry){.name = v->desc.name,
-                            .recipe = re,
-                            .family = pr->recipe.family,
-                            .op = v->desc.op,
-                            .role = v->desc.role,
-                            .norm = v->desc.norm,
-                            .zero_centered_gamma = v->desc.zero_centered_gamma,
-                            .in_dtype = v->desc.in_dtype,
-                            .out_dtype = v->desc.out_dtype,
-                            .block_threads = v->cfg.block_threads,
-                            .tile_m = v->cfg.tile_m,
-                            .tpl = tpl,
-                            .prelude = pr->preludes[vi],
-                            .entries = pr->entries[vi]};
+    *ke = qf_gen_variant_entry(re, v, tpl, pr->preludes[vi], pr->entries[vi]);
 }
 
 void qf_gen_plan_key_instance(const qf_gen_plan *p, int ri, int vi, int arch,

@@ -281,3 +281,22 @@ void qf_gen_variant_values(const qf_recipe *r, const qf_gen_variant *v, qf_gen_v
         qf_gen_values_add(out, "__TILE_M__", num);
     }
 }
+
+qf_kernel_entry qf_gen_variant_entry(const qf_recipe *r, const qf_gen_variant *v,
+                                     const qf_kernel_template *tpl, const char *prelude,
+                                     unsigned entries) {
+    return (qf_kernel_entry){.name = v->desc.name,
+                             .recipe = r,
+                             .family = r->family,
+                             .op = v->desc.op,
+                             .role = v->desc.role,
+                             .norm = v->desc.norm,
+                             .zero_centered_gamma = v->desc.zero_centered_gamma,
+                             .in_dtype = v->desc.in_dtype,
+                             .out_dtype = v->desc.out_dtype,
+                             .block_threads = v->cfg.block_threads,
+                             .tile_m = v->cfg.tile_m,
+                             .tpl = tpl,
+                             .prelude = prelude,
+                             .entries = entries};
+}

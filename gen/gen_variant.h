@@ -7,6 +7,7 @@
 
 #include "gen_buf.h"
 #include "gen_recipe.h"
+#include "registry.h"
 
 #define QF_GEN_VARIANTS_MAX 32    /* per recipe */
 
@@ -50,5 +51,12 @@ typedef struct qf_gen_values {
  * and every schema field's template constant for this op (a constant set by several fields,
  * one per role, appears once, with the kernel's role's value). */
 void qf_gen_variant_values(const qf_recipe *r, const qf_gen_variant *v, qf_gen_values *out);
+
+/* The registry entry (registry.h) of variant v of recipe r over template tpl, with its rendered
+ * prelude and entry points (QF_ENTRY_BIT flags): what qfuse-gen emits into out/registry.c and
+ * the runtime builds for a recipe file. Points into r, v, tpl and prelude (not owned). */
+qf_kernel_entry qf_gen_variant_entry(const qf_recipe *r, const qf_gen_variant *v,
+                                     const qf_kernel_template *tpl, const char *prelude,
+                                     unsigned entries);
 
 #endif /* QF_GEN_VARIANT_H */

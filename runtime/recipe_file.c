@@ -46,7 +46,7 @@ static const qf_kernel_template *qf_recipe_file_template(const char *name) {
     return NULL;
 }
 
-/* Kernel entry i of lr from its variant: the registry fields qfuse-gen would emit. */
+/* Kernel entry i of lr from its variant: the entry qfuse-gen would emit. */
 static int qf_recipe_file_kernel(qf_loaded_recipe *lr, int i, qf_gen_err *e) {
     const qf_gen_variant *v = &lr->variants[i];
     const qf_kernel_template *t = qf_recipe_file_template(v->cfg.template_name);
@@ -60,20 +60,7 @@ static int qf_recipe_file_kernel(qf_loaded_recipe *lr, int i, qf_gen_err *e) {
     lr->preludes[i] = qf_gen_variant_prelude(&lr->r, v, t->file, t->text, e);
     if (!lr->preludes[i])
         return -1;
-    lr->kernels[i] = (qf_kernel_entry){.name = v->desc.name,
-                                       .recipe = &lr->r,
-                                       .family = lr->r.family,
-                                       .op = v->desc.op,
-                                       .role = v->desc.role,
-                                       .norm = v->desc.norm,
-                                       .zero_centered_gamma = v->desc.zero_centered_gamma,
-                                       .in_dtype = v->desc.in_dtype,
-                                       .out_dtype = v->desc.out_dtype,
-                                       .block_threads = v->cfg.block_threads,
-                                       .tile_m = v->cfg.tile_m,
-                                       .tpl = t,
-                                       .prelude = lr->preludes[i],
-                                       .entries = entries};
+    lr->kernels[i] = qf_gen_variant_entry(&lr->r, v, t, lr->preludes[i], entries);
     return 0;
 }
 
