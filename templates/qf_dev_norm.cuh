@@ -122,33 +122,20 @@ __device__ __forceinline__ void tile_stats(const P &p, long long m0, float *s_mu
     }
 }
 
-/* Row m of x (dtype DT, K elements) into registers, as rows_stats holds it (0 past K), then its
- * statistics (rows_stats, tid as there) into mu/rs and, by thread 0, p.mu (LayerNorm) and
- * p.rsigma; mu = 0, rs = 1 without a norm. P: a params block with x, K, eps, mu, rsigma. */
-template <int IT, int NORM, int DT, int EPV, int THREADS, int WARPS, typename P, typename TID>
-__device__ __forceinline__ void rows_load_stats(const P &p, long long m, float (&v)[IT][EPV],
-                                                float (*s_red)[WARPS], int &red, float &mu,
-                                                float &rs, TID stats_tid) {
-    const int tid = threadIdx.x;
-    const long long K = p.K;
+/* Row m of x (dtype DT, K elements) into the registers of a block of THREADS threads, as
+ * rows_stats holds it: vector it * THREADS + tid of EPV elements, 0 past K. */
+template <int IT, int DT, int EPV, int THREADS>
+__device__ __forceinline__ void rows_load(const void *x, long long m, long long K, int tid,
+                                          float (&v)[IT][EPV]) {
 #pragma unroll
     for (int it = 0; it < IT; it++) {
         const long long k = static_cast<long long>(it * THREADS + tid) * EPV;
         if (k < K)
-            load_n<DT, EPV>(p.x, m * K + k, v[it]);
+            load_n<DT, EPV>(x, m * K + k, v[it]);
         else
 #pragma unroll
             for (int j = 0; j < EPV; j++)
                 v[it][j] = 0.0f;
-    }
-    mu = 0.0f, rs = 1.0f;
-    if (NORM != QF_NORM_NONE) {
-        rows_stats<IT, NORM, EPV, THREADS, WARPS>(v, K, p.eps, s_red, red, mu, rs, stats_tid);
-        if (tid == 0) {
-            if (NORM == QF_NORM_LAYERNORM)
-                p.mu[m] = mu;
-            p.rsigma[m] = rs;
-        }
     }
 }
 

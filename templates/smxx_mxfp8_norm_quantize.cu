@@ -173,9 +173,18 @@ __device__ void rows_body(const qf_mx_params &p) {
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
-        float v[IT][kEpv], mu, rs;
-        rows_load_stats<IT, kNorm, kInDtype, kEpv, kThreads, kWarps>(p, m, v, s_red, red, mu, rs,
-                                                                     threadIdx.x);
+        float v[IT][kEpv];
+        rows_load<IT, kInDtype, kEpv, kThreads>(p.x, m, K, tid, v);
+        float mu = 0.0f, rs = 1.0f;
+        if (kNorm != QF_NORM_NONE) {
+            rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
+                                                          threadIdx.x);
+            if (tid == 0) {
+                if (kNorm == QF_NORM_LAYERNORM)
+                    p.mu[m] = mu;
+                p.rsigma[m] = rs;
+            }
+        }
 #pragma unroll
         for (int it = 0; it < IT; it++)
             if (kRowwise && static_cast<long long>(it * kThreads) * kEpv < K) /* block-uniform */
