@@ -53,6 +53,8 @@ GEN_SRCS := $(filter-out $(GEN_MAIN) $(GEN_CORE_SRCS),$(wildcard gen/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
 RECIPES := $(wildcard recipes/*.lua)
 TEMPLATES := $(wildcard templates/*.cu)
+# Shared device headers of the templates: in-memory NVRTC headers, embedded in the registry.
+DEV_HEADERS := $(wildcard templates/qf_dev_*.cuh)
 OUT_SRCS := $(OUT)/registry.c $(OUT)/shapes.c
 
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
@@ -124,7 +126,7 @@ $(QFUSE_GEN): $(B)/$(GEN_MAIN:.c=.o) $(LIB_GEN) $(LIB_CORE)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- generated sources: one generator run produces all of out/
-$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES)
+$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h
 	@$(if $(Q),echo "  GEN     $(OUT)/ from $(RECIPES)")
 	$(Q)$(QFUSE_GEN) -o $(OUT) $(RECIPES)
 	$(Q)touch $@
@@ -263,7 +265,7 @@ install: all
 	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/registry.h $(OUT)/shapes.h \
 	        $(DESTDIR)$(PREFIX)/include/qfuse/
 	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include
-	install -m 644 $(TEMPLATES) $(DESTDIR)$(PREFIX)/share/qfuse/templates/
+	install -m 644 $(TEMPLATES) $(DEV_HEADERS) $(DESTDIR)$(PREFIX)/share/qfuse/templates/
 	install -m 644 runtime/qf_formats.h $(DESTDIR)$(PREFIX)/share/qfuse/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(CUDA_HOME)|g' scripts/qfuse.pc.in \
 	        > $(DESTDIR)$(PREFIX)/lib/pkgconfig/qfuse.pc

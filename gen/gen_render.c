@@ -157,23 +157,27 @@ int qf_gen_header_check(const char *name, const char *text, qf_gen_err *e) {
 
 /* ========================================================================= entry points */
 
-/* How a template defines each entry point (ORDER ENTRY): the main entry is the placeholder
- * __KERNEL_NAME__ followed by its parameter list; the others are invocations of their macro at
- * the start of a line. */
-static const char *const qf_gen_entry_marks[] = {
-    [QF_ENTRY_MAIN] = "__KERNEL_NAME__(", [QF_ENTRY_ROWS1] = "\nQF_ROWS_ENTRY(1)",
-    [QF_ENTRY_ROWS2] = "\nQF_ROWS_ENTRY(2)", [QF_ENTRY_ROWS4] = "\nQF_ROWS_ENTRY(4)",
-    [QF_ENTRY_ROWS8] = "\nQF_ROWS_ENTRY(8)", [QF_ENTRY_AMAX] = "\nQF_AMAX_ENTRY(",
-    [QF_ENTRY_COLS] = "\nQF_COLS_ENTRY(",    [QF_ENTRY_ALPHA] = "\nQF_ALPHA_ENTRY("};
-_Static_assert(sizeof(qf_gen_entry_marks) / sizeof(qf_gen_entry_marks[0]) == QF_ENTRY_COUNT,
-               "qf_gen_entry_marks");
+/* How a template defines its entry points: the main entry is the placeholder __KERNEL_NAME__
+ * followed by its parameter list; the others are invocations of their macro
+ * (templates/qf_dev_module.cuh) at the start of a line. */
+static const struct {
+    const char *mark;
+    unsigned entries;
+} qf_gen_entry_marks[] = {
+    {"__KERNEL_NAME__(", QF_ENTRY_BIT(QF_ENTRY_MAIN)},
+    {"\nQF_ROWS_ENTRIES(", QF_ENTRY_BIT(QF_ENTRY_ROWS1) | QF_ENTRY_BIT(QF_ENTRY_ROWS2) |
+                              QF_ENTRY_BIT(QF_ENTRY_ROWS4) | QF_ENTRY_BIT(QF_ENTRY_ROWS8)},
+    {"\nQF_AMAX_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_AMAX)},
+    {"\nQF_COLS_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_COLS)},
+    {"\nQF_ALPHA_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_ALPHA)},
+};
 
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,
                             qf_gen_err *e) {
     *entries = 0;
-    for (int i = 0; i < QF_ENTRY_COUNT; i++)
-        if (strstr(tpl, qf_gen_entry_marks[i]))
-            *entries |= QF_ENTRY_BIT(i);
+    for (size_t i = 0; i < sizeof qf_gen_entry_marks / sizeof qf_gen_entry_marks[0]; i++)
+        if (strstr(tpl, qf_gen_entry_marks[i].mark))
+            *entries |= qf_gen_entry_marks[i].entries;
     if (!(*entries & QF_ENTRY_BIT(QF_ENTRY_MAIN)))
         return qf_gen_fail(e, "%s: no main entry point (`__KERNEL_NAME__(`)", tpl_name);
     return 0;

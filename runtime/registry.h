@@ -26,10 +26,10 @@ typedef struct qf_kernel_template {
 } qf_kernel_template;
 
 /* The entry points a kernel module can hold: `<name><suffix>` (qf_kernel_entry_suffix). ORDER
- * ENTRY: qf_entry_suffixes in kernel_key.c and qf_gen_entry_marks in gen/gen_render.c. */
+ * ENTRY: qf_entry_suffixes in kernel_key.c and the entry names in gen/gen_emit.c. */
 typedef enum qf_entry {
     QF_ENTRY_MAIN = 0,  /* <name> */
-    QF_ENTRY_ROWS1 = 1, /* <name>_rows1 .. _rows8: row-in-registers entries (QF_ROWS_ENTRY) */
+    QF_ENTRY_ROWS1 = 1, /* <name>_rows1 .. _rows8: row-in-registers entries (QF_ROWS_ENTRIES) */
     QF_ENTRY_ROWS2 = 2,
     QF_ENTRY_ROWS4 = 3,
     QF_ENTRY_ROWS8 = 4,

@@ -41,6 +41,7 @@
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K
  * varies at run time: a new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
  */
+#include "qf_dev_mma.cuh"
 #include "qf_formats.h"
 
 namespace {
@@ -92,32 +93,6 @@ static_assert(kADtype == QF_DTYPE_E4M3 || kADtype == QF_DTYPE_E5M2, "A is E4M3 o
 static_assert(kBDtype == QF_DTYPE_E4M3 || kBDtype == QF_DTYPE_E5M2, "B is E4M3 or E5M2");
 
 /* ==================================================================== PTX wrappers */
-
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-/* 16 bytes global -> shared, bypassing L1; n = 0 writes 16 zero bytes and reads nothing. */
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int n) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
 
 /* Four FP8 values of format DT (bytes 0..3 of q) as two f16 pairs, exactly (every E4M3 and E5M2
  * value, NaN and infinity included, is an f16 value): lo = bytes 0-1, hi = bytes 2-3. Splitting
@@ -174,13 +149,6 @@ __device__ __forceinline__ unsigned redux_max(unsigned v) {
     unsigned r;
     asm("redux.sync.max.u32 %0, %1, 0xffffffff;\n" : "=r"(r) : "r"(v));
     return r;
-}
-
-/* fp32 -> bf16 bits, round to nearest even (NaN stays NaN). */
-__device__ __forceinline__ unsigned short to_bf16(float v) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
-    return h;
 }
 
 /* ==================================================================== scales */
@@ -296,22 +264,8 @@ __device__ __forceinline__ void load_tile(const qf_mx_gemm_params &p, unsigned s
     const long long k = kt * kTileK + c * 16;
     const bool k_ok = k < p.K;
     const unsigned swz = static_cast<unsigned>((c ^ (r0 & 7)) << 4);
-#pragma unroll
-    for (int j = 0; j < kChunksA; j++) {
-        const int r = r0 + 32 * j;
-        const long long ma = m0 + r;
-        const bool ok = k_ok && ma < p.M;
-        cp_async16(stage + static_cast<unsigned>(r * kRowBytes) + swz,
-                   ok ? p.a + ma * p.K + k : p.a, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < kChunksB; j++) {
-        const int r = r0 + 32 * j;
-        const long long nb = n0 + r;
-        const bool ok = k_ok && nb < p.N;
-        cp_async16(stage + kTileABytes + static_cast<unsigned>(r * kRowBytes) + swz,
-                   ok ? p.b + nb * p.K + k : p.b, ok ? 16 : 0);
-    }
+    copy_tile<kChunksA, kRowBytes>(stage, p.a, m0, p.M, p.K, k, k_ok, r0, swz);
+    copy_tile<kChunksB, kRowBytes>(stage + kTileABytes, p.b, n0, p.N, p.K, k, k_ok, r0, swz);
 }
 
 /* Per-thread constants of the fragment loads and the accumulator layout. */
@@ -396,57 +350,6 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const float *sc, const 
     }
 }
 
-/* The output tile of this block: groups of kGroupM tile rows, column-major inside a group. */
-__device__ __forceinline__ void tile_origin(const qf_mx_gemm_params &p, long long *m0,
-                                            long long *n0) {
-    const long long tiles_m = (p.M + kTileM - 1) / kTileM, tiles_n = (p.N + kTileN - 1) / kTileN;
-    const long long bid = blockIdx.x, per_group = kGroupM * tiles_n;
-    const long long first = bid / per_group * kGroupM, in_group = bid % per_group;
-    const long long rows = tiles_m - first < kGroupM ? tiles_m - first : kGroupM;
-    *m0 = (first + in_group % rows) * kTileM;
-    *n0 = in_group / rows * kTileN;
-}
-
-/* acc (+ bias) -> bf16 y, one rounding; pairs of columns stored as one word when aligned. */
-__device__ __forceinline__ void store_tile(const qf_mx_gemm_params &p, long long m0, long long n0,
-                                           const float (&acc)[kMI][kNI][4]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long r0 = m0 + (warp / kWarpsN) * kWarpM + (lane >> 2);
-    const long long c0 = n0 + (warp % kWarpsN) * kWarpN + (lane & 3) * 2;
-    const bool pairs = (p.N & 1) == 0;
-#pragma unroll
-    for (int ni = 0; ni < kNI; ni++) {
-        const long long c = c0 + ni * 8;
-        if (c >= p.N)
-            continue;
-        const bool two = c + 1 < p.N;
-        float bias0 = 0.0f, bias1 = 0.0f;
-        if (p.bias) {
-            bias0 = __uint_as_float(static_cast<unsigned>(__ldg(p.bias + c)) << 16);
-            bias1 = two ? __uint_as_float(static_cast<unsigned>(__ldg(p.bias + c + 1)) << 16)
-                        : 0.0f;
-        }
-#pragma unroll
-        for (int mi = 0; mi < kMI; mi++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const long long r = r0 + mi * 16 + h * 8;
-                if (r >= p.M)
-                    continue;
-                const unsigned short lo = to_bf16(acc[mi][ni][2 * h] + bias0);
-                const unsigned short hi = to_bf16(acc[mi][ni][2 * h + 1] + bias1);
-                unsigned short *dst = p.y + r * p.N + c;
-                if (two && pairs) {
-                    *reinterpret_cast<unsigned *>(dst) = static_cast<unsigned>(hi) << 16 | lo;
-                } else {
-                    dst[0] = lo;
-                    if (two)
-                        dst[1] = hi;
-                }
-            }
-    }
-}
-
 } // namespace
 
 /* Dynamic shared memory: QF_MX_GEMM_SMEM_BYTES_FOR(kStages) = kStages x [A tile | B tile], then
@@ -458,18 +361,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
     unsigned *const ranges = reinterpret_cast<unsigned *>(scales + kStages * kScaleFloats);
     const unsigned base = smem_u32(smem);
     long long m0, n0;
-    tile_origin(p, &m0, &n0);
+    tile_origin<kTileM, kTileN, kGroupM>(p, &m0, &n0);
     const long long KT = (p.K + kTileK - 1) / kTileK;
     const Lane l = make_lane();
 
     float acc[kMI][kNI][4];
-#pragma unroll
-    for (int mi = 0; mi < kMI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < kNI; ni++)
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[mi][ni][q] = 0.0f;
+    zero_acc(acc);
 
     /* Prologue: k-tiles 0 .. kStages-2 in flight, their scales stored. */
 #pragma unroll
@@ -484,10 +381,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
 
     int stage = 0;
     for (long long kt = 0; kt < KT; kt++) {
-        cp_async_wait<kStages - 2>(); /* k-tile kt has landed (this thread's copies) */
-        __syncthreads();              /* ... everyone's; and stage kt-1 is free again */
-        const long long next = kt + kStages - 1;
-        const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
+        int next_stage;
+        const long long next = pipeline_next<kStages>(kt, stage, next_stage);
         ScaleRow pending = {0u, 0};
         if (next < KT) {
             load_tile(p, base + next_stage * kStageBytes, m0, n0, next);
@@ -509,5 +404,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
         stage = stage == kStages - 1 ? 0 : stage + 1;
     }
     cp_async_wait<0>();
-    store_tile(p, m0, n0, acc);
+    /* acc (+ bias) -> bf16 y, one rounding */
+    store_tile_bf16<kMI, kNI, kWarpsN, kWarpM, kWarpN>(
+        p, m0, n0, acc, [](float v, float bias) { return v + bias; });
 }

@@ -37,10 +37,9 @@
  * packed data is a whole number of 16-byte chunks. Nothing but M, N and K varies at run time: a
  * new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
  */
+#include "qf_dev_mma.cuh"
+#include "qf_dev_module.cuh"
 #include "qf_formats.h"
-
-#define QF_NVG_CAT_(a, b) a##b
-#define QF_NVG_CAT(a, b) QF_NVG_CAT_(a, b)
 
 namespace {
 
@@ -91,35 +90,9 @@ static_assert(QF_NV_GEMM_SMEM_BYTES_FOR(kStages) == kStages * kStageBytes,
 
 /* ==================================================================== PTX wrappers */
 
-__device__ __forceinline__ unsigned smem_u32(const void *p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-/* 16 bytes global -> shared, bypassing L1; n = 0 writes 16 zero bytes and reads nothing. */
-__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int n) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-}
-
 /* 4 bytes global -> shared; only the first n (0..4) are read, the rest are written as zeros. */
 __device__ __forceinline__ void cp_async4(unsigned dst, const void *src, int n) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
                  : "memory");
 }
 
@@ -143,13 +116,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* fp32 -> bf16 bits, round to nearest even (NaN stays NaN). */
-__device__ __forceinline__ unsigned short to_bf16(float v) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
-    return h;
 }
 
 /* ==================================================================== decoding */
@@ -201,22 +167,9 @@ __device__ __forceinline__ void load_stage(const qf_nv_gemm_params &p, unsigned 
     const long long row_bytes = p.K / 2, kb = kt * kRowBytes + c * 16;
     const bool k_ok = kb < row_bytes;
     const unsigned swz = static_cast<unsigned>((c ^ (r0 & 7)) << 4);
-#pragma unroll
-    for (int j = 0; j < kChunksA; j++) {
-        const int r = r0 + 32 * j;
-        const long long ma = m0 + r;
-        const bool ok = k_ok && ma < p.M;
-        cp_async16(stage + static_cast<unsigned>(r * kRowBytes) + swz,
-                   ok ? p.a + ma * row_bytes + kb : p.a, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int j = 0; j < kChunksB; j++) {
-        const int r = r0 + 32 * j;
-        const long long nb = n0 + r;
-        const bool ok = k_ok && nb < p.N;
-        cp_async16(stage + kTileABytes + static_cast<unsigned>(r * kRowBytes) + swz,
-                   ok ? p.b + nb * row_bytes + kb : p.b, ok ? 16 : 0);
-    }
+    copy_tile<kChunksA, kRowBytes>(stage, p.a, m0, p.M, row_bytes, kb, k_ok, r0, swz);
+    copy_tile<kChunksB, kRowBytes>(stage + kTileABytes, p.b, n0, p.N, row_bytes, kb, k_ok, r0,
+                                   swz);
     const long long blocks = p.K / kBlock;
 #pragma unroll
     for (int j = 0; j < kScalePieces; j++) {
@@ -335,65 +288,9 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const Lane &l,
     }
 }
 
-/* The output tile of this block: groups of kGroupM tile rows, column-major inside a group. */
-__device__ __forceinline__ void tile_origin(const qf_nv_gemm_params &p, long long *m0,
-                                            long long *n0) {
-    const long long tiles_m = (p.M + kTileM - 1) / kTileM, tiles_n = (p.N + kTileN - 1) / kTileN;
-    const long long bid = blockIdx.x, per_group = kGroupM * tiles_n;
-    const long long first = bid / per_group * kGroupM, in_group = bid % per_group;
-    const long long rows = tiles_m - first < kGroupM ? tiles_m - first : kGroupM;
-    *m0 = (first + in_group % rows) * kTileM;
-    *n0 = in_group / rows * kTileN;
-}
-
 /* alpha = fl(fl(amax_a * amax_b) * fl(1/7225344)) (SPEC 2.4), as qf_nvfp4_gemm_alpha_ref. */
 __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
     return __fmul_rn(__fmul_rn(__ldg(p.amax_a), __ldg(p.amax_b)), __uint_as_float(kAlphaRcpBits));
-}
-
-/* alpha * acc * 2^14 (+ bias) -> bf16 y, one rounding; column pairs stored as one word when
- * aligned. */
-__device__ __forceinline__ void store_tile(const qf_nv_gemm_params &p, long long m0, long long n0,
-                                           const float (&acc)[kMI][kNI][4]) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long r0 = m0 + (warp / kWarpsN) * kWarpM + (lane >> 2);
-    const long long c0 = n0 + (warp % kWarpsN) * kWarpN + (lane & 3) * 2;
-    const bool pairs = (p.N & 1) == 0;
-    const float alpha = gemm_alpha(p);
-#pragma unroll
-    for (int ni = 0; ni < kNI; ni++) {
-        const long long c = c0 + ni * 8;
-        if (c >= p.N)
-            continue;
-        const bool two = c + 1 < p.N;
-        float bias0 = 0.0f, bias1 = 0.0f;
-        if (p.bias) {
-            bias0 = __uint_as_float(static_cast<unsigned>(__ldg(p.bias + c)) << 16);
-            bias1 = two ? __uint_as_float(static_cast<unsigned>(__ldg(p.bias + c + 1)) << 16)
-                        : 0.0f;
-        }
-#pragma unroll
-        for (int mi = 0; mi < kMI; mi++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const long long r = r0 + mi * 16 + h * 8;
-                if (r >= p.M)
-                    continue;
-                /* acc[.][.][2h + i] sits at row g + 8h, column 2t + i of the fragment. */
-                const unsigned short lo =
-                    to_bf16(fmaf(alpha, acc[mi][ni][2 * h] * kPow14, bias0));
-                const unsigned short hi =
-                    to_bf16(fmaf(alpha, acc[mi][ni][2 * h + 1] * kPow14, bias1));
-                unsigned short *dst = p.y + r * p.N + c;
-                if (two && pairs) {
-                    *reinterpret_cast<unsigned *>(dst) = static_cast<unsigned>(hi) << 16 | lo;
-                } else {
-                    dst[0] = lo;
-                    if (two)
-                        dst[1] = hi;
-                }
-            }
-    }
 }
 
 } // namespace
@@ -405,18 +302,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
     extern __shared__ __align__(128) unsigned char smem[];
     const unsigned base = smem_u32(smem);
     long long m0, n0;
-    tile_origin(p, &m0, &n0);
+    tile_origin<kTileM, kTileN, kGroupM>(p, &m0, &n0);
     const long long KT = (p.K / 2 + kRowBytes - 1) / kRowBytes;
     const Lane l = make_lane();
 
     float acc[kMI][kNI][4];
-#pragma unroll
-    for (int mi = 0; mi < kMI; mi++)
-#pragma unroll
-        for (int ni = 0; ni < kNI; ni++)
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[mi][ni][q] = 0.0f;
+    zero_acc(acc);
 
     /* Prologue: k-tiles 0 .. kStages-2 in flight. */
 #pragma unroll
@@ -428,10 +319,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
 
     int stage = 0;
     for (long long kt = 0; kt < KT; kt++) {
-        cp_async_wait<kStages - 2>(); /* k-tile kt has landed (this thread's copies) */
-        __syncthreads();              /* ... everyone's; and stage kt-1 is free again */
-        const long long next = kt + kStages - 1;
-        const int next_stage = stage == 0 ? kStages - 1 : stage - 1;
+        int next_stage;
+        const long long next = pipeline_next<kStages>(kt, stage, next_stage);
         if (next < KT)
             load_stage(p, base + next_stage * kStageBytes, m0, n0, next);
         cp_async_commit();
@@ -439,7 +328,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
         stage = stage == kStages - 1 ? 0 : stage + 1;
     }
     cp_async_wait<0>();
-    store_tile(p, m0, n0, acc);
+    /* alpha * acc * 2^14 (+ bias) -> bf16 y, one rounding (acc[.][.][2h + i] sits at row g + 8h,
+     * column 2t + i of the fragment) */
+    const float alpha = gemm_alpha(p);
+    store_tile_bf16<kMI, kNI, kWarpsN, kWarpM, kWarpN>(
+        p, m0, n0, acc, [alpha](float v, float bias) { return fmaf(alpha, v * kPow14, bias); });
 }
 
 /* One thread writes {alpha, 0} to p.alpha_out: the device alpha and beta of the cuBLASLt NVFP4
@@ -452,4 +345,4 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
             p.alpha_out[1] = 0.0f;                                                                \
         }                                                                                         \
     }
-QF_ALPHA_ENTRY(QF_NVG_CAT(__KERNEL_NAME__, _alpha))
+QF_ALPHA_ENTRY(QF_CAT(__KERNEL_NAME__, _alpha))

@@ -6,6 +6,7 @@
  * amax is the history's max (or the newest value), and scale = fp8_max * 2^-margin / amax when
  * that amax is finite and positive; an infinite scale becomes FLT_MAX (TE PR #786). The amax slot
  * is consumed: it is reset to 0 for the next step. Shared memory: H floats (dynamic). */
+#include "qf_dev_reduce.cuh"
 #include "qf_formats.h"
 
 namespace {
@@ -16,15 +17,9 @@ constexpr int kThreads = __BLOCK_THREADS__;
 constexpr int kWarps = kThreads / 32;
 constexpr float kFltMax = 3.402823466e+38f;
 
-/* max(m, v) for non-negative amax values, keeping NaN (same rule as qf_amax_merge). */
-__device__ __forceinline__ float amax_merge(float m, float v) {
-    float a = fabsf(v);
-    return (a > m || a != a) ? a : m;
-}
-
+/* max |v| over the block, keeping NaN (amax_merge), valid in every thread. */
 __device__ float block_amax(float v, float *s_red) {
-    for (int o = 16; o > 0; o >>= 1)
-        v = amax_merge(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = warp_amax(v);
     if ((threadIdx.x & 31) == 0)
         s_red[threadIdx.x >> 5] = v;
     __syncthreads();

@@ -21,17 +21,12 @@
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_SCALE_SWIZZLED (runtime). M and K are run-time values. */
+#include "qf_dev_convert.cuh"
+#include "qf_dev_load.cuh"
+#include "qf_dev_module.cuh"
+#include "qf_dev_norm.cuh"
+#include "qf_dev_reduce.cuh"
 #include "qf_formats.h"
-
-#ifndef QF_OUTPUTS
-#define QF_OUTPUTS QF_OUT_ROWWISE
-#endif
-#ifndef QF_GAMMA_DTYPE
-#define QF_GAMMA_DTYPE __IN_DTYPE__
-#endif
-#ifndef QF_SCALE_SWIZZLED
-#define QF_SCALE_SWIZZLED 0
-#endif
 
 namespace {
 
@@ -41,7 +36,7 @@ constexpr int kInDtype = __IN_DTYPE__;
 constexpr int kOutDtype = __OUT_DTYPE__;
 constexpr int kScaleRounding = __SCALE_ROUNDING__;
 constexpr bool kBlock2d = __BLOCK_2D__ != 0;
-constexpr int kGammaDtype = QF_GAMMA_DTYPE;
+constexpr int kGammaDtype = QF_DEV_GAMMA_DTYPE(__IN_DTYPE__);
 constexpr int kThreads = __BLOCK_THREADS__;
 constexpr int kTileM = __TILE_M__;
 constexpr int kWarps = kThreads / 32;
@@ -56,41 +51,6 @@ constexpr float kInvFp8Max = 1.0f / kFp8Max; /* fl(1/fp8_max), as the reference 
 
 static_assert(kTileM == QF_MX_BLOCK && kThreads == 256, "tile = one 32-row block, 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
-
-/* Element i of a bf16/fp16/fp32 array as fp32 (exact). */
-template <int DT>
-__device__ __forceinline__ float load_elem(const void *p, long long i) {
-    if (DT == QF_DTYPE_FP32)
-        return __ldg(static_cast<const float *>(p) + i);
-    unsigned short h = __ldg(static_cast<const unsigned short *>(p) + i);
-    if (DT == QF_DTYPE_BF16)
-        return __uint_as_float(static_cast<unsigned>(h) << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-
-/* Two fp32 values to FP8, round to nearest even, saturating (SPEC 1); lo in bits 0-7. */
-__device__ __forceinline__ unsigned to_fp8x2(float lo, float hi) {
-    unsigned short r;
-    if (kOutDtype == QF_DTYPE_E4M3)
-        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    else
-        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-/* max(m, |v|) keeping NaN (qf_amax_merge). */
-__device__ __forceinline__ float amax_merge(float m, float v) {
-    float a = fabsf(v);
-    return (a > m || a != a) ? a : m;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* E8M0 byte of a block amax (SPEC 2.3), from the bits of fp32 values: no log2 approximation. */
 __device__ __forceinline__ unsigned e8m0_of_amax(float amax) {
@@ -119,56 +79,11 @@ __device__ __forceinline__ float e8m0_inverse(unsigned b) {
     return __uint_as_float((254u - b) << 23);
 }
 
-/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (SPEC 2.3 swizzle). */
-__device__ __forceinline__ long long swizzle_offset(long long i, long long j, long long C) {
-    const long long tile = (i / 128) * (C / 4) + j / 4;
-    return tile * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
-}
-
-__device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
-    if (kNorm == QF_NORM_LAYERNORM)
-        return fmaf((x - mu) * rsigma, g, b);
-    if (kNorm == QF_NORM_RMSNORM)
-        return (x * rsigma) * g;
-    return x;
-}
-
-/* Phase 1: mu and rsigma of one row, by one warp (SPEC 3). */
-__device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
-                          float *rsigma_out) {
-    const int lane = threadIdx.x & 31;
-    const long long base = row * K;
-    float mu = 0.0f;
-    if (kNorm == QF_NORM_LAYERNORM) {
-        float s = 0.0f;
-        for (long long k = lane; k < K; k += 32)
-            s += load_elem<kInDtype>(x, base + k);
-        mu = warp_sum(s) / static_cast<float>(K);
-    }
-    float ss = 0.0f;
-    for (long long k = lane; k < K; k += 32) {
-        float d = load_elem<kInDtype>(x, base + k) - mu;
-        ss += d * d;
-    }
-    *mu_out = mu;
-    *rsigma_out = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(K) + eps);
-}
-
 /* Quantizes 4 values with one scale multiplier and packs them little-endian. */
 __device__ __forceinline__ unsigned quant4(const float (&y)[kVec], const float (&inv)[kVec]) {
-    const unsigned lo = to_fp8x2(y[0] * inv[0], y[1] * inv[1]);
-    const unsigned hi = to_fp8x2(y[2] * inv[2], y[3] * inv[3]);
+    const unsigned lo = to_fp8x2<kOutDtype>(y[0] * inv[0], y[1] * inv[1]);
+    const unsigned hi = to_fp8x2<kOutDtype>(y[2] * inv[2], y[3] * inv[3]);
     return lo | (hi << 16);
-}
-
-/* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
-__device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
-    if (n == 4 && aligned) {
-        *reinterpret_cast<unsigned *>(p) = v;
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
 /* Writes rowwise scale entry (m, kb): [roundup(M,128), roundup(cdiv(K,32),4)]. */
@@ -201,85 +116,6 @@ constexpr int kEpv = 16 / kInSize;       /* x elements per 16-byte vector: 8 or 
 constexpr int kTpb = QF_MX_BLOCK / kEpv; /* lanes per 1x32 block: 4 or 8 */
 static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in one warp");
 
-/* kEpv consecutive elements of dtype DT from element i (aligned to kEpv elements) as fp32: one
- * 16-byte load for x-sized types; 8 bytes (16-bit gamma with fp32 x) or 32 bytes (fp32 gamma
- * with 16-bit x) otherwise. */
-template <int DT>
-__device__ __forceinline__ void load_vec(const void *p, long long i, float (&v)[kEpv]) {
-    if (DT == QF_DTYPE_FP32) {
-        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-#pragma unroll
-        for (int j = 0; j < kEpv / 4; j++) {
-            const float4 f = __ldg(q + j);
-            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
-        }
-        return;
-    }
-    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
-    unsigned w[4];
-    if (kEpv == 8) {
-        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
-        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
-    } else {
-        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
-        w[0] = raw.x, w[1] = raw.y, w[2] = 0u, w[3] = 0u;
-    }
-#pragma unroll
-    for (int j = 0; j < kEpv; j++) {
-        const unsigned short b = static_cast<unsigned short>(w[j / 2] >> (16 * (j % 2)));
-        if (DT == QF_DTYPE_BF16) {
-            v[j] = __uint_as_float(static_cast<unsigned>(b) << 16);
-        } else {
-            float f;
-            asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
-            v[j] = f;
-        }
-    }
-}
-
-/* Sum over the block; buf alternates between calls so one barrier per reduction suffices. */
-__device__ __forceinline__ float block_sum(float v, float *buf) {
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0)
-        buf[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; w++)
-        s += buf[w];
-    return s;
-}
-
-/* Row statistics from registers: exact two-pass mean and variance (SPEC 3). Slots past K hold 0
- * and are skipped by the variance pass. */
-template <int IT>
-__device__ __forceinline__ void rows_stats(const float (&v)[IT][kEpv], long long K, float eps,
-                                           float (*s_red)[kWarps], int &red, float &mu,
-                                           float &rs) {
-    mu = 0.0f;
-    if (kNorm == QF_NORM_LAYERNORM) {
-        float s = 0.0f;
-#pragma unroll
-        for (int it = 0; it < IT; it++)
-#pragma unroll
-            for (int j = 0; j < kEpv; j++)
-                s += v[it][j];
-        mu = block_sum(s, s_red[red++ & 1]) / static_cast<float>(K);
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int it = 0; it < IT; it++) {
-        if (static_cast<long long>(it * kThreads + threadIdx.x) * kEpv < K) {
-#pragma unroll
-            for (int j = 0; j < kEpv; j++) {
-                const float d = v[it][j] - mu;
-                ss += d * d;
-            }
-        }
-    }
-    rs = 1.0f / sqrtf(block_sum(ss, s_red[red++ & 1]) / static_cast<float>(K) + eps);
-}
-
 /* Normalizes one register-held vector at element k of row m (k may be past K: then it only takes
  * part in the block's shuffles), quantizes it with its 1x32 block's scale and stores it. Every
  * lane of the warp must call this (shuffles). */
@@ -293,19 +129,14 @@ __device__ __forceinline__ void rows_emit(const qf_mx_params &p, const float (&v
         y[j] = 0.0f;
     if (in) {
         float g[kEpv], b[kEpv];
-        if (kNorm != QF_NORM_NONE) {
-            load_vec<kGammaDtype>(p.gamma, k, g);
-            if (kZeroCenteredGamma)
-#pragma unroll
-                for (int j = 0; j < kEpv; j++)
-                    g[j] += 1.0f;
-        }
+        if (kNorm != QF_NORM_NONE)
+            load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
         if (kNorm == QF_NORM_LAYERNORM)
-            load_vec<kGammaDtype>(p.beta, k, b);
+            load_n<kGammaDtype, kEpv>(p.beta, k, b);
 #pragma unroll
         for (int j = 0; j < kEpv; j++) {
-            y[j] = normalize(v[j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
-                             kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+            y[j] = normalize<kNorm>(v[j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                                    kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
             amax = amax_merge(amax, y[j]);
         }
     }
@@ -343,19 +174,11 @@ __device__ void rows_body(const qf_mx_params &p) {
         return; /* nothing to do before the columnwise entry */
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
         float v[IT][kEpv];
-#pragma unroll
-        for (int it = 0; it < IT; it++) {
-            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
-            if (k < K)
-                load_vec<kInDtype>(p.x, m * K + k, v[it]);
-            else
-#pragma unroll
-                for (int j = 0; j < kEpv; j++)
-                    v[it][j] = 0.0f;
-        }
+        rows_load<IT, kInDtype, kEpv, kThreads>(p.x, m, K, tid, v);
         float mu = 0.0f, rs = 1.0f;
         if (kNorm != QF_NORM_NONE) {
-            rows_stats<IT>(v, K, p.eps, s_red, red, mu, rs);
+            rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
+                                                          threadIdx.x);
             if (tid == 0) {
                 if (kNorm == QF_NORM_LAYERNORM)
                     p.mu[m] = mu;
@@ -384,31 +207,22 @@ static_assert(kColTile == 2 * QF_MX_BLOCK && kThreads >= 2 * kColTile, "two bloc
 __device__ void cols_body(const qf_mx_params &p) {
     __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
     __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
-    const long long K = p.K, tiles_k = K / kColTile;
-    const long long m0 = (blockIdx.x / tiles_k) * kColTile, k0 = (blockIdx.x % tiles_k) * kColTile;
-    const int c = (threadIdx.x % kColChunks) * kEpv, r0 = threadIdx.x / kColChunks;
+    const long long K = p.K;
+    const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(K);
+    const long long m0 = t.m0, k0 = t.k0;
+    const int c = t.c, r0 = t.r0;
     float y[kColPasses][kEpv], g[kEpv], b[kEpv];
-#pragma unroll
-    for (int i = 0; i < kColPasses; i++)
-        load_vec<kInDtype>(p.x, (m0 + r0 + i * kColRowsPerPass) * K + k0 + c, y[i]);
-    if (kNorm != QF_NORM_NONE) {
-        load_vec<kGammaDtype>(p.gamma, k0 + c, g);
-        if (kZeroCenteredGamma)
-#pragma unroll
-            for (int j = 0; j < kEpv; j++)
-                g[j] += 1.0f;
-    }
-    if (kNorm == QF_NORM_LAYERNORM)
-        load_vec<kGammaDtype>(p.beta, k0 + c, b);
+    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
+              kColRowsPerPass>(p, m0, k0, c, r0, y, g, b);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {
         const int r = r0 + i * kColRowsPerPass;
-        const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m0 + r] : 0.0f;
-        const float rs = kNorm != QF_NORM_NONE ? p.rsigma[m0 + r] : 1.0f;
+        float mu, rs;
+        stats_of_row<kNorm>(p, m0 + r, mu, rs);
 #pragma unroll
         for (int j = 0; j < kEpv; j++) { /* as rows_emit */
-            y[i][j] = normalize(y[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
-                                kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+            y[i][j] = normalize<kNorm>(y[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
+                                       kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
             s_abs[r][c + j] = fabsf(y[i][j]);
         }
     }
@@ -453,25 +267,9 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     __shared__ unsigned s_tilebyte;
     const long long M = p.M, K = p.K;
     const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
     /* Phase 1: row statistics. */
-    if (kNorm != QF_NORM_NONE) {
-        for (int r = warp; r < kTileM; r += kWarps) {
-            if (m0 + r >= M)
-                continue;
-            float mu, rs;
-            row_stats(p.x, m0 + r, K, p.eps, &mu, &rs);
-            if (lane == 0) {
-                s_mu[r] = mu;
-                s_rsigma[r] = rs;
-                if (kNorm == QF_NORM_LAYERNORM)
-                    p.mu[m0 + r] = mu;
-                p.rsigma[m0 + r] = rs;
-            }
-        }
-        __syncthreads();
-    }
+    tile_stats<kNorm, kInDtype, kTileM, kWarps>(p, m0, s_mu, s_rsigma);
 
     const int r = threadIdx.x / (kSubK / kVec);          /* row in tile, 0..31 */
     const int c = (threadIdx.x % (kSubK / kVec)) * kVec; /* first column in sub-tile */
@@ -492,13 +290,11 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
             if (i < nk) {
                 const long long k = k0 + c + i;
                 float g = 1.0f, b = 0.0f;
-                if (kNorm != QF_NORM_NONE) {
-                    g = load_elem<kGammaDtype>(p.gamma, k);
-                    g = kZeroCenteredGamma ? g + 1.0f : g;
-                }
+                if (kNorm != QF_NORM_NONE)
+                    g = load_gamma<kGammaDtype, kZeroCenteredGamma>(p.gamma, k);
                 if (kNorm == QF_NORM_LAYERNORM)
                     b = load_elem<kGammaDtype>(p.beta, k);
-                y[i] = normalize(load_elem<kInDtype>(p.x, m * K + k), mu, rs, g, b);
+                y[i] = normalize<kNorm>(load_elem<kInDtype>(p.x, m * K + k), mu, rs, g, b);
                 ramax = amax_merge(ramax, y[i]);
             }
             s_abs[r][c + i] = i < nk ? fabsf(y[i]) : 0.0f;
@@ -548,21 +344,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     }
 }
 
-#define QF_CAT_(a, b) a##b
-#define QF_CAT(a, b) QF_CAT_(a, b)
-#define QF_ROWS_ENTRY(IT)                                                                         \
-    extern "C" __global__ void __launch_bounds__(kThreads)                                        \
-        QF_CAT(__KERNEL_NAME__, _rows##IT)(const qf_mx_params p) {                                \
-        rows_body<IT>(p);                                                                         \
-    }
-QF_ROWS_ENTRY(1)
-QF_ROWS_ENTRY(2)
-QF_ROWS_ENTRY(4)
-QF_ROWS_ENTRY(8)
-
-/* The columnwise entry; the registry lists it because the template invokes QF_COLS_ENTRY. */
-#define QF_COLS_ENTRY(name)                                                                       \
-    extern "C" __global__ void __launch_bounds__(kThreads) name(const qf_mx_params p) {           \
-        cols_body(p);                                                                             \
-    }
-QF_COLS_ENTRY(QF_CAT(__KERNEL_NAME__, _cols))
+/* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
+ * invokes their macros here. */
+QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_mx_params)
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_mx_params)

@@ -39,17 +39,11 @@
  * Requirements (checked by the op): M and K multiples of 16; x, gamma, beta 16-byte aligned.
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_SCALE_SWIZZLED (runtime). M and K are run-time values. */
+#include "qf_dev_load.cuh"
+#include "qf_dev_module.cuh"
+#include "qf_dev_norm.cuh"
+#include "qf_dev_reduce.cuh"
 #include "qf_formats.h"
-
-#ifndef QF_OUTPUTS
-#define QF_OUTPUTS QF_OUT_ROWWISE
-#endif
-#ifndef QF_GAMMA_DTYPE
-#define QF_GAMMA_DTYPE __IN_DTYPE__
-#endif
-#ifndef QF_SCALE_SWIZZLED
-#define QF_SCALE_SWIZZLED 0
-#endif
 
 namespace {
 
@@ -62,7 +56,7 @@ constexpr bool kSr = __STOCHASTIC_ROUNDING__ != 0;
 constexpr bool kBlock2d = __BLOCK_2D__ != 0;
 constexpr int kThreads = __BLOCK_THREADS__;
 constexpr int kTileM = __TILE_M__;
-constexpr int kGammaDtype = QF_GAMMA_DTYPE;
+constexpr int kGammaDtype = QF_DEV_GAMMA_DTYPE(__IN_DTYPE__);
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroup = 16; /* rows of one RHT group, one columnwise block, one 2D tile */
 constexpr int kVec = 8;    /* columns of one work item: half a rowwise block */
@@ -76,67 +70,6 @@ constexpr unsigned kCanonicalNan = 0x7FC00000u; /* what the reference's NAN is *
 
 static_assert(kTileM == 2 * kGroup && kThreads == 256, "pass 1: 32-row tiles of 256 threads");
 static_assert(!(kBlock2d && kRht), "16x16 weight tiles and the RHT are exclusive (SPEC 2.4)");
-
-/* {================================================================== loads and reductions */
-
-/* A bf16 or fp16 bit pattern as fp32 (exact). */
-template <int DT>
-__device__ __forceinline__ float half_bits_to_float(unsigned h) {
-    if (DT == QF_DTYPE_BF16)
-        return __uint_as_float(h << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
-    return f;
-}
-
-/* Elements i..i+N-1 (N = 4 or 8) of a bf16/fp16/fp32 array as fp32; i is a multiple of N and
- * the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or one 8- or 16-byte
- * vector (16-bit types). */
-template <int DT, int N>
-__device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]) {
-    static_assert(N == 4 || N == 8, "4 or 8 elements");
-    if constexpr (DT == QF_DTYPE_FP32) {
-        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-#pragma unroll
-        for (int j = 0; j < N / 4; j++) {
-            const float4 a = __ldg(q + j);
-            v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
-        }
-        return;
-    }
-    unsigned w[N / 2];
-    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
-    if constexpr (N == 8) {
-        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
-        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
-    } else {
-        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
-        w[0] = raw.x, w[1] = raw.y;
-    }
-#pragma unroll
-    for (int j = 0; j < N; j++)
-        v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
-}
-
-/* max(m, |v|) keeping NaN (qf_amax_merge). */
-__device__ __forceinline__ float amax_merge(float m, float v) {
-    const float a = fabsf(v);
-    return (a > m || a != a) ? a : m;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_amax(float v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v = amax_merge(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* }================================================================== */
 
 /* {================================================================== formats (SPEC 1, 2.4) */
 
@@ -299,12 +232,6 @@ __device__ __forceinline__ void rht16(const float (&x)[kGroup], float (&y)[kGrou
     }
 }
 
-/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (SPEC 2.3 swizzle). */
-__device__ __forceinline__ long long swizzle_offset(long long i, long long j, long long C) {
-    const long long tile = (i / 128) * (C / 4) + j / 4;
-    return tile * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
-}
-
 /* Rowwise scale entry (m, kb) of [roundup(M,128), roundup(K/16,4)]. */
 __device__ __forceinline__ void store_row_scale(const qf_nv_params &p, long long m, long long kb,
                                                 unsigned byte) {
@@ -326,14 +253,6 @@ __device__ __forceinline__ void store_col_scale(const qf_nv_params &p, long long
 
 /* {================================================================== normalization (SPEC 3) */
 
-__device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
-    if (kNorm == QF_NORM_LAYERNORM)
-        return fmaf((x - mu) * rsigma, g, b);
-    if (kNorm == QF_NORM_RMSNORM)
-        return (x * rsigma) * g;
-    return x;
-}
-
 /* gamma (+1 when zero-centered) and beta of columns k..k+N-1; identity for no norm. */
 template <int N>
 __device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, float (&g)[N],
@@ -341,13 +260,8 @@ __device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, 
 #pragma unroll
     for (int j = 0; j < N; j++)
         g[j] = 1.0f, b[j] = 0.0f;
-    if (kNorm != QF_NORM_NONE) {
-        load_n<kGammaDtype, N>(p.gamma, k, g);
-        if (kZeroCenteredGamma)
-#pragma unroll
-            for (int j = 0; j < N; j++)
-                g[j] += 1.0f;
-    }
+    if (kNorm != QF_NORM_NONE)
+        load_gamma_vec<kGammaDtype, kZeroCenteredGamma, N>(p.gamma, k, g);
     if (kNorm == QF_NORM_LAYERNORM)
         load_n<kGammaDtype, N>(p.beta, k, b);
 }
@@ -402,7 +316,7 @@ __device__ __forceinline__ void load_item(const qf_nv_params &p, long long m0, l
         const float mr = mu ? mu[r] : 0.0f, sr = rs[r];
 #pragma unroll
         for (int c = 0; c < N; c++)
-            y[r][c] = normalize(y[r][c], mr, sr, g[c], b[c]);
+            y[r][c] = normalize<kNorm>(y[r][c], mr, sr, g[c], b[c]);
     }
 }
 
@@ -457,7 +371,7 @@ __device__ void amax_row_pass(const qf_nv_params &p, long long m, int r, float *
         load_affine(p, v * kVec, g, b);
 #pragma unroll
         for (int j = 0; j < kVec; j++)
-            *amax = amax_merge(*amax, normalize(x[j], mu, rs, g[j], b[j]));
+            *amax = amax_merge(*amax, normalize<kNorm>(x[j], mu, rs, g[j], b[j]));
     }
 }
 
@@ -552,7 +466,7 @@ __device__ __forceinline__ void load_row(const qf_nv_params &p, long long m, lon
     const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m] : 0.0f, rs = p.rsigma[m];
 #pragma unroll
     for (int c = 0; c < kVec; c++)
-        y[c] = normalize(y[c], mu, rs, g[c], b[c]);
+        y[c] = normalize<kNorm>(y[c], mu, rs, g[c], b[c]);
 }
 
 /* The rowwise side of the item, its rows streamed one at a time (8 values live): with 2D tiles
@@ -656,12 +570,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     }
 }
 
-/* Pass 1: statistics and global amaxes; grid = cdiv(M, TILE_M). The registry lists this entry
- * because the template invokes QF_AMAX_ENTRY. */
-#define QF_CAT_(a, b) a##b
-#define QF_CAT(a, b) QF_CAT_(a, b)
-#define QF_AMAX_ENTRY(name)                                                                       \
-    extern "C" __global__ void __launch_bounds__(kThreads) name(const qf_nv_params p) {           \
-        amax_body(p);                                                                             \
-    }
-QF_AMAX_ENTRY(QF_CAT(__KERNEL_NAME__, _amax))
+/* Pass 1: statistics and global amaxes (amax_body); grid = cdiv(M, TILE_M). The registry lists
+ * this entry because the template invokes QF_AMAX_ENTRY (qf_dev_module.cuh). */
+QF_AMAX_ENTRY(__KERNEL_NAME__, kThreads, qf_nv_params)

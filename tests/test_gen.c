@@ -755,6 +755,41 @@ static void test_placeholder_rule(void **state) {
     assert_false(qf_gen_is_placeholder("____"));
 }
 
+/* The entry points come from the template: the __KERNEL_NAME__( definition and the entry macros
+ * invoked at a line start; a macro's own #define and a mention in a comment do not count. */
+static void test_template_entries(void **state) {
+    (void)state;
+    unsigned entries = 0;
+    qf_gen_err e;
+    const char *tpl = "#define QF_AMAX_ENTRY(name) void name()\n"
+                      "extern \"C\" __global__ void __KERNEL_NAME__(int p) {}\n"
+                      "QF_ROWS_ENTRIES(__KERNEL_NAME__, 256, P)\n/* QF_AMAX_ENTRY(x) */\n"
+                      "QF_COLS_ENTRY(__KERNEL_NAME__, 256, P)\n";
+    assert_int_equal(qf_gen_template_entries("t.cu", tpl, &entries, &e), 0);
+    assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_ROWS1) |
+                                  QF_ENTRY_BIT(QF_ENTRY_ROWS2) | QF_ENTRY_BIT(QF_ENTRY_ROWS4) |
+                                  QF_ENTRY_BIT(QF_ENTRY_ROWS8) | QF_ENTRY_BIT(QF_ENTRY_COLS));
+    assert_int_equal(qf_gen_template_entries("t.cu", "QF_AMAX_ENTRY(__KERNEL_NAME__)\n",
+                                             &entries, &e),
+                     -1);
+    assert_string_equal(e.msg, "t.cu: no main entry point (`__KERNEL_NAME__(`)");
+    assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_MAIN), "");
+    assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_ROWS8), "_rows8");
+    assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_ALPHA), "_alpha");
+    assert_null(qf_kernel_entry_suffix(QF_ENTRY_COUNT));
+}
+
+/* A shared header is the same text for every variant: a placeholder there is an error naming the
+ * header, the line and the token; compiler macros are fine. */
+static void test_header_check(void **state) {
+    (void)state;
+    qf_gen_err e;
+    assert_int_equal(qf_gen_header_check("h.cuh", "#if __CUDA_ARCH__ >= 900\n#endif\n", &e), 0);
+    assert_int_equal(qf_gen_header_check("h.cuh", "int a;\nint b = __TILE_M__;\n", &e), -1);
+    assert_string_equal(e.msg, "h.cuh:2: placeholder '__TILE_M__' in a shared header (headers take "
+                               "template parameters; only templates have placeholders)");
+}
+
 /* A C literal of any bytes compiles back to the same bytes (checked via the registry below);
  * here: the escaping of the risky characters. */
 static void test_c_literal(void **state) {
@@ -797,6 +832,29 @@ static void test_gen_template_unfilled(void **state) {
              d.path);
     assert_string_equal(err, expect);
     assert_string_equal(out, "");
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
+/* Every templates/qf_dev_*.cuh is a shared header: one holding a placeholder stops the run before
+ * anything is written, naming it. */
+static void test_gen_header_placeholder(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, expect[512], path[512];
+    struct stat st;
+    qf_test_dir_make_gen(&d);
+    qf_test_templates(d.path, qf_test_nq_ok);
+    qf_test_dir_write(d.path, "qf_dev_bad.cuh", "namespace {\nconstexpr int kT = __TILE_M__;\n}\n");
+    const char *args[] = {"-o", d.path, "--templates", d.path, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    snprintf(expect, sizeof expect,
+             "qfuse-gen: %s/qf_dev_bad.cuh:2: placeholder '__TILE_M__' in a shared header "
+             "(headers take template parameters; only templates have placeholders)\n",
+             d.path);
+    assert_string_equal(err, expect);
+    snprintf(path, sizeof path, "%s/registry.c", d.path);
+    assert_int_not_equal(stat(path, &st), 0); /* nothing written */
     free(out), free(err);
     qf_test_dir_remove(d.path);
 }
@@ -1089,6 +1147,12 @@ static void test_gen_matches_registry(void **state) {
     qf_test_generate_registry(d.path);
     qf_test_registry_headers();
     qf_test_registry_templates();
+    /* each template and header once, a short prelude per kernel: well under 1 MiB (the full
+     * sources, one per kernel, are several MiB) */
+    struct stat st;
+    snprintf(p, sizeof p, "%s/registry.c", d.path);
+    assert_int_equal(stat(p, &st), 0);
+    assert_true(st.st_size < (1 << 20));
     snprintf(p, sizeof p, "%s/manifest.json", d.path);
     char *text = qf_test_read(p, NULL);
     cJSON *root = cJSON_Parse(text), *rs = cJSON_GetObjectItem(root, "recipes"), *r;
@@ -1239,6 +1303,8 @@ static const struct {
                  "qf_shape_roundup(q->K, 128)};"},
     {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
     {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
+    {"registry.c", ".tile_m = 128,\n        .tpl = &qf_templates[0], /* templates/sm90_mxfp8_gemm.cu */\n"
+                   "        .entries = QF_ENTRY_BIT(QF_ENTRY_MAIN),\n        .prelude =\n"},
 };
 
 static void test_gen_mxfp8_sources(void **state) {
@@ -2073,9 +2139,12 @@ int main(void) {
         cmocka_unit_test(test_render_unfilled),
         cmocka_unit_test(test_render_unused),
         cmocka_unit_test(test_placeholder_rule),
+        cmocka_unit_test(test_template_entries),
+        cmocka_unit_test(test_header_check),
         cmocka_unit_test(test_c_literal),
         cmocka_unit_test(test_gen_template_unfilled),
         cmocka_unit_test(test_gen_template_unused_value),
+        cmocka_unit_test(test_gen_header_placeholder),
         cmocka_unit_test(test_gen_reproducible),
         cmocka_unit_test(test_gen_banners),
         cmocka_unit_test(test_gen_stale_removed),

@@ -243,6 +243,26 @@ static void test_key_length_prefix_lists(void **state) {
 }
 
 /* A missing field (NULL) and an empty one are different inputs. */
+/* A source split into source_prelude + source keys as the joined text (what NVRTC compiles);
+ * the prelude's bytes count: dropping it, or moving a byte out of the joined text, changes it. */
+static void test_key_source_prelude(void **state) {
+    (void)state;
+    qf_key_input joined = base_input(), split = base_input();
+    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1], c[QF_KEY_HEX_LEN + 1];
+    joined.source = "#define QF_X 1\nextern \"C\" __global__ void k() {}\n";
+    split.source_prelude = "#define QF_X 1\n";
+    split.source = "extern \"C\" __global__ void k() {}\n";
+    qf_key_compute(&joined, a);
+    qf_key_compute(&split, b);
+    assert_string_equal(a, b);
+    split.source_prelude = "#define QF_X 2\n";
+    qf_key_compute(&split, c);
+    assert_string_not_equal(a, c);
+    split.source_prelude = NULL;
+    qf_key_compute(&split, c);
+    assert_string_not_equal(a, c);
+}
+
 static void test_key_null_vs_empty(void **state) {
     (void)state;
     qf_key_input x = base_input(), y = base_input();
@@ -276,6 +296,7 @@ int main(void) {
         cmocka_unit_test(test_key_nvrtc_minor),
         cmocka_unit_test(test_key_length_prefix),
         cmocka_unit_test(test_key_length_prefix_lists),
+        cmocka_unit_test(test_key_source_prelude),
         cmocka_unit_test(test_key_null_vs_empty),
     };
     return cmocka_run_group_tests_name("jit_key", tests, NULL, NULL);

@@ -1,0 +1,85 @@
+/* qf_dev_load.cuh: element loads and stores shared by the quantizer templates: bf16/fp16/fp32
+ * elements and vectors as fp32, ragged 4-byte stores, the swizzled scale layout (SPEC 2.3).
+ *
+ * An in-memory NVRTC header (like qf_formats.h): qfuse-gen embeds it in the registry and every
+ * kernel's fusion key hashes it. It holds no placeholder: what varies per variant comes in as a
+ * template parameter. NOTES: the helpers sit in an anonymous namespace, as they did inside each
+ * template, so every kernel keeps them at internal linkage (one NVRTC program per kernel). */
+#ifndef QF_DEV_LOAD_CUH
+#define QF_DEV_LOAD_CUH
+
+#include "qf_formats.h"
+
+namespace {
+
+/* A bf16 or fp16 bit pattern as fp32 (exact). */
+template <int DT>
+__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
+    if (DT == QF_DTYPE_BF16)
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* Element i of a bf16/fp16/fp32 array as fp32 (exact). */
+template <int DT>
+__device__ __forceinline__ float load_elem(const void *p, long long i) {
+    if (DT == QF_DTYPE_FP32)
+        return __ldg(static_cast<const float *>(p) + i);
+    unsigned short h = __ldg(static_cast<const unsigned short *>(p) + i);
+    if (DT == QF_DTYPE_BF16)
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* Elements i..i+N-1 (N = 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); i is a multiple of
+ * N and the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or one 8- or
+ * 16-byte vector (16-bit types). */
+template <int DT, int N>
+__device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]) {
+    static_assert(N == 4 || N == 8, "4 or 8 elements");
+    if constexpr (DT == QF_DTYPE_FP32) {
+        const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+#pragma unroll
+        for (int j = 0; j < N / 4; j++) {
+            const float4 a = __ldg(q + j);
+            v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
+        }
+        return;
+    }
+    unsigned w[N / 2];
+    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
+    if constexpr (N == 8) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
+        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+    } else {
+        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
+        w[0] = raw.x, w[1] = raw.y;
+    }
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        v[j] = half_bits_to_float<DT>(static_cast<unsigned short>(w[j / 2] >> (16 * (j % 2))));
+}
+
+/* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
+__device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
+    if (n == 4 && aligned) {
+        *reinterpret_cast<unsigned *>(p) = v;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (SPEC 2.3 swizzle). */
+__device__ __forceinline__ long long swizzle_offset(long long i, long long j, long long C) {
+    const long long tile = (i / 128) * (C / 4) + j / 4;
+    return tile * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;
+}
+
+} // namespace
+
+#endif /* QF_DEV_LOAD_CUH */

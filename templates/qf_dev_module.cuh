@@ -1,0 +1,50 @@
+/* qf_dev_module.cuh: what a kernel module exposes: the instance options the runtime passes with
+ * -D (runtime/jit/kernel_key.c), with their defaults, and the macros that define the optional
+ * entry points `<name>_rows{1,2,4,8}`, `<name>_cols` and `<name>_amax`.
+ *
+ * qfuse-gen lists a module's entry points in the registry from the entry macros its template
+ * invokes at the start of a line (gen/gen_render.c), so the runtime never searches source text.
+ * The entries run the template's rows_body<IT>, cols_body or amax_body on the params block. An
+ * in-memory NVRTC header; see qf_dev_load.cuh. */
+#ifndef QF_DEV_MODULE_CUH
+#define QF_DEV_MODULE_CUH
+
+#include "qf_formats.h"
+
+/* Quantizer instances: outputs written (default rowwise only), scale layout (default compact),
+ * gamma/beta dtype (default: x's dtype). */
+#ifndef QF_OUTPUTS
+#define QF_OUTPUTS QF_OUT_ROWWISE
+#endif
+#ifndef QF_SCALE_SWIZZLED
+#define QF_SCALE_SWIZZLED 0
+#endif
+#ifdef QF_GAMMA_DTYPE
+#define QF_DEV_GAMMA_DTYPE(x_dtype) QF_GAMMA_DTYPE
+#else
+#define QF_DEV_GAMMA_DTYPE(x_dtype) x_dtype
+#endif
+
+#define QF_CAT_(a, b) a##b
+#define QF_CAT(a, b) QF_CAT_(a, b)
+
+/* extern "C" entry `name` (launch bounds THREADS) taking params block P by value: runs body. */
+#define QF_DEV_ENTRY(name, THREADS, P, body)                                                      \
+    extern "C" __global__ void __launch_bounds__(THREADS) name(const P p) {                       \
+        body;                                                                                     \
+    }
+
+/* <name>_rows1 .. _rows8: rows_body<IT> for rows of up to IT vectors per thread. */
+#define QF_ROWS_ENTRIES(name, THREADS, P)                                                         \
+    QF_DEV_ENTRY(QF_CAT(name, _rows1), THREADS, P, rows_body<1>(p))                               \
+    QF_DEV_ENTRY(QF_CAT(name, _rows2), THREADS, P, rows_body<2>(p))                               \
+    QF_DEV_ENTRY(QF_CAT(name, _rows4), THREADS, P, rows_body<4>(p))                               \
+    QF_DEV_ENTRY(QF_CAT(name, _rows8), THREADS, P, rows_body<8>(p))
+
+/* <name>_cols: cols_body, the columnwise copy after a rows entry. */
+#define QF_COLS_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _cols), THREADS, P, cols_body(p))
+
+/* <name>_amax: amax_body, the first pass of a two-pass module. */
+#define QF_AMAX_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _amax), THREADS, P, amax_body(p))
+
+#endif /* QF_DEV_MODULE_CUH */

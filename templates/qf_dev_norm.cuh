@@ -1,0 +1,201 @@
+/* qf_dev_norm.cuh: LayerNorm/RMSNorm pieces shared by the quantizer templates (SPEC 3): the
+ * normalized value, exact two-pass row statistics by one warp (from memory, the tiled entries'
+ * phase 1) or by a whole block (from registers, the rows entries), gamma loads, and the loads
+ * and statistics of a columnwise tile. An in-memory NVRTC header; see qf_dev_load.cuh. */
+#ifndef QF_DEV_NORM_CUH
+#define QF_DEV_NORM_CUH
+
+#include "qf_dev_load.cuh"
+#include "qf_dev_reduce.cuh"
+
+namespace {
+
+/* The value that is quantized (SPEC 3), in the reference's exact operation order. */
+template <int NORM>
+__device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
+    if (NORM == QF_NORM_LAYERNORM)
+        return fmaf((x - mu) * rsigma, g, b);
+    if (NORM == QF_NORM_RMSNORM)
+        return (x * rsigma) * g;
+    return x;
+}
+
+/* mu and rsigma of one row of K elements of dtype DT, by one warp, in two passes over x (SPEC 3:
+ * eps inside the square root). */
+template <int NORM, int DT>
+__device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
+                          float *rsigma_out) {
+    const int lane = threadIdx.x & 31;
+    const long long base = row * K;
+    float mu = 0.0f;
+    if (NORM == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+        for (long long k = lane; k < K; k += 32)
+            s += load_elem<DT>(x, base + k);
+        mu = warp_sum(s) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+    for (long long k = lane; k < K; k += 32) {
+        float d = load_elem<DT>(x, base + k) - mu;
+        ss += d * d;
+    }
+    float var = warp_sum(ss) / static_cast<float>(K);
+    *mu_out = mu;
+    *rsigma_out = 1.0f / sqrtf(var + eps);
+}
+
+/* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
+ * as IT vectors of EPV elements per thread (vector i = it * THREADS + tid covers elements
+ * [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (SPEC 3). Slots past K hold 0 and
+ * are skipped by the variance pass. s_red: two reduction buffers, alternated by red. tid is
+ * threadIdx.x as an int or as the unsigned it is. NOTES: both give the same index, but not the
+ * same machine code; TID keeps each template's kernels exactly as they were compiled before this
+ * helper was shared. */
+template <int IT, int NORM, int EPV, int THREADS, int WARPS, typename TID>
+__device__ __forceinline__ void rows_stats(const float (&v)[IT][EPV], long long K, float eps,
+                                           float (*s_red)[WARPS], int &red, float &mu, float &rs,
+                                           TID tid) {
+    mu = 0.0f;
+    if (NORM == QF_NORM_LAYERNORM) {
+        float s = 0.0f;
+#pragma unroll
+        for (int it = 0; it < IT; it++)
+#pragma unroll
+            for (int j = 0; j < EPV; j++)
+                s += v[it][j]; /* out-of-row slots hold 0 */
+        mu = block_sum<WARPS>(s, s_red[red++ & 1]) / static_cast<float>(K);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        if (static_cast<long long>(it * THREADS + tid) * EPV < K) {
+#pragma unroll
+            for (int j = 0; j < EPV; j++) {
+                float d = v[it][j] - mu;
+                ss += d * d;
+            }
+        }
+    }
+    const float var = block_sum<WARPS>(ss, s_red[red++ & 1]) / static_cast<float>(K);
+    rs = 1.0f / sqrtf(var + eps);
+}
+
+/* Element k of gamma (+1 when ZCG, zero-centered) of dtype DT as fp32. */
+template <int DT, int ZCG>
+__device__ __forceinline__ float load_gamma(const void *gamma, long long k) {
+    float g = load_elem<DT>(gamma, k);
+    return ZCG ? g + 1.0f : g;
+}
+
+/* EPV elements of gamma (+1 when ZCG, zero-centered) of dtype DT from element k. */
+template <int DT, int ZCG, int EPV>
+__device__ __forceinline__ void load_gamma_vec(const void *gamma, long long k, float (&g)[EPV]) {
+    load_n<DT, EPV>(gamma, k, g);
+    if (ZCG)
+#pragma unroll
+        for (int j = 0; j < EPV; j++)
+            g[j] += 1.0f;
+}
+
+/* Phase 1 of a tiled quantizer: mu and rsigma of the TILE_M rows from m0 (those below p.M), one
+ * warp per row (row_stats), into s_mu/s_rsigma and the outputs p.mu (LayerNorm) and p.rsigma,
+ * then a barrier; nothing without a norm. P: a params block with x, M, K, eps, mu, rsigma. */
+template <int NORM, int DT, int TILE_M, int WARPS, typename P>
+__device__ __forceinline__ void tile_stats(const P &p, long long m0, float *s_mu,
+                                           float *s_rsigma) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (NORM != QF_NORM_NONE) {
+        for (int r = warp; r < TILE_M; r += WARPS) {
+            if (m0 + r >= p.M)
+                continue;
+            float mu, rs;
+            row_stats<NORM, DT>(p.x, m0 + r, p.K, p.eps, &mu, &rs);
+            if (lane == 0) {
+                s_mu[r] = mu;
+                s_rsigma[r] = rs;
+                if (NORM == QF_NORM_LAYERNORM)
+                    p.mu[m0 + r] = mu;
+                p.rsigma[m0 + r] = rs;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* Row m of x (dtype DT, K elements) into the registers of a block of THREADS threads, as
+ * rows_stats holds it: vector it * THREADS + tid of EPV elements, 0 past K. */
+template <int IT, int DT, int EPV, int THREADS>
+__device__ __forceinline__ void rows_load(const void *x, long long m, long long K, int tid,
+                                          float (&v)[IT][EPV]) {
+#pragma unroll
+    for (int it = 0; it < IT; it++) {
+        const long long k = static_cast<long long>(it * THREADS + tid) * EPV;
+        if (k < K)
+            load_n<DT, EPV>(x, m * K + k, v[it]);
+        else
+#pragma unroll
+            for (int j = 0; j < EPV; j++)
+                v[it][j] = 0.0f;
+    }
+}
+
+/* y = the normalized values of the EPV register-held elements v at column k (gamma and beta of
+ * dtype GDT from p, gamma + 1 when ZCG), in the reference's order; returns amax merged over y. */
+template <int NORM, int GDT, int ZCG, int EPV, typename P>
+__device__ __forceinline__ float normalize_vec(const P &p, long long k, const float (&v)[EPV],
+                                               float mu, float rs, float (&y)[EPV], float amax) {
+    float g[EPV], b[EPV];
+    if (NORM != QF_NORM_NONE)
+        load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k, g);
+    if (NORM == QF_NORM_LAYERNORM)
+        load_n<GDT, EPV>(p.beta, k, b);
+#pragma unroll
+    for (int j = 0; j < EPV; j++) {
+        y[j] = normalize<NORM>(v[j], mu, rs, NORM != QF_NORM_NONE ? g[j] : 1.0f,
+                               NORM == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+        amax = amax_merge(amax, y[j]);
+    }
+    return amax;
+}
+
+/* Where this thread works in columnwise tile blockIdx.x (TILE x TILE tiles, row-major over
+ * [M/TILE, K/TILE]): the tile's first row m0 and column k0, the thread's first column c of EPV
+ * and its first row r0 (CHUNKS threads per tile row). */
+struct ColsTile {
+    long long m0, k0;
+    int c, r0;
+};
+
+template <int TILE, int EPV, int CHUNKS>
+__device__ __forceinline__ ColsTile cols_tile(long long K) {
+    const long long tiles_k = K / TILE;
+    return {(blockIdx.x / tiles_k) * TILE, (blockIdx.x % tiles_k) * TILE,
+            static_cast<int>((threadIdx.x % CHUNKS) * EPV), static_cast<int>(threadIdx.x / CHUNKS)};
+}
+
+/* The x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (dtype DT) per
+ * thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; and gamma (+1 when ZCG) and
+ * beta (dtype GDT) of those columns, as far as the norm has them. */
+template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
+__device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
+                                          float (&v)[PASSES][EPV], float (&g)[EPV],
+                                          float (&b)[EPV]) {
+#pragma unroll
+    for (int i = 0; i < PASSES; i++)
+        load_n<DT, EPV>(p.x, (m0 + r0 + i * ROWS_PER_PASS) * p.K + k0 + c, v[i]);
+    if (NORM != QF_NORM_NONE)
+        load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k0 + c, g);
+    if (NORM == QF_NORM_LAYERNORM)
+        load_n<GDT, EPV>(p.beta, k0 + c, b);
+}
+
+/* mu and rsigma of row m as a rows entry wrote them (0 and 1 where the norm has none). */
+template <int NORM, typename P>
+__device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu, float &rs) {
+    mu = NORM == QF_NORM_LAYERNORM ? p.mu[m] : 0.0f;
+    rs = NORM != QF_NORM_NONE ? p.rsigma[m] : 1.0f;
+}
+
+} // namespace
+
+#endif /* QF_DEV_NORM_CUH */

@@ -1,0 +1,43 @@
+/* qf_dev_reduce.cuh: the NaN-keeping amax merge and the warp and block reductions shared by the
+ * quantizer templates (an in-memory NVRTC header; see qf_dev_load.cuh). */
+#ifndef QF_DEV_REDUCE_CUH
+#define QF_DEV_REDUCE_CUH
+
+namespace {
+
+/* max(m, |v|) keeping NaN (same rule as qf_amax_merge). */
+__device__ __forceinline__ float amax_merge(float m, float v) {
+    const float a = fabsf(v);
+    return (a > m || a != a) ? a : m;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_amax(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = amax_merge(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over a block of WARPS warps; buf alternates between calls so one barrier per reduction
+ * suffices. */
+template <int WARPS>
+__device__ __forceinline__ float block_sum(float v, float *buf) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0)
+        buf[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; w++)
+        s += buf[w];
+    return s;
+}
+
+} // namespace
+
+#endif /* QF_DEV_REDUCE_CUH */
