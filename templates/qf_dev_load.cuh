@@ -12,13 +12,13 @@
 
 namespace {
 
-/* A bf16 or fp16 bit pattern as fp32 (exact). */
+/* A bf16 or fp16 bit pattern (the low 16 bits of h, the rest 0) as fp32 (exact). */
 template <int DT>
-__device__ __forceinline__ float half_bits_to_float(unsigned short h) {
+__device__ __forceinline__ float half_bits_to_float(unsigned h) {
     if (DT == QF_DTYPE_BF16)
-        return __uint_as_float(static_cast<unsigned>(h) << 16);
+        return __uint_as_float(h << 16);
     float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
     return f;
 }
 
@@ -61,7 +61,7 @@ __device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]
     }
 #pragma unroll
     for (int j = 0; j < N; j++)
-        v[j] = half_bits_to_float<DT>(static_cast<unsigned short>(w[j / 2] >> (16 * (j % 2))));
+        v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
 }
 
 /* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
