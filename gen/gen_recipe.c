@@ -221,7 +221,9 @@ static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const c
             luaL_error(L, "%s: field '%s' (number expected, got %s)", sb->path, name,
                        luaL_typename(L, -1));
         v = (double)lua_tonumber(L, -1);
-        if (!(v >= lo && v <= hi)) /* NaN fails too */
+        if (v != v)
+            luaL_error(L, "%s: field '%s' (a number expected, got nan)", sb->path, name);
+        if (!(v >= lo && v <= hi))
             luaL_error(L, "%s: field '%s' (value %f out of range %f..%f)", sb->path, name,
                        (lua_Number)v, (lua_Number)lo, (lua_Number)hi);
     }

@@ -109,6 +109,8 @@ typedef struct qf_rows_call {
     qf_dtype xdt;
     const void *x, *out_row, *out_col, *gamma, *beta;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
+    int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
+                  * pass): a rows entry runs alone, without `<name>_cols` */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,

@@ -53,7 +53,7 @@ static const qf_field qf_fields_fp8_delayed[] = {
 
 /* TE's Float8CurrentScaling defaults (SPEC 2.2). amax_epsilon and power_2_scales reach the
  * kernels through their parameter block (qf_nq_params), not as template constants: the template
- * is fp8_delayed's too. */
+ * is fp8_delayed's too, told apart by __FAMILY__. */
 static const qf_field qf_fields_fp8_current[] = {
     {.name = "amax_epsilon", .type = QF_FIELD_NUMBER, .offset = QF_OFF(amax_epsilon),
      .member = "amax_epsilon", .min = 0.0, .max = FLT_MAX, .def = 0.0, .key = 1},
@@ -126,15 +126,17 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .implemented = 1,
          QF_FIELDS(qf_fields_fp8_delayed),
          .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
-         .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT},
-                 [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT},
+         .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
+                                          QF_TC_QUANT | QF_TC_FAMILY},
+                 [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
+                                     QF_TC_QUANT | QF_TC_FAMILY},
                  [QF_OP_SCALE_UPDATE] = {"smxx_fp8_scale_update.cu", 256, 1, 0}},
          .shapes = &qf_fake_fp8,
          .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
     [QF_FAMILY_FP8_CURRENT] =
         {.name = "fp8_current",
          .spec = "SPEC 2.2",
-         .implemented = 0,
+         .implemented = 1,
          QF_FIELDS(qf_fields_fp8_current),
          .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
          .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,

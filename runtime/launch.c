@@ -60,7 +60,7 @@ static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c) {
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
-    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0;
+    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols;
     if (!c->rows_ok || (cols && !qf_cols_ok(lk, c)) || (c->K * esz) % 16 != 0 ||
         !qf_aligned16(c->x) || !qf_aligned16(c->out_row) || !qf_aligned16(c->gamma) ||
         !qf_aligned16(c->beta))
@@ -81,7 +81,7 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
         const int64_t grid = c->M < slots ? c->M : slots;
         QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
                              stream));
-        if (!(lk->inst.outputs & QF_OUT_COLUMNWISE))
+        if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)
             return QF_OK;
         const int64_t tiles = (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE);
         return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, params,

@@ -322,6 +322,7 @@ qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const 
         bias = NULL;
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
+    case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (SPEC 2.2) */
         return qf_g_fp8(ctx, op, &va, &vb, bias, y, stream);
     case QF_FAMILY_MXFP8:
         return qf_g_mxfp8(ctx, op, r, &va, &vb, bias, y, stream);

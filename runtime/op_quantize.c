@@ -97,28 +97,48 @@ static qf_q_norm_ptrs qf_q_norm(const qf_qcall *c) {
 
 /* {===================================================================== per-tensor FP8 */
 
-/* The tiled entry, or a row-in-registers entry when the call allows one (qf_ctx_launch_rows). */
+static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *stream);
+
+/* The parameter block of a per-tensor FP8 call (delayed or current scaling). */
+static qf_nq_params qf_q_fp8_params(const qf_qcall *c, const float *scale) {
+    const qf_q_norm_ptrs np = qf_q_norm(c);
+    return (qf_nq_params){.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .scale = scale,
+                          .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                          .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA), .mu = np.mu,
+                          .rsigma = np.rsigma, .amax = qf_q_data(c, QF_SLOT_AMAX),
+                          .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV), .M = c->M, .K = c->K,
+                          .eps = c->nd->eps, .amax_epsilon = c->r->amax_epsilon,
+                          .power_2_scales = c->r->power_2_scales};
+}
+
+/* Delayed scaling: one launch of the tiled entry, or a row-in-registers entry when the call
+ * allows one (qf_ctx_launch_rows). Current scaling (SPEC 2.2): the amax slot zeroed, then pass 0
+ * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
+ * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
+ * x, so that x is read twice in all. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, void *stream) {
-    if (!scale)
+    const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
+    if (!scale && !current)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale is NULL; recipe '%s' (%s) quantizes "
                             "with the delayed scale from qf_scale_update", c->op, c->r->name,
                             qf_family_name(c->r->family));
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
     const qf_kernel_instance inst = qf_q_instance(c, k, QF_SCALE_LAYOUT_COMPACT);
-    const qf_q_norm_ptrs np = qf_q_norm(c);
-    qf_nq_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .scale = scale,
-                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
-                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA), .mu = np.mu,
-                      .rsigma = np.rsigma, .amax = qf_q_data(c, QF_SLOT_AMAX),
-                      .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV), .M = c->M, .K = c->K,
-                      .eps = c->nd->eps};
+    qf_nq_params p = qf_q_fp8_params(c, current ? NULL : scale);
     QF_TRY(qf_ctx_ready(ctx, c->op, stream));
     qf_loaded_kernel lk;
     QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
-    const qf_rows_call rc = {.M = p.M, .K = p.K, .xdt = c->x->dtype, .x = p.x,
-                             .out_row = p.out_row, .out_col = p.out_col, .gamma = p.gamma,
-                             .beta = p.beta, .rows_ok = 1};
+    qf_rows_call rc = {.M = p.M, .K = p.K, .xdt = c->x->dtype, .x = p.x, .out_row = p.out_row,
+                       .out_col = p.out_col, .gamma = p.gamma, .beta = p.beta, .rows_ok = 1};
+    if (!current)
+        return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
+    rc.no_cols = 1;
+    QF_TRY(qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream));
+    p.pass = 1;
+    rc.no_cols = 0;
+    rc.rows_ok = !(c->outputs & QF_OUT_COLUMNWISE);
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 
@@ -253,6 +273,7 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     QF_TRY(qf_q_check(&c, ctx, recipe));
     switch (c.r->family) {
     case QF_FAMILY_FP8_DELAYED:
+    case QF_FAMILY_FP8_CURRENT:
         return qf_q_fp8(ctx, &c, scale, stream);
     case QF_FAMILY_MXFP8:
         return qf_q_mxfp8(ctx, &c, stream);

@@ -46,6 +46,7 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
         return qf_su_delayed(ctx, op, r, &p, stream);
+    case QF_FAMILY_FP8_CURRENT:
     case QF_FAMILY_MXFP8:
     case QF_FAMILY_NVFP4:
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s) has no scale update: its "

@@ -115,7 +115,7 @@ typedef struct qf_nq_params {
     float eps;
     float amax_epsilon;     /* fp8_current: lower bound of the amax the scale is taken from */
     int32_t power_2_scales; /* fp8_current: 1 = scales rounded down to powers of two */
-    int32_t pad0;
+    int32_t pass;           /* fp8_current: 0 = statistics and amax, 1 = quantize (SPEC 2.2) */
 } qf_nq_params;
 QF_STATIC_ASSERT(sizeof(qf_nq_params) == 10 * 8 + 2 * 8 + 16, "qf_nq_params ABI");
 

@@ -23,6 +23,13 @@
  * the rowwise bytes, and parks them in shared memory so that the columnwise (transposed [K, M])
  * copy is written in the same pass with coalesced rows of the transpose.
  *
+ * Current scaling (fp8_current, SPEC 2.2; the C reference is qf_norm_quantize_fp8_current_ref in
+ * runtime/ref/ref_fp8_current.c): the scale depends on the whole tensor's amax, so the runtime
+ * launches the same entry twice, p.pass 0 then 1. Pass 0 computes and writes mu/rsigma and
+ * max-merges the amax of y, storing nothing else; pass 1 takes mu/rsigma from memory (the same
+ * values for every entry, so the amax and the cast see one y), the scale from the finished amax,
+ * writes the copies and scale_inv. x is read once per pass and never written back in bf16.
+ *
  * Compile-time choices: the placeholders below (#defined by the prelude qfuse-gen writes) and
  * -DQF_OUTPUTS / -DQF_GAMMA_DTYPE (passed by the runtime; defaults in qf_dev_module.cuh). K and M
  * are run-time values: a new M or K never recompiles. */
@@ -35,6 +42,7 @@
 
 namespace {
 
+constexpr bool kCurrent = __FAMILY__ == QF_FAMILY_FP8_CURRENT;
 constexpr int kNorm = __NORM__;
 constexpr int kZeroCenteredGamma = __ZERO_CENTERED_GAMMA__;
 constexpr int kInDtype = __IN_DTYPE__;
@@ -53,8 +61,40 @@ constexpr int kEpv = 16 / kInSize; /* x elements per 16-byte vector: 8 (bf16/fp1
 static_assert(kTileM == 32 && kThreads == 256, "sub-tile mapping assumes 32 rows x 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
 
+/* The pass that computes statistics and the amax only (current scaling's first launch). */
+__device__ __forceinline__ bool amax_pass(const qf_nq_params &p) {
+    return kCurrent && p.pass == 0;
+}
+
+/* The pass that casts with a finished amax (current scaling's second launch): it takes mu and
+ * rsigma from memory instead of computing them. */
+__device__ __forceinline__ bool cast_pass(const qf_nq_params &p) {
+    return kCurrent && p.pass != 0;
+}
+
+/* The quantization scale: the delayed one from memory, or the current one from the amax of
+ * pass 0 (SPEC 2.2): a = max(amax, amax_epsilon), where a NaN amax stays NaN; 1 for a zero or
+ * non-finite a; fp8_max / a correctly rounded, FLT_MAX for an infinite quotient; the mantissa
+ * cleared under power_2_scales. */
+__device__ __forceinline__ float scale_of(const qf_nq_params &p) {
+    if (!kCurrent)
+        return *p.scale;
+    const float fp8_max = kOutDtype == QF_DTYPE_E4M3 ? QF_E4M3_MAX : QF_E5M2_MAX;
+    const float amax = *p.amax;
+    const float a = amax < p.amax_epsilon ? p.amax_epsilon : amax;
+    if (a == 0.0f || isinf(a) || isnan(a))
+        return 1.0f;
+    float s = __fdiv_rn(fp8_max, a);
+    if (isinf(s))
+        s = 3.40282346638528859812e+38f; /* FLT_MAX */
+    if (p.power_2_scales)
+        s = __int_as_float(__float_as_int(s) & 0xFF800000);
+    return s;
+}
+
 /* amax: warp, block, then one atomic per block; block 0 also writes scale_inv. Non-negative
- * floats order as their bits, and a NaN (positive after fabsf) compares above +inf. */
+ * floats order as their bits, and a NaN (positive after fabsf) compares above +inf. Current
+ * scaling merges in pass 0 only (pass 1's amax is the same) and writes scale_inv in pass 1. */
 __device__ __forceinline__ void block_amax_commit(const qf_nq_params &p, float amax,
                                                   float *s_amax, float scale) {
     amax = warp_amax(amax);
@@ -65,8 +105,9 @@ __device__ __forceinline__ void block_amax_commit(const qf_nq_params &p, float a
         float a = s_amax[0];
         for (int w = 1; w < kWarps; w++)
             a = amax_merge(a, s_amax[w]);
-        atomicMax(reinterpret_cast<int *>(p.amax), __float_as_int(a));
-        if (blockIdx.x == 0)
+        if (!cast_pass(p))
+            atomicMax(reinterpret_cast<int *>(p.amax), __float_as_int(a));
+        if (blockIdx.x == 0 && !amax_pass(p))
             *p.scale_inv = 1.0f / scale;
     }
 }
@@ -94,7 +135,7 @@ __device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&
         const unsigned hi = to_fp8x2<kOutDtype>(y[j + 2] * scale, y[j + 3] * scale);
         w[j / 4] = lo | (hi << 16);
     }
-    if (kRowwise)
+    if (kRowwise && !amax_pass(p))
         store_vec(p.out_row + m * p.K + k, w[0], w[1]);
     return amax;
 }
@@ -105,14 +146,16 @@ __device__ void rows_body(const qf_nq_params &p) {
     __shared__ float s_amax[kWarps];
     const int tid = threadIdx.x;
     const long long K = p.K;
-    const float scale = *p.scale;
+    const float scale = amax_pass(p) ? 1.0f : scale_of(p);
     float amax = 0.0f;
     int red = 0;
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
         float v[IT][kEpv];
         rows_load<IT, kInDtype, kEpv, kThreads>(p.x, m, K, tid, v);
         float mu = 0.0f, rs = 1.0f;
-        if (kNorm != QF_NORM_NONE) {
+        if (cast_pass(p)) {
+            stats_of_row<kNorm>(p, m, mu, rs);
+        } else if (kNorm != QF_NORM_NONE) {
             rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
                                                           tid);
             if (tid == 0) {
@@ -140,11 +183,17 @@ __KERNEL_NAME__(const qf_nq_params p) {
     const long long M = p.M, K = p.K;
     const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
 
-    /* Phase 1: row statistics. */
-    tile_stats<kNorm, kInDtype, kTileM, kWarps>(p, m0, s_mu, s_rsigma);
+    /* Phase 1: row statistics (current scaling's pass 1: pass 0's, from memory). */
+    if (cast_pass(p)) {
+        if (threadIdx.x < kTileM && m0 + threadIdx.x < M)
+            stats_of_row<kNorm>(p, m0 + threadIdx.x, s_mu[threadIdx.x], s_rsigma[threadIdx.x]);
+        __syncthreads();
+    } else {
+        tile_stats<kNorm, kInDtype, kTileM, kWarps>(p, m0, s_mu, s_rsigma);
+    }
 
     /* Phase 2: normalize + quantize sub-tiles of 32 rows x 32 columns. */
-    const float scale = *p.scale;
+    const float scale = amax_pass(p) ? 1.0f : scale_of(p);
     const int r = threadIdx.x / (kSubK / kVec);          /* row in tile, 0..31 */
     const int c = (threadIdx.x % (kSubK / kVec)) * kVec; /* first column in sub-tile */
     const long long m = m0 + r;
@@ -176,10 +225,10 @@ __KERNEL_NAME__(const qf_nq_params p) {
             const unsigned lo = to_fp8x2<kOutDtype>(y[0] * scale, y[1] * scale);
             const unsigned hi = to_fp8x2<kOutDtype>(y[2] * scale, y[3] * scale);
             packed = lo | (hi << 16);
-            if (kRowwise)
+            if (kRowwise && !amax_pass(p))
                 store4(p.out_row + m * K + k0 + c, packed, nk, row_aligned);
         }
-        if (kColumnwise) {
+        if (kColumnwise && !amax_pass(p)) { /* p.pass is uniform: the barriers stay */
 #pragma unroll
             for (int i = 0; i < kVec; i++)
                 s_t[c + i][r] = static_cast<unsigned char>(packed >> (8 * i));
@@ -225,7 +274,7 @@ __device__ void cols_body(const qf_nq_params &p) {
     const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(p.K);
     const long long m0 = t.m0, k0 = t.k0;
     const int c = t.c, r0 = t.r0;
-    const float scale = *p.scale;
+    const float scale = scale_of(p); /* after the rows entry: its pass 1 under current scaling */
     float v[kColPasses][kEpv], g[kEpv], b[kEpv];
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
               kColRowsPerPass>(p, m0, k0, c, r0, v, g, b);

@@ -127,8 +127,15 @@ static const qf_error_case qf_error_cases[] = {
      "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
      "expected, got 'fp9')",
      0},
-    {"x.lua", "return {family = \"fp8_current\"}", "family 'fp8_current' is not implemented yet",
-     0},
+    {"x.lua", "return {family = \"fp8_current\", amax_epsilon = -1}",
+     "field 'amax_epsilon' (value -1.0 out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_current\", amax_epsilon = 0/0}",
+     "field 'amax_epsilon' (a number expected, got nan)", 0},
+    {"x.lua", "return {family = \"fp8_current\", power_2_scales = 1}",
+     "field 'power_2_scales' (boolean expected, got number)", 0},
+    {"x.lua", "return {family = \"fp8_current\", margin = 0}",
+     "unknown field 'margin' (this family's fields: family, description, amax_epsilon, format, "
+     "power_2_scales)", 0},
     {"x.lua", "return {family = \"fp8_block\"}", "family 'fp8_block' is not implemented yet", 0},
     {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
      0},
@@ -814,8 +821,8 @@ static void qf_test_templates(const char *dir, const char *nq) {
 }
 
 static const char qf_test_nq_ok[] =
-    "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
-    "__OUT_DTYPE__, __BLOCK_THREADS__, __TILE_M__}; }\n";
+    "void __KERNEL_NAME__() { int a[] = {__FAMILY__, __NORM__, __ZERO_CENTERED_GAMMA__, "
+    "__IN_DTYPE__, __OUT_DTYPE__, __BLOCK_THREADS__, __TILE_M__}; }\n";
 
 static void test_gen_template_unfilled(void **state) {
     (void)state;
@@ -864,7 +871,7 @@ static void test_gen_template_unused_value(void **state) {
     qf_test_dir d;
     char *out, *err, expect[512];
     qf_test_dir_make_gen(&d);
-    qf_test_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
+    qf_test_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__FAMILY__, __NORM__, "
                               "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
                               "__BLOCK_THREADS__}; }\n");
     const char *args[] = {"-o", d.path, "--templates", d.path, "recipes/fp8_delayed.lua", NULL};
@@ -2119,6 +2126,9 @@ int main(void) {
         QF_ERROR_TEST(56),
         QF_ERROR_TEST(57),
         QF_ERROR_TEST(58),
+        QF_ERROR_TEST(59),
+        QF_ERROR_TEST(60),
+        QF_ERROR_TEST(61),
         cmocka_unit_test(test_recipe_empty_env),
         cmocka_unit_test(test_recipe_memory_table),
         cmocka_unit_test(test_recipe_budget_custom),
@@ -2173,7 +2183,7 @@ int main(void) {
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
     };
-    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 59,
+    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 62,
                    "add a QF_ERROR_TEST line per error case");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

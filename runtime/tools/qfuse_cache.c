@@ -346,7 +346,7 @@ static void qf_warm_variant(const qf_kernel_entry *k, const qf_kernel_instance *
     int w = snprintf(buf, n, " (%s", outs[inst->outputs & 3u]);
     if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
         w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
-    if (k->family != QF_FAMILY_FP8_DELAYED && w >= 0 && (size_t)w < n)
+    if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
         w += snprintf(buf + w, n - (size_t)w, ", %s scales",
                       inst->layout == QF_SCALE_LAYOUT_SWIZZLED ? "swizzled" : "compact");
     if (w >= 0 && (size_t)w < n)
