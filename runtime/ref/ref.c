@@ -13,18 +13,6 @@
 
 /* {================================================================== element conversions */
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Rounds a finite, nonzero fp32 magnitude (sign bit clear) to a binary format with `ebits` exponent
  * bits (IEEE bias) and `mbits` mantissa bits, round to nearest even, subnormals included. Returns
  * the magnitude code (exponent field << mbits | mantissa), NOT clamped: a value past the format's
@@ -56,7 +44,7 @@ static int32_t round_to_code(uint32_t abs, int ebits, int mbits) {
 /* rn_sat to an FP8 format: NaN -> 0x7F (as cvt.rn.satfinite, sign dropped), +-inf and overflow ->
  * +-max_code, zero and underflow keep the sign. */
 static uint8_t fp8_encode(float v, int ebits, int mbits, int32_t max_code) {
-    uint32_t u = bits_of(v);
+    uint32_t u = qf_f32_bits(v);
     uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
     uint32_t abs = u & 0x7FFFFFFFu;
     if (abs > 0x7F800000u)
@@ -119,11 +107,11 @@ float qf_fp8_max(qf_dtype fmt) {
 }
 
 float qf_bf16_to_float(uint16_t h) {
-    return float_of((uint32_t)h << 16);
+    return qf_f32_from_bits((uint32_t)h << 16);
 }
 
 uint16_t qf_float_to_bf16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = qf_f32_bits(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u)
         return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN; truncation could turn it into inf */
     /* Adding 0x7FFF plus the kept lsb rounds to nearest even; a carry into the exponent is the
@@ -135,7 +123,7 @@ float qf_fp16_to_float(uint16_t h) {
     int exp = (h >> 10) & 0x1F, man = h & 0x3FF;
     float mag;
     if (exp == 31)
-        return float_of(((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
+        return qf_f32_from_bits(((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
                         (man ? 0x400000u : 0u)); /* inf, or NaN (payload kept, made quiet) */
     if (exp == 0)
         mag = ldexpf((float)man, -24);
@@ -145,7 +133,7 @@ float qf_fp16_to_float(uint16_t h) {
 }
 
 uint16_t qf_float_to_fp16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = qf_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t abs = u & 0x7FFFFFFFu;
     if (abs > 0x7F800000u)

@@ -7,10 +7,24 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "qf_formats.h"
 
 /* ---- element conversions (SPEC 1) */
+
+/* The bits of an fp32 value and the fp32 value of 32 bits (memcpy: no aliasing, no conversion). */
+static inline uint32_t qf_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float qf_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* fp32 -> E4M3, round to nearest even, saturating to +-448 (inf too); NaN -> 0x7F whatever its
  * sign (0xFF is never produced: the hardware cvt.rn.satfinite gives 0x7F for any NaN). Subnormals

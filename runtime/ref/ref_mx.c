@@ -16,18 +16,6 @@
 
 /* {================================================================== E8M0 */
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* E clamped to [-127, 127] as a biased byte (254 at most: 0xFF is NaN, never a clamp result). */
 static uint8_t e8m0_clamp(int E) {
     E = E < -127 ? -127 : E > 127 ? 127 : E;
@@ -45,7 +33,7 @@ uint8_t qf_e8m0_ceil_log2_ref(float v) {
         return 0xFF;
     if (!(v > 0.0f))
         return 0x00;
-    const uint32_t u = bits_of(v);
+    const uint32_t u = qf_f32_bits(v);
     const int e = (int)(u >> 23);
     const uint32_t m = u & 0x7FFFFFu;
     if (e == 0xFF)
@@ -60,7 +48,7 @@ uint8_t qf_e8m0_ceil_log2_ref(float v) {
 
 /* floor(log2(a)) - emax from the bits of a finite a > 0 (OCP v1.0 rule). */
 static uint8_t e8m0_floor(float a, int emax) {
-    const uint32_t u = bits_of(a);
+    const uint32_t u = qf_f32_bits(a);
     int e = (int)(u >> 23) - 127;
     if ((u >> 23) == 0) { /* subnormal m * 2^-149: floor(log2 a) = bitlen(m) - 150 */
         e = -150;
@@ -89,12 +77,12 @@ uint8_t qf_e8m0_from_amax_ref(float amax, qf_dtype fmt, qf_scale_rounding r) {
 float qf_e8m0_to_float_ref(uint8_t b) {
     if (b == 0xFF)
         return NAN;
-    return float_of(b == 0 ? 0x00400000u : (uint32_t)b << 23); /* 2^-127 is subnormal */
+    return qf_f32_from_bits(b == 0 ? 0x00400000u : (uint32_t)b << 23); /* 2^-127 is subnormal */
 }
 
 /* 2^-(b - 127) exactly as fp32 for b in [0, 254]: 2^127 (b = 0) .. 2^-127 (b = 254, subnormal). */
 static float e8m0_inv(uint8_t b) {
-    return float_of(b == 254 ? 0x00400000u : (uint32_t)(254 - b) << 23);
+    return qf_f32_from_bits(b == 254 ? 0x00400000u : (uint32_t)(254 - b) << 23);
 }
 
 uint8_t qf_mx_quantize_elem_ref(float x, uint8_t scale_byte, qf_dtype fmt) {
