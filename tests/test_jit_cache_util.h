@@ -80,7 +80,8 @@ static inline void assert_hit_a(void) {
 }
 
 /* Loads KEY_A at arch, asserts a miss with exactly one warning holding every string in want[]. */
-static inline void assert_miss_warns(const char *path, int arch, const char *const *want, int n_want) {
+static inline void assert_miss_warns(const char *path, int arch, const char *const *want,
+                                     int n_want) {
     void *data = (void *)1;
     size_t size = 1;
     char *err = NULL;
