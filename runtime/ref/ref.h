@@ -65,6 +65,22 @@ void qf_norm_stats_ref(qf_norm norm, qf_dtype xdt, const void *x, int64_t M, int
 float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, float gamma,
                         float beta);
 
+/* The input of a fused norm + quantize reference (per-tensor current scaling, NVFP4): x [M, K]
+ * of xdt (bf16, fp16 or fp32); gamma/beta [K] of gdt (gamma NULL for none, beta NULL unless
+ * layernorm); zcg: zero_centered_gamma; eps inside the square root. mu_in / rsigma_in [M]: the
+ * statistics to normalize with (a GPU test passes the kernel's own), or NULL to compute them with
+ * qf_norm_stats_ref. y = qf_norm_apply_ref of each element (fp32) is what gets quantized. The
+ * reference only reads these buffers and does not own them. */
+typedef struct qf_norm_src {
+    qf_norm norm;
+    int zcg;
+    qf_dtype xdt, gdt;
+    const void *x, *gamma, *beta;
+    int64_t M, K;
+    float eps;
+    const float *mu_in, *rsigma_in;
+} qf_norm_src;
+
 /* Fused norm + FP8 quantize reference. x [M, K] (xdt), gamma/beta [K] (gdt; NULL for none/rmsnorm
  * beta). mu/rsigma: if mu_in/rsigma_in are non-NULL they are used (the kernel's own statistics);
  * otherwise qf_norm_stats_ref's values are. q = rn_sat(fl(y * scale)), fmt E4M3 or E5M2.
