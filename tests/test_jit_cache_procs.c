@@ -245,14 +245,23 @@ static int cold_kernel_index(void) {
     return -1;
 }
 
+/* A child's sm_90 host context with dir as its cache: returns kColdKernel's index, or -1 (and
+ * no context) when either is missing. */
+static int child_ctx(const char *dir, qf_ctx_t **ctx) {
+    setenv("QFUSE_CACHE_DIR", dir, 1);
+    int kidx = cold_kernel_index();
+    if (kidx < 0 || qf_ctx_init_host(ctx, 90) != QF_OK)
+        return -1;
+    return kidx;
+}
+
 /* Child mode (--child-cold <dir> <ready> <go>): one job starting on a node with an empty cache:
  * looks kColdKernel up for sm_90 through a context, as an op does on first use (disk cache,
  * else NVRTC and store). Exits 0 on success. */
 static int child_cold(const char *dir, const char *ready_fd, const char *go_fd) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    int kidx = cold_kernel_index();
     qf_ctx_t *ctx = NULL;
-    if (kidx < 0 || qf_ctx_init_host(&ctx, 90) != QF_OK)
+    int kidx = child_ctx(dir, &ctx);
+    if (kidx < 0)
         return 3;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
     qf_loaded_kernel lk;
@@ -374,10 +383,9 @@ static void test_readers_during_writers(void **state) {
 /* Child mode (--child-lookup <dir>): looks kColdKernel up once; exits 0 when it came from the
  * disk cache (what a second job finds after the first replaced a damaged entry). */
 static int child_lookup(const char *dir) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    int kidx = cold_kernel_index();
     qf_ctx_t *ctx = NULL;
-    if (kidx < 0 || qf_ctx_init_host(&ctx, 90) != QF_OK)
+    int kidx = child_ctx(dir, &ctx);
+    if (kidx < 0)
         return 3;
     qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
     qf_loaded_kernel lk;
@@ -456,13 +464,13 @@ int main(int argc, char **argv) {
         return child_lookup(argv[2]);
     umask(022); /* the mode checks below assume the usual umask */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_second_process_hits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_processes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_key_aborts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cold_start_processes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_readers_during_writers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_damaged_entry_recompiled_once, setup, teardown),
+        T(test_second_process_hits),
+        T(test_concurrent_processes),
+        T(test_concurrent_threads),
+        T(test_bad_key_aborts),
+        T(test_cold_start_processes),
+        T(test_readers_during_writers),
+        T(test_damaged_entry_recompiled_once),
     };
     return cmocka_run_group_tests_name("jit_cache_procs", tests, NULL, NULL);
 }

@@ -172,4 +172,7 @@ static inline int teardown(void **state) {
 
 /* =====================================================================} */
 
+/* A test run with a fresh fixture. */
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
 #endif /* QF_TEST_JIT_CACHE_UTIL_H */

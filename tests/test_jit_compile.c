@@ -139,22 +139,23 @@ static void test_nvrtc_version(void **state) {
 
 /* {===================================================================== compile */
 
-static void test_compile_sm90(void **state) {
-    (void)state;
+/* kernel_src compiles for arch into a CUDA ELF object. */
+static void assert_compiles_for(int arch) {
     void *cubin = NULL;
     size_t size = 0;
-    assert_int_equal(compile_for(90, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
+    assert_int_equal(compile_for(arch, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
     assert_cubin(cubin, size);
     free(cubin);
 }
 
+static void test_compile_sm90(void **state) {
+    (void)state;
+    assert_compiles_for(90);
+}
+
 static void test_compile_sm100(void **state) {
     (void)state;
-    void *cubin = NULL;
-    size_t size = 0;
-    assert_int_equal(compile_for(100, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
-    assert_cubin(cubin, size);
-    free(cubin);
+    assert_compiles_for(100);
 }
 
 /* The message carries NVRTC's log (naming the bad identifier), the options and the versions. */
