@@ -255,6 +255,13 @@ static int child_ctx(const char *dir, qf_ctx_t **ctx) {
     return kidx;
 }
 
+/* Looks kColdKernel (index kidx) up through ctx with its default instance, as an op does. */
+static qf_status cold_lookup(qf_ctx_t *ctx, int kidx) {
+    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
+    qf_loaded_kernel lk;
+    return qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
+}
+
 /* Child mode (--child-cold <dir> <ready> <go>): one job starting on a node with an empty cache:
  * looks kColdKernel up for sm_90 through a context, as an op does on first use (disk cache,
  * else NVRTC and store). Exits 0 on success. */
@@ -263,11 +270,7 @@ static int child_cold(const char *dir, const char *ready_fd, const char *go_fd) 
     int kidx = child_ctx(dir, &ctx);
     if (kidx < 0)
         return 3;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
-    qf_status s = start_line_wait(ready_fd, go_fd) == 0
-                      ? qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk)
-                      : QF_ERR_INTERNAL;
+    qf_status s = start_line_wait(ready_fd, go_fd) == 0 ? cold_lookup(ctx, kidx) : QF_ERR_INTERNAL;
     if (s != QF_OK)
         fprintf(stderr, "child: %s: %s\n", qf_status_name(s), qf_last_error());
     qf_ctx_free(ctx);
@@ -387,9 +390,7 @@ static int child_lookup(const char *dir) {
     int kidx = child_ctx(dir, &ctx);
     if (kidx < 0)
         return 3;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
-    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
+    qf_status s = cold_lookup(ctx, kidx);
     int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
     qf_ctx_free(ctx);
     return disk ? 0 : 1;
@@ -402,13 +403,11 @@ static qf_kernel_source lookup_captured(char **err) {
     qf_ctx_t *ctx = NULL;
     assert_true(kidx >= 0);
     assert_int_equal(qf_ctx_init_host(&ctx, 90), QF_OK);
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
     qf_test_capture c;
     qf_test_capture_begin(&c);
-    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
+    qf_status s = cold_lookup(ctx, kidx);
     qf_kernel_source first = qf_ctx_last_kernel(ctx)->source;
-    qf_status s2 = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
+    qf_status s2 = cold_lookup(ctx, kidx);
     *err = qf_test_capture_end(&c);
     assert_int_equal(s, QF_OK);
     assert_int_equal(s2, QF_OK);

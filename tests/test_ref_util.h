@@ -115,12 +115,6 @@ static inline uint8_t *poisoned(int64_t n) {
     return p;
 }
 
-/* Asserts the GUARD bytes after p[n] are still POISON. */
-static inline void assert_guard(const uint8_t *p, int64_t n) {
-    for (int g = 0; g < GUARD; g++)
-        assert_int_equal(p[n + g], POISON);
-}
-
 /* Outputs of one current-scaling call, poisoned (0xCD bytes, -1 scalars) so that an unwritten
  * entry shows. b->out points into b itself: pass cur_bufs by pointer only. */
 typedef struct cur_bufs {
