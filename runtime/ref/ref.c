@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
@@ -10,6 +11,16 @@
 /* NOTES: this file is the oracle for the kernels. Build it with -ffp-contract=off: every fp32
  * expression below is written in the order the kernels evaluate it, and a fused multiply-add the
  * compiler invents would change results in the last bit. */
+
+/* {================================================================== memory */
+
+void *qf_ref_alloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    QF_ASSERT(p != NULL);
+    return p;
+}
+
+/* }================================================================== */
 
 /* {================================================================== element conversions */
 
@@ -123,8 +134,9 @@ float qf_fp16_to_float(uint16_t h) {
     int exp = (h >> 10) & 0x1F, man = h & 0x3FF;
     float mag;
     if (exp == 31)
-        return qf_f32_from_bits(((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
-                        (man ? 0x400000u : 0u)); /* inf, or NaN (payload kept, made quiet) */
+        return qf_f32_from_bits(
+            ((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
+            (man ? 0x400000u : 0u)); /* inf, or NaN (payload kept, made quiet) */
     if (exp == 0)
         mag = ldexpf((float)man, -24);
     else
@@ -211,19 +223,38 @@ float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, 
     }
 }
 
-/* Quantizes one row of K elements into row (stride 1) and col (stride M); returns its amax merged
- * into `amax`. gamma/beta are ignored for QF_NORM_NONE; beta is ignored unless layernorm. */
-static float quantize_row(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
-                          const void *gamma, const void *beta, int64_t m, int64_t M, int64_t K,
-                          float mu, float rsigma, float scale, qf_dtype fmt, uint8_t *row,
-                          uint8_t *col, float amax) {
+void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,
+                           float *rsigma_out) {
+    *mu = 0.0f;
+    *rsigma = 1.0f;
+    if (!s->mu_in || !s->rsigma_in)
+        row_stats(s->norm, s->xdt, s->x, r, s->K, s->eps, mu, rsigma);
+    if (s->mu_in)
+        *mu = s->mu_in[r];
+    if (s->rsigma_in)
+        *rsigma = s->rsigma_in[r];
+    if (mu_out)
+        mu_out[r] = *mu;
+    if (rsigma_out)
+        rsigma_out[r] = *rsigma;
+}
+
+void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsigma, float *y) {
+    for (int64_t k = 0; k < s->K; k++) {
+        float xv = qf_load_as_float(s->x, s->xdt, r * s->K + k);
+        float g = s->norm != QF_NORM_NONE ? qf_load_as_float(s->gamma, s->gdt, k) : 1.0f;
+        float b = s->norm == QF_NORM_LAYERNORM ? qf_load_as_float(s->beta, s->gdt, k) : 0.0f;
+        y[k] = qf_norm_apply_ref(s->norm, s->zcg, xv, mu, rsigma, g, b);
+    }
+}
+
+/* Quantizes y, row m of K elements, into row (stride 1) and col (stride M); returns its amax
+ * merged into `amax`. */
+static float quantize_row(const float *y, int64_t m, int64_t M, int64_t K, float scale,
+                          qf_dtype fmt, uint8_t *row, uint8_t *col, float amax) {
     for (int64_t k = 0; k < K; k++) {
-        float xv = qf_load_as_float(x, xdt, m * K + k);
-        float g = norm != QF_NORM_NONE ? qf_load_as_float(gamma, gdt, k) : 1.0f;
-        float b = norm == QF_NORM_LAYERNORM ? qf_load_as_float(beta, gdt, k) : 0.0f;
-        float y = qf_norm_apply_ref(norm, zcg, xv, mu, rsigma, g, b);
-        uint8_t q = qf_fp8_from_float_ref(fmt, y * scale);
-        amax = qf_amax_merge(amax, y);
+        uint8_t q = qf_fp8_from_float_ref(fmt, y[k] * scale);
+        amax = qf_amax_merge(amax, y[k]);
         if (row)
             row[m * K + k] = q;
         if (col)
@@ -240,22 +271,26 @@ void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x
     QF_ASSERT(K >= 1 && M >= 0);
     QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
     QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
-    float a = 0.0f;
+    const qf_norm_src s = {.norm = norm,
+                           .zcg = zcg,
+                           .xdt = xdt,
+                           .gdt = gdt,
+                           .x = x,
+                           .gamma = gamma,
+                           .beta = beta,
+                           .M = M,
+                           .K = K,
+                           .eps = eps,
+                           .mu_in = mu_in,
+                           .rsigma_in = rsigma_in};
+    float *y = qf_ref_alloc((size_t)K * sizeof *y), a = 0.0f;
     for (int64_t m = 0; m < M; m++) {
-        float mu = 0.0f, rs = 1.0f;
-        if (!mu_in || !rsigma_in)
-            row_stats(norm, xdt, x, m, K, eps, &mu, &rs);
-        if (mu_in)
-            mu = mu_in[m];
-        if (rsigma_in)
-            rs = rsigma_in[m];
-        if (mu_out)
-            mu_out[m] = mu;
-        if (rsigma_out)
-            rsigma_out[m] = rs;
-        a = quantize_row(norm, zcg, xdt, x, gdt, gamma, beta, m, M, K, mu, rs, scale, fmt, row, col,
-                         a);
+        float mu, rs;
+        qf_norm_row_stats_ref(&s, m, &mu, &rs, mu_out, rsigma_out);
+        qf_norm_row_apply_ref(&s, m, mu, rs, y);
+        a = quantize_row(y, m, M, K, scale, fmt, row, col, a);
     }
+    free(y);
     if (amax)
         *amax = a;
 }

@@ -11,6 +11,12 @@
 
 #include "qf_formats.h"
 
+/* ---- memory */
+
+/* malloc that never returns NULL (n == 0 included; aborts in QF_ASSERT): the references have no
+ * memory error path. The caller frees. */
+void *qf_ref_alloc(size_t n);
+
 /* ---- element conversions (SPEC 1) */
 
 /* The bits of an fp32 value and the fp32 value of 32 bits (memcpy: no aliasing, no conversion). */
@@ -41,9 +47,9 @@ float qf_fp8_to_float_ref(qf_dtype fmt, uint8_t b);
 float qf_fp8_max(qf_dtype fmt);
 
 float qf_bf16_to_float(uint16_t h);
-uint16_t qf_float_to_bf16(float f);   /* round to nearest even, NaN stays NaN */
+uint16_t qf_float_to_bf16(float f); /* round to nearest even, NaN stays NaN */
 float qf_fp16_to_float(uint16_t h);
-uint16_t qf_float_to_fp16(float f);   /* round to nearest even, overflow -> inf */
+uint16_t qf_float_to_fp16(float f); /* round to nearest even, overflow -> inf */
 
 /* Element i of a bf16/fp16/fp32 array, as fp32. */
 float qf_load_as_float(const void *p, qf_dtype dt, int64_t i);
@@ -81,6 +87,15 @@ typedef struct qf_norm_src {
     const float *mu_in, *rsigma_in;
 } qf_norm_src;
 
+/* Row r of s: its statistics, mu_in/rsigma_in where given, else qf_norm_stats_ref's (mu 0,
+ * rsigma 1 for QF_NORM_NONE); also stored in mu_out[r] / rsigma_out[r] where those are non-NULL. */
+void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,
+                           float *rsigma_out);
+
+/* y [K] of row r of s: qf_norm_apply_ref of each element with the row's mu and rsigma (gamma 1
+ * and beta 0 where the norm has none). */
+void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsigma, float *y);
+
 /* Fused norm + FP8 quantize reference. x [M, K] (xdt), gamma/beta [K] (gdt; NULL for none/rmsnorm
  * beta). mu/rsigma: if mu_in/rsigma_in are non-NULL they are used (the kernel's own statistics);
  * otherwise qf_norm_stats_ref's values are. q = rn_sat(fl(y * scale)), fmt E4M3 or E5M2.
@@ -88,9 +103,9 @@ typedef struct qf_norm_src {
  * *amax = max |y| over all elements (pre-scale, NaN propagates). */
 void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
                               const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
-                              const float *mu_in, const float *rsigma_in, float scale,
-                              qf_dtype fmt, uint8_t *row, uint8_t *col, float *mu_out,
-                              float *rsigma_out, float *amax);
+                              const float *mu_in, const float *rsigma_in, float scale, qf_dtype fmt,
+                              uint8_t *row, uint8_t *col, float *mu_out, float *rsigma_out,
+                              float *amax);
 
 /* Delayed-scaling update (SPEC 2.1), same contract as the kernel: for each tensor t < n with
  * a = amax[t] != 0: history[t, :] rolls (newest at index 0), then scale/scale_inv are recomputed;
