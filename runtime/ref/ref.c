@@ -223,6 +223,27 @@ float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, 
     }
 }
 
+qf_norm_src qf_norm_src_make(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
+                             const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
+                             const float *mu_in, const float *rsigma_in) {
+    QF_ASSERT(K >= 1 && M >= 0);
+    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
+    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
+    const qf_norm_src s = {.norm = norm,
+                           .zcg = zcg,
+                           .xdt = xdt,
+                           .gdt = gdt,
+                           .x = x,
+                           .gamma = gamma,
+                           .beta = beta,
+                           .M = M,
+                           .K = K,
+                           .eps = eps,
+                           .mu_in = mu_in,
+                           .rsigma_in = rsigma_in};
+    return s;
+}
+
 void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,
                            float *rsigma_out) {
     *mu = 0.0f;
@@ -268,21 +289,8 @@ void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x
                               const float *mu_in, const float *rsigma_in, float scale, qf_dtype fmt,
                               uint8_t *row, uint8_t *col, float *mu_out, float *rsigma_out,
                               float *amax) {
-    QF_ASSERT(K >= 1 && M >= 0);
-    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
-    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
-    const qf_norm_src s = {.norm = norm,
-                           .zcg = zcg,
-                           .xdt = xdt,
-                           .gdt = gdt,
-                           .x = x,
-                           .gamma = gamma,
-                           .beta = beta,
-                           .M = M,
-                           .K = K,
-                           .eps = eps,
-                           .mu_in = mu_in,
-                           .rsigma_in = rsigma_in};
+    const qf_norm_src s =
+        qf_norm_src_make(norm, zcg, xdt, x, gdt, gamma, beta, M, K, eps, mu_in, rsigma_in);
     float *y = qf_ref_alloc((size_t)K * sizeof *y), a = 0.0f;
     for (int64_t m = 0; m < M; m++) {
         float mu, rs;

@@ -87,6 +87,12 @@ typedef struct qf_norm_src {
     const float *mu_in, *rsigma_in;
 } qf_norm_src;
 
+/* The qf_norm_src of separate arguments; asserts (QF_ASSERT) K >= 1, M >= 0, and gamma (and beta
+ * for layernorm) where the norm reads them. */
+qf_norm_src qf_norm_src_make(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
+                             const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
+                             const float *mu_in, const float *rsigma_in);
+
 /* Row r of s: its statistics, mu_in/rsigma_in where given, else qf_norm_stats_ref's (mu 0,
  * rsigma 1 for QF_NORM_NONE); also stored in mu_out[r] / rsigma_out[r] where those are non-NULL. */
 void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,

@@ -263,26 +263,14 @@ void qf_norm_quantize_mxfp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void 
                                 qf_scale_rounding rounding, int block_2d, qf_scale_layout layout,
                                 uint8_t *row, uint8_t *scale_row, uint8_t *col, uint8_t *scale_col,
                                 float *mu_out, float *rsigma_out) {
-    QF_ASSERT(K >= 1 && M >= 0);
-    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
-    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
+    const qf_norm_src src =
+        qf_norm_src_make(norm, zcg, xdt, x, gdt, gamma, beta, M, K, eps, mu_in, rsigma_in);
     QF_ASSERT(fmt == QF_DTYPE_E4M3 || fmt == QF_DTYPE_E5M2);
     QF_ASSERT(layout == QF_SCALE_LAYOUT_COMPACT || layout == QF_SCALE_LAYOUT_SWIZZLED);
     int64_t rr, rc, cr, cc;
     qf_mx_scale_shape_row(M, K, &rr, &rc);
     qf_mx_scale_shape_col(M, K, &cr, &cc);
-    mx_job j = {.src = {.norm = norm,
-                        .zcg = zcg,
-                        .xdt = xdt,
-                        .gdt = gdt,
-                        .x = x,
-                        .gamma = gamma,
-                        .beta = beta,
-                        .M = M,
-                        .K = K,
-                        .eps = eps,
-                        .mu_in = mu_in,
-                        .rsigma_in = rsigma_in},
+    mx_job j = {.src = src,
                 .fmt = fmt,
                 .mu_out = mu_out,
                 .rsigma_out = rsigma_out,
