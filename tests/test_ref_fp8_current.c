@@ -134,16 +134,8 @@ static void test_cur_scale_inv_correctly_rounded(void **state) {
 /* A layernorm source of fp32 x [M, K], gamma and beta [K], eps 1e-5, statistics computed. */
 static qf_fp8_current_src layernorm_src(const float *x, const float *g, const float *beta,
                                         int64_t M, int64_t K) {
-    qf_fp8_current_src s = {.norm = QF_NORM_LAYERNORM,
-                            .xdt = QF_DTYPE_FP32,
-                            .gdt = QF_DTYPE_FP32,
-                            .x = x,
-                            .gamma = g,
-                            .beta = beta,
-                            .M = M,
-                            .K = K,
-                            .eps = 1e-5f};
-    return s;
+    return qf_norm_src_make(QF_NORM_LAYERNORM, 0, QF_DTYPE_FP32, x, QF_DTYPE_FP32, g, beta, M, K,
+                            1e-5f, NULL, NULL);
 }
 
 /* SPEC 2.2: an all-zero tensor gives scale 1 and all-zero data (rowwise and columnwise), also

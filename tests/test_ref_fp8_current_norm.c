@@ -34,17 +34,8 @@ static void cur_data_free(cur_data *d) {
 }
 
 static qf_fp8_current_src cur_src(const cur_data *d, qf_norm norm, int zcg) {
-    qf_fp8_current_src s = {.norm = norm,
-                            .zcg = zcg,
-                            .xdt = QF_DTYPE_BF16,
-                            .gdt = QF_DTYPE_BF16,
-                            .x = d->x,
-                            .gamma = d->gamma,
-                            .beta = d->beta,
-                            .M = d->M,
-                            .K = d->K,
-                            .eps = 1e-5f};
-    return s;
+    return qf_norm_src_make(norm, zcg, QF_DTYPE_BF16, d->x, QF_DTYPE_BF16, d->gamma, d->beta, d->M,
+                            d->K, 1e-5f, NULL, NULL);
 }
 
 /* Every output of a current-scaling call on an [M, K] tensor, heap-allocated. */
