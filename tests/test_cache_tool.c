@@ -33,19 +33,6 @@ typedef struct result {
 
 /* {===================================================================== helpers */
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
-    s[fread(s, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The child's side of run_tool: environment, output files, exec. Never returns. */
 static void exec_tool(const fixture *fx, char *const *argv, int disable_disk) {
     char out[PATH_MAX + 8], err[PATH_MAX + 8];
@@ -80,9 +67,9 @@ static result run_tool_env(const fixture *fx, const char *const *args, int disab
     char path[PATH_MAX + 8];
     result r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, NULL, NULL};
     snprintf(path, sizeof path, "%s/out", fx->root);
-    r.out = slurp(path);
+    r.out = qf_test_read_text(path);
     snprintf(path, sizeof path, "%s/err", fx->root);
-    r.err = slurp(path);
+    r.err = qf_test_read_text(path);
     return r;
 }
 
@@ -97,13 +84,6 @@ static void expect_run(result r, int status, const char *out_sub, const char *er
                  out_sub ? out_sub : "", err_sub ? err_sub : "");
     free(r.out);
     free(r.err);
-}
-
-static int count_substr(const char *s, const char *sub) {
-    int n = 0;
-    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
-        n++;
-    return n;
 }
 
 /* Files of fx->dir whose name contains sub. */
@@ -154,11 +134,6 @@ static int exists(const fixture *fx, const char *name) {
     return access(path, F_OK) == 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state) {
     fixture *fx = calloc(1, sizeof *fx);
     if (!fx)
@@ -173,7 +148,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture *fx = *state;
-    nftw(fx->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    qf_test_dir_remove(fx->root);
     free(fx);
     return 0;
 }
@@ -230,10 +205,10 @@ static void test_warm_list_prune_clear(void **state) {
     expect_run(run_tool(fx, "warm", "--arch=sm_90", "--kernel", glob, "fp8_delayed"), 0, want,
                NULL);
     result r = run_tool(fx, "list");
-    assert_int_equal(count_substr(r.out, "qf_fp8_delayed_quant_weight_bf16"), n);
-    assert_int_equal(count_substr(r.out, "  ok\n"), n);
-    assert_int_equal(count_substr(r.out, "fp8_delayed  "), n);
-    assert_int_equal(count_substr(r.out, "sm_90 "), n);
+    assert_int_equal(qf_test_count_substr(r.out, "qf_fp8_delayed_quant_weight_bf16"), n);
+    assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), n);
+    assert_int_equal(qf_test_count_substr(r.out, "fp8_delayed  "), n);
+    assert_int_equal(qf_test_count_substr(r.out, "sm_90 "), n);
     expect_run(r, 0, "3 entries", NULL);
     make_file(fx, "notes.txt", "not ours\n", 30 * 86400);
     make_file(fx, "k." KEY_X ".cubin.tmp.1.2", "in progress", 0);
@@ -318,7 +293,7 @@ static void test_list_invalid_and_stale(void **state) {
         line--;
     assert_non_null(strstr(line, " ?   ")); /* no architecture read from a foreign header */
     assert_true(strstr(line, "sm_") == NULL || strstr(line, "sm_") > bad);
-    assert_int_equal(count_substr(r.out, "  stale\n"), 2);
+    assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 2);
     assert_non_null(strstr(r.out, unknown));
     expect_run(r, 0, "3 entries", NULL);
 }

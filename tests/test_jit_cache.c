@@ -1,242 +1,13 @@
-/* test_jit_cache.c: disk kernel cache: directory choice, round trips, other processes (cold starts
- * of real kernels, readers during writers), damage. */
-#include "test_util.h"
+/* test_jit_cache.c: disk kernel cache within one process: directory choice, round trips, damaged
+ * and foreign entries. Other processes: test_jit_cache_procs.c. */
+#include "test_jit_cache_util.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <limits.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctx.h"
-#include "jit_cache.h"
 #include "jit_compile.h"
-
-#define KEY_A "0123456789abcdef0123456789abcdef"
-#define KEY_B "fedcba9876543210fedcba9876543210"
-#define PAYLOAD_SIZE 4099 /* odd, so nothing lines up by accident */
-#define HEADER_SIZE 72
-#define WARNING "qfuse: warning:"
-#define N_THREAD_ITER 25
-#define N_COLD 8           /* processes cold-starting on one key, as one job per GPU of a node */
-#define PAYLOAD_B_SIZE 12289 /* a second valid payload for the same key, of another size */
-
-/* A real generated kernel (small, so N_COLD concurrent NVRTC compiles stay quick). */
-static const char kColdKernel[] = "qf_fp8_delayed_quant_weight_bf16";
-
-/* Per-test state: a fresh temporary root, with the cache directory below it. */
-typedef struct fixture {
-    char root[PATH_MAX];
-    char dir[PATH_MAX];
-} fixture;
-
-/* {===================================================================== helpers */
-
-/* snprintf into a PATH_MAX buffer, failing the test rather than truncating. */
-static void path_fmt(char *out, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, PATH_MAX, fmt, ap);
-    va_end(ap);
-    assert_true(n >= 0 && n < PATH_MAX);
-}
-
-/* Deterministic CUBIN stand-in derived from seed. Caller frees. */
-static unsigned char *make_payload(uint64_t seed, size_t n) {
-    unsigned char *p = malloc(n);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (unsigned char)qf_test_rng_next(&seed);
-    return p;
-}
-
-typedef struct capture {
-    int saved;
-    char path[64];
-} capture;
-
-/* Redirects fd 2 into a temporary file until capture_end, which returns what was written
- * (malloc'ed). NOTES: keep cmocka asserts outside the window; a failing assert would leave
- * stderr redirected. */
-static void capture_begin(capture *c) {
-    snprintf(c->path, sizeof c->path, "/tmp/qf_test_stderr.XXXXXX");
-    int fd = mkstemp(c->path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    c->saved = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-/* The whole of file path as a malloc'ed string. */
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
-    s[fread(s, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    return s;
-}
-
-static char *capture_end(capture *c) {
-    fflush(stderr);
-    dup2(c->saved, 2);
-    close(c->saved);
-    char *s = read_text(c->path);
-    unlink(c->path);
-    return s;
-}
-
-static int count_substr(const char *s, const char *sub) {
-    int n = 0;
-    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
-        n++;
-    return n;
-}
-
-/* The path the cache uses for (label, key) in dir. */
-static void entry_path(char *buf, const char *dir, const char *label, const char *key) {
-    path_fmt(buf, "%s/%s.%s.cubin", dir, label, key);
-}
-
-/* qf_cache_load under stderr capture: returns hit/miss, *err the warnings (malloc'ed). */
-static int load_captured(const char *key, int arch, void **data, size_t *size, char **err) {
-    capture c;
-    capture_begin(&c);
-    int hit = qf_cache_load("k", key, arch, data, size);
-    *err = capture_end(&c);
-    return hit;
-}
-
-/* Stores seed's payload under KEY_A, arch 90, label "k"; returns the entry path in path. */
-static void store_a(const fixture *fx, char *path) {
-    unsigned char *p = make_payload(1, PAYLOAD_SIZE);
-    assert_int_equal(qf_cache_store("k", KEY_A, 90, p, PAYLOAD_SIZE), QF_OK);
-    free(p);
-    entry_path(path, fx->dir, "k", KEY_A);
-}
-
-/* Loads KEY_A and asserts a hit with seed 1's bytes. */
-static void assert_hit_a(void) {
-    void *data = NULL;
-    size_t size = 0;
-    unsigned char *want = make_payload(1, PAYLOAD_SIZE);
-    assert_int_equal(qf_cache_load("k", KEY_A, 90, &data, &size), 1);
-    assert_int_equal(size, PAYLOAD_SIZE);
-    assert_memory_equal(data, want, PAYLOAD_SIZE);
-    free(data);
-    free(want);
-}
-
-/* Loads KEY_A at arch, asserts a miss with exactly one warning holding every string in want[]. */
-static void assert_miss_warns(const char *path, int arch, const char *const *want, int n_want) {
-    void *data = (void *)1;
-    size_t size = 1;
-    char *err = NULL;
-    int hit = load_captured(KEY_A, arch, &data, &size, &err);
-    assert_int_equal(hit, 0);
-    assert_null(data);
-    assert_int_equal(size, 0);
-    assert_int_equal(count_substr(err, WARNING), 1);
-    assert_non_null(strstr(err, path));
-    for (int i = 0; i < n_want; i++)
-        assert_non_null(strstr(err, want[i]));
-    free(err);
-}
-
-/* Overwrites n bytes at off in the file at path. */
-static void patch_file(const char *path, long off, const void *bytes, size_t n) {
-    int fd = open(path, O_WRONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(pwrite(fd, bytes, n, off), (ssize_t)n);
-    close(fd);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)ftw;
-    if (flag == FTW_DP)
-        chmod(path, 0700); /* a test may have left it read-only */
-    return remove(path);
-}
-
-/* fork() for children that run test code and then exit(). NOTES: stdio is flushed first so the
- * child cannot write the parent's buffered cmocka output a second time; children use exit(), not
- * _exit(), so libnvrtc's destructors run and valgrind sees no leak in them. */
-static pid_t fork_child(void) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    return pid;
-}
-
-/* Waits for pid, which must exit normally; returns its exit status. */
-static int wait_exit(pid_t pid) {
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-/* Names in dir (one per line) as a malloc'ed string. */
-static char *list_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    size_t cap = 4096, len = 0;
-    char *s = calloc(1, cap);
-    assert_non_null(s);
-    for (struct dirent *e; len + NAME_MAX + 2 < cap && (e = readdir(d));) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            len += (size_t)snprintf(s + len, cap - len, "%s\n", e->d_name);
-    }
-    closedir(d);
-    return s;
-}
-
-/* =====================================================================} */
-
-/* {===================================================================== fixture */
-
-static int setup(void **state) {
-    fixture *fx = calloc(1, sizeof *fx);
-    if (!fx)
-        return -1;
-    snprintf(fx->root, sizeof fx->root, "/tmp/qf_test_cache.XXXXXX");
-    if (!mkdtemp(fx->root))
-        return -1;
-    path_fmt(fx->dir, "%s/cache", fx->root);
-    setenv("QFUSE_CACHE_DIR", fx->dir, 1);
-    unsetenv("QFUSE_DISABLE_DISK_CACHE");
-    unsetenv("QFUSE_CACHE_FSYNC");
-    qf_cache_reset();
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *fx = *state;
-    chmod(fx->root, 0700);
-    nftw(fx->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    unsetenv("QFUSE_CACHE_DIR");
-    unsetenv("QFUSE_DISABLE_DISK_CACHE");
-    unsetenv("QFUSE_CACHE_FSYNC");
-    qf_cache_reset();
-    free(fx);
-    return 0;
-}
-
-/* =====================================================================} */
 
 /* {===================================================================== directory */
 
@@ -317,17 +88,17 @@ static void test_dir_under_file_degrades(void **state) {
     unsigned char byte = 7;
     void *data = NULL;
     size_t size = 0;
-    capture c;
-    capture_begin(&c);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
     const char *d1 = qf_cache_dir(), *d2 = qf_cache_dir();
     qf_status s = qf_cache_store("k", KEY_A, 90, &byte, 1);
     int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     assert_null(d1);
     assert_null(d2);
     assert_int_equal(s, QF_OK);
     assert_int_equal(hit, 0);
-    assert_int_equal(count_substr(err, WARNING), 1);
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
     assert_non_null(strstr(err, dir));
     assert_non_null(strstr(err, "is not writable (Not a directory); using the in-memory cache "
                                 "only"));
@@ -379,8 +150,8 @@ static void test_dir_readonly_degrades(void **state) {
     if (rc == 77)
         skip(); /* no permission to drop privileges here */
     assert_int_equal(rc, 0);
-    char *err = read_text(errpath);
-    assert_int_equal(count_substr(err, WARNING), 1);
+    char *err = qf_test_read_text(errpath);
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
     assert_non_null(strstr(err, fx->dir));
     assert_non_null(strstr(err, "not writable (Permission denied)"));
     free(err);
@@ -391,12 +162,12 @@ static void test_dir_disabled(void **state) {
     fixture *fx = *state;
     setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
     qf_cache_reset();
-    capture c;
-    capture_begin(&c);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
     const char *d = qf_cache_dir();
     unsigned char byte = 7;
     qf_status s = qf_cache_store("k", KEY_A, 90, &byte, 1);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     assert_null(d);
     assert_int_equal(s, QF_OK);
     assert_string_equal(err, "");
@@ -467,7 +238,7 @@ static void test_no_temp_files_left(void **state) {
     path_fmt(want, "other.%s.cubin\n", KEY_B);
     assert_non_null(strstr(names, want));
     assert_null(strstr(names, ".tmp."));
-    assert_int_equal(count_substr(names, "\n"), 2);
+    assert_int_equal(qf_test_count_substr(names, "\n"), 2);
     free(names);
 }
 
@@ -481,12 +252,12 @@ static void test_store_failure_warns_and_cleans_up(void **state) {
     assert_int_equal(mkdir(path, 0700), 0);
     assert_int_equal(mkdir(inner, 0700), 0);
     unsigned char byte = 7;
-    capture c;
-    capture_begin(&c);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
     qf_status s = qf_cache_store("k", KEY_A, 90, &byte, 1);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     assert_int_equal(s, QF_OK);
-    assert_int_equal(count_substr(err, WARNING), 1);
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
     assert_non_null(strstr(err, "could not store kernel cache entry"));
     assert_non_null(strstr(err, "rename"));
     free(err);
@@ -495,427 +266,6 @@ static void test_store_failure_warns_and_cleans_up(void **state) {
     free(names);
     const char *want[] = {"corrupt", "not a regular file"}; /* and such an entry is never read */
     assert_miss_warns(path, 90, want, 2);
-}
-
-/* =====================================================================} */
-
-/* {===================================================================== other processes */
-
-/* Child mode (--child-load <dir> <key>): exits 0 on a hit with seed 1's bytes, 1 on a miss,
- * 2 on wrong bytes. Runs before cmocka, in a freshly exec'd process. */
-static int child_load(const char *dir, const char *key) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    void *data = NULL;
-    size_t size = 0;
-    if (!qf_cache_load("k", key, 90, &data, &size))
-        return 1;
-    unsigned char *want = make_payload(1, PAYLOAD_SIZE);
-    int same = size == PAYLOAD_SIZE && memcmp(data, want, size) == 0;
-    free(data);
-    free(want);
-    return same ? 0 : 2;
-}
-
-/* Child mode (--child-bad-key <key>): must abort in QF_ASSERT; exits 0 if it does not. */
-static int child_bad_key(const char *key) {
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    int fd = open("/dev/null", O_WRONLY);
-    dup2(fd, 2); /* the assertion message is expected; keep the test log clean */
-    void *data = NULL;
-    size_t size = 0;
-    qf_cache_load("k", key, 90, &data, &size);
-    return 0;
-}
-
-/* Runs this test binary again as `self mode a [b]` and returns the raw wait status.
- * NOTES: exec, not just fork, so the child is a genuinely separate process (its own directory
- * decision, no inherited state), and under valgrind it runs natively unless --trace-children. */
-static int run_self(const char *mode, const char *a, const char *b) {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(n > 0);
-    self[n] = '\0';
-    pid_t pid = fork_child();
-    if (pid == 0) {
-        execl(self, self, mode, a, b, (char *)NULL);
-        _exit(127); /* exec failed: nothing of ours to clean up */
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    return status;
-}
-
-/* Runs `self mode dir` in a new process; returns its exit status. */
-static int run_child_mode(const char *mode, const char *dir) {
-    int status = run_self(mode, dir, NULL);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-/* Runs --child-load dir key in a new process; returns its exit status. */
-static int run_child_load(const char *dir, const char *key) {
-    int status = run_self("--child-load", dir, key);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-static void test_second_process_hits(void **state) {
-    fixture *fx = *state;
-    char path[PATH_MAX];
-    store_a(fx, path);
-    assert_int_equal(run_child_load(fx->dir, KEY_A), 0);
-    assert_int_equal(run_child_load(fx->dir, KEY_B), 1); /* and it really looks */
-}
-
-/* One writer/reader process: stores and reloads the same key n times. Exit 0 when every load
- * hit with the right bytes. */
-static int hammer(int n) {
-    unsigned char *want = make_payload(1, PAYLOAD_SIZE);
-    int bad = 0;
-    for (int i = 0; i < n && !bad; i++) {
-        void *data = NULL;
-        size_t size = 0;
-        qf_cache_store("k", KEY_A, 90, want, PAYLOAD_SIZE);
-        bad = !qf_cache_load("k", KEY_A, 90, &data, &size) || size != PAYLOAD_SIZE ||
-              memcmp(data, want, size) != 0;
-        free(data);
-    }
-    free(want);
-    return bad;
-}
-
-/* Several processes storing and loading one key at once never see a partial or torn entry. */
-static void test_concurrent_processes(void **state) {
-    fixture *fx = *state;
-    enum { N_PROC = 4, N_ITER = 40 };
-    pid_t pids[N_PROC];
-    assert_non_null(qf_cache_dir());
-    for (int i = 0; i < N_PROC; i++) {
-        pids[i] = fork_child();
-        if (pids[i] == 0)
-            exit(hammer(N_ITER));
-    }
-    for (int i = 0; i < N_PROC; i++)
-        assert_int_equal(wait_exit(pids[i]), 0);
-    char *names = list_dir(fx->dir);
-    assert_null(strstr(names, ".tmp."));
-    free(names);
-    assert_hit_a();
-}
-
-static void *hammer_thread(void *arg) {
-    *(int *)arg = hammer(N_THREAD_ITER);
-    return NULL;
-}
-
-/* The same from several threads of one process (the directory decision is shared). */
-static void test_concurrent_threads(void **state) {
-    (void)state;
-    enum { N_THREAD = 4 };
-    pthread_t threads[N_THREAD];
-    int bad[N_THREAD] = {0};
-    qf_cache_reset(); /* every thread races to make the directory decision */
-    for (int i = 0; i < N_THREAD; i++)
-        assert_int_equal(pthread_create(&threads[i], NULL, hammer_thread, &bad[i]), 0);
-    for (int i = 0; i < N_THREAD; i++) {
-        assert_int_equal(pthread_join(threads[i], NULL), 0);
-        assert_int_equal(bad[i], 0);
-    }
-    assert_hit_a();
-}
-
-/* A key that is not 32 lower-case hex digits is a bug (and would be a path component): the
- * cache aborts rather than open ../ paths. Checked in child processes that must die of SIGABRT. */
-static void test_bad_key_aborts(void **state) {
-    (void)state;
-    const char *bad[] = {"../../../../../../../etc/passwd", "0123456789ABCDEF0123456789ABCDEF",
-                         "0123456789abcdef"};
-    for (int i = 0; i < 3; i++) {
-        int status = run_self("--child-bad-key", bad[i], NULL);
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGABRT);
-    }
-}
-
-/* =====================================================================} */
-
-/* {===================================================================== cold starts, readers during writers */
-
-/* A start line for child processes: each writes one byte to `ready` once set up, then blocks
- * reading `go` until the parent closes it, so all of them leave the line together. */
-typedef struct start_line {
-    int ready[2], go[2];
-    char ready_fd[16], go_fd[16];
-} start_line;
-
-static void start_line_init(start_line *l) {
-    assert_int_equal(pipe(l->ready), 0);
-    assert_int_equal(pipe(l->go), 0);
-    /* the parent's ends must not survive exec, or `go` never reaches EOF in the children */
-    assert_int_equal(fcntl(l->ready[0], F_SETFD, FD_CLOEXEC), 0);
-    assert_int_equal(fcntl(l->go[1], F_SETFD, FD_CLOEXEC), 0);
-    snprintf(l->ready_fd, sizeof l->ready_fd, "%d", l->ready[1]);
-    snprintf(l->go_fd, sizeof l->go_fd, "%d", l->go[0]);
-}
-
-/* Waits until n children are ready, then lets them all go. */
-static void start_line_release(start_line *l, int n) {
-    char buf[64];
-    int got = 0;
-    close(l->ready[1]);
-    close(l->go[0]);
-    while (got < n) {
-        ssize_t r = read(l->ready[0], buf, sizeof buf);
-        assert_true(r > 0); /* EOF early: a child died before reaching the line */
-        got += (int)r;
-    }
-    close(l->ready[0]);
-    close(l->go[1]);
-}
-
-/* The child's side: report ready, wait for go. Returns 0, or -1 if the pipes misbehave. */
-static int start_line_wait(const char *ready_fd, const char *go_fd) {
-    int ready = atoi(ready_fd), go = atoi(go_fd);
-    char c = 1;
-    if (write(ready, &c, 1) != 1)
-        return -1;
-    close(ready);
-    ssize_t r = read(go, &c, 1); /* 0 (EOF) is the signal */
-    close(go);
-    return r == 0 ? 0 : -1;
-}
-
-/* Runs this binary again with args (NULL-terminated) in a new process, its stderr into errpath.
- * Returns the pid. NOTES: exec'd, as run_self: a separate process with its own cache state. */
-static pid_t spawn_self(const char *errpath, const char *const *args) {
-    char self[PATH_MAX];
-    char *argv[12] = {self};
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(n > 0);
-    self[n] = '\0';
-    for (int i = 0; args[i] && i < 10; i++)
-        argv[i + 1] = (char *)args[i]; /* execv's prototype predates const; it never writes */
-    pid_t pid = fork_child();
-    if (pid == 0) {
-        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0 || dup2(fd, 2) < 0)
-            _exit(126);
-        execv(self, argv);
-        _exit(127); /* exec failed: nothing of ours to clean up */
-    }
-    return pid;
-}
-
-/* Number of warnings in the stderr file of a child. */
-static int warnings_in(const char *errpath) {
-    char *err = read_text(errpath);
-    int n = count_substr(err, WARNING);
-    if (n)
-        print_message("%s:\n%s", errpath, err);
-    free(err);
-    return n;
-}
-
-static int cold_kernel_index(void) {
-    for (int i = 0; i < qf_kernel_count; i++)
-        if (strcmp(qf_kernels[i].name, kColdKernel) == 0)
-            return i;
-    return -1;
-}
-
-/* Child mode (--child-cold <dir> <ready> <go>): one job starting on a node with an empty cache:
- * looks kColdKernel up for sm_90 through a context, as an op does on first use (disk cache,
- * else NVRTC and store). Exits 0 on success. */
-static int child_cold(const char *dir, const char *ready_fd, const char *go_fd) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    int kidx = cold_kernel_index();
-    qf_ctx_t *ctx = NULL;
-    if (kidx < 0 || qf_ctx_init_host(&ctx, 90) != QF_OK)
-        return 3;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
-    qf_status s = start_line_wait(ready_fd, go_fd) == 0
-                      ? qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk)
-                      : QF_ERR_INTERNAL;
-    if (s != QF_OK)
-        fprintf(stderr, "child: %s: %s\n", qf_status_name(s), qf_last_error());
-    qf_ctx_free(ctx);
-    return s == QF_OK ? 0 : 1;
-}
-
-/* The key kColdKernel's default instance has for sm_90. */
-static void cold_key(char hex[QF_KEY_HEX_LEN + 1]) {
-    int kidx = cold_kernel_index();
-    assert_true(kidx >= 0);
-    const qf_kernel_entry *k = &qf_kernels[kidx];
-    qf_kernel_instance inst = qf_kernel_instance_default(k);
-    qf_kernel_key(k->recipe, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
-                  qf_nvrtc_header_count, 90, hex);
-}
-
-/* N_COLD processes started together on one key and an absent directory all succeed, without a
- * warning, and leave one complete entry (no temporary file) in a 0700 directory, which loads. */
-static void test_cold_start_processes(void **state) {
-    fixture *fx = *state;
-    start_line line;
-    pid_t pids[N_COLD];
-    char errs[N_COLD][PATH_MAX], key[QF_KEY_HEX_LEN + 1], want[256];
-    start_line_init(&line);
-    for (int i = 0; i < N_COLD; i++) {
-        path_fmt(errs[i], "%s/cold%d.err", fx->root, i);
-        const char *args[] = {"--child-cold", fx->dir, line.ready_fd, line.go_fd, NULL};
-        pids[i] = spawn_self(errs[i], args);
-    }
-    start_line_release(&line, N_COLD);
-    for (int i = 0; i < N_COLD; i++)
-        assert_int_equal(wait_exit(pids[i]), 0);
-    for (int i = 0; i < N_COLD; i++)
-        assert_int_equal(warnings_in(errs[i]), 0);
-    cold_key(key);
-    path_fmt(want, "%s.%s.cubin\n", kColdKernel, key);
-    char *names = list_dir(fx->dir);
-    assert_string_equal(names, want); /* exactly the one entry */
-    free(names);
-    struct stat st;
-    assert_int_equal(stat(fx->dir, &st), 0);
-    assert_int_equal(st.st_mode & 0777, 0700);
-    void *data = NULL;
-    size_t size = 0;
-    assert_int_equal(qf_cache_load(kColdKernel, key, 90, &data, &size), 1);
-    assert_true(size > 64);
-    assert_memory_equal(data, "\177ELF", 4);
-    free(data);
-}
-
-/* Child mode (--child-writer <dir> <ready> <go> <n>): stores KEY_A n times, alternating two valid
- * payloads of different sizes, so a torn read could not pass the checks by luck. */
-static int child_writer(const char *dir, const char *ready_fd, const char *go_fd, int n) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    unsigned char *a = make_payload(1, PAYLOAD_SIZE), *b = make_payload(2, PAYLOAD_B_SIZE);
-    int rc = start_line_wait(ready_fd, go_fd);
-    for (int i = 0; i < n && rc == 0; i++)
-        qf_cache_store("k", KEY_A, 90, i % 2 ? b : a, i % 2 ? PAYLOAD_B_SIZE : PAYLOAD_SIZE);
-    free(a);
-    free(b);
-    return rc ? 3 : 0;
-}
-
-/* Child mode (--child-reader <dir> <ready> <go> <n>): loads KEY_A n times; every load must hit
- * with one of the writers' payloads exactly. Exits with the number of bad loads (at most 100). */
-static int child_reader(const char *dir, const char *ready_fd, const char *go_fd, int n) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    unsigned char *a = make_payload(1, PAYLOAD_SIZE), *b = make_payload(2, PAYLOAD_B_SIZE);
-    int bad = start_line_wait(ready_fd, go_fd) == 0 ? 0 : 100;
-    for (int i = 0; i < n && bad < 100; i++) {
-        void *data = NULL;
-        size_t size = 0;
-        int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
-        bad += !hit || !((size == PAYLOAD_SIZE && memcmp(data, a, size) == 0) ||
-                         (size == PAYLOAD_B_SIZE && memcmp(data, b, size) == 0));
-        free(data);
-    }
-    free(a);
-    free(b);
-    return bad;
-}
-
-/* Readers looping while writers keep renaming new entries over the old one never see a partial
- * or invalid entry: every load hits, and no reader prints a warning. */
-static void test_readers_during_writers(void **state) {
-    fixture *fx = *state;
-    enum { N_WRITERS = 3, N_READERS = 3, N_WRITES = 300, N_READS = 600 };
-    start_line line;
-    pid_t pids[N_WRITERS + N_READERS];
-    char errs[N_WRITERS + N_READERS][PATH_MAX], path[PATH_MAX], writes[16], reads[16];
-    store_a(fx, path); /* readers start with an entry present */
-    snprintf(writes, sizeof writes, "%d", N_WRITES);
-    snprintf(reads, sizeof reads, "%d", N_READS);
-    start_line_init(&line);
-    for (int i = 0; i < N_WRITERS + N_READERS; i++) {
-        int writer = i < N_WRITERS;
-        path_fmt(errs[i], "%s/%s%d.err", fx->root, writer ? "writer" : "reader", i);
-        const char *args[] = {writer ? "--child-writer" : "--child-reader", fx->dir,
-                              line.ready_fd, line.go_fd, writer ? writes : reads, NULL};
-        pids[i] = spawn_self(errs[i], args);
-    }
-    start_line_release(&line, N_WRITERS + N_READERS);
-    for (int i = 0; i < N_WRITERS + N_READERS; i++)
-        assert_int_equal(wait_exit(pids[i]), 0);
-    for (int i = 0; i < N_WRITERS + N_READERS; i++)
-        assert_int_equal(warnings_in(errs[i]), 0);
-    char *names = list_dir(fx->dir);
-    assert_null(strstr(names, ".tmp."));
-    assert_int_equal(count_substr(names, "\n"), 1);
-    free(names);
-}
-
-/* Child mode (--child-lookup <dir>): looks kColdKernel up once; exits 0 when it came from the
- * disk cache (what a second job finds after the first replaced a damaged entry). */
-static int child_lookup(const char *dir) {
-    setenv("QFUSE_CACHE_DIR", dir, 1);
-    int kidx = cold_kernel_index();
-    qf_ctx_t *ctx = NULL;
-    if (kidx < 0 || qf_ctx_init_host(&ctx, 90) != QF_OK)
-        return 3;
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
-    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
-    int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
-    qf_ctx_free(ctx);
-    return disk ? 0 : 1;
-}
-
-/* Looks kColdKernel up twice through a new context (the second lookup is the table's). Returns
- * how the first was served; *err holds the warnings of both. */
-static qf_kernel_source lookup_captured(char **err) {
-    int kidx = cold_kernel_index();
-    qf_ctx_t *ctx = NULL;
-    assert_true(kidx >= 0);
-    assert_int_equal(qf_ctx_init_host(&ctx, 90), QF_OK);
-    qf_kernel_instance inst = qf_kernel_instance_default(&qf_kernels[kidx]);
-    qf_loaded_kernel lk;
-    capture c;
-    capture_begin(&c);
-    qf_status s = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
-    qf_kernel_source first = qf_ctx_last_kernel(ctx)->source;
-    qf_status s2 = qf_ctx_kernel(ctx, &qf_kernels[kidx], &inst, &lk);
-    *err = capture_end(&c);
-    assert_int_equal(s, QF_OK);
-    assert_int_equal(s2, QF_OK);
-    assert_int_equal(qf_ctx_last_kernel(ctx)->source, QF_KSRC_MEMORY);
-    qf_ctx_free(ctx);
-    return first;
-}
-
-/* A damaged entry of a real kernel costs one warning in the process that finds it, which
- * recompiles and replaces it; later lookups (same context, a new one, another process) are
- * served from the table or the repaired entry, silently. */
-static void test_damaged_entry_recompiled_once(void **state) {
-    fixture *fx = *state;
-    char key[QF_KEY_HEX_LEN + 1], path[PATH_MAX], *err = NULL;
-    unsigned char byte = 0;
-    cold_key(key);
-    entry_path(path, fx->dir, kColdKernel, key);
-    assert_int_equal(lookup_captured(&err), QF_KSRC_COMPILED); /* cold: compiled and stored */
-    assert_string_equal(err, "");
-    free(err);
-    int fd = open(path, O_RDONLY);
-    assert_true(fd >= 0);
-    assert_int_equal(pread(fd, &byte, 1, HEADER_SIZE + 100), 1);
-    close(fd);
-    byte ^= 0x40;
-    patch_file(path, HEADER_SIZE + 100, &byte, 1);
-    assert_int_equal(lookup_captured(&err), QF_KSRC_COMPILED);
-    assert_int_equal(count_substr(err, WARNING), 1);
-    assert_non_null(strstr(err, path));
-    assert_non_null(strstr(err, "checksum mismatch"));
-    assert_non_null(strstr(err, "recompiled and replaced"));
-    free(err);
-    assert_int_equal(lookup_captured(&err), QF_KSRC_DISK);
-    assert_string_equal(err, "");
-    free(err);
-    assert_int_equal(run_child_mode("--child-lookup", fx->dir), 0);
 }
 
 /* =====================================================================} */
@@ -1061,48 +411,29 @@ static void test_store_replaces_damaged_entry(void **state) {
 
 /* =====================================================================} */
 
-int main(int argc, char **argv) {
-    if (argc == 4 && strcmp(argv[1], "--child-load") == 0)
-        return child_load(argv[2], argv[3]);
-    if (argc == 3 && strcmp(argv[1], "--child-bad-key") == 0)
-        return child_bad_key(argv[2]);
-    if (argc == 5 && strcmp(argv[1], "--child-cold") == 0)
-        return child_cold(argv[2], argv[3], argv[4]);
-    if (argc == 6 && strcmp(argv[1], "--child-writer") == 0)
-        return child_writer(argv[2], argv[3], argv[4], atoi(argv[5]));
-    if (argc == 6 && strcmp(argv[1], "--child-reader") == 0)
-        return child_reader(argv[2], argv[3], argv[4], atoi(argv[5]));
-    if (argc == 3 && strcmp(argv[1], "--child-lookup") == 0)
-        return child_lookup(argv[2]);
+int main(void) {
     umask(022); /* the mode checks below assume the usual umask */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_dir_created_0700, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dir_resolution_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dir_under_file_degrades, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dir_readonly_degrades, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dir_disabled, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_then_load, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_absent_is_silent_miss, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_label_sanitized, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_no_temp_files_left, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_failure_warns_and_cleans_up, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_second_process_hits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_processes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_key_aborts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cold_start_processes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_readers_during_writers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_damaged_entry_recompiled_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncated_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bit_flipped_payload, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_magic, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_foreign_key, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_arch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_nvrtc_version, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_format_version, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_replaces_damaged_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fifo_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_symlink_entry, setup, teardown),
+        T(test_dir_created_0700),
+        T(test_dir_resolution_order),
+        T(test_dir_under_file_degrades),
+        T(test_dir_readonly_degrades),
+        T(test_dir_disabled),
+        T(test_store_then_load),
+        T(test_absent_is_silent_miss),
+        T(test_label_sanitized),
+        T(test_no_temp_files_left),
+        T(test_store_failure_warns_and_cleans_up),
+        T(test_truncated_entry),
+        T(test_bit_flipped_payload),
+        T(test_bad_magic),
+        T(test_foreign_key),
+        T(test_wrong_arch),
+        T(test_wrong_nvrtc_version),
+        T(test_wrong_format_version),
+        T(test_store_replaces_damaged_entry),
+        T(test_fifo_entry),
+        T(test_symlink_entry),
     };
     return cmocka_run_group_tests_name("jit_cache", tests, NULL, NULL);
 }

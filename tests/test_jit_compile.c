@@ -18,41 +18,6 @@ static const char kernel_src[] =
 
 /* {===================================================================== helpers */
 
-/* Redirects fd 2 into a temporary file until capture_end, which returns what was written
- * (malloc'ed). NOTES: keep cmocka asserts outside the window; a failing assert would leave
- * stderr redirected. */
-typedef struct capture {
-    int saved;
-    char path[64];
-} capture;
-
-static void capture_begin(capture *c) {
-    snprintf(c->path, sizeof c->path, "/tmp/qf_test_stderr.XXXXXX");
-    int fd = mkstemp(c->path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    c->saved = dup(2);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static char *capture_end(capture *c) {
-    fflush(stderr);
-    dup2(c->saved, 2);
-    close(c->saved);
-    FILE *f = fopen(c->path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    assert_non_null(s);
-    s[fread(s, 1, (size_t)n, f)] = '\0';
-    fclose(f);
-    unlink(c->path);
-    return s;
-}
-
 /* Index of opt in opts, or -1. */
 static int find_option(const char *const *opts, int n, const char *opt) {
     for (int i = 0; i < n; i++)
@@ -174,22 +139,23 @@ static void test_nvrtc_version(void **state) {
 
 /* {===================================================================== compile */
 
-static void test_compile_sm90(void **state) {
-    (void)state;
+/* kernel_src compiles for arch into a CUDA ELF object. */
+static void assert_compiles_for(int arch) {
     void *cubin = NULL;
     size_t size = 0;
-    assert_int_equal(compile_for(90, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
+    assert_int_equal(compile_for(arch, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
     assert_cubin(cubin, size);
     free(cubin);
 }
 
+static void test_compile_sm90(void **state) {
+    (void)state;
+    assert_compiles_for(90);
+}
+
 static void test_compile_sm100(void **state) {
     (void)state;
-    void *cubin = NULL;
-    size_t size = 0;
-    assert_int_equal(compile_for(100, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
-    assert_cubin(cubin, size);
-    free(cubin);
+    assert_compiles_for(100);
 }
 
 /* The message carries NVRTC's log (naming the bad identifier), the options and the versions. */
@@ -252,10 +218,10 @@ static void test_compile_long_log(void **state) {
     snprintf(src + len, cap - len, "}\n");
     void *cubin = NULL;
     size_t size = 0;
-    capture c;
-    capture_begin(&c);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
     qf_status s = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     assert_int_equal(s, QF_ERR_NVRTC);
     assert_non_null(strstr(qf_last_error(), "qf_undefined_000"));
     assert_non_null(strstr(qf_last_error(), "[log truncated; full log on stderr]"));
@@ -284,11 +250,11 @@ static void test_compile_dump_source(void **state) {
     (void)state;
     void *cubin = NULL;
     size_t size = 0;
-    capture c;
+    qf_test_capture c;
     setenv("QFUSE_DUMP_SOURCE", "1", 1);
-    capture_begin(&c);
+    qf_test_capture_begin(&c);
     qf_status s = compile_for(90, kernel_src, 0, NULL, NULL, &cubin, &size);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     unsetenv("QFUSE_DUMP_SOURCE");
     assert_int_equal(s, QF_OK);
     assert_non_null(strstr(err, kernel_src));
@@ -303,15 +269,15 @@ static void test_compile_verbose_log(void **state) {
         "extern \"C\" __global__ void k(float *p){ int qf_unused_var; p[0] = 1.0f; }\n";
     void *cubin = NULL;
     size_t size = 0;
-    capture c;
-    capture_begin(&c);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
     qf_status quiet = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *quiet_err = capture_end(&c);
+    char *quiet_err = qf_test_capture_end(&c);
     free(cubin);
     setenv("QFUSE_VERBOSE", "1", 1);
-    capture_begin(&c);
+    qf_test_capture_begin(&c);
     qf_status s = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *err = capture_end(&c);
+    char *err = qf_test_capture_end(&c);
     unsetenv("QFUSE_VERBOSE");
     assert_int_equal(quiet, QF_OK);
     assert_int_equal(s, QF_OK);

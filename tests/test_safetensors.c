@@ -97,6 +97,20 @@ static void write_valid(const char *p) {
     write_st(p, valid_hdr, &d, 52);
 }
 
+/* Tensor name of f, asserted present with dtype want and shape [d0, d1]; returns its data. */
+static const void *get_2d(qf_st_file *f, const char *name, qf_dtype want, int64_t d0, int64_t d1) {
+    qf_dtype dt;
+    int nd;
+    int64_t dims[8];
+    const void *data;
+    assert_int_equal(qf_st_get(f, name, &dt, &nd, dims, &data), QF_OK);
+    assert_int_equal(dt, want);
+    assert_int_equal(nd, 2);
+    assert_int_equal(dims[0], d0);
+    assert_int_equal(dims[1], d1);
+    return data;
+}
+
 static void test_valid_roundtrip(void **state) {
     (void)state;
     write_valid(case_path("valid"));
@@ -106,12 +120,7 @@ static void test_valid_roundtrip(void **state) {
     qf_dtype dt;
     int nd;
     int64_t dims[8];
-    const void *data;
-    assert_int_equal(qf_st_get(f, "w", &dt, &nd, dims, &data), QF_OK);
-    assert_int_equal(dt, QF_DTYPE_FP32);
-    assert_int_equal(nd, 2);
-    assert_int_equal(dims[0], 2);
-    assert_int_equal(dims[1], 3);
+    const void *data = get_2d(f, "w", QF_DTYPE_FP32, 2, 3);
     assert_true(((const float *)data)[2] == 3.5f && ((const float *)data)[5] == -7.0f);
     assert_int_equal((uintptr_t)data % 16, 0);
     assert_int_equal(qf_st_get(f, "h", &dt, &nd, dims, &data), QF_OK);
@@ -298,13 +307,8 @@ static void test_real_block(void **state) {
     qf_dtype dt;
     int nd;
     int64_t dims[8];
-    const void *data;
-    assert_int_equal(qf_st_get(f, "fc1.weight", &dt, &nd, dims, &data), QF_OK);
-    assert_int_equal(dt, QF_DTYPE_FP32);
-    assert_int_equal(nd, 2);
-    assert_int_equal(dims[0], 1536);
-    assert_int_equal(dims[1], 384);
-    for (int64_t i = 0; i < dims[0] * dims[1]; i++)
+    const void *data = get_2d(f, "fc1.weight", QF_DTYPE_FP32, 1536, 384);
+    for (int64_t i = 0; i < 1536 * 384; i++)
         assert_true(isfinite(((const float *)data)[i]));
     assert_int_equal(qf_st_get(f, "x", &dt, &nd, dims, &data), QF_OK);
     assert_true(nd == 2 && dims[0] == 2048 && dims[1] == 384);

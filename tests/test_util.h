@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
@@ -73,10 +74,13 @@ static inline void qf_test_dir_make(qf_test_dir *d, const char *tag) {
 
 static inline int qf_test_dir_rm_entry(const char *p, const struct stat *sb, int flag,
                                        struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
+    (void)sb, (void)ftw;
+    if (flag == FTW_DP)
+        chmod(p, 0700); /* a test may have left it read-only */
     return remove(p);
 }
 
+/* Removes path and everything below it (read-only directories included). */
 static inline void qf_test_dir_remove(const char *path) {
     nftw(path, qf_test_dir_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -93,6 +97,55 @@ static inline const char *qf_test_dir_write(const char *dir, const char *name, c
     fputs(text, f);
     fclose(f);
     return path;
+}
+
+/* The whole of the file at path as a malloc'ed string (the caller frees it). */
+static inline char *qf_test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    s[fread(s, 1, (size_t)n, f)] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* How many times sub occurs in s (overlapping occurrences count). */
+static inline int qf_test_count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
+        n++;
+    return n;
+}
+
+/* fd 2 redirected into a temporary file, from qf_test_capture_begin to qf_test_capture_end,
+ * which returns what was written (malloc'ed). NOTES: keep cmocka asserts outside the window; a
+ * failing assert would leave stderr redirected. */
+typedef struct qf_test_capture {
+    int saved;
+    char path[64];
+} qf_test_capture;
+
+static inline void qf_test_capture_begin(qf_test_capture *c) {
+    snprintf(c->path, sizeof c->path, "/tmp/qf_test_stderr.XXXXXX");
+    int fd = mkstemp(c->path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    c->saved = dup(2);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static inline char *qf_test_capture_end(qf_test_capture *c) {
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    char *s = qf_test_read_text(c->path);
+    unlink(c->path);
+    return s;
 }
 
 #endif /* QF_TEST_UTIL_H */

@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
@@ -11,19 +12,17 @@
  * expression below is written in the order the kernels evaluate it, and a fused multiply-add the
  * compiler invents would change results in the last bit. */
 
+/* {================================================================== memory */
+
+void *qf_ref_alloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    QF_ASSERT(p != NULL);
+    return p;
+}
+
+/* }================================================================== */
+
 /* {================================================================== element conversions */
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 /* Rounds a finite, nonzero fp32 magnitude (sign bit clear) to a binary format with `ebits` exponent
  * bits (IEEE bias) and `mbits` mantissa bits, round to nearest even, subnormals included. Returns
@@ -56,7 +55,7 @@ static int32_t round_to_code(uint32_t abs, int ebits, int mbits) {
 /* rn_sat to an FP8 format: NaN -> 0x7F (as cvt.rn.satfinite, sign dropped), +-inf and overflow ->
  * +-max_code, zero and underflow keep the sign. */
 static uint8_t fp8_encode(float v, int ebits, int mbits, int32_t max_code) {
-    uint32_t u = bits_of(v);
+    uint32_t u = qf_f32_bits(v);
     uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
     uint32_t abs = u & 0x7FFFFFFFu;
     if (abs > 0x7F800000u)
@@ -119,11 +118,11 @@ float qf_fp8_max(qf_dtype fmt) {
 }
 
 float qf_bf16_to_float(uint16_t h) {
-    return float_of((uint32_t)h << 16);
+    return qf_f32_from_bits((uint32_t)h << 16);
 }
 
 uint16_t qf_float_to_bf16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = qf_f32_bits(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u)
         return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN; truncation could turn it into inf */
     /* Adding 0x7FFF plus the kept lsb rounds to nearest even; a carry into the exponent is the
@@ -135,8 +134,9 @@ float qf_fp16_to_float(uint16_t h) {
     int exp = (h >> 10) & 0x1F, man = h & 0x3FF;
     float mag;
     if (exp == 31)
-        return float_of(((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
-                        (man ? 0x400000u : 0u)); /* inf, or NaN (payload kept, made quiet) */
+        return qf_f32_from_bits(
+            ((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((uint32_t)man << 13) |
+            (man ? 0x400000u : 0u)); /* inf, or NaN (payload kept, made quiet) */
     if (exp == 0)
         mag = ldexpf((float)man, -24);
     else
@@ -145,7 +145,7 @@ float qf_fp16_to_float(uint16_t h) {
 }
 
 uint16_t qf_float_to_fp16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = qf_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t abs = u & 0x7FFFFFFFu;
     if (abs > 0x7F800000u)
@@ -223,19 +223,59 @@ float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, 
     }
 }
 
-/* Quantizes one row of K elements into row (stride 1) and col (stride M); returns its amax merged
- * into `amax`. gamma/beta are ignored for QF_NORM_NONE; beta is ignored unless layernorm. */
-static float quantize_row(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
-                          const void *gamma, const void *beta, int64_t m, int64_t M, int64_t K,
-                          float mu, float rsigma, float scale, qf_dtype fmt, uint8_t *row,
-                          uint8_t *col, float amax) {
+qf_norm_src qf_norm_src_make(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
+                             const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
+                             const float *mu_in, const float *rsigma_in) {
+    QF_ASSERT(K >= 1 && M >= 0);
+    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
+    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
+    const qf_norm_src s = {.norm = norm,
+                           .zcg = zcg,
+                           .xdt = xdt,
+                           .gdt = gdt,
+                           .x = x,
+                           .gamma = gamma,
+                           .beta = beta,
+                           .M = M,
+                           .K = K,
+                           .eps = eps,
+                           .mu_in = mu_in,
+                           .rsigma_in = rsigma_in};
+    return s;
+}
+
+void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,
+                           float *rsigma_out) {
+    *mu = 0.0f;
+    *rsigma = 1.0f;
+    if (!s->mu_in || !s->rsigma_in)
+        row_stats(s->norm, s->xdt, s->x, r, s->K, s->eps, mu, rsigma);
+    if (s->mu_in)
+        *mu = s->mu_in[r];
+    if (s->rsigma_in)
+        *rsigma = s->rsigma_in[r];
+    if (mu_out)
+        mu_out[r] = *mu;
+    if (rsigma_out)
+        rsigma_out[r] = *rsigma;
+}
+
+void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsigma, float *y) {
+    for (int64_t k = 0; k < s->K; k++) {
+        float xv = qf_load_as_float(s->x, s->xdt, r * s->K + k);
+        float g = s->norm != QF_NORM_NONE ? qf_load_as_float(s->gamma, s->gdt, k) : 1.0f;
+        float b = s->norm == QF_NORM_LAYERNORM ? qf_load_as_float(s->beta, s->gdt, k) : 0.0f;
+        y[k] = qf_norm_apply_ref(s->norm, s->zcg, xv, mu, rsigma, g, b);
+    }
+}
+
+/* Quantizes y, row m of K elements, into row (stride 1) and col (stride M); returns its amax
+ * merged into `amax`. */
+static float quantize_row(const float *y, int64_t m, int64_t M, int64_t K, float scale,
+                          qf_dtype fmt, uint8_t *row, uint8_t *col, float amax) {
     for (int64_t k = 0; k < K; k++) {
-        float xv = qf_load_as_float(x, xdt, m * K + k);
-        float g = norm != QF_NORM_NONE ? qf_load_as_float(gamma, gdt, k) : 1.0f;
-        float b = norm == QF_NORM_LAYERNORM ? qf_load_as_float(beta, gdt, k) : 0.0f;
-        float y = qf_norm_apply_ref(norm, zcg, xv, mu, rsigma, g, b);
-        uint8_t q = qf_fp8_from_float_ref(fmt, y * scale);
-        amax = qf_amax_merge(amax, y);
+        uint8_t q = qf_fp8_from_float_ref(fmt, y[k] * scale);
+        amax = qf_amax_merge(amax, y[k]);
         if (row)
             row[m * K + k] = q;
         if (col)
@@ -249,25 +289,16 @@ void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x
                               const float *mu_in, const float *rsigma_in, float scale, qf_dtype fmt,
                               uint8_t *row, uint8_t *col, float *mu_out, float *rsigma_out,
                               float *amax) {
-    QF_ASSERT(K >= 1 && M >= 0);
-    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
-    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
-    float a = 0.0f;
+    const qf_norm_src s =
+        qf_norm_src_make(norm, zcg, xdt, x, gdt, gamma, beta, M, K, eps, mu_in, rsigma_in);
+    float *y = qf_ref_alloc((size_t)K * sizeof *y), a = 0.0f;
     for (int64_t m = 0; m < M; m++) {
-        float mu = 0.0f, rs = 1.0f;
-        if (!mu_in || !rsigma_in)
-            row_stats(norm, xdt, x, m, K, eps, &mu, &rs);
-        if (mu_in)
-            mu = mu_in[m];
-        if (rsigma_in)
-            rs = rsigma_in[m];
-        if (mu_out)
-            mu_out[m] = mu;
-        if (rsigma_out)
-            rsigma_out[m] = rs;
-        a = quantize_row(norm, zcg, xdt, x, gdt, gamma, beta, m, M, K, mu, rs, scale, fmt, row, col,
-                         a);
+        float mu, rs;
+        qf_norm_row_stats_ref(&s, m, &mu, &rs, mu_out, rsigma_out);
+        qf_norm_row_apply_ref(&s, m, mu, rs, y);
+        a = quantize_row(y, m, M, K, scale, fmt, row, col, a);
     }
+    free(y);
     if (amax)
         *amax = a;
 }

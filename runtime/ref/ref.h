@@ -7,10 +7,30 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "qf_formats.h"
 
+/* ---- memory */
+
+/* malloc that never returns NULL (n == 0 included; aborts in QF_ASSERT): the references have no
+ * memory error path. The caller frees. */
+void *qf_ref_alloc(size_t n);
+
 /* ---- element conversions (SPEC 1) */
+
+/* The bits of an fp32 value and the fp32 value of 32 bits (memcpy: no aliasing, no conversion). */
+static inline uint32_t qf_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float qf_f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 /* fp32 -> E4M3, round to nearest even, saturating to +-448 (inf too); NaN -> 0x7F whatever its
  * sign (0xFF is never produced: the hardware cvt.rn.satfinite gives 0x7F for any NaN). Subnormals
@@ -27,9 +47,9 @@ float qf_fp8_to_float_ref(qf_dtype fmt, uint8_t b);
 float qf_fp8_max(qf_dtype fmt);
 
 float qf_bf16_to_float(uint16_t h);
-uint16_t qf_float_to_bf16(float f);   /* round to nearest even, NaN stays NaN */
+uint16_t qf_float_to_bf16(float f); /* round to nearest even, NaN stays NaN */
 float qf_fp16_to_float(uint16_t h);
-uint16_t qf_float_to_fp16(float f);   /* round to nearest even, overflow -> inf */
+uint16_t qf_float_to_fp16(float f); /* round to nearest even, overflow -> inf */
 
 /* Element i of a bf16/fp16/fp32 array, as fp32. */
 float qf_load_as_float(const void *p, qf_dtype dt, int64_t i);
@@ -51,6 +71,37 @@ void qf_norm_stats_ref(qf_norm norm, qf_dtype xdt, const void *x, int64_t M, int
 float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, float gamma,
                         float beta);
 
+/* The input of a fused norm + quantize reference (per-tensor current scaling, NVFP4): x [M, K]
+ * of xdt (bf16, fp16 or fp32); gamma/beta [K] of gdt (gamma NULL for none, beta NULL unless
+ * layernorm); zcg: zero_centered_gamma; eps inside the square root. mu_in / rsigma_in [M]: the
+ * statistics to normalize with (a GPU test passes the kernel's own), or NULL to compute them with
+ * qf_norm_stats_ref. y = qf_norm_apply_ref of each element (fp32) is what gets quantized. The
+ * reference only reads these buffers and does not own them. */
+typedef struct qf_norm_src {
+    qf_norm norm;
+    int zcg;
+    qf_dtype xdt, gdt;
+    const void *x, *gamma, *beta;
+    int64_t M, K;
+    float eps;
+    const float *mu_in, *rsigma_in;
+} qf_norm_src;
+
+/* The qf_norm_src of separate arguments; asserts (QF_ASSERT) K >= 1, M >= 0, and gamma (and beta
+ * for layernorm) where the norm reads them. */
+qf_norm_src qf_norm_src_make(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
+                             const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
+                             const float *mu_in, const float *rsigma_in);
+
+/* Row r of s: its statistics, mu_in/rsigma_in where given, else qf_norm_stats_ref's (mu 0,
+ * rsigma 1 for QF_NORM_NONE); also stored in mu_out[r] / rsigma_out[r] where those are non-NULL. */
+void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rsigma, float *mu_out,
+                           float *rsigma_out);
+
+/* y [K] of row r of s: qf_norm_apply_ref of each element with the row's mu and rsigma (gamma 1
+ * and beta 0 where the norm has none). */
+void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsigma, float *y);
+
 /* Fused norm + FP8 quantize reference. x [M, K] (xdt), gamma/beta [K] (gdt; NULL for none/rmsnorm
  * beta). mu/rsigma: if mu_in/rsigma_in are non-NULL they are used (the kernel's own statistics);
  * otherwise qf_norm_stats_ref's values are. q = rn_sat(fl(y * scale)), fmt E4M3 or E5M2.
@@ -58,9 +109,9 @@ float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, 
  * *amax = max |y| over all elements (pre-scale, NaN propagates). */
 void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x, qf_dtype gdt,
                               const void *gamma, const void *beta, int64_t M, int64_t K, float eps,
-                              const float *mu_in, const float *rsigma_in, float scale,
-                              qf_dtype fmt, uint8_t *row, uint8_t *col, float *mu_out,
-                              float *rsigma_out, float *amax);
+                              const float *mu_in, const float *rsigma_in, float scale, qf_dtype fmt,
+                              uint8_t *row, uint8_t *col, float *mu_out, float *rsigma_out,
+                              float *amax);
 
 /* Delayed-scaling update (SPEC 2.1), same contract as the kernel: for each tensor t < n with
  * a = amax[t] != 0: history[t, :] rolls (newest at index 0), then scale/scale_inv are recomputed;

@@ -26,10 +26,8 @@ float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scale
     if (isinf(s))
         s = FLT_MAX; /* a below fp8_max / FLT_MAX, e.g. the subnormal 1e-40 */
     if (power_2_scales) {
-        uint32_t u;
-        memcpy(&u, &s, sizeof u);
-        u &= 0xFF800000u; /* s is normal and positive: this floors it to a power of two */
-        memcpy(&s, &u, sizeof s);
+        /* s is normal and positive: clearing the mantissa floors it to a power of two */
+        s = qf_f32_from_bits(qf_f32_bits(s) & 0xFF800000u);
     }
     return s;
 }

@@ -9,6 +9,7 @@
 
 #include "qf_formats.h"
 #include "qfuse.h"
+#include "ref.h"
 
 /* ---- scale (SPEC 2.2) */
 
@@ -36,15 +37,7 @@ float qf_fp8_scale_inv_ref(float scale);
  * kernel's), or NULL to compute them with qf_norm_stats_ref (fp64, rounded to fp32); either may
  * be NULL on its own (rmsnorm reads no mu). The reference only reads these buffers and does not
  * own them. */
-typedef struct qf_fp8_current_src {
-    qf_norm norm;
-    int zcg;
-    qf_dtype xdt, gdt;
-    const void *x, *gamma, *beta;
-    int64_t M, K;
-    float eps;
-    const float *mu_in, *rsigma_in;
-} qf_fp8_current_src;
+typedef qf_norm_src qf_fp8_current_src; /* see ref.h */
 
 /* Recipe options that reach the quantizer (SPEC 2.2). fmt is the role's element format:
  * QF_DTYPE_E4M3 for input and weight; for grad QF_DTYPE_E5M2 under format = "hybrid" (default),

@@ -16,18 +16,6 @@
 
 /* {================================================================== E8M0 */
 
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* E clamped to [-127, 127] as a biased byte (254 at most: 0xFF is NaN, never a clamp result). */
 static uint8_t e8m0_clamp(int E) {
     E = E < -127 ? -127 : E > 127 ? 127 : E;
@@ -45,7 +33,7 @@ uint8_t qf_e8m0_ceil_log2_ref(float v) {
         return 0xFF;
     if (!(v > 0.0f))
         return 0x00;
-    const uint32_t u = bits_of(v);
+    const uint32_t u = qf_f32_bits(v);
     const int e = (int)(u >> 23);
     const uint32_t m = u & 0x7FFFFFu;
     if (e == 0xFF)
@@ -60,7 +48,7 @@ uint8_t qf_e8m0_ceil_log2_ref(float v) {
 
 /* floor(log2(a)) - emax from the bits of a finite a > 0 (OCP v1.0 rule). */
 static uint8_t e8m0_floor(float a, int emax) {
-    const uint32_t u = bits_of(a);
+    const uint32_t u = qf_f32_bits(a);
     int e = (int)(u >> 23) - 127;
     if ((u >> 23) == 0) { /* subnormal m * 2^-149: floor(log2 a) = bitlen(m) - 150 */
         e = -150;
@@ -89,12 +77,12 @@ uint8_t qf_e8m0_from_amax_ref(float amax, qf_dtype fmt, qf_scale_rounding r) {
 float qf_e8m0_to_float_ref(uint8_t b) {
     if (b == 0xFF)
         return NAN;
-    return float_of(b == 0 ? 0x00400000u : (uint32_t)b << 23); /* 2^-127 is subnormal */
+    return qf_f32_from_bits(b == 0 ? 0x00400000u : (uint32_t)b << 23); /* 2^-127 is subnormal */
 }
 
 /* 2^-(b - 127) exactly as fp32 for b in [0, 254]: 2^127 (b = 0) .. 2^-127 (b = 254, subnormal). */
 static float e8m0_inv(uint8_t b) {
-    return float_of(b == 254 ? 0x00400000u : (uint32_t)(254 - b) << 23);
+    return qf_f32_from_bits(b == 254 ? 0x00400000u : (uint32_t)(254 - b) << 23);
 }
 
 uint8_t qf_mx_quantize_elem_ref(float x, uint8_t scale_byte, qf_dtype fmt) {
@@ -144,13 +132,8 @@ void qf_mx_swizzle_ref(const uint8_t *compact, int64_t R, int64_t C, uint8_t *sw
 
 /* Everything one band of 32 rows needs; keeps the helpers' argument lists short. */
 typedef struct mx_job {
-    qf_norm norm;
-    int zcg;
-    qf_dtype xdt, gdt, fmt;
-    const void *x, *gamma, *beta;
-    int64_t M, K;
-    float eps;
-    const float *mu_in, *rsigma_in;
+    qf_norm_src src;
+    qf_dtype fmt;
     float *mu_out, *rsigma_out;
     qf_scale_rounding rounding;
     uint8_t *row, *col;   /* [M, K] data, or NULL */
@@ -159,42 +142,12 @@ typedef struct mx_job {
     float *y; /* [32, K]: the band's normalized values */
 } mx_job;
 
-/* malloc that never returns NULL (n == 0 included); the references have no error channel. */
-static void *mx_alloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    QF_ASSERT(p != NULL);
-    return p;
-}
-
-/* Row r's mu/rsigma: the given ones where present, else qf_norm_stats_ref's (as the FP8 ref). */
-static void mx_row_stats(const mx_job *j, int64_t r, float *mu, float *rs) {
-    *mu = 0.0f;
-    *rs = 1.0f;
-    if (!j->mu_in || !j->rsigma_in) {
-        const char *xr = (const char *)j->x + (size_t)(r * j->K) * qf_dtype_size(j->xdt);
-        qf_norm_stats_ref(j->norm, j->xdt, xr, 1, j->K, j->eps, mu, rs);
-    }
-    if (j->mu_in)
-        *mu = j->mu_in[r];
-    if (j->rsigma_in)
-        *rs = j->rsigma_in[r];
-    if (j->mu_out)
-        j->mu_out[r] = *mu;
-    if (j->rsigma_out)
-        j->rsigma_out[r] = *rs;
-}
-
 /* y of rows [r0, r0 + h) into j->y, one fp32 qf_norm_apply_ref per element. */
 static void mx_band_y(const mx_job *j, int64_t r0, int64_t h) {
     for (int64_t i = 0; i < h; i++) {
         float mu, rs;
-        mx_row_stats(j, r0 + i, &mu, &rs);
-        for (int64_t k = 0; k < j->K; k++) {
-            float xv = qf_load_as_float(j->x, j->xdt, (r0 + i) * j->K + k);
-            float g = j->norm != QF_NORM_NONE ? qf_load_as_float(j->gamma, j->gdt, k) : 1.0f;
-            float b = j->norm == QF_NORM_LAYERNORM ? qf_load_as_float(j->beta, j->gdt, k) : 0.0f;
-            j->y[i * j->K + k] = qf_norm_apply_ref(j->norm, j->zcg, xv, mu, rs, g, b);
-        }
+        qf_norm_row_stats_ref(&j->src, r0 + i, &mu, &rs, j->mu_out, j->rsigma_out);
+        qf_norm_row_apply_ref(&j->src, r0 + i, mu, rs, j->y + i * j->src.K);
     }
 }
 
@@ -203,7 +156,7 @@ static uint8_t mx_rect_byte(const mx_job *j, int64_t i0, int64_t ih, int64_t k0,
     float a = 0.0f;
     for (int64_t i = i0; i < i0 + ih; i++)
         for (int64_t k = k0; k < k0 + kw; k++)
-            a = qf_amax_merge(a, j->y[i * j->K + k]);
+            a = qf_amax_merge(a, j->y[i * j->src.K + k]);
     return qf_e8m0_from_amax_ref(a, j->fmt, j->rounding);
 }
 
@@ -214,14 +167,15 @@ static void mx_rect_quantize(const mx_job *j, uint8_t *dst, int64_t r0, int64_t 
         return;
     for (int64_t i = i0; i < i0 + ih; i++)
         for (int64_t k = k0; k < k0 + kw; k++)
-            dst[(r0 + i) * j->K + k] = qf_mx_quantize_elem_ref(j->y[i * j->K + k], byte, j->fmt);
+            dst[(r0 + i) * j->src.K + k] =
+                qf_mx_quantize_elem_ref(j->y[i * j->src.K + k], byte, j->fmt);
 }
 
 /* Rowwise 1x32 blocks of the band: one byte per (row, block of 32 along K). */
 static void mx_band_rowwise(const mx_job *j, int64_t r0, int64_t h) {
     for (int64_t i = 0; i < h; i++)
-        for (int64_t k0 = 0; k0 < j->K; k0 += QF_MX_BLOCK) {
-            int64_t w = j->K - k0 < QF_MX_BLOCK ? j->K - k0 : QF_MX_BLOCK;
+        for (int64_t k0 = 0; k0 < j->src.K; k0 += QF_MX_BLOCK) {
+            int64_t w = j->src.K - k0 < QF_MX_BLOCK ? j->src.K - k0 : QF_MX_BLOCK;
             uint8_t byte = mx_rect_byte(j, i, 1, k0, w);
             if (j->srow)
                 j->srow[(r0 + i) * j->srow_cols + k0 / QF_MX_BLOCK] = byte;
@@ -231,7 +185,7 @@ static void mx_band_rowwise(const mx_job *j, int64_t r0, int64_t h) {
 
 /* Columnwise 32x1 blocks of the band: one byte per column, the band being one block along M. */
 static void mx_band_colwise(const mx_job *j, int64_t r0, int64_t h) {
-    for (int64_t k = 0; k < j->K; k++) {
+    for (int64_t k = 0; k < j->src.K; k++) {
         uint8_t byte = mx_rect_byte(j, 0, h, k, 1);
         if (j->scol)
             j->scol[(r0 / QF_MX_BLOCK) * j->scol_cols + k] = byte;
@@ -242,8 +196,8 @@ static void mx_band_colwise(const mx_job *j, int64_t r0, int64_t h) {
 /* 32x32 tiles of the band: one byte per tile, written to every row and column entry it covers,
  * so both data copies are quantized with the same byte and are identical. */
 static void mx_band_tiles(const mx_job *j, int64_t r0, int64_t h, int want_row, int want_col) {
-    for (int64_t k0 = 0; k0 < j->K; k0 += QF_MX_BLOCK) {
-        int64_t w = j->K - k0 < QF_MX_BLOCK ? j->K - k0 : QF_MX_BLOCK;
+    for (int64_t k0 = 0; k0 < j->src.K; k0 += QF_MX_BLOCK) {
+        int64_t w = j->src.K - k0 < QF_MX_BLOCK ? j->src.K - k0 : QF_MX_BLOCK;
         uint8_t byte = mx_rect_byte(j, 0, h, k0, w);
         for (int64_t i = 0; want_row && j->srow && i < h; i++)
             j->srow[(r0 + i) * j->srow_cols + k0 / QF_MX_BLOCK] = byte;
@@ -260,7 +214,7 @@ static void mx_band_tiles(const mx_job *j, int64_t r0, int64_t h, int want_row, 
 static uint8_t *mx_scales_begin(uint8_t *out, qf_scale_layout layout, int64_t R, int64_t C) {
     if (!out)
         return NULL;
-    uint8_t *s = layout == QF_SCALE_LAYOUT_COMPACT ? out : mx_alloc((size_t)(R * C));
+    uint8_t *s = layout == QF_SCALE_LAYOUT_COMPACT ? out : qf_ref_alloc((size_t)(R * C));
     memset(s, 0x00, (size_t)(R * C)); /* padding entries are 0x00 (SPEC 2.3) */
     return s;
 }
@@ -272,7 +226,7 @@ static void mx_scales_end(uint8_t *s, uint8_t *out, qf_scale_layout layout, int6
     if (!out || layout == QF_SCALE_LAYOUT_COMPACT)
         return;
     if (transpose) {
-        uint8_t *t = mx_alloc((size_t)(R * C));
+        uint8_t *t = qf_ref_alloc((size_t)(R * C));
         for (int64_t i = 0; i < R; i++)
             for (int64_t k = 0; k < C; k++)
                 t[k * R + i] = s[i * C + k];
@@ -286,8 +240,8 @@ static void mx_scales_end(uint8_t *s, uint8_t *out, qf_scale_layout layout, int6
 
 /* Walks x in bands of 32 rows: y once per band, then the blocks of each requested direction. */
 static void mx_run_bands(const mx_job *j, int block_2d, int want_row, int want_col) {
-    for (int64_t r0 = 0; r0 < j->M; r0 += QF_MX_BLOCK) {
-        const int64_t h = j->M - r0 < QF_MX_BLOCK ? j->M - r0 : QF_MX_BLOCK;
+    for (int64_t r0 = 0; r0 < j->src.M; r0 += QF_MX_BLOCK) {
+        const int64_t h = j->src.M - r0 < QF_MX_BLOCK ? j->src.M - r0 : QF_MX_BLOCK;
         mx_band_y(j, r0, h);
         if (block_2d) {
             mx_band_tiles(j, r0, h, want_row, want_col);
@@ -309,27 +263,15 @@ void qf_norm_quantize_mxfp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void 
                                 qf_scale_rounding rounding, int block_2d, qf_scale_layout layout,
                                 uint8_t *row, uint8_t *scale_row, uint8_t *col, uint8_t *scale_col,
                                 float *mu_out, float *rsigma_out) {
-    QF_ASSERT(K >= 1 && M >= 0);
-    QF_ASSERT(norm == QF_NORM_NONE || gamma != NULL);
-    QF_ASSERT(norm != QF_NORM_LAYERNORM || beta != NULL);
+    const qf_norm_src src =
+        qf_norm_src_make(norm, zcg, xdt, x, gdt, gamma, beta, M, K, eps, mu_in, rsigma_in);
     QF_ASSERT(fmt == QF_DTYPE_E4M3 || fmt == QF_DTYPE_E5M2);
     QF_ASSERT(layout == QF_SCALE_LAYOUT_COMPACT || layout == QF_SCALE_LAYOUT_SWIZZLED);
     int64_t rr, rc, cr, cc;
     qf_mx_scale_shape_row(M, K, &rr, &rc);
     qf_mx_scale_shape_col(M, K, &cr, &cc);
-    mx_job j = {.norm = norm,
-                .zcg = zcg,
-                .xdt = xdt,
-                .gdt = gdt,
+    mx_job j = {.src = src,
                 .fmt = fmt,
-                .x = x,
-                .gamma = gamma,
-                .beta = beta,
-                .M = M,
-                .K = K,
-                .eps = eps,
-                .mu_in = mu_in,
-                .rsigma_in = rsigma_in,
                 .mu_out = mu_out,
                 .rsigma_out = rsigma_out,
                 .rounding = rounding,
@@ -339,7 +281,7 @@ void qf_norm_quantize_mxfp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void 
                 .scol = mx_scales_begin(scale_col, layout, cr, cc),
                 .srow_cols = rc,
                 .scol_cols = cc,
-                .y = mx_alloc((size_t)(QF_MX_BLOCK * K) * sizeof(float))};
+                .y = qf_ref_alloc((size_t)(QF_MX_BLOCK * K) * sizeof(float))};
     mx_run_bands(&j, block_2d, row || scale_row, col || scale_col);
     free(j.y);
     mx_scales_end(j.srow, scale_row, layout, rr, rc, 0);

@@ -203,33 +203,12 @@ void qf_nvfp4_scale_shape_col(int64_t M, int64_t K, int64_t *rows, int64_t *cols
 
 /* {================================================================== norm + NVFP4 quantize */
 
-/* malloc that never returns NULL (n == 0 included); the references have no memory error path. */
-static void *nv_alloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    QF_ASSERT(p != NULL);
-    return p;
-}
-
 /* y [M, K] = qf_norm_apply_ref of every element; row statistics as the FP8/MX references. */
 static void nv_compute_y(const qf_nvfp4_src *s, const qf_nvfp4_out *out, float *y) {
     for (int64_t m = 0; m < s->M; m++) {
-        float mu = 0.0f, rs = 1.0f;
-        if (!s->mu_in || !s->rsigma_in) {
-            const char *xr = (const char *)s->x + (size_t)(m * s->K) * qf_dtype_size(s->xdt);
-            qf_norm_stats_ref(s->norm, s->xdt, xr, 1, s->K, s->eps, &mu, &rs);
-        }
-        mu = s->mu_in ? s->mu_in[m] : mu;
-        rs = s->rsigma_in ? s->rsigma_in[m] : rs;
-        if (out->mu)
-            out->mu[m] = mu;
-        if (out->rsigma)
-            out->rsigma[m] = rs;
-        for (int64_t k = 0; k < s->K; k++) {
-            float xv = qf_load_as_float(s->x, s->xdt, m * s->K + k);
-            float g = s->norm != QF_NORM_NONE ? qf_load_as_float(s->gamma, s->gdt, k) : 1.0f;
-            float b = s->norm == QF_NORM_LAYERNORM ? qf_load_as_float(s->beta, s->gdt, k) : 0.0f;
-            y[m * s->K + k] = qf_norm_apply_ref(s->norm, s->zcg, xv, mu, rs, g, b);
-        }
+        float mu, rs;
+        qf_norm_row_stats_ref(s, m, &mu, &rs, out->mu, out->rsigma);
+        qf_norm_row_apply_ref(s, m, mu, rs, y + m * s->K);
     }
 }
 
@@ -258,17 +237,17 @@ static void nv_quantize_copy(const nv_copy *c, float s_enc) {
     const float s_dec = qf_nvfp4_global_dec_ref(s_enc);
     for (int64_t r = 0; r < c->R; r++)
         for (int64_t c0 = 0; c0 < c->C; c0 += QF_NVFP4_BLOCK) {
-            const float bamax = c->block_2d ? nv_rect_amax(c, r - r % 16, 16, c0)
-                                            : nv_rect_amax(c, r, 1, c0);
+            const float bamax =
+                c->block_2d ? nv_rect_amax(c, r - r % 16, 16, c0) : nv_rect_amax(c, r, 1, c0);
             const uint8_t sf = qf_nvfp4_block_scale_ref(bamax, s_enc);
             const float enc = qf_nvfp4_elem_enc_ref(sf, s_dec);
             c->scale[r * c->SC + c0 / QF_NVFP4_BLOCK] = sf;
             for (int64_t k = c0; k < c0 + QF_NVFP4_BLOCK; k++) {
                 const int64_t i = r * c->C + k;
                 const float v = c->v[i] * enc;
-                uint8_t q = c->sr ? qf_e2m1_sr_ref(v, qf_nvfp4_sr_bits_ref(c->seed, c->offset,
-                                                                            (uint64_t)i))
-                                  : qf_e2m1_from_float_ref(v);
+                uint8_t q =
+                    c->sr ? qf_e2m1_sr_ref(v, qf_nvfp4_sr_bits_ref(c->seed, c->offset, (uint64_t)i))
+                          : qf_e2m1_from_float_ref(v);
                 qf_e2m1_set_ref(c->data, i, q);
             }
         }
@@ -286,7 +265,7 @@ static float nv_amax(const float *v, int64_t n) {
  * Returns the copy's amax. */
 static float nv_run_copy(nv_copy *c, int64_t SR, qf_scale_layout layout, uint8_t *scale_out) {
     const size_t n = (size_t)(SR * c->SC);
-    c->scale = layout == QF_SCALE_LAYOUT_COMPACT ? scale_out : nv_alloc(n);
+    c->scale = layout == QF_SCALE_LAYOUT_COMPACT ? scale_out : qf_ref_alloc(n);
     memset(c->scale, 0x00, n);
     const float amax = nv_amax(c->v, c->R * c->C);
     nv_quantize_copy(c, qf_nvfp4_global_enc_ref(amax));
@@ -298,8 +277,7 @@ static float nv_run_copy(nv_copy *c, int64_t SR, qf_scale_layout layout, uint8_t
 }
 
 /* The columnwise source [K, M]: y transposed, or RHT of each group of 16 tokens per column. */
-static void nv_col_source(const float *y, int64_t M, int64_t K, const qf_nvfp4_opts *o,
-                          float *t) {
+static void nv_col_source(const float *y, int64_t M, int64_t K, const qf_nvfp4_opts *o, float *t) {
     float g[16], h[16];
     for (int64_t k = 0; k < K; k++)
         for (int64_t m0 = 0; m0 < M; m0 += 16) {
@@ -340,7 +318,7 @@ qf_status qf_quantize_nvfp4_ref(const qf_nvfp4_src *src, const qf_nvfp4_opts *op
     QF_TRY(nv_check(src, opts, out));
     const int64_t M = src->M, K = src->K;
     int64_t SR, SC;
-    float *y = nv_alloc((size_t)(M * K) * sizeof(float));
+    float *y = qf_ref_alloc((size_t)(M * K) * sizeof(float));
     nv_compute_y(src, out, y);
     nv_copy c = {.block_2d = opts->block_2d, .sr = opts->sr, .seed = opts->sr_seed};
     if (opts->rowwise) {
@@ -353,7 +331,7 @@ qf_status qf_quantize_nvfp4_ref(const qf_nvfp4_src *src, const qf_nvfp4_opts *op
         *out->amax_row = nv_amax(y, M * K);
     }
     if (opts->columnwise || out->amax_col) {
-        float *t = nv_alloc((size_t)(M * K) * sizeof(float));
+        float *t = qf_ref_alloc((size_t)(M * K) * sizeof(float));
         nv_col_source(y, M, K, opts, t);
         float a = nv_amax(t, M * K);
         if (opts->columnwise) {

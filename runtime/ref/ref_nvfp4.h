@@ -10,6 +10,7 @@
 
 #include "qf_formats.h"
 #include "qfuse.h"
+#include "ref.h"
 
 #define QF_NVFP4_BLOCK 16
 /* TE's fixed RHT sign pattern: bit k set means s_k = -1 (SPEC 2.4). */
@@ -90,15 +91,7 @@ void qf_nvfp4_scale_shape_col(int64_t M, int64_t K, int64_t *rows, int64_t *cols
 /* The input: x [M, K] (xdt), gamma/beta [K] (gdt; NULL when the norm does not use them), mu_in /
  * rsigma_in [M] (the kernel's own statistics) or NULL to compute them with qf_norm_stats_ref.
  * y = qf_norm_apply_ref of each element (fp32) is what gets quantized. */
-typedef struct qf_nvfp4_src {
-    qf_norm norm;
-    int zcg;
-    qf_dtype xdt, gdt;
-    const void *x, *gamma, *beta;
-    int64_t M, K;
-    float eps;
-    const float *mu_in, *rsigma_in;
-} qf_nvfp4_src;
+typedef qf_norm_src qf_nvfp4_src; /* see ref.h */
 
 typedef struct qf_nvfp4_opts {
     int rowwise;          /* produce the rowwise copy (1x16 blocks along K) */
