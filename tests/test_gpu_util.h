@@ -1,5 +1,6 @@
-/* test_gpu_util.h: helpers shared by the GPU tests: CUDA and qfuse status checks, host/device
- * buffer pairs poisoned on allocation, tensor views, and activation-like input data. */
+/* test_gpu_util.h: helpers shared by the GPU tests: CUDA and qfuse status checks, a context or a
+ * clean skip, host/device buffer pairs poisoned on allocation, tensor views, activation-like input
+ * data, byte comparison and the registry's recipes by name and by family. */
 #ifndef QF_TEST_GPU_UTIL_H
 #define QF_TEST_GPU_UTIL_H
 
@@ -7,8 +8,10 @@
 
 #include <math.h>
 
+#include "family.h"
 #include "qfuse.h"
 #include "ref.h"
+#include "registry.h"
 
 /* Fails the test unless a CUDA runtime call returns cudaSuccess. */
 #define CK(call) assert_int_equal((int)(call), (int)cudaSuccess)
@@ -20,6 +23,51 @@
         if (s_ != QF_OK)                                                                      \
             fail_msg("%s -> %s: %s", #call, qf_status_name(s_), qf_last_error());             \
     } while (0)
+
+/* A context on device 0; without a GPU the test skips (QF_SKIP_WITHOUT_GPU) before anything is
+ * allocated. Released with qf_ctx_free. */
+static inline qf_ctx_t *gpu_ctx(void) {
+    QF_SKIP_WITHOUT_GPU();
+    qf_ctx_t *ctx = NULL;
+    QF_OK_OR_FAIL(qf_ctx_init(&ctx, 0));
+    return ctx;
+}
+
+/* QFUSE_TEST_QUICK=1 (sanitizer and valgrind runs): the large shapes are skipped. */
+static inline int test_quick(void) {
+    return getenv("QFUSE_TEST_QUICK") && atoi(getenv("QFUSE_TEST_QUICK"));
+}
+
+/* The registry entry of recipe `name`; fails the test when there is none. */
+static inline const qf_recipe *recipe_of(const char *name) {
+    for (int i = 0; i < qf_recipe_count; i++)
+        if (strcmp(qf_recipes[i].name, name) == 0)
+            return &qf_recipes[i];
+    fail_msg("recipe %s is not in the registry", name);
+    return NULL;
+}
+
+/* The rank of r among the registry's recipes of its family (registry order), and their count. */
+static inline int recipe_rank(const qf_recipe *r, int *n_family) {
+    int rank = -1, n = 0;
+    for (int i = 0; i < qf_recipe_count; i++)
+        if (qf_recipes[i].family == r->family) {
+            if (&qf_recipes[i] == r)
+                rank = n;
+            n++;
+        }
+    *n_family = n;
+    return rank;
+}
+
+/* Counts bytes where got differs from want. */
+static inline int64_t count_mismatches(const uint8_t *want, const uint8_t *got, int64_t n) {
+    int64_t bad = 0;
+#pragma omp parallel for reduction(+ : bad)
+    for (int64_t i = 0; i < n; i++)
+        bad += want[i] != got[i];
+    return bad;
+}
 
 /* The byte every output buffer holds before a launch: a kernel that skips an entry is caught. */
 #define QF_TEST_POISON 0xAB

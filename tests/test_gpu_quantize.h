@@ -1,0 +1,535 @@
+/* test_gpu_quantize.h: the family hooks of test_gpu_quantize.c: one case type for every family
+ * and, per family, how a case runs on the GPU and is checked against its C reference (runtime/ref/)
+ * with the family's tolerance. Outputs are poisoned before each run and every byte is compared:
+ *   fp8_delayed (SPEC 2.1): data bit for bit (the columnwise copy as the transposed rowwise
+ *       reference), amax and scale_inv bit for bit, mu/rsigma within rel 1e-5 of fp64;
+ *   mxfp8 (SPEC 2.3): data and E8M0 scales bit for bit, padding and unrequested copies included;
+ *   nvfp4 (SPEC 2.4): packed data, E4M3 scales and both amaxes bit for bit, mu/rsigma within
+ *       rel 1e-5 of fp64, then handed to the reference.
+ * A new family adds its run function here and its row in test_gpu_quantize.c's kHooks. */
+#ifndef QF_TEST_GPU_QUANTIZE_H
+#define QF_TEST_GPU_QUANTIZE_H
+
+#include "test_gpu_util.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "qfuse.h"
+#include "ref.h"
+#include "ref_mx.h"
+#include "ref_nvfp4.h"
+
+/* {===================================================================== cases */
+
+enum { DATA_RANDOM, DATA_ZERO, DATA_NAN };
+
+/* One quantization of any family. */
+typedef struct qcase {
+    const qf_recipe *recipe;
+    qf_role role;         /* QF_ROLE_INPUT: norm + quantize */
+    qf_norm norm;
+    int zcg;
+    qf_dtype xdt, gdt;    /* gdt: gamma/beta dtype (x's or fp32) */
+    qf_scale_layout layout; /* block-scaled families */
+    unsigned outputs;
+    int64_t M, K;
+    uint64_t seed, offset; /* SR stream (nvfp4 grads) */
+    int data;             /* DATA_* */
+} qcase;
+
+static int g_cases[QF_FAMILY_COUNT]; /* cases checked per family, printed at the end */
+
+static const char *describe(const qcase *c) {
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s role %d norm %d zcg %d x %s gamma %s M=%lld K=%lld layout %s "
+             "outputs %u seed %llu offset %llu data %d", c->recipe->name, (int)c->role,
+             (int)c->norm, c->zcg, qf_dtype_name(c->xdt), qf_dtype_name(c->gdt), (long long)c->M,
+             (long long)c->K, c->layout ? "swizzled" : "compact", c->outputs,
+             (unsigned long long)c->seed, (unsigned long long)c->offset, c->data);
+    return buf;
+}
+
+/* }=====================================================================} */
+
+/* {===================================================================== fp8_delayed */
+
+/* Fills n elements of dtype dt with deterministic data: N(0,1)-ish values, a few outlier
+ * channels (x30) and an offset so that layernorm's mean matters. */
+static void fill_activation(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t seed) {
+#pragma omp parallel for schedule(static)
+    for (int64_t m = 0; m < M; m++) {
+        uint64_t s = seed ^ ((uint64_t)m * 0x9E3779B97F4A7C15ull);
+        for (int64_t k = 0; k < K; k++) {
+            float v = qf_test_rng_uniform(&s) * 1.7f + 0.25f;
+            if (k % 97 == 13)
+                v *= 30.0f;
+            store_as(p, dt, m * K + k, v);
+        }
+    }
+}
+
+static void fill_gamma(void *p, qf_dtype dt, int64_t K, uint64_t seed, float base) {
+    fill_activation(p, dt, 1, K, seed);
+    for (int64_t k = 0; k < K; k++)
+        store_as(p, dt, k, base + 0.1f * qf_load_as_float(p, dt, k));
+}
+/* Counts bytes of the columnwise [K, M] output that differ from the transposed rowwise
+ * reference. */
+static int64_t count_col_mismatches(const uint8_t *ref_row, const uint8_t *col, int64_t M,
+                                    int64_t K) {
+    int64_t bad = 0;
+#pragma omp parallel for reduction(+ : bad)
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t m = 0; m < M; m++)
+            bad += col[k * M + m] != ref_row[m * K + k];
+    return bad;
+}
+
+/* Counts bytes still holding the poison value (for outputs that must not be written). */
+static int64_t count_not_poison(const uint8_t *p, int64_t n, uint8_t poison) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += p[i] != poison;
+    return bad;
+}
+
+/* The rowwise reference, computed in row chunks on all cores; returns the merged amax. */
+static float ref_rows(const qcase *c, const void *x, const void *g, const void *b,
+                      const float *mu, const float *rs, float scale, uint8_t *rrow) {
+    const int64_t chunk = 64, nchunks = (c->M + chunk - 1) / chunk;
+    const size_t xsz = qf_dtype_size(c->xdt);
+    float *amax = calloc((size_t)nchunks, sizeof(float));
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < nchunks; i++) {
+        int64_t m0 = i * chunk, rows = c->M - m0 < chunk ? c->M - m0 : chunk;
+        qf_norm_quantize_fp8_ref(c->norm, c->zcg, c->xdt, (const char *)x + m0 * c->K * xsz,
+                                 c->gdt, g, b, rows, c->K, 1e-5f, mu ? mu + m0 : NULL, rs + m0,
+                                 scale, QF_DTYPE_E4M3, rrow + m0 * c->K, NULL, NULL, NULL,
+                                 &amax[i]);
+    }
+    float a = 0.0f;
+    for (int64_t i = 0; i < nchunks; i++)
+        a = qf_amax_merge(a, amax[i]);
+    free(amax);
+    return a;
+}
+
+/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3). */
+static void fp8_check_stats(const qcase *c, const void *x, const float *mu, const float *rs) {
+    float *mu_ref = malloc((size_t)c->M * 4), *rs_ref = malloc((size_t)c->M * 4);
+    const size_t xsz = qf_dtype_size(c->xdt);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t m = 0; m < c->M; m++)
+        qf_norm_stats_ref(c->norm, c->xdt, (const char *)x + m * c->K * xsz, 1, c->K, 1e-5f,
+                          mu_ref + m, rs_ref + m);
+    for (int64_t m = 0; m < c->M; m++) {
+        double e = fabs((double)rs[m] - rs_ref[m]) / fabs((double)rs_ref[m]);
+        if (e > 1e-5)
+            fail_msg("rsigma[%lld] = %.9g, reference %.9g (M=%lld K=%lld)", (long long)m, rs[m],
+                     rs_ref[m], (long long)c->M, (long long)c->K);
+        if (c->norm == QF_NORM_LAYERNORM) {
+            /* mu relative to the row's scale: |mu - ref| <= 1e-5 * (|ref| + sigma). */
+            double tol = 1e-5 * (fabs((double)mu_ref[m]) + 1.0 / rs_ref[m]);
+            if (fabs((double)mu[m] - mu_ref[m]) > tol)
+                fail_msg("mu[%lld] = %.9g, reference %.9g", (long long)m, mu[m], mu_ref[m]);
+        }
+    }
+    free(mu_ref);
+    free(rs_ref);
+}
+
+/* Norm + quantize of the input (rowwise and/or the transposed columnwise copy). */
+static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    const int64_t M = c->M, K = c->K, n = M * K;
+    dual x = dual_alloc((size_t)n * qf_dtype_size(c->xdt));
+    dual g = dual_alloc((size_t)K * 4), b = dual_alloc((size_t)K * 4);
+    dual row = dual_alloc((size_t)n), col = dual_alloc((size_t)n);
+    dual mu = dual_alloc((size_t)M * 4), rs = dual_alloc((size_t)M * 4);
+    dual amax = dual_alloc(4), sinv = dual_alloc(4), scale = dual_alloc(4);
+    fill_activation(x.h, c->xdt, M, K, seed);
+    fill_gamma(g.h, c->gdt, K, seed + 1, c->zcg ? 0.0f : 1.0f);
+    fill_gamma(b.h, c->gdt, K, seed + 2, 0.0f);
+    *(float *)scale.h = 448.0f / 40.0f;
+    dual_up(&x), dual_up(&g), dual_up(&b), dual_up(&scale);
+    CK(cudaMemset(row.d, 0xCD, row.bytes)), CK(cudaMemset(col.d, 0xCD, col.bytes));
+    CK(cudaMemset(mu.d, 0xCD, mu.bytes)), CK(cudaMemset(rs.d, 0xCD, rs.bytes));
+    CK(cudaMemset(sinv.d, 0xCD, sinv.bytes));
+    CK(cudaMemset(amax.d, 0, 4));
+
+    int is_ln = c->norm == QF_NORM_LAYERNORM;
+    qf_tensor tx = tv(&x, c->xdt, 2, M, K), tg = tv(&g, c->gdt, 1, K, 0);
+    qf_tensor tb = tv(&b, c->gdt, 1, K, 0), tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0);
+    qf_tensor trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
+    qf_quantized out = {0};
+    out.t[QF_SLOT_AMAX] = tv(&amax, QF_DTYPE_FP32, 1, 1, 0);
+    out.t[QF_SLOT_SCALE_INV] = tv(&sinv, QF_DTYPE_FP32, 1, 1, 0);
+    if (c->outputs & QF_OUT_ROWWISE)
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, QF_DTYPE_E4M3, 2, M, K);
+    if (c->outputs & QF_OUT_COLUMNWISE)
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, QF_DTYPE_E4M3, 2, K, M);
+    if (is_ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs;
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = is_ln ? tb : (qf_tensor){0}};
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, QF_ROLE_INPUT, &tx, &nd, scale.d, NULL, &out,
+                              NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&row), dual_down(&col), dual_down(&mu), dual_down(&rs);
+    dual_down(&amax), dual_down(&sinv);
+
+    fp8_check_stats(c, x.h, mu.h, rs.h);
+    uint8_t *rrow = malloc((size_t)n);
+    float ramax = ref_rows(c, x.h, g.h, b.h, is_ln ? mu.h : NULL, rs.h, *(float *)scale.h, rrow);
+    if (c->outputs & QF_OUT_ROWWISE)
+        assert_int_equal(count_mismatches(rrow, row.h, n), 0);
+    else
+        assert_int_equal(count_not_poison(row.h, n, 0xCD), 0);
+    if (c->outputs & QF_OUT_COLUMNWISE)
+        assert_int_equal(count_col_mismatches(rrow, col.h, M, K), 0);
+    else
+        assert_int_equal(count_not_poison(col.h, n, 0xCD), 0);
+    assert_memory_equal(&ramax, amax.h, 4);
+    float want_sinv = 1.0f / *(float *)scale.h;
+    assert_memory_equal(&want_sinv, sinv.h, 4);
+    free(rrow);
+    dual *all[] = {&x, &g, &b, &row, &col, &mu, &rs, &amax, &sinv, &scale};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+    g_cases[c->recipe->family]++;
+}
+/* Plain quantize of a weight or a gradient (the role's format: hybrid E4M3 / E5M2). */
+static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    const qf_role role = c->role;
+    const qf_dtype xdt = c->xdt;
+    const int64_t M = c->M, K = c->K, n = M * K;
+    const unsigned outputs = c->outputs;
+    const qf_dtype fmt = role == QF_ROLE_GRAD ? QF_DTYPE_E5M2 : QF_DTYPE_E4M3; /* hybrid */
+    dual x = dual_alloc((size_t)n * qf_dtype_size(xdt)), row = dual_alloc((size_t)n);
+    dual col = dual_alloc((size_t)n), amax = dual_alloc(4), sinv = dual_alloc(4);
+    dual scale = dual_alloc(4);
+    fill_activation(x.h, xdt, M, K, seed);
+    *(float *)scale.h = role == QF_ROLE_GRAD ? 1024.0f : 3.0f;
+    dual_up(&x), dual_up(&scale);
+    CK(cudaMemset(row.d, 0xCD, row.bytes)), CK(cudaMemset(col.d, 0xCD, col.bytes));
+    CK(cudaMemset(sinv.d, 0xCD, sinv.bytes));
+    CK(cudaMemset(amax.d, 0, 4));
+    qf_tensor tx = tv(&x, xdt, 2, M, K);
+    qf_quantized out = {0};
+    out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, fmt, 2, M, K);
+    out.t[QF_SLOT_AMAX] = tv(&amax, QF_DTYPE_FP32, 1, 1, 0);
+    out.t[QF_SLOT_SCALE_INV] = tv(&sinv, QF_DTYPE_FP32, 1, 1, 0);
+    if (outputs & QF_OUT_COLUMNWISE)
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, fmt, 2, K, M);
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, role, &tx, NULL, scale.d, NULL, &out, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&row), dual_down(&col), dual_down(&amax);
+    uint8_t *rrow = malloc((size_t)n), *rcol = malloc((size_t)n);
+    float ramax = 0.0f;
+    qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL, NULL,
+                             *(float *)scale.h, fmt, rrow, rcol, NULL, NULL, &ramax);
+    assert_int_equal(count_mismatches(rrow, row.h, n), 0);
+    if (outputs & QF_OUT_COLUMNWISE)
+        assert_int_equal(count_mismatches(rcol, col.h, n), 0);
+    else
+        assert_int_equal(count_not_poison(col.h, n, 0xCD), 0);
+    assert_memory_equal(&ramax, amax.h, 4);
+    free(rrow), free(rcol);
+    dual *all[] = {&x, &row, &col, &amax, &sinv, &scale};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+    g_cases[c->recipe->family]++;
+}
+
+/* The family's hook: norm + quantize for the input, plain quantize for the other roles. */
+static void fp8_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    if (c->role == QF_ROLE_INPUT)
+        fp8_run_nq(ctx, c, seed);
+    else
+        fp8_run_quant(ctx, c, seed);
+}
+
+/* }=====================================================================} */
+
+/* {===================================================================== mxfp8 */
+
+/* The reference for a case, given the kernel's statistics (NULL for plain quantize). */
+static void mx_reference(const qcase *c, const void *x, const void *g, const void *b,
+                         const float *mu, const float *rs, uint8_t *row, uint8_t *srow,
+                         uint8_t *col, uint8_t *scol) {
+    qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    qf_norm_quantize_mxfp8_ref(norm, c->zcg, c->xdt, x, c->xdt, g, b, c->M, c->K, 1e-5f,
+                               norm == QF_NORM_LAYERNORM ? mu : NULL, norm ? rs : NULL,
+                               c->recipe->fmt[c->role], QF_SCALE_ROUNDING_CEIL,
+                               c->recipe->block_2d[c->role], c->layout,
+                               (c->outputs & QF_OUT_ROWWISE) ? row : NULL, srow,
+                               (c->outputs & QF_OUT_COLUMNWISE) ? col : NULL, scol, NULL, NULL);
+}
+
+/* Byte sizes of the padded scale matrices (SPEC 2.3). */
+static void scale_bytes(int64_t M, int64_t K, size_t *row, size_t *col) {
+    int64_t r, cc;
+    qf_mx_scale_shape_row(M, K, &r, &cc);
+    *row = (size_t)(r * cc);
+    qf_mx_scale_shape_col(M, K, &r, &cc);
+    *col = (size_t)(r * cc);
+}
+
+/* The family's hook (every role): run, then every byte against the reference. */
+static void mx_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    const int64_t M = c->M, K = c->K, n = M * K;
+    const qf_dtype fmt = c->recipe->fmt[c->role];
+    size_t srb, scb;
+    scale_bytes(M, K, &srb, &scb);
+    int64_t sr_r, sr_c, sc_r, sc_c;
+    qf_mx_scale_shape_row(M, K, &sr_r, &sr_c);
+    qf_mx_scale_shape_col(M, K, &sc_r, &sc_c);
+    dual x = dual_alloc((size_t)n * qf_dtype_size(c->xdt)), g = dual_alloc((size_t)K * 4);
+    dual b = dual_alloc((size_t)K * 4), row = dual_alloc((size_t)n), col = dual_alloc((size_t)n);
+    dual srow = dual_alloc(srb), scol = dual_alloc(scb);
+    dual mu = dual_alloc((size_t)M * 4), rs = dual_alloc((size_t)M * 4);
+    fill(x.h, c->xdt, M, K, seed, c->role == QF_ROLE_INPUT ? 0.3f : 0.0f);
+    fill(g.h, c->xdt, 1, K, seed + 1, c->zcg ? 0.0f : 1.0f);
+    fill(b.h, c->xdt, 1, K, seed + 2, 0.0f);
+    dual_up(&x), dual_up(&g), dual_up(&b);
+    qf_tensor tx = tv(&x, c->xdt, 2, M, K), tg = tv(&g, c->xdt, 1, K, 0);
+    qf_tensor tb = tv(&b, c->xdt, 1, K, 0);
+    qf_tensor tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0), trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
+    qf_quantized out = {.layout = c->layout};
+    if (c->outputs & QF_OUT_ROWWISE) {
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, fmt, 2, M, K);
+        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&srow, QF_DTYPE_E8M0, 2, sr_r, sr_c);
+    }
+    if (c->outputs & QF_OUT_COLUMNWISE) {
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, fmt, 2, M, K);
+        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&scol, QF_DTYPE_E8M0, 2, sc_r, sc_c);
+    }
+    int ln = c->norm == QF_NORM_LAYERNORM;
+    if (ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
+                              c->role == QF_ROLE_INPUT ? &nd : NULL, NULL, NULL, &out, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&row), dual_down(&col), dual_down(&srow), dual_down(&scol), dual_down(&mu),
+        dual_down(&rs);
+    uint8_t *rr = malloc((size_t)n), *rc = malloc((size_t)n), *rsr = malloc(srb);
+    uint8_t *rsc = malloc(scb);
+    memset(rr, 0xAB, (size_t)n), memset(rc, 0xAB, (size_t)n);
+    memset(rsr, 0xAB, srb), memset(rsc, 0xAB, scb);
+    mx_reference(c, x.h, g.h, b.h, mu.h, rs.h, rr, (c->outputs & QF_OUT_ROWWISE) ? rsr : NULL, rc,
+                 (c->outputs & QF_OUT_COLUMNWISE) ? rsc : NULL);
+    /* Whole buffers, padding included: unrequested outputs must still hold the poison. */
+    if (count_mismatches(rr, row.h, n) || count_mismatches(rsr, srow.h, (int64_t)srb) ||
+        count_mismatches(rc, col.h, n) || count_mismatches(rsc, scol.h, (int64_t)scb))
+        fail_msg("%s role %d norm %d zcg %d %s M=%lld K=%lld layout %d outputs %u: row %lld, "
+                 "row scales %lld, col %lld, col scales %lld bytes differ", c->recipe->name,
+                 c->role, c->norm, c->zcg, qf_dtype_name(c->xdt), (long long)M, (long long)K,
+                 c->layout, c->outputs, (long long)count_mismatches(rr, row.h, n),
+                 (long long)count_mismatches(rsr, srow.h, (int64_t)srb),
+                 (long long)count_mismatches(rc, col.h, n),
+                 (long long)count_mismatches(rsc, scol.h, (int64_t)scb));
+    free(rr), free(rc), free(rsr), free(rsc);
+    dual *all[] = {&x, &g, &b, &row, &col, &srow, &scol, &mu, &rs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+    g_cases[c->recipe->family]++;
+}
+
+/* }=====================================================================} */
+
+/* {===================================================================== nvfp4 */
+
+/* The reference options of a case, from the recipe's registry entry. */
+static qf_nvfp4_opts opts_of(const qcase *c) {
+    const qf_recipe *r = c->recipe;
+    qf_nvfp4_opts o = {.rowwise = (c->outputs & QF_OUT_ROWWISE) != 0,
+                       .columnwise = (c->outputs & QF_OUT_COLUMNWISE) != 0,
+                       .layout = c->layout};
+    o.rht = r->rht[c->role];
+    o.rht_mask = !o.rht ? 0
+                 : r->rht_seed >= 0 ? qf_nvfp4_rht_mask_from_seed_ref((uint64_t)r->rht_seed)
+                                    : QF_NVFP4_RHT_MASK_DEFAULT;
+    o.sr = r->sr[c->role];
+    o.sr_seed = c->seed, o.sr_offset = c->offset;
+    o.block_2d = r->block_2d[c->role];
+    return o;
+}
+
+/* Device and host buffers of one case. */
+typedef struct nv_bufs {
+    dual x, g, b, row, srow, col, scol, amr, amc, mu, rs;
+    size_t srb, scb;
+    int64_t sr_r, sr_c, sc_r, sc_c;
+} nv_bufs;
+
+static void nv_bufs_alloc(const qcase *c, nv_bufs *B) {
+    const int64_t M = c->M, K = c->K;
+    qf_nvfp4_scale_shape_row(M, K, &B->sr_r, &B->sr_c);
+    qf_nvfp4_scale_shape_col(M, K, &B->sc_r, &B->sc_c);
+    B->srb = (size_t)(B->sr_r * B->sr_c), B->scb = (size_t)(B->sc_r * B->sc_c);
+    B->x = dual_alloc((size_t)(M * K) * qf_dtype_size(c->xdt));
+    B->g = dual_alloc((size_t)K * 4), B->b = dual_alloc((size_t)K * 4);
+    B->row = dual_alloc((size_t)(M * K / 2)), B->col = dual_alloc((size_t)(M * K / 2));
+    B->srow = dual_alloc(B->srb), B->scol = dual_alloc(B->scb);
+    B->amr = dual_alloc(4), B->amc = dual_alloc(4);
+    B->mu = dual_alloc((size_t)M * 4), B->rs = dual_alloc((size_t)M * 4);
+}
+
+static void nv_bufs_free(nv_bufs *B) {
+    dual *all[] = {&B->x, &B->g, &B->b, &B->row, &B->srow, &B->col, &B->scol,
+                   &B->amr, &B->amc, &B->mu, &B->rs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+/* Inputs of the case on host and device. */
+static void nv_make_inputs(const qcase *c, nv_bufs *B, uint64_t seed) {
+    const int64_t M = c->M, K = c->K;
+    if (c->data == DATA_ZERO)
+        memset(B->x.h, 0, B->x.bytes);
+    else
+        fill(B->x.h, c->xdt, M, K, seed, c->role == QF_ROLE_INPUT ? 0.3f : 0.0f);
+    if (c->data == DATA_NAN)
+        store_as(B->x.h, c->xdt, (M / 2) * K + K / 3, NAN);
+    fill(B->g.h, c->gdt, 1, K, seed + 1, c->zcg ? 0.0f : 1.0f);
+    fill(B->b.h, c->gdt, 1, K, seed + 2, 0.0f);
+    dual_up(&B->x), dual_up(&B->g), dual_up(&B->b);
+}
+
+/* Runs the op of the case on B's device buffers (rng from the case). */
+static void nv_run_op(qf_ctx_t *ctx, const qcase *c, nv_bufs *B) {
+    const int64_t M = c->M, K = c->K;
+    qf_quantized out = {.layout = c->layout};
+    if (c->outputs & QF_OUT_ROWWISE) {
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&B->row, QF_DTYPE_E2M1, 2, M, K / 2);
+        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&B->srow, QF_DTYPE_E4M3, 2, B->sr_r, B->sr_c);
+        out.t[QF_SLOT_AMAX_ROWWISE] = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
+    }
+    if (c->outputs & QF_OUT_COLUMNWISE) {
+        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&B->col, QF_DTYPE_E2M1, 2, K, M / 2);
+        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&B->scol, QF_DTYPE_E4M3, 2, B->sc_r, B->sc_c);
+        out.t[QF_SLOT_AMAX_COLUMNWISE] = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);
+    }
+    qf_tensor tx = tv(&B->x, c->xdt, 2, M, K), tg = tv(&B->g, c->gdt, 1, K, 0);
+    qf_tensor tb = tv(&B->b, c->gdt, 1, K, 0), tmu = tv(&B->mu, QF_DTYPE_FP32, 1, M, 0);
+    qf_tensor trs = tv(&B->rs, QF_DTYPE_FP32, 1, M, 0);
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    const qf_rng rng = {c->seed, c->offset};
+    if (ln)
+        out.t[QF_SLOT_MU] = tmu;
+    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
+    /* rng for every role, as before: the input and weight roles ignore it */
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
+                              c->role == QF_ROLE_INPUT ? &nd : NULL, NULL, &rng, &out, NULL));
+    CK(cudaDeviceSynchronize());
+    dual *got[] = {&B->row, &B->srow, &B->col, &B->scol, &B->amr, &B->amc, &B->mu, &B->rs};
+    for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)
+        dual_down(got[i]);
+}
+
+/* Fails naming the first differing byte of buffer `what` (n bytes). */
+static void expect_bytes(const qcase *c, const char *what, const uint8_t *want,
+                         const uint8_t *got, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (want[i] != got[i] && bad++ == 0)
+            first = i;
+    if (bad)
+        fail_msg("%s: %s differs in %zu of %zu bytes; first at byte %zu: expected 0x%02X, got "
+                 "0x%02X", describe(c), what, bad, n, first, want[first], got[first]);
+}
+
+/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3). */
+static void nv_check_stats(const qcase *c, const nv_bufs *B) {
+    if (c->role != QF_ROLE_INPUT || c->data == DATA_NAN)
+        return;
+    const int64_t M = c->M, K = c->K;
+    const size_t xsz = qf_dtype_size(c->xdt);
+    const float *mu = B->mu.h, *rs = B->rs.h;
+    for (int64_t m = 0; m < M; m++) {
+        float mr, rr;
+        qf_norm_stats_ref(c->norm, c->xdt, (const char *)B->x.h + (size_t)(m * K) * xsz, 1, K,
+                          1e-5f, &mr, &rr);
+        if (fabs((double)rs[m] - rr) > 1e-5 * fabs((double)rr))
+            fail_msg("%s: rsigma[%lld] = %.9g, reference %.9g", describe(c), (long long)m,
+                     rs[m], rr);
+        double tol = 1e-5 * (fabs((double)mr) + 1.0 / rr); /* mu relative to the row's scale */
+        if (c->norm == QF_NORM_LAYERNORM && fabs((double)mu[m] - mr) > tol)
+            fail_msg("%s: mu[%lld] = %.9g, reference %.9g", describe(c), (long long)m, mu[m], mr);
+    }
+}
+
+/* Reference outputs: buffers of copies not requested keep the poison, like the device's. */
+typedef struct nv_expect {
+    uint8_t *row, *srow, *col, *scol;
+    float amr, amc;
+} nv_expect;
+
+static void nv_reference(const qcase *c, const nv_bufs *B, nv_expect *e) {
+    const int64_t M = c->M, K = c->K;
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    e->row = malloc(B->row.bytes), e->col = malloc(B->col.bytes);
+    e->srow = malloc(B->srb), e->scol = malloc(B->scb);
+    memset(e->row, QF_TEST_POISON, B->row.bytes), memset(e->col, QF_TEST_POISON, B->col.bytes);
+    memset(e->srow, QF_TEST_POISON, B->srb), memset(e->scol, QF_TEST_POISON, B->scb);
+    memset(&e->amr, QF_TEST_POISON, 4), memset(&e->amc, QF_TEST_POISON, 4);
+    qf_nvfp4_src src = {.norm = norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt, .x = B->x.h,
+                        .gamma = norm ? B->g.h : NULL, .beta = ln && norm ? B->b.h : NULL,
+                        .M = M, .K = K, .eps = 1e-5f,
+                        .mu_in = norm == QF_NORM_LAYERNORM ? B->mu.h : NULL,
+                        .rsigma_in = norm ? B->rs.h : NULL};
+    const qf_nvfp4_opts o = opts_of(c);
+    qf_nvfp4_out out = {.row = e->row, .scale_row = e->srow, .col = e->col, .scale_col = e->scol,
+                        .amax_row = o.rowwise ? &e->amr : NULL,
+                        .amax_col = o.columnwise ? &e->amc : NULL};
+    if (qf_quantize_nvfp4_ref(&src, &o, &out) != QF_OK)
+        fail_msg("%s: reference failed: %s", describe(c), qf_last_error());
+}
+
+static void nv_expect_free(nv_expect *e) {
+    free(e->row), free(e->col), free(e->srow), free(e->scol);
+}
+
+/* Every byte of every output, padding and unrequested copies included; amaxes bit for bit. */
+static void nv_compare(const qcase *c, const nv_bufs *B, const nv_expect *e) {
+    expect_bytes(c, "rowwise data", e->row, B->row.h, B->row.bytes);
+    expect_bytes(c, "rowwise scales", e->srow, B->srow.h, B->srb);
+    expect_bytes(c, "columnwise data", e->col, B->col.h, B->col.bytes);
+    expect_bytes(c, "columnwise scales", e->scol, B->scol.h, B->scb);
+    const float wantf[2] = {e->amr, e->amc};
+    float gotf[2];
+    memcpy(&gotf[0], B->amr.h, 4), memcpy(&gotf[1], B->amc.h, 4);
+    for (int i = 0; i < 2; i++) {
+        uint32_t w, g;
+        memcpy(&w, &wantf[i], 4), memcpy(&g, &gotf[i], 4);
+        if (w != g)
+            fail_msg("%s: amax_%s is 0x%08X (%.9g), expected 0x%08X (%.9g)", describe(c),
+                     i ? "columnwise" : "rowwise", g, gotf[i], w, wantf[i]);
+    }
+}
+
+/* The family's hook (every role): run, check the statistics, compare with the reference. */
+static void nv_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    nv_bufs B;
+    nv_expect e;
+    nv_bufs_alloc(c, &B);
+    nv_make_inputs(c, &B, seed);
+    nv_run_op(ctx, c, &B);
+    nv_check_stats(c, &B);
+    nv_reference(c, &B, &e);
+    nv_compare(c, &B, &e);
+    nv_expect_free(&e);
+    nv_bufs_free(&B);
+    g_cases[c->recipe->family]++;
+}
+
+/* }=====================================================================} */
+
+#endif /* QF_TEST_GPU_QUANTIZE_H */
