@@ -272,10 +272,11 @@ static void nv_lt_descriptors(void) {
 /* {===================================================================== the hooks table */
 
 /* One row per family; an empty row: no GEMM hooks yet (its recipes are skipped with a message).
- * fp8_current (SPEC 2.2) runs the per-tensor FP8 GEMM: its row can be fp8_delayed's, with its
- * own summary line. */
+ * fp8_current (SPEC 2.2) runs the per-tensor FP8 GEMM: fp8_delayed's row, its own summary. */
 static const gemm_hooks kHooks[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_DELAYED] = {.summary = "test_gpu_fp8_gemm: %d cases checked\n",
+                               .check = fp8_check, .plan = &kFp8Plan},
+    [QF_FAMILY_FP8_CURRENT] = {.summary = "test_gpu_fp8_current_gemm: %d cases checked\n",
                                .check = fp8_check, .plan = &kFp8Plan},
     [QF_FAMILY_MXFP8] = {.summary = "test_gpu_mxfp8_gemm: %d cases checked\n",
                          .check = mx_check, .plan = &kMxPlan,

@@ -45,7 +45,8 @@ static double rel_err(const double *ref, const uint16_t *y_bf16, int64_t n) {
     return sqrt(num / den);
 }
 
-/* One FP8 GEMM of random E4M3 operands (per-tensor scale_inv 1/64 and 1/96) against fp64. */
+/* One FP8 GEMM of random E4M3 operands (per-tensor scale_inv 1/64 and 1/96) against fp64, under
+ * a per-tensor recipe (delayed or current scaling: the same cuBLASLt GEMM). */
 static void fp8_gemm_case(qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t N, int64_t K,
                           int with_bias, uint64_t seed) {
     dual a = dual_alloc((size_t)M * K), b = dual_alloc((size_t)N * K);
@@ -86,7 +87,7 @@ static void fp8_gemm_case(qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t 
     dual *all[] = {&a, &b, &y, &bias, &sa, &sb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dual_free(all[i]);
-    g_cases[QF_FAMILY_FP8_DELAYED]++;
+    g_cases[recipe_of(recipe)->family]++;
 }
 
 /* }=====================================================================} */

@@ -205,18 +205,14 @@ static const quant_plan kNvQuantize = {kNvQShapes, COUNTOF(kNvQShapes), 4, nv_va
 
 /* {===================================================================== the hooks table */
 
-/* One row per family, NULL run: no hooks yet (its recipes are skipped with a message).
- * fp8_current (SPEC 2.2) is a few lines: a run function next to fp8_run in test_gpu_quantize.h
- * that fills the per-tensor FP8 slots (ROWWISE_DATA, COLUMNWISE_DATA, AMAX, SCALE_INV), passes no
- * scale to qf_quantize and compares with qf_norm_quantize_fp8_current_ref (the kernel's mu and
- * rsigma as mu_in / rsigma_in) or qf_quantize_fp8_current_ref (runtime/ref/ref_fp8_current.h),
- * opts from the recipe (fmt[role], amax_epsilon, power_2_scales), bit for bit; then the row
- *   [QF_FAMILY_FP8_CURRENT] = {.summary = "gpu_fp8_current: %d cases checked against the C "
- *                              "references\n", .run = fc_run, .nq = &kFp8Nq,
- *                              .options = &kFp8Options, .quantize = &kFp8Quantize}, */
+/* One row per family, NULL run: no hooks yet (its recipes are skipped with a message). A family
+ * is a run function (test_gpu_quantize.h) and its plans; fp8_current shares fp8_delayed's. */
 static const quant_hooks kHooks[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_DELAYED] = {"gpu_fp8: %d cases checked against the C references\n", fp8_run,
                                &kFp8Nq, &kFp8Options, &kFp8Quantize},
+    [QF_FAMILY_FP8_CURRENT] = {"gpu_fp8_current: %d cases checked bit for bit against the C "
+                               "reference\n",
+                               fp8_run, &kFp8Nq, &kFp8Options, &kFp8Quantize},
     [QF_FAMILY_MXFP8] = {"gpu_mxfp8: %d cases checked bit for bit against the C reference\n",
                          mx_run, &kMxNq, &kMxOptions, &kMxQuantize},
     [QF_FAMILY_NVFP4] = {"gpu_nvfp4: %d cases checked bit for bit against the C reference\n",

@@ -17,6 +17,7 @@
 
 #include "qfuse.h"
 #include "ref.h"
+#include "ref_fp8_current.h"
 #include "ref_mx.h"
 #include "ref_nvfp4.h"
 
@@ -139,7 +140,20 @@ static void fp8_check_stats(const qcase *c, const void *x, const float *mu, cons
     free(rs_ref);
 }
 
-/* Norm + quantize of the input (rowwise and/or the transposed columnwise copy). */
+/* 1 when c runs under current scaling (the scale from the tensor's own amax, SPEC 2.2). */
+static int fp8_current(const qcase *c) {
+    return c->recipe->family == QF_FAMILY_FP8_CURRENT;
+}
+
+/* The scale current scaling takes from amax under c's recipe, for element format fmt. */
+static float fp8_current_scale(const qcase *c, float amax, qf_dtype fmt) {
+    return qf_fp8_current_scale_ref(amax, c->recipe->amax_epsilon, c->recipe->power_2_scales,
+                                    fmt);
+}
+
+/* Norm + quantize of the input (rowwise and/or the transposed columnwise copy), under delayed
+ * scaling (the given scale) or current scaling (the scale from the kernel's amax, which must be
+ * the reference's for the kernel's own mu and rsigma). */
 static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     const int64_t M = c->M, K = c->K, n = M * K;
     dual x = dual_alloc((size_t)n * qf_dtype_size(c->xdt));
@@ -173,15 +187,21 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     out.t[QF_SLOT_RSIGMA] = trs;
     const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
                              .gamma = tg, .beta = is_ln ? tb : (qf_tensor){0}};
-    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, QF_ROLE_INPUT, &tx, &nd, scale.d, NULL, &out,
-                              NULL));
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, QF_ROLE_INPUT, &tx, &nd,
+                              fp8_current(c) ? NULL : scale.d, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual_down(&row), dual_down(&col), dual_down(&mu), dual_down(&rs);
     dual_down(&amax), dual_down(&sinv);
 
     fp8_check_stats(c, x.h, mu.h, rs.h);
     uint8_t *rrow = malloc((size_t)n);
-    float ramax = ref_rows(c, x.h, g.h, b.h, is_ln ? mu.h : NULL, rs.h, *(float *)scale.h, rrow);
+    const float *kmu = is_ln ? mu.h : NULL;
+    float s = *(float *)scale.h;
+    float ramax = ref_rows(c, x.h, g.h, b.h, kmu, rs.h, s, rrow);
+    if (fp8_current(c)) { /* the scale of the amax of the same y, then the cast (SPEC 2.2) */
+        s = fp8_current_scale(c, ramax, QF_DTYPE_E4M3);
+        ref_rows(c, x.h, g.h, b.h, kmu, rs.h, s, rrow);
+    }
     if (c->outputs & QF_OUT_ROWWISE)
         assert_int_equal(count_mismatches(rrow, row.h, n), 0);
     else
@@ -191,7 +211,7 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     else
         assert_int_equal(count_not_poison(col.h, n, 0xCD), 0);
     assert_memory_equal(&ramax, amax.h, 4);
-    float want_sinv = 1.0f / *(float *)scale.h;
+    float want_sinv = qf_fp8_scale_inv_ref(s);
     assert_memory_equal(&want_sinv, sinv.h, 4);
     free(rrow);
     dual *all[] = {&x, &g, &b, &row, &col, &mu, &rs, &amax, &sinv, &scale};
@@ -205,7 +225,7 @@ static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     const qf_dtype xdt = c->xdt;
     const int64_t M = c->M, K = c->K, n = M * K;
     const unsigned outputs = c->outputs;
-    const qf_dtype fmt = role == QF_ROLE_GRAD ? QF_DTYPE_E5M2 : QF_DTYPE_E4M3; /* hybrid */
+    const qf_dtype fmt = c->recipe->fmt[role]; /* hybrid: E4M3 weights, E5M2 gradients */
     dual x = dual_alloc((size_t)n * qf_dtype_size(xdt)), row = dual_alloc((size_t)n);
     dual col = dual_alloc((size_t)n), amax = dual_alloc(4), sinv = dual_alloc(4);
     dual scale = dual_alloc(4);
@@ -222,13 +242,21 @@ static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     out.t[QF_SLOT_SCALE_INV] = tv(&sinv, QF_DTYPE_FP32, 1, 1, 0);
     if (outputs & QF_OUT_COLUMNWISE)
         out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, fmt, 2, K, M);
-    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, role, &tx, NULL, scale.d, NULL, &out, NULL));
+    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, role, &tx, NULL,
+                              fp8_current(c) ? NULL : scale.d, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
-    dual_down(&row), dual_down(&col), dual_down(&amax);
+    dual_down(&row), dual_down(&col), dual_down(&amax), dual_down(&sinv);
     uint8_t *rrow = malloc((size_t)n), *rcol = malloc((size_t)n);
-    float ramax = 0.0f;
-    qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL, NULL,
-                             *(float *)scale.h, fmt, rrow, rcol, NULL, NULL, &ramax);
+    float ramax = 0.0f, s = *(float *)scale.h;
+    qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL, NULL, s,
+                             fmt, rrow, rcol, NULL, NULL, &ramax);
+    if (fp8_current(c)) { /* the amax above does not depend on the scale (SPEC 2.2) */
+        s = fp8_current_scale(c, ramax, fmt);
+        qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL,
+                                 NULL, s, fmt, rrow, rcol, NULL, NULL, &ramax);
+        const float want_sinv = qf_fp8_scale_inv_ref(s);
+        assert_memory_equal(&want_sinv, sinv.h, 4);
+    }
     assert_int_equal(count_mismatches(rrow, row.h, n), 0);
     if (outputs & QF_OUT_COLUMNWISE)
         assert_int_equal(count_mismatches(rcol, col.h, n), 0);
