@@ -15,10 +15,10 @@ KEY = ("kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N")
 
 
 def load(path):
-    """The timed rows of a qfuse-bench CSV, keyed by KEY (later duplicates win)."""
+    """The timed rows of a qfuse-bench CSV (its '#' lines are run metadata), keyed by KEY."""
     rows = {}
     with open(path, newline="") as f:
-        for r in csv.DictReader(f):
+        for r in csv.DictReader(line for line in f if not line.startswith("#")):
             us = r.get("us_median", "")
             if us:
                 rows[tuple(r.get(k, "") for k in KEY)] = float(us)
