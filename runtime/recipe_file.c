@@ -126,3 +126,7 @@ const qf_recipe *qf_recipe_file_load(const char *path) {
     pthread_mutex_unlock(&qf_recipe_file_lock);
     return r;
 }
+
+const qf_recipe *qf_recipe_find(const char *name) {
+    return qf_recipe_is_path(name) ? qf_recipe_file_load(name) : qf_registry_recipe(name);
+}

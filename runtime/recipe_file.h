@@ -17,4 +17,8 @@ QF_INTERNAL int qf_recipe_is_path(const char *s);
  * message names the file and the field, as qfuse-gen --check does). */
 QF_INTERNAL const qf_recipe *qf_recipe_file_load(const char *path);
 
+/* The recipe an op names: a recipe file when name is a path (qf_recipe_is_path), else the
+ * built-in recipe of that name (qf_registry_recipe). NULL with the error set as those say. */
+QF_INTERNAL const qf_recipe *qf_recipe_find(const char *name);
+
 #endif /* QF_RECIPE_FILE_H */

@@ -1,15 +1,11 @@
 /* registry.c: lookups in the generated registry (out/registry.c): recipes by name, kernels by
- * (recipe, op, role, norm, zero_centered_gamma, input dtype). A recipe "name" that is a path to a
- * .lua file is loaded from that file (recipe_file.c). Both return entry pointers, so that
+ * (recipe, op, role, norm, zero_centered_gamma, input dtype). Recipe files are recipe_file.c's. Both return entry pointers, so that
  * entries from outside the static arrays (recipes loaded at run time) can be handed out alike. */
 #include <string.h>
 
 #include "ctx.h"
-#include "recipe_file.h"
 
 const qf_recipe *qf_registry_recipe(const char *name) {
-    if (qf_recipe_is_path(name))
-        return qf_recipe_file_load(name);
     for (int i = 0; name && i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];

@@ -32,7 +32,7 @@ static void test_same_as_generator(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     const char *path = qf_test_dir_write(d.path, "user_mx.lua", qf_test_mx_text);
-    const qf_recipe *r = qf_registry_recipe(path);
+    const qf_recipe *r = qf_recipe_find(path);
     assert_non_null(r);
     assert_string_equal(r->name, "user_mx");
     assert_string_equal(r->path, path);
@@ -75,10 +75,10 @@ static void test_loaded_once(void **state) {
     const char *path = qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4'}");
     char copy[512];
     snprintf(copy, sizeof copy, "%s", path);
-    const qf_recipe *a = qf_registry_recipe(copy);
+    const qf_recipe *a = qf_recipe_find(copy);
     assert_non_null(a);
     qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4', rht_grad = false}");
-    assert_ptr_equal(qf_registry_recipe(copy), a);
+    assert_ptr_equal(qf_recipe_find(copy), a);
     /* The defaults of a bare nvfp4 recipe are the shipped nvfp4.lua's. */
     assert_string_equal(a->options, qf_test_builtin("nvfp4")->options);
     assert_int_equal(a->n_kernels, qf_test_builtin("nvfp4")->n_kernels);
@@ -92,7 +92,7 @@ static void test_shapes(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     const qf_recipe *r =
-        qf_registry_recipe(qf_test_dir_write(d.path, "sh.lua", "return {family = 'fp8_delayed'}"));
+        qf_recipe_find(qf_test_dir_write(d.path, "sh.lua", "return {family = 'fp8_delayed'}"));
     assert_non_null(r);
     const qf_recipe *b = qf_test_builtin("fp8_delayed");
     for (int role = 0; role < QF_ROLE_COUNT; role++) {
@@ -118,7 +118,7 @@ static void test_jit_compiles(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
-    const qf_recipe *r = qf_registry_recipe(qf_test_dir_write(d.path, "jit_mx.lua", qf_test_mx_text));
+    const qf_recipe *r = qf_recipe_find(qf_test_dir_write(d.path, "jit_mx.lua", qf_test_mx_text));
     assert_non_null(r);
     const qf_kernel_entry *k =
         qf_registry_kernel(r, QF_OP_QUANTIZE, QF_ROLE_GRAD, QF_NORM_NONE, 0, QF_DTYPE_BF16);
@@ -145,7 +145,7 @@ static void test_errors(void **state) {
     qf_test_dir_make(&d, "recipe_file");
     char missing[300];
     snprintf(missing, sizeof missing, "%s/absent.lua", d.path);
-    assert_null(qf_registry_recipe(missing));
+    assert_null(qf_recipe_find(missing));
     assert_non_null(strstr(qf_last_error(), "cannot open"));
     assert_non_null(strstr(qf_last_error(), "absent.lua"));
     static const struct {
@@ -159,12 +159,12 @@ static void test_errors(void **state) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *path = qf_test_dir_write(d.path, bad[i].file, bad[i].text);
-        assert_null(qf_registry_recipe(path));
+        assert_null(qf_recipe_find(path));
         if (!strstr(qf_last_error(), bad[i].msg) || !strstr(qf_last_error(), bad[i].file))
             fail_msg("%s: got '%s', want '%s'", bad[i].file, qf_last_error(), bad[i].msg);
     }
     /* Not a path: looked up among the built-in recipes only. */
-    assert_null(qf_registry_recipe("no_such_recipe"));
+    assert_null(qf_recipe_find("no_such_recipe"));
     assert_non_null(strstr(qf_last_error(), "recipe 'no_such_recipe' not found"));
     assert_int_equal(qf_recipe_is_path("mxfp8"), 0);
     assert_int_equal(qf_recipe_is_path("mxfp8.lua"), 1);

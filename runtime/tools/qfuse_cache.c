@@ -500,7 +500,7 @@ static int qf_warm_select(qf_warm *w, const qf_recipe *r) {
 static int qf_warm_recipe(const char *name, qf_warm *w) {
     if (name[0] == '-')
         return qf_tool_usage_error("warm: unknown option '%s'", name);
-    const qf_recipe *r = qf_registry_recipe(name);
+    const qf_recipe *r = qf_recipe_find(name);
     if (!r && qf_recipe_is_path(name))
         return qf_tool_usage_error("warm: %s", qf_last_error());
     if (!r) {
