@@ -8,6 +8,7 @@
 
 int qf_gen_fail(qf_gen_err *e, const char *fmt, ...) {
     if (e) {
+        e->kind = QF_GEN_ERR_INVALID;
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);

@@ -13,9 +13,18 @@
 
 #define QF_GEN_BANNER_DASH "\xe2\x80\x94" /* U+2014 EM DASH, UTF-8: generated files' banner */
 
+/* What kind of failure a qf_gen_err records. ORDER GEN_ERR */
+typedef enum qf_gen_err_kind {
+    QF_GEN_ERR_INVALID = 0,     /* bad input: a recipe or template that breaks a rule */
+    QF_GEN_ERR_NO_FILE = 1,     /* a file that cannot be opened */
+    QF_GEN_ERR_UNSUPPORTED = 2, /* a valid request not implemented (a reserved family) */
+    QF_GEN_ERR_KIND_COUNT
+} qf_gen_err_kind;
+
 /* The message of a failed generator step ("recipes/x.lua: field 'margin' (...)"). */
 typedef struct qf_gen_err {
     char msg[4096];
+    qf_gen_err_kind kind; /* what failed, for callers that map it to a status (the runtime) */
 } qf_gen_err;
 
 /* Formats the message into e (when e is not NULL) and returns -1, so callers write

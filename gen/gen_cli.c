@@ -223,7 +223,7 @@ static int qf_gen_fields(FILE *out, FILE *err) {
 static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
     qf_gen_plan plan;
     qf_gen_files files;
-    qf_gen_err e = {{0}};
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     if (qf_gen_plan_build(&plan, &a->opts, a->recipes, a->n_recipes, &e) != 0) {
         fprintf(err, "qfuse-gen: %s\n", e.msg);
         if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))

@@ -56,6 +56,7 @@ typedef struct qf_gen_sandbox {
     unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
+    int unsupported; /* the recipe names a family that is not implemented */
     qf_recipe *out;
 } qf_gen_sandbox;
 
@@ -383,12 +384,14 @@ static void qf_gen_read_field(lua_State *L, const qf_gen_sandbox *sb, const qf_f
 
 /* Reads `family`, then every field of its schema (defaults for the absent ones), then the
  * family's cross-field rules. */
-static void qf_gen_read_recipe(lua_State *L, const qf_gen_sandbox *sb) {
+static void qf_gen_read_recipe(lua_State *L, qf_gen_sandbox *sb) {
     qf_recipe *r = sb->out;
     r->family = (qf_family)qf_gen_field_option(L, sb, "family", QF_ENUM_FAMILY, 0, -1);
     const qf_family_traits *t = &qf_families[r->family];
-    if (!t->implemented)
+    if (!t->implemented) {
+        sb->unsupported = 1;
         luaL_error(L, "%s: family '%s' is not implemented yet", sb->path, t->name);
+    }
     qf_gen_check_unknown(L, sb, t);
     qf_gen_field_string(L, sb, "description", r->description, sizeof r->description);
     memcpy(r->fmt, t->fmt, sizeof r->fmt);
@@ -501,6 +504,8 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
     lua_pushlightuserdata(L, &sb);
     int st = lua_pcall(L, 1, 0, 1);
     int rc = st == LUA_OK ? 0 : qf_gen_recipe_error(L, st, &sb, e);
+    if (rc && e)
+        e->kind = sb.unsupported ? QF_GEN_ERR_UNSUPPORTED : QF_GEN_ERR_INVALID;
     lua_close(L);
     if (rc == 0)
         qf_gen_recipe_options(out, out->options, sizeof out->options);
@@ -511,8 +516,12 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
  * O_NONBLOCK: opening a FIFO must not wait for a writer. Returns the fd, or -1 with e set. */
 static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return qf_gen_fail(e, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) {
+        qf_gen_fail(e, "cannot open %s: %s", path, strerror(errno));
+        if (e)
+            e->kind = QF_GEN_ERR_NO_FILE;
+        return -1;
+    }
     struct stat st;
     const char *why = NULL;
     if (fstat(fd, &st) != 0)

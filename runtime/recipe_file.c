@@ -106,27 +106,41 @@ static const qf_recipe *qf_recipe_file_find(const char *path) {
     return NULL;
 }
 
-const qf_recipe *qf_recipe_file_load(const char *path) {
+/* The status of a failed load: a missing file is QF_ERR_NOT_FOUND, a reserved family
+ * QF_ERR_UNSUPPORTED, anything else a bad recipe (QF_ERR_INVALID_ARG). */
+static qf_status qf_recipe_file_status(const qf_gen_err *e) {
+    switch (e->kind) {
+    case QF_GEN_ERR_NO_FILE:
+        return QF_ERR_NOT_FOUND;
+    case QF_GEN_ERR_UNSUPPORTED:
+        return QF_ERR_UNSUPPORTED;
+    default:
+        return QF_ERR_INVALID_ARG;
+    }
+}
+
+qf_status qf_recipe_file_load(const char *path, const qf_recipe **out) {
+    qf_status s = QF_OK;
     pthread_mutex_lock(&qf_recipe_file_lock);
-    const qf_recipe *r = qf_recipe_file_find(path);
-    if (!r) {
-        qf_gen_err e = {{0}};
+    *out = qf_recipe_file_find(path);
+    if (!*out) {
+        qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
         qf_loaded_recipe *lr = qf_recipe_file_build(path, &e);
         if (lr) {
             lr->next = qf_recipe_files;
             qf_recipe_files = lr;
-            r = &lr->r;
+            *out = &lr->r;
         } else {
-            /* NOTES: a file that cannot be opened is "not found"; anything else is a bad recipe. */
-            qf_set_error(strncmp(e.msg, "cannot open ", 12) == 0 ? QF_ERR_NOT_FOUND
-                                                                 : QF_ERR_INVALID_ARG,
-                         "%s", e.msg);
+            s = qf_set_error(qf_recipe_file_status(&e), "%s", e.msg);
         }
     }
     pthread_mutex_unlock(&qf_recipe_file_lock);
-    return r;
+    return s;
 }
 
-const qf_recipe *qf_recipe_find(const char *name) {
-    return qf_recipe_is_path(name) ? qf_recipe_file_load(name) : qf_registry_recipe(name);
+qf_status qf_recipe_find(const char *name, const qf_recipe **out) {
+    if (qf_recipe_is_path(name))
+        return qf_recipe_file_load(name, out);
+    *out = qf_registry_recipe(name);
+    return *out ? QF_OK : QF_ERR_NOT_FOUND;
 }

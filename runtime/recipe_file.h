@@ -12,13 +12,15 @@ QF_INTERNAL int qf_recipe_is_path(const char *s);
 /* The recipe of the file at path, loaded, validated and expanded into its kernel variants on the
  * first call for that path (the same sandbox, schema, variants and preludes as qfuse-gen), then
  * returned again as is: a process reads each path once. The recipe and its kernels are owned by
- * qfuse and live until the process ends. Thread-safe. Returns NULL and sets the error:
- * QF_ERR_NOT_FOUND (the file cannot be opened), QF_ERR_INVALID_ARG (not a valid recipe: the
- * message names the file and the field, as qfuse-gen --check does). */
-QF_INTERNAL const qf_recipe *qf_recipe_file_load(const char *path);
+ * qfuse and live until the process ends; *out points to it. Thread-safe. Errors (message set,
+ * *out NULL): QF_ERR_NOT_FOUND (the file cannot be opened), QF_ERR_UNSUPPORTED (a family that is
+ * not implemented yet), QF_ERR_INVALID_ARG (not a valid recipe: the message names the file and
+ * the field, as qfuse-gen --check does). */
+QF_INTERNAL qf_status qf_recipe_file_load(const char *path, const qf_recipe **out);
 
-/* The recipe an op names: a recipe file when name is a path (qf_recipe_is_path), else the
- * built-in recipe of that name (qf_registry_recipe). NULL with the error set as those say. */
-QF_INTERNAL const qf_recipe *qf_recipe_find(const char *name);
+/* The recipe an op names, into *out: a recipe file when name is a path (qf_recipe_is_path), else
+ * the built-in recipe of that name (qf_registry_recipe: QF_ERR_NOT_FOUND when absent). Errors
+ * as those two say. */
+QF_INTERNAL qf_status qf_recipe_find(const char *name, const qf_recipe **out);
 
 #endif /* QF_RECIPE_FILE_H */

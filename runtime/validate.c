@@ -121,8 +121,7 @@ qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recip
     qf_clear_error();
     if (!ctx || !recipe)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
-    *r = qf_recipe_find(recipe);
-    return *r ? QF_OK : QF_ERR_NOT_FOUND;
+    return qf_recipe_find(recipe, r);
 }
 
 qf_status qf_family_unsupported(const char *op, const qf_recipe *r) {

@@ -165,7 +165,7 @@ static void test_hostile_buffer(void **state) {
     const qf_hostile_case *c = *state;
     qf_gen_limits lim = {.mem_bytes = c->mem_bytes};
     qf_recipe r;
-    qf_gen_err e = {{0}};
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     char want[1024];
     size_t len = c->len ? c->len : strlen(c->text);
     int rc = qf_gen_recipe_load_buffer(QF_HOSTILE_PATH, c->text, len, &lim, &r, &e);
@@ -337,7 +337,7 @@ static const qf_gen_opts qf_replay_opts = {
  * through the whole generator, from the file too, to files with a banner and no NUL byte. */
 static void qf_test_replay(const char *dir, const char *text, size_t len, const char *what) {
     qf_recipe r;
-    qf_gen_err e = {{0}};
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     char path[512];
     if (qf_gen_recipe_load_buffer("fuzz.lua", text, len, &qf_replay_opts.limits, &r, &e) != 0) {
         if (strncmp(e.msg, "fuzz.lua", 8) != 0)

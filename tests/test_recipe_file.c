@@ -16,6 +16,17 @@ static const char qf_test_mx_text[] =
     "return {family = 'mxfp8', grad_format = 'e5m2', scale_rounding = 'floor',\n"
     "        weight_2d = true, description = 'MXFP8, E5M2 gradients, OCP rounding'}\n";
 
+/* qf_recipe_find of name, which must answer status want; the recipe (NULL on an error). */
+static const qf_recipe *qf_test_find(const char *name, qf_status want) {
+    const qf_recipe *r = (const qf_recipe *)1;
+    qf_status s = qf_recipe_find(name, &r);
+    if (s != want)
+        fail_msg("%s: status %s (%s), want %s", name, qf_status_name(s), qf_last_error(),
+                 qf_status_name(want));
+    assert_true(want == QF_OK ? r != NULL : r == NULL);
+    return r;
+}
+
 /* The built-in recipe of that name. */
 static const qf_recipe *qf_test_builtin(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
@@ -32,7 +43,7 @@ static void test_same_as_generator(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     const char *path = qf_test_dir_write(d.path, "user_mx.lua", qf_test_mx_text);
-    const qf_recipe *r = qf_recipe_find(path);
+    const qf_recipe *r = qf_test_find(path, QF_OK);
     assert_non_null(r);
     assert_string_equal(r->name, "user_mx");
     assert_string_equal(r->path, path);
@@ -75,10 +86,10 @@ static void test_loaded_once(void **state) {
     const char *path = qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4'}");
     char copy[512];
     snprintf(copy, sizeof copy, "%s", path);
-    const qf_recipe *a = qf_recipe_find(copy);
+    const qf_recipe *a = qf_test_find(copy, QF_OK);
     assert_non_null(a);
     qf_test_dir_write(d.path, "once.lua", "return {family = 'nvfp4', rht_grad = false}");
-    assert_ptr_equal(qf_recipe_find(copy), a);
+    assert_ptr_equal(qf_test_find(copy, QF_OK), a);
     /* The defaults of a bare nvfp4 recipe are the shipped nvfp4.lua's. */
     assert_string_equal(a->options, qf_test_builtin("nvfp4")->options);
     assert_int_equal(a->n_kernels, qf_test_builtin("nvfp4")->n_kernels);
@@ -92,7 +103,7 @@ static void test_shapes(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     const qf_recipe *r =
-        qf_recipe_find(qf_test_dir_write(d.path, "sh.lua", "return {family = 'fp8_delayed'}"));
+        qf_test_find(qf_test_dir_write(d.path, "sh.lua", "return {family = 'fp8_delayed'}"), QF_OK);
     assert_non_null(r);
     const qf_recipe *b = qf_test_builtin("fp8_delayed");
     for (int role = 0; role < QF_ROLE_COUNT; role++) {
@@ -118,7 +129,8 @@ static void test_jit_compiles(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "recipe_file");
     setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
-    const qf_recipe *r = qf_recipe_find(qf_test_dir_write(d.path, "jit_mx.lua", qf_test_mx_text));
+    const qf_recipe *r =
+        qf_test_find(qf_test_dir_write(d.path, "jit_mx.lua", qf_test_mx_text), QF_OK);
     assert_non_null(r);
     const qf_kernel_entry *k =
         qf_registry_kernel(r, QF_OP_QUANTIZE, QF_ROLE_GRAD, QF_NORM_NONE, 0, QF_DTYPE_BF16);
@@ -145,26 +157,31 @@ static void test_errors(void **state) {
     qf_test_dir_make(&d, "recipe_file");
     char missing[300];
     snprintf(missing, sizeof missing, "%s/absent.lua", d.path);
-    assert_null(qf_recipe_find(missing));
+    qf_test_find(missing, QF_ERR_NOT_FOUND);
     assert_non_null(strstr(qf_last_error(), "cannot open"));
     assert_non_null(strstr(qf_last_error(), "absent.lua"));
     static const struct {
         const char *file, *text, *msg;
+        qf_status status;
     } bad[] = {
-        {"f.lua", "return {family = 'mxfp8', margin = 1}", "unknown field 'margin'"},
-        {"g.lua", "return {family = 'nvfp4', rht_seed = -3}", "field 'rht_seed' (value -3"},
-        {"h.lua", "return {family = 'fp8_block'}", "family 'fp8_block' is not implemented"},
-        {"i.lua", "while true do end", "instruction budget"},
-        {"Bad-Name.lua", "return {family = 'mxfp8'}", "must match [a-z0-9_]+"},
+        {"f.lua", "return {family = 'mxfp8', margin = 1}", "unknown field 'margin'",
+         QF_ERR_INVALID_ARG},
+        {"g.lua", "return {family = 'nvfp4', rht_seed = -3}", "field 'rht_seed' (value -3",
+         QF_ERR_INVALID_ARG},
+        {"h.lua", "return {family = 'fp8_block'}", "family 'fp8_block' is not implemented",
+         QF_ERR_UNSUPPORTED},
+        {"i.lua", "while true do end", "instruction budget", QF_ERR_INVALID_ARG},
+        {"Bad-Name.lua", "return {family = 'mxfp8'}", "must match [a-z0-9_]+",
+         QF_ERR_INVALID_ARG},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *path = qf_test_dir_write(d.path, bad[i].file, bad[i].text);
-        assert_null(qf_recipe_find(path));
+        qf_test_find(path, bad[i].status);
         if (!strstr(qf_last_error(), bad[i].msg) || !strstr(qf_last_error(), bad[i].file))
             fail_msg("%s: got '%s', want '%s'", bad[i].file, qf_last_error(), bad[i].msg);
     }
     /* Not a path: looked up among the built-in recipes only. */
-    assert_null(qf_recipe_find("no_such_recipe"));
+    qf_test_find("no_such_recipe", QF_ERR_NOT_FOUND);
     assert_non_null(strstr(qf_last_error(), "recipe 'no_such_recipe' not found"));
     assert_int_equal(qf_recipe_is_path("mxfp8"), 0);
     assert_int_equal(qf_recipe_is_path("mxfp8.lua"), 1);

@@ -496,13 +496,17 @@ static int qf_warm_select(qf_warm *w, const qf_recipe *r) {
 }
 
 /* A recipe name, or the path of a recipe file (loaded and validated as the runtime does): adds
- * it to the selection. Returns -1, or the exit status (2) when unknown or invalid. */
+ * it to the selection. Returns -1, or the exit status: 2 for an unknown name, 1 for a recipe
+ * file that cannot be read or is invalid. */
 static int qf_warm_recipe(const char *name, qf_warm *w) {
     if (name[0] == '-')
         return qf_tool_usage_error("warm: unknown option '%s'", name);
-    const qf_recipe *r = qf_recipe_find(name);
-    if (!r && qf_recipe_is_path(name))
-        return qf_tool_usage_error("warm: %s", qf_last_error());
+    const qf_recipe *r = NULL;
+    qf_status s = qf_recipe_find(name, &r);
+    if (s != QF_OK && qf_recipe_is_path(name)) { /* a bad file is a failure, not bad usage */
+        fprintf(stderr, "qfuse-cache: warm: %s\n", qf_last_error());
+        return 1;
+    }
     if (!r) {
         char known[512] = "";
         for (int i = 0, len = 0; i < qf_recipe_count && len < (int)sizeof known; i++)
