@@ -162,7 +162,7 @@ $(QFUSE_CACHE): $(B)/runtime/tools/qfuse_cache.o $(LIB_TOOLS) $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- tests
-$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h tests/test_gpu_quantize.h tests/test_gpu_gemm_families.h $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
+$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gen_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h tests/test_gpu_quantize.h tests/test_gpu_gemm_families.h $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB_TOOLS) $(LIB) -lcmocka $(LDLIBS_ALL)

@@ -1,0 +1,128 @@
+/* test_gen_cli.c: qfuse-gen's command line (gen_cli.c): --fields, --check, --list and its keys,
+ * usage errors and their exit codes. */
+#include "test_gen_util.h"
+
+/* ========================================================================= CLI */
+
+/* --fields prints every implemented family's schema from the families table: each field, what
+ * it accepts and the default the loader fills in; reserved families are not offered. */
+static void test_cli_fields(void **state) {
+    (void)state;
+    const char *args[] = {"--fields", NULL};
+    char *out, *err;
+    assert_int_equal(qf_test_cli(&out, &err, args), 0);
+    for (int f = 0; f < QF_FAMILY_COUNT; f++) {
+        const qf_family_traits *t = &qf_families[f];
+        char head[64];
+        snprintf(head, sizeof head, "family '%s' (%s)", t->name, t->spec);
+        assert_true((strstr(out, head) != NULL) == t->implemented);
+        for (int i = 0; t->implemented && i < t->n_fields; i++)
+            assert_non_null(strstr(out, t->fields[i].name));
+    }
+    assert_non_null(strstr(out, "amax_history_len           integer 1..8192"));
+    assert_non_null(strstr(out, "default 1024"));
+    assert_non_null(strstr(out, "'e4m3' | 'e5m2'"));
+    assert_non_null(strstr(out, "rht_seed                   integer 0..9223372036854775807"
+                                "       default none"));
+    assert_string_equal(err, "");
+    free(out), free(err);
+}
+
+static void test_cli_check_shipped(void **state) {
+    (void)state;
+    char *out, *err;
+    const char *args[] = {"--check", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua",
+                          "recipes/mxfp8_2d.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 0);
+    assert_string_equal(out, "recipes/fp8_delayed.lua: ok\nrecipes/mxfp8.lua: ok\n"
+                             "recipes/mxfp8_2d.lua: ok\n");
+    assert_string_equal(err, "");
+    free(out), free(err);
+}
+
+/* --list prints every variant with a key and writes nothing. */
+static void test_cli_list(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, outdir[512];
+    struct stat st;
+    qf_test_dir_make_gen(&d);
+    snprintf(outdir, sizeof outdir, "%s/none", d.path);
+    const char *args[] = {"--list", "-o", outdir, "--arch", "sm_100", "recipes/fp8_delayed.lua",
+                          NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 0);
+    assert_non_null(strstr(out, "keys for sm_100"));
+    assert_non_null(strstr(out, "qf_fp8_delayed_nq_rmsnorm_zcg_fp16: op=norm_quantize"));
+    int lines = 0;
+    for (const char *s = out; *s; s++)
+        lines += *s == '\n';
+    assert_int_equal(lines, 1 + 19);
+    assert_int_not_equal(stat(outdir, &st), 0);
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
+/* The key depends on the arch. */
+static void test_cli_list_arch_changes_key(void **state) {
+    (void)state;
+    char *o90, *o100, *err;
+    const char *a90[] = {"--list", "recipes/fp8_delayed.lua", NULL};
+    const char *a100[] = {"--list", "--arch=sm_100", "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&o90, &err, a90), 0);
+    free(err);
+    assert_int_equal(qf_test_cli(&o100, &err, a100), 0);
+    free(err);
+    const char *l90 = strchr(o90, '\n') + 1, *l100 = strchr(o100, '\n') + 1;
+    assert_memory_not_equal(l90, l100, 34);
+    free(o90), free(o100);
+}
+
+typedef struct qf_cli_case {
+    const char *args[6];
+    int rc;
+    const char *out_has, *err_has;
+} qf_cli_case;
+
+static void test_cli_usage(void **state) {
+    (void)state;
+    static const qf_cli_case cases[] = {
+        {{"--help", NULL}, 0, "usage: qfuse-gen", ""},
+        {{"--version", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
+        {{NULL}, 2, "", "no recipe given"},
+        {{"--bogus", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '--bogus'"},
+        {{"--arch", "90", "recipes/fp8_delayed.lua", NULL}, 2, "", "--arch '90' is not a supported"},
+        {{"--check", "--list", "recipes/fp8_delayed.lua", NULL}, 2, "", "exclusive"},
+        {{"--list", "--arch", "sm_80", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "expected sm_XX with XX in 89..199"},
+        {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
+        {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
+        {{"--check", "--include", "/nonexistent", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "/nonexistent/qf_formats.h: cannot open header"},
+        {{"--check", "recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "recipe 'fp8_delayed' is given twice"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out, *err;
+        int rc = qf_test_cli(&out, &err, cases[i].args);
+        if (rc != cases[i].rc || !strstr(out, cases[i].out_has) || !strstr(err, cases[i].err_has))
+            fail_msg("case %zu: rc %d, out '%s', err '%s'", i, rc, out, err);
+        free(out), free(err);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cli_fields),
+        cmocka_unit_test(test_cli_check_shipped),
+        cmocka_unit_test(test_cli_list),
+        cmocka_unit_test(test_cli_list_arch_changes_key),
+        cmocka_unit_test(test_cli_usage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
