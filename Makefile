@@ -262,7 +262,7 @@ install: all
 	install -m 755 $(QFUSE_GEN) $(QFUSE_CACHE) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SOLIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/registry.h $(OUT)/shapes.h \
+	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/family.h runtime/registry.h $(OUT)/shapes.h \
 	        $(DESTDIR)$(PREFIX)/include/qfuse/
 	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include
 	install -m 644 $(TEMPLATES) $(DEV_HEADERS) $(DESTDIR)$(PREFIX)/share/qfuse/templates/

@@ -229,7 +229,7 @@ static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const c
                        (lua_Number)v, (lua_Number)lo, (lua_Number)hi);
     }
     lua_pop(L, 1);
-    return (float)v;
+    return v == 0.0 ? 0.0f : (float)v; /* -0.0 is 0: one recipe, one options string and key */
 }
 
 /* Reads boolean field `name` (default def when absent). Pops the value. */

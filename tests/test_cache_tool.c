@@ -254,8 +254,18 @@ static void test_warm_recipe_file(void **state) {
     assert_int_equal(count_files(fx, "qf_user_fp8_scale_update"), 1);
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
                "0 compiled, 1 already cached", NULL);
-    expect_run(run_tool(fx, "warm", "--arch", "sm_90", bad), 2, NULL,
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", bad), 1, NULL,
                "field 'margin' (value 40 out of range 0..32)");
+}
+
+/* warm compiles a generated GEMM only for the architectures its family's row runs it on: the
+ * MXFP8 GEMM for sm_90, not for sm_100 (cuBLASLt's VEC32_UE8M0 there). */
+static void test_warm_gemm_by_arch(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 0,
+               "warm: sm_90, 1 variant: 1 compiled", NULL);
+    expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 1,
+               NULL, "no kernel of the selected recipes matches 'qf_mxfp8_gemm'");
 }
 
 /* A named architecture is compiled for, whatever the machine has. */
@@ -371,7 +381,7 @@ int main(void) {
     }
     umask(022);
     const struct CMUnitTest tests[] = {
-        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file),
+        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file), T(test_warm_gemm_by_arch),
         T(test_prune_zero_removes_all), T(test_warm_named_arch), T(test_list_invalid_and_stale),
         T(test_warm_without_disk_cache), T(test_symlink_and_directory_entries),
         T(test_remove_does_not_create), T(test_dir_option_overrides_disable),

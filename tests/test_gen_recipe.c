@@ -3,6 +3,8 @@
  * text-only chunks), and the values and options string of each family's recipes. */
 #include "test_gen_util.h"
 
+#include <math.h>
+
 #include <lauxlib.h>
 #include <lua.h>
 
@@ -322,6 +324,35 @@ static void test_recipe_mxfp8_shipped(void **state) {
     assert_string_equal(opts, QF_MX_OPTIONS_2D);
 }
 
+/* fp8_current's defaults are TE's (SPEC 2.2) and shipped as recipes/fp8_current.lua; an
+ * amax_epsilon of -0.0 is 0 (one options string, one key); a given epsilon and power_2_scales
+ * reach the recipe and the options string. */
+static void test_recipe_fp8_current(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_recipe r, shipped;
+    qf_gen_err e;
+    qf_test_dir_make(&d, "gen");
+    assert_int_equal(qf_gen_recipe_load("recipes/fp8_current.lua", NULL, &shipped, &e), 0);
+    assert_string_equal(shipped.options,
+                        "amax_epsilon=0;family=fp8_current;format=hybrid;power_2_scales=false");
+    assert_int_equal(shipped.fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
+    assert_int_equal(qf_test_load(d.path, "z.lua", "return {family = 'fp8_current', "
+                                  "amax_epsilon = -0.0}", NULL, &r, &e, NULL, 0),
+                     0);
+    assert_string_equal(r.options, shipped.options);
+    assert_false(signbit(r.amax_epsilon));
+    assert_int_equal(qf_test_load(d.path, "p.lua", "return {family = 'fp8_current', format = "
+                                  "'e4m3', amax_epsilon = 1e-12, power_2_scales = true}", NULL,
+                                  &r, &e, NULL, 0),
+                     0);
+    assert_true(r.amax_epsilon == 1e-12f && r.power_2_scales);
+    assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E4M3);
+    assert_string_equal(r.options, "amax_epsilon=9.99999996e-13;family=fp8_current;format=e4m3;"
+                                   "power_2_scales=true");
+    qf_test_dir_remove(d.path);
+}
+
 /* A bare {family = "mxfp8"} has every default: the options string still names all options. */
 static void test_recipe_mxfp8_defaults(void **state) {
     (void)state;
@@ -501,6 +532,7 @@ int main(void) {
         cmocka_unit_test(test_recipe_all_options),
         cmocka_unit_test(test_recipe_mxfp8_shipped),
         cmocka_unit_test(test_recipe_mxfp8_defaults),
+        cmocka_unit_test(test_recipe_fp8_current),
         cmocka_unit_test(test_recipe_mxfp8_all_options),
         cmocka_unit_test(test_recipe_nvfp4_data),
         cmocka_unit_test(test_recipe_nvfp4_options),

@@ -424,7 +424,11 @@ static int qf_warm_collect(qf_warm *w) {
         for (int k = 0; k < w->recipes[r]->n_kernels; k++) {
             const qf_kernel_entry *ke = &w->recipes[r]->kernels[k];
             qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
-            int keep = !w->glob || fnmatch(w->glob, ke->name, 0) == 0;
+            /* A generated GEMM only where its family's row runs it on this arch (Hopper's
+             * block-scaled GEMMs; cuBLASLt's modes on Blackwell). */
+            int keep = (ke->op != QF_OP_GEMM ||
+                        qf_family_gemm_path(ke->family, w->arch).engine == QF_GEMM_KERNEL) &&
+                       (!w->glob || fnmatch(w->glob, ke->name, 0) == 0);
             int n = keep ? qf_kernel_instances(ke, inst) : 0;
             for (int i = 0; i < n; i++)
                 w->items[w->n_items++] = (qf_warm_item){.k = ke, .inst = inst[i]};

@@ -90,7 +90,7 @@ static void qf_fuzz_write(const uint8_t *data, size_t size) {
 static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_recipe *r) {
     qf_gen_plan plan;
     qf_gen_files files;
-    qf_gen_err e = {{0}};
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     const char *paths[] = {qf_fuzz_path};
     qf_gen_opts o = qf_fuzz_opts;
     qf_fuzz_write(data, size);
@@ -109,7 +109,7 @@ static void qf_fuzz_generate(const uint8_t *data, size_t size, const qf_recipe *
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     qf_recipe r;
-    qf_gen_err e = {{0}};
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     int rc = qf_gen_recipe_load_buffer("fuzz.lua", (const char *)data, size, &qf_fuzz_opts.limits,
                                        &r, &e);
     if (rc != 0) {
