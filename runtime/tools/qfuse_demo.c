@@ -682,8 +682,8 @@ int main(int argc, char **argv) {
             run_layer(ctx, &qf_recipes[ri], &real, o.iters);
     }
     printf("\nnorm+quant: median of %d runs of the fused kernel (CUDA events). GEMM: the same;\n"
-           "cuBLASLt FP8 for fp8_delayed, the generated block-scaled kernels for MXFP8 and NVFP4\n"
-           "on Hopper (cuBLASLt's block-scaled modes on Blackwell).\n"
+           "cuBLASLt FP8 for fp8_delayed and fp8_current, the generated block-scaled kernels\n"
+           "for MXFP8 and NVFP4 on Hopper (cuBLASLt's block-scaled modes on Blackwell).\n"
            "rel err: ||y - y_ref|| / ||y_ref|| over %d rows, y_ref in fp64 from the bf16 inputs.\n"
            "fake shapes: every buffer sized by the shape functions, validated by the op, guard\n"
            "bytes after each intact.\n", o.iters, REF_ROWS);
