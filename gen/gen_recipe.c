@@ -146,6 +146,18 @@ static int qf_gen_getfield(lua_State *L, const char *name) {
     return lua_rawget(L, 1);
 }
 
+/* Pushes t[name] and returns 1 when it is present, 0 when absent (nil); raises "field 'x' (what
+ * expected, got T)" when it has another Lua type than `type`: recipes are typed, so 0/1 is no
+ * boolean and "5" no integer. */
+static int qf_gen_field_typed(lua_State *L, const qf_gen_sandbox *sb, const char *name, int type,
+                              const char *what) {
+    const int t = qf_gen_getfield(L, name);
+    if (t != LUA_TNIL && t != type)
+        luaL_error(L, "%s: field '%s' (%s expected, got %s)", sb->path, name, what,
+                   luaL_typename(L, -1));
+    return t != LUA_TNIL;
+}
+
 /* 1 when value v of enum kind is allowed by mask (0: every value). */
 static int qf_gen_allowed(unsigned allowed, int v) {
     return allowed == 0 || (v < 32 && ((allowed >> v) & 1u));
@@ -173,14 +185,12 @@ static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const ch
  * 'a', 'b' expected, got 'c')". Pops the value. */
 static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                qf_enum kind, unsigned allowed, int def) {
-    int t = qf_gen_getfield(L, name);
-    if (t == LUA_TNIL && def >= 0) {
+    if (!qf_gen_field_typed(L, sb, name, LUA_TSTRING, "string") && def >= 0) {
         lua_pop(L, 1);
         return def;
     }
-    if (t != LUA_TSTRING)
-        luaL_error(L, "%s: field '%s' (string expected, got %s)", sb->path, name,
-                   luaL_typename(L, -1));
+    if (lua_type(L, -1) != LUA_TSTRING) /* absent and required */
+        luaL_error(L, "%s: field '%s' (string expected, got nil)", sb->path, name);
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
     int v = qf_enum_find(kind, s, len);
@@ -194,13 +204,9 @@ static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const cha
  * absent. Pops the value. */
 static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                         lua_Integer lo, lua_Integer hi, lua_Integer def) {
-    int t = qf_gen_getfield(L, name);
     lua_Integer v = def;
-    if (t != LUA_TNIL) {
+    if (qf_gen_field_typed(L, sb, name, LUA_TNUMBER, "integer")) {
         int isint = 0;
-        if (t != LUA_TNUMBER) /* strings like "5" are not integers here: recipes are typed */
-            luaL_error(L, "%s: field '%s' (integer expected, got %s)", sb->path, name,
-                       luaL_typename(L, -1));
         v = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path, name);
@@ -215,12 +221,8 @@ static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, 
 /* Reads number field `name`, finite and in lo..hi (def when absent), as a float. Pops it. */
 static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                  double lo, double hi, double def) {
-    int t = qf_gen_getfield(L, name);
     double v = def;
-    if (t != LUA_TNIL) {
-        if (t != LUA_TNUMBER)
-            luaL_error(L, "%s: field '%s' (number expected, got %s)", sb->path, name,
-                       luaL_typename(L, -1));
+    if (qf_gen_field_typed(L, sb, name, LUA_TNUMBER, "number")) {
         v = (double)lua_tonumber(L, -1);
         if (v != v)
             luaL_error(L, "%s: field '%s' (a number expected, got nan)", sb->path, name);
@@ -235,13 +237,9 @@ static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const c
 /* Reads boolean field `name` (default def when absent). Pops the value. */
 static int qf_gen_field_boolean(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                 int def) {
-    int t = qf_gen_getfield(L, name), v = def;
-    if (t != LUA_TNIL) {
-        if (t != LUA_TBOOLEAN) /* 0/1 and "true" are not booleans here: recipes are typed */
-            luaL_error(L, "%s: field '%s' (boolean expected, got %s)", sb->path, name,
-                       luaL_typename(L, -1));
+    int v = def;
+    if (qf_gen_field_typed(L, sb, name, LUA_TBOOLEAN, "boolean"))
         v = lua_toboolean(L, -1);
-    }
     lua_pop(L, 1);
     return v;
 }
@@ -283,13 +281,9 @@ static int qf_gen_is_utf8(const char *s, size_t n) {
 /* Copies optional string field `name` (at most n-1 bytes) into dst; "" when absent. */
 static void qf_gen_field_string(lua_State *L, const qf_gen_sandbox *sb, const char *name, char *dst,
                                 size_t n) {
-    int t = qf_gen_getfield(L, name);
     dst[0] = '\0';
-    if (t != LUA_TNIL) {
+    if (qf_gen_field_typed(L, sb, name, LUA_TSTRING, "string")) {
         size_t len;
-        if (t != LUA_TSTRING)
-            luaL_error(L, "%s: field '%s' (string expected, got %s)", sb->path, name,
-                       luaL_typename(L, -1));
         const char *s = lua_tolstring(L, -1, &len);
         if (len >= n || strlen(s) != len)
             luaL_error(L, "%s: field '%s' (string of at most %d bytes without NUL expected)",
