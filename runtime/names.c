@@ -2,6 +2,8 @@
  * enums) with its C constant and its short name (variant names, manifest, messages, options). */
 #include "names.h"
 
+#include "qfuse.h"
+
 #include <string.h>
 
 typedef struct qf_enum_entry {
@@ -83,6 +85,20 @@ _Static_assert(sizeof(qf_names_fp8_formats) / sizeof(qf_names_fp8_formats[0]) ==
                    QF_FP8_FORMAT_COUNT,
                "fp8_formats");
 
+static const qf_enum_entry qf_names_slots[] = {
+    [QF_SLOT_ROWWISE_DATA] = {"QF_SLOT_ROWWISE_DATA", "rowwise_data"},
+    [QF_SLOT_ROWWISE_SCALE_INV] = {"QF_SLOT_ROWWISE_SCALE_INV", "rowwise_scale_inv"},
+    [QF_SLOT_COLUMNWISE_DATA] = {"QF_SLOT_COLUMNWISE_DATA", "columnwise_data"},
+    [QF_SLOT_COLUMNWISE_SCALE_INV] = {"QF_SLOT_COLUMNWISE_SCALE_INV", "columnwise_scale_inv"},
+    [QF_SLOT_AMAX] = {"QF_SLOT_AMAX", "amax"},
+    [QF_SLOT_SCALE_INV] = {"QF_SLOT_SCALE_INV", "scale_inv"},
+    [QF_SLOT_AMAX_ROWWISE] = {"QF_SLOT_AMAX_ROWWISE", "amax_rowwise"},
+    [QF_SLOT_AMAX_COLUMNWISE] = {"QF_SLOT_AMAX_COLUMNWISE", "amax_columnwise"},
+    [QF_SLOT_MU] = {"QF_SLOT_MU", "mu"},
+    [QF_SLOT_RSIGMA] = {"QF_SLOT_RSIGMA", "rsigma"},
+};
+_Static_assert(sizeof(qf_names_slots) / sizeof(qf_names_slots[0]) == QF_SLOT_COUNT, "slots");
+
 typedef struct qf_enum_table {
     const qf_enum_entry *entries;
     int count;
@@ -99,6 +115,7 @@ static const qf_enum_table qf_names_tables[] = {
     [QF_ENUM_SCALE_ROUNDING] = {qf_names_scale_roundings, QF_COUNTOF(qf_names_scale_roundings)},
     [QF_ENUM_SCALE_LAYOUT] = {qf_names_scale_layouts, QF_COUNTOF(qf_names_scale_layouts)},
     [QF_ENUM_FP8_FORMAT] = {qf_names_fp8_formats, QF_COUNTOF(qf_names_fp8_formats)},
+    [QF_ENUM_SLOT] = {qf_names_slots, QF_COUNTOF(qf_names_slots)},
 };
 _Static_assert(sizeof(qf_names_tables) / sizeof(qf_names_tables[0]) == QF_ENUM_COUNT,
                "enum tables");

@@ -6,7 +6,7 @@
 
 #include "qf_formats.h"
 
-/* Which enum of qf_formats.h a value belongs to. ORDER ENUM */
+/* Which enum of qf_formats.h (or qfuse.h) a value belongs to. ORDER ENUM */
 typedef enum qf_enum {
     QF_ENUM_DTYPE = 0,
     QF_ENUM_NORM = 1,
@@ -17,6 +17,7 @@ typedef enum qf_enum {
     QF_ENUM_SCALE_ROUNDING = 6,
     QF_ENUM_SCALE_LAYOUT = 7,
     QF_ENUM_FP8_FORMAT = 8,
+    QF_ENUM_SLOT = 9, /* qf_slot (qfuse.h): the fake-shape output names */
     QF_ENUM_COUNT
 } qf_enum;
 

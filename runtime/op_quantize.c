@@ -93,11 +93,20 @@ static qf_q_norm_ptrs qf_q_norm(const qf_qcall *c) {
     return p;
 }
 
+/* cudaMemsetAsync of a selected copy's slot (its scale matrix or amax), checked beforehand. */
+static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *stream) {
+    if (!(c->outputs & copy))
+        return QF_OK;
+    const qf_tensor *t = &c->out->t[s];
+    const size_t bytes = (size_t)qf_tensor_numel(t) * qf_dtype_size(t->dtype);
+    char what[48];
+    snprintf(what, sizeof what, "out->%s", qf_slot_name(s));
+    return qf_zero_async(t->data, bytes, what, stream);
+}
+
 /* =====================================================================} */
 
 /* {===================================================================== per-tensor FP8 */
-
-static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *stream);
 
 /* The parameter block of a per-tensor FP8 call (delayed or current scaling). */
 static qf_nq_params qf_q_fp8_params(const qf_qcall *c, const float *scale) {
@@ -145,17 +154,6 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, 
 /* =====================================================================} */
 
 /* {===================================================================== MXFP8 */
-
-/* cudaMemsetAsync of a selected copy's slot (its scale matrix or amax), checked beforehand. */
-static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *stream) {
-    if (!(c->outputs & copy))
-        return QF_OK;
-    const qf_tensor *t = &c->out->t[s];
-    const size_t bytes = (size_t)qf_tensor_numel(t) * qf_dtype_size(t->dtype);
-    char what[48];
-    snprintf(what, sizeof what, "out->%s", qf_slot_name(s));
-    return qf_zero_async(t->data, bytes, what, stream);
-}
 
 /* Zeroes the selected scale matrices (their padding entries are always 0x00; the kernel writes
  * every real entry), then launches the tiled entry, or a row-in-registers entry for rowwise 1x32

@@ -34,31 +34,12 @@ int64_t qf_tensor_numel(const qf_tensor *t) {
 }
 
 /* Fake-shape names of the slots of a quantized tensor (gen/gen_shape.c emits the same names). */
-static const char *const qf_slot_names[] = {
-    [QF_SLOT_ROWWISE_DATA] = "rowwise_data",
-    [QF_SLOT_ROWWISE_SCALE_INV] = "rowwise_scale_inv",
-    [QF_SLOT_COLUMNWISE_DATA] = "columnwise_data",
-    [QF_SLOT_COLUMNWISE_SCALE_INV] = "columnwise_scale_inv",
-    [QF_SLOT_AMAX] = "amax",
-    [QF_SLOT_SCALE_INV] = "scale_inv",
-    [QF_SLOT_AMAX_ROWWISE] = "amax_rowwise",
-    [QF_SLOT_AMAX_COLUMNWISE] = "amax_columnwise",
-    [QF_SLOT_MU] = "mu",
-    [QF_SLOT_RSIGMA] = "rsigma",
-};
-_Static_assert(sizeof(qf_slot_names) / sizeof(qf_slot_names[0]) == QF_SLOT_COUNT &&
-                   QF_SLOT_COUNT == 10,
-               "qf_slot_names out of sync with qf_slot");
-
 const char *qf_slot_name(qf_slot s) {
-    return (unsigned)s < QF_SLOT_COUNT ? qf_slot_names[s] : NULL;
+    return qf_enum_name(QF_ENUM_SLOT, (int)s); /* the one enum-name table (names.c) */
 }
 
 int qf_slot_from_name(const char *name) {
-    for (int i = 0; name && i < QF_SLOT_COUNT; i++)
-        if (strcmp(qf_slot_names[i], name) == 0)
-            return i;
-    return -1;
+    return name ? qf_enum_find(QF_ENUM_SLOT, name, strlen(name)) : -1;
 }
 
 const char *qf_family_name(qf_family f) {
