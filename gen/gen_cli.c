@@ -151,10 +151,9 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
 static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
     for (int r = 0; r < p->n_recipes; r++) {
         const qf_gen_plan_recipe *pr = &p->recipes[r];
-        char options[256], key[33];
-        qf_gen_recipe_options(&pr->recipe, options, sizeof options);
+        char key[33];
         fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.path, pr->recipe.name,
-                options, pr->n_variants, arch);
+                pr->recipe.options, pr->n_variants, arch);
         for (int v = 0; v < pr->n_variants; v++) {
             qf_gen_plan_key(p, r, v, arch, key);
             fprintf(out, "  %s  ", key);

@@ -249,14 +249,12 @@ static cJSON *qf_gen_options_json(const qf_recipe *r) {
 static cJSON *qf_gen_recipe_json(const qf_gen_plan *p, int ri) {
     const qf_gen_plan_recipe *pr = &p->recipes[ri];
     cJSON *j = cJSON_CreateObject(), *fmts = cJSON_CreateObject(), *ks = cJSON_CreateArray();
-    char options[256];
-    qf_gen_recipe_options(&pr->recipe, options, sizeof options);
     cJSON_AddStringToObject(j, "name", pr->recipe.name);
     cJSON_AddStringToObject(j, "file", pr->recipe.file);
     cJSON_AddStringToObject(j, "family", qf_enum_name(QF_ENUM_FAMILY, pr->recipe.family));
     cJSON_AddStringToObject(j, "description", pr->recipe.description);
     cJSON_AddItemToObject(j, "options", qf_gen_options_json(&pr->recipe));
-    cJSON_AddStringToObject(j, "options_string", options);
+    cJSON_AddStringToObject(j, "options_string", pr->recipe.options);
     for (int i = 0; i < QF_ROLE_COUNT; i++)
         cJSON_AddStringToObject(fmts, qf_enum_name(QF_ENUM_ROLE, i),
                                 qf_enum_name(QF_ENUM_DTYPE, pr->recipe.fmt[i]));
