@@ -515,6 +515,7 @@ static void test_nv_alpha_constant(void **state) {
 /* }=====================================================================} */
 
 int main(void) {
+    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lt_descriptors), cmocka_unit_test(test_mx_args_sm90),
         QF_TEST_ARG(test_mx_args_buffers, test_mx_args, ARGS_BUFFERS),

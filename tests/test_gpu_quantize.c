@@ -673,6 +673,7 @@ static int print_counts(void **state) {
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--child-disk-hit") == 0)
         return child_disk_hit();
+    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_cache_across_processes),
         cmocka_unit_test(test_new_m_does_not_recompile),
