@@ -148,4 +148,29 @@ static inline char *qf_test_capture_end(qf_test_capture *c) {
     return s;
 }
 
+/* Runs one cmocka group: `per_case` once for each of the n_cases elements of a case table (each
+ * run's state points at its element; all are named `name`), then the n_tests other tests. */
+static inline int qf_test_run_cases(const char *group, const char *name,
+                                    CMUnitTestFunction per_case, const void *cases, size_t size,
+                                    size_t n_cases, const struct CMUnitTest *tests,
+                                    size_t n_tests) {
+    struct CMUnitTest *all = calloc(n_cases + n_tests, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "%s: out of memory\n", group);
+        return 1;
+    }
+    for (size_t i = 0; i < n_cases; i++)
+        all[i] = (struct CMUnitTest){.name = name, .test_func = per_case,
+                                     .initial_state = (void *)((const char *)cases + i * size)};
+    memcpy(all + n_cases, tests, n_tests * sizeof *tests);
+    int failed = _cmocka_run_group_tests(group, all, n_cases + n_tests, NULL, NULL);
+    free(all);
+    return failed;
+}
+
+/* qf_test_run_cases over the arrays `cases` and `tests`, the case runs named after per_case. */
+#define QF_TEST_RUN_CASES(group, per_case, cases, tests)                                       \
+    qf_test_run_cases(group, #per_case, per_case, cases, sizeof(cases)[0],                    \
+                      sizeof(cases) / sizeof(cases)[0], tests, sizeof(tests) / sizeof(tests)[0])
+
 #endif /* QF_TEST_UTIL_H */
