@@ -1,6 +1,6 @@
 /* test_jit_cache_util.h: what the disk cache tests share (test_jit_cache.c,
- * test_jit_cache_procs.c): keys and payloads, the per-test fixture (a fresh QFUSE_CACHE_DIR), entry
- * paths, store/load checks and child-process helpers. */
+ * test_jit_cache_procs.c, test_cache_tool.c): keys and payloads, the per-test fixture (a fresh
+ * QFUSE_CACHE_DIR), entry paths, store/load checks and child-process helpers. */
 #ifndef QF_TEST_JIT_CACHE_UTIL_H
 #define QF_TEST_JIT_CACHE_UTIL_H
 
