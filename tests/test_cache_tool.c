@@ -333,12 +333,19 @@ int main(void) {
         fprintf(stderr, "test_cache_tool: %s not found; build it first (make)\n", g_tool);
         return 1;
     }
-    umask(022);
     const struct CMUnitTest tests[] = {
-        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file), T(test_warm_gemm_by_arch),
-        T(test_prune_zero_removes_all), T(test_warm_named_arch), T(test_list_invalid_and_stale),
-        T(test_warm_without_disk_cache), T(test_symlink_and_directory_entries),
-        T(test_remove_does_not_create), T(test_dir_option_overrides_disable),
+        T(test_help),
+        T(test_bad_arguments),
+        T(test_warm_list_prune_clear),
+        T(test_warm_recipe_file),
+        T(test_warm_gemm_by_arch),
+        T(test_prune_zero_removes_all),
+        T(test_warm_named_arch),
+        T(test_list_invalid_and_stale),
+        T(test_warm_without_disk_cache),
+        T(test_symlink_and_directory_entries),
+        T(test_remove_does_not_create),
+        T(test_dir_option_overrides_disable),
     };
-    return cmocka_run_group_tests_name("cache_tool", tests, NULL, NULL);
+    return RUN_CACHE_TESTS("cache_tool", tests);
 }

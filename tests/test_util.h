@@ -173,4 +173,12 @@ static inline int qf_test_run_cases(const char *group, const char *name,
     qf_test_run_cases(group, #per_case, per_case, cases, sizeof(cases)[0],                    \
                       sizeof(cases) / sizeof(cases)[0], tests, sizeof(tests) / sizeof(tests)[0])
 
+/* The cmocka test `name`: f, after setup (NULL: none), with the integer p as its state (read by
+ * qf_test_param): one test function over several values of a parameter. */
+#define QF_TEST_PARAM(name, f, setup, p) {#name, f, setup, NULL, (void *)(uintptr_t)(p)}
+
+static inline int qf_test_param(void **state) {
+    return (int)(uintptr_t)*state;
+}
+
 #endif /* QF_TEST_UTIL_H */
