@@ -231,7 +231,8 @@ FUZZ_RUNTIME_SRCS := $(addprefix runtime/,jit/kernel_key.c jit/jit_key.c jit/jit
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(GEN_CORE_SRCS) \
                $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
-FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions
+# The shipped recipes are seeds too, read from recipes/ (libFuzzer writes to the first corpus only).
+FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions recipes
 
 fuzz-cc:
 	@command -v $(FUZZ_CC) >/dev/null || scripts/install-deps --tool fuzz

@@ -1,6 +1,7 @@
 /* test_gen_hostile.c: qfuse-gen against hostile recipes: the sandbox's memory cap, instruction
  * budget and empty environment, odd files and bytes, and a replay of every fuzzing input
- * (tests/fuzz/corpus, seeds, regressions) through the loader and generator without the fuzzer. */
+ * (tests/fuzz/corpus, seeds, regressions, and recipes/) through the loader and generator without
+ * the fuzzer. */
 #include "test_gen_util.h"
 
 #include <dirent.h>
@@ -297,10 +298,9 @@ static void qf_test_replay(const char *dir, const char *text, size_t len, const 
     qf_gen_plan_free(&plan);
 }
 
-/* Replays every file of tests/fuzz/<sub>; returns how many. */
-static int qf_test_replay_dir(const char *tmp, const char *sub) {
-    char dir[256], path[600];
-    snprintf(dir, sizeof dir, "tests/fuzz/%s", sub);
+/* Replays every file of dir; returns how many. */
+static int qf_test_replay_dir(const char *tmp, const char *dir) {
+    char path[600];
     DIR *d = opendir(dir);
     if (!d)
         fail_msg("cannot open %s (tests run from the repository root)", dir);
@@ -321,15 +321,17 @@ static int qf_test_replay_dir(const char *tmp, const char *sub) {
     return n;
 }
 
-/* Every fuzzing input, crashes found included, replayed on every test run (CI too). */
+/* Every fuzzing input (the shipped recipes are seeds too), crashes found included, replayed on
+ * every test run (CI too). */
 static void test_hostile_fuzz_replay(void **state) {
     const qf_test_dir *tmp = *state;
-    int seeds = qf_test_replay_dir(tmp->path, "seeds");
-    int corpus = qf_test_replay_dir(tmp->path, "corpus");
-    int regressions = qf_test_replay_dir(tmp->path, "regressions");
-    print_message("replayed %d seeds, %d corpus inputs, %d regressions\n", seeds, corpus,
-                  regressions);
-    assert_true(seeds > 0 && corpus > 0);
+    int seeds = qf_test_replay_dir(tmp->path, "tests/fuzz/seeds");
+    int shipped = qf_test_replay_dir(tmp->path, "recipes");
+    int corpus = qf_test_replay_dir(tmp->path, "tests/fuzz/corpus");
+    int regressions = qf_test_replay_dir(tmp->path, "tests/fuzz/regressions");
+    print_message("replayed %d seeds, %d shipped recipes, %d corpus inputs, %d regressions\n",
+                  seeds, shipped, corpus, regressions);
+    assert_true(seeds > 0 && shipped > 0 && corpus > 0);
 }
 
 int main(void) {
