@@ -344,8 +344,9 @@ NV_TEST(test_nv_row_scale_unpadded, nv_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dims
 
 NV_TEST(test_nv_columnwise_not_transposed,
         (nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[0] = NV_M,
-         nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[1] = NV_K / 2), QF_ERR_INVALID_ARG,
-        "out->columnwise_data has 1024 elements (last dim 32)", "requires 1024 (last dim 16)")
+         nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[1] = NV_K / 2),
+        QF_ERR_INVALID_ARG, "out->columnwise_data has 1024 elements (last dim 32)",
+        "requires 1024 (last dim 16)")
 
 NV_TEST(test_nv_col_scale_too_small, nv_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->dims[0] = 64,
         QF_ERR_INVALID_ARG, "out->columnwise_scale_inv has 256 elements", "requires 512")

@@ -245,8 +245,7 @@ static void test_nvg_null_pointers(void **state) {
     expect(qf_gemm(NULL, "nvfp4", &oa, &ob, NULL, &g.y, NULL), QF_ERR_INVALID_ARG, "ctx");
     expect(qf_gemm(g.ctx, "nvfp4", NULL, &ob, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
            "qf_gemm: a is NULL");
-    expect(qf_gemm(g.ctx, "nvfp4", &oa, &ob, NULL, NULL, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: y");
+    expect(qf_gemm(g.ctx, "nvfp4", &oa, &ob, NULL, NULL, NULL), QF_ERR_INVALID_ARG, "qf_gemm: y");
     NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_SCALE_INV)->data = NULL, QF_ERR_INVALID_ARG,
                "qf_gemm: b.rowwise_scale_inv");
     NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->data = NULL, QF_ERR_INVALID_ARG,

@@ -54,7 +54,8 @@ static void test_gen_template_unfilled(void **state) {
 static void test_gen_header_placeholder(void **state) {
     const qf_test_dir *d = *state;
     qf_test_templates(d->path, qf_test_nq_ok);
-    qf_test_dir_write(d->path, "qf_dev_bad.cuh", "namespace {\nconstexpr int kT = __TILE_M__;\n}\n");
+    qf_test_dir_write(d->path, "qf_dev_bad.cuh",
+                      "namespace {\nconstexpr int kT = __TILE_M__;\n}\n");
     const char *args[] = {"-o", d->path, "--templates", d->path, "recipes/fp8_delayed.lua", NULL};
     qf_test_cli_refused(args, d->path,
                         "qf_dev_bad.cuh:2: placeholder '__TILE_M__' in a shared header (headers "
@@ -376,9 +377,11 @@ static const qf_test_source qf_test_mx_sources[] = {
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
                  "qf_shape_roundup(q->K, 128)};"},
     {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
-    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
-    {"registry.c", ".tile_m = 128,\n        .tpl = &qf_templates[0], /* templates/sm90_mxfp8_gemm.cu */\n"
-                   "        .entries = QF_ENTRY_BIT(QF_ENTRY_MAIN),\n        .prelude =\n"},
+    {"registry.c",
+     ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
+    {"registry.c",
+     ".tile_m = 128,\n        .tpl = &qf_templates[0], /* templates/sm90_mxfp8_gemm.cu */\n"
+     "        .entries = QF_ENTRY_BIT(QF_ENTRY_MAIN),\n        .prelude =\n"},
 };
 
 static void test_gen_mxfp8_sources(void **state) {

@@ -20,8 +20,7 @@ static int qf_test_render(const char *tpl, int n, const char *const *kv, qf_gen_
 }
 
 /* Asserts that rendering tpl with the n pairs of kv fails with the message msg. */
-static void qf_test_render_refused(const char *tpl, int n, const char *const *kv,
-                                   const char *msg) {
+static void qf_test_render_refused(const char *tpl, int n, const char *const *kv, const char *msg) {
     qf_gen_buf b;
     qf_gen_err e;
     assert_int_equal(qf_test_render(tpl, n, kv, &b, &e), -1);

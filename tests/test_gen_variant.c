@@ -247,8 +247,9 @@ static void test_variants_mxfp8_options_reach_values(void **state) {
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
-    const char *path = qf_test_dir_write(d->path, "mx_e5m2.lua", "return {family = 'mxfp8', "
-                                     "grad_format = 'e5m2', scale_rounding = 'floor'}");
+    const char *path = qf_test_dir_write(d->path, "mx_e5m2.lua",
+                                         "return {family = 'mxfp8', "
+                                         "grad_format = 'e5m2', scale_rounding = 'floor'}");
     int n = qf_test_variants_of(path, &r, v);
     const qf_gen_variant *g = qf_test_variant(v, n, "qf_mx_e5m2_quant_grad_bf16");
     assert_int_equal(g->desc.out_dtype, QF_DTYPE_E5M2);
@@ -331,8 +332,8 @@ static void test_variants_nvfp4_seed(void **state) {
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
     const char *path = qf_test_dir_write(d->path, "nvs.lua",
-                                     "return {family = 'nvfp4', rht_seed = 42,"
-                                     " rht_grad = false}");
+                                         "return {family = 'nvfp4', rht_seed = 42,"
+                                         " rht_grad = false}");
     int n = qf_test_variants_of(path, &r, v);
     snprintf(mask, sizeof mask, "0x%04X", (unsigned)qf_nvfp4_rht_mask_from_seed_ref(42));
     assert_string_not_equal(mask, "0xD7E8");

@@ -48,11 +48,11 @@ static void assert_key_changes(const qf_key_input *changed) {
 
 /* A test that `change`, one expression on the copy `in` of base_input, changes the key. */
 #define KEY_FIELD_TEST(name, change)                                                               \
-    static void name(void **state) {                                                              \
-        (void)state;                                                                              \
-        qf_key_input in = base_input();                                                           \
-        change;                                                                                   \
-        assert_key_changes(&in);                                                                  \
+    static void name(void **state) {                                                               \
+        (void)state;                                                                               \
+        qf_key_input in = base_input();                                                            \
+        change;                                                                                    \
+        assert_key_changes(&in);                                                                   \
     }
 
 /* =====================================================================} */

@@ -169,10 +169,10 @@ static void assert_key_changed(const key_fixture *f) {
 
 /* A test that `change`, one expression on the fixture f, changes the key. */
 #define KEY_CHANGE_TEST(name, change)                                                              \
-    static void name(void **state) {                                                              \
-        key_fixture *f = *state;                                                                  \
-        change;                                                                                   \
-        assert_key_changed(f);                                                                    \
+    static void name(void **state) {                                                               \
+        key_fixture *f = *state;                                                                   \
+        change;                                                                                    \
+        assert_key_changed(f);                                                                     \
     }
 
 static void test_key_deterministic(void **state) {
@@ -218,9 +218,9 @@ KEY_CHANGE_TEST(test_key_output_format,
 
 KEY_CHANGE_TEST(test_key_outputs, f->inst.outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)
 
-KEY_CHANGE_TEST(test_key_gamma_dtype,
-                f->inst.gamma_dtype =
-                    QF_DTYPE_FP32 == f->inst.gamma_dtype ? QF_DTYPE_BF16 : QF_DTYPE_FP32)
+KEY_CHANGE_TEST(test_key_gamma_dtype, f->inst.gamma_dtype = QF_DTYPE_FP32 == f->inst.gamma_dtype
+                                                                ? QF_DTYPE_BF16
+                                                                : QF_DTYPE_FP32)
 
 KEY_CHANGE_TEST(test_key_arch, f->arch = 100)
 

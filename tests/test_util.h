@@ -160,7 +160,8 @@ static inline int qf_test_run_cases(const char *group, const char *name,
         return 1;
     }
     for (size_t i = 0; i < n_cases; i++)
-        all[i] = (struct CMUnitTest){.name = name, .test_func = per_case,
+        all[i] = (struct CMUnitTest){.name = name,
+                                     .test_func = per_case,
                                      .initial_state = (void *)((const char *)cases + i * size)};
     memcpy(all + n_cases, tests, n_tests * sizeof *tests);
     int failed = _cmocka_run_group_tests(group, all, n_cases + n_tests, NULL, NULL);
@@ -169,13 +170,14 @@ static inline int qf_test_run_cases(const char *group, const char *name,
 }
 
 /* qf_test_run_cases over the arrays `cases` and `tests`, the case runs named after per_case. */
-#define QF_TEST_RUN_CASES(group, per_case, cases, tests)                                       \
-    qf_test_run_cases(group, #per_case, per_case, cases, sizeof(cases)[0],                    \
+#define QF_TEST_RUN_CASES(group, per_case, cases, tests)                                           \
+    qf_test_run_cases(group, #per_case, per_case, cases, sizeof(cases)[0],                         \
                       sizeof(cases) / sizeof(cases)[0], tests, sizeof(tests) / sizeof(tests)[0])
 
 /* The cmocka test `name`: f, after setup (NULL: none), with the integer p as its state (read by
  * qf_test_param): one test function over several values of a parameter. */
-#define QF_TEST_PARAM(name, f, setup, p) {#name, f, setup, NULL, (void *)(uintptr_t)(p)}
+#define QF_TEST_PARAM(name, f, setup, p)                                                           \
+    { #name, f, setup, NULL, (void *)(uintptr_t)(p) }
 
 static inline int qf_test_param(void **state) {
     return (int)(uintptr_t)*state;
