@@ -51,6 +51,8 @@ GEN_CORE_SRCS := gen/gen_buf.c gen/gen_keys.c gen/gen_recipe.c gen/gen_variant.c
 CORE_SRCS += $(GEN_CORE_SRCS)
 GEN_SRCS := $(filter-out $(GEN_MAIN) $(GEN_CORE_SRCS),$(wildcard gen/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)
+# What the tests share; every test binary depends on all of them.
+TEST_HEADERS := $(wildcard tests/test_*.h)
 RECIPES := $(wildcard recipes/*.lua)
 TEMPLATES := $(wildcard templates/*.cu)
 # Shared device headers of the templates: in-memory NVRTC headers, embedded in the registry.
@@ -162,7 +164,7 @@ $(QFUSE_CACHE): $(B)/runtime/tools/qfuse_cache.o $(LIB_TOOLS) $(LIB)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- tests
-$(B)/tests/%: tests/%.c tests/test_util.h tests/test_gen_util.h tests/test_gpu_util.h tests/test_gpu_gemm.h tests/test_gpu_quantize.h tests/test_gpu_gemm_families.h $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
+$(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_GEN) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB_TOOLS) $(LIB) -lcmocka $(LDLIBS_ALL)
@@ -229,7 +231,8 @@ FUZZ_RUNTIME_SRCS := $(addprefix runtime/,jit/kernel_key.c jit/jit_key.c jit/jit
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/fuzz-obj/%.o,$(GEN_SRCS) $(GEN_CORE_SRCS) \
                $(FUZZ_RUNTIME_SRCS))
 FUZZ_BIN := $(FUZZ_DIR)/fuzz_recipe
-FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions
+# The shipped recipes are seeds too, read from recipes/ (libFuzzer writes to the first corpus only).
+FUZZ_CORPORA := tests/fuzz/corpus tests/fuzz/seeds tests/fuzz/regressions recipes
 
 fuzz-cc:
 	@command -v $(FUZZ_CC) >/dev/null || scripts/install-deps --tool fuzz

@@ -52,15 +52,22 @@ typedef struct nq_args {
     qf_quantized out;
 } nq_args;
 
+/* The LayerNorm part of a valid call on m x k: x bf16 in slot 0, eps 1e-5, gamma and beta [k]
+ * bf16 in slots 1 and 2, out's mu and rsigma [m] fp32 in slots 3 and 4. */
+static void layernorm_call(qf_tensor *x, qf_norm_desc *nd, qf_quantized *out, int64_t m,
+                           int64_t k) {
+    *x = t2(slot(0), QF_DTYPE_BF16, m, k);
+    *nd = (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .eps = 1e-5f};
+    nd->gamma = t1(slot(1), QF_DTYPE_BF16, k);
+    nd->beta = t1(slot(2), QF_DTYPE_BF16, k);
+    out->t[QF_SLOT_MU] = t1(slot(3), QF_DTYPE_FP32, m);
+    out->t[QF_SLOT_RSIGMA] = t1(slot(4), QF_DTYPE_FP32, m);
+}
+
 /* A valid LayerNorm call: x [M, K] bf16, rowwise E4M3 output (hybrid input format). */
 static nq_args nq_valid(void **state) {
     nq_args a = {.ctx = *state, .recipe = kRecipe};
-    a.x = t2(slot(0), QF_DTYPE_BF16, M, K);
-    a.nd = (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .eps = 1e-5f};
-    a.nd.gamma = t1(slot(1), QF_DTYPE_BF16, K);
-    a.nd.beta = t1(slot(2), QF_DTYPE_BF16, K);
-    a.out.t[QF_SLOT_MU] = t1(slot(3), QF_DTYPE_FP32, M);
-    a.out.t[QF_SLOT_RSIGMA] = t1(slot(4), QF_DTYPE_FP32, M);
+    layernorm_call(&a.x, &a.nd, &a.out, M, K);
     a.scale = slot(5);
     a.out.t[QF_SLOT_ROWWISE_DATA] = t2(slot(6), QF_DTYPE_E4M3, M, K);
     a.out.t[QF_SLOT_AMAX] = t1(slot(7), QF_DTYPE_FP32, 1);
@@ -72,6 +79,10 @@ static qf_status nq_run(nq_args *a) {
     return qf_quantize(a->ctx, a->recipe, QF_ROLE_INPUT, a->x_null ? NULL : &a->x, &a->nd,
                        a->scale, NULL, &a->out, NULL);
 }
+
+/* A test of one change to nq_valid's call (QF_BAD_ARG_TEST). */
+#define NQ_TEST(name, change, ...)                                                                 \
+    QF_BAD_ARG_TEST(name, nq_args, nq_valid, nq_run, change, __VA_ARGS__)
 
 /* Switches a valid call to RMSNorm: no beta, no mu. */
 static void nq_rmsnorm(nq_args *a) {
@@ -88,41 +99,18 @@ static void test_nq_valid_reaches_device(void **state) {
     expect(nq_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
 }
 
-static void test_nq_null_ctx(void **state) {
-    nq_args a = nq_valid(state);
-    a.ctx = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: ctx is NULL");
-}
+NQ_TEST(test_nq_null_ctx, a.ctx = NULL, QF_ERR_INVALID_ARG, "qf_quantize: ctx is NULL")
 
-static void test_nq_null_x(void **state) {
-    nq_args a = nq_valid(state);
-    a.x_null = 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: x is NULL");
-}
+NQ_TEST(test_nq_null_x, a.x_null = 1, QF_ERR_INVALID_ARG, "qf_quantize: x is NULL")
 
-static void test_nq_null_x_data(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.data = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.data is NULL");
-}
+NQ_TEST(test_nq_null_x_data, a.x.data = NULL, QF_ERR_INVALID_ARG, "x.data is NULL")
 
-static void test_nq_ndim_0(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.ndim = 0;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.ndim is 0; expected 1..8");
-}
+NQ_TEST(test_nq_ndim_0, a.x.ndim = 0, QF_ERR_INVALID_ARG, "x.ndim is 0; expected 1..8")
 
-static void test_nq_ndim_9(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.ndim = 9;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.ndim is 9; expected 1..8");
-}
+NQ_TEST(test_nq_ndim_9, a.x.ndim = 9, QF_ERR_INVALID_ARG, "x.ndim is 9; expected 1..8")
 
-static void test_nq_negative_dim(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.dims[0] = -4;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.dims[0] is -4; expected >= 1");
-}
+NQ_TEST(test_nq_negative_dim, a.x.dims[0] = -4, QF_ERR_INVALID_ARG,
+        "x.dims[0] is -4; expected >= 1")
 
 /* Dims whose product overflows int64_t are no tensor: numel -1, and the op rejects x. */
 static void test_nq_dims_overflow(void **state) {
@@ -134,35 +122,20 @@ static void test_nq_dims_overflow(void **state) {
     expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: x has more than 2^59 elements");
 }
 
-static void test_nq_x_dtype_e4m3(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.dtype = QF_DTYPE_E4M3;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.dtype is e4m3; expected bf16, fp16 or fp32");
-}
+NQ_TEST(test_nq_x_dtype_e4m3, a.x.dtype = QF_DTYPE_E4M3, QF_ERR_INVALID_ARG,
+        "x.dtype is e4m3; expected bf16, fp16 or fp32")
 
-static void test_nq_x_misaligned(void **state) {
-    nq_args a = nq_valid(state);
-    a.x.data = (char *)a.x.data + 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "x.data", "is not aligned to its 2-byte elements");
-}
+NQ_TEST(test_nq_x_misaligned, a.x.data = (char *)a.x.data + 1, QF_ERR_INVALID_ARG, "x.data",
+        "is not aligned to its 2-byte elements")
 
-static void test_nq_gamma_wrong_length(void **state) {
-    nq_args a = nq_valid(state);
-    a.nd.gamma.dims[0] = K - 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "gamma has 63 elements; expected K = 64");
-}
+NQ_TEST(test_nq_gamma_wrong_length, a.nd.gamma.dims[0] = K - 1, QF_ERR_INVALID_ARG,
+        "gamma has 63 elements; expected K = 64")
 
-static void test_nq_gamma_dtype_mismatch(void **state) {
-    nq_args a = nq_valid(state);
-    a.nd.gamma.dtype = QF_DTYPE_FP16;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "gamma.dtype is fp16; expected bf16 or fp32");
-}
+NQ_TEST(test_nq_gamma_dtype_mismatch, a.nd.gamma.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
+        "gamma.dtype is fp16; expected bf16 or fp32")
 
-static void test_nq_beta_dtype_differs_from_gamma(void **state) {
-    nq_args a = nq_valid(state);
-    a.nd.gamma.dtype = QF_DTYPE_FP32;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "beta.dtype bf16 differs from gamma.dtype fp32");
-}
+NQ_TEST(test_nq_beta_dtype_differs_from_gamma, a.nd.gamma.dtype = QF_DTYPE_FP32, QF_ERR_INVALID_ARG,
+        "beta.dtype bf16 differs from gamma.dtype fp32")
 
 /* RMSNorm with a beta, or with a mu slot, each on its own. */
 static void test_nq_rmsnorm_with_beta(void **state) {
@@ -175,18 +148,12 @@ static void test_nq_rmsnorm_with_beta(void **state) {
            "out->mu.data NULL");
 }
 
-static void test_nq_bad_norm(void **state) {
-    nq_args a = nq_valid(state);
-    a.nd.norm = (qf_norm)7;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: norm->norm 7 is not QF_NORM_NONE");
-}
+NQ_TEST(test_nq_bad_norm, a.nd.norm = (qf_norm)7, QF_ERR_INVALID_ARG,
+        "qf_quantize: norm->norm 7 is not QF_NORM_NONE")
 
-static void test_nq_no_output_requested(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_ROWWISE_DATA].data = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data.data and out->columnwise_data.data "
-           "are both NULL", "request at least one copy");
-}
+NQ_TEST(test_nq_no_output_requested, a.out.t[QF_SLOT_ROWWISE_DATA].data = NULL, QF_ERR_INVALID_ARG,
+        "out->rowwise_data.data and out->columnwise_data.data are both NULL",
+        "request at least one copy")
 
 static void test_nq_null_out(void **state) {
     nq_args a = nq_valid(state);
@@ -195,56 +162,33 @@ static void test_nq_null_out(void **state) {
 }
 
 /* The buffers are checked against the recipe's fake-shape function, slot by name. */
-static void test_nq_rowwise_too_small(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_ROWWISE_DATA].dims[0] = M - 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data has 192 elements (last dim 64); "
-           "the shape function requires 256 (last dim 64)");
-}
+NQ_TEST(test_nq_rowwise_too_small, a.out.t[QF_SLOT_ROWWISE_DATA].dims[0] = M - 1,
+        QF_ERR_INVALID_ARG,
+        "out->rowwise_data has 192 elements (last dim 64); the shape function requires 256 (last "
+        "dim 64)")
 
-static void test_nq_mu_too_small(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_MU].dims[0] = M - 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "out->mu has 3 elements", "requires 4");
-}
+NQ_TEST(test_nq_mu_too_small, a.out.t[QF_SLOT_MU].dims[0] = M - 1, QF_ERR_INVALID_ARG,
+        "out->mu has 3 elements", "requires 4")
 
-static void test_nq_missing_scale_inv(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_SCALE_INV].data = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: out->scale_inv.data is NULL");
-}
+NQ_TEST(test_nq_missing_scale_inv, a.out.t[QF_SLOT_SCALE_INV].data = NULL, QF_ERR_INVALID_ARG,
+        "qf_quantize: out->scale_inv.data is NULL")
 
-static void test_nq_wrong_output_dtype(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_E5M2; /* hybrid quantizes inputs to E4M3 */
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e5m2; expected e4m3");
-}
+/* Hybrid quantizes inputs to E4M3. */
+NQ_TEST(test_nq_wrong_output_dtype, a.out.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_E5M2,
+        QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e5m2; expected e4m3")
 
-static void test_nq_misaligned_output(void **state) {
-    nq_args a = nq_valid(state);
-    a.out.t[QF_SLOT_ROWWISE_DATA].data = (char *)a.out.t[QF_SLOT_ROWWISE_DATA].data + 1;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data.data", "is not 16-byte aligned");
-}
+NQ_TEST(test_nq_misaligned_output,
+        a.out.t[QF_SLOT_ROWWISE_DATA].data = (char *)a.out.t[QF_SLOT_ROWWISE_DATA].data + 1,
+        QF_ERR_INVALID_ARG, "out->rowwise_data.data", "is not 16-byte aligned")
 
 /* Delayed scaling needs its scale; the families that compute theirs ignore the argument. */
-static void test_nq_null_scale(void **state) {
-    nq_args a = nq_valid(state);
-    a.scale = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: scale is NULL",
-           "recipe 'fp8_delayed' (fp8_delayed)");
-}
+NQ_TEST(test_nq_null_scale, a.scale = NULL, QF_ERR_INVALID_ARG, "qf_quantize: scale is NULL",
+        "recipe 'fp8_delayed' (fp8_delayed)")
 
-static void test_nq_unknown_recipe(void **state) {
-    nq_args a = nq_valid(state);
-    a.recipe = "no_such_recipe";
-    expect(nq_run(&a), QF_ERR_NOT_FOUND, "recipe 'no_such_recipe' not found");
-}
+NQ_TEST(test_nq_unknown_recipe, a.recipe = "no_such_recipe", QF_ERR_NOT_FOUND,
+        "recipe 'no_such_recipe' not found")
 
-static void test_nq_null_recipe(void **state) {
-    nq_args a = nq_valid(state);
-    a.recipe = NULL;
-    expect(nq_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: recipe is NULL");
-}
+NQ_TEST(test_nq_null_recipe, a.recipe = NULL, QF_ERR_INVALID_ARG, "qf_quantize: recipe is NULL")
 
 /* =====================================================================} */
 
@@ -341,12 +285,7 @@ typedef struct nv_args {
 /* A valid LayerNorm call: x [32, 64] bf16, both copies with their scales and amaxes. */
 static nv_args nv_valid(void **state) {
     nv_args a = {.ctx = *state, .recipe = "nvfp4", .role = QF_ROLE_INPUT, .rng = {1, 2}};
-    a.x = t2(slot(0), QF_DTYPE_BF16, NV_M, NV_K);
-    a.nd = (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .eps = 1e-5f};
-    a.nd.gamma = t1(slot(1), QF_DTYPE_BF16, NV_K);
-    a.nd.beta = t1(slot(2), QF_DTYPE_BF16, NV_K);
-    a.out.t[QF_SLOT_MU] = t1(slot(3), QF_DTYPE_FP32, NV_M);
-    a.out.t[QF_SLOT_RSIGMA] = t1(slot(4), QF_DTYPE_FP32, NV_M);
+    layernorm_call(&a.x, &a.nd, &a.out, NV_M, NV_K);
     a.out.t[QF_SLOT_ROWWISE_DATA] = t2(slot(5), QF_DTYPE_E2M1, NV_M, NV_K / 2);
     a.out.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(6), QF_DTYPE_E4M3, 128, 4);
     a.out.t[QF_SLOT_COLUMNWISE_DATA] = t2(slot(7), QF_DTYPE_E2M1, NV_K, NV_M / 2);
@@ -367,6 +306,10 @@ static qf_tensor *nv_slot(nv_args *a, qf_slot s) {
     return &a->out.t[s];
 }
 
+/* A test of one change to nv_valid's call (QF_BAD_ARG_TEST). */
+#define NV_TEST(name, change, ...)                                                                 \
+    QF_BAD_ARG_TEST(name, nv_args, nv_valid, nv_run, change, __VA_ARGS__)
+
 static void test_nv_valid_reaches_device(void **state) {
     nv_args a = nv_valid(state);
     expect(nv_run(&a), QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
@@ -379,26 +322,13 @@ static void test_nv_valid_reaches_device(void **state) {
     expect(nv_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
 }
 
-static void test_nv_null_out(void **state) {
-    nv_args a = nv_valid(state);
-    a.out_null = 1;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: out is NULL");
-}
+NV_TEST(test_nv_null_out, a.out_null = 1, QF_ERR_INVALID_ARG, "qf_quantize: out is NULL")
 
-static void test_nv_m_not_multiple_of_16(void **state) {
-    nv_args a = nv_valid(state);
-    a.x.dims[0] = 24;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "x is viewed as [M, K] = [24, 64]",
-           "NVFP4 needs M and K to be multiples of 16");
-}
+NV_TEST(test_nv_m_not_multiple_of_16, a.x.dims[0] = 24, QF_ERR_INVALID_ARG,
+        "x is viewed as [M, K] = [24, 64]", "NVFP4 needs M and K to be multiples of 16")
 
-static void test_nv_k_not_multiple_of_16(void **state) {
-    nv_args a = nv_valid(state);
-    a.role = QF_ROLE_WEIGHT;
-    a.x.dims[1] = 40;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: x is viewed as [M, K] = [32, 40]",
-           "multiples of 16");
-}
+NV_TEST(test_nv_k_not_multiple_of_16, (a.role = QF_ROLE_WEIGHT, a.x.dims[1] = 40),
+        QF_ERR_INVALID_ARG, "qf_quantize: x is viewed as [M, K] = [32, 40]", "multiples of 16")
 
 static void test_nv_x_misaligned(void **state) {
     nv_args a = nv_valid(state);
@@ -410,90 +340,53 @@ static void test_nv_x_misaligned(void **state) {
     expect(nv_run(&a), QF_ERR_INVALID_ARG, "beta.data", "is not 16-byte aligned");
 }
 
-static void test_nv_rowwise_wrong_dtype(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_ROWWISE_DATA)->dtype = QF_DTYPE_E4M3;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3; expected e2m1");
-}
+NV_TEST(test_nv_rowwise_wrong_dtype, nv_slot(&a, QF_SLOT_ROWWISE_DATA)->dtype = QF_DTYPE_E4M3,
+        QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3; expected e2m1")
 
-static void test_nv_rowwise_unpacked_size(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_ROWWISE_DATA)->dims[1] = NV_K; /* one element per byte: twice the size */
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data has 2048 elements (last dim 64); "
-           "the shape function requires 1024 (last dim 32)");
-}
+/* One element per byte: twice the size. */
+NV_TEST(test_nv_rowwise_unpacked_size, nv_slot(&a, QF_SLOT_ROWWISE_DATA)->dims[1] = NV_K,
+        QF_ERR_INVALID_ARG,
+        "out->rowwise_data has 2048 elements (last dim 64); the shape function requires 1024 "
+        "(last dim 32)")
 
-static void test_nv_row_scale_wrong_dtype(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_scale_inv.dtype is e8m0; expected e4m3");
-}
+NV_TEST(test_nv_row_scale_wrong_dtype,
+        nv_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0, QF_ERR_INVALID_ARG,
+        "out->rowwise_scale_inv.dtype is e8m0; expected e4m3")
 
-static void test_nv_row_scale_unpadded(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dims[0] = NV_M; /* rows must be padded to 128 */
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_scale_inv has 128 elements",
-           "requires 512");
-}
+/* Rows must be padded to 128. */
+NV_TEST(test_nv_row_scale_unpadded, nv_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dims[0] = NV_M,
+        QF_ERR_INVALID_ARG, "out->rowwise_scale_inv has 128 elements", "requires 512")
 
-static void test_nv_columnwise_not_transposed(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[0] = NV_M;
-    nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[1] = NV_K / 2;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->columnwise_data has 1024 elements (last dim 32)",
-           "requires 1024 (last dim 16)");
-}
+NV_TEST(test_nv_columnwise_not_transposed,
+        (nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[0] = NV_M,
+         nv_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[1] = NV_K / 2),
+        QF_ERR_INVALID_ARG, "out->columnwise_data has 1024 elements (last dim 32)",
+        "requires 1024 (last dim 16)")
 
-static void test_nv_col_scale_too_small(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->dims[0] = 64;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->columnwise_scale_inv has 256 elements",
-           "requires 512");
-}
+NV_TEST(test_nv_col_scale_too_small, nv_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->dims[0] = 64,
+        QF_ERR_INVALID_ARG, "out->columnwise_scale_inv has 256 elements", "requires 512")
 
-static void test_nv_amax_wrong_dtype(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_AMAX_ROWWISE)->dtype = QF_DTYPE_BF16;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_rowwise.dtype is bf16; expected fp32");
-}
+NV_TEST(test_nv_amax_wrong_dtype, nv_slot(&a, QF_SLOT_AMAX_ROWWISE)->dtype = QF_DTYPE_BF16,
+        QF_ERR_INVALID_ARG, "out->amax_rowwise.dtype is bf16; expected fp32")
 
-static void test_nv_amax_wrong_size(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_AMAX_COLUMNWISE)->dims[0] = 2;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_columnwise has 2 elements", "requires 1");
-}
+NV_TEST(test_nv_amax_wrong_size, nv_slot(&a, QF_SLOT_AMAX_COLUMNWISE)->dims[0] = 2,
+        QF_ERR_INVALID_ARG, "out->amax_columnwise has 2 elements", "requires 1")
 
-static void test_nv_missing_amax_rowwise(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_AMAX_ROWWISE)->data = NULL;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->amax_rowwise.data is NULL");
-}
+NV_TEST(test_nv_missing_amax_rowwise, nv_slot(&a, QF_SLOT_AMAX_ROWWISE)->data = NULL,
+        QF_ERR_INVALID_ARG, "out->amax_rowwise.data is NULL")
 
-static void test_nv_missing_amax_columnwise(void **state) {
-    nv_args a = nv_valid(state);
-    a.role = QF_ROLE_GRAD;
-    nv_slot(&a, QF_SLOT_AMAX_COLUMNWISE)->data = NULL;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: out->amax_columnwise.data is NULL");
-}
+NV_TEST(test_nv_missing_amax_columnwise,
+        (a.role = QF_ROLE_GRAD, nv_slot(&a, QF_SLOT_AMAX_COLUMNWISE)->data = NULL),
+        QF_ERR_INVALID_ARG, "qf_quantize: out->amax_columnwise.data is NULL")
 
-static void test_nv_mu_wrong_size(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_MU)->dims[0] = NV_M - 16;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->mu has 16 elements", "requires 32");
-}
+NV_TEST(test_nv_mu_wrong_size, nv_slot(&a, QF_SLOT_MU)->dims[0] = NV_M - 16, QF_ERR_INVALID_ARG,
+        "out->mu has 16 elements", "requires 32")
 
-static void test_nv_rsigma_wrong_dtype(void **state) {
-    nv_args a = nv_valid(state);
-    nv_slot(&a, QF_SLOT_RSIGMA)->dtype = QF_DTYPE_BF16;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rsigma.dtype is bf16; expected fp32");
-}
+NV_TEST(test_nv_rsigma_wrong_dtype, nv_slot(&a, QF_SLOT_RSIGMA)->dtype = QF_DTYPE_BF16,
+        QF_ERR_INVALID_ARG, "out->rsigma.dtype is bf16; expected fp32")
 
-static void test_nv_null_rng_with_sr(void **state) {
-    nv_args a = nv_valid(state);
-    a.role = QF_ROLE_GRAD, a.rng_null = 1;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "qf_quantize: rng is NULL",
-           "recipe 'nvfp4' rounds gradients stochastically");
-}
+NV_TEST(test_nv_null_rng_with_sr, (a.role = QF_ROLE_GRAD, a.rng_null = 1), QF_ERR_INVALID_ARG,
+        "qf_quantize: rng is NULL", "recipe 'nvfp4' rounds gradients stochastically")
 
 static void test_nv_wrong_role(void **state) {
     nv_args a = nv_valid(state);
@@ -503,17 +396,11 @@ static void test_nv_wrong_role(void **state) {
 
 /* The family comes from the recipe: NVFP4 buffers under an MXFP8 recipe are checked against the
  * MXFP8 fake shapes, and rejected. */
-static void test_nv_wrong_family(void **state) {
-    nv_args a = nv_valid(state);
-    a.recipe = "mxfp8";
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e2m1; expected e4m3");
-}
+NV_TEST(test_nv_wrong_family, a.recipe = "mxfp8", QF_ERR_INVALID_ARG,
+        "out->rowwise_data.dtype is e2m1; expected e4m3")
 
-static void test_nv_bad_layout(void **state) {
-    nv_args a = nv_valid(state);
-    a.out.layout = (qf_scale_layout)7;
-    expect(nv_run(&a), QF_ERR_INVALID_ARG, "out->layout 7 is not a qf_scale_layout");
-}
+NV_TEST(test_nv_bad_layout, a.out.layout = (qf_scale_layout)7, QF_ERR_INVALID_ARG,
+        "out->layout 7 is not a qf_scale_layout")
 
 /* =====================================================================} */
 
@@ -621,26 +508,62 @@ static void test_bad_input_writes_nothing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_ctx_init_null_out), T(test_ctx_init_host_bad_arch), T(test_nq_valid_reaches_device),
-        T(test_nq_null_ctx), T(test_nq_null_x), T(test_nq_null_x_data), T(test_nq_ndim_0),
-        T(test_nq_ndim_9), T(test_nq_negative_dim), T(test_nq_x_dtype_e4m3),
-        T(test_nq_x_misaligned), T(test_nq_gamma_wrong_length), T(test_nq_gamma_dtype_mismatch),
-        T(test_nq_beta_dtype_differs_from_gamma), T(test_nq_rmsnorm_with_beta), T(test_nq_bad_norm),
-        T(test_nq_no_output_requested), T(test_nq_null_out), T(test_nq_rowwise_too_small),
-        T(test_nq_mu_too_small), T(test_nq_missing_scale_inv), T(test_nq_wrong_output_dtype),
-        T(test_nq_misaligned_output), T(test_nq_null_scale), T(test_nq_unknown_recipe),
-        T(test_nq_null_recipe), T(test_nq_dims_overflow), T(test_quantize_role_input),
-        T(test_su_n_zero), T(test_su_history_too_long), T(test_su_history_not_the_recipes),
+        T(test_ctx_init_null_out),
+        T(test_ctx_init_host_bad_arch),
+        T(test_nq_valid_reaches_device),
+        T(test_nq_null_ctx),
+        T(test_nq_null_x),
+        T(test_nq_null_x_data),
+        T(test_nq_ndim_0),
+        T(test_nq_ndim_9),
+        T(test_nq_negative_dim),
+        T(test_nq_x_dtype_e4m3),
+        T(test_nq_x_misaligned),
+        T(test_nq_gamma_wrong_length),
+        T(test_nq_gamma_dtype_mismatch),
+        T(test_nq_beta_dtype_differs_from_gamma),
+        T(test_nq_rmsnorm_with_beta),
+        T(test_nq_bad_norm),
+        T(test_nq_no_output_requested),
+        T(test_nq_null_out),
+        T(test_nq_rowwise_too_small),
+        T(test_nq_mu_too_small),
+        T(test_nq_missing_scale_inv),
+        T(test_nq_wrong_output_dtype),
+        T(test_nq_misaligned_output),
+        T(test_nq_null_scale),
+        T(test_nq_unknown_recipe),
+        T(test_nq_null_recipe),
+        T(test_nq_dims_overflow),
+        T(test_quantize_role_input),
+        T(test_su_n_zero),
+        T(test_su_history_too_long),
+        T(test_su_history_not_the_recipes),
         T(test_su_null_pointer),
-        T(test_su_block_family), T(test_nv_valid_reaches_device), T(test_nv_null_out),
-        T(test_nv_m_not_multiple_of_16), T(test_nv_k_not_multiple_of_16), T(test_nv_x_misaligned),
-        T(test_nv_rowwise_wrong_dtype), T(test_nv_rowwise_unpacked_size),
-        T(test_nv_row_scale_wrong_dtype), T(test_nv_row_scale_unpadded),
-        T(test_nv_columnwise_not_transposed), T(test_nv_col_scale_too_small),
-        T(test_nv_amax_wrong_dtype), T(test_nv_amax_wrong_size), T(test_nv_missing_amax_rowwise),
-        T(test_nv_missing_amax_columnwise), T(test_nv_mu_wrong_size), T(test_nv_rsigma_wrong_dtype),
-        T(test_nv_null_rng_with_sr), T(test_nv_wrong_role), T(test_nv_wrong_family),
-        T(test_nv_bad_layout), T(test_stream_of_other_context), T(test_bad_input_writes_nothing),
+        T(test_su_block_family),
+        T(test_nv_valid_reaches_device),
+        T(test_nv_null_out),
+        T(test_nv_m_not_multiple_of_16),
+        T(test_nv_k_not_multiple_of_16),
+        T(test_nv_x_misaligned),
+        T(test_nv_rowwise_wrong_dtype),
+        T(test_nv_rowwise_unpacked_size),
+        T(test_nv_row_scale_wrong_dtype),
+        T(test_nv_row_scale_unpadded),
+        T(test_nv_columnwise_not_transposed),
+        T(test_nv_col_scale_too_small),
+        T(test_nv_amax_wrong_dtype),
+        T(test_nv_amax_wrong_size),
+        T(test_nv_missing_amax_rowwise),
+        T(test_nv_missing_amax_columnwise),
+        T(test_nv_mu_wrong_size),
+        T(test_nv_rsigma_wrong_dtype),
+        T(test_nv_null_rng_with_sr),
+        T(test_nv_wrong_role),
+        T(test_nv_wrong_family),
+        T(test_nv_bad_layout),
+        T(test_stream_of_other_context),
+        T(test_bad_input_writes_nothing),
     };
     return cmocka_run_group_tests_name("api_errors", tests, NULL, NULL);
 }

@@ -30,55 +30,41 @@ static qf_status gemm_run(gemm_args *g) {
     return qf_gemm(g->ctx, kRecipe, &a, &b, &g->bias, &g->y, NULL);
 }
 
+/* A test of one change to gemm_valid's arguments (QF_BAD_ARG_TEST). */
+#define GEMM_TEST(name, change, ...)                                                               \
+    QF_BAD_ARG_TEST(name, gemm_args, gemm_valid, gemm_run, change, __VA_ARGS__)
+
 static void test_gemm_valid_reaches_device(void **state) {
     gemm_args g = gemm_valid(state);
     expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
 }
 
-static void test_gemm_k_not_multiple_of_16(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].dims[1] = g.qb.t[QF_SLOT_ROWWISE_DATA].dims[1] = 24;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "K = 24 and N = 32 must be multiples of 16");
-}
+GEMM_TEST(test_gemm_k_not_multiple_of_16,
+          a.qa.t[QF_SLOT_ROWWISE_DATA].dims[1] = a.qb.t[QF_SLOT_ROWWISE_DATA].dims[1] = 24,
+          QF_ERR_INVALID_ARG, "K = 24 and N = 32 must be multiples of 16")
 
-static void test_gemm_n_not_multiple_of_16(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qb.t[QF_SLOT_ROWWISE_DATA].dims[0] = g.y.dims[1] = g.bias.dims[0] = 24;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "K = 64 and N = 24 must be multiples of 16");
-}
+GEMM_TEST(test_gemm_n_not_multiple_of_16,
+          a.qb.t[QF_SLOT_ROWWISE_DATA].dims[0] = a.y.dims[1] = a.bias.dims[0] = 24,
+          QF_ERR_INVALID_ARG, "K = 64 and N = 24 must be multiples of 16")
 
-static void test_gemm_wrong_a_dtype(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_BF16;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data must be e4m3 or e5m2 and "
-           "b.rowwise_data e4m3 (got bf16, e4m3)");
-}
+GEMM_TEST(test_gemm_wrong_a_dtype, a.qa.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_BF16,
+          QF_ERR_INVALID_ARG,
+          "a.rowwise_data must be e4m3 or e5m2 and b.rowwise_data e4m3 (got bf16, e4m3)")
 
-static void test_gemm_y_too_small(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.y.dims[1] = N / 2;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "y has 64 elements (last dim 16); the shape function "
-           "requires 128 (last dim 32)");
-}
+GEMM_TEST(test_gemm_y_too_small, a.y.dims[1] = N / 2, QF_ERR_INVALID_ARG,
+          "y has 64 elements (last dim 16); the shape function requires 128 (last dim 32)")
 
-static void test_gemm_bias_wrong_length(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.bias.dims[0] = N - 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "bias has 31 elements", "requires 32");
-}
+GEMM_TEST(test_gemm_bias_wrong_length, a.bias.dims[0] = N - 1, QF_ERR_INVALID_ARG,
+          "bias has 31 elements", "requires 32")
 
-static void test_gemm_misaligned_a(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qa.t[QF_SLOT_ROWWISE_DATA].data = (char *)g.qa.t[QF_SLOT_ROWWISE_DATA].data + 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data.data", "is not 16-byte aligned");
-}
+GEMM_TEST(test_gemm_misaligned_a,
+          a.qa.t[QF_SLOT_ROWWISE_DATA].data = (char *)a.qa.t[QF_SLOT_ROWWISE_DATA].data + 1,
+          QF_ERR_INVALID_ARG, "a.rowwise_data.data", "is not 16-byte aligned")
 
 /* cuBLASLt rejects a scale pointer off a 16-byte boundary with "not supported"; the op names it. */
-static void test_gemm_misaligned_scale_inv(void **state) {
-    gemm_args g = gemm_valid(state);
-    g.qb.t[QF_SLOT_SCALE_INV].data = (float *)g.qb.t[QF_SLOT_SCALE_INV].data + 1;
-    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.scale_inv", "is not 16-byte aligned");
-}
+GEMM_TEST(test_gemm_misaligned_scale_inv,
+          a.qb.t[QF_SLOT_SCALE_INV].data = (float *)a.qb.t[QF_SLOT_SCALE_INV].data + 1,
+          QF_ERR_INVALID_ARG, "qf_gemm: b.scale_inv", "is not 16-byte aligned")
 
 static void test_gemm_null_scale_inv(void **state) {
     gemm_args g = gemm_valid(state);
@@ -236,6 +222,13 @@ static qf_tensor *nvg_slot(nvg_args *g, int which, qf_slot s) {
     return which ? &g->qb.t[s] : &g->qa.t[s];
 }
 
+/* On fresh nvg_valid arguments `a` changed by `change`, nvg_run returns the status that follows
+ * (expect_changed). */
+#define NVG_EXPECT(change, ...) expect_changed(nvg_args, nvg_valid, nvg_run, change, __VA_ARGS__)
+/* A test of one change to nvg_valid's arguments (QF_BAD_ARG_TEST). */
+#define NVG_TEST(name, change, ...)                                                                \
+    QF_BAD_ARG_TEST(name, nvg_args, nvg_valid, nvg_run, change, __VA_ARGS__)
+
 static void test_nvg_valid_reaches_device(void **state) {
     nvg_args g = nvg_valid(state);
     expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
@@ -248,83 +241,62 @@ static void test_nvg_valid_reaches_device(void **state) {
 
 static void test_nvg_null_pointers(void **state) {
     nvg_args g = nvg_valid(state);
-    const qf_operand a = {&g.qa, QF_COPY_ROWWISE}, b = {&g.qb, QF_COPY_ROWWISE};
-    expect(qf_gemm(NULL, "nvfp4", &a, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG, "ctx");
-    expect(qf_gemm(g.ctx, "nvfp4", NULL, &b, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
+    const qf_operand oa = {&g.qa, QF_COPY_ROWWISE}, ob = {&g.qb, QF_COPY_ROWWISE};
+    expect(qf_gemm(NULL, "nvfp4", &oa, &ob, NULL, &g.y, NULL), QF_ERR_INVALID_ARG, "ctx");
+    expect(qf_gemm(g.ctx, "nvfp4", NULL, &ob, NULL, &g.y, NULL), QF_ERR_INVALID_ARG,
            "qf_gemm: a is NULL");
-    expect(qf_gemm(g.ctx, "nvfp4", &a, &b, NULL, NULL, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: y");
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.rowwise_scale_inv");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.rowwise_data");
+    expect(qf_gemm(g.ctx, "nvfp4", &oa, &ob, NULL, NULL, NULL), QF_ERR_INVALID_ARG, "qf_gemm: y");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_SCALE_INV)->data = NULL, QF_ERR_INVALID_ARG,
+               "qf_gemm: b.rowwise_scale_inv");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->data = NULL, QF_ERR_INVALID_ARG,
+               "qf_gemm: b.rowwise_data");
 }
 
 static void test_nvg_missing_amax(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_AMAX_ROWWISE)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a.amax_rowwise is NULL");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_AMAX_ROWWISE)->data = NULL;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.amax_rowwise");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_AMAX_ROWWISE)->dtype = QF_DTYPE_BF16;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.amax_rowwise.dtype is bf16; expected fp32");
-    g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_AMAX_ROWWISE)->dims[0] = 2;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.amax_rowwise has 2 elements");
+    NVG_EXPECT(nvg_slot(&a, 0, QF_SLOT_AMAX_ROWWISE)->data = NULL, QF_ERR_INVALID_ARG,
+               "qf_gemm: a.amax_rowwise is NULL");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_AMAX_ROWWISE)->data = NULL, QF_ERR_INVALID_ARG,
+               "qf_gemm: b.amax_rowwise");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_AMAX_ROWWISE)->dtype = QF_DTYPE_BF16, QF_ERR_INVALID_ARG,
+               "b.amax_rowwise.dtype is bf16; expected fp32");
+    NVG_EXPECT(nvg_slot(&a, 0, QF_SLOT_AMAX_ROWWISE)->dims[0] = 2, QF_ERR_INVALID_ARG,
+               "a.amax_rowwise has 2 elements");
 }
 
-static void test_nvg_k_not_multiple_of_32(void **state) {
-    nvg_args g = nvg_valid(state);
-    /* K = 80: whole 1x16 blocks, not whole 16-byte rows */
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = 40;
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 40;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: K = 80 is not a multiple of 32");
-}
+/* K = 80: whole 1x16 blocks, not whole 16-byte rows. */
+NVG_TEST(test_nvg_k_not_multiple_of_32,
+         (nvg_slot(&a, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = 40,
+          nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 40),
+         QF_ERR_INVALID_ARG, "qf_gemm: K = 80 is not a multiple of 32")
 
-static void test_nvg_k_mismatch(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 32;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_data is [N=64, K/2=32] bytes but "
-           "a.rowwise_data has K = 96");
-}
+NVG_TEST(test_nvg_k_mismatch, nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 32,
+         QF_ERR_INVALID_ARG, "b.rowwise_data is [N=64, K/2=32] bytes but a.rowwise_data has K = 96")
 
 static void test_nvg_wrong_dtypes(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dtype = QF_DTYPE_E4M3;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_data.dtype is e4m3; expected e2m1");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_scale_inv.dtype is e8m0; expected e4m3");
-    g = nvg_valid(state);
-    g.y.dtype = QF_DTYPE_FP32;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
-    g = nvg_valid(state);
-    g.bias.dtype = QF_DTYPE_FP16;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias.dtype is fp16; expected bf16");
+    NVG_EXPECT(nvg_slot(&a, 0, QF_SLOT_ROWWISE_DATA)->dtype = QF_DTYPE_E4M3, QF_ERR_INVALID_ARG,
+               "a.rowwise_data.dtype is e4m3; expected e2m1");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0,
+               QF_ERR_INVALID_ARG, "b.rowwise_scale_inv.dtype is e8m0; expected e4m3");
+    NVG_EXPECT(a.y.dtype = QF_DTYPE_FP32, QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
+    NVG_EXPECT(a.bias.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
+               "bias.dtype is fp16; expected bf16");
 }
 
 static void test_nvg_wrong_sizes(void **state) {
-    nvg_args g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = NVG_K; /* unpacked: K = 192 */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "but a.rowwise_data has K = 192");
-    g = nvg_valid(state);
-    nvg_slot(&g, 0, QF_SLOT_ROWWISE_SCALE_INV)->dims[0] = NVG_M; /* unpadded rows */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "a.rowwise_scale_inv has 800 elements");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_SCALE_INV)->dims[1] = 6; /* unpadded blocks */
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_scale_inv has 768 elements");
-    g = nvg_valid(state);
-    g.y.dims[0] = NVG_M - 1;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "y has");
-    g = nvg_valid(state);
-    g.bias.dims[0] = NVG_N - 1;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "bias has 63 elements");
-    g = nvg_valid(state);
-    nvg_slot(&g, 1, QF_SLOT_ROWWISE_DATA)->data = (char *)g.qb.t[QF_SLOT_ROWWISE_DATA].data + 8;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "b.rowwise_data.data", "is not 16-byte aligned");
+    /* unpacked: K = 192 */
+    NVG_EXPECT(nvg_slot(&a, 0, QF_SLOT_ROWWISE_DATA)->dims[1] = NVG_K, QF_ERR_INVALID_ARG,
+               "but a.rowwise_data has K = 192");
+    /* unpadded rows */
+    NVG_EXPECT(nvg_slot(&a, 0, QF_SLOT_ROWWISE_SCALE_INV)->dims[0] = NVG_M, QF_ERR_INVALID_ARG,
+               "a.rowwise_scale_inv has 800 elements");
+    /* unpadded blocks */
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_SCALE_INV)->dims[1] = 6, QF_ERR_INVALID_ARG,
+               "b.rowwise_scale_inv has 768 elements");
+    NVG_EXPECT(a.y.dims[0] = NVG_M - 1, QF_ERR_INVALID_ARG, "y has");
+    NVG_EXPECT(a.bias.dims[0] = NVG_N - 1, QF_ERR_INVALID_ARG, "bias has 63 elements");
+    NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->data =
+                   (char *)a.qb.t[QF_SLOT_ROWWISE_DATA].data + 8,
+               QF_ERR_INVALID_ARG, "b.rowwise_data.data", "is not 16-byte aligned");
 }
 
 /* Compact scales on sm_89..99 (the generated kernel), swizzled on sm_100+ (cuBLASLt); a and b
@@ -408,17 +380,33 @@ static void test_slot_names(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        T(test_gemm_valid_reaches_device), T(test_gemm_k_not_multiple_of_16),
-        T(test_gemm_n_not_multiple_of_16), T(test_gemm_wrong_a_dtype), T(test_gemm_y_too_small),
-        T(test_gemm_bias_wrong_length), T(test_gemm_misaligned_a),
-        T(test_gemm_misaligned_scale_inv), T(test_gemm_null_scale_inv), T(test_gemm_arch_too_old),
-        T(test_gemm_operands), T(test_ll_valid_reaches_device),
-        T(test_ll_mxfp8_valid_reaches_device), T(test_ll_weight_k_mismatch),
-        T(test_ll_bad_bias_checked_before_any_stage), T(test_ll_null_y),
-        T(test_nvg_valid_reaches_device), T(test_nvg_null_pointers), T(test_nvg_missing_amax),
-        T(test_nvg_k_not_multiple_of_32), T(test_nvg_k_mismatch), T(test_nvg_wrong_dtypes),
-        T(test_nvg_wrong_sizes), T(test_nvg_layout_for_arch), T(test_nvg_arch_and_family),
-        T(test_recipe_file_same_api), T(test_slot_names),
+        T(test_gemm_valid_reaches_device),
+        T(test_gemm_k_not_multiple_of_16),
+        T(test_gemm_n_not_multiple_of_16),
+        T(test_gemm_wrong_a_dtype),
+        T(test_gemm_y_too_small),
+        T(test_gemm_bias_wrong_length),
+        T(test_gemm_misaligned_a),
+        T(test_gemm_misaligned_scale_inv),
+        T(test_gemm_null_scale_inv),
+        T(test_gemm_arch_too_old),
+        T(test_gemm_operands),
+        T(test_ll_valid_reaches_device),
+        T(test_ll_mxfp8_valid_reaches_device),
+        T(test_ll_weight_k_mismatch),
+        T(test_ll_bad_bias_checked_before_any_stage),
+        T(test_ll_null_y),
+        T(test_nvg_valid_reaches_device),
+        T(test_nvg_null_pointers),
+        T(test_nvg_missing_amax),
+        T(test_nvg_k_not_multiple_of_32),
+        T(test_nvg_k_mismatch),
+        T(test_nvg_wrong_dtypes),
+        T(test_nvg_wrong_sizes),
+        T(test_nvg_layout_for_arch),
+        T(test_nvg_arch_and_family),
+        T(test_recipe_file_same_api),
+        T(test_slot_names),
     };
     return cmocka_run_group_tests_name("api_gemm", tests, NULL, NULL);
 }

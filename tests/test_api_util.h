@@ -44,6 +44,22 @@ static inline void expect_(qf_status s, qf_status want, const char *const *subs)
 }
 #define expect(s, want, ...) expect_((s), (want), (const char *const[]){__VA_ARGS__, NULL})
 
+/* Fresh valid arguments `a` (of type `type`, from valid(state)) changed by `change`, one
+ * expression (a comma expression in parentheses), make run(&a) return want with a message that
+ * holds every string that follows. */
+#define expect_changed(type, valid, run, change, want, ...)                                        \
+    do {                                                                                           \
+        type a = valid(state);                                                                     \
+        change;                                                                                    \
+        expect(run(&a), want, __VA_ARGS__);                                                        \
+    } while (0)
+
+/* Defines the test `name` of one bad argument: expect_changed(type, valid, run, change, ...). */
+#define QF_BAD_ARG_TEST(name, type, valid, run, change, ...)                                       \
+    static void name(void **state) {                                                               \
+        expect_changed(type, valid, run, change, __VA_ARGS__);                                     \
+    }
+
 static inline int setup(void **state) {
     qf_ctx_t *ctx = NULL;
     if (qf_ctx_init_host(&ctx, 90) != QF_OK)

@@ -1,30 +1,20 @@
 /* test_cache_tool.c: qfuse-cache (list, clear, prune, warm) run as a program, as a cluster script
  * would, against a temporary QFUSE_CACHE_DIR. The tool is found next to this binary's directory
  * ($(BUILD_DIR)/qfuse-cache for $(BUILD_DIR)/tests/test_cache_tool). */
-#include "test_util.h"
+#include "test_jit_cache_util.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <ftw.h>
 #include <libgen.h>
-#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "jit_cache.h"
 #include "registry.h"
 
 #define KEY_X "00112233445566778899aabbccddeeff"
 
 static char g_tool[PATH_MAX];
-
-typedef struct fixture {
-    char root[64], dir[PATH_MAX];
-} fixture;
 
 typedef struct result {
     int status; /* exit status, or -1 when killed */
@@ -115,12 +105,7 @@ static int expected_variants(const char *glob) {
 
 /* Creates fx->dir/name with some bytes and the given age in seconds. */
 static void make_file(const fixture *fx, const char *name, const char *text, long age) {
-    char path[PATH_MAX + 300];
-    snprintf(path, sizeof path, "%s/%s", fx->dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    const char *path = qf_test_dir_write(fx->dir, name, text);
     struct timespec t[2];
     clock_gettime(CLOCK_REALTIME, &t[0]);
     t[0].tv_sec -= age;
@@ -132,25 +117,6 @@ static int exists(const fixture *fx, const char *name) {
     char path[PATH_MAX + 300];
     snprintf(path, sizeof path, "%s/%s", fx->dir, name);
     return access(path, F_OK) == 0;
-}
-
-static int setup(void **state) {
-    fixture *fx = calloc(1, sizeof *fx);
-    if (!fx)
-        return -1;
-    snprintf(fx->root, sizeof fx->root, "/tmp/qf_test_tool.XXXXXX");
-    if (!mkdtemp(fx->root))
-        return -1;
-    snprintf(fx->dir, sizeof fx->dir, "%s/cache", fx->root);
-    *state = fx;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *fx = *state;
-    qf_test_dir_remove(fx->root);
-    free(fx);
-    return 0;
 }
 
 /* =====================================================================} */
@@ -254,17 +220,11 @@ static void test_prune_zero_removes_all(void **state) {
  * name; a second warm finds them cached; a bad file is a usage error naming the field. */
 static void test_warm_recipe_file(void **state) {
     fixture *fx = *state;
-    char path[PATH_MAX + 32], bad[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/user_fp8.lua", fx->root);
-    snprintf(bad, sizeof bad, "%s/bad_fp8.lua", fx->root);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("return {family = 'fp8_delayed', format = 'e4m3', margin = 2}\n", f);
-    fclose(f);
-    f = fopen(bad, "w");
-    assert_non_null(f);
-    fputs("return {family = 'fp8_delayed', margin = 40}\n", f);
-    fclose(f);
+    const char *path = qf_test_dir_write(fx->root, "user_fp8.lua",
+                                         "return {family = 'fp8_delayed', format = 'e4m3', "
+                                         "margin = 2}\n");
+    const char *bad = qf_test_dir_write(fx->root, "bad_fp8.lua",
+                                        "return {family = 'fp8_delayed', margin = 40}\n");
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
                "warm: sm_90, 1 variant: 1 compiled", NULL);
     assert_int_equal(count_files(fx, "qf_user_fp8_scale_update"), 1);
@@ -329,13 +289,9 @@ static void test_list_invalid_and_stale(void **state) {
  * stays); a directory named like one is listed and left alone, without failing clear. */
 static void test_symlink_and_directory_entries(void **state) {
     fixture *fx = *state;
-    char target[PATH_MAX + 16], link[PATH_MAX + 64], sub[PATH_MAX + 64];
+    char link[PATH_MAX + 64], sub[PATH_MAX + 64];
     assert_int_equal(mkdir(fx->dir, 0700), 0);
-    snprintf(target, sizeof target, "%s/target", fx->root);
-    FILE *f = fopen(target, "w");
-    assert_non_null(f);
-    fputs("not a cache entry\n", f);
-    fclose(f);
+    const char *target = qf_test_dir_write(fx->root, "target", "not a cache entry\n");
     snprintf(link, sizeof link, "%s/qf_x." KEY_X ".cubin", fx->dir);
     snprintf(sub, sizeof sub, "%s/qf_y." KEY_X ".cubin", fx->dir);
     assert_int_equal(symlink(target, link), 0);
@@ -390,20 +346,25 @@ static int find_tool(void) {
     return access(g_tool, X_OK);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
-
 int main(void) {
     if (find_tool() != 0) {
         fprintf(stderr, "test_cache_tool: %s not found; build it first (make)\n", g_tool);
         return 1;
     }
-    umask(022);
     const struct CMUnitTest tests[] = {
-        T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file), T(test_warm_gemm_by_arch),
-        T(test_prune_zero_removes_all), T(test_warm_read_only), T(test_warm_named_arch),
+        T(test_help),
+        T(test_bad_arguments),
+        T(test_warm_list_prune_clear),
+        T(test_warm_recipe_file),
+        T(test_warm_gemm_by_arch),
+        T(test_prune_zero_removes_all),
+        T(test_warm_read_only),
+        T(test_warm_named_arch),
         T(test_list_invalid_and_stale),
-        T(test_warm_without_disk_cache), T(test_symlink_and_directory_entries),
-        T(test_remove_does_not_create), T(test_dir_option_overrides_disable),
+        T(test_warm_without_disk_cache),
+        T(test_symlink_and_directory_entries),
+        T(test_remove_does_not_create),
+        T(test_dir_option_overrides_disable),
     };
-    return cmocka_run_group_tests_name("cache_tool", tests, NULL, NULL);
+    return RUN_CACHE_TESTS("cache_tool", tests);
 }

@@ -14,71 +14,65 @@ static int qf_test_starts(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* ========================================================================= generator runs */
+/* Asserts that dir/name does not exist. */
+static void qf_test_absent(const char *dir, const char *name) {
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_not_equal(stat(path, &st), 0);
+}
 
-static void test_gen_template_unfilled(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char *out, *err, expect[512];
-    qf_test_dir_make_gen(&d);
-    char nq[512];
-    snprintf(nq, sizeof nq, "%s// __ROWS__ per block\n", qf_test_nq_ok);
-    qf_test_templates(d.path, nq);
-    const char *args[] = {"--check", "--templates", d.path, "recipes/fp8_delayed.lua", NULL};
+/* Runs qfuse-gen with args and asserts that it fails (exit 1) with the one message
+ * "qfuse-gen: <dir>/<what>" on stderr; with unwritten not NULL, that dir/unwritten does not
+ * exist (nothing written). */
+static void qf_test_cli_refused(const char *const *args, const char *dir, const char *what,
+                                const char *unwritten) {
+    char *out, *err, expect[1024];
     assert_int_equal(qf_test_cli(&out, &err, args), 1);
-    snprintf(expect, sizeof expect,
-             "qfuse-gen: %s/smxx_fp8_norm_quantize.cu:2: placeholder '__ROWS__' has no value\n",
-             d.path);
+    snprintf(expect, sizeof expect, "qfuse-gen: %s/%s\n", dir, what);
     assert_string_equal(err, expect);
     assert_string_equal(out, "");
     free(out), free(err);
-    qf_test_dir_remove(d.path);
+    if (unwritten)
+        qf_test_absent(dir, unwritten);
+}
+
+/* ========================================================================= generator runs */
+
+static void test_gen_template_unfilled(void **state) {
+    const qf_test_dir *d = *state;
+    char nq[512];
+    snprintf(nq, sizeof nq, "%s// __ROWS__ per block\n", qf_test_nq_ok);
+    qf_test_templates(d->path, nq);
+    const char *args[] = {"--check", "--templates", d->path, "recipes/fp8_delayed.lua", NULL};
+    qf_test_cli_refused(args, d->path,
+                        "smxx_fp8_norm_quantize.cu:2: placeholder '__ROWS__' has no value", NULL);
 }
 
 /* Every templates/qf_dev_*.cuh is a shared header: one holding a placeholder stops the run before
  * anything is written, naming it. */
 static void test_gen_header_placeholder(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char *out, *err, expect[512], path[512];
-    struct stat st;
-    qf_test_dir_make_gen(&d);
-    qf_test_templates(d.path, qf_test_nq_ok);
-    qf_test_dir_write(d.path, "qf_dev_bad.cuh", "namespace {\nconstexpr int kT = __TILE_M__;\n}\n");
-    const char *args[] = {"-o", d.path, "--templates", d.path, "recipes/fp8_delayed.lua", NULL};
-    assert_int_equal(qf_test_cli(&out, &err, args), 1);
-    snprintf(expect, sizeof expect,
-             "qfuse-gen: %s/qf_dev_bad.cuh:2: placeholder '__TILE_M__' in a shared header "
-             "(headers take template parameters; only templates have placeholders)\n",
-             d.path);
-    assert_string_equal(err, expect);
-    snprintf(path, sizeof path, "%s/registry.c", d.path);
-    assert_int_not_equal(stat(path, &st), 0); /* nothing written */
-    free(out), free(err);
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    qf_test_templates(d->path, qf_test_nq_ok);
+    qf_test_dir_write(d->path, "qf_dev_bad.cuh",
+                      "namespace {\nconstexpr int kT = __TILE_M__;\n}\n");
+    const char *args[] = {"-o", d->path, "--templates", d->path, "recipes/fp8_delayed.lua", NULL};
+    qf_test_cli_refused(args, d->path,
+                        "qf_dev_bad.cuh:2: placeholder '__TILE_M__' in a shared header (headers "
+                        "take template parameters; only templates have placeholders)",
+                        "registry.c");
 }
 
 static void test_gen_template_unused_value(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char *out, *err, expect[512];
-    qf_test_dir_make_gen(&d);
-    qf_test_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__FAMILY__, __NORM__, "
-                              "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
-                              "__BLOCK_THREADS__}; }\n");
-    const char *args[] = {"-o", d.path, "--templates", d.path, "recipes/fp8_delayed.lua", NULL};
-    assert_int_equal(qf_test_cli(&out, &err, args), 1);
-    snprintf(expect, sizeof expect,
-             "qfuse-gen: %s/smxx_fp8_norm_quantize.cu: value for placeholder '__TILE_M__' is "
-             "never used\n",
-             d.path);
-    assert_string_equal(err, expect);
-    struct stat st;
-    char path[512];
-    snprintf(path, sizeof path, "%s/registry.c", d.path);
-    assert_int_not_equal(stat(path, &st), 0); /* nothing written */
-    free(out), free(err);
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    qf_test_templates(d->path, "void __KERNEL_NAME__() { int a[] = {__FAMILY__, __NORM__, "
+                               "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
+                               "__BLOCK_THREADS__}; }\n");
+    const char *args[] = {"-o", d->path, "--templates", d->path, "recipes/fp8_delayed.lua", NULL};
+    qf_test_cli_refused(args, d->path,
+                        "smxx_fp8_norm_quantize.cu: value for placeholder '__TILE_M__' is never "
+                        "used",
+                        "registry.c");
 }
 
 /* ---- tree comparison */
@@ -110,33 +104,41 @@ static void qf_test_list(const char *dir, qf_test_tree *t) {
     qsort(t->rel, (size_t)t->n, sizeof t->rel[0], qf_test_strcmp);
 }
 
-/* Two runs into two dirs give identical trees, byte for byte, holding only the expected files. */
-static void test_gen_reproducible(void **state) {
-    (void)state;
-    qf_test_dir d1, d2;
+/* Asserts that the trees under dir1 and dir2 hold the same n files, byte for byte; with leak
+ * not NULL, that no file holds that string either. */
+static void qf_test_same_trees(const char *dir1, const char *dir2, int n, const char *leak) {
     static qf_test_tree t1, t2;
-    char p1[512], p2[512];
-    qf_test_dir_make_gen(&d1);
-    qf_test_dir_make_gen(&d2);
-    qf_test_generate(d1.path);
-    qf_test_generate(d2.path);
-    qf_test_list(d1.path, &t1);
-    qf_test_list(d2.path, &t2);
-    assert_int_equal(t1.n, 19 + 4);
+    char p1[600], p2[600];
+    qf_test_list(dir1, &t1);
+    qf_test_list(dir2, &t2);
+    assert_int_equal(t1.n, n);
     assert_int_equal(t1.n, t2.n);
     for (int i = 0; i < t1.n; i++) {
         assert_string_equal(t1.rel[i], t2.rel[i]);
-        snprintf(p1, sizeof p1, "%s/%s", d1.path, t1.rel[i]);
-        snprintf(p2, sizeof p2, "%s/%s", d2.path, t2.rel[i]);
+        snprintf(p1, sizeof p1, "%s/%s", dir1, t1.rel[i]);
+        snprintf(p2, sizeof p2, "%s/%s", dir2, t2.rel[i]);
         size_t n1 = 0, n2 = 0;
         char *a = qf_test_read(p1, &n1), *b = qf_test_read(p2, &n2);
         assert_non_null(a);
         assert_non_null(b);
         if (n1 != n2 || memcmp(a, b, n1) != 0)
             fail_msg("%s differs between runs", t1.rel[i]);
-        assert_null(strstr(a, d1.path)); /* no absolute (temp) path leaks into the output */
+        if (leak)
+            assert_null(strstr(a, leak));
         free(a), free(b);
     }
+}
+
+/* Two runs into two dirs give identical trees, byte for byte, holding only the expected files. */
+static void test_gen_reproducible(void **state) {
+    (void)state;
+    qf_test_dir d1, d2;
+    qf_test_dir_make_gen(&d1);
+    qf_test_dir_make_gen(&d2);
+    qf_test_generate(d1.path);
+    qf_test_generate(d2.path);
+    /* no absolute (temp) path leaks into the output */
+    qf_test_same_trees(d1.path, d2.path, 19 + 4, d1.path);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -175,39 +177,33 @@ static void qf_test_banner(const char *rel, char *text) {
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
 static void test_gen_banners(void **state) {
-    (void)state;
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     static qf_test_tree t;
     char p[512];
-    qf_test_dir_make_gen(&d);
-    qf_test_generate(d.path);
-    qf_test_list(d.path, &t);
+    qf_test_generate(d->path);
+    qf_test_list(d->path, &t);
     assert_int_equal(t.n, 19 + 4);
     for (int i = 0; i < t.n; i++) {
-        snprintf(p, sizeof p, "%s/%s", d.path, t.rel[i]);
+        snprintf(p, sizeof p, "%s/%s", d->path, t.rel[i]);
         char *text = qf_test_read(p, NULL);
         assert_non_null(text);
         qf_test_banner(t.rel[i], text);
         free(text);
     }
-    qf_test_dir_remove(d.path);
 }
 
 /* A stale kernels/qf_*.cu is removed by the next run; other files under out/ are left alone. */
 static void test_gen_stale_removed(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char kdir[512], stale[600], keep[600];
+    const qf_test_dir *d = *state;
+    char kdir[512], keep[600];
     struct stat st;
-    qf_test_dir_make_gen(&d);
-    snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
+    snprintf(kdir, sizeof kdir, "%s/kernels", d->path);
     assert_int_equal(mkdir(kdir, 0777), 0);
-    snprintf(stale, sizeof stale, "%s", qf_test_dir_write(kdir, "qf_gone_kernel.cu", "x"));
-    snprintf(keep, sizeof keep, "%s", qf_test_dir_write(d.path, "notes.txt", "x"));
-    qf_test_generate(d.path);
-    assert_int_not_equal(stat(stale, &st), 0);
+    qf_test_dir_write(kdir, "qf_gone_kernel.cu", "x");
+    snprintf(keep, sizeof keep, "%s", qf_test_dir_write(d->path, "notes.txt", "x"));
+    qf_test_generate(d->path);
+    qf_test_absent(kdir, "qf_gone_kernel.cu");
     assert_int_equal(stat(keep, &st), 0);
-    qf_test_dir_remove(d.path);
 }
 
 /* Generates every recipe the registry was built from into a fresh outdir (default templates). */
@@ -286,20 +282,18 @@ static void qf_test_registry_templates(void) {
  * NVRTC header, and the fusion keys of the manifest equal the runtime's qf_kernel_key over the
  * registry. */
 static void test_gen_matches_registry(void **state) {
-    (void)state;
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     char p[512];
-    qf_test_dir_make_gen(&d);
-    qf_test_generate_registry(d.path);
+    qf_test_generate_registry(d->path);
     qf_test_registry_headers();
     qf_test_registry_templates();
     /* each template and header once, a short prelude per kernel: well under 1 MiB (the full
      * sources, one per kernel, are several MiB) */
     struct stat st;
-    snprintf(p, sizeof p, "%s/registry.c", d.path);
+    snprintf(p, sizeof p, "%s/registry.c", d->path);
     assert_int_equal(stat(p, &st), 0);
     assert_true(st.st_size < (1 << 20));
-    snprintf(p, sizeof p, "%s/manifest.json", d.path);
+    snprintf(p, sizeof p, "%s/manifest.json", d->path);
     char *text = qf_test_read(p, NULL);
     cJSON *root = cJSON_Parse(text), *rs = cJSON_GetObjectItem(root, "recipes"), *r;
     free(text);
@@ -309,12 +303,11 @@ static void test_gen_matches_registry(void **state) {
         cJSON *j;
         cJSON_ArrayForEach(j, cJSON_GetObjectItem(r, "kernels")) {
             assert_true(k < qf_kernel_count);
-            qf_test_registry_kernel(d.path, &qf_kernels[k++], j);
+            qf_test_registry_kernel(d->path, &qf_kernels[k++], j);
         }
     }
     assert_int_equal(k, qf_kernel_count);
     cJSON_Delete(root);
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 runs */
@@ -323,7 +316,6 @@ static void test_gen_matches_registry(void **state) {
 static void test_gen_mxfp8_reproducible(void **state) {
     (void)state;
     qf_test_dir d1, d2;
-    static qf_test_tree t1, t2;
     char p1[600], p2[600];
     qf_test_dir_make_gen(&d1);
     qf_test_dir_make_gen(&d2);
@@ -331,28 +323,31 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
     snprintf(p2, sizeof p2, "%s/out", d2.path);
-    qf_test_list(p1, &t1);
-    qf_test_list(p2, &t2);
-    assert_int_equal(t1.n, 2 * 19 + 4);
-    assert_int_equal(t1.n, t2.n);
-    for (int i = 0; i < t1.n; i++) {
-        size_t n1 = 0, n2 = 0;
-        snprintf(p1, sizeof p1, "%s/out/%s", d1.path, t1.rel[i]);
-        snprintf(p2, sizeof p2, "%s/out/%s", d2.path, t2.rel[i]);
-        char *a = qf_test_read(p1, &n1), *b = qf_test_read(p2, &n2);
-        assert_non_null(a), assert_non_null(b);
-        if (strcmp(t1.rel[i], t2.rel[i]) != 0 || n1 != n2 || memcmp(a, b, n1) != 0)
-            fail_msg("%s differs between runs", t1.rel[i]);
-        free(a), free(b);
-    }
+    qf_test_same_trees(p1, p2, 2 * 19 + 4, NULL);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
 
-/* The rendered stubs: BLOCK_2D only in the 2D recipe's weight quantizers; shapes.c's formulas. */
-static const struct {
+/* A text that a generated file (under out/) must hold. */
+typedef struct qf_test_source {
     const char *file, *has;
-} qf_test_mx_sources[] = {
+} qf_test_source;
+
+/* Asserts that each of the n files of s under dir/out holds its text. */
+static void qf_test_sources_have(const char *dir, const qf_test_source *s, size_t n) {
+    char p[600];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/out/%s", dir, s[i].file);
+        char *text = qf_test_read(p, NULL);
+        assert_non_null(text);
+        if (!strstr(text, s[i].has))
+            fail_msg("%s lacks '%s'", s[i].file, s[i].has);
+        free(text);
+    }
+}
+
+/* The rendered stubs: BLOCK_2D only in the 2D recipe's weight quantizers; shapes.c's formulas. */
+static const qf_test_source qf_test_mx_sources[] = {
     {"kernels/qf_mxfp8_2d_quant_weight_bf16.cu",
      "\n#define __KERNEL_NAME__ qf_mxfp8_2d_quant_weight_bf16\n#define __BLOCK_THREADS__ 256\n"
      "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
@@ -382,49 +377,33 @@ static const struct {
     {"shapes.c", "const int64_t d[] = {qf_shape_roundup(qf_shape_cdiv(q->M, 32), 4), "
                  "qf_shape_roundup(q->K, 128)};"},
     {"registry.c", ".family = QF_FAMILY_MXFP8,\n        .op = QF_OP_GEMM,"},
-    {"registry.c", ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
-    {"registry.c", ".tile_m = 128,\n        .tpl = &qf_templates[0], /* templates/sm90_mxfp8_gemm.cu */\n"
-                   "        .entries = QF_ENTRY_BIT(QF_ENTRY_MAIN),\n        .prelude =\n"},
+    {"registry.c",
+     ".scale_rounding = QF_SCALE_ROUNDING_CEIL,\n        .block_2d[QF_ROLE_WEIGHT] = 1,"},
+    {"registry.c",
+     ".tile_m = 128,\n        .tpl = &qf_templates[0], /* templates/sm90_mxfp8_gemm.cu */\n"
+     "        .entries = QF_ENTRY_BIT(QF_ENTRY_MAIN),\n        .prelude =\n"},
 };
 
 static void test_gen_mxfp8_sources(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char p[600];
-    qf_test_dir_make_gen(&d);
-    qf_test_mx_generate(d.path);
-    for (size_t i = 0; i < sizeof qf_test_mx_sources / sizeof qf_test_mx_sources[0]; i++) {
-        snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_mx_sources[i].file);
-        char *text = qf_test_read(p, NULL);
-        assert_non_null(text);
-        if (!strstr(text, qf_test_mx_sources[i].has))
-            fail_msg("%s lacks '%s'", qf_test_mx_sources[i].file, qf_test_mx_sources[i].has);
-        free(text);
-    }
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    qf_test_mx_generate(d->path);
+    qf_test_sources_have(d->path, qf_test_mx_sources,
+                         sizeof qf_test_mx_sources / sizeof qf_test_mx_sources[0]);
 }
 
 /* An MXFP8 template without __BLOCK_2D__ is refused, naming the placeholder; nothing written. */
 static void test_gen_mxfp8_template_contract(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char *out, *err, expect[600], outdir[512];
-    struct stat st;
-    qf_test_dir_make_gen(&d);
-    qf_test_mx_templates(d.path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
-                                 "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
-                                 "__SCALE_ROUNDING__, __BLOCK_THREADS__, __TILE_M__}; }\n");
-    snprintf(outdir, sizeof outdir, "%s/out", d.path);
-    const char *args[] = {"-o", outdir, "--templates", d.path, "recipes/mxfp8.lua", NULL};
-    assert_int_equal(qf_test_cli(&out, &err, args), 1);
-    snprintf(expect, sizeof expect,
-             "qfuse-gen: %s/smxx_mxfp8_norm_quantize.cu: value for placeholder '__BLOCK_2D__' is "
-             "never used\n",
-             d.path);
-    assert_string_equal(err, expect);
-    assert_int_not_equal(stat(outdir, &st), 0);
-    free(out), free(err);
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    char outdir[512];
+    qf_test_mx_templates(d->path, "void __KERNEL_NAME__() { int a[] = {__NORM__, "
+                                  "__ZERO_CENTERED_GAMMA__, __IN_DTYPE__, __OUT_DTYPE__, "
+                                  "__SCALE_ROUNDING__, __BLOCK_THREADS__, __TILE_M__}; }\n");
+    snprintf(outdir, sizeof outdir, "%s/out", d->path);
+    const char *args[] = {"-o", outdir, "--templates", d->path, "recipes/mxfp8.lua", NULL};
+    qf_test_cli_refused(args, d->path,
+                        "smxx_mxfp8_norm_quantize.cu: value for placeholder '__BLOCK_2D__' is "
+                        "never used",
+                        "out");
 }
 
 /* ========================================================================= nvfp4 runs */
@@ -432,32 +411,22 @@ static void test_gen_mxfp8_template_contract(void **state) {
 /* Without its templates the NVFP4 recipe is refused naming the missing file (first the GEMM's,
  * whose kernel sorts first), and nothing is written. */
 static void test_gen_nvfp4_missing_template(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char *out, *err, expect[600], outdir[512];
-    struct stat st;
-    qf_test_dir_make_gen(&d);
-    snprintf(outdir, sizeof outdir, "%s/out", d.path);
-    const char *args[] = {"-o", outdir, "--templates", d.path, QF_NV_RECIPE, NULL};
+    const qf_test_dir *d = *state;
+    char outdir[512], what[128];
+    snprintf(outdir, sizeof outdir, "%s/out", d->path);
+    const char *args[] = {"-o", outdir, "--templates", d->path, QF_NV_RECIPE, NULL};
     const char *const files[] = {"sm90_nvfp4_gemm.cu", "smxx_nvfp4_norm_quantize.cu"};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(qf_test_cli(&out, &err, args), 1);
-        snprintf(expect, sizeof expect,
-                 "qfuse-gen: %s/%s: cannot open template (No such file or directory)\n", d.path,
+        snprintf(what, sizeof what, "%s: cannot open template (No such file or directory)",
                  files[i]);
-        assert_string_equal(err, expect);
-        assert_int_not_equal(stat(outdir, &st), 0);
-        free(out), free(err);
-        qf_test_dir_write(d.path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+        qf_test_cli_refused(args, d->path, what, "out");
+        qf_test_dir_write(d->path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
     }
-    qf_test_dir_remove(d.path);
 }
 
 /* The rendered stubs, shapes.c's multiple-of-16 (GEMM: 32) checks and packed dims, registry.c's
  * fields. */
-static const struct {
-    const char *file, *has;
-} qf_test_nv_sources[] = {
+static const qf_test_source qf_test_nv_sources[] = {
     {"kernels/qf_nvfp4_quant_grad_bf16.cu",
      "\n#define __KERNEL_NAME__ qf_nvfp4_quant_grad_bf16\n#define __BLOCK_THREADS__ 256\n"
      "#define __NORM__ QF_NORM_NONE\n#define __ZERO_CENTERED_GAMMA__ 0\n"
@@ -493,36 +462,26 @@ static const struct {
 };
 
 static void test_gen_nvfp4_sources(void **state) {
-    (void)state;
-    qf_test_dir d;
-    char p[600];
-    qf_test_dir_make_gen(&d);
-    qf_test_nv_generate(d.path);
-    for (size_t i = 0; i < sizeof qf_test_nv_sources / sizeof qf_test_nv_sources[0]; i++) {
-        snprintf(p, sizeof p, "%s/out/%s", d.path, qf_test_nv_sources[i].file);
-        char *text = qf_test_read(p, NULL);
-        assert_non_null(text);
-        if (!strstr(text, qf_test_nv_sources[i].has))
-            fail_msg("%s lacks '%s'", qf_test_nv_sources[i].file, qf_test_nv_sources[i].has);
-        free(text);
-    }
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    qf_test_nv_generate(d->path);
+    qf_test_sources_have(d->path, qf_test_nv_sources,
+                         sizeof qf_test_nv_sources / sizeof qf_test_nv_sources[0]);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gen_template_unfilled),
-        cmocka_unit_test(test_gen_template_unused_value),
-        cmocka_unit_test(test_gen_header_placeholder),
+        T(test_gen_template_unfilled),
+        T(test_gen_template_unused_value),
+        T(test_gen_header_placeholder),
         cmocka_unit_test(test_gen_reproducible),
-        cmocka_unit_test(test_gen_banners),
-        cmocka_unit_test(test_gen_stale_removed),
-        cmocka_unit_test(test_gen_matches_registry),
+        T(test_gen_banners),
+        T(test_gen_stale_removed),
+        T(test_gen_matches_registry),
         cmocka_unit_test(test_gen_mxfp8_reproducible),
-        cmocka_unit_test(test_gen_mxfp8_sources),
-        cmocka_unit_test(test_gen_mxfp8_template_contract),
-        cmocka_unit_test(test_gen_nvfp4_missing_template),
-        cmocka_unit_test(test_gen_nvfp4_sources),
+        T(test_gen_mxfp8_sources),
+        T(test_gen_mxfp8_template_contract),
+        T(test_gen_nvfp4_missing_template),
+        T(test_gen_nvfp4_sources),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,60 +1,15 @@
 /* test_gen_hostile.c: qfuse-gen against hostile recipes: the sandbox's memory cap, instruction
  * budget and empty environment, odd files and bytes, and a replay of every fuzzing input
- * (tests/fuzz/corpus, seeds, regressions) through the loader and generator without the fuzzer. */
-#include "test_util.h"
+ * (tests/fuzz/corpus, seeds, regressions, and recipes/) through the loader and generator without
+ * the fuzzer. */
+#include "test_gen_util.h"
 
 #include <dirent.h>
-#include <ftw.h>
-#include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <lauxlib.h>
-#include <lua.h>
-
-#include "gen_emit.h"
-#include "gen_plan.h"
-#include "gen_recipe.h"
 
 /* ========================================================================= helpers */
 
 #define QF_HOSTILE_PATH "hostile.lua" /* names every in-memory recipe */
 #define QF_KEYS_40 "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
-
-static void qf_test_mkdtemp(char *dir, size_t n) {
-    snprintf(dir, n, "/tmp/qf_test_hostile.XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void qf_test_write(const char *dir, const char *name, const void *text, size_t n,
-                          char path[512]) {
-    snprintf(path, 512, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(text, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-/* Asserts that msg is want, or contains want when `contains`; prints both otherwise. */
-static void qf_test_message(const char *msg, const char *want, int contains) {
-    if (contains ? strstr(msg, want) == NULL : strcmp(msg, want) != 0)
-        fail_msg("message\n  '%s'\n%s\n  '%s'", msg, contains ? "lacks" : "is not", want);
-}
-
-static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
-    (void)L;
-    qf_gen_buf_addn(ud, p, n);
-    return 0;
-}
-
-/* Appends the binary chunk of `return {family = 'fp8_delayed'}` (lua_dump, stripped) to b. */
-static void qf_test_binary_chunk(qf_gen_buf *b) {
-    lua_State *L = luaL_newstate();
-    assert_non_null(L);
-    assert_int_equal(luaL_loadstring(L, "return {family = 'fp8_delayed'}"), LUA_OK);
-    assert_int_equal(lua_dump(L, qf_test_lua_writer, b, 1), 0);
-    lua_close(L);
-}
 
 /* ========================================================================= in-memory recipes */
 
@@ -184,9 +139,6 @@ static void test_hostile_buffer(void **state) {
     assert_true(strncmp(e.msg, QF_HOSTILE_PATH, strlen(QF_HOSTILE_PATH)) == 0);
 }
 
-#define QF_HOSTILE_TEST(i)                                                                     \
-    cmocka_unit_test_prestate(test_hostile_buffer, (void *)&qf_hostile_cases[i])
-
 /* Nothing that reaches files, processes or the environment, nor any library, is visible. */
 static void test_hostile_no_globals(void **state) {
     (void)state;
@@ -264,67 +216,52 @@ static void test_hostile_long_path(void **state) {
 
 /* A directory, a FIFO (must not block) and a device (must not be read forever) are refused. */
 static void test_hostile_not_regular(void **state) {
-    (void)state;
-    char dir[64], path[512], want[700];
+    const qf_test_dir *d = *state;
+    char path[512], want[700];
     qf_recipe r;
     qf_gen_err e;
-    qf_test_mkdtemp(dir, sizeof dir);
     static const char *const names[] = {"dir.lua", "fifo.lua", "zero.lua"};
     static const char *const why[] = {"Is a directory", "not a regular file", "not a regular file"};
     for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", d->path, names[i]);
         int made = i == 0 ? mkdir(path, 0700) : i == 1 ? mkfifo(path, 0600) : symlink("/dev/zero", path);
         assert_int_equal(made, 0);
         assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
         snprintf(want, sizeof want, "cannot read %s: %s", path, why[i]);
         qf_test_message(e.msg, want, 0);
     }
-    qf_test_dir_remove(dir);
 }
 
 /* An empty file, one with a BOM and a shebang line, and a file over the size cap. */
 static void test_hostile_files(void **state) {
-    (void)state;
-    char dir[64], path[512], want[700];
+    const qf_test_dir *d = *state;
+    char path[512];
     qf_recipe r;
-    qf_gen_err e;
-    qf_test_mkdtemp(dir, sizeof dir);
-    qf_test_write(dir, "empty.lua", "", 0, path);
-    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
-    snprintf(want, sizeof want, "%s: recipe must return a table (got nil)", path);
-    qf_test_message(e.msg, want, 0);
+    qf_test_write(d->path, "empty.lua", "", 0, path);
+    qf_test_refused(path, NULL, "recipe must return a table (got nil)", 0);
     static const char bom[] = "\xef\xbb\xbf#!/usr/bin/env lua\nreturn {family = 'fp8_delayed'}";
-    qf_test_write(dir, "bom.lua", bom, sizeof bom - 1, path);
-    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), 0);
+    qf_test_write(d->path, "bom.lua", bom, sizeof bom - 1, path);
+    qf_test_load_ok(path, &r);
     assert_string_equal(r.name, "bom");
     char *big = malloc(QF_GEN_RECIPE_FILE_MAX + 1);
     assert_non_null(big);
     memset(big, ' ', QF_GEN_RECIPE_FILE_MAX + 1);
-    qf_test_write(dir, "big.lua", big, QF_GEN_RECIPE_FILE_MAX + 1, path);
+    qf_test_write(d->path, "big.lua", big, QF_GEN_RECIPE_FILE_MAX + 1, path);
     free(big);
-    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
-    snprintf(want, sizeof want, "%s: recipe file of 1048577 bytes is larger than 1048576 bytes "
-             "(1 MiB)", path);
-    qf_test_message(e.msg, want, 0);
-    qf_test_dir_remove(dir);
+    qf_test_refused(path, NULL, "recipe file of 1048577 bytes is larger than 1048576 bytes (1 MiB)",
+                    0);
 }
 
 /* A binary chunk on disk is refused like one in memory. */
 static void test_hostile_binary_file(void **state) {
-    (void)state;
-    char dir[64], path[512], want[700];
+    const qf_test_dir *d = *state;
+    char path[512];
     qf_gen_buf b;
-    qf_recipe r;
-    qf_gen_err e;
-    qf_test_mkdtemp(dir, sizeof dir);
     qf_gen_buf_init(&b);
     qf_test_binary_chunk(&b);
-    qf_test_write(dir, "bin.lua", b.p, b.len, path);
+    qf_test_write(d->path, "bin.lua", b.p, b.len, path);
     qf_gen_buf_free(&b);
-    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
-    snprintf(want, sizeof want, "%s: attempt to load a binary chunk (mode is 't')", path);
-    qf_test_message(e.msg, want, 0);
-    qf_test_dir_remove(dir);
+    qf_test_refused(path, NULL, "attempt to load a binary chunk (mode is 't')", 0);
 }
 
 /* ========================================================================= fuzzing inputs */
@@ -364,10 +301,9 @@ static void qf_test_replay(const char *dir, const char *text, size_t len, const 
     qf_gen_plan_free(&plan);
 }
 
-/* Replays every file of tests/fuzz/<sub>; returns how many. */
-static int qf_test_replay_dir(const char *tmp, const char *sub) {
-    char dir[256], path[600];
-    snprintf(dir, sizeof dir, "tests/fuzz/%s", sub);
+/* Replays every file of dir; returns how many. */
+static int qf_test_replay_dir(const char *tmp, const char *dir) {
+    char path[600];
     DIR *d = opendir(dir);
     if (!d)
         fail_msg("cannot open %s (tests run from the repository root)", dir);
@@ -388,45 +324,29 @@ static int qf_test_replay_dir(const char *tmp, const char *sub) {
     return n;
 }
 
-/* Every fuzzing input, crashes found included, replayed on every test run (CI too). */
+/* Every fuzzing input (the shipped recipes are seeds too), crashes found included, replayed on
+ * every test run (CI too). */
 static void test_hostile_fuzz_replay(void **state) {
-    (void)state;
-    char tmp[64];
-    qf_test_mkdtemp(tmp, sizeof tmp);
-    int seeds = qf_test_replay_dir(tmp, "seeds");
-    int corpus = qf_test_replay_dir(tmp, "corpus");
-    int regressions = qf_test_replay_dir(tmp, "regressions");
-    print_message("replayed %d seeds, %d corpus inputs, %d regressions\n", seeds, corpus,
-                  regressions);
-    assert_true(seeds > 0 && corpus > 0);
-    qf_test_dir_remove(tmp);
+    const qf_test_dir *tmp = *state;
+    int seeds = qf_test_replay_dir(tmp->path, "tests/fuzz/seeds");
+    int shipped = qf_test_replay_dir(tmp->path, "recipes");
+    int corpus = qf_test_replay_dir(tmp->path, "tests/fuzz/corpus");
+    int regressions = qf_test_replay_dir(tmp->path, "tests/fuzz/regressions");
+    print_message("replayed %d seeds, %d shipped recipes, %d corpus inputs, %d regressions\n",
+                  seeds, shipped, corpus, regressions);
+    assert_true(seeds > 0 && shipped > 0 && corpus > 0);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        QF_HOSTILE_TEST(0),  QF_HOSTILE_TEST(1),  QF_HOSTILE_TEST(2),  QF_HOSTILE_TEST(3),
-        QF_HOSTILE_TEST(4),  QF_HOSTILE_TEST(5),  QF_HOSTILE_TEST(6),  QF_HOSTILE_TEST(7),
-        QF_HOSTILE_TEST(8),  QF_HOSTILE_TEST(9),  QF_HOSTILE_TEST(10), QF_HOSTILE_TEST(11),
-        QF_HOSTILE_TEST(12), QF_HOSTILE_TEST(13), QF_HOSTILE_TEST(14), QF_HOSTILE_TEST(15),
-        QF_HOSTILE_TEST(16), QF_HOSTILE_TEST(17), QF_HOSTILE_TEST(18), QF_HOSTILE_TEST(19),
-        QF_HOSTILE_TEST(20), QF_HOSTILE_TEST(21), QF_HOSTILE_TEST(22), QF_HOSTILE_TEST(23),
-        QF_HOSTILE_TEST(24), QF_HOSTILE_TEST(25), QF_HOSTILE_TEST(26), QF_HOSTILE_TEST(27),
-        QF_HOSTILE_TEST(28), QF_HOSTILE_TEST(29), QF_HOSTILE_TEST(30), QF_HOSTILE_TEST(31),
-        QF_HOSTILE_TEST(32), QF_HOSTILE_TEST(33), QF_HOSTILE_TEST(34), QF_HOSTILE_TEST(35),
-        QF_HOSTILE_TEST(36), QF_HOSTILE_TEST(37), QF_HOSTILE_TEST(38), QF_HOSTILE_TEST(39),
-        QF_HOSTILE_TEST(40), QF_HOSTILE_TEST(41), QF_HOSTILE_TEST(42), QF_HOSTILE_TEST(43),
-        QF_HOSTILE_TEST(44), QF_HOSTILE_TEST(45), QF_HOSTILE_TEST(46), QF_HOSTILE_TEST(47),
-        QF_HOSTILE_TEST(48), QF_HOSTILE_TEST(49),
         cmocka_unit_test(test_hostile_no_globals),
         cmocka_unit_test(test_hostile_binary_chunk),
         cmocka_unit_test(test_hostile_memory_in_parser),
         cmocka_unit_test(test_hostile_long_path),
-        cmocka_unit_test(test_hostile_not_regular),
-        cmocka_unit_test(test_hostile_files),
-        cmocka_unit_test(test_hostile_binary_file),
-        cmocka_unit_test(test_hostile_fuzz_replay),
+        T(test_hostile_not_regular),
+        T(test_hostile_files),
+        T(test_hostile_binary_file),
+        T(test_hostile_fuzz_replay),
     };
-    _Static_assert(sizeof qf_hostile_cases / sizeof qf_hostile_cases[0] == 50,
-                   "add a QF_HOSTILE_TEST line per hostile case");
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return QF_TEST_RUN_CASES("gen_hostile", test_hostile_buffer, qf_hostile_cases, tests);
 }

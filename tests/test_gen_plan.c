@@ -33,7 +33,6 @@ static void qf_test_layout_key(const qf_gen_plan *p, int ri, const char *name, i
 /* Fusion keys (SPEC 5): the 2D weight kernels differ from the 1D ones, and the scale layout
  * changes the key of MXFP8 quantizers only (no GEMM, no fp8_delayed key moved). */
 static void test_gen_mxfp8_keys(void **state) {
-    (void)state;
     static const struct {
         int ri; /* plan order: fp8_delayed, mxfp8, mxfp8_2d */
         const char *name;
@@ -43,13 +42,12 @@ static void test_gen_mxfp8_keys(void **state) {
         {2, "qf_mxfp8_2d_nq_layernorm_fp16", 1},  {1, "qf_mxfp8_gemm", 0},
         {0, "qf_fp8_delayed_nq_rmsnorm_bf16", 0}, {0, "qf_fp8_delayed_quant_grad_fp32", 0},
     };
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     qf_gen_plan plan;
     qf_gen_err e;
     char k1[33], k2[33];
-    qf_test_dir_make_gen(&d);
-    qf_test_mx_templates(d.path, qf_test_mx_nq_stub);
-    const qf_gen_opts o = {.templates_dir = d.path, .include_dir = "runtime"};
+    qf_test_mx_templates(d->path, qf_test_mx_nq_stub);
+    const qf_gen_opts o = {.templates_dir = d->path, .include_dir = "runtime"};
     const char *paths[] = {"recipes/mxfp8_2d.lua", "recipes/fp8_delayed.lua", "recipes/mxfp8.lua"};
     assert_int_equal(qf_gen_plan_build(&plan, &o, paths, 3, &e), 0);
     qf_gen_plan_key(&plan, 1, qf_test_plan_variant(&plan, 1, "qf_mxfp8_quant_weight_bf16"), 90, k1);
@@ -59,7 +57,6 @@ static void test_gen_mxfp8_keys(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         qf_test_layout_key(&plan, cases[i].ri, cases[i].name, cases[i].layout_in_key);
     qf_gen_plan_free(&plan);
-    qf_test_dir_remove(d.path);
 }
 
 /* The layout reaches the variant string and -DQF_SCALE_SWIZZLED of MXFP8 quantizers only; the
@@ -151,7 +148,6 @@ static void qf_test_nv_diff(const qf_gen_plan *a, const qf_gen_plan *b, const ch
  * off RHT, SR or 2D, or seeding the RHT, changes the source and key of exactly the kernels that
  * use it. */
 static void test_gen_nvfp4_keys(void **state) {
-    (void)state;
     static const struct {
         const char *opt;
         int nq, grad, weight; /* source changes of nq_layernorm_bf16, quant_grad/weight_bf16 */
@@ -162,11 +158,11 @@ static void test_gen_nvfp4_keys(void **state) {
         {"weight_2d = false", 0, 0, 1},
         {"rht_seed = 42", 1, 1, 0},
     };
-    qf_test_dir d0, d1;
+    const qf_test_dir *d0 = *state;
+    qf_test_dir d1;
     qf_gen_plan base, p;
     char text[256];
-    qf_test_dir_make_gen(&d0);
-    qf_test_nv_plan(d0.path, "return {family = 'nvfp4'}", &base);
+    qf_test_nv_plan(d0->path, "return {family = 'nvfp4'}", &base);
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         qf_test_dir_make_gen(&d1);
         snprintf(text, sizeof text, "return {family = 'nvfp4', %s}", c[i].opt);
@@ -179,15 +175,14 @@ static void test_gen_nvfp4_keys(void **state) {
         qf_test_dir_remove(d1.path);
     }
     qf_gen_plan_free(&base);
-    qf_test_dir_remove(d0.path);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gen_mxfp8_keys),
+        T(test_gen_mxfp8_keys),
         cmocka_unit_test(test_kernel_key_layout),
         cmocka_unit_test(test_kernel_instances_mxfp8),
-        cmocka_unit_test(test_gen_nvfp4_keys),
+        T(test_gen_nvfp4_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

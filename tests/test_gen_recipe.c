@@ -5,20 +5,32 @@
 
 #include <math.h>
 
-#include <lauxlib.h>
-#include <lua.h>
-
 /* ========================================================================= helpers */
 
-/* Loads recipe text written as dir/name.lua; returns the status, message in e. */
-static int qf_test_load(const char *dir, const char *name, const char *text,
-                        const qf_gen_limits *lim, qf_recipe *r, qf_gen_err *e, char *path_out,
-                        size_t n) {
-    const char *path = qf_test_dir_write(dir, name, text);
-    if (path_out)
-        snprintf(path_out, n, "%s", path);
-    memset(e, 0, sizeof *e);
-    return qf_gen_recipe_load(path, lim, r, e);
+/* Writes text as name in the test's dir and returns its path (qf_test_dir_write's buffer). */
+static const char *qf_test_recipe_file(void **state, const char *name, const char *text) {
+    const qf_test_dir *d = *state;
+    return qf_test_dir_write(d->path, name, text);
+}
+
+/* Writes text as name in the test's dir and loads it; fails the test with the loader's message. */
+static void qf_test_load_text(void **state, const char *name, const char *text, qf_recipe *r) {
+    qf_test_load_ok(qf_test_recipe_file(state, name, text), r);
+}
+
+/* Asserts that the options string of r is want. */
+static void qf_test_options(const qf_recipe *r, const char *want) {
+    char opts[256];
+    qf_gen_recipe_options(r, opts, sizeof opts);
+    assert_string_equal(opts, want);
+}
+
+/* Fills o with the option list of r, asserts that its keys are sorted, returns how many. */
+static int qf_test_option_list_sorted(const qf_recipe *r, qf_gen_option o[QF_GEN_OPTIONS_MAX]) {
+    int n = qf_gen_recipe_option_list(r, o);
+    for (int i = 1; i < n; i++)
+        assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
+    return n;
 }
 
 /* ========================================================================= recipe errors */
@@ -43,13 +55,18 @@ typedef struct qf_error_case {
     " (this family's fields: family, description, rht_grad, rht_input, rht_seed, "               \
     "stochastic_rounding_grad, weight_2d)"
 static const qf_error_case qf_error_cases[] = {
-    {"x.lua", "return {" FAM "margin = \"2\"}", "field 'margin' (integer expected, got string)", 0},
+    {"x.lua", "return {" FAM "margin = \"2\"}",
+     "field 'margin' (integer expected, got string)", 0},
     {"x.lua", "return {" FAM "format = \"e5m3\"}",
      "field 'format' (one of 'hybrid', 'e4m3' expected, got 'e5m3')", 0},
-    {"x.lua", "return {" FAM "marg = 1}", "unknown field 'marg'" FAM_FIELDS, 0},
-    {"x.lua", "return {" FAM "zeta = 1, beta = 2}", "unknown field 'beta'" FAM_FIELDS, 0},
-    {"x.lua", "return {" FAM "margin = 99}", "field 'margin' (value 99 out of range 0..32)", 0},
-    {"x.lua", "return {" FAM "margin = -1}", "field 'margin' (value -1 out of range 0..32)", 0},
+    {"x.lua", "return {" FAM "marg = 1}",
+     "unknown field 'marg'" FAM_FIELDS, 0},
+    {"x.lua", "return {" FAM "zeta = 1, beta = 2}",
+     "unknown field 'beta'" FAM_FIELDS, 0},
+    {"x.lua", "return {" FAM "margin = 99}",
+     "field 'margin' (value 99 out of range 0..32)", 0},
+    {"x.lua", "return {" FAM "margin = -1}",
+     "field 'margin' (value -1 out of range 0..32)", 0},
     {"x.lua", "return {" FAM "margin = 1.5}",
      "field 'margin' (number has no integer representation)", 0},
     {"x.lua", "return {" FAM "amax_history_len = 0}",
@@ -64,11 +81,11 @@ static const qf_error_case qf_error_cases[] = {
      "field 'amax_compute' (string expected, got boolean)", 0},
     {"x.lua", "return {" FAM "description = 5}",
      "field 'description' (string expected, got number)", 0},
-    {"x.lua", "return {margin = 1}", "field 'family' (string expected, got nil)", 0},
+    {"x.lua", "return {margin = 1}",
+     "field 'family' (string expected, got nil)", 0},
     {"x.lua", "return {family = \"fp9\"}",
      "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, "
-     "got 'fp9')",
-     0},
+     "got 'fp9')", 0},
     {"x.lua", "return {family = \"fp8_current\", amax_epsilon = -1}",
      "field 'amax_epsilon' (value -1.0 out of range 0.0..3.4028234663853e+38)", 0},
     {"x.lua", "return {family = \"fp8_current\", amax_epsilon = 0/0}",
@@ -78,24 +95,36 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {family = \"fp8_current\", margin = 0}",
      "unknown field 'margin' (this family's fields: family, description, amax_epsilon, format, "
      "power_2_scales)", 0},
-    {"x.lua", "return {family = \"fp8_block\"}", "family 'fp8_block' is not implemented yet", 0},
-    {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
-     0},
-    {"x.lua", "return 42", "recipe must return a table (got number)", 0},
-    {"x.lua", "local t = {}", "recipe must return a table (got nil)", 0},
-    {"x.lua", "return {", "1: unexpected symbol near <eof>", 1},
-    {"x.lua", "os.exit(3) return {}", "attempt to index a nil value (global 'os')", 1},
-    {"x.lua", "return require('x')", "attempt to call a nil value (global 'require')", 1},
-    {"x.lua", "return load('return {}')()", "attempt to call a nil value (global 'load')", 1},
+    {"x.lua", "return {family = \"fp8_block\"}",
+     "family 'fp8_block' is not implemented yet", 0},
+    {"x.lua", "return {" FAM "\"extra\"}",
+     "unknown field [number] (fields are named: key = value)", 0},
+    {"x.lua", "return 42",
+     "recipe must return a table (got number)", 0},
+    {"x.lua", "local t = {}",
+     "recipe must return a table (got nil)", 0},
+    {"x.lua", "return {",
+     "1: unexpected symbol near <eof>", 1},
+    {"x.lua", "os.exit(3) return {}",
+     "attempt to index a nil value (global 'os')", 1},
+    {"x.lua", "return require('x')",
+     "attempt to call a nil value (global 'require')", 1},
+    {"x.lua", "return load('return {}')()",
+     "attempt to call a nil value (global 'load')", 1},
     {"x.lua", "return dofile('recipes/fp8_delayed.lua')",
      "attempt to call a nil value (global 'dofile')", 1},
-    {"x.lua", "return io.open('/etc/passwd')", "attempt to index a nil value (global 'io')", 1},
-    {"x.lua", "return {family = (\"x\"):rep(3)}", "attempt to index a string value", 1},
-    {"x.lua", "while true do end", "instruction budget of 10000000 exceeded", 1},
+    {"x.lua", "return io.open('/etc/passwd')",
+     "attempt to index a nil value (global 'io')", 1},
+    {"x.lua", "return {family = (\"x\"):rep(3)}",
+     "attempt to index a string value", 1},
+    {"x.lua", "while true do end",
+     "instruction budget of 10000000 exceeded", 1},
     {"x.lua", "local s = 'x' for i = 1, 40 do s = s .. s end return {}",
      "memory limit of 33554432 bytes (32 MiB) exceeded", 0},
-    {"Bad-Name.lua", "return {" FAM "}", "recipe name 'Bad-Name' must match [a-z0-9_]+", 0},
-    {"x.txt", "return {" FAM "}", "recipe file name must end in .lua", 0},
+    {"Bad-Name.lua", "return {" FAM "}",
+     "recipe name 'Bad-Name' must match [a-z0-9_]+", 0},
+    {"x.txt", "return {" FAM "}",
+     "recipe file name must end in .lua", 0},
     /* mxfp8 (SPEC 2.3) */
     {"x.lua", "return {" MX "input_format = \"e5m2\"}",
      "field 'input_format' (one of 'e4m3' expected, got 'e5m2')", 0},
@@ -119,13 +148,15 @@ static const qf_error_case qf_error_cases[] = {
      "field 'weight_2d' (boolean expected, got number)", 0},
     {"x.lua", "return {" MX "description = {}}",
      "field 'description' (string expected, got table)", 0},
-    {"x.lua", "return {" MX "block = 32}", "unknown field 'block'" MX_FIELDS, 0},
-    {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}", "unknown field 'format'" MX_FIELDS,
-     0},
-    {"x.lua", "return {" FAM "weight_2d = true}", "unknown field 'weight_2d'" FAM_FIELDS, 0},
+    {"x.lua", "return {" MX "block = 32}",
+     "unknown field 'block'" MX_FIELDS, 0},
+    {"x.lua", "return {" MX "margin = 0, format = \"e4m3\"}",
+     "unknown field 'format'" MX_FIELDS, 0},
+    {"x.lua", "return {" FAM "weight_2d = true}",
+     "unknown field 'weight_2d'" FAM_FIELDS, 0},
     /* nvfp4 (SPEC 2.4) */
-    {"x.lua", "return {" NV "rht_input = 1}", "field 'rht_input' (boolean expected, got number)",
-     0},
+    {"x.lua", "return {" NV "rht_input = 1}",
+     "field 'rht_input' (boolean expected, got number)", 0},
     {"x.lua", "return {" NV "rht_grad = \"false\"}",
      "field 'rht_grad' (boolean expected, got string)", 0},
     {"x.lua", "return {" NV "stochastic_rounding_grad = 0}",
@@ -140,121 +171,81 @@ static const qf_error_case qf_error_cases[] = {
      "0x7FFFFFFFFFFFFFFF wraps to a negative integer: 0xFFFFFFFFFFFFFFFE reads as -2)", 0},
     {"x.lua", "return {" NV "rht_seed = 1.5}",
      "field 'rht_seed' (number has no integer representation)", 0},
-    {"x.lua", "return {" NV "rht_seed = \"7\"}", "field 'rht_seed' (integer expected, got string)",
-     0},
+    {"x.lua", "return {" NV "rht_seed = \"7\"}",
+     "field 'rht_seed' (integer expected, got string)", 0},
     {"x.lua", "return {" NV "rht_seed = 7, rht_input = false, rht_grad = false}",
      "field 'rht_seed' (no effect: rht_input and rht_grad are both false)", 0},
-    {"x.lua", "return {" NV "description = 1}", "field 'description' (string expected, got number)",
-     0},
-    {"x.lua", "return {" NV "block = 16}", "unknown field 'block'" NV_FIELDS, 0},
-    {"x.lua", "return {" NV "grad_format = \"e2m1\"}", "unknown field 'grad_format'" NV_FIELDS,
-     0},
+    {"x.lua", "return {" NV "description = 1}",
+     "field 'description' (string expected, got number)", 0},
+    {"x.lua", "return {" NV "block = 16}",
+     "unknown field 'block'" NV_FIELDS, 0},
+    {"x.lua", "return {" NV "grad_format = \"e2m1\"}",
+     "unknown field 'grad_format'" NV_FIELDS, 0},
     {"x.lua", "return {" NV "stochastic_rounding = true}",
-     "unknown field 'stochastic_rounding'" NV_FIELDS,
-     0},
-    {"x.lua", "return {" FAM "rht_input = true}", "unknown field 'rht_input'" FAM_FIELDS, 0},
-    {"x.lua", "return {" MX "rht_seed = 1}", "unknown field 'rht_seed'" MX_FIELDS, 0},
+     "unknown field 'stochastic_rounding'" NV_FIELDS, 0},
+    {"x.lua", "return {" FAM "rht_input = true}",
+     "unknown field 'rht_input'" FAM_FIELDS, 0},
+    {"x.lua", "return {" MX "rht_seed = 1}",
+     "unknown field 'rht_seed'" MX_FIELDS, 0},
 };
 
 static void test_recipe_error(void **state) {
     const qf_error_case *c = *state;
     qf_test_dir d;
-    qf_recipe r;
-    qf_gen_err e;
-    char path[512], expect[1024];
     qf_test_dir_make_gen(&d);
-    assert_int_equal(qf_test_load(d.path, c->file, c->text, NULL, &r, &e, path, sizeof path), -1);
-    snprintf(expect, sizeof expect, "%s: %s", path, c->expect);
-    if (c->contains) {
-        if (!strstr(e.msg, c->expect) || strncmp(e.msg, path, strlen(path)) != 0)
-            fail_msg("message '%s' lacks '%s'", e.msg, expect);
-    } else {
-        assert_string_equal(e.msg, expect);
-    }
+    qf_test_refused(qf_test_dir_write(d.path, c->file, c->text), NULL, c->expect, c->contains);
     qf_test_dir_remove(d.path);
 }
-
-#define QF_ERROR_TEST(i) cmocka_unit_test_prestate(test_recipe_error, (void *)&qf_error_cases[i])
 
 /* ========================================================================= sandbox */
 
 /* io, os, require, load, dofile, string... are all nil inside a recipe. */
 static void test_recipe_empty_env(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
-    qf_test_dir_make_gen(&d);
     const char *text =
         "local none = io == nil and os == nil and require == nil and load == nil and\n"
         "  dofile == nil and string == nil and print == nil and pcall == nil and\n"
         "  setmetatable == nil and _G == nil and loadstring == nil and debug == nil\n"
         "return {family = 'fp8_delayed', margin = none and 7 or 8}\n";
-    assert_int_equal(qf_test_load(d.path, "env.lua", text, NULL, &r, &e, NULL, 0), 0);
+    qf_test_load_text(state, "env.lua", text, &r);
     assert_int_equal(r.margin, 7);
-    qf_test_dir_remove(d.path);
 }
 
 /* A huge table hits a smaller heap cap with the memory message, not the instruction budget. */
 static void test_recipe_memory_table(void **state) {
-    (void)state;
-    qf_test_dir d;
-    qf_recipe r;
-    qf_gen_err e;
     qf_gen_limits lim = {.mem_bytes = 1u << 20};
-    char path[512], expect[1024];
-    qf_test_dir_make_gen(&d);
     const char *text = "local t = {} for i = 1, 1e8 do t[i] = i end return {}";
-    assert_int_equal(qf_test_load(d.path, "big.lua", text, &lim, &r, &e, path, sizeof path), -1);
-    snprintf(expect, sizeof expect, "%s: memory limit of 1048576 bytes (1 MiB) exceeded", path);
-    assert_string_equal(e.msg, expect);
-    qf_test_dir_remove(d.path);
+    qf_test_refused(qf_test_recipe_file(state, "big.lua", text), &lim,
+                    "memory limit of 1048576 bytes (1 MiB) exceeded", 0);
 }
 
 /* A smaller instruction budget applies and is named. */
 static void test_recipe_budget_custom(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     qf_gen_limits lim = {.instructions = 5000};
-    qf_test_dir_make_gen(&d);
     const char *text = "local n = 0 for i = 1, 100000 do n = n + i end return {}";
-    assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
+    const char *path = qf_test_recipe_file(state, "loop.lua", text);
+    assert_int_equal(qf_gen_recipe_load(path, &lim, &r, &e), -1);
     assert_non_null(strstr(e.msg, "instruction budget of 5000 exceeded"));
     assert_null(strstr(e.msg, "stack traceback:")); /* one line; the traceback under QFUSE_VERBOSE */
     setenv("QFUSE_VERBOSE", "1", 1);
-    assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
+    assert_int_equal(qf_gen_recipe_load(path, &lim, &r, &e), -1);
     unsetenv("QFUSE_VERBOSE");
     assert_non_null(strstr(e.msg, "stack traceback:"));
-    qf_test_dir_remove(d.path);
-}
-
-static int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
-    (void)L;
-    return fwrite(p, 1, n, ud) != n;
 }
 
 /* A precompiled (binary) chunk is refused: recipes are text. */
 static void test_recipe_binary_chunk(void **state) {
-    (void)state;
-    qf_test_dir d;
-    qf_recipe r;
-    qf_gen_err e;
-    char path[512], expect[1024];
-    qf_test_dir_make_gen(&d);
-    snprintf(path, sizeof path, "%s/bin.lua", d.path);
-    lua_State *L = luaL_newstate();
-    assert_int_equal(luaL_loadstring(L, "return {family = 'fp8_delayed'}"), LUA_OK);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(lua_dump(L, qf_test_lua_writer, f, 1), 0);
-    fclose(f);
-    lua_close(L);
-    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
-    snprintf(expect, sizeof expect, "%s: attempt to load a binary chunk (mode is 't')", path);
-    assert_string_equal(e.msg, expect);
-    qf_test_dir_remove(d.path);
+    const qf_test_dir *d = *state;
+    qf_gen_buf b;
+    char path[512];
+    qf_gen_buf_init(&b);
+    qf_test_binary_chunk(&b);
+    assert_false(b.failed);
+    qf_test_write(d->path, "bin.lua", b.p, b.len, path);
+    qf_gen_buf_free(&b);
+    qf_test_refused(path, NULL, "attempt to load a binary chunk (mode is 't')", 0);
 }
 
 static void test_recipe_missing_file(void **state) {
@@ -270,9 +261,7 @@ static void test_recipe_missing_file(void **state) {
 static void test_recipe_defaults(void **state) {
     (void)state;
     qf_recipe r;
-    qf_gen_err e;
-    char opts[256];
-    assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, &r, &e), 0);
+    qf_test_load_ok("recipes/fp8_delayed.lua", &r);
     assert_string_equal(r.name, "fp8_delayed");
     assert_string_equal(r.file, "recipes/fp8_delayed.lua");
     assert_int_equal(r.family, QF_FAMILY_FP8_DELAYED);
@@ -283,30 +272,22 @@ static void test_recipe_defaults(void **state) {
     assert_int_equal(r.fmt[QF_ROLE_INPUT], QF_DTYPE_E4M3);
     assert_int_equal(r.fmt[QF_ROLE_WEIGHT], QF_DTYPE_E4M3);
     assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(
-        opts, "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0");
+    qf_test_options(
+        &r, "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=0");
 }
 
 /* Every option set, a float with an integer value accepted, and the sorted options string. */
 static void test_recipe_all_options(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
-    char opts[256];
-    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'fp8_delayed', format = 'e4m3', margin = 3.0,\n"
                        "  amax_history_len = 16, amax_compute = 'most_recent',\n"
                        "  description = 'all E4M3'}";
-    assert_int_equal(qf_test_load(d.path, "all_e4m3.lua", text, NULL, &r, &e, NULL, 0), 0);
+    qf_test_load_text(state, "all_e4m3.lua", text, &r);
     assert_string_equal(r.name, "all_e4m3");
     assert_string_equal(r.description, "all E4M3");
     assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E4M3);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, "amax_compute=most_recent;amax_history_len=16;family=fp8_delayed;"
-                              "format=e4m3;margin=3");
-    qf_test_dir_remove(d.path);
+    qf_test_options(&r, "amax_compute=most_recent;amax_history_len=16;family=fp8_delayed;"
+                        "format=e4m3;margin=3");
 }
 
 /* ========================================================================= mxfp8 recipes */
@@ -315,7 +296,6 @@ static void test_recipe_all_options(void **state) {
 static void test_recipe_mxfp8_shipped(void **state) {
     (void)state;
     qf_recipe r;
-    char opts[256];
     qf_test_load_ok("recipes/mxfp8.lua", &r);
     assert_string_equal(r.name, "mxfp8");
     assert_int_equal(r.family, QF_FAMILY_MXFP8);
@@ -323,92 +303,62 @@ static void test_recipe_mxfp8_shipped(void **state) {
         assert_int_equal(r.fmt[i], QF_DTYPE_E4M3);
     assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_CEIL);
     assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_MX_OPTIONS_1D);
+    qf_test_options(&r, QF_MX_OPTIONS_1D);
     qf_test_load_ok("recipes/mxfp8_2d.lua", &r);
     assert_string_equal(r.name, "mxfp8_2d");
     assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 1);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_MX_OPTIONS_2D);
+    qf_test_options(&r, QF_MX_OPTIONS_2D);
 }
 
 /* fp8_current's defaults are TE's (SPEC 2.2) and shipped as recipes/fp8_current.lua; an
  * amax_epsilon of -0.0 is 0 (one options string, one key); a given epsilon and power_2_scales
  * reach the recipe and the options string. */
 static void test_recipe_fp8_current(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r, shipped;
-    qf_gen_err e;
-    qf_test_dir_make(&d, "gen");
-    assert_int_equal(qf_gen_recipe_load("recipes/fp8_current.lua", NULL, &shipped, &e), 0);
+    qf_test_load_ok("recipes/fp8_current.lua", &shipped);
     assert_string_equal(shipped.options,
                         "amax_epsilon=0;family=fp8_current;format=hybrid;power_2_scales=false");
     assert_int_equal(shipped.fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
-    assert_int_equal(qf_test_load(d.path, "z.lua", "return {family = 'fp8_current', "
-                                  "amax_epsilon = -0.0}", NULL, &r, &e, NULL, 0),
-                     0);
+    qf_test_load_text(state, "z.lua", "return {family = 'fp8_current', amax_epsilon = -0.0}", &r);
     assert_string_equal(r.options, shipped.options);
     assert_false(signbit(r.amax_epsilon));
-    assert_int_equal(qf_test_load(d.path, "p.lua", "return {family = 'fp8_current', format = "
-                                  "'e4m3', amax_epsilon = 1e-12, power_2_scales = true}", NULL,
-                                  &r, &e, NULL, 0),
-                     0);
+    qf_test_load_text(state, "p.lua",
+                      "return {family = 'fp8_current', format = 'e4m3', amax_epsilon = 1e-12, "
+                      "power_2_scales = true}",
+                      &r);
     assert_true(r.amax_epsilon == 1e-12f && r.power_2_scales);
     assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E4M3);
     assert_string_equal(r.options, "amax_epsilon=9.99999996e-13;family=fp8_current;format=e4m3;"
                                    "power_2_scales=true");
-    qf_test_dir_remove(d.path);
 }
 
 /* A bare {family = "mxfp8"} has every default: the options string still names all options. */
 static void test_recipe_mxfp8_defaults(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
-    char opts[256];
-    qf_test_dir_make_gen(&d);
-    assert_int_equal(qf_test_load(d.path, "bare.lua", "return {family = 'mxfp8'}", NULL, &r, &e,
-                                  NULL, 0),
-                     0);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_MX_OPTIONS_1D);
+    qf_test_load_text(state, "bare.lua", "return {family = 'mxfp8'}", &r);
+    qf_test_options(&r, QF_MX_OPTIONS_1D);
     assert_string_equal(r.description, "");
-    qf_test_dir_remove(d.path);
 }
 
 /* Every option away from its default, and the option list sorted, weight_2d a boolean. */
 static void test_recipe_mxfp8_all_options(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
-    char opts[256];
-    qf_test_dir_make_gen(&d);
     const char *text = "return {family = 'mxfp8', input_format = 'e4m3', weight_format = 'e4m3',\n"
                        "  grad_format = 'e5m2', scale_rounding = 'floor', weight_2d = true,\n"
                        "  description = 'OCP rounding'}";
-    assert_int_equal(qf_test_load(d.path, "mx_ocp.lua", text, NULL, &r, &e, NULL, 0), 0);
+    qf_test_load_text(state, "mx_ocp.lua", text, &r);
     assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E5M2);
     assert_int_equal(r.scale_rounding, QF_SCALE_ROUNDING_FLOOR);
     assert_string_equal(r.description, "OCP rounding");
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, "family=mxfp8;grad_format=e5m2;input_format=e4m3;"
-                              "scale_rounding=floor;weight_2d=true;weight_format=e4m3");
-    int n = qf_gen_recipe_option_list(&r, o);
-    assert_int_equal(n, 6);
-    for (int i = 1; i < n; i++)
-        assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
+    qf_test_options(&r, "family=mxfp8;grad_format=e5m2;input_format=e4m3;"
+                        "scale_rounding=floor;weight_2d=true;weight_format=e4m3");
+    assert_int_equal(qf_test_option_list_sorted(&r, o), 6);
     assert_string_equal(o[4].key, "weight_2d");
     assert_true(o[4].is_boolean && !o[4].is_integer);
     /* weight_2d = false is a boolean too */
-    assert_int_equal(qf_test_load(d.path, "mx_1d.lua", "return {family = 'mxfp8', weight_2d = "
-                                  "false}", NULL, &r, &e, NULL, 0),
-                     0);
+    qf_test_load_text(state, "mx_1d.lua", "return {family = 'mxfp8', weight_2d = false}", &r);
     assert_int_equal(r.block_2d[QF_ROLE_WEIGHT], 0);
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= nvfp4 recipes */
@@ -417,7 +367,6 @@ static void test_recipe_mxfp8_all_options(void **state) {
 static void test_recipe_nvfp4_data(void **state) {
     (void)state;
     qf_recipe r;
-    char opts[256];
     qf_test_load_ok(QF_NV_RECIPE, &r);
     assert_string_equal(r.name, "nvfp4");
     assert_string_equal(r.file, "recipes/nvfp4.lua");
@@ -426,127 +375,49 @@ static void test_recipe_nvfp4_data(void **state) {
         assert_int_equal(r.fmt[i], QF_DTYPE_E2M1);
     assert_true(r.rht[QF_ROLE_INPUT] && r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
     assert_true(r.sr[QF_ROLE_GRAD] && r.block_2d[QF_ROLE_WEIGHT] && r.rht_seed < 0);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_NV_OPTIONS);
+    qf_test_options(&r, QF_NV_OPTIONS);
     qf_test_load_ok(QF_NV_NORT_RECIPE, &r);
     assert_true(!r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD] && !r.rht[QF_ROLE_WEIGHT]);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_NV_OPTIONS_NORT);
+    qf_test_options(&r, QF_NV_OPTIONS_NORT);
 }
 
 /* A bare {family = "nvfp4"} has TE's defaults; every option away from its default, the list
  * sorted, booleans and a given rht_seed typed, an absent one the string "none". */
 static void test_recipe_nvfp4_options(void **state) {
-    (void)state;
-    qf_test_dir d;
     qf_recipe r;
-    qf_gen_err e;
     qf_gen_option o[QF_GEN_OPTIONS_MAX];
-    char opts[256];
-    qf_test_dir_make_gen(&d);
-    assert_int_equal(
-        qf_test_load(d.path, "b.lua", "return {family = 'nvfp4'}", NULL, &r, &e, NULL, 0), 0);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, QF_NV_OPTIONS);
+    qf_test_load_text(state, "b.lua", "return {family = 'nvfp4'}", &r);
+    qf_test_options(&r, QF_NV_OPTIONS);
     assert_int_equal(qf_gen_recipe_option_list(&r, o), 6);
     assert_true(!o[3].is_integer && !o[3].is_boolean); /* rht_seed=none */
     const char *text = "return {family = 'nvfp4', rht_input = true, rht_grad = false,\n"
                        "  stochastic_rounding_grad = false, weight_2d = false,\n"
                        "  rht_seed = 9223372036854775807, description = 'seeded'}";
-    assert_int_equal(qf_test_load(d.path, "s.lua", text, NULL, &r, &e, NULL, 0), 0);
+    qf_test_load_text(state, "s.lua", text, &r);
     assert_true(r.rht[QF_ROLE_INPUT] && !r.rht[QF_ROLE_GRAD]);
     assert_true(r.rht_seed == 9223372036854775807ll);
-    qf_gen_recipe_options(&r, opts, sizeof opts);
-    assert_string_equal(opts, "family=nvfp4;rht_grad=false;rht_input=true;"
-                              "rht_seed=9223372036854775807;stochastic_rounding_grad=false;"
-                              "weight_2d=false");
-    int n = qf_gen_recipe_option_list(&r, o);
-    for (int i = 1; i < n; i++)
-        assert_true(strcmp(o[i - 1].key, o[i].key) < 0);
+    qf_test_options(&r, "family=nvfp4;rht_grad=false;rht_input=true;"
+                        "rht_seed=9223372036854775807;stochastic_rounding_grad=false;"
+                        "weight_2d=false");
+    qf_test_option_list_sorted(&r, o);
     assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
-    qf_test_dir_remove(d.path);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        QF_ERROR_TEST(0),
-        QF_ERROR_TEST(1),
-        QF_ERROR_TEST(2),
-        QF_ERROR_TEST(3),
-        QF_ERROR_TEST(4),
-        QF_ERROR_TEST(5),
-        QF_ERROR_TEST(6),
-        QF_ERROR_TEST(7),
-        QF_ERROR_TEST(8),
-        QF_ERROR_TEST(9),
-        QF_ERROR_TEST(10),
-        QF_ERROR_TEST(11),
-        QF_ERROR_TEST(12),
-        QF_ERROR_TEST(13),
-        QF_ERROR_TEST(14),
-        QF_ERROR_TEST(15),
-        QF_ERROR_TEST(16),
-        QF_ERROR_TEST(17),
-        QF_ERROR_TEST(18),
-        QF_ERROR_TEST(19),
-        QF_ERROR_TEST(20),
-        QF_ERROR_TEST(21),
-        QF_ERROR_TEST(22),
-        QF_ERROR_TEST(23),
-        QF_ERROR_TEST(24),
-        QF_ERROR_TEST(25),
-        QF_ERROR_TEST(26),
-        QF_ERROR_TEST(27),
-        QF_ERROR_TEST(28),
-        QF_ERROR_TEST(29),
-        QF_ERROR_TEST(30),
-        QF_ERROR_TEST(31),
-        QF_ERROR_TEST(32),
-        QF_ERROR_TEST(33),
-        QF_ERROR_TEST(34),
-        QF_ERROR_TEST(35),
-        QF_ERROR_TEST(36),
-        QF_ERROR_TEST(37),
-        QF_ERROR_TEST(38),
-        QF_ERROR_TEST(39),
-        QF_ERROR_TEST(40),
-        QF_ERROR_TEST(41),
-        QF_ERROR_TEST(42),
-        QF_ERROR_TEST(43),
-        QF_ERROR_TEST(44),
-        QF_ERROR_TEST(45),
-        QF_ERROR_TEST(46),
-        QF_ERROR_TEST(47),
-        QF_ERROR_TEST(48),
-        QF_ERROR_TEST(49),
-        QF_ERROR_TEST(50),
-        QF_ERROR_TEST(51),
-        QF_ERROR_TEST(52),
-        QF_ERROR_TEST(53),
-        QF_ERROR_TEST(54),
-        QF_ERROR_TEST(55),
-        QF_ERROR_TEST(56),
-        QF_ERROR_TEST(57),
-        QF_ERROR_TEST(58),
-        QF_ERROR_TEST(59),
-        QF_ERROR_TEST(60),
-        QF_ERROR_TEST(61),
-        QF_ERROR_TEST(62),
-        cmocka_unit_test(test_recipe_empty_env),
-        cmocka_unit_test(test_recipe_memory_table),
-        cmocka_unit_test(test_recipe_budget_custom),
-        cmocka_unit_test(test_recipe_binary_chunk),
+        T(test_recipe_empty_env),
+        T(test_recipe_memory_table),
+        T(test_recipe_budget_custom),
+        T(test_recipe_binary_chunk),
         cmocka_unit_test(test_recipe_missing_file),
         cmocka_unit_test(test_recipe_defaults),
-        cmocka_unit_test(test_recipe_all_options),
+        T(test_recipe_all_options),
         cmocka_unit_test(test_recipe_mxfp8_shipped),
-        cmocka_unit_test(test_recipe_mxfp8_defaults),
-        cmocka_unit_test(test_recipe_fp8_current),
-        cmocka_unit_test(test_recipe_mxfp8_all_options),
+        T(test_recipe_mxfp8_defaults),
+        T(test_recipe_fp8_current),
+        T(test_recipe_mxfp8_all_options),
         cmocka_unit_test(test_recipe_nvfp4_data),
-        cmocka_unit_test(test_recipe_nvfp4_options),
+        T(test_recipe_nvfp4_options),
     };
-    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 63,
-                   "add a QF_ERROR_TEST line per error case");
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return QF_TEST_RUN_CASES("gen_recipe", test_recipe_error, qf_error_cases, tests);
 }

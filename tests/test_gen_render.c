@@ -4,13 +4,28 @@
 
 /* ========================================================================= rendering */
 
-static void qf_test_values(qf_gen_values *v, int n, const char *const *kv) {
-    memset(v, 0, sizeof *v);
+/* Renders tpl as t.cu with the n name/value pairs of kv; returns qf_gen_render's status, with
+ * the prelude in b (initialized here; the caller frees it) and a failure's message in e. */
+static int qf_test_render(const char *tpl, int n, const char *const *kv, qf_gen_buf *b,
+                          qf_gen_err *e) {
+    qf_gen_values v;
+    memset(&v, 0, sizeof v);
     for (int i = 0; i < n; i++) {
-        snprintf(v->name[i], sizeof v->name[i], "%s", kv[2 * i]);
-        snprintf(v->value[i], sizeof v->value[i], "%s", kv[2 * i + 1]);
+        snprintf(v.name[i], sizeof v.name[i], "%s", kv[2 * i]);
+        snprintf(v.value[i], sizeof v.value[i], "%s", kv[2 * i + 1]);
     }
-    v->n = n;
+    v.n = n;
+    qf_gen_buf_init(b);
+    return qf_gen_render("t.cu", tpl, &v, b, e);
+}
+
+/* Asserts that rendering tpl with the n pairs of kv fails with the message msg. */
+static void qf_test_render_refused(const char *tpl, int n, const char *const *kv, const char *msg) {
+    qf_gen_buf b;
+    qf_gen_err e;
+    assert_int_equal(qf_test_render(tpl, n, kv, &b, &e), -1);
+    assert_string_equal(e.msg, msg);
+    qf_gen_buf_free(&b);
 }
 
 /* Placeholders are whole tokens; CUDA's own __x__ names and macros are none (x__TILE_M__ alone
@@ -18,16 +33,13 @@ static void qf_test_values(qf_gen_values *v, int n, const char *const *kv) {
 static void test_render_ok(void **state) {
     (void)state;
     const char *kv[] = {"__KERNEL_NAME__", "qf_k", "__TILE_M__", "32"};
-    qf_gen_values v;
     qf_gen_buf b;
     qf_gen_err e;
-    qf_test_values(&v, 2, kv);
-    qf_gen_buf_init(&b);
     const char *tpl = "extern \"C\" __global__ void __launch_bounds__(256) __KERNEL_NAME__() {\n"
                       "#if defined(__CUDACC_RTC__) && __CUDA_ARCH__ >= 900 && __NVCC_X__\n"
                       "  __shared__ int s[__TILE_M__]; __syncthreads(); x__TILE_M__ = __LINE__;\n"
                       "#endif\n}\n";
-    assert_int_equal(qf_gen_render("t.cu", tpl, &v, &b, &e), 0);
+    assert_int_equal(qf_test_render(tpl, 2, kv, &b, &e), 0);
     /* the prelude: one #define per value, in order; the template itself goes to NVRTC as is */
     assert_string_equal(b.p, "#define __KERNEL_NAME__ qf_k\n#define __TILE_M__ 32\n");
     qf_gen_buf_free(&b);
@@ -36,28 +48,15 @@ static void test_render_ok(void **state) {
 static void test_render_unfilled(void **state) {
     (void)state;
     const char *kv[] = {"__KERNEL_NAME__", "qf_k"};
-    qf_gen_values v;
-    qf_gen_buf b;
-    qf_gen_err e;
-    qf_test_values(&v, 1, kv);
-    qf_gen_buf_init(&b);
-    assert_int_equal(
-        qf_gen_render("t.cu", "void __KERNEL_NAME__()\n{ int a = __TILE_Q__; }", &v, &b, &e), -1);
-    assert_string_equal(e.msg, "t.cu:2: placeholder '__TILE_Q__' has no value");
-    qf_gen_buf_free(&b);
+    qf_test_render_refused("void __KERNEL_NAME__()\n{ int a = __TILE_Q__; }", 1, kv,
+                           "t.cu:2: placeholder '__TILE_Q__' has no value");
 }
 
 static void test_render_unused(void **state) {
     (void)state;
     const char *kv[] = {"__KERNEL_NAME__", "qf_k", "__MARGIN__", "0.0f"};
-    qf_gen_values v;
-    qf_gen_buf b;
-    qf_gen_err e;
-    qf_test_values(&v, 2, kv);
-    qf_gen_buf_init(&b);
-    assert_int_equal(qf_gen_render("t.cu", "void __KERNEL_NAME__() {}\n", &v, &b, &e), -1);
-    assert_string_equal(e.msg, "t.cu: value for placeholder '__MARGIN__' is never used");
-    qf_gen_buf_free(&b);
+    qf_test_render_refused("void __KERNEL_NAME__() {}\n", 2, kv,
+                           "t.cu: value for placeholder '__MARGIN__' is never used");
 }
 
 static void test_placeholder_rule(void **state) {

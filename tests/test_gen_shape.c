@@ -17,6 +17,16 @@ static cJSON *qf_test_manifest_recipe(const char *dir, cJSON **root) {
     return cJSON_GetArrayItem(cJSON_GetObjectItem(*root, "recipes"), 0);
 }
 
+/* Generates into dir/out with generate (qf_test_mx_generate, qf_test_nv_generate) and returns the
+ * first recipe of its manifest (parsed; the caller deletes *root). */
+static cJSON *qf_test_stub_manifest(const qf_test_dir *d, void (*generate)(const char *),
+                                    cJSON **root) {
+    char out[512];
+    generate(d->path);
+    snprintf(out, sizeof out, "%s/out", d->path);
+    return qf_test_manifest_recipe(out, root);
+}
+
 /* Output i of op in the manifest recipe r. */
 static const cJSON *qf_test_shape_out(const cJSON *r, const char *op, int i) {
     const cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), op);
@@ -27,12 +37,10 @@ static const cJSON *qf_test_shape_out(const cJSON *r, const char *op, int i) {
 
 /* The manifest's options and shape formulas (from the same table as shapes.c). */
 static void test_gen_manifest_shapes(void **state) {
-    (void)state;
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     cJSON *root;
-    qf_test_dir_make_gen(&d);
-    qf_test_generate(d.path);
-    const cJSON *r = qf_test_manifest_recipe(d.path, &root);
+    qf_test_generate(d->path);
+    const cJSON *r = qf_test_manifest_recipe(d->path, &root);
     const cJSON *opts = cJSON_GetObjectItem(r, "options");
     assert_int_equal(cJSON_GetObjectItem(opts, "amax_history_len")->valueint, 1024);
     assert_string_equal(qf_test_json_str(opts, "format"), "hybrid");
@@ -50,7 +58,6 @@ static void test_gen_manifest_shapes(void **state) {
                         "format[role]");
     assert_string_equal(qf_test_json_str(qf_test_shape_out(r, "gemm", 0), "bytes"), "2*M*N");
     cJSON_Delete(root);
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= mxfp8 shapes */
@@ -105,14 +112,9 @@ static void qf_test_mx_formulas(const cJSON *r) {
 
 /* The manifest's mxfp8 options (weight_2d a JSON boolean) and scale formulas. */
 static void test_gen_mxfp8_manifest(void **state) {
-    (void)state;
-    qf_test_dir d;
     cJSON *root;
-    char out[512];
-    qf_test_dir_make_gen(&d);
-    qf_test_mx_generate(d.path);
-    snprintf(out, sizeof out, "%s/out", d.path);
-    const cJSON *r = qf_test_manifest_recipe(out, &root); /* mxfp8 sorts before mxfp8_2d */
+    /* mxfp8 sorts before mxfp8_2d */
+    const cJSON *r = qf_test_stub_manifest(*state, qf_test_mx_generate, &root);
     assert_string_equal(qf_test_json_str(r, "options_string"), QF_MX_OPTIONS_1D);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "options"), "weight_2d")));
     const cJSON *r2 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "recipes"), 1);
@@ -130,7 +132,6 @@ static void test_gen_mxfp8_manifest(void **state) {
     assert_non_null(strstr(qf_test_json_str(cs, "layout_note"), "same dims and bytes"));
     qf_test_mx_formulas(r);
     cJSON_Delete(root);
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= nvfp4 shapes */
@@ -188,14 +189,9 @@ static void qf_test_nv_outputs(const cJSON *r) {
 
 /* The manifest's nvfp4 options (rht_seed "none"), requirements and shape formulas (SPEC 2.4). */
 static void test_gen_nvfp4_manifest(void **state) {
-    (void)state;
-    qf_test_dir d;
     cJSON *root;
-    char out[512];
-    qf_test_dir_make_gen(&d);
-    qf_test_nv_generate(d.path);
-    snprintf(out, sizeof out, "%s/out", d.path);
-    const cJSON *r = qf_test_manifest_recipe(out, &root), *opts = cJSON_GetObjectItem(r, "options");
+    const cJSON *r = qf_test_stub_manifest(*state, qf_test_nv_generate, &root);
+    const cJSON *opts = cJSON_GetObjectItem(r, "options");
     assert_string_equal(qf_test_json_str(r, "options_string"), QF_NV_OPTIONS);
     assert_string_equal(qf_test_json_str(opts, "rht_seed"), "none");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(opts, "rht_input")));
@@ -208,7 +204,6 @@ static void test_gen_nvfp4_manifest(void **state) {
     qf_test_nv_outputs(r);
     qf_test_nv_formulas(r);
     cJSON_Delete(root);
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= shape tables */
@@ -238,9 +233,9 @@ static void test_shape_formula_check(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gen_manifest_shapes),
-        cmocka_unit_test(test_gen_mxfp8_manifest),
-        cmocka_unit_test(test_gen_nvfp4_manifest),
+        T(test_gen_manifest_shapes),
+        T(test_gen_mxfp8_manifest),
+        T(test_gen_nvfp4_manifest),
         cmocka_unit_test(test_shape_formula_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

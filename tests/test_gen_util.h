@@ -1,6 +1,6 @@
-/* test_gen_util.h: what the qfuse-gen tests share (tests/test_gen_*.c): temp dirs, reading
- * files, loading recipe text, running the CLI in-process, the stub templates of each family
- * and the runs over them, and reading the manifest. */
+/* test_gen_util.h: what the qfuse-gen tests share (tests/test_gen_*.c): temp dirs, reading and
+ * writing files, loading recipe text and checking its messages, running the CLI in-process, the
+ * stub templates of each family and the runs over them, and reading the manifest. */
 #ifndef QF_TEST_GEN_UTIL_H
 #define QF_TEST_GEN_UTIL_H
 
@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <lauxlib.h>
+#include <lua.h>
 
 #include "gen_buf.h"
 #include "gen_cli.h"
@@ -27,6 +29,25 @@
 static inline void qf_test_dir_make_gen(qf_test_dir *d) {
     qf_test_dir_make(d, "gen");
 }
+
+/* A test's state that is a fresh temp dir (a qf_test_dir), removed after the test. */
+static inline int qf_test_dir_setup(void **state) {
+    qf_test_dir *d = malloc(sizeof *d);
+    assert_non_null(d);
+    qf_test_dir_make_gen(d);
+    *state = d;
+    return 0;
+}
+
+static inline int qf_test_dir_teardown(void **state) {
+    qf_test_dir *d = *state;
+    qf_test_dir_remove(d->path);
+    free(d);
+    return 0;
+}
+
+/* A test run with a fresh temp dir as its state. */
+#define T(f) cmocka_unit_test_setup_teardown(f, qf_test_dir_setup, qf_test_dir_teardown)
 
 /* Reads a whole file (malloc'ed; caller frees) or returns NULL. */
 static inline char *qf_test_read(const char *path, size_t *len) {
@@ -77,6 +98,51 @@ static inline void qf_test_load_ok(const char *path, qf_recipe *r) {
         fail_msg("%s", e.msg);
 }
 
+/* Asserts that msg is want, or contains want when `contains`; prints both otherwise. */
+static inline void qf_test_message(const char *msg, const char *want, int contains) {
+    if (contains ? strstr(msg, want) == NULL : strcmp(msg, want) != 0)
+        fail_msg("message\n  '%s'\n%s\n  '%s'", msg, contains ? "lacks" : "is not", want);
+}
+
+/* Asserts that the recipe file at path is refused (limits lim; NULL: the defaults) with the
+ * message "<path>: <what>", or, when `contains`, with one that starts with path and contains
+ * what. */
+static inline void qf_test_refused(const char *path, const qf_gen_limits *lim, const char *what,
+                                   int contains) {
+    qf_recipe r;
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
+    char want[1024];
+    assert_int_equal(qf_gen_recipe_load(path, lim, &r, &e), -1);
+    snprintf(want, sizeof want, "%s: %s", path, what);
+    qf_test_message(e.msg, contains ? what : want, contains);
+    assert_true(strncmp(e.msg, path, strlen(path)) == 0);
+}
+
+/* Writes n bytes of text to dir/name; path gets its path. */
+static inline void qf_test_write(const char *dir, const char *name, const void *text, size_t n,
+                                 char path[512]) {
+    snprintf(path, 512, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static inline int qf_test_lua_writer(lua_State *L, const void *p, size_t n, void *ud) {
+    (void)L;
+    qf_gen_buf_addn(ud, p, n);
+    return 0;
+}
+
+/* Appends the binary chunk of `return {family = 'fp8_delayed'}` (lua_dump, stripped) to b. */
+static inline void qf_test_binary_chunk(qf_gen_buf *b) {
+    lua_State *L = luaL_newstate();
+    assert_non_null(L);
+    assert_int_equal(luaL_loadstring(L, "return {family = 'fp8_delayed'}"), LUA_OK);
+    assert_int_equal(lua_dump(L, qf_test_lua_writer, b, 1), 0);
+    lua_close(L);
+}
+
 /* ========================================================================= generator runs */
 
 /* Writes a template dir whose norm-quantize template is `nq` and scale-update template valid. */
@@ -125,19 +191,30 @@ static inline void qf_test_mx_templates(const char *dir, const char *nq) {
     qf_test_dir_write(dir, "sm90_mxfp8_gemm.cu", qf_test_mx_gemm_stub);
 }
 
-/* Generates recipes/mxfp8.lua and recipes/mxfp8_2d.lua into dir/out with the stubs of dir/tpl. */
-static inline void qf_test_mx_generate(const char *dir) {
+/* Generates the recipes r1 and r2 into dir/out with the templates that write_templates writes
+ * to dir/tpl; asserts success. */
+static inline void qf_test_stub_generate(const char *dir, void (*write_templates)(const char *),
+                                         const char *r1, const char *r2) {
     char tpl[512], outdir[512], *out, *err;
     snprintf(tpl, sizeof tpl, "%s/tpl", dir);
     snprintf(outdir, sizeof outdir, "%s/out", dir);
     assert_int_equal(mkdir(tpl, 0777), 0);
-    qf_test_mx_templates(tpl, qf_test_mx_nq_stub);
-    const char *args[] = {"-o",       outdir, "--templates", tpl, "recipes/mxfp8_2d.lua",
-                          "recipes/mxfp8.lua", NULL};
-    int rc = qf_test_cli(&out, &err, args);
-    if (rc != 0)
+    write_templates(tpl);
+    const char *args[] = {"-o", outdir, "--templates", tpl, r1, r2, NULL};
+    if (qf_test_cli(&out, &err, args) != 0)
         fail_msg("qfuse-gen failed: %s", err);
     free(out), free(err);
+}
+
+/* The four templates with the MXFP8 stubs. */
+static inline void qf_test_mx_stub_templates(const char *dir) {
+    qf_test_mx_templates(dir, qf_test_mx_nq_stub);
+}
+
+/* Generates recipes/mxfp8.lua and recipes/mxfp8_2d.lua into dir/out with the stubs of dir/tpl. */
+static inline void qf_test_mx_generate(const char *dir) {
+    qf_test_stub_generate(dir, qf_test_mx_stub_templates, "recipes/mxfp8_2d.lua",
+                          "recipes/mxfp8.lua");
 }
 
 /* ========================================================================= nvfp4 */
@@ -168,15 +245,7 @@ static inline void qf_test_nv_templates(const char *dir) {
 
 /* Generates the two test-data NVFP4 recipes into dir/out with the stubs of dir/tpl. */
 static inline void qf_test_nv_generate(const char *dir) {
-    char tpl[512], outdir[512], *out, *err;
-    snprintf(tpl, sizeof tpl, "%s/tpl", dir);
-    snprintf(outdir, sizeof outdir, "%s/out", dir);
-    assert_int_equal(mkdir(tpl, 0777), 0);
-    qf_test_nv_templates(tpl);
-    const char *args[] = {"-o", outdir, "--templates", tpl, QF_NV_NORT_RECIPE, QF_NV_RECIPE, NULL};
-    if (qf_test_cli(&out, &err, args) != 0)
-        fail_msg("qfuse-gen failed: %s", err);
-    free(out), free(err);
+    qf_test_stub_generate(dir, qf_test_nv_templates, QF_NV_NORT_RECIPE, QF_NV_RECIPE);
 }
 
 #endif /* QF_TEST_GEN_UTIL_H */

@@ -142,23 +142,36 @@ static const char *const qf_test_mx_names[] = {
     "qf_mxfp8_quant_weight_fp16",     "qf_mxfp8_quant_weight_fp32",
 };
 
+/* The variants of the block-scaled recipe at path into v, checked against the kernels of
+ * qf_test_mx_names under the prefix qf_<fam>_: the GEMM on sm90_<fam>_gemm.cu (128-row tiles, bf16
+ * out), the quantizers on smxx_<fam>_norm_quantize.cu (32-row tiles, q out), 256 threads each,
+ * and the GEMM's input q; returns the count. */
+static int qf_test_block_scaled_variants(const char *path, const char *fam, qf_dtype q,
+                                         qf_recipe *r, qf_gen_variant *v) {
+    char name[128], gemm_tpl[64], nq_tpl[64];
+    snprintf(gemm_tpl, sizeof gemm_tpl, "sm90_%s_gemm.cu", fam);
+    snprintf(nq_tpl, sizeof nq_tpl, "smxx_%s_norm_quantize.cu", fam);
+    int n = qf_test_variants_of(path, r, v);
+    assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "qf_%s_%s", fam, qf_test_mx_names[i] + strlen("qf_mxfp8_"));
+        assert_string_equal(v[i].desc.name, name);
+        int gemm = v[i].desc.op == QF_OP_GEMM;
+        assert_string_equal(v[i].cfg.template_name, gemm ? gemm_tpl : nq_tpl);
+        assert_int_equal(v[i].cfg.block_threads, 256);
+        assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
+        assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : q);
+    }
+    assert_int_equal(v[0].desc.in_dtype, q);
+    return n;
+}
+
 /* Every kernel of recipes/mxfp8.lua by name, and its template and config. */
 static void test_variants_mxfp8_names(void **state) {
     (void)state;
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
-    int n = qf_test_variants_of("recipes/mxfp8.lua", &r, v);
-    assert_int_equal(n, 12 + 6 + 1); /* norm_quantize, quantize, gemm; no scale update */
-    for (int i = 0; i < n; i++) {
-        assert_string_equal(v[i].desc.name, qf_test_mx_names[i]);
-        int gemm = v[i].desc.op == QF_OP_GEMM;
-        assert_string_equal(v[i].cfg.template_name,
-                            gemm ? "sm90_mxfp8_gemm.cu" : "smxx_mxfp8_norm_quantize.cu");
-        assert_int_equal(v[i].cfg.block_threads, 256);
-        assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
-        assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : QF_DTYPE_E4M3);
-    }
-    assert_int_equal(v[0].desc.in_dtype, QF_DTYPE_E4M3);
+    int n = qf_test_block_scaled_variants("recipes/mxfp8.lua", "mxfp8", QF_DTYPE_E4M3, &r, v);
     const qf_gen_variant *a = qf_test_variant(v, n, "qf_mxfp8_nq_rmsnorm_zcg_fp16");
     assert_int_equal(a->desc.norm, QF_NORM_RMSNORM);
     assert_int_equal(a->desc.zero_centered_gamma, 1);
@@ -230,14 +243,13 @@ static void test_variants_mxfp8_values(void **state) {
 
 /* grad_format and scale_rounding reach the grad quantizers' values. */
 static void test_variants_mxfp8_options_reach_values(void **state) {
-    (void)state;
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     qf_gen_values vals;
-    qf_test_dir_make_gen(&d);
-    const char *path = qf_test_dir_write(d.path, "mx_e5m2.lua", "return {family = 'mxfp8', "
-                                     "grad_format = 'e5m2', scale_rounding = 'floor'}");
+    const char *path = qf_test_dir_write(d->path, "mx_e5m2.lua",
+                                         "return {family = 'mxfp8', "
+                                         "grad_format = 'e5m2', scale_rounding = 'floor'}");
     int n = qf_test_variants_of(path, &r, v);
     const qf_gen_variant *g = qf_test_variant(v, n, "qf_mx_e5m2_quant_grad_bf16");
     assert_int_equal(g->desc.out_dtype, QF_DTYPE_E5M2);
@@ -246,7 +258,6 @@ static void test_variants_mxfp8_options_reach_values(void **state) {
     assert_string_equal(qf_test_value(&vals, "__SCALE_ROUNDING__"), "QF_SCALE_ROUNDING_FLOOR");
     qf_gen_variant_values(&r, qf_test_variant(v, n, "qf_mx_e5m2_quant_weight_bf16"), &vals);
     assert_string_equal(qf_test_value(&vals, "__OUT_DTYPE__"), "QF_DTYPE_E4M3");
-    qf_test_dir_remove(d.path);
 }
 
 /* ========================================================================= nvfp4 variants */
@@ -256,20 +267,7 @@ static void test_variants_nvfp4_names(void **state) {
     (void)state;
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
-    char expect[128];
-    int n = qf_test_variants_of(QF_NV_RECIPE, &r, v);
-    assert_int_equal(n, 12 + 6 + 1);
-    for (int i = 0; i < n; i++) {
-        snprintf(expect, sizeof expect, "qf_nvfp4_%s", qf_test_mx_names[i] + strlen("qf_mxfp8_"));
-        assert_string_equal(v[i].desc.name, expect);
-        int gemm = v[i].desc.op == QF_OP_GEMM;
-        assert_string_equal(v[i].cfg.template_name,
-                            gemm ? "sm90_nvfp4_gemm.cu" : "smxx_nvfp4_norm_quantize.cu");
-        assert_int_equal(v[i].cfg.block_threads, 256);
-        assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
-        assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : QF_DTYPE_E2M1);
-    }
-    assert_int_equal(v[0].desc.in_dtype, QF_DTYPE_E2M1);
+    qf_test_block_scaled_variants(QF_NV_RECIPE, "nvfp4", QF_DTYPE_E2M1, &r, v);
 }
 
 /* Asserts __RHT__ __RHT_MASK__ __STOCHASTIC_ROUNDING__ __BLOCK_2D__ of kernel name. */
@@ -329,21 +327,18 @@ static void test_variants_nvfp4_values(void **state) {
 
 /* rht_seed: the mask of the RHT kernels is drawn from the seed (SPEC 2.4); the others keep 0. */
 static void test_variants_nvfp4_seed(void **state) {
-    (void)state;
-    qf_test_dir d;
+    const qf_test_dir *d = *state;
     qf_recipe r;
     qf_gen_variant v[QF_GEN_VARIANTS_MAX];
     char mask[16];
-    qf_test_dir_make_gen(&d);
-    const char *path = qf_test_dir_write(d.path, "nvs.lua",
-                                     "return {family = 'nvfp4', rht_seed = 42,"
-                                     " rht_grad = false}");
+    const char *path = qf_test_dir_write(d->path, "nvs.lua",
+                                         "return {family = 'nvfp4', rht_seed = 42,"
+                                         " rht_grad = false}");
     int n = qf_test_variants_of(path, &r, v);
     snprintf(mask, sizeof mask, "0x%04X", (unsigned)qf_nvfp4_rht_mask_from_seed_ref(42));
     assert_string_not_equal(mask, "0xD7E8");
     qf_test_nv_flags(&r, v, n, "qf_nvs_nq_layernorm_fp32", "1", mask, "0", "0");
     qf_test_nv_flags(&r, v, n, "qf_nvs_quant_grad_fp32", "0", "0x0000", "1", "0");
-    qf_test_dir_remove(d.path);
 }
 
 int main(void) {
@@ -353,10 +348,10 @@ int main(void) {
         cmocka_unit_test(test_variants_mxfp8_names),
         cmocka_unit_test(test_variants_mxfp8_2d),
         cmocka_unit_test(test_variants_mxfp8_values),
-        cmocka_unit_test(test_variants_mxfp8_options_reach_values),
+        T(test_variants_mxfp8_options_reach_values),
         cmocka_unit_test(test_variants_nvfp4_names),
         cmocka_unit_test(test_variants_nvfp4_values),
-        cmocka_unit_test(test_variants_nvfp4_seed),
+        T(test_variants_nvfp4_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -292,25 +292,28 @@ static void test_truncated_entry(void **state) {
     assert_miss_warns(path, 90, want, 3);
 }
 
+/* Stores KEY_A (its entry's path in path), overwrites n bytes at off of the entry, and asserts a
+ * miss at sm_90 with one warning holding every string of want[0..n_want). */
+static void assert_patched_misses(const fixture *fx, char *path, long off, const void *bytes,
+                                  size_t n, const char *const *want, int n_want) {
+    store_a(fx, path);
+    patch_file(path, off, bytes, n);
+    assert_miss_warns(path, 90, want, n_want);
+}
+
 static void test_bit_flipped_payload(void **state) {
-    fixture *fx = *state;
     char path[PATH_MAX];
     const char *want[] = {"corrupt", "checksum mismatch"};
-    store_a(fx, path);
     unsigned char *p = make_payload(1, PAYLOAD_SIZE);
     unsigned char flipped = p[1234] ^ 0x10;
     free(p);
-    patch_file(path, HEADER_SIZE + 1234, &flipped, 1);
-    assert_miss_warns(path, 90, want, 2);
+    assert_patched_misses(*state, path, HEADER_SIZE + 1234, &flipped, 1, want, 2);
 }
 
 static void test_bad_magic(void **state) {
-    fixture *fx = *state;
     char path[PATH_MAX];
     const char *want[] = {"corrupt", "bad magic"};
-    store_a(fx, path);
-    patch_file(path, 0, "NOTQFUSE", 8);
-    assert_miss_warns(path, 90, want, 2);
+    assert_patched_misses(*state, path, 0, "NOTQFUSE", 8, want, 2);
 }
 
 /* An intact entry for KEY_B renamed onto KEY_A's file name must not be served for KEY_A. */
@@ -338,26 +341,21 @@ static void test_wrong_arch(void **state) {
 
 /* An entry written by another NVRTC version (header field patched) is not loaded. */
 static void test_wrong_nvrtc_version(void **state) {
-    fixture *fx = *state;
     char path[PATH_MAX], want_ver[64];
     int major = 0, minor = 0;
     qf_jit_nvrtc_version(&major, &minor);
     int32_t other = major + 1;
     snprintf(want_ver, sizeof want_ver, "built with NVRTC %d.%d", major + 1, minor);
     const char *want[] = {want_ver};
-    store_a(fx, path);
-    patch_file(path, 48, &other, sizeof other); /* nvrtc_major: see qf_cache_header */
-    assert_miss_warns(path, 90, want, 1);
+    /* nvrtc_major: see qf_cache_header */
+    assert_patched_misses(*state, path, 48, &other, sizeof other, want, 1);
 }
 
 static void test_wrong_format_version(void **state) {
-    fixture *fx = *state;
     char path[PATH_MAX];
     const char *want[] = {"format version 99"};
     uint32_t v = 99;
-    store_a(fx, path);
-    patch_file(path, 8, &v, sizeof v);
-    assert_miss_warns(path, 90, want, 1);
+    assert_patched_misses(*state, path, 8, &v, sizeof v, want, 1);
 }
 
 /* The cache tool's view of the entry at path: present, invalid, and why holds `why`. */
@@ -409,9 +407,7 @@ static void test_store_replaces_damaged_entry(void **state) {
     fixture *fx = *state;
     char path[PATH_MAX];
     const char *want[] = {"checksum mismatch"};
-    store_a(fx, path);
-    patch_file(path, HEADER_SIZE + 5, "\xff\xff\xff", 3);
-    assert_miss_warns(path, 90, want, 1);
+    assert_patched_misses(fx, path, HEADER_SIZE + 5, "\xff\xff\xff", 3, want, 1);
     store_a(fx, path);
     assert_hit_a();
 }
@@ -419,7 +415,6 @@ static void test_store_replaces_damaged_entry(void **state) {
 /* =====================================================================} */
 
 int main(void) {
-    umask(022); /* the mode checks below assume the usual umask */
     const struct CMUnitTest tests[] = {
         T(test_dir_created_0700),
         T(test_dir_resolution_order),
@@ -442,5 +437,5 @@ int main(void) {
         T(test_fifo_entry),
         T(test_symlink_entry),
     };
-    return cmocka_run_group_tests_name("jit_cache", tests, NULL, NULL);
+    return RUN_CACHE_TESTS("jit_cache", tests);
 }

@@ -461,7 +461,6 @@ int main(int argc, char **argv) {
         return child_reader(argv[2], argv[3], argv[4], atoi(argv[5]));
     if (argc == 3 && strcmp(argv[1], "--child-lookup") == 0)
         return child_lookup(argv[2]);
-    umask(022); /* the mode checks below assume the usual umask */
     const struct CMUnitTest tests[] = {
         T(test_second_process_hits),
         T(test_concurrent_processes),
@@ -471,5 +470,5 @@ int main(int argc, char **argv) {
         T(test_readers_during_writers),
         T(test_damaged_entry_recompiled_once),
     };
-    return cmocka_run_group_tests_name("jit_cache_procs", tests, NULL, NULL);
+    return RUN_CACHE_TESTS("jit_cache_procs", tests);
 }

@@ -1,6 +1,6 @@
 /* test_jit_cache_util.h: what the disk cache tests share (test_jit_cache.c,
- * test_jit_cache_procs.c): keys and payloads, the per-test fixture (a fresh QFUSE_CACHE_DIR), entry
- * paths, store/load checks and child-process helpers. */
+ * test_jit_cache_procs.c, test_cache_tool.c): keys and payloads, the per-test fixture (a fresh
+ * QFUSE_CACHE_DIR), entry paths, store/load checks and child-process helpers. */
 #ifndef QF_TEST_JIT_CACHE_UTIL_H
 #define QF_TEST_JIT_CACHE_UTIL_H
 
@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "jit_cache.h"
@@ -174,5 +175,14 @@ static inline int teardown(void **state) {
 
 /* A test run with a fresh fixture. */
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+/* Runs the n tests as the cmocka group `group` under the usual umask (022), which the mode checks
+ * assume. */
+static inline int run_cache_tests(const char *group, const struct CMUnitTest *tests, size_t n) {
+    umask(022);
+    return _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+}
+
+#define RUN_CACHE_TESTS(group, tests) run_cache_tests(group, tests, sizeof tests / sizeof tests[0])
 
 #endif /* QF_TEST_JIT_CACHE_UTIL_H */

@@ -26,14 +26,35 @@ static int find_option(const char *const *opts, int n, const char *opt) {
     return -1;
 }
 
+/* qfuse's NVRTC options for one arch (qf_jit_options): v[0..n), the arch option in arch. */
+typedef struct jit_opts {
+    const char *v[QF_JIT_MAX_OPTIONS];
+    char arch[64];
+    int n;
+} jit_opts;
+
+/* Fills o for arch with the n_extra options extra appended; returns o->n (-1: refused). */
+static int options_for(jit_opts *o, int arch, const char *const *extra, int n_extra) {
+    o->n = qf_jit_options(arch, extra, n_extra, o->v, o->arch);
+    return o->n;
+}
+
 /* Compiles src for arch with qfuse's options; returns the status, CUBIN in *cubin. */
 static qf_status compile_for(int arch, const char *src, int n_headers, const char *const *names,
                              const char *const *texts, void **cubin, size_t *size) {
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
-    int n = qf_jit_options(arch, NULL, 0, opts, archbuf);
-    assert_true(n > 0);
-    return qf_jit_compile("k.cu", src, names, texts, n_headers, opts, n, cubin, size);
+    jit_opts o;
+    assert_true(options_for(&o, arch, NULL, 0) > 0);
+    return qf_jit_compile("k.cu", src, names, texts, n_headers, o.v, o.n, cubin, size);
+}
+
+/* compile_for(90, src) with stderr captured: returns the status, *err what was written there
+ * (malloc'ed; the caller frees it). */
+static qf_status compile_captured(const char *src, void **cubin, size_t *size, char **err) {
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    qf_status s = compile_for(90, src, 0, NULL, NULL, cubin, size);
+    *err = qf_test_capture_end(&c);
+    return s;
 }
 
 /* Asserts buf is a CUDA ELF object: ELF magic and e_machine EM_CUDA (190). */
@@ -60,27 +81,23 @@ static int setup(void **state) {
 
 static void test_options_default(void **state) {
     (void)state;
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
-    int n = qf_jit_options(90, NULL, 0, opts, archbuf);
-    assert_int_equal(n, 4);
-    assert_string_equal(opts[0], "--gpu-architecture=sm_90");
-    assert_string_equal(opts[1], "--std=c++17");
-    assert_string_equal(opts[2], "-default-device");
-    assert_string_equal(opts[3], "--fmad=false");
-    n = qf_jit_options(100, NULL, 0, opts, archbuf);
-    assert_string_equal(opts[0], "--gpu-architecture=sm_100");
+    jit_opts o;
+    assert_int_equal(options_for(&o, 90, NULL, 0), 4);
+    assert_string_equal(o.v[0], "--gpu-architecture=sm_90");
+    assert_string_equal(o.v[1], "--std=c++17");
+    assert_string_equal(o.v[2], "-default-device");
+    assert_string_equal(o.v[3], "--fmad=false");
+    options_for(&o, 100, NULL, 0);
+    assert_string_equal(o.v[0], "--gpu-architecture=sm_100");
 }
 
 static void test_options_extras_appended(void **state) {
     (void)state;
     const char *extra[] = {"-DQF_K=4096", "-DQF_ROWWISE=1"};
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
-    int n = qf_jit_options(90, extra, 2, opts, archbuf);
-    assert_int_equal(n, 6);
-    assert_string_equal(opts[4], "-DQF_K=4096");
-    assert_string_equal(opts[5], "-DQF_ROWWISE=1");
+    jit_opts o;
+    assert_int_equal(options_for(&o, 90, extra, 2), 6);
+    assert_string_equal(o.v[4], "-DQF_K=4096");
+    assert_string_equal(o.v[5], "-DQF_ROWWISE=1");
 }
 
 static void test_options_too_many(void **state) {
@@ -88,9 +105,8 @@ static void test_options_too_many(void **state) {
     const char *extra[QF_JIT_MAX_OPTIONS];
     for (int i = 0; i < QF_JIT_MAX_OPTIONS; i++)
         extra[i] = "-DX";
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
-    assert_int_equal(qf_jit_options(90, extra, QF_JIT_MAX_OPTIONS, opts, archbuf), -1);
+    jit_opts o;
+    assert_int_equal(options_for(&o, 90, extra, QF_JIT_MAX_OPTIONS), -1);
     assert_non_null(strstr(qf_last_error(), "QF_JIT_MAX_OPTIONS"));
 }
 
@@ -105,24 +121,22 @@ static void test_options_clamp_to_nvrtc_max(void **state) {
         max = archs[i] > max ? archs[i] : max;
     char want[64];
     snprintf(want, sizeof want, "--gpu-architecture=sm_%d", max);
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
-    qf_jit_options(max + 10, NULL, 0, opts, archbuf);
-    assert_string_equal(opts[0], want);
-    qf_jit_options(max, NULL, 0, opts, archbuf);
-    assert_string_equal(opts[0], want);
+    jit_opts o;
+    options_for(&o, max + 10, NULL, 0);
+    assert_string_equal(o.v[0], want);
+    options_for(&o, max, NULL, 0);
+    assert_string_equal(o.v[0], want);
 }
 
 static void test_options_lineinfo(void **state) {
     (void)state;
-    const char *opts[QF_JIT_MAX_OPTIONS];
-    char archbuf[64];
+    jit_opts o;
     setenv("QFUSE_LINEINFO", "1", 1);
-    int n = qf_jit_options(90, NULL, 0, opts, archbuf);
+    options_for(&o, 90, NULL, 0);
     unsetenv("QFUSE_LINEINFO");
-    assert_true(find_option(opts, n, "-lineinfo") >= 0);
-    n = qf_jit_options(90, NULL, 0, opts, archbuf);
-    assert_int_equal(find_option(opts, n, "-lineinfo"), -1);
+    assert_true(find_option(o.v, o.n, "-lineinfo") >= 0);
+    options_for(&o, 90, NULL, 0);
+    assert_int_equal(find_option(o.v, o.n, "-lineinfo"), -1);
 }
 
 static void test_nvrtc_version(void **state) {
@@ -139,23 +153,14 @@ static void test_nvrtc_version(void **state) {
 
 /* {===================================================================== compile */
 
-/* kernel_src compiles for arch into a CUDA ELF object. */
-static void assert_compiles_for(int arch) {
+/* kernel_src compiles for the arch of the state (QF_TEST_PARAM) into a CUDA ELF object. */
+static void test_compile_arch(void **state) {
     void *cubin = NULL;
     size_t size = 0;
-    assert_int_equal(compile_for(arch, kernel_src, 0, NULL, NULL, &cubin, &size), QF_OK);
+    assert_int_equal(compile_for(qf_test_param(state), kernel_src, 0, NULL, NULL, &cubin, &size),
+                     QF_OK);
     assert_cubin(cubin, size);
     free(cubin);
-}
-
-static void test_compile_sm90(void **state) {
-    (void)state;
-    assert_compiles_for(90);
-}
-
-static void test_compile_sm100(void **state) {
-    (void)state;
-    assert_compiles_for(100);
 }
 
 /* The message carries NVRTC's log (naming the bad identifier), the options and the versions. */
@@ -218,11 +223,8 @@ static void test_compile_long_log(void **state) {
     snprintf(src + len, cap - len, "}\n");
     void *cubin = NULL;
     size_t size = 0;
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
-    qf_status s = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *err = qf_test_capture_end(&c);
-    assert_int_equal(s, QF_ERR_NVRTC);
+    char *err;
+    assert_int_equal(compile_captured(src, &cubin, &size, &err), QF_ERR_NVRTC);
     assert_non_null(strstr(qf_last_error(), "qf_undefined_000"));
     assert_non_null(strstr(qf_last_error(), "[log truncated; full log on stderr]"));
     assert_non_null(strstr(err, "qf_undefined_000"));
@@ -250,11 +252,9 @@ static void test_compile_dump_source(void **state) {
     (void)state;
     void *cubin = NULL;
     size_t size = 0;
-    qf_test_capture c;
+    char *err;
     setenv("QFUSE_DUMP_SOURCE", "1", 1);
-    qf_test_capture_begin(&c);
-    qf_status s = compile_for(90, kernel_src, 0, NULL, NULL, &cubin, &size);
-    char *err = qf_test_capture_end(&c);
+    qf_status s = compile_captured(kernel_src, &cubin, &size, &err);
     unsetenv("QFUSE_DUMP_SOURCE");
     assert_int_equal(s, QF_OK);
     assert_non_null(strstr(err, kernel_src));
@@ -269,15 +269,11 @@ static void test_compile_verbose_log(void **state) {
         "extern \"C\" __global__ void k(float *p){ int qf_unused_var; p[0] = 1.0f; }\n";
     void *cubin = NULL;
     size_t size = 0;
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
-    qf_status quiet = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *quiet_err = qf_test_capture_end(&c);
+    char *quiet_err, *err;
+    qf_status quiet = compile_captured(src, &cubin, &size, &quiet_err);
     free(cubin);
     setenv("QFUSE_VERBOSE", "1", 1);
-    qf_test_capture_begin(&c);
-    qf_status s = compile_for(90, src, 0, NULL, NULL, &cubin, &size);
-    char *err = qf_test_capture_end(&c);
+    qf_status s = compile_captured(src, &cubin, &size, &err);
     unsetenv("QFUSE_VERBOSE");
     assert_int_equal(quiet, QF_OK);
     assert_int_equal(s, QF_OK);
@@ -299,8 +295,8 @@ int main(void) {
         cmocka_unit_test_setup(test_options_clamp_to_nvrtc_max, setup),
         cmocka_unit_test_setup(test_options_lineinfo, setup),
         cmocka_unit_test_setup(test_nvrtc_version, setup),
-        cmocka_unit_test_setup(test_compile_sm90, setup),
-        cmocka_unit_test_setup(test_compile_sm100, setup),
+        QF_TEST_PARAM(test_compile_sm90, test_compile_arch, setup, 90),
+        QF_TEST_PARAM(test_compile_sm100, test_compile_arch, setup, 100),
         cmocka_unit_test_setup(test_compile_syntax_error, setup),
         cmocka_unit_test_setup(test_compile_bad_option, setup),
         cmocka_unit_test_setup(test_compile_in_memory_header, setup),

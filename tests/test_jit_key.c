@@ -32,14 +32,28 @@ static qf_key_input base_input(void) {
     return in;
 }
 
+/* Asserts that x and y have different keys. */
+static void assert_keys_differ(const qf_key_input *x, const qf_key_input *y) {
+    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1];
+    qf_key_compute(x, a);
+    qf_key_compute(y, b);
+    assert_string_not_equal(a, b);
+}
+
 /* Asserts that `changed` (base_input with one field changed) has a different key than base. */
 static void assert_key_changes(const qf_key_input *changed) {
     qf_key_input base = base_input();
-    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1];
-    qf_key_compute(&base, a);
-    qf_key_compute(changed, b);
-    assert_string_not_equal(a, b);
+    assert_keys_differ(&base, changed);
 }
+
+/* A test that `change`, one expression on the copy `in` of base_input, changes the key. */
+#define KEY_FIELD_TEST(name, change)                                                               \
+    static void name(void **state) {                                                               \
+        (void)state;                                                                               \
+        qf_key_input in = base_input();                                                            \
+        change;                                                                                    \
+        assert_key_changes(&in);                                                                   \
+    }
 
 /* =====================================================================} */
 
@@ -97,26 +111,12 @@ static void test_key_golden(void **state) {
 
 /* {===================================================================== one test per field */
 
-static void test_key_name(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.name = "qf_norm_quantize_mxfp8_ln";
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_name, in.name = "qf_norm_quantize_mxfp8_ln")
 
-static void test_key_recipe_options(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.recipe_options = "fmt=mxfp8;block=32;round=even";
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_recipe_options, in.recipe_options = "fmt=mxfp8;block=32;round=even")
 
-static void test_key_variant(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.variant = "op=norm_quantize;role=x;norm=rms;zcg=1;in=bf16;out=e4m3";
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_variant,
+               in.variant = "op=norm_quantize;role=x;norm=rms;zcg=1;in=bf16;out=e4m3")
 
 /* One byte of the source differs (1.0f -> 2.0f). */
 static void test_key_source_one_byte(void **state) {
@@ -131,37 +131,17 @@ static void test_key_source_one_byte(void **state) {
     assert_key_changes(&in);
 }
 
-static void test_key_header_name(void **state) {
-    (void)state;
-    const char *names[] = {"qf_formats.h", "qf_prelude2.h"};
-    qf_key_input in = base_input();
-    in.header_names = names;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_header_name,
+               (in.header_names = (const char *const[]){"qf_formats.h", "qf_prelude2.h"}))
 
-static void test_key_header_text(void **state) {
-    (void)state;
-    const char *texts[] = {"#define QF_A 1\n", "#define QF_B 3\n"};
-    qf_key_input in = base_input();
-    in.headers = texts;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_header_text,
+               (in.headers = (const char *const[]){"#define QF_A 1\n", "#define QF_B 3\n"}))
 
 /* Texts swapped between the two names: same bytes overall, different program. */
-static void test_key_header_pairing(void **state) {
-    (void)state;
-    const char *texts[] = {base_headers[1], base_headers[0]};
-    qf_key_input in = base_input();
-    in.headers = texts;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_header_pairing,
+               (in.headers = (const char *const[]){base_headers[1], base_headers[0]}))
 
-static void test_key_header_count(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.n_headers = 1;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_header_count, in.n_headers = 1)
 
 /* Each option string in turn, changed by one character. */
 static void test_key_each_option(void **state) {
@@ -178,33 +158,13 @@ static void test_key_each_option(void **state) {
     }
 }
 
-static void test_key_option_count(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.n_options = N_BASE_OPTIONS - 1;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_option_count, in.n_options = N_BASE_OPTIONS - 1)
 
-static void test_key_arch(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.arch = 100;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_arch, in.arch = 100)
 
-static void test_key_nvrtc_major(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.nvrtc_major = 12;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_nvrtc_major, in.nvrtc_major = 12)
 
-static void test_key_nvrtc_minor(void **state) {
-    (void)state;
-    qf_key_input in = base_input();
-    in.nvrtc_minor = 1;
-    assert_key_changes(&in);
-}
+KEY_FIELD_TEST(test_key_nvrtc_minor, in.nvrtc_minor = 1)
 
 /* =====================================================================} */
 
@@ -219,10 +179,7 @@ static void test_key_length_prefix(void **state) {
     x.recipe_options = "c";
     y.name = "a";
     y.recipe_options = "bc";
-    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1];
-    qf_key_compute(&x, a);
-    qf_key_compute(&y, b);
-    assert_string_not_equal(a, b);
+    assert_keys_differ(&x, &y);
 }
 
 /* The same across the header-name/header-text boundary and the option list boundary. */
@@ -233,13 +190,9 @@ static void test_key_length_prefix_lists(void **state) {
     qf_key_input x = base_input(), y = base_input();
     x.header_names = n1, x.headers = t1, x.n_headers = 1, x.options = o1, x.n_options = 2;
     y.header_names = n1, y.headers = t1, y.n_headers = 1, y.options = o2, y.n_options = 2;
-    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1];
-    qf_key_compute(&x, a);
-    qf_key_compute(&y, b);
-    assert_string_not_equal(a, b);
+    assert_keys_differ(&x, &y);
     y.header_names = n2, y.headers = t2, y.options = o1;
-    qf_key_compute(&y, b);
-    assert_string_not_equal(a, b);
+    assert_keys_differ(&x, &y);
 }
 
 /* A missing field (NULL) and an empty one are different inputs. */
@@ -268,10 +221,7 @@ static void test_key_null_vs_empty(void **state) {
     qf_key_input x = base_input(), y = base_input();
     x.variant = NULL;
     y.variant = "";
-    char a[QF_KEY_HEX_LEN + 1], b[QF_KEY_HEX_LEN + 1];
-    qf_key_compute(&x, a);
-    qf_key_compute(&y, b);
-    assert_string_not_equal(a, b);
+    assert_keys_differ(&x, &y);
 }
 
 /* =====================================================================} */

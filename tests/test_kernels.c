@@ -1,5 +1,6 @@
 /* test_kernels.c: every generated kernel compiles with NVRTC for sm_90 and sm_100 (no GPU needed)
- * to a CUBIN with exactly the entry points the registry lists, and the fusion key of a registry kernel changes with every field that changes its code (SPEC 5). */
+ * to a CUBIN with exactly the entry points the registry lists, and the fusion key of a registry
+ * kernel changes with every field that changes its code (SPEC 5). */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -112,14 +113,9 @@ static void compile_all(int arch) {
         fail_msg("%d NVRTC compiles failed for sm_%d; the first: %s", failures, arch, msg);
 }
 
-static void test_compile_all_sm90(void **state) {
-    (void)state;
-    compile_all(90);
-}
-
-static void test_compile_all_sm100(void **state) {
-    (void)state;
-    compile_all(100);
+/* compile_all for the arch of the state (QF_TEST_PARAM). */
+static void test_compile_all(void **state) {
+    compile_all(qf_test_param(state));
 }
 
 /* ==================================================================== fusion key fields */
@@ -171,6 +167,14 @@ static void assert_key_changed(const key_fixture *f) {
     assert_string_not_equal(hex, f->base);
 }
 
+/* A test that `change`, one expression on the fixture f, changes the key. */
+#define KEY_CHANGE_TEST(name, change)                                                              \
+    static void name(void **state) {                                                               \
+        key_fixture *f = *state;                                                                   \
+        change;                                                                                    \
+        assert_key_changed(f);                                                                     \
+    }
+
 static void test_key_deterministic(void **state) {
     key_fixture *f = *state;
     char hex[QF_KEY_HEX_LEN + 1];
@@ -191,61 +195,34 @@ static void test_key_all_kernels_distinct(void **state) {
     free(keys);
 }
 
-static void test_key_recipe_options(void **state) {
-    key_fixture *f = *state;
-    snprintf(f->r.options, sizeof f->r.options, "%s",
-             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;margin=0");
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_recipe_options,
+                snprintf(f->r.options, sizeof f->r.options, "%s",
+                         "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=e4m3;"
+                         "margin=0"))
 
-static void test_key_margin(void **state) {
-    key_fixture *f = *state;
-    snprintf(f->r.options, sizeof f->r.options, "%s",
-             "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;margin=1");
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_margin,
+                snprintf(f->r.options, sizeof f->r.options, "%s",
+                         "amax_compute=max;amax_history_len=1024;family=fp8_delayed;format=hybrid;"
+                         "margin=1"))
 
-static void test_key_norm(void **state) {
-    key_fixture *f = *state;
-    f->k.norm = f->k.norm == QF_NORM_LAYERNORM ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_norm,
+                f->k.norm = f->k.norm == QF_NORM_LAYERNORM ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM)
 
-static void test_key_zero_centered_gamma(void **state) {
-    key_fixture *f = *state;
-    f->k.zero_centered_gamma = !f->k.zero_centered_gamma;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_zero_centered_gamma, f->k.zero_centered_gamma = !f->k.zero_centered_gamma)
 
-static void test_key_input_dtype(void **state) {
-    key_fixture *f = *state;
-    f->k.in_dtype = f->k.in_dtype == QF_DTYPE_BF16 ? QF_DTYPE_FP16 : QF_DTYPE_BF16;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_input_dtype,
+                f->k.in_dtype = f->k.in_dtype == QF_DTYPE_BF16 ? QF_DTYPE_FP16 : QF_DTYPE_BF16)
 
-static void test_key_output_format(void **state) {
-    key_fixture *f = *state;
-    f->k.out_dtype = f->k.out_dtype == QF_DTYPE_E4M3 ? QF_DTYPE_E5M2 : QF_DTYPE_E4M3;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_output_format,
+                f->k.out_dtype = f->k.out_dtype == QF_DTYPE_E4M3 ? QF_DTYPE_E5M2 : QF_DTYPE_E4M3)
 
-static void test_key_outputs(void **state) {
-    key_fixture *f = *state;
-    f->inst.outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_outputs, f->inst.outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)
 
-static void test_key_gamma_dtype(void **state) {
-    key_fixture *f = *state;
-    f->inst.gamma_dtype = QF_DTYPE_FP32 == f->inst.gamma_dtype ? QF_DTYPE_BF16 : QF_DTYPE_FP32;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_gamma_dtype, f->inst.gamma_dtype = QF_DTYPE_FP32 == f->inst.gamma_dtype
+                                                                ? QF_DTYPE_BF16
+                                                                : QF_DTYPE_FP32)
 
-static void test_key_arch(void **state) {
-    key_fixture *f = *state;
-    f->arch = 100;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_arch, f->arch = 100)
 
 /* One more byte at the end of text: a changed copy (caller frees). */
 static char *with_trailing_byte(const char *text) {
@@ -315,39 +292,34 @@ static void test_key_headers(void **state) {
     }
 }
 
-static void test_key_name(void **state) {
-    key_fixture *f = *state;
-    f->k.name = "qf_other_name";
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_name, f->k.name = "qf_other_name")
 
-static void test_key_launch_config(void **state) {
-    key_fixture *f = *state;
-    f->k.tile_m *= 2;
-    assert_key_changed(f);
-}
+KEY_CHANGE_TEST(test_key_launch_config, f->k.tile_m *= 2)
+
+/* A test run with a fresh key fixture. */
+#define KEY_T(f) cmocka_unit_test_setup_teardown(f, key_setup, key_teardown)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_key_deterministic, key_setup, key_teardown),
+        KEY_T(test_key_deterministic),
         cmocka_unit_test(test_key_all_kernels_distinct),
-        cmocka_unit_test_setup_teardown(test_key_recipe_options, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_margin, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_norm, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_zero_centered_gamma, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_input_dtype, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_output_format, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_outputs, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_gamma_dtype, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_arch, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_template, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_prelude, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_joined_text, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_headers, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_name, key_setup, key_teardown),
-        cmocka_unit_test_setup_teardown(test_key_launch_config, key_setup, key_teardown),
-        cmocka_unit_test(test_compile_all_sm90),
-        cmocka_unit_test(test_compile_all_sm100),
+        KEY_T(test_key_recipe_options),
+        KEY_T(test_key_margin),
+        KEY_T(test_key_norm),
+        KEY_T(test_key_zero_centered_gamma),
+        KEY_T(test_key_input_dtype),
+        KEY_T(test_key_output_format),
+        KEY_T(test_key_outputs),
+        KEY_T(test_key_gamma_dtype),
+        KEY_T(test_key_arch),
+        KEY_T(test_key_template),
+        KEY_T(test_key_prelude),
+        KEY_T(test_key_joined_text),
+        KEY_T(test_key_headers),
+        KEY_T(test_key_name),
+        KEY_T(test_key_launch_config),
+        QF_TEST_PARAM(test_compile_all_sm90, test_compile_all, NULL, 90),
+        QF_TEST_PARAM(test_compile_all_sm100, test_compile_all, NULL, 100),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

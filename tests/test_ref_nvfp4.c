@@ -377,6 +377,14 @@ static void test_errors(void **state) {
 
 /* {================================================================== GEMM */
 
+/* The rowwise copy alone of fp32 v [R, K], quantized into fresh buffers b. */
+static void quant_rowwise(const float *v, int64_t R, int64_t K, nv_bufs *b) {
+    qf_nvfp4_opts o = opts_default();
+    o.columnwise = 0;
+    bufs_init(b, R, K);
+    assert_int_equal(quant_plain(v, &o, b), QF_OK);
+}
+
 static void test_gemm(void **state) {
     (void)state;
     const int64_t M = 16, N = 32, K = 64;
@@ -384,12 +392,8 @@ static void test_gemm(void **state) {
     fill_blocky(x, M * K, 16, 8, 61);
     fill_blocky(w, N * K, 16, 8, 62);
     nv_bufs qa, qb;
-    bufs_init(&qa, M, K);
-    bufs_init(&qb, N, K);
-    qf_nvfp4_opts o = opts_default();
-    o.columnwise = 0;
-    assert_int_equal(quant_plain(x, &o, &qa), QF_OK);
-    assert_int_equal(quant_plain(w, &o, &qb), QF_OK);
+    quant_rowwise(x, M, K, &qa);
+    quant_rowwise(w, N, K, &qb);
     double *y = malloc(M * N * sizeof *y), bias[32];
     for (int n = 0; n < N; n++)
         bias[n] = 0.125 * n;

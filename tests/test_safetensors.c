@@ -97,6 +97,14 @@ static void write_valid(const char *p) {
     write_st(p, valid_hdr, &d, 52);
 }
 
+/* Writes the valid file as stem in the test directory (its path in `path`) and opens it. */
+static qf_st_file *open_valid(const char *stem) {
+    qf_st_file *f = NULL;
+    write_valid(case_path(stem));
+    assert_int_equal(qf_st_open(path, &f), QF_OK);
+    return f;
+}
+
 /* Tensor name of f, asserted present with dtype want and shape [d0, d1]; returns its data. */
 static const void *get_2d(qf_st_file *f, const char *name, qf_dtype want, int64_t d0, int64_t d1) {
     qf_dtype dt;
@@ -113,9 +121,7 @@ static const void *get_2d(qf_st_file *f, const char *name, qf_dtype want, int64_
 
 static void test_valid_roundtrip(void **state) {
     (void)state;
-    write_valid(case_path("valid"));
-    qf_st_file *f = NULL;
-    assert_int_equal(qf_st_open(path, &f), QF_OK);
+    qf_st_file *f = open_valid("valid");
     assert_int_equal(qf_st_count(f), 6);
     qf_dtype dt;
     int nd;
@@ -134,9 +140,7 @@ static void test_valid_roundtrip(void **state) {
 
 static void test_scalar_empty_and_null_outputs(void **state) {
     (void)state;
-    write_valid(case_path("valid2"));
-    qf_st_file *f = NULL;
-    assert_int_equal(qf_st_open(path, &f), QF_OK);
+    qf_st_file *f = open_valid("valid2");
     int nd = -1;
     const void *data = NULL;
     assert_int_equal(qf_st_get(f, "s", NULL, &nd, NULL, &data), QF_OK);
@@ -153,9 +157,7 @@ static void test_scalar_empty_and_null_outputs(void **state) {
 
 static void test_get_errors(void **state) {
     (void)state;
-    write_valid(case_path("geterr"));
-    qf_st_file *f = NULL;
-    assert_int_equal(qf_st_open(path, &f), QF_OK);
+    qf_st_file *f = open_valid("geterr");
     const void *data = (const void *)&data;
     assert_int_equal(qf_st_get(f, "pos", NULL, NULL, NULL, &data), QF_ERR_UNSUPPORTED);
     assert_non_null(strstr(qf_last_error(), "I64"));

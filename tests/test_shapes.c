@@ -38,19 +38,52 @@ static void qf_test_expect(const qf_shape *s, qf_dtype dt, int ndim, int64_t d0,
     assert_int_equal(s->bytes, bytes);
 }
 
+/* One expected output: its name, dtype, dims (d1 only when ndim > 1) and bytes. */
+typedef struct qf_test_out {
+    const char *name;
+    qf_dtype dtype;
+    int ndim;
+    int64_t d0, d1;
+    uint64_t bytes;
+} qf_test_out;
+
+/* Asserts every output of want[0..n_want) among out[0..n) by name (as out[i] for want[i] when
+ * in_order), with its dtype, dims and bytes. */
+static void qf_test_expect_outs(const qf_shape *out, int n, const qf_test_out *want, int n_want,
+                                int in_order) {
+    for (int i = 0; i < n_want; i++) {
+        const qf_test_out *w = &want[i];
+        const qf_shape *s = qf_test_find(out, n, w->name);
+        if (in_order) {
+            assert_true(i < n);
+            assert_string_equal(out[i].name, w->name);
+            s = &out[i];
+        }
+        if (!s)
+            fail_msg("no output %s", w->name);
+        qf_test_expect(s, w->dtype, w->ndim, w->d0, w->d1, w->bytes);
+    }
+}
+
+#define QF_TEST_EXPECT_OUTS(out, n, want, in_order)                                                \
+    qf_test_expect_outs(out, n, want, (int)(sizeof want / sizeof want[0]), in_order)
+
 static void test_nq_rowwise_only(void **state) {
     (void)state;
     qf_shape out[CAP];
     qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 3, 769);
     int n = qf_shapes_fp8_delayed(&q, out, CAP);
     assert_int_equal(n, 5); /* rowwise, amax, scale_inv, mu, rsigma */
+    static const qf_test_out want[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 3, 769, 3 * 769},
+        {"amax", QF_DTYPE_FP32, 1, 1, 0, 4},
+        {"scale_inv", QF_DTYPE_FP32, 1, 1, 0, 4},
+        {"mu", QF_DTYPE_FP32, 1, 3, 0, 12},
+        {"rsigma", QF_DTYPE_FP32, 1, 3, 0, 12},
+    };
     assert_string_equal(out[0].name, "rowwise_data");
-    qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 3, 769, 3 * 769);
     assert_null(qf_test_find(out, n, "columnwise_data"));
-    qf_test_expect(qf_test_find(out, n, "amax"), QF_DTYPE_FP32, 1, 1, 0, 4);
-    qf_test_expect(qf_test_find(out, n, "scale_inv"), QF_DTYPE_FP32, 1, 1, 0, 4);
-    qf_test_expect(qf_test_find(out, n, "mu"), QF_DTYPE_FP32, 1, 3, 0, 12);
-    qf_test_expect(qf_test_find(out, n, "rsigma"), QF_DTYPE_FP32, 1, 3, 0, 12);
+    QF_TEST_EXPECT_OUTS(out, n, want, 0);
 }
 
 static void test_nq_columnwise_only(void **state) {
@@ -201,18 +234,17 @@ static void test_mx_nq_padding_1x1(void **state) {
     (void)state;
     qf_shape out[CAP];
     qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 1, 1);
+    static const qf_test_out want[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 1, 1, 1},
+        {"rowwise_scale_inv", QF_DTYPE_E8M0, 2, 128, 4, 512},
+        {"columnwise_data", QF_DTYPE_E4M3, 2, 1, 1, 1}, /* [M, K]: not transposed */
+        {"columnwise_scale_inv", QF_DTYPE_E8M0, 2, 4, 128, 512},
+        {"mu", QF_DTYPE_FP32, 1, 1, 0, 4},
+        {"rsigma", QF_DTYPE_FP32, 1, 1, 0, 4},
+    };
     int n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
     assert_int_equal(n, 6);
-    const char *order[] = {"rowwise_data", "rowwise_scale_inv", "columnwise_data",
-                           "columnwise_scale_inv", "mu", "rsigma"};
-    for (int i = 0; i < n; i++)
-        assert_string_equal(out[i].name, order[i]);
-    qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 1, 1, 1);
-    qf_test_expect(&out[1], QF_DTYPE_E8M0, 2, 128, 4, 512);
-    qf_test_expect(&out[2], QF_DTYPE_E4M3, 2, 1, 1, 1); /* [M, K]: not transposed */
-    qf_test_expect(&out[3], QF_DTYPE_E8M0, 2, 4, 128, 512);
-    qf_test_expect(&out[4], QF_DTYPE_FP32, 1, 1, 0, 4);
-    qf_test_expect(&out[5], QF_DTYPE_FP32, 1, 1, 0, 4);
+    QF_TEST_EXPECT_OUTS(out, n, want, 1);
 }
 
 /* A real layer (M = 993 tokens, K = 8192), rowwise RMSNorm: no mu, no columnwise outputs. */
@@ -221,40 +253,55 @@ static void test_mx_nq_rowwise_993x8192(void **state) {
     qf_shape out[CAP];
     qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 993, 8192);
     q.norm = QF_NORM_RMSNORM;
+    static const qf_test_out rows[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192},
+        {"rowwise_scale_inv", QF_DTYPE_E8M0, 2, 1024, 256, 1024 * 256},
+        {"rsigma", QF_DTYPE_FP32, 1, 993, 0, 4 * 993},
+    };
+    static const qf_test_out cols[] = {
+        {"columnwise_data", QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192},
+        {"columnwise_scale_inv", QF_DTYPE_E8M0, 2, 32, 8192, 32 * 8192},
+    };
     int n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
     assert_int_equal(n, 3);
-    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192);
-    qf_test_expect(qf_test_find(out, n, "rowwise_scale_inv"), QF_DTYPE_E8M0, 2, 1024, 256,
-                   1024 * 256);
-    qf_test_expect(qf_test_find(out, n, "rsigma"), QF_DTYPE_FP32, 1, 993, 0, 4 * 993);
+    QF_TEST_EXPECT_OUTS(out, n, rows, 0);
     assert_null(qf_test_find(out, n, "mu"));
     assert_null(qf_test_find(out, n, "columnwise_scale_inv"));
     q.outputs = QF_OUT_COLUMNWISE;
     n = qf_test_recipe("mxfp8")->shapes(&q, out, CAP);
     assert_int_equal(n, 3);
-    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E4M3, 2, 993, 8192,
-                   993 * 8192);
-    qf_test_expect(qf_test_find(out, n, "columnwise_scale_inv"), QF_DTYPE_E8M0, 2, 32, 8192,
-                   32 * 8192);
+    QF_TEST_EXPECT_OUTS(out, n, cols, 0);
 }
 
-/* One 32x32 block, quantize of each role, in both recipes: same shapes, 1D or 2D. */
-static void test_mx_quantize_32x32(void **state) {
-    (void)state;
-    const char *recipes[] = {"mxfp8", "mxfp8_2d"};
+/* Asserts that each of the n_fns shape functions fns answers the quantize query of x[M, K] with
+ * both copies, for every role, with exactly the outputs of want[0..n_want), in order. */
+static void qf_test_quantize_roles(const qf_shapes_fn *fns, int n_fns, int64_t M, int64_t K,
+                                   const qf_test_out *want, int n_want) {
     qf_shape out[CAP];
-    for (int r = 0; r < 2; r++)
+    for (int f = 0; f < n_fns; f++)
         for (int role = 0; role < QF_ROLE_COUNT; role++) {
             qf_shape_query q =
-                qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 32, 32);
+                qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, M, K);
             q.role = (qf_role)role;
-            int n = qf_test_recipe(recipes[r])->shapes(&q, out, CAP);
-            assert_int_equal(n, 4); /* no norm outputs */
-            qf_test_expect(&out[0], QF_DTYPE_E4M3, 2, 32, 32, 1024);
-            qf_test_expect(&out[1], QF_DTYPE_E8M0, 2, 128, 4, 512);
-            qf_test_expect(&out[2], QF_DTYPE_E4M3, 2, 32, 32, 1024);
-            qf_test_expect(&out[3], QF_DTYPE_E8M0, 2, 4, 128, 512);
+            int n = fns[f](&q, out, CAP);
+            assert_int_equal(n, n_want);
+            qf_test_expect_outs(out, n, want, n_want, 1);
         }
+}
+
+/* One 32x32 block, quantize of each role, in both recipes: same shapes, 1D or 2D; no norm
+ * outputs. */
+static void test_mx_quantize_32x32(void **state) {
+    (void)state;
+    const qf_shapes_fn fns[] = {qf_test_recipe("mxfp8")->shapes,
+                                qf_test_recipe("mxfp8_2d")->shapes};
+    static const qf_test_out want[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 32, 32, 1024},
+        {"rowwise_scale_inv", QF_DTYPE_E8M0, 2, 128, 4, 512},
+        {"columnwise_data", QF_DTYPE_E4M3, 2, 32, 32, 1024},
+        {"columnwise_scale_inv", QF_DTYPE_E8M0, 2, 4, 128, 512},
+    };
+    qf_test_quantize_roles(fns, 2, 32, 32, want, 4);
 }
 
 static void test_mx_gemm_and_invalid(void **state) {
@@ -301,24 +348,15 @@ static void test_mx_registry(void **state) {
 static void test_nv_quantize_32x64(void **state) {
     (void)state;
     const qf_shapes_fn fns[] = {qf_shapes_nvfp4, qf_shapes_nvfp4_nort};
-    qf_shape out[CAP];
-    for (int f = 0; f < 2; f++)
-        for (int role = 0; role < QF_ROLE_COUNT; role++) {
-            qf_shape_query q =
-                qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 32, 64);
-            q.role = (qf_role)role;
-            assert_int_equal(fns[f](&q, out, CAP), 6);
-            const char *order[] = {"rowwise_data",         "rowwise_scale_inv", "columnwise_data",
-                                   "columnwise_scale_inv", "amax_rowwise",      "amax_columnwise"};
-            for (int i = 0; i < 6; i++)
-                assert_string_equal(out[i].name, order[i]);
-            qf_test_expect(&out[0], QF_DTYPE_E2M1, 2, 32, 32, 32 * 64 / 2);
-            qf_test_expect(&out[1], QF_DTYPE_E4M3, 2, 128, 4, 512);
-            qf_test_expect(&out[2], QF_DTYPE_E2M1, 2, 64, 16, 64 * 32 / 2);
-            qf_test_expect(&out[3], QF_DTYPE_E4M3, 2, 128, 4, 512);
-            qf_test_expect(&out[4], QF_DTYPE_FP32, 1, 1, 0, 4);
-            qf_test_expect(&out[5], QF_DTYPE_FP32, 1, 1, 0, 4);
-        }
+    static const qf_test_out want[] = {
+        {"rowwise_data", QF_DTYPE_E2M1, 2, 32, 32, 32 * 64 / 2},
+        {"rowwise_scale_inv", QF_DTYPE_E4M3, 2, 128, 4, 512},
+        {"columnwise_data", QF_DTYPE_E2M1, 2, 64, 16, 64 * 32 / 2},
+        {"columnwise_scale_inv", QF_DTYPE_E4M3, 2, 128, 4, 512},
+        {"amax_rowwise", QF_DTYPE_FP32, 1, 1, 0, 4},
+        {"amax_columnwise", QF_DTYPE_FP32, 1, 1, 0, 4},
+    };
+    qf_test_quantize_roles(fns, 2, 32, 64, want, 6);
 }
 
 /* A real layer (M = 4096, K = 1040: K/16 = 65 scale columns, padded to 68), one copy at a time:
@@ -327,23 +365,26 @@ static void test_nv_nq_4096x1040(void **state) {
     (void)state;
     qf_shape out[CAP];
     qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 4096, 1040);
+    static const qf_test_out rows[] = {
+        {"rowwise_data", QF_DTYPE_E2M1, 2, 4096, 520, 4096 * 520},
+        {"rowwise_scale_inv", QF_DTYPE_E4M3, 2, 4096, 68, 4096 * 68},
+        {"amax_rowwise", QF_DTYPE_FP32, 1, 1, 0, 4},
+        {"mu", QF_DTYPE_FP32, 1, 4096, 0, 4 * 4096},
+    };
+    static const qf_test_out cols[] = {
+        {"columnwise_data", QF_DTYPE_E2M1, 2, 1040, 2048, 1040 * 2048},
+        {"columnwise_scale_inv", QF_DTYPE_E4M3, 2, 1152, 256, 1152 * 256},
+        {"amax_columnwise", QF_DTYPE_FP32, 1, 1, 0, 4},
+    };
     int n = qf_shapes_nvfp4(&q, out, CAP);
     assert_int_equal(n, 5);
-    qf_test_expect(qf_test_find(out, n, "rowwise_data"), QF_DTYPE_E2M1, 2, 4096, 520, 4096 * 520);
-    qf_test_expect(qf_test_find(out, n, "rowwise_scale_inv"), QF_DTYPE_E4M3, 2, 4096, 68,
-                   4096 * 68);
-    qf_test_expect(qf_test_find(out, n, "amax_rowwise"), QF_DTYPE_FP32, 1, 1, 0, 4);
-    qf_test_expect(qf_test_find(out, n, "mu"), QF_DTYPE_FP32, 1, 4096, 0, 4 * 4096);
+    QF_TEST_EXPECT_OUTS(out, n, rows, 0);
     assert_null(qf_test_find(out, n, "amax_columnwise"));
     q.outputs = QF_OUT_COLUMNWISE;
     q.norm = QF_NORM_RMSNORM;
     n = qf_shapes_nvfp4(&q, out, CAP);
     assert_int_equal(n, 4);
-    qf_test_expect(qf_test_find(out, n, "columnwise_data"), QF_DTYPE_E2M1, 2, 1040, 2048,
-                   1040 * 2048);
-    qf_test_expect(qf_test_find(out, n, "columnwise_scale_inv"), QF_DTYPE_E4M3, 2, 1152, 256,
-                   1152 * 256);
-    qf_test_expect(qf_test_find(out, n, "amax_columnwise"), QF_DTYPE_FP32, 1, 1, 0, 4);
+    QF_TEST_EXPECT_OUTS(out, n, cols, 0);
     assert_null(qf_test_find(out, n, "mu"));
     assert_null(qf_test_find(out, n, "rowwise_data"));
 }

@@ -148,13 +148,50 @@ static inline char *qf_test_capture_end(qf_test_capture *c) {
     return s;
 }
 
-/* QFUSE_TEST_FILTER, when set: only the tests whose names match that glob run (cmocka's test
- * filter; split a long GPU binary over several processes, e.g. test_nq_fp16). Call first in
- * main. */
+/* Runs one cmocka group: `per_case` once for each of the n_cases elements of a case table (each
+ * run's state points at its element; all are named `name`), then the n_tests other tests. */
+static inline int qf_test_run_cases(const char *group, const char *name,
+                                    CMUnitTestFunction per_case, const void *cases, size_t size,
+                                    size_t n_cases, const struct CMUnitTest *tests,
+                                    size_t n_tests) {
+    struct CMUnitTest *all = calloc(n_cases + n_tests, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "%s: out of memory\n", group);
+        return 1;
+    }
+    for (size_t i = 0; i < n_cases; i++)
+        all[i] = (struct CMUnitTest){.name = name,
+                                     .test_func = per_case,
+                                     .initial_state = (void *)((const char *)cases + i * size)};
+    memcpy(all + n_cases, tests, n_tests * sizeof *tests);
+    int failed = _cmocka_run_group_tests(group, all, n_cases + n_tests, NULL, NULL);
+    free(all);
+    return failed;
+}
+
+/* qf_test_run_cases over the arrays `cases` and `tests`, the case runs named after per_case. */
+#define QF_TEST_RUN_CASES(group, per_case, cases, tests)                                           \
+    qf_test_run_cases(group, #per_case, per_case, cases, sizeof(cases)[0],                         \
+                      sizeof(cases) / sizeof(cases)[0], tests, sizeof(tests) / sizeof(tests)[0])
+
+/* The cmocka test `name`: f, after setup (NULL: none), with the integer p as its state (read by
+ * qf_test_param): one test function over several values of a parameter. */
+#define QF_TEST_PARAM(name, f, setup, p)                                                           \
+    { #name, f, setup, NULL, (void *)(uintptr_t)(p) }
+
+static inline int qf_test_param(void **state) {
+    return (int)(uintptr_t)*state;
+}
+
+/* QFUSE_TEST_FILTER, when set: only the tests whose names match that pattern run; QFUSE_TEST_SKIP:
+ * those matching it are skipped (cmocka's filters: `*` and `?`; to split a long GPU binary over
+ * several processes, e.g. QFUSE_TEST_FILTER=test_nq_fp16). Call first in main. */
 static inline void qf_test_filter_from_env(void) {
-    const char *f = getenv("QFUSE_TEST_FILTER");
+    const char *f = getenv("QFUSE_TEST_FILTER"), *skip = getenv("QFUSE_TEST_SKIP");
     if (f && *f)
         cmocka_set_test_filter(f);
+    if (skip && *skip)
+        cmocka_set_skip_filter(skip);
 }
 
 #endif /* QF_TEST_UTIL_H */
