@@ -159,7 +159,7 @@ $(OUT_OBJS): | $(OUT)/.stamp
 
 $(LIB): $(CORE_OBJS) $(OUT_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
-# libqfuse.so.$(VERSION), its soname link libqfuse.so.$(SOVERSION) and the link-time name libqfuse.so.
+# libqfuse.so.$(VERSION), its soname link libqfuse.so.$(SOVERSION), the link-time libqfuse.so.
 $(SOLIB_REAL): $(CORE_OBJS) $(OUT_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
@@ -212,7 +212,7 @@ EXAMPLE_LDLIBS := -L$(B) -Wl,-rpath,$(abspath $(B)) -lqfuse -L$(CUDA_HOME)/lib64
                   -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lm
 $(STAGE_INC)/shapes.h: $(OUT)/shapes.h | $(STAGE_INC)/
 	$(Q)cp $< $@
-$(STAGE_INC)/%.h: runtime/%.h | $(STAGE_INC)/
+$(filter-out %/shapes.h,$(STAGED_HEADERS)): $(STAGE_INC)/%.h: runtime/%.h | $(STAGE_INC)/
 	$(Q)cp $< $@
 $(B)/examples/%: examples/%.c $(STAGED_HEADERS) $(SOLIB) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
