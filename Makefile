@@ -108,7 +108,7 @@ help:
 	@echo "make check-asan tests under AddressSanitizer + UBSan (objects in ASAN_DIR=$(ASAN_DIR))"
 	@echo "make check-valgrind  tests under valgrind memcheck (VALGRIND=$(VALGRIND))"
 	@echo "qfuse-cache     $(B)/qfuse-cache list|clear|prune|warm: the disk kernel cache (--help)"
-	@echo "make bench      benchmarks + PyTorch peers + plot + README table (GPU); QUICK=1 smoke run"
+	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
 	@echo "make gen        only regenerate out/ from recipes/ and templates/"
@@ -227,7 +227,7 @@ CHECK_DIR ?= build-check
 check:
 	$(Q)$(MAKE) --no-print-directory BUILD_DIR=$(CHECK_DIR) CFLAGS="$(CFLAGS) -Werror" test
 
-# ---- sanitizers (README "Sanitizers"): the CPU tests (GPU tests skip without a GPU) under
+# ---- sanitizers (docs/testing.md): the CPU tests (GPU tests skip without a GPU) under
 # ASan + UBSan in their own build, or under valgrind memcheck. Child processes the tests exec are
 # instrumented under ASan; valgrind does not follow them (no --trace-children), so they run
 # natively there. protect_shadow_gap=0 lets the CUDA driver map memory where ASan keeps its gap.
@@ -250,7 +250,7 @@ check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
 	$(Q)QFUSE_TEST_QUICK=1 OMP_NUM_THREADS=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
 	    scripts/run-tests $(TEST_BINS)
 
-# ---- benchmarks (README "Benchmarks"): qfuse, then the PyTorch peers, then the merged report.
+# ---- benchmarks (docs/bench.md): qfuse, then the PyTorch peers, then the merged report.
 PYTHON ?= python3
 BENCH_DIR := $(OUT)/bench
 BENCH_QUICK := $(if $(filter 1,$(QUICK)),--quick)
@@ -258,7 +258,7 @@ bench: $(QFUSE_BENCH)
 	$(Q)mkdir -p $(BENCH_DIR)
 	$(Q)$(QFUSE_BENCH) $(BENCH_QUICK) --csv $(BENCH_DIR)/qfuse.csv
 	$(Q)$(PYTHON) scripts/bench_peers.py $(BENCH_QUICK) --csv $(BENCH_DIR)/peers.csv
-	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --readme README.md
+	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --doc docs/bench.md
 
 # ---- demo
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
@@ -267,7 +267,7 @@ demo: all
 	$(Q)w=$(OUT)/data/block.safetensors; \
 	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w"; else $(QFUSE_DEMO); fi
 
-# ---- fuzzing (README "Fuzzing"): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
+# ---- fuzzing (docs/testing.md): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
 # New inputs go to $(FUZZ_DIR)/corpus; `make fuzz-merge` minimizes them into tests/fuzz/corpus.
 FUZZ_CC ?= clang
 FUZZ_DIR ?= build-fuzz
