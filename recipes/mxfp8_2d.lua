@@ -1,4 +1,4 @@
--- MXFP8 block scaling (SPEC 2.3) with 2D weight blocks: like mxfp8.lua, but one
+-- MXFP8 block scaling (docs/numerics.md 2.3) with 2D weight blocks: like mxfp8.lua, but one
 -- E8M0 scale per 32x32 tile of a weight, written to every rowwise and
 -- columnwise scale entry the tile covers, so a weight and its transpose quantize
 -- to the same values. Activations and gradients keep 1x32 blocks.

@@ -1,4 +1,4 @@
-/* family_shapes.c: the fake-shape tables of the families (SPEC 4), one per family, referenced by
+/* family_shapes.c: the families' fake-shape tables (numerics 4), one per family, referenced by
  * its row in qf_families: the single source of the generated shape functions (out/shapes.c),
  * the manifest's formulas and the runtime's interpreter for recipes loaded at run time. */
 #include <string.h>
@@ -36,7 +36,7 @@ const qf_fake_table qf_fake_fp8 = {
     qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_fp8_delayed_outs,
     QF_COUNTOF(qf_fake_fp8_delayed_outs)};
 
-/* mxfp8 (SPEC 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
+/* mxfp8 (numerics 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
  * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
  * fp8_delayed. */
 #define QF_FAKE_MX_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,32),4)"}
@@ -64,7 +64,7 @@ const qf_fake_table qf_fake_mxfp8 = {
     qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_mxfp8_outs,
     QF_COUNTOF(qf_fake_mxfp8_outs)};
 
-/* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
+/* nvfp4 (numerics 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
  * (dims in bytes, see qf_fake_out), E4M3 block scales padded like MXFP8's, one fp32 global
  * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
  * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
@@ -116,7 +116,7 @@ static int64_t qf_fake_symbol(const qf_shape_query *q, char c) {
     return c == 'M' ? q->M : c == 'N' ? q->N : q->K;
 }
 
-/* Evaluates the formula at *s (SPEC notation, as gen/gen_shape.c checks it) for query q and
+/* Evaluates the formula at *s (numerics.md notation, as gen/gen_shape.c checks it) for q and
  * advances *s past it; -1 when malformed. */
 static int64_t qf_fake_eval(const char **s, const qf_shape_query *q) {
     const int up = strncmp(*s, "roundup(", 8) == 0;
