@@ -145,14 +145,20 @@ $(QFUSE_GEN): $(B)/$(GEN_MAIN:.c=.o) $(LIB_GEN) $(LIB_CORE)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- generated sources: one generator run produces all of out/
-$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h
+# The list of its inputs, so that removing a recipe or a template regenerates out/ too.
+GEN_INPUTS := $(B)/.gen-inputs
+$(GEN_INPUTS): FORCE | $(B)/
+	$(Q)echo '$(RECIPES) $(TEMPLATES) $(DEV_HEADERS)' > $@.new
+	$(Q)cmp -s $@.new $@ && rm -f $@.new || mv -f $@.new $@
+$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h $(GEN_INPUTS)
 	@$(if $(Q),echo "  GEN     $(OUT)/ from $(RECIPES)")
 	$(Q)$(QFUSE_GEN) -o $(OUT) $(RECIPES)
 	$(Q)touch $@
 # The generator rewrites only the files whose bytes change, so the objects depend on the files
-# (re-read after a run) and only order-only on the stamp: a run that changes nothing (another
-# build directory's qfuse-gen, the same sources) rebuilds nothing.
-$(OUT_SRCS) $(OUT)/shapes.h: $(OUT)/.stamp
+# and only order-only on the stamp: a run that changes nothing (another build directory's
+# qfuse-gen, the same sources) rebuilds nothing. The empty recipe (;) makes make read the files'
+# times again after a run.
+$(OUT_SRCS) $(OUT)/shapes.h: $(OUT)/.stamp ;
 gen: $(OUT)/.stamp
 
 $(OUT_OBJS): | $(OUT)/.stamp
