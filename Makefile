@@ -57,7 +57,7 @@ CORE_SRCS := $(wildcard runtime/*.c runtime/jit/*.c runtime/ref/*.c)
 GEN_MAIN := gen/main.c
 # The generator's recipe core (Lua loader, variants, template values and preludes) is part of
 # libqfuse too: the runtime loads .lua recipe files with the same code (docs/recipes.md).
-GEN_CORE_SRCS := gen/gen_buf.c gen/gen_recipe.c gen/gen_variant.c gen/gen_render.c
+GEN_CORE_SRCS := gen/gen_buf.c gen/gen_keys.c gen/gen_recipe.c gen/gen_variant.c gen/gen_render.c
 CORE_SRCS += $(GEN_CORE_SRCS)
 GEN_SRCS := $(filter-out $(GEN_MAIN) $(GEN_CORE_SRCS),$(wildcard gen/*.c))
 TEST_SRCS := $(wildcard tests/test_*.c)

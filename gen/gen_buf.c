@@ -82,29 +82,16 @@ char *qf_gen_buf_take(qf_gen_buf *b) {
     return p;
 }
 
-/* Appends the escaped form of one byte; prev is the byte before it (for trigraphs). */
+/* Appends the escaped form of one byte; prev is the byte before it (a second '?' is escaped:
+ * no trigraph). */
 static void qf_gen_buf_add_escaped(qf_gen_buf *b, unsigned char c, unsigned char prev) {
-    switch (c) {
-    case '"':
-        qf_gen_buf_adds(b, "\\\"");
-        return;
-    case '\\':
-        qf_gen_buf_adds(b, "\\\\");
-        return;
-    case '\n':
-        qf_gen_buf_adds(b, "\\n");
-        return;
-    case '\t':
-        qf_gen_buf_adds(b, "\\t");
-        return;
-    case '?':
-        qf_gen_buf_adds(b, prev == '?' ? "\\?" : "?");
-        return;
-    default:
-        break;
-    }
-    /* NOTES: 3-digit octal never swallows a following digit (hex escapes would). */
-    if (c < 0x20 || c >= 0x7f)
+    static const char *const named[128] = {['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n",
+                                           ['\t'] = "\\t"};
+    if (c < 128 && named[c])
+        qf_gen_buf_adds(b, named[c]);
+    else if (c == '?' && prev == '?')
+        qf_gen_buf_adds(b, "\\?");
+    else if (c < 0x20 || c >= 0x7f) /* NOTES: 3-digit octal never swallows a following digit */
         qf_gen_buf_addf(b, "\\%03o", c);
     else
         qf_gen_buf_addn(b, (const char *)&c, 1);

@@ -10,14 +10,14 @@
 #include "gen_plan.h"
 #include "names.h"
 
-/* ORDER GEN_CMD */
+/* ORDER GEN_CMD (private to this file: the values are never stored) */
 typedef enum qf_gen_cmd {
-    QF_GEN_CMD_GENERATE = 0,
-    QF_GEN_CMD_LIST = 1,
-    QF_GEN_CMD_CHECK = 2,
-    QF_GEN_CMD_HELP = 3,
-    QF_GEN_CMD_VERSION = 4,
-    QF_GEN_CMD_FIELDS = 5,
+    QF_GEN_CMD_GENERATE,
+    QF_GEN_CMD_LIST,
+    QF_GEN_CMD_CHECK,
+    QF_GEN_CMD_HELP,
+    QF_GEN_CMD_VERSION,
+    QF_GEN_CMD_FIELDS,
     QF_GEN_CMD_COUNT
 } qf_gen_cmd;
 
@@ -144,6 +144,12 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;
     }
+    if (a->n_recipes > 0 && (a->cmd == QF_GEN_CMD_VERSION || a->cmd == QF_GEN_CMD_FIELDS)) {
+        fprintf(err, "qfuse-gen: %s takes no recipe (got '%s')\n%s",
+                a->cmd == QF_GEN_CMD_FIELDS ? "--fields" : "--version", a->recipes[0],
+                qf_gen_usage);
+        return 2;
+    }
     return 0;
 }
 
@@ -218,25 +224,54 @@ static int qf_gen_fields(FILE *out, FILE *err) {
     return 0;
 }
 
+/* The plan of recipes[0..n), or 1 with the error printed. */
+static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
+                              qf_gen_plan *plan, FILE *err) {
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
+    if (qf_gen_plan_build(plan, &a->opts, recipes, n, &e) == 0)
+        return 0;
+    fprintf(err, "qfuse-gen: %s\n", e.msg);
+    if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
+        fprintf(err, "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
+                "of them does not exist: run from the source tree, pass --templates DIR "
+                "--include DIR, or `make install`\n", a->opts.templates_dir, a->opts.include_dir);
+    return 1;
+}
+
+/* --check: every recipe on its own (each one's error said, none stops the others), then all
+ * together (two files with one name). Returns the exit status. */
+static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
+    qf_gen_plan plan;
+    int bad = 0;
+    for (int i = 0; i < a->n_recipes; i++) {
+        if (qf_gen_plan_or_say(a, &a->recipes[i], 1, &plan, err) != 0) {
+            bad++;
+            continue;
+        }
+        qf_gen_plan_free(&plan);
+        fprintf(out, "%s: ok\n", a->recipes[i]);
+    }
+    if (bad == 0 && a->n_recipes > 1) {
+        if (qf_gen_plan_or_say(a, a->recipes, a->n_recipes, &plan, err) != 0)
+            return 1;
+        qf_gen_plan_free(&plan);
+    }
+    if (bad && a->n_recipes > 1)
+        fprintf(err, "qfuse-gen: %d of %d recipes failed the check\n", bad, a->n_recipes);
+    return bad ? 1 : 0;
+}
+
 /* Runs a parsed command that needs the plan. Returns the exit status. */
 static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
     qf_gen_plan plan;
     qf_gen_files files;
     qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
-    if (qf_gen_plan_build(&plan, &a->opts, a->recipes, a->n_recipes, &e) != 0) {
-        fprintf(err, "qfuse-gen: %s\n", e.msg);
-        if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
-            fprintf(err, "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
-                    "of them does not exist: run from the source tree, pass --templates DIR "
-                    "--include DIR, or `make install`\n", a->opts.templates_dir,
-                    a->opts.include_dir);
+    if (a->cmd == QF_GEN_CMD_CHECK)
+        return qf_gen_check(a, out, err);
+    if (qf_gen_plan_or_say(a, a->recipes, a->n_recipes, &plan, err) != 0)
         return 1;
-    }
     int rc = 0;
-    if (a->cmd == QF_GEN_CMD_CHECK) {
-        for (int i = 0; i < a->n_recipes; i++)
-            fprintf(out, "%s: ok\n", a->recipes[i]);
-    } else if (a->cmd == QF_GEN_CMD_LIST) {
+    if (a->cmd == QF_GEN_CMD_LIST) {
         qf_gen_list(&plan, a->arch, out);
     } else if (qf_gen_emit_build(&plan, &files, &e) != 0) {
         rc = 1;

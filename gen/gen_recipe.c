@@ -19,7 +19,9 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "gen_keys.h"
 #include "names.h"
+#include "status.h"
 
 /* ========================================================================= formats */
 
@@ -56,12 +58,16 @@ typedef struct qf_gen_sandbox {
     unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
+    int depth;    /* Lua calls open now (call hook) */
     int unsupported; /* the recipe names a family that is not implemented */
     qf_recipe *out;
 } qf_gen_sandbox;
 
 /* Instructions between two hook calls: cheap, yet an endless loop stops within 1000. */
 #define QF_GEN_HOOK_STEP 1000
+/* Calls a recipe may nest: ample for data, and an endless recursion stops with its own message
+ * long before its stack reaches the memory cap. */
+#define QF_GEN_DEPTH_MAX 200
 
 /* Refused allocations after which the heap counts as exhausted for good.
  * NOTES: Lua answers a refusal with a full (emergency) collection and one retry. A recipe that
@@ -90,26 +96,34 @@ static void *qf_gen_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return p;
 }
 
-/* Count hook: stops a recipe that runs past its instruction budget (an endless loop). */
+/* Count hook: stops a recipe that runs past its instruction budget (an endless loop); call and
+ * return events keep the call depth (a tail call replaces its caller: no change). */
 static void qf_gen_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
     void *ud;
     lua_getallocf(L, &ud);
     qf_gen_sandbox *sb = ud;
+    if (ar->event == LUA_HOOKCALL && ++sb->depth > QF_GEN_DEPTH_MAX)
+        luaL_error(L, "%s: calls nested deeper than %d (endless recursion?)", sb->path,
+                   QF_GEN_DEPTH_MAX);
+    if (ar->event == LUA_HOOKRET)
+        sb->depth -= sb->depth > 0;
+    if (ar->event != LUA_HOOKCOUNT)
+        return;
     sb->insns += QF_GEN_HOOK_STEP;
     if (sb->insns > sb->insn_budget)
         luaL_error(L, "%s: instruction budget of %I exceeded (endless loop?)", sb->path,
                    (lua_Integer)sb->insn_budget); /* lua_pushfstring has no %lu */
 }
 
-/* Message handler: errors raised by the recipe's code get a traceback; validation errors are
+/* Message handler: an error raised by the recipe's code is one line, "file:line: message" (Lua
+ * names the position), with a stack traceback under QFUSE_VERBOSE; validation errors are
  * already complete sentences and stay one line. */
 static int qf_gen_msghandler(lua_State *L) {
     const qf_gen_sandbox *sb = lua_touserdata(L, lua_upvalueindex(1));
     const char *msg = lua_tostring(L, 1);
     if (!msg)
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    if (sb->in_chunk)
+    if (sb->in_chunk && qf_verbose())
         luaL_traceback(L, L, msg, 1);
     return 1;
 }
@@ -163,7 +177,8 @@ static int qf_gen_allowed(unsigned allowed, int v) {
     return allowed == 0 || (v < 32 && ((allowed >> v) & 1u));
 }
 
-/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len), listing the
+/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len) (families: the
+ * implemented ones), listing the
  * allowed values of enum kind. */
 static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                 qf_enum kind, unsigned allowed, const char *s, size_t len) {
@@ -171,7 +186,7 @@ static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const ch
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (int v = 0, i = 0; v < qf_enum_count(kind); v++)
-        if (qf_gen_allowed(allowed, v)) {
+        if (qf_gen_allowed(allowed, v) && (kind != QF_ENUM_FAMILY || qf_families[v].implemented)) {
             lua_pushfstring(L, "%s'%s'", i++ ? ", " : "", qf_enum_name(kind, v));
             luaL_addvalue(&b);
         }
@@ -210,6 +225,13 @@ static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, 
         v = lua_tointegerx(L, -1, &isint);
         if (!isint)
             luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path, name);
+        if (v < lo && hi == LUA_MAXINTEGER) { /* 64-bit fields: maybe a hex literal that wrapped */
+            char hex[24];
+            snprintf(hex, sizeof hex, "0x%llX", (unsigned long long)v);
+            luaL_error(L, "%s: field '%s' (value %I out of range %I..%I; a hex literal above "
+                       "0x7FFFFFFFFFFFFFFF wraps to a negative integer: %s reads as %I)",
+                       sb->path, name, v, lo, hi, hex, v);
+        }
         if (v < lo || v > hi)
             luaL_error(L, "%s: field '%s' (value %I out of range %I..%I)", sb->path, name, v, lo,
                        hi);
@@ -491,13 +513,17 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
     if (!L)
         return qf_gen_fail(e, "%s: cannot create a Lua state (memory limit %zu bytes)", path,
                            sb.cap);
-    lua_sethook(L, qf_gen_hook, LUA_MASKCOUNT, QF_GEN_HOOK_STEP);
+    lua_sethook(L, qf_gen_hook, LUA_MASKCOUNT | LUA_MASKCALL | LUA_MASKRET, QF_GEN_HOOK_STEP);
     lua_pushlightuserdata(L, &sb);
     lua_pushcclosure(L, qf_gen_msghandler, 1);
     lua_pushcfunction(L, qf_gen_recipe_pmain);
     lua_pushlightuserdata(L, &sb);
     int st = lua_pcall(L, 1, 0, 1);
     int rc = st == LUA_OK ? 0 : qf_gen_recipe_error(L, st, &sb, e);
+    qf_gen_dup dup;
+    if (rc == 0 && qf_gen_duplicate_key(text, len, &dup))
+        rc = qf_gen_fail(e, "%s:%d: field '%s' given twice (first at line %d); Lua keeps the last",
+                         path, dup.line, dup.key, dup.first_line);
     if (rc && e)
         e->kind = sb.unsupported ? QF_GEN_ERR_UNSUPPORTED : QF_GEN_ERR_INVALID;
     lua_close(L);

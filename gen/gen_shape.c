@@ -72,7 +72,7 @@ static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
         if (!o->dims[d] || !qf_gen_dim_ok(o->dims[d]))
             return qf_gen_fail(e, "shape table: output '%s' dim %d is not a formula of M, N, K, "
                                "constants, roundup and cdiv", o->name, d);
-    if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || (unsigned)o->op >= QF_OP_COUNT ||
+    if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || (o->ops & ~(QF_FAKE_OP(QF_OP_COUNT) - 1u)) != 0 || !o->ops ||
         (o->dtype != QF_FAKE_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
     return 0;
@@ -217,7 +217,7 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o) {
 
 static int qf_gen_op_uses_role_fmt(const qf_fake_table *t, qf_op op) {
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].op == op && t->outs[i].dtype == QF_FAKE_DTYPE_ROLE)
+        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == QF_FAKE_DTYPE_ROLE)
             return 1;
     return 0;
 }
@@ -237,7 +237,7 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                                                       : qf_enum_c(QF_ENUM_ROLE, op->role));
     qf_gen_buf_adds(b, "    int n = 0;\n");
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].op == op->op)
+        if (t->outs[i].ops & QF_FAKE_OP(op->op))
             qf_gen_emit_out(b, &t->outs[i]);
     qf_gen_buf_adds(b, "    return n > cap ? -2 : n;\n}\n");
 }
@@ -367,7 +367,7 @@ static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
         op->role == QF_FAKE_ROLE_QUERY ? "query" : qf_enum_name(QF_ENUM_ROLE, op->role));
     cJSON_AddStringToObject(j, "requires", req);
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].op == op->op)
+        if (t->outs[i].ops & QF_FAKE_OP(op->op))
             cJSON_AddItemToArray(outs, qf_gen_out_json(r, op, &t->outs[i]));
     cJSON_AddItemToObject(j, "outputs", outs);
     return j;

@@ -63,30 +63,16 @@ static void qf_gen_expand_quant(const qf_recipe *r, const qf_gen_kernel_config *
         }
 }
 
-/* The one scale-update kernel; its dynamic shared memory holds one amax history. */
-static void qf_gen_expand_scale_update(const qf_recipe *r, const qf_gen_kernel_config *cfg,
-                                       qf_gen_variant *out, int cap, int *n) {
-    qf_gen_variant v = {.cfg = *cfg};
-    v.desc = (qf_kernel_desc){.op = QF_OP_SCALE_UPDATE,
-                                  .role = QF_ROLE_INPUT,
-                                  .norm = QF_NORM_NONE,
-                                  .in_dtype = QF_DTYPE_FP32,
-                                  .out_dtype = QF_DTYPE_E4M3};
-    snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_scale_update", r->name);
-    v.cfg.smem_bytes = (unsigned)r->amax_history_len * 4u;
-    qf_gen_push(out, cap, n, &v);
-}
-
-/* The family's one GEMM kernel: y[M, N] bf16 = A (input format) x B (weight format)^T. */
-static void qf_gen_expand_gemm(const qf_recipe *r, const qf_gen_kernel_config *cfg,
+/* A kernel of which a recipe has one: qf_<recipe>_<suffix>, for op with in/out formats. */
+static void qf_gen_push_single(const qf_recipe *r, const qf_gen_kernel_config *cfg, qf_op op,
+                               qf_dtype in, qf_dtype outdt, const char *suffix,
                                qf_gen_variant *out, int cap, int *n) {
     qf_gen_variant v = {.cfg = *cfg};
-    v.desc = (qf_kernel_desc){.op = QF_OP_GEMM,
-                                  .role = QF_ROLE_INPUT,
-                                  .norm = QF_NORM_NONE,
-                                  .in_dtype = r->fmt[QF_ROLE_INPUT],
-                                  .out_dtype = QF_DTYPE_BF16};
-    snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_gemm", r->name);
+    v.desc = (qf_kernel_desc){
+        .op = op, .role = QF_ROLE_INPUT, .norm = QF_NORM_NONE, .in_dtype = in, .out_dtype = outdt};
+    snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_%s", r->name, suffix);
+    if (op == QF_OP_SCALE_UPDATE) /* dynamic shared memory: one amax history */
+        v.cfg.smem_bytes = (unsigned)r->amax_history_len * 4u;
     qf_gen_push(out, cap, n, &v);
 }
 
@@ -108,11 +94,11 @@ static void qf_gen_expand_op(const qf_recipe *r, qf_op op, const qf_family_op *f
     case QF_OP_QUANTIZE:
         qf_gen_expand_quant(r, &cfg, out, cap, n);
         break;
-    case QF_OP_SCALE_UPDATE:
-        qf_gen_expand_scale_update(r, &cfg, out, cap, n);
+    case QF_OP_SCALE_UPDATE: /* fp32 amaxes in, the E4M3/E5M2 scales of each tensor out */
+        qf_gen_push_single(r, &cfg, op, QF_DTYPE_FP32, QF_DTYPE_E4M3, "scale_update", out, cap, n);
         break;
-    case QF_OP_GEMM:
-        qf_gen_expand_gemm(r, &cfg, out, cap, n);
+    case QF_OP_GEMM: /* y[M, N] bf16 = A (input format) x B (weight format)^T */
+        qf_gen_push_single(r, &cfg, op, r->fmt[QF_ROLE_INPUT], QF_DTYPE_BF16, "gemm", out, cap, n);
         break;
     default:
         break;

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "qf_arch.h"
+
 #define QF_WORKSPACE_BYTES (32u << 20)
 
 /* ==================================================================== context */
@@ -33,6 +35,9 @@ static qf_status qf_ctx_open_device(qf_ctx_t *c, int device) {
     QF_CU_CHECK(cu->CtxGetCurrent(&c->cu_ctx));
     c->device = device;
     c->arch = major * 10 + minor;
+    if (c->arch < QF_ARCH_MIN)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "device %d is sm_%d; qfuse needs sm_%d or newer "
+                            "(FP8 conversions and tensor cores)", device, c->arch, QF_ARCH_MIN);
     return QF_OK;
 }
 
@@ -100,10 +105,10 @@ qf_status qf_ctx_init_host(qf_ctx_t **out, int arch) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: out is NULL");
     *out = NULL;
-    if (arch < 50 || arch > 199)
+    if (arch < QF_ARCH_MIN || arch > QF_ARCH_MAX)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: arch %d is not a compute "
-                            "capability; expected 10*major+minor in 50..199 (e.g. 90 for sm_90)",
-                            arch);
+                            "capability qfuse runs on; expected 10*major+minor in %d..%d (e.g. "
+                            "90 for sm_90)", arch, QF_ARCH_MIN, QF_ARCH_MAX);
     qf_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_ctx_init_host: out of host memory");

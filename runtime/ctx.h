@@ -101,20 +101,18 @@ QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid,
  * the rows entry (M and K multiples of QF_COLS_TILE, out_col 16-byte aligned): then the rows
  * entry writes statistics, amax and the rowwise copy (if asked) and `<name>_cols`, on
  * (M/QF_COLS_TILE) * (K/QF_COLS_TILE) blocks, the transposed copy. Otherwise the tiled entry on
- * cdiv(M, tile_m) blocks. params is the module's parameter block. Errors: QF_ERR_UNSUPPORTED (M
+ * cdiv(M, tile_m) blocks. p is the call's parameter block. Errors: QF_ERR_UNSUPPORTED (M
  * too large for one grid), as qf_ctx_launch. */
 #define QF_COLS_TILE 64 /* rows and columns of one block of a `<name>_cols` entry */
 typedef struct qf_rows_call {
-    int64_t M, K;
     qf_dtype xdt;
-    const void *x, *out_row, *out_col, *gamma, *beta;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
     int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
                   * pass): a rows entry runs alone, without `<name>_cols` */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,
-                                         void *params, void *stream);
+                                         qf_q_params *p, void *stream);
 
 /* cudaMemsetAsync(p, 0, n) on stream; p NULL does nothing. `what` names the buffer in the error.
  * Errors: QF_ERR_CUDA. */

@@ -52,7 +52,7 @@ static const qf_field qf_fields_fp8_delayed[] = {
 /* ========================================================================= fp8_current */
 
 /* TE's Float8CurrentScaling defaults (numerics 2.2). amax_epsilon and power_2_scales reach the
- * kernels through their parameter block (qf_nq_params), not as template constants: the template
+ * kernels through their parameter block (qf_q_params), not as template constants: the template
  * is fp8_delayed's too, told apart by __FAMILY__. */
 static const qf_field qf_fields_fp8_current[] = {
     {.name = "amax_epsilon", .type = QF_FIELD_NUMBER, .offset = QF_OFF(amax_epsilon),
@@ -118,6 +118,10 @@ static const char *qf_check_nvfp4(const qf_recipe *r, char *msg, size_t n) {
 
 #define QF_FIELDS(a) .fields = (a), .n_fields = QF_COUNTOF(a)
 #define QF_E4M3_ALL {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E4M3}
+/* Both per-tensor FP8 families quantize with one template (its __FAMILY__ step picks the scale). */
+#define QF_FP8_QUANTIZERS                                                                          \
+    [QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY},    \
+    [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY}
 
 const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_DELAYED] =
@@ -126,10 +130,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .implemented = 1,
          QF_FIELDS(qf_fields_fp8_delayed),
          .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
-         .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
-                                          QF_TC_QUANT | QF_TC_FAMILY},
-                 [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
-                                     QF_TC_QUANT | QF_TC_FAMILY},
+         .ops = {QF_FP8_QUANTIZERS,
                  [QF_OP_SCALE_UPDATE] = {"smxx_fp8_scale_update.cu", 256, 1, 0}},
          .shapes = &qf_fake_fp8,
          .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
@@ -139,10 +140,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .implemented = 1,
          QF_FIELDS(qf_fields_fp8_current),
          .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
-         .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
-                                          QF_TC_QUANT | QF_TC_FAMILY},
-                 [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32,
-                                     QF_TC_QUANT | QF_TC_FAMILY}},
+         .ops = {QF_FP8_QUANTIZERS},
          .shapes = &qf_fake_fp8,
          .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
     [QF_FAMILY_MXFP8] =
@@ -157,7 +155,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .scale_layout = 1,
          .shapes = &qf_fake_mxfp8,
          .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT},
-                  {100, 199, QF_GEMM_CUBLASLT, "VEC32_UE8M0", QF_SCALE_LAYOUT_SWIZZLED}}},
+                  {100, 199, QF_GEMM_CUBLASLT, "VEC32_UE8M0", QF_SCALE_LAYOUT_SWIZZLED, 16}}},
     [QF_FAMILY_NVFP4] =
         {.name = "nvfp4",
          .spec = "SPEC 2.4",
@@ -172,7 +170,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .scale_layout = 1,
          .shapes = &qf_fake_nvfp4,
          .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT},
-                  {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3", QF_SCALE_LAYOUT_SWIZZLED}},
+                  {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3", QF_SCALE_LAYOUT_SWIZZLED, 16}},
          .check = qf_check_nvfp4},
     [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block", .spec = "SPEC 2.5"},
 };

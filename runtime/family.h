@@ -141,6 +141,7 @@ typedef struct qf_gemm_path {
     qf_gemm_engine engine;
     const char *lt_mode;    /* cuBLASLt scale mode ("VEC32_UE8M0"), for messages */
     qf_scale_layout layout; /* the scale layout that path reads */
+    int n_align;            /* N must be a multiple of it (0: any N) */
 } qf_gemm_path;
 
 #define QF_GEMM_PATHS_MAX 3
@@ -162,13 +163,17 @@ typedef enum qf_fake_cond {
 /* role value meaning "the role the query names" (QF_OP_QUANTIZE). */
 #define QF_FAKE_ROLE_QUERY (-1)
 
-/* One output of one op. A dim is a formula (numerics.md notation), no spaces: a symbol "M", "N",
- * "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
+/* The bit of op in qf_fake_out.ops, and the two quantizer ops (with and without a fused norm). */
+#define QF_FAKE_OP(op) (1u << (op))
+#define QF_FAKE_QUANTIZERS (QF_FAKE_OP(QF_OP_NORM_QUANTIZE) | QF_FAKE_OP(QF_OP_QUANTIZE))
+
+/* One output of one or more ops. A dim is a formula (numerics.md notation, no spaces): a symbol
+ * "M", "N", "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
  * ("roundup(cdiv(K,32),4)"). Dims of an E2M1 output count bytes, two elements each (low nibble
  * first): packed data [M, K/2] is written [M, cdiv(K,2)], and its bytes are the product of its
  * dims. */
 typedef struct qf_fake_out {
-    qf_op op;
+    unsigned ops; /* the ops that have this output: QF_FAKE_OPS(...) bits */
     const char *name;
     int dtype; /* a qf_dtype or QF_FAKE_DTYPE_ROLE */
     int ndim;

@@ -17,19 +17,23 @@ static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
     {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
 };
 
+/* The outputs of a fused norm (numerics 3), after the quantized copies. */
+#define QF_FAKE_NORM_OUTS                                                                          \
+    {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},   \
+        {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0}
+#define QF_FAKE_GEMM_OUTS                                                                          \
+    {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0}
+
+/* per-tensor FP8 (numerics 2.1, 2.2): data [M, K] rowwise, transposed [K, M] columnwise, one fp32
+ * amax and scale_inv. */
 static const qf_fake_out qf_fake_fp8_delayed_outs[] = {
-    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"},
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"},
      QF_FAKE_COND_COLUMNWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
-    {QF_OP_NORM_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
-    {QF_OP_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
-    {QF_OP_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"}, QF_FAKE_COND_COLUMNWISE, 0},
-    {QF_OP_QUANTIZE, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
-    {QF_OP_QUANTIZE, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_FAKE_QUANTIZERS, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_FAKE_QUANTIZERS, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+    QF_FAKE_NORM_OUTS,
+    QF_FAKE_GEMM_OUTS,
 };
 
 const qf_fake_table qf_fake_fp8 = {
@@ -39,25 +43,16 @@ const qf_fake_table qf_fake_fp8 = {
 /* mxfp8 (numerics 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
  * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
  * fp8_delayed. */
-#define QF_FAKE_MX_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,32),4)"}
-#define QF_FAKE_MX_COL_SCALE {"roundup(cdiv(M,32),4)", "roundup(K,128)"}
 static const qf_fake_out qf_fake_mxfp8_outs[] = {
-    {QF_OP_NORM_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_ROW_SCALE,
-     QF_FAKE_COND_ROWWISE, 1},
-    {QF_OP_NORM_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"},
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_E8M0, 2,
+     {"roundup(M,128)", "roundup(cdiv(K,32),4)"}, QF_FAKE_COND_ROWWISE, 1},
+    {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"},
      QF_FAKE_COND_COLUMNWISE, 0},
-    {QF_OP_NORM_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_COL_SCALE,
-     QF_FAKE_COND_COLUMNWISE, 1},
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
-    {QF_OP_QUANTIZE, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
-    {QF_OP_QUANTIZE, "rowwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_ROW_SCALE,
-     QF_FAKE_COND_ROWWISE, 1},
-    {QF_OP_QUANTIZE, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_COLUMNWISE, 0},
-    {QF_OP_QUANTIZE, "columnwise_scale_inv", QF_DTYPE_E8M0, 2, QF_FAKE_MX_COL_SCALE,
-     QF_FAKE_COND_COLUMNWISE, 1},
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_E8M0, 2,
+     {"roundup(cdiv(M,32),4)", "roundup(K,128)"}, QF_FAKE_COND_COLUMNWISE, 1},
+    QF_FAKE_NORM_OUTS,
+    QF_FAKE_GEMM_OUTS,
 };
 
 const qf_fake_table qf_fake_mxfp8 = {
@@ -68,30 +63,25 @@ const qf_fake_table qf_fake_mxfp8 = {
  * (dims in bytes, see qf_fake_out), E4M3 block scales padded like MXFP8's, one fp32 global
  * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
  * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
-#define QF_FAKE_NV_ROW_SCALE {"roundup(M,128)", "roundup(cdiv(K,16),4)"}
-#define QF_FAKE_NV_COL_SCALE {"roundup(K,128)", "roundup(cdiv(M,16),4)"}
 static const qf_fake_op qf_fake_nvfp4_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
     {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 16, "MK"},
     {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
 };
 
-/* The outputs of NVFP4 quantizer op: both copies, their scales and amaxes. */
-#define QF_FAKE_NV_QUANT_OUTS(op)                                                                   \
-    {op, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "cdiv(K,2)"}, QF_FAKE_COND_ROWWISE, 0},          \
-        {op, "rowwise_scale_inv", QF_DTYPE_E4M3, 2, QF_FAKE_NV_ROW_SCALE, QF_FAKE_COND_ROWWISE, 1},  \
-        {op, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "cdiv(M,2)"}, QF_FAKE_COND_COLUMNWISE,    \
-         0},                                                                                       \
-        {op, "columnwise_scale_inv", QF_DTYPE_E4M3, 2, QF_FAKE_NV_COL_SCALE,                       \
-         QF_FAKE_COND_COLUMNWISE, 1},                                                               \
-        {op, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ROWWISE, 0},                     \
-        {op, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0}
 static const qf_fake_out qf_fake_nvfp4_outs[] = {
-    QF_FAKE_NV_QUANT_OUTS(QF_OP_NORM_QUANTIZE),
-    {QF_OP_NORM_QUANTIZE, "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},
-    {QF_OP_NORM_QUANTIZE, "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0},
-    QF_FAKE_NV_QUANT_OUTS(QF_OP_QUANTIZE),
-    {QF_OP_GEMM, "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0},
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "cdiv(K,2)"},
+     QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_E4M3, 2,
+     {"roundup(M,128)", "roundup(cdiv(K,16),4)"}, QF_FAKE_COND_ROWWISE, 1},
+    {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "cdiv(M,2)"},
+     QF_FAKE_COND_COLUMNWISE, 0},
+    {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_E4M3, 2,
+     {"roundup(K,128)", "roundup(cdiv(M,16),4)"}, QF_FAKE_COND_COLUMNWISE, 1},
+    {QF_FAKE_QUANTIZERS, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0},
+    QF_FAKE_NORM_OUTS,
+    QF_FAKE_GEMM_OUTS,
 };
 
 const qf_fake_table qf_fake_nvfp4 = {
@@ -207,7 +197,7 @@ int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
     int n = 0;
     for (int i = 0; i < t->shapes->n_outs; i++) {
         const qf_fake_out *fo = &t->shapes->outs[i];
-        if (fo->op != q->op || !qf_fake_cond_holds(fo->cond, q))
+        if (!(fo->ops & QF_FAKE_OP(q->op)) || !qf_fake_cond_holds(fo->cond, q))
             continue;
         qf_shape s;
         if (qf_fake_fill(fo, fo->dtype == QF_FAKE_DTYPE_ROLE ? fmt : (qf_dtype)fo->dtype, q, &s))

@@ -51,21 +51,21 @@ static int qf_aligned16(const void *p) {
 }
 
 /* 1 when the `<name>_cols` entry can write c's columnwise copy (see qf_ctx_launch_rows). */
-static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c) {
-    return lk->fn_cols && c->M % QF_COLS_TILE == 0 && c->K % QF_COLS_TILE == 0 &&
-           qf_aligned16(c->out_col) && (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE) <= 0x7fffffff;
+static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
+    return lk->fn_cols && p->M % QF_COLS_TILE == 0 && p->K % QF_COLS_TILE == 0 &&
+           qf_aligned16(p->out_col) && (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE) <= 0x7fffffff;
 }
 
 /* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
-                         const qf_rows_call *c) {
+                         const qf_rows_call *c, const qf_q_params *p) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
     const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols;
-    if (!c->rows_ok || (cols && !qf_cols_ok(lk, c)) || (c->K * esz) % 16 != 0 ||
-        !qf_aligned16(c->x) || !qf_aligned16(c->out_row) || !qf_aligned16(c->gamma) ||
-        !qf_aligned16(c->beta))
+    if (!c->rows_ok || (cols && !qf_cols_ok(lk, p)) || (p->K * esz) % 16 != 0 ||
+        !qf_aligned16(p->x) || !qf_aligned16(p->out_row) || !qf_aligned16(p->gamma) ||
+        !qf_aligned16(p->beta))
         return -1;
-    const int64_t vecs_per_thread = (c->K / epv + k->block_threads - 1) / k->block_threads;
+    const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
     static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
     for (int i = 0; i < QF_ROWS_VARIANTS; i++)
         if (vecs_per_thread <= its[i] && lk->fn_rows[i])
@@ -74,24 +74,22 @@ static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
 }
 
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
-                             const qf_rows_call *c, void *params, void *stream) {
-    const int r = qf_rows_entry(lk, k, c);
+                             const qf_rows_call *c, qf_q_params *p, void *stream) {
+    const int r = qf_rows_entry(lk, k, c, p);
     if (r >= 0) { /* persistent grid: every resident block loops over rows */
         const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_rows[r] > 0 ? lk->occ_rows[r] : 1);
-        const int64_t grid = c->M < slots ? c->M : slots;
-        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, params,
-                             stream));
+        const int64_t grid = p->M < slots ? p->M : slots;
+        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)
             return QF_OK;
-        const int64_t tiles = (c->M / QF_COLS_TILE) * (c->K / QF_COLS_TILE);
-        return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, params,
-                             stream);
+        const int64_t tiles = (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE);
+        return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, p, stream);
     }
-    const int64_t grid = (c->M + k->tile_m - 1) / k->tile_m;
+    const int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
     if (grid > 0x7fffffff)
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
-                            (long long)c->M);
-    return qf_ctx_launch(ctx, lk->fn, (unsigned)grid, k->block_threads, 0, params, stream);
+                            (long long)p->M);
+    return qf_ctx_launch(ctx, lk->fn, (unsigned)grid, k->block_threads, 0, p, stream);
 }
 
 qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream) {

@@ -6,18 +6,19 @@
 
 #include "qf_formats.h"
 
-/* Which enum of qf_formats.h (or qfuse.h) a value belongs to. ORDER ENUM */
+/* Which enum of qf_formats.h (or qfuse.h) a value belongs to (internal: never stored, so the
+ * values may change). ORDER ENUM */
 typedef enum qf_enum {
-    QF_ENUM_DTYPE = 0,
-    QF_ENUM_NORM = 1,
-    QF_ENUM_FAMILY = 2,
-    QF_ENUM_ROLE = 3,
-    QF_ENUM_OP = 4,
-    QF_ENUM_AMAX_COMPUTE = 5,
-    QF_ENUM_SCALE_ROUNDING = 6,
-    QF_ENUM_SCALE_LAYOUT = 7,
-    QF_ENUM_FP8_FORMAT = 8,
-    QF_ENUM_SLOT = 9, /* qf_slot (qfuse.h): the fake-shape output names */
+    QF_ENUM_DTYPE,
+    QF_ENUM_NORM,
+    QF_ENUM_FAMILY,
+    QF_ENUM_ROLE,
+    QF_ENUM_OP,
+    QF_ENUM_AMAX_COMPUTE,
+    QF_ENUM_SCALE_ROUNDING,
+    QF_ENUM_SCALE_LAYOUT,
+    QF_ENUM_FP8_FORMAT,
+    QF_ENUM_SLOT, /* qf_slot (qfuse.h): the fake-shape output names */
     QF_ENUM_COUNT
 } qf_enum;
 

@@ -1,10 +1,11 @@
 /* op_gemm.c: the GEMM op, y = A B^T (+ bias) in bf16 for every family (numerics 2, 6): the operand
  * checks, one dispatch on the recipe's family, and each family's path.
  *
- * fp8_delayed: cuBLASLt with per-tensor scales (gemm_lt.c). MXFP8 and NVFP4: sm_89..sm_99 run the
- * recipe's generated kernel (templates/sm90_{mxfp8,nvfp4}_gemm.cu), which reads the quantized
- * bytes and the compact scales directly; sm_100 and later cuBLASLt's block-scaled GEMM
- * (VEC32_UE8M0, VEC16_UE4M3; swizzled scales). */
+ * Who runs it on an architecture is the family's row (qf_family_gemm_path, family.c): per-tensor
+ * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c); MXFP8 and NVFP4 run the recipe's generated
+ * kernel on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu, reading the quantized bytes and
+ * compact scales directly) and cuBLASLt's block-scaled GEMM on sm_100 and later (VEC32_UE8M0,
+ * VEC16_UE4M3; swizzled scales). */
 #include <limits.h>
 #include <stdio.h>
 
@@ -103,10 +104,11 @@ static qf_status qf_g_same_k(const char *op, const qf_g_opnd *a, const qf_g_opnd
 }
 
 /* Sets the shared memory a generated GEMM kernel asks for (past the default 48 KiB, the whole
- * carveout) and launches it on `tiles` blocks. */
+ * carveout) and launches it on one block per tile_m x tile_n tile of y [M, N]. */
 static qf_status qf_g_launch(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
-                             const qf_kernel_entry *k, int64_t tiles, int smem, void *p,
-                             int64_t M, int64_t N, void *stream) {
+                             const qf_kernel_entry *k, int64_t M, int64_t N, int tile_n, int smem,
+                             void *p, void *stream) {
+    const int64_t tiles = (M + k->tile_m - 1) / k->tile_m * ((N + tile_n - 1) / tile_n);
     if (tiles > INT_MAX)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld, N = %lld give %lld tiles, more "
                             "than one launch takes", op, (long long)M, (long long)N,
@@ -171,7 +173,7 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_g_opnd *a, con
 /* Checks every argument and fills the kernel's parameter block. */
 static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                               qf_tensor *y, qf_mx_gemm_params *p) {
+                               qf_tensor *y, qf_mx_gemm_params *p, qf_gemm_path *path) {
     int64_t Kb;
     char why[96];
     snprintf(why, sizeof why, "recipe '%s' quantizes the input role to it", r->name);
@@ -186,8 +188,7 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     QF_TRY(qf_g_scales(op, a, QF_DTYPE_E8M0, p->M, p->K / QF_MX_BLOCK));
     QF_TRY(qf_g_scales(op, b, QF_DTYPE_E8M0, p->N, p->K / QF_MX_BLOCK));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
-    QF_TRY(qf_check_block_gemm_path(op, "MXFP8", "VEC32_UE8M0", "FP8", ctx->arch, a->layout,
-                                    p->N));
+    QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, p->N, path));
     *p = (qf_mx_gemm_params){.a = a->data->data, .a_scale = a->scale->data, .b = b->data->data,
                              .b_scale = b->scale->data, .bias = bias ? bias->data : NULL,
                              .y = y->data, .M = p->M, .N = p->N, .K = p->K,
@@ -199,8 +200,9 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                             qf_tensor *y, void *stream) {
     qf_mx_gemm_params p = {0};
-    QF_TRY(qf_g_mx_check(op, ctx, r, a, b, bias, y, &p));
-    if (ctx->arch >= 100) {
+    qf_gemm_path path;
+    QF_TRY(qf_g_mx_check(op, ctx, r, a, b, bias, y, &p, &path));
+    if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
                                 p.K, stream);
@@ -208,11 +210,9 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, a->data->dtype, &k, &lk, stream));
-    const int64_t tiles = (p.M + k->tile_m - 1) / k->tile_m *
-                          ((p.N + QF_MX_GEMM_TILE_N - 1) / QF_MX_GEMM_TILE_N);
     const int smem = ctx->arch >= 90 ? QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
                                      : QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES_SM89);
-    return qf_g_launch(ctx, op, &lk, k, tiles, smem, &p, p.M, p.N, stream);
+    return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_MX_GEMM_TILE_N, smem, &p, stream);
 }
 
 /* =====================================================================} */
@@ -233,7 +233,7 @@ static qf_status qf_g_nv_amax(const char *op, const qf_g_opnd *v) {
  * (the quantizers' fake shapes count packed dims in bytes), K a whole number of 16-byte rows. */
 static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                               qf_tensor *y, qf_nv_gemm_params *p) {
+                               qf_tensor *y, qf_nv_gemm_params *p, qf_gemm_path *path) {
     static const char why[] = "packed, two elements per byte: the output of an NVFP4 quantizer";
     int64_t ka, kb;
     QF_TRY(qf_g_data(op, a, QF_DTYPE_E2M1, why, &p->M, &ka));
@@ -249,8 +249,7 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     QF_TRY(qf_g_nv_amax(op, a));
     QF_TRY(qf_g_nv_amax(op, b));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
-    QF_TRY(qf_check_block_gemm_path(op, "NVFP4", "VEC16_UE4M3", "FP4", ctx->arch, a->layout,
-                                    p->N));
+    QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, p->N, path));
     *p = (qf_nv_gemm_params){.a = a->data->data, .a_scale = a->scale->data, .b = b->data->data,
                              .b_scale = b->scale->data, .amax_a = a->amax->data,
                              .amax_b = b->amax->data, .bias = bias ? bias->data : NULL,
@@ -293,17 +292,16 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
                             qf_tensor *y, void *stream) {
     qf_nv_gemm_params p = {0};
-    QF_TRY(qf_g_nv_check(op, ctx, r, a, b, bias, y, &p));
+    qf_gemm_path path;
+    QF_TRY(qf_g_nv_check(op, ctx, r, a, b, bias, y, &p, &path));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
-    if (ctx->arch >= 100)
+    if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, stream);
-    const int64_t tiles = (p.M + k->tile_m - 1) / k->tile_m *
-                          ((p.N + QF_NV_GEMM_TILE_N - 1) / QF_NV_GEMM_TILE_N);
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);
-    return qf_g_launch(ctx, op, &lk, k, tiles, smem, &p, p.M, p.N, stream);
+    return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_NV_GEMM_TILE_N, smem, &p, stream);
 }
 
 /* =====================================================================} */

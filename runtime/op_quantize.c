@@ -16,6 +16,7 @@ typedef struct qf_qcall {
     int64_t M, K;
     unsigned outputs;       /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
     qf_quantized *out;
+    unsigned slots;         /* 1u << qf_slot for each slot the call's fake shapes list */
 } qf_qcall;
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
@@ -46,8 +47,9 @@ static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe
     return qf_check_outputs_selected(c->op, c->out, &c->outputs);
 }
 
-/* Every slot the recipe's fake shapes list for this call, then the kernel variant. */
-static qf_status qf_q_slots_kernel(const qf_qcall *c, const qf_kernel_entry **k) {
+/* Every slot the recipe's fake shapes list for this call (checked, and noted in c->slots), then
+ * the kernel variant. */
+static qf_status qf_q_slots_kernel(qf_qcall *c, const qf_kernel_entry **k) {
     const int norm = c->nd->norm != QF_NORM_NONE;
     qf_shape_query q = {.op = norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = c->role,
                         .norm = c->nd->norm, .outputs = c->outputs, .M = c->M, .K = c->K};
@@ -55,6 +57,9 @@ static qf_status qf_q_slots_kernel(const qf_qcall *c, const qf_kernel_entry **k)
     int n = 0;
     QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
     QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out));
+    c->slots = 0;
+    for (int i = 0; i < n; i++)
+        c->slots |= 1u << qf_slot_from_name(shapes[i].name); /* a qf_slot: checked above */
     *k = qf_registry_kernel(c->r, q.op, c->role, c->nd->norm, c->nd->zero_centered_gamma,
                             c->x->dtype);
     return *k ? QF_OK : QF_ERR_NOT_FOUND;
@@ -72,25 +77,42 @@ static qf_kernel_instance qf_q_instance(const qf_qcall *c, const qf_kernel_entry
     return inst;
 }
 
+/* The device pointer of slot s, or NULL where the call's fake shapes list no such slot. */
 static void *qf_q_data(const qf_qcall *c, qf_slot s) {
-    return c->out->t[s].data;
+    return c->slots & (1u << s) ? c->out->t[s].data : NULL;
 }
 
-/* The norm's device pointers (all NULL for a plain quantize, whose MU/RSIGMA slots are ignored). */
-typedef struct qf_q_norm_ptrs {
-    const void *gamma, *beta;
-    float *mu, *rsigma;
-} qf_q_norm_ptrs;
+/* The parameter block of a checked call (qf_q_slots_kernel): x, the norm's inputs, every listed
+ * output slot, and the recipe's scaling options. */
+static qf_q_params qf_q_params_of(const qf_qcall *c) {
+    const qf_norm n = c->nd->norm;
+    return (qf_q_params){.x = c->x->data,
+                         .gamma = n != QF_NORM_NONE ? c->nd->gamma.data : NULL,
+                         .beta = n == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
+                         .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                         .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
+                         .scale_row = qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV),
+                         .scale_col = qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV),
+                         .mu = qf_q_data(c, QF_SLOT_MU),
+                         .rsigma = qf_q_data(c, QF_SLOT_RSIGMA),
+                         .amax = qf_q_data(c, QF_SLOT_AMAX),
+                         .amax_row = qf_q_data(c, QF_SLOT_AMAX_ROWWISE),
+                         .amax_col = qf_q_data(c, QF_SLOT_AMAX_COLUMNWISE),
+                         .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV),
+                         .M = c->M,
+                         .K = c->K,
+                         .eps = c->nd->eps,
+                         .amax_epsilon = c->r->amax_epsilon,
+                         .power_2_scales = c->r->power_2_scales};
+}
 
-static qf_q_norm_ptrs qf_q_norm(const qf_qcall *c) {
-    qf_q_norm_ptrs p = {0};
-    if (c->nd->norm == QF_NORM_NONE)
-        return p;
-    p.gamma = c->nd->gamma.data;
-    p.beta = c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL;
-    p.mu = c->nd->norm == QF_NORM_LAYERNORM ? qf_q_data(c, QF_SLOT_MU) : NULL;
-    p.rsigma = qf_q_data(c, QF_SLOT_RSIGMA);
-    return p;
+/* Loads the call's kernel (outputs, gamma dtype, scale layout) after the device checks:
+ * device-less contexts stop here, as do foreign streams. */
+static qf_status qf_q_load(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
+                           qf_scale_layout layout, void *stream, qf_loaded_kernel *lk) {
+    const qf_kernel_instance inst = qf_q_instance(c, k, layout);
+    QF_TRY(qf_ctx_ready(ctx, c->op, stream));
+    return qf_ctx_kernel(ctx, k, &inst, lk);
 }
 
 /* cudaMemsetAsync of a selected copy's slot (its scale matrix or amax), checked beforehand. */
@@ -108,24 +130,12 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
 
 /* {===================================================================== per-tensor FP8 */
 
-/* The parameter block of a per-tensor FP8 call (delayed or current scaling). */
-static qf_nq_params qf_q_fp8_params(const qf_qcall *c, const float *scale) {
-    const qf_q_norm_ptrs np = qf_q_norm(c);
-    return (qf_nq_params){.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .scale = scale,
-                          .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
-                          .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA), .mu = np.mu,
-                          .rsigma = np.rsigma, .amax = qf_q_data(c, QF_SLOT_AMAX),
-                          .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV), .M = c->M, .K = c->K,
-                          .eps = c->nd->eps, .amax_epsilon = c->r->amax_epsilon,
-                          .power_2_scales = c->r->power_2_scales};
-}
-
 /* Delayed scaling: one launch of the tiled entry, or a row-in-registers entry when the call
  * allows one (qf_ctx_launch_rows). Current scaling (numerics 2.2): amax slot zeroed, then pass 0
  * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
  * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
  * x, so that x is read twice in all. */
-static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, void *stream) {
+static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale is NULL; recipe '%s' (%s) quantizes "
@@ -133,13 +143,11 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, 
                             qf_family_name(c->r->family));
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
-    const qf_kernel_instance inst = qf_q_instance(c, k, QF_SCALE_LAYOUT_COMPACT);
-    qf_nq_params p = qf_q_fp8_params(c, current ? NULL : scale);
-    QF_TRY(qf_ctx_ready(ctx, c->op, stream));
+    qf_q_params p = qf_q_params_of(c);
+    p.scale = current ? NULL : scale;
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
-    qf_rows_call rc = {.M = p.M, .K = p.K, .xdt = c->x->dtype, .x = p.x, .out_row = p.out_row,
-                       .out_col = p.out_col, .gamma = p.gamma, .beta = p.beta, .rows_ok = 1};
+    QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
+    qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1};
     if (!current)
         return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
@@ -158,37 +166,21 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, const qf_qcall *c, const float *scale, 
 /* Zeroes the selected scale matrices (their padding entries are always 0x00; the kernel writes
  * every real entry), then launches the tiled entry, or a row-in-registers entry for rowwise 1x32
  * blocks (not the 32x32 weight tiles; a partial last block, K % 32 != 0, is fine). */
-static qf_status qf_q_mx_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
-                                qf_mx_params *p, void *stream) {
-    const qf_kernel_instance inst = qf_q_instance(c, k, c->out->layout);
-    qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_ready(ctx, c->op, stream)); /* device-less contexts stop here; foreign streams */
-    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
-    const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
-    const qf_rows_call rc = {.M = p->M, .K = p->K, .xdt = k->in_dtype, .x = p->x,
-                             .out_row = p->out_row, .out_col = p->out_col, .gamma = p->gamma,
-                             .beta = p->beta, .rows_ok = !block_2d};
-    if ((p->M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
-                            c->op, (long long)p->M);
-    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
-    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
-    return qf_ctx_launch_rows(ctx, &lk, k, &rc, p, stream);
-}
-
-static qf_status qf_q_mxfp8(qf_ctx_t *ctx, const qf_qcall *c, void *stream) {
+static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     QF_TRY(qf_check_layout(c->op, c->out));
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
-    const qf_q_norm_ptrs np = qf_q_norm(c);
-    const int row = c->outputs & QF_OUT_ROWWISE, col = c->outputs & QF_OUT_COLUMNWISE;
-    qf_mx_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .mu = np.mu,
-                      .rsigma = np.rsigma, .M = c->M, .K = c->K, .eps = c->nd->eps,
-                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
-                      .scale_row = row ? qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV) : NULL,
-                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
-                      .scale_col = col ? qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV) : NULL};
-    return qf_q_mx_launch(ctx, c, k, &p, stream);
+    qf_q_params p = qf_q_params_of(c);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_q_load(ctx, c, k, c->out->layout, stream, &lk));
+    const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
+    const qf_rows_call rc = {.xdt = k->in_dtype, .rows_ok = !block_2d};
+    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)p.M);
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
+    return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 
 /* =====================================================================} */
@@ -214,29 +206,7 @@ static qf_status qf_q_nv_check(const qf_qcall *c) {
 /* Zeroes the selected scale matrices (padding is 0x00; pass 2 writes every real entry) and amax
  * slots (pass 1 max-merges into them), then runs pass 1 on cdiv(M, tile_m) blocks and pass 2 on
  * one thread per 16x8 work item. */
-static qf_status qf_q_nv_launch(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
-                                qf_nv_params *p, void *stream) {
-    const qf_kernel_instance inst = qf_q_instance(c, k, c->out->layout);
-    qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_ready(ctx, c->op, stream)); /* device-less contexts stop here; foreign streams */
-    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
-    if (!lk.fn_amax)
-        return qf_set_error(QF_ERR_INTERNAL, "%s: kernel %s has no %s_amax entry", c->op, k->name,
-                            k->name);
-    const int64_t grid1 = (p->M + k->tile_m - 1) / k->tile_m;
-    const int64_t grid2 = ((p->M / 16) * (p->K / 8) + k->block_threads - 1) / k->block_threads;
-    if (grid1 > 0x7fffffff || grid2 > 0x7fffffff)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M * K = %lld * %lld is too large for one "
-                            "launch", c->op, (long long)p->M, (long long)p->K);
-    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
-    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
-    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
-    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_AMAX_COLUMNWISE, stream));
-    QF_TRY(qf_ctx_launch(ctx, lk.fn_amax, (unsigned)grid1, k->block_threads, 0, p, stream));
-    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid2, k->block_threads, 0, p, stream);
-}
-
-static qf_status qf_q_nvfp4(qf_ctx_t *ctx, const qf_qcall *c, const qf_rng *rng, void *stream) {
+static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void *stream) {
     QF_TRY(qf_q_nv_check(c));
     QF_TRY(qf_check_layout(c->op, c->out));
     const int sr = c->r->sr[c->role];
@@ -246,19 +216,25 @@ static qf_status qf_q_nvfp4(qf_ctx_t *ctx, const qf_qcall *c, const qf_rng *rng,
                             c->r->name);
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
-    const qf_q_norm_ptrs np = qf_q_norm(c);
-    const int row = c->outputs & QF_OUT_ROWWISE, col = c->outputs & QF_OUT_COLUMNWISE;
-    qf_nv_params p = {.x = c->x->data, .gamma = np.gamma, .beta = np.beta, .mu = np.mu,
-                      .rsigma = np.rsigma, .M = c->M, .K = c->K, .eps = c->nd->eps,
-                      .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
-                      .scale_row = row ? qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV) : NULL,
-                      .amax_row = row ? qf_q_data(c, QF_SLOT_AMAX_ROWWISE) : NULL,
-                      .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
-                      .scale_col = col ? qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV) : NULL,
-                      .amax_col = col ? qf_q_data(c, QF_SLOT_AMAX_COLUMNWISE) : NULL};
+    qf_q_params p = qf_q_params_of(c);
     if (sr)
         p.sr_seed = rng->seed, p.sr_offset = rng->offset;
-    return qf_q_nv_launch(ctx, c, k, &p, stream);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_q_load(ctx, c, k, c->out->layout, stream, &lk));
+    if (!lk.fn_amax)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: kernel %s has no %s_amax entry", c->op, k->name,
+                            k->name);
+    const int64_t grid1 = (p.M + k->tile_m - 1) / k->tile_m;
+    const int64_t grid2 = ((p.M / 16) * (p.K / 8) + k->block_threads - 1) / k->block_threads;
+    if (grid1 > 0x7fffffff || grid2 > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M * K = %lld * %lld is too large for one "
+                            "launch", c->op, (long long)p.M, (long long)p.K);
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
+    QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_AMAX_COLUMNWISE, stream));
+    QF_TRY(qf_ctx_launch(ctx, lk.fn_amax, (unsigned)grid1, k->block_threads, 0, &p, stream));
+    return qf_ctx_launch(ctx, lk.fn, (unsigned)grid2, k->block_threads, 0, &p, stream);
 }
 
 /* =====================================================================} */

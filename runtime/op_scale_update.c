@@ -22,6 +22,11 @@ static qf_status qf_su_check(const char *op, int n, int H, const float *amax,
 
 static qf_status qf_su_delayed(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                                qf_su_params *p, void *stream) {
+    if (p->H != r->amax_history_len)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: H = %d, but recipe '%s' keeps an amax "
+                            "history of amax_history_len = %lld steps; history is [n, %lld]",
+                            op, (int)p->H, r->name, (long long)r->amax_history_len,
+                            (long long)r->amax_history_len);
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT,
                                                   QF_NORM_NONE, 0, QF_DTYPE_FP32);
     if (!k)

@@ -94,30 +94,42 @@ typedef enum qf_fp8_format {
 #define QF_E5M2_MAX 57344.0f
 #define QF_E2M1_MAX 6.0f
 
-/* Parameter block of the fp8 norm/quantize kernels: one struct so that the C launcher and the
- * kernel agree on one ABI. All pointers are device pointers; a null pointer means "not produced"
- * for optional outputs. */
-typedef struct qf_nq_params {
+/* Parameter block of every quantizer kernel (norm + quantize, each family): one struct so that
+ * the C launcher and every kernel agree on one ABI. All pointers are device pointers; a field
+ * mirrors the output slot of its name (qf_slot) and is NULL where the call's fake shapes list no
+ * such slot (that copy is not produced, or the family has no such output); a kernel reads only
+ * the fields of its family. Layouts and shapes: qfuse.h (qf_slot) and SPEC 2.1-2.4. */
+typedef struct qf_q_params {
     const void *x;        /* [M, K] input dtype */
-    const void *gamma;    /* [K] input dtype or fp32; null for QF_NORM_NONE */
+    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
     const void *beta;     /* [K] same dtype as gamma; layernorm only */
-    const float *scale;   /* [1] quantization scale (fp8_delayed: from the scale update; unused
-                           * by fp8_current, which takes it from amax, SPEC 2.2) */
-    uint8_t *out_row;     /* [M, K] FP8 rowwise; may be null when only columnwise is produced */
-    uint8_t *out_col;     /* [K, M] FP8 columnwise (transposed); null unless columnwise */
+    const float *scale;   /* [1] per-tensor FP8 scale: fp8_delayed's, from the scale update
+                           * (fp8_current takes it from amax, SPEC 2.2) */
+    uint8_t *out_row;     /* rowwise data: FP8 [M, K]; NVFP4 [M, K/2] packed E2M1 */
+    uint8_t *out_col;     /* columnwise data: per-tensor FP8 [K, M] (transposed); MXFP8 [M, K]
+                           * (32x1 blocks along M, NOT transposed); NVFP4 [K, M/2] packed E2M1 of
+                           * the transpose (after the RHT when on) */
+    uint8_t *scale_row;   /* rowwise block scales: MXFP8 E8M0 [roundup(M,128),
+                           * roundup(cdiv(K,32),4)]; NVFP4 E4M3 [roundup(M,128), roundup(K/16,4)] */
+    uint8_t *scale_col;   /* columnwise block scales: MXFP8 E8M0 [roundup(cdiv(M,32),4),
+                           * roundup(K,128)]; NVFP4 E4M3 [roundup(K,128), roundup(M/16,4)] */
     float *mu;            /* [M] layernorm only */
     float *rsigma;        /* [M] norms only */
-    float *amax;          /* [1] atomically max-merged amax of the quantized tensor (pre-scale);
-                           * fp8_current: complete after the <name>_amax pass, read by the rest */
-    float *scale_inv;     /* [1] 1/scale, written by block 0 */
+    float *amax;          /* [1] per-tensor FP8: atomically max-merged amax of the quantized
+                           * tensor (pre-scale); fp8_current: complete after pass 0 */
+    float *amax_row;      /* [1] NVFP4: global amax of the rowwise copy (zeroed by the runtime) */
+    float *amax_col;      /* [1] NVFP4: global amax of the columnwise copy (zeroed by the runtime) */
+    float *scale_inv;     /* [1] per-tensor FP8: 1/scale, written by block 0 */
     int64_t M;
     int64_t K;
+    uint64_t sr_seed;     /* NVFP4 stochastic rounding (Philox key), when the variant rounds so */
+    uint64_t sr_offset;   /* Philox counter high half; the columnwise copy xors in 1 << 63 */
     float eps;
     float amax_epsilon;     /* fp8_current: lower bound of the amax the scale is taken from */
     int32_t power_2_scales; /* fp8_current: 1 = scales rounded down to powers of two */
     int32_t pass;           /* fp8_current: 0 = statistics and amax, 1 = quantize (SPEC 2.2) */
-} qf_nq_params;
-QF_STATIC_ASSERT(sizeof(qf_nq_params) == 10 * 8 + 2 * 8 + 16, "qf_nq_params ABI");
+} qf_q_params;
+QF_STATIC_ASSERT(sizeof(qf_q_params) == 14 * 8 + 4 * 8 + 16, "qf_q_params ABI");
 
 /* Parameter block of the delayed-scaling update (one launch for all of a step's tensors). */
 typedef struct qf_su_params {
@@ -146,25 +158,6 @@ typedef enum qf_scale_rounding {
 } qf_scale_rounding;
 
 #define QF_MX_BLOCK 32
-
-/* Parameter block of the MXFP8 norm/quantize kernels (SPEC 2.3, 3). Device pointers; NULL means
- * "not produced". Scale matrices are padded (SPEC 2.3 layouts); every padding entry is 0x00. */
-typedef struct qf_mx_params {
-    const void *x;        /* [M, K] input dtype */
-    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
-    const void *beta;     /* [K] same dtype as gamma; layernorm only */
-    uint8_t *out_row;     /* [M, K] rowwise data (1x32 blocks along K) */
-    uint8_t *out_col;     /* [M, K] columnwise data (32x1 blocks along M), NOT transposed */
-    uint8_t *scale_row;   /* [roundup(M,128), roundup(cdiv(K,32),4)] E8M0 */
-    uint8_t *scale_col;   /* [roundup(cdiv(M,32),4), roundup(K,128)] E8M0 */
-    float *mu;            /* [M] layernorm only */
-    float *rsigma;        /* [M] norms only */
-    int64_t M;
-    int64_t K;
-    float eps;
-    int32_t pad0;
-} qf_mx_params;
-QF_STATIC_ASSERT(sizeof(qf_mx_params) == 9 * 8 + 2 * 8 + 8, "qf_mx_params ABI");
 
 /* Parameter block of the MXFP8 GEMM on Hopper: y[M, N] = A[M, K] B[N, K]^T (+ bias), both operands
  * rowwise MXFP8 (1x32 blocks along K) with compact E8M0 scales. */
@@ -199,30 +192,6 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
                      (QF_MX_GEMM_TILE_K + 4 * (QF_MX_GEMM_TILE_K / QF_MX_BLOCK)) +             \
                  4 * 8))
 #define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
-
-/* Parameter block of the NVFP4 norm/quantize kernels (SPEC 2.4, 3), shared by their two entries
- * (<name>_amax: statistics and global amaxes; <name>: quantize). Device pointers; NULL means "not
- * produced". M and K are multiples of 16; x, gamma and beta are 16-byte aligned. */
-typedef struct qf_nv_params {
-    const void *x;        /* [M, K] input dtype */
-    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
-    const void *beta;     /* [K] same dtype as gamma; layernorm only */
-    uint8_t *out_row;     /* [M, K/2] packed E2M1, 1x16 blocks along K */
-    uint8_t *out_col;     /* [K, M/2] packed E2M1 of the transpose (after the RHT when on) */
-    uint8_t *scale_row;   /* [roundup(M,128), roundup(K/16,4)] E4M3 */
-    uint8_t *scale_col;   /* [roundup(K,128), roundup(M/16,4)] E4M3 */
-    float *amax_row;      /* [1] global amax of the rowwise copy (zeroed by the runtime) */
-    float *amax_col;      /* [1] global amax of the columnwise copy (zeroed by the runtime) */
-    float *mu;            /* [M] layernorm only: written by pass 1, read by pass 2 */
-    float *rsigma;        /* [M] norms only: written by pass 1, read by pass 2 */
-    int64_t M;
-    int64_t K;
-    uint64_t sr_seed;     /* stochastic rounding (Philox key), when the variant rounds so */
-    uint64_t sr_offset;   /* Philox counter high half; the columnwise copy xors in 1 << 63 */
-    float eps;
-    int32_t pad0;
-} qf_nv_params;
-QF_STATIC_ASSERT(sizeof(qf_nv_params) == 11 * 8 + 4 * 8 + 8, "qf_nv_params ABI");
 
 /* Parameter block of the NVFP4 GEMM on Hopper (SPEC 2.4): y[M, N] = alpha * A B^T (+ bias), both
  * operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and

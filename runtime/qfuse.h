@@ -87,10 +87,12 @@ int64_t qf_tensor_numel(const qf_tensor *t);
 typedef struct qf_ctx qf_ctx_t; /* opaque: device, arch, cuBLASLt handle, kernel table */
 
 /* Creates a context on CUDA device `device` (primary context). Returns QF_ERR_NO_DEVICE when no
- * driver or GPU is present (callers and tests use that to skip GPU work). *out is owned by the
- * caller and released with qf_ctx_free. */
+ * driver or GPU is present (callers and tests use that to skip GPU work), QF_ERR_UNSUPPORTED for
+ * a GPU older than sm_89 (QF_ARCH_MIN: FP8 conversions), QF_ERR_INVALID_ARG for a device index
+ * out of range. *out is owned by the caller and released with qf_ctx_free. */
 qf_status qf_ctx_init(qf_ctx_t **out, int device);
-/* A dry-run context with no device, for compute capability `arch` (10*major+minor, 50..199): every
+/* A dry-run context with no device, for compute capability `arch` (10*major+minor, 89..199, the
+ * range qf_ctx_init accepts and the tools' --arch spells sm_89..sm_199): every
  * op validates its arguments exactly as on a GPU (recipe, shapes against the fake-shape
  * functions, dtypes, alignment, GEMM constraints of that arch) and then returns
  * QF_ERR_NO_DEVICE ("arguments are valid, but the context has no device") instead of launching;
@@ -115,6 +117,9 @@ typedef struct qf_kernel_info {
     char key[33];           /* fusion key, 32 hex digits (numerics 5) */
     qf_kernel_source source;
     double ms;              /* wall time of the lookup (compile, disk load or memory hit) */
+    int on_disk;            /* 1 when the binary is in the disk cache after this lookup (loaded
+                             * from it, or compiled and stored); 0 for a memory hit, a disabled,
+                             * memory-only or read-only disk cache, or a failed store */
 } qf_kernel_info;
 
 /* Info about the most recent kernel lookup made by ctx on this thread (for reporting). */
@@ -231,9 +236,10 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
 /* Delayed-scaling update of all n tensors of a step in one launch (numerics 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.
+ *   H must be the recipe's amax_history_len (the layout of history the caller allocated).
  * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
- * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288, a NULL pointer named, a stream of
- * another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a recipe whose family computes its
+ * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288 or not the recipe's amax_history_len,
+ * a NULL pointer named, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a recipe whose family computes its
  * scales in the quantizer, or "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA. */
 qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
                           float *history, float *scale, float *scale_inv, const uint8_t *fmt,

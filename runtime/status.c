@@ -1,8 +1,10 @@
 /* status.c: thread-local error messages, warnings and status names. */
 #include "status.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <strings.h>
 
 static _Thread_local char qf_errbuf[8192];
 
@@ -55,7 +57,42 @@ void qf_warn(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Warns once per process about variable `name` (a string literal: compared by address). */
+static int qf_env_warn_once(const char *name) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static const char *warned[16];
+    int first = 1;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < 16 && first; i++) {
+        if (warned[i] == name)
+            first = 0;
+        else if (!warned[i]) {
+            warned[i] = name;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    return first;
+}
+
+int qf_env_flag(const char *name) {
+    static const char *const on[] = {"1", "true", "yes", "on"};
+    static const char *const off[] = {"0", "false", "no", "off"};
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        if (strcasecmp(v, on[i]) == 0)
+            return 1;
+        if (strcasecmp(v, off[i]) == 0)
+            return 0;
+    }
+    if (qf_env_warn_once(name))
+        qf_warn("%s=%s is not a boolean (1, true, yes, on or 0, false, no, off): read as off",
+                name, v);
+    return 0;
+}
+
 int qf_verbose(void) {
-    const char *v = getenv("QFUSE_VERBOSE");
-    return v && *v && strcmp(v, "0") != 0;
+    return qf_env_flag("QFUSE_VERBOSE");
 }

@@ -21,7 +21,11 @@ QF_INTERNAL qf_status qf_set_error(qf_status s, const char *fmt, ...) QF_PRINTF(
 QF_INTERNAL void qf_clear_error(void);
 /* Prints "qfuse: warning: ..." to stderr (one line). */
 QF_INTERNAL void qf_warn(const char *fmt, ...) QF_PRINTF(1, 2);
-/* Nonzero when QFUSE_VERBOSE is set to a nonzero value. */
+/* The boolean environment variable `name` (a string literal): 1 for 1, true, yes or on, 0 when
+ * unset, empty, 0, false, no or off (any case); any other value is read as 0, with one warning
+ * per process. */
+QF_INTERNAL int qf_env_flag(const char *name);
+/* qf_env_flag("QFUSE_VERBOSE"): errors are also printed to stderr. */
 QF_INTERNAL int qf_verbose(void);
 
 /* Internal invariants: abort with file:line:func. On in every build (cheap checks only). */

@@ -4,7 +4,9 @@
 #include "ctx.h"
 #include "recipe_file.h"
 #include "family.h"
+#include "names.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,25 +187,33 @@ qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r, const qf_ten
     return bias ? qf_check_buffer(op, "bias", bias, &sb) : QF_OK;
 }
 
-qf_status qf_check_block_gemm_path(const char *op, const char *family, const char *lt_mode,
-                                   const char *lt_dtype, int arch, qf_scale_layout layout,
-                                   int64_t N) {
+qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int arch, qf_scale_layout layout,
+                             int64_t N, qf_gemm_path *path) {
+    const qf_family_traits *t = qf_family_get(r->family);
+    char fam[24];
+    size_t i = 0;
+    for (const char *c = qf_family_name(r->family); *c && i + 1 < sizeof fam; c++)
+        fam[i++] = (char)toupper((unsigned char)*c);
+    fam[i] = '\0';
     if ((unsigned)layout >= QF_SCALE_LAYOUT_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: layout %d is not a qf_scale_layout", op,
                             (int)layout);
-    if (arch < 89)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s GEMMs need sm_89 or newer; device is "
-                            "sm_%d", op, family, arch);
-    if (arch >= 100 && layout != QF_SCALE_LAYOUT_SWIZZLED)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is cuBLASLt's %s mode, "
-                            "which reads swizzled scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_SWIZZLED", op, arch, lt_mode);
-    if (arch >= 100 && N % 16)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of 16 on sm_%d "
-                            "(cuBLASLt %s)", op, (long long)N, arch, lt_dtype);
-    if (arch < 100 && layout != QF_SCALE_LAYOUT_COMPACT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is qfuse's generated "
-                            "kernel, which reads compact scales; quantize with layout "
-                            "QF_SCALE_LAYOUT_COMPACT", op, arch);
+    *path = qf_family_gemm_path(r->family, arch);
+    if (path->engine == QF_GEMM_NONE)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s GEMMs need sm_%d or newer; device is "
+                            "sm_%d", op, fam, t ? t->gemm[0].arch_lo : 0, arch);
+    if (layout != path->layout) {
+        char who[64] = "qfuse's generated kernel";
+        if (path->engine == QF_GEMM_CUBLASLT)
+            snprintf(who, sizeof who, "cuBLASLt's %s mode", path->lt_mode);
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: on sm_%d the GEMM is %s, which reads %s "
+                            "scales; quantize with layout %s", op, arch, who,
+                            qf_enum_name(QF_ENUM_SCALE_LAYOUT, path->layout),
+                            qf_enum_c(QF_ENUM_SCALE_LAYOUT, path->layout));
+    }
+    if (path->n_align > 0 && N % path->n_align)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of %d on sm_%d "
+                            "(cuBLASLt %s)", op, (long long)N, path->n_align, arch,
+                            path->lt_mode);
     return QF_OK;
 }

@@ -55,13 +55,12 @@ QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r,
                                             const qf_tensor *bias, const qf_tensor *y, int64_t M,
                                             int64_t N, int64_t K);
 
-/* The scale layout and shape limits of a block-scaled GEMM (MXFP8, NVFP4) on this arch: sm_89..99
- * run qfuse's generated kernel (compact scales); sm_100 and later cuBLASLt's lt_mode (swizzled
- * scales, N % 16 == 0); below sm_89 QF_ERR_UNSUPPORTED. family and lt_dtype name the format in
- * messages ("NVFP4", "FP4"). Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED. */
-QF_INTERNAL qf_status qf_check_block_gemm_path(const char *op, const char *family,
-                                               const char *lt_mode, const char *lt_dtype,
-                                               int arch, qf_scale_layout layout, int64_t N);
+/* The GEMM path of recipe r's family on compute capability arch (its row of qf_families,
+ * family.h: a generated kernel or a cuBLASLt scale mode) into *path, and the limits it sets: the
+ * operands' scale layout must be the one the path reads, N a multiple of its n_align. Errors:
+ * QF_ERR_UNSUPPORTED (no path on this arch), QF_ERR_INVALID_ARG. */
+QF_INTERNAL qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int arch,
+                                         qf_scale_layout layout, int64_t N, qf_gemm_path *path);
 
 /* Runs the recipe's shape function (qf_recipe_shapes: a recipe loaded from a .lua file has its
  * family's table interpreted); translates -1/-2 into QF_ERR_INVALID_ARG / QF_ERR_INTERNAL. */

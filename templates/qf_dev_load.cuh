@@ -35,33 +35,35 @@ __device__ __forceinline__ float load_elem(const void *p, long long i) {
     return f;
 }
 
-/* Elements i..i+N-1 (N = 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); i is a multiple of
- * N and the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or one 8- or
- * 16-byte vector (16-bit types). */
+/* Elements i..i+N-1 (N = 1, 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); for N > 1, i is
+ * a multiple of N and the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or
+ * one 8- or 16-byte vector (16-bit types). */
 template <int DT, int N>
 __device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]) {
-    static_assert(N == 4 || N == 8, "4 or 8 elements");
-    if constexpr (DT == QF_DTYPE_FP32) {
+    static_assert(N == 1 || N == 4 || N == 8, "1, 4 or 8 elements");
+    if constexpr (N == 1) {
+        v[0] = load_elem<DT>(p, i);
+    } else if constexpr (DT == QF_DTYPE_FP32) {
         const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
 #pragma unroll
         for (int j = 0; j < N / 4; j++) {
             const float4 a = __ldg(q + j);
             v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
         }
-        return;
-    }
-    unsigned w[N / 2];
-    const unsigned short *h = static_cast<const unsigned short *>(p) + i;
-    if constexpr (N == 8) {
-        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
-        w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
     } else {
-        const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
-        w[0] = raw.x, w[1] = raw.y;
-    }
+        unsigned w[N / 2];
+        const unsigned short *h = static_cast<const unsigned short *>(p) + i;
+        if constexpr (N == 8) {
+            const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
+            w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+        } else {
+            const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
+            w[0] = raw.x, w[1] = raw.y;
+        }
 #pragma unroll
-    for (int j = 0; j < N; j++)
-        v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+        for (int j = 0; j < N; j++)
+            v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+    }
 }
 
 /* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */

@@ -20,28 +20,36 @@ __device__ __forceinline__ float normalize(float x, float mu, float rsigma, floa
     return x;
 }
 
+/* The warp's sum over one row of x - mu, or of (x - mu)^2 when SQ (x of dtype DT from element
+ * base, nvec vectors of VEC elements; lane l adds vectors l, l + 32, ... in order). */
+template <int DT, int VEC, bool SQ>
+__device__ __forceinline__ float row_sum(const void *x, long long base, long long nvec, float mu) {
+    float s = 0.0f;
+#pragma unroll 8
+    for (long long v = threadIdx.x & 31; v < nvec; v += 32) {
+        float e[VEC];
+        load_n<DT, VEC>(x, base + v * VEC, e);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+            const float d = e[j] - mu; /* exact e[j] when mu is 0 */
+            s += SQ ? d * d : d;
+        }
+    }
+    return warp_sum(s);
+}
+
 /* mu and rsigma of one row of K elements of dtype DT, by one warp, in two passes over x (SPEC 3:
- * eps inside the square root). */
-template <int NORM, int DT>
+ * eps inside the square root), VEC consecutive elements per load (VEC divides K). */
+template <int NORM, int DT, int VEC = 1>
 __device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
                           float *rsigma_out) {
-    const int lane = threadIdx.x & 31;
-    const long long base = row * K;
-    float mu = 0.0f;
-    if (NORM == QF_NORM_LAYERNORM) {
-        float s = 0.0f;
-        for (long long k = lane; k < K; k += 32)
-            s += load_elem<DT>(x, base + k);
-        mu = warp_sum(s) / static_cast<float>(K);
-    }
-    float ss = 0.0f;
-    for (long long k = lane; k < K; k += 32) {
-        float d = load_elem<DT>(x, base + k) - mu;
-        ss += d * d;
-    }
-    float var = warp_sum(ss) / static_cast<float>(K);
+    const long long base = row * K, nvec = K / VEC;
+    const float mu = NORM == QF_NORM_LAYERNORM
+                         ? row_sum<DT, VEC, false>(x, base, nvec, 0.0f) / static_cast<float>(K)
+                         : 0.0f;
     *mu_out = mu;
-    *rsigma_out = 1.0f / sqrtf(var + eps);
+    *rsigma_out =
+        1.0f / sqrtf(row_sum<DT, VEC, true>(x, base, nvec, mu) / static_cast<float>(K) + eps);
 }
 
 /* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
@@ -173,27 +181,36 @@ __device__ __forceinline__ ColsTile cols_tile(long long K) {
             static_cast<int>((threadIdx.x % CHUNKS) * EPV), static_cast<int>(threadIdx.x / CHUNKS)};
 }
 
-/* The x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (dtype DT) per
- * thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; and gamma (+1 when ZCG) and
- * beta (dtype GDT) of those columns, as far as the norm has them. */
-template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
-__device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
-                                          float (&v)[PASSES][EPV], float (&g)[EPV],
-                                          float (&b)[EPV]) {
-#pragma unroll
-    for (int i = 0; i < PASSES; i++)
-        load_n<DT, EPV>(p.x, (m0 + r0 + i * ROWS_PER_PASS) * p.K + k0 + c, v[i]);
-    if (NORM != QF_NORM_NONE)
-        load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k0 + c, g);
-    if (NORM == QF_NORM_LAYERNORM)
-        load_n<GDT, EPV>(p.beta, k0 + c, b);
-}
-
 /* mu and rsigma of row m as a rows entry wrote them (0 and 1 where the norm has none). */
 template <int NORM, typename P>
 __device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu, float &rs) {
     mu = NORM == QF_NORM_LAYERNORM ? p.mu[m] : 0.0f;
     rs = NORM != QF_NORM_NONE ? p.rsigma[m] : 1.0f;
+}
+
+/* The normalized x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (x of
+ * dtype DT) per thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; gamma (+1 when
+ * ZCG) and beta of dtype GDT, mu and rsigma as the rows entry wrote them (stats_of_row). */
+template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
+__device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
+                                          float (&y)[PASSES][EPV]) {
+    float g[EPV], b[EPV];
+#pragma unroll
+    for (int i = 0; i < PASSES; i++)
+        load_n<DT, EPV>(p.x, (m0 + r0 + i * ROWS_PER_PASS) * p.K + k0 + c, y[i]);
+    if (NORM != QF_NORM_NONE)
+        load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k0 + c, g);
+    if (NORM == QF_NORM_LAYERNORM)
+        load_n<GDT, EPV>(p.beta, k0 + c, b);
+#pragma unroll
+    for (int i = 0; i < PASSES; i++) {
+        float mu, rs;
+        stats_of_row<NORM>(p, m0 + r0 + i * ROWS_PER_PASS, mu, rs);
+#pragma unroll
+        for (int j = 0; j < EPV; j++)
+            y[i][j] = normalize<NORM>(y[i][j], mu, rs, NORM != QF_NORM_NONE ? g[j] : 1.0f,
+                                      NORM == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+    }
 }
 
 } // namespace

@@ -62,13 +62,13 @@ static_assert(kTileM == 32 && kThreads == 256, "sub-tile mapping assumes 32 rows
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
 
 /* The pass that computes statistics and the amax only (current scaling's first launch). */
-__device__ __forceinline__ bool amax_pass(const qf_nq_params &p) {
+__device__ __forceinline__ bool amax_pass(const qf_q_params &p) {
     return kCurrent && p.pass == 0;
 }
 
 /* The pass that casts with a finished amax (current scaling's second launch): it takes mu and
  * rsigma from memory instead of computing them. */
-__device__ __forceinline__ bool cast_pass(const qf_nq_params &p) {
+__device__ __forceinline__ bool cast_pass(const qf_q_params &p) {
     return kCurrent && p.pass != 0;
 }
 
@@ -76,7 +76,7 @@ __device__ __forceinline__ bool cast_pass(const qf_nq_params &p) {
  * pass 0 (SPEC 2.2): a = max(amax, amax_epsilon), where a NaN amax stays NaN; 1 for a zero or
  * non-finite a; fp8_max / a correctly rounded, FLT_MAX for an infinite quotient; the mantissa
  * cleared under power_2_scales. */
-__device__ __forceinline__ float scale_of(const qf_nq_params &p) {
+__device__ __forceinline__ float scale_of(const qf_q_params &p) {
     if (!kCurrent)
         return *p.scale;
     const float fp8_max = kOutDtype == QF_DTYPE_E4M3 ? QF_E4M3_MAX : QF_E5M2_MAX;
@@ -95,7 +95,7 @@ __device__ __forceinline__ float scale_of(const qf_nq_params &p) {
 /* amax: warp, block, then one atomic per block; block 0 also writes scale_inv. Non-negative
  * floats order as their bits, and a NaN (positive after fabsf) compares above +inf. Current
  * scaling merges in pass 0 only (pass 1's amax is the same) and writes scale_inv in pass 1. */
-__device__ __forceinline__ void block_amax_commit(const qf_nq_params &p, float amax,
+__device__ __forceinline__ void block_amax_commit(const qf_q_params &p, float amax,
                                                   float *s_amax, float scale) {
     amax = warp_amax(amax);
     if ((threadIdx.x & 31) == 0)
@@ -123,7 +123,7 @@ __device__ __forceinline__ void store_vec(unsigned char *p, unsigned lo, unsigne
 }
 
 /* Normalizes and quantizes one register-held vector and stores its kEpv bytes. */
-__device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&v)[kEpv],
+__device__ __forceinline__ float rows_emit(const qf_q_params &p, const float (&v)[kEpv],
                                           long long m, long long k, float mu, float rs,
                                           float scale, float amax) {
     float y[kEpv];
@@ -141,7 +141,7 @@ __device__ __forceinline__ float rows_emit(const qf_nq_params &p, const float (&
 }
 
 template <int IT>
-__device__ void rows_body(const qf_nq_params &p) {
+__device__ void rows_body(const qf_q_params &p) {
     __shared__ float s_red[2][kWarps];
     __shared__ float s_amax[kWarps];
     const int tid = threadIdx.x;
@@ -177,7 +177,7 @@ __device__ void rows_body(const qf_nq_params &p) {
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads)
-__KERNEL_NAME__(const qf_nq_params p) {
+__KERNEL_NAME__(const qf_q_params p) {
     __shared__ float s_mu[kTileM], s_rsigma[kTileM], s_amax[kWarps];
     __shared__ unsigned char s_t[kSubK][kTileM + 4]; /* transposed sub-tile, padded vs conflicts */
     const long long M = p.M, K = p.K;
@@ -268,29 +268,22 @@ __device__ __forceinline__ int cols_slot(int k, int m) {
 }
 
 /* The transposed copy of the 64x64 tile blockIdx.x (row-major over [M/64, K/64]). */
-__device__ void cols_body(const qf_nq_params &p) {
+__device__ void cols_body(const qf_q_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
     const long long M = p.M;
     const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(p.K);
     const long long m0 = t.m0, k0 = t.k0;
     const int c = t.c, r0 = t.r0;
     const float scale = scale_of(p); /* after the rows entry: its pass 1 under current scaling */
-    float v[kColPasses][kEpv], g[kEpv], b[kEpv];
+    float y[kColPasses][kEpv];
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(p, m0, k0, c, r0, v, g, b);
+              kColRowsPerPass>(p, m0, k0, c, r0, y);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {
         const int r = r0 + i * kColRowsPerPass;
-        float mu, rs;
-        stats_of_row<kNorm>(p, m0 + r, mu, rs);
 #pragma unroll
-        for (int j = 0; j < kEpv; j += 2) { /* as rows_emit */
-            const float y0 = normalize<kNorm>(v[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
-                                              kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
-            const float y1 = normalize<kNorm>(v[i][j + 1], mu, rs,
-                                              kNorm != QF_NORM_NONE ? g[j + 1] : 1.0f,
-                                              kNorm == QF_NORM_LAYERNORM ? b[j + 1] : 0.0f);
-            const unsigned q = to_fp8x2<kOutDtype>(y0 * scale, y1 * scale);
+        for (int j = 0; j < kEpv; j += 2) {
+            const unsigned q = to_fp8x2<kOutDtype>(y[i][j] * scale, y[i][j + 1] * scale);
             s_t[c + j][cols_slot(c + j, r)] = static_cast<unsigned char>(q);
             s_t[c + j + 1][cols_slot(c + j + 1, r)] = static_cast<unsigned char>(q >> 8);
         }
@@ -303,5 +296,5 @@ __device__ void cols_body(const qf_nq_params &p) {
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_nq_params)
-QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_nq_params)
+QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

@@ -87,7 +87,7 @@ __device__ __forceinline__ unsigned quant4(const float (&y)[kVec], const float (
 }
 
 /* Writes rowwise scale entry (m, kb): [roundup(M,128), roundup(cdiv(K,32),4)]. */
-__device__ __forceinline__ void store_row_scale(const qf_mx_params &p, long long m, long long kb,
+__device__ __forceinline__ void store_row_scale(const qf_q_params &p, long long m, long long kb,
                                                 unsigned byte) {
     const long long C = ((p.K + 31) / 32 + 3) / 4 * 4;
     const long long off = kSwizzled ? swizzle_offset(m, kb, C) : m * C + kb;
@@ -96,7 +96,7 @@ __device__ __forceinline__ void store_row_scale(const qf_mx_params &p, long long
 
 /* Writes columnwise scale entry (mb, k): [roundup(cdiv(M,32),4), roundup(K,128)], swizzled as
  * its transpose [roundup(K,128), roundup(cdiv(M,32),4)]. */
-__device__ __forceinline__ void store_col_scale(const qf_mx_params &p, long long mb, long long k,
+__device__ __forceinline__ void store_col_scale(const qf_q_params &p, long long mb, long long k,
                                                 unsigned byte) {
     const long long Cm = ((p.M + 31) / 32 + 3) / 4 * 4, Ck = (p.K + 127) / 128 * 128;
     const long long off = kSwizzled ? swizzle_offset(k, mb, Cm) : mb * Ck + k;
@@ -119,7 +119,7 @@ static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in on
 /* Normalizes one register-held vector at element k of row m (k may be past K: then it only takes
  * part in the block's shuffles), quantizes it with its 1x32 block's scale and stores it. Every
  * lane of the warp must call this (shuffles). */
-__device__ __forceinline__ void rows_emit(const qf_mx_params &p, const float (&v)[kEpv],
+__device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)[kEpv],
                                           long long m, long long k, float mu, float rs) {
     const bool in = k < p.K;
     float y[kEpv];
@@ -127,19 +127,8 @@ __device__ __forceinline__ void rows_emit(const qf_mx_params &p, const float (&v
 #pragma unroll
     for (int j = 0; j < kEpv; j++)
         y[j] = 0.0f;
-    if (in) {
-        float g[kEpv], b[kEpv];
-        if (kNorm != QF_NORM_NONE)
-            load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
-        if (kNorm == QF_NORM_LAYERNORM)
-            load_n<kGammaDtype, kEpv>(p.beta, k, b);
-#pragma unroll
-        for (int j = 0; j < kEpv; j++) {
-            y[j] = normalize<kNorm>(v[j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
-                                    kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
-            amax = amax_merge(amax, y[j]);
-        }
-    }
+    if (in)
+        amax = normalize_vec<kNorm, kGammaDtype, kZeroCenteredGamma>(p, k, v, mu, rs, y, amax);
     /* 1x32 block amax over its kTpb lanes (aligned groups of one warp). */
 #pragma unroll
     for (int o = 1; o < kTpb; o <<= 1)
@@ -165,7 +154,7 @@ __device__ __forceinline__ void rows_emit(const qf_mx_params &p, const float (&v
 }
 
 template <int IT>
-__device__ void rows_body(const qf_mx_params &p) {
+__device__ void rows_body(const qf_q_params &p) {
     __shared__ float s_red[2][kWarps];
     const int tid = threadIdx.x;
     const long long K = p.K;
@@ -204,27 +193,22 @@ constexpr int kColRowsPerPass = kThreads / kColChunks; /* tile rows loaded per p
 constexpr int kColPasses = kColTile / kColRowsPerPass; /* 2 (16-bit x) or 4 (fp32 x) */
 static_assert(kColTile == 2 * QF_MX_BLOCK && kThreads >= 2 * kColTile, "two blocks per column");
 
-__device__ void cols_body(const qf_mx_params &p) {
+__device__ void cols_body(const qf_q_params &p) {
     __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
     __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
     const long long K = p.K;
     const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(K);
     const long long m0 = t.m0, k0 = t.k0;
     const int c = t.c, r0 = t.r0;
-    float y[kColPasses][kEpv], g[kEpv], b[kEpv];
+    float y[kColPasses][kEpv];
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(p, m0, k0, c, r0, y, g, b);
+              kColRowsPerPass>(p, m0, k0, c, r0, y);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {
         const int r = r0 + i * kColRowsPerPass;
-        float mu, rs;
-        stats_of_row<kNorm>(p, m0 + r, mu, rs);
 #pragma unroll
-        for (int j = 0; j < kEpv; j++) { /* as rows_emit */
-            y[i][j] = normalize<kNorm>(y[i][j], mu, rs, kNorm != QF_NORM_NONE ? g[j] : 1.0f,
-                                       kNorm == QF_NORM_LAYERNORM ? b[j] : 0.0f);
+        for (int j = 0; j < kEpv; j++)
             s_abs[r][c + j] = fabsf(y[i][j]);
-        }
     }
     __syncthreads();
     if (threadIdx.x < 2 * kColTile) {
@@ -260,7 +244,7 @@ __device__ void cols_body(const qf_mx_params &p) {
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_mx_params p) {
+extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_q_params p) {
     __shared__ float s_mu[kTileM], s_rsigma[kTileM];
     __shared__ float s_abs[kTileM][kSubK + 1]; /* |y| of the sub-tile, for column amaxes */
     __shared__ unsigned s_colbyte[kSubK];
@@ -346,5 +330,5 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_mx_params)
-QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_mx_params)
+QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

@@ -183,7 +183,7 @@ __device__ __forceinline__ void philox(unsigned long long q, unsigned long long 
 
 /* The SR words of elements i0 .. i0+N-1 (i0 a multiple of 4). */
 template <int N>
-__device__ __forceinline__ void sr_words(const qf_nv_params &p, unsigned long long off,
+__device__ __forceinline__ void sr_words(const qf_q_params &p, unsigned long long off,
                                          long long i0, unsigned (&u)[N]) {
 #pragma unroll
     for (int j = 0; j < N / 4; j++) {
@@ -233,7 +233,7 @@ __device__ __forceinline__ void rht16(const float (&x)[kGroup], float (&y)[kGrou
 }
 
 /* Rowwise scale entry (m, kb) of [roundup(M,128), roundup(K/16,4)]. */
-__device__ __forceinline__ void store_row_scale(const qf_nv_params &p, long long m, long long kb,
+__device__ __forceinline__ void store_row_scale(const qf_q_params &p, long long m, long long kb,
                                                 unsigned byte) {
     const long long C = (p.K / 16 + 3) / 4 * 4;
     p.scale_row[kSwizzled ? swizzle_offset(m, kb, C) : m * C + kb] =
@@ -242,7 +242,7 @@ __device__ __forceinline__ void store_row_scale(const qf_nv_params &p, long long
 
 /* Columnwise scale entry (k, mb) of [roundup(K,128), roundup(M/16,4)] (the transposed copy's
  * rowwise-style matrix; swizzled as it is, no transpose). */
-__device__ __forceinline__ void store_col_scale(const qf_nv_params &p, long long k, long long mb,
+__device__ __forceinline__ void store_col_scale(const qf_q_params &p, long long k, long long mb,
                                                 unsigned byte) {
     const long long C = (p.M / 16 + 3) / 4 * 4;
     p.scale_col[kSwizzled ? swizzle_offset(k, mb, C) : k * C + mb] =
@@ -255,7 +255,7 @@ __device__ __forceinline__ void store_col_scale(const qf_nv_params &p, long long
 
 /* gamma (+1 when zero-centered) and beta of columns k..k+N-1; identity for no norm. */
 template <int N>
-__device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, float (&g)[N],
+__device__ __forceinline__ void load_affine(const qf_q_params &p, long long k, float (&g)[N],
                                             float (&b)[N]) {
 #pragma unroll
     for (int j = 0; j < N; j++)
@@ -266,42 +266,10 @@ __device__ __forceinline__ void load_affine(const qf_nv_params &p, long long k, 
         load_n<kGammaDtype, N>(p.beta, k, b);
 }
 
-/* mu and rsigma of one row by one warp: exact two-pass mean and variance. */
-__device__ void row_stats(const qf_nv_params &p, long long m, float *mu_out, float *rs_out) {
-    const int lane = threadIdx.x & 31;
-    const long long nvec = p.K / kVec, base = m * p.K;
-    float mu = 0.0f;
-    if (kNorm == QF_NORM_LAYERNORM) {
-        float s = 0.0f;
-#pragma unroll 8
-        for (long long v = lane; v < nvec; v += 32) {
-            float x[kVec];
-            load_n<kInDtype, kVec>(p.x, base + v * kVec, x);
-#pragma unroll
-            for (int j = 0; j < kVec; j++)
-                s += x[j];
-        }
-        mu = warp_sum(s) / static_cast<float>(p.K);
-    }
-    float ss = 0.0f;
-#pragma unroll 8
-    for (long long v = lane; v < nvec; v += 32) {
-        float x[kVec];
-        load_n<kInDtype, kVec>(p.x, base + v * kVec, x);
-#pragma unroll
-        for (int j = 0; j < kVec; j++) {
-            const float d = x[j] - mu;
-            ss += d * d;
-        }
-    }
-    *mu_out = mu;
-    *rs_out = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(p.K) + p.eps);
-}
-
 /* Rows m0..m0+15, columns k..k+N-1, normalized: y[r][c]. mu/rs point at the 16 rows'
  * statistics (NULL: 0 and 1). All loads are issued before any value is used. */
 template <int N>
-__device__ __forceinline__ void load_item(const qf_nv_params &p, long long m0, long long k,
+__device__ __forceinline__ void load_item(const qf_q_params &p, long long m0, long long k,
                                           const float *mu, const float *rs,
                                           float (&y)[kGroup][N]) {
 #pragma unroll
@@ -348,12 +316,12 @@ __device__ __forceinline__ void merge_amax(float *dst, float amax) {
 }
 
 /* Phase A for row m: statistics (norms) and, when wanted, max |y| of the row into *amax. */
-__device__ void amax_row_pass(const qf_nv_params &p, long long m, int r, float *s_mu, float *s_rs,
+__device__ void amax_row_pass(const qf_q_params &p, long long m, int r, float *s_mu, float *s_rs,
                               bool want_amax, float *amax) {
     const int lane = threadIdx.x & 31;
     float mu = 0.0f, rs = 1.0f;
     if (kNorm != QF_NORM_NONE) {
-        row_stats(p, m, &mu, &rs);
+        row_stats<kNorm, kInDtype, kVec>(p.x, m, p.K, p.eps, &mu, &rs);
         if (lane == 0) {
             s_mu[r] = mu, s_rs[r] = rs;
             if (kNorm == QF_NORM_LAYERNORM)
@@ -377,7 +345,7 @@ __device__ void amax_row_pass(const qf_nv_params &p, long long m, int r, float *
 
 /* Phase B: amax of the bf16 RHT outputs of every 16-row group of the tile, every column; 16x4
  * items (64 values live). */
-__device__ float amax_rht_pass(const qf_nv_params &p, long long m0, int rows, const float *s_mu,
+__device__ float amax_rht_pass(const qf_q_params &p, long long m0, int rows, const float *s_mu,
                                const float *s_rs) {
     const long long nvec = p.K / kColVec, items = (rows / kGroup) * nvec;
     float amax = 0.0f;
@@ -402,7 +370,7 @@ __device__ float amax_rht_pass(const qf_nv_params &p, long long m0, int rows, co
     return amax;
 }
 
-__device__ void amax_body(const qf_nv_params &p) {
+__device__ void amax_body(const qf_q_params &p) {
     __shared__ float s_mu[kTileM], s_rs[kTileM];
     const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
     const long long left = p.M - m0;
@@ -432,7 +400,7 @@ __device__ void amax_body(const qf_nv_params &p) {
 
 /* Row m's half block k..k+7 of the rowwise copy: 4 bytes and, from the even thread of the lane
  * pair (which holds the other half), the block's scale. tile: the 16x16 tile amax (2D). */
-__device__ __forceinline__ void quant_row(const qf_nv_params &p, const float (&y)[kVec], long long m,
+__device__ __forceinline__ void quant_row(const qf_q_params &p, const float (&y)[kVec], long long m,
                                           long long k, unsigned pair, float tile, float s_enc,
                                           float s_dec) {
     float a = 0.0f;
@@ -457,7 +425,7 @@ __device__ __forceinline__ void quant_row(const qf_nv_params &p, const float (&y
 }
 
 /* Row m, columns k..k+7, normalized with that row's statistics and the affine g, b. */
-__device__ __forceinline__ void load_row(const qf_nv_params &p, long long m, long long k,
+__device__ __forceinline__ void load_row(const qf_q_params &p, long long m, long long k,
                                          const float (&g)[kVec], const float (&b)[kVec],
                                          float (&y)[kVec]) {
     load_n<kInDtype, kVec>(p.x, m * p.K + k, y);
@@ -472,7 +440,7 @@ __device__ __forceinline__ void load_row(const qf_nv_params &p, long long m, lon
 /* The rowwise side of the item, its rows streamed one at a time (8 values live): with 2D tiles
  * a first sweep takes the 16x16 tile amax (this 16x8 half and the pair's), returned for the
  * columnwise copy; then, when asked, the rowwise copy (the second sweep mostly hits L1). */
-__device__ __forceinline__ float rows_streamed(const qf_nv_params &p, long long m0, long long k,
+__device__ __forceinline__ float rows_streamed(const qf_q_params &p, long long m0, long long k,
                                                unsigned pair) {
     float g[kVec], b[kVec];
     load_affine(p, k, g, b);
@@ -502,7 +470,7 @@ __device__ __forceinline__ float rows_streamed(const qf_nv_params &p, long long 
 
 /* Columnwise copy of rows m0..m0+15, columns k..k+kColVec-1: column k+c is one 16x1 block of
  * the transpose: 8 bytes at row k+c, bytes m0/2.., and one scale entry. */
-__device__ __forceinline__ void quant_cols(const qf_nv_params &p,
+__device__ __forceinline__ void quant_cols(const qf_q_params &p,
                                            const float (&y)[kGroup][kColVec], long long m0,
                                            long long k, float tile, float s_enc, float s_dec) {
     const unsigned long long off = p.sr_offset ^ (1ull << 63);
@@ -546,7 +514,7 @@ __device__ __forceinline__ void quant_cols(const qf_nv_params &p,
 /* Pass 2: normalize + quantize; grid = cdiv((M/16) * (K/8), kThreads). The rowwise side streams
  * rows; the columnwise copy takes the item in two 16x4 halves (64 values live, re-read from L1
  * or L2), so no variant holds the whole 16x8 item in registers. */
-extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_nv_params p) {
+extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_q_params p) {
     const long long nvec = p.K / kVec, items = (p.M / kGroup) * nvec;
     const long long w = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
     /* items is even (K/8 is), so the two threads of a lane pair are both in or both out. */
@@ -572,4 +540,4 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
 
 /* Pass 1: statistics and global amaxes (amax_body); grid = cdiv(M, TILE_M). The registry lists
  * this entry because the template invokes QF_AMAX_ENTRY (qf_dev_module.cuh). */
-QF_AMAX_ENTRY(__KERNEL_NAME__, kThreads, qf_nv_params)
+QF_AMAX_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

@@ -28,9 +28,14 @@ static void test_ctx_init_host_bad_arch(void **state) {
     (void)state;
     qf_ctx_t *ctx = (qf_ctx_t *)1;
     expect(qf_ctx_init_host(&ctx, 9), QF_ERR_INVALID_ARG, "arch 9 is not a compute capability",
-           "50..199");
+           "89..199");
     assert_null(ctx);
     expect(qf_ctx_init_host(&ctx, 900), QF_ERR_INVALID_ARG, "arch 900");
+    /* GPUs before sm_89 have no FP8 conversions: no qfuse op runs there (the tools agree). */
+    expect(qf_ctx_init_host(&ctx, 80), QF_ERR_INVALID_ARG, "arch 80", "89..199");
+    expect(qf_ctx_init_host(&ctx, 88), QF_ERR_INVALID_ARG, "arch 88");
+    assert_int_equal(qf_ctx_init_host(&ctx, 89), QF_OK);
+    qf_ctx_free(ctx);
 }
 
 /* =====================================================================} */
@@ -280,13 +285,23 @@ static void test_su_n_zero(void **state) {
     su_args a = su_valid();
     expect(su_run(state, &a), QF_ERR_NO_DEVICE, "qf_scale_update: arguments are valid");
     a.n = 0;
-    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "n = 0 and H = 16; expected n >= 1");
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "n = 0 and H = 1024; expected n >= 1");
 }
 
 static void test_su_history_too_long(void **state) {
     su_args a = su_valid();
     a.H = 1 << 20;
     expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 1048576", "1 <= H <= 12288");
+}
+
+/* H is the recipe's amax_history_len: a history of another length is refused. */
+static void test_su_history_not_the_recipes(void **state) {
+    su_args a = su_valid();
+    a.H = 12288;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 12288, but recipe 'fp8_delayed' keeps an "
+           "amax history of amax_history_len = 1024 steps");
+    a.H = HIST - 1;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 1023");
 }
 
 static void test_su_null_pointer(void **state) {
@@ -615,7 +630,8 @@ int main(void) {
         T(test_nq_mu_too_small), T(test_nq_missing_scale_inv), T(test_nq_wrong_output_dtype),
         T(test_nq_misaligned_output), T(test_nq_null_scale), T(test_nq_unknown_recipe),
         T(test_nq_null_recipe), T(test_nq_dims_overflow), T(test_quantize_role_input),
-        T(test_su_n_zero), T(test_su_history_too_long), T(test_su_null_pointer),
+        T(test_su_n_zero), T(test_su_history_too_long), T(test_su_history_not_the_recipes),
+        T(test_su_null_pointer),
         T(test_su_block_family), T(test_nv_valid_reaches_device), T(test_nv_null_out),
         T(test_nv_m_not_multiple_of_16), T(test_nv_k_not_multiple_of_16), T(test_nv_x_misaligned),
         T(test_nv_rowwise_wrong_dtype), T(test_nv_rowwise_unpacked_size),

@@ -13,7 +13,7 @@ static const char *const kRecipe = "fp8_delayed"; /* used by every file that inc
 #define M 4
 #define K 64
 #define N 32
-#define HIST 16
+#define HIST 1024 /* fp8_delayed.lua's amax_history_len */
 
 /* Stand-ins for device buffers, 256-byte aligned so that +1 is a misalignment. */
 static _Alignas(256) unsigned char g_mem[16][256];

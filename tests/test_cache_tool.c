@@ -209,6 +209,10 @@ static void test_warm_list_prune_clear(void **state) {
     assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), n);
     assert_int_equal(qf_test_count_substr(r.out, "fp8_delayed  "), n);
     assert_int_equal(qf_test_count_substr(r.out, "sm_90 "), n);
+    /* the INSTANCE column tells the three entries of the one kernel apart */
+    assert_int_equal(qf_test_count_substr(r.out, "  rowwise  "), 1);
+    assert_int_equal(qf_test_count_substr(r.out, "  columnwise  "), 1);
+    assert_int_equal(qf_test_count_substr(r.out, "  rowwise+columnwise  "), 1);
     expect_run(r, 0, "3 entries", NULL);
     make_file(fx, "notes.txt", "not ours\n", 30 * 86400);
     make_file(fx, "k." KEY_X ".cubin.tmp.1.2", "in progress", 0);
@@ -223,6 +227,18 @@ static void test_warm_list_prune_clear(void **state) {
     assert_true(exists(fx, "notes.txt"));
     assert_true(exists(fx, "k." KEY_X ".cubin.tmp.1.2"));
     expect_run(run_tool(fx, "list"), 0, "0 entries", NULL);
+}
+
+/* warm into a cache this process must not write (QFUSE_CACHE_READONLY) fails at once, saying
+ * why, and writes nothing; list still reads it. */
+static void test_warm_read_only(void **state) {
+    fixture *fx = *state;
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    setenv("QFUSE_CACHE_READONLY", "1", 1);
+    result r = run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update");
+    unsetenv("QFUSE_CACHE_READONLY");
+    expect_run(r, 1, NULL, "is read-only: nothing can be stored in it");
+    assert_int_equal(count_files(fx, ".cubin"), 0);
 }
 
 /* prune --older-than 0s removes every entry, however young. */
@@ -303,7 +319,8 @@ static void test_list_invalid_and_stale(void **state) {
         line--;
     assert_non_null(strstr(line, " ?   ")); /* no architecture read from a foreign header */
     assert_true(strstr(line, "sm_") == NULL || strstr(line, "sm_") > bad);
-    assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 2);
+    assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 1);   /* a key no longer asked for */
+    assert_int_equal(qf_test_count_substr(r.out, "  foreign\n"), 1); /* a kernel of no recipe here */
     assert_non_null(strstr(r.out, unknown));
     expect_run(r, 0, "3 entries", NULL);
 }
@@ -325,6 +342,7 @@ static void test_symlink_and_directory_entries(void **state) {
     assert_int_equal(mkdir(sub, 0700), 0);
     result r = run_tool(fx, "list");
     assert_non_null(strstr(r.out, "not a regular file (a symbolic link)"));
+    assert_non_null(strstr(r.out, "not a regular file (a directory)"));
     expect_run(r, 0, "2 entries", NULL);
     expect_run(run_tool(fx, "clear"), 0, "removed 1 entry", "leaving");
     struct stat st;
@@ -382,7 +400,8 @@ int main(void) {
     umask(022);
     const struct CMUnitTest tests[] = {
         T(test_help), T(test_bad_arguments), T(test_warm_list_prune_clear), T(test_warm_recipe_file), T(test_warm_gemm_by_arch),
-        T(test_prune_zero_removes_all), T(test_warm_named_arch), T(test_list_invalid_and_stale),
+        T(test_prune_zero_removes_all), T(test_warm_read_only), T(test_warm_named_arch),
+        T(test_list_invalid_and_stale),
         T(test_warm_without_disk_cache), T(test_symlink_and_directory_entries),
         T(test_remove_does_not_create), T(test_dir_option_overrides_disable),
     };

@@ -88,6 +88,8 @@ static void test_cli_usage(void **state) {
     static const qf_cli_case cases[] = {
         {{"--help", NULL}, 0, "usage: qfuse-gen", ""},
         {{"--version", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
+        {{"--fields", "recipes/mxfp8.lua", NULL}, 2, "", "--fields takes no recipe"},
+        {{"--version", "x.lua", NULL}, 2, "", "--version takes no recipe (got 'x.lua')"},
         {{NULL}, 2, "", "no recipe given"},
         {{"--bogus", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '--bogus'"},
         {{"--arch", "90", "recipes/fp8_delayed.lua", NULL}, 2, "", "--arch '90' is not a supported"},
@@ -98,6 +100,11 @@ static void test_cli_usage(void **state) {
          "expected sm_XX with XX in 89..199"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
         {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
+        /* one bad file does not stop the check of the others */
+        {{"--check", "recipes/nope.lua", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "recipes/fp8_delayed.lua: ok",
+         "1 of 2 recipes failed the check"},
         {{"--check", "--include", "/nonexistent", "recipes/fp8_delayed.lua", NULL},
          1,
          "",

@@ -72,6 +72,7 @@ typedef struct qf_hostile_case {
 #define MEM32 ": memory limit of 33554432 bytes (32 MiB) exceeded"
 #define MEM1 ": memory limit of 1048576 bytes (1 MiB) exceeded"
 #define MEM4 ": memory limit of 4194304 bytes (4 MiB) exceeded"
+#define DEEP ": calls nested deeper than 200 (endless recursion?)"
 /* Live data just under the cap, then garbage: every allocation would force a full collection
  * (seconds to hours within the instruction budget); the allocator gives up after a few. */
 #define CHURN(n) "local t = {} for i = 1, " #n " do t[i] = {i, i} end " \
@@ -83,16 +84,18 @@ typedef struct qf_hostile_case {
 
 static const qf_hostile_case qf_hostile_cases[] = {
     /* memory cap: the stack, strings and tables all live in the capped heap */
-    {"local function f() return f() + 1 end f()", 0, 0, MEM32, 0, 0},
+    {"local function f() return f() + 1 end f()", 0, 0, DEEP, 1, 0},
     {"local s = 'x' for i = 1, 40 do s = s .. s end return {}", 0, 0, MEM32, 0, 0},
     {"local t = {} for i = 1, 1e9 do t[i] = {i} end return t", 0, 0, MEM32, 0, 0},
     {"local t = {} t[1] = t for i = 1, 1e9 do t = {t, t} end", 0, 1 << 20, MEM1, 0, 0},
     {CHURN(34000), 0, 4 << 20, MEM4, 0, 0},
     {CHURN(35500), 0, 4 << 20, MEM4, 0, 0},
     {CHURN(285000), 0, 0, MEM32, 0, 0},
-    /* Lua's own stack limit first when each frame is large */
+    /* recursion: the call depth limit, before the frames fill the heap or Lua's stack */
     {"local function f(...) return 1 + f(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...) end return f()", 0,
-     0, ":1: stack overflow", 1, 0},
+     0, DEEP, 1, 0},
+    {"local function f(n) if n > 0 then return 1 + f(n - 1) end return 0 end "
+     "return {family = 'fp8_delayed', margin = f(150) - 150}", 0, 0, NULL, 0, 0},
     /* instruction budget: every kind of loop */
     {"::top:: goto top", 0, 0, ": instruction budget of 10000000 exceeded (endless loop?)", 1, 0},
     {"local function f() return f() end return f()", 0, 0, ": instruction budget of 10000000", 1,
@@ -125,8 +128,8 @@ static const qf_hostile_case qf_hostile_cases[] = {
     /* NUL bytes: never a prefix match */
     {FAM "['margin\\0x'] = 5}", 0, 0, ": unknown field 'margin\\0x'" FAM_FIELDS, 0, 0},
     {"return {family = 'fp8_delayed\\0evil'}", 0, 0,
-     ": field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
-     "expected, got 'fp8_delayed\\0evil')",
+     ": field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, got "
+     "'fp8_delayed\\0evil')",
      0, 0},
     {FAM "format = 'e4m3\\0'}", 0, 0, "got 'e4m3\\0')", 1, 0},
     {RAW("return {family = 'fp8\0_delayed'}"), 0, "got 'fp8\\0_delayed')", 1, 0},
@@ -413,7 +416,7 @@ int main(void) {
         QF_HOSTILE_TEST(36), QF_HOSTILE_TEST(37), QF_HOSTILE_TEST(38), QF_HOSTILE_TEST(39),
         QF_HOSTILE_TEST(40), QF_HOSTILE_TEST(41), QF_HOSTILE_TEST(42), QF_HOSTILE_TEST(43),
         QF_HOSTILE_TEST(44), QF_HOSTILE_TEST(45), QF_HOSTILE_TEST(46), QF_HOSTILE_TEST(47),
-        QF_HOSTILE_TEST(48),
+        QF_HOSTILE_TEST(48), QF_HOSTILE_TEST(49),
         cmocka_unit_test(test_hostile_no_globals),
         cmocka_unit_test(test_hostile_binary_chunk),
         cmocka_unit_test(test_hostile_memory_in_parser),
@@ -423,7 +426,7 @@ int main(void) {
         cmocka_unit_test(test_hostile_binary_file),
         cmocka_unit_test(test_hostile_fuzz_replay),
     };
-    _Static_assert(sizeof qf_hostile_cases / sizeof qf_hostile_cases[0] == 49,
+    _Static_assert(sizeof qf_hostile_cases / sizeof qf_hostile_cases[0] == 50,
                    "add a QF_HOSTILE_TEST line per hostile case");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,8 +66,8 @@ static const qf_error_case qf_error_cases[] = {
      "field 'description' (string expected, got number)", 0},
     {"x.lua", "return {margin = 1}", "field 'family' (string expected, got nil)", 0},
     {"x.lua", "return {family = \"fp9\"}",
-     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
-     "expected, got 'fp9')",
+     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, "
+     "got 'fp9')",
      0},
     {"x.lua", "return {family = \"fp8_current\", amax_epsilon = -1}",
      "field 'amax_epsilon' (value -1.0 out of range 0.0..3.4028234663853e+38)", 0},
@@ -133,7 +133,11 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" NV "weight_2d = \"yes\"}",
      "field 'weight_2d' (boolean expected, got string)", 0},
     {"x.lua", "return {" NV "rht_seed = -1}",
-     "field 'rht_seed' (value -1 out of range 0..9223372036854775807)", 0},
+     "field 'rht_seed' (value -1 out of range 0..9223372036854775807; a hex literal above "
+     "0x7FFFFFFFFFFFFFFF wraps to a negative integer: 0xFFFFFFFFFFFFFFFF reads as -1)", 0},
+    {"x.lua", "return {" NV "rht_seed = 0xFFFFFFFFFFFFFFFE}",
+     "field 'rht_seed' (value -2 out of range 0..9223372036854775807; a hex literal above "
+     "0x7FFFFFFFFFFFFFFF wraps to a negative integer: 0xFFFFFFFFFFFFFFFE reads as -2)", 0},
     {"x.lua", "return {" NV "rht_seed = 1.5}",
      "field 'rht_seed' (number has no integer representation)", 0},
     {"x.lua", "return {" NV "rht_seed = \"7\"}", "field 'rht_seed' (integer expected, got string)",
@@ -218,7 +222,11 @@ static void test_recipe_budget_custom(void **state) {
     const char *text = "local n = 0 for i = 1, 100000 do n = n + i end return {}";
     assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
     assert_non_null(strstr(e.msg, "instruction budget of 5000 exceeded"));
-    assert_non_null(strstr(e.msg, "stack traceback:")); /* errors in recipe code are located */
+    assert_null(strstr(e.msg, "stack traceback:")); /* one line; the traceback under QFUSE_VERBOSE */
+    setenv("QFUSE_VERBOSE", "1", 1);
+    assert_int_equal(qf_test_load(d.path, "loop.lua", text, &lim, &r, &e, NULL, 0), -1);
+    unsetenv("QFUSE_VERBOSE");
+    assert_non_null(strstr(e.msg, "stack traceback:"));
     qf_test_dir_remove(d.path);
 }
 
@@ -523,6 +531,7 @@ int main(void) {
         QF_ERROR_TEST(59),
         QF_ERROR_TEST(60),
         QF_ERROR_TEST(61),
+        QF_ERROR_TEST(62),
         cmocka_unit_test(test_recipe_empty_env),
         cmocka_unit_test(test_recipe_memory_table),
         cmocka_unit_test(test_recipe_budget_custom),
@@ -537,7 +546,7 @@ int main(void) {
         cmocka_unit_test(test_recipe_nvfp4_data),
         cmocka_unit_test(test_recipe_nvfp4_options),
     };
-    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 62,
+    _Static_assert(sizeof qf_error_cases / sizeof qf_error_cases[0] == 63,
                    "add a QF_ERROR_TEST line per error case");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

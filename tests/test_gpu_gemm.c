@@ -1,16 +1,17 @@
 /* test_gpu_gemm.c: the GEMM of every family (qf_gemm, SPEC 2, 6) against its fp64 reference, by
  * looping over the registry's recipes: each family has a row of hooks (kHooks: how a case is made
  * and checked, test_gpu_gemm_families.h; its shape plan; its scale-range, NaN-scale and 8192^3
- * timing checks). A family's GEMM cases run once, under its first recipe in the registry (the
- * GEMM reads the operands' slots, no recipe option beyond the formats); a family without hooks
+ * timing checks, the last two shared by mxfp8 and nvfp4, which differ there only by their usual
+ * operands and NaN bytes). A family's GEMM cases run once, under its first recipe in the registry
+ * (the GEMM reads the operands' slots, no recipe option beyond the formats); a family without hooks
  * has its recipes skipped with a message. Shared loops: shape plans (ragged shapes, bias on and
  * off; mxfp8 and nvfp4 with padded scale bytes poisoned two ways, y bit-identical), the
  * scale-range checks (mxfp8: scale pairs past the fp32 range, the kernel's exact path; nvfp4:
  * every finite E4M3 scale, alpha 0, subnormal scales), a NaN scale reaching exactly its row (or
  * column), and the TFLOP/s at 8192^3 next to bf16 cuBLASLt measured in the same run
- * (QFUSE_TEST_QUICK=1 skips it). Without a GPU: the MXFP8 argument checks, the Blackwell path's
- * cuBLASLt descriptors and the NVFP4 alpha constant; the rest skips cleanly. Other argument
- * checks: tests/test_api_errors.c. */
+ * (QFUSE_TEST_QUICK=1 skips it). Without a GPU: the MXFP8 argument checks (a table of edits
+ * to one valid argument set), the Blackwell path's cuBLASLt descriptors and the NVFP4 alpha
+ * constant; the rest skips cleanly. Other argument checks: tests/test_api_errors.c. */
 #include "test_gpu_gemm_families.h"
 
 #include <assert.h>
@@ -36,19 +37,33 @@ typedef struct gemm_plan {
     uint64_t seed0;
 } gemm_plan;
 
-/* The checks of a family besides its shape plan, each run under its first recipe. */
-enum { CHECK_SCALE_RANGE, CHECK_NAN_SCALE, CHECK_TIMING_8192, CHECK_COUNT };
-typedef void (*gemm_check_fn)(qf_ctx_t *ctx, const char *recipe);
+/* The checks of a family, each run under its first recipe: its shape plan (CHECK_SHAPES, every
+ * family with hooks has one) and those of its row's checks[]. */
+enum { CHECK_SHAPES = -1, CHECK_SCALE_RANGE, CHECK_NAN_SCALE, CHECK_TIMING_8192, CHECK_COUNT };
+typedef struct gemm_hooks gemm_hooks;
+typedef void (*gemm_check_fn)(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h);
+
+/* A NaN scale byte written into a real entry: operand op (0: A, 1: B), its row and block. A
+ * list of them ends with byte 0. */
+typedef struct nan_scale {
+    int op;
+    int64_t row, block;
+    uint8_t byte;
+} nan_scale;
 
 /* One family: its cases and checks; NULL: the family has none of that kind. */
-typedef struct gemm_hooks {
+struct gemm_hooks {
     const char *summary; /* printf format of the family's count line */
-    void (*check)(qf_ctx_t *ctx, const char *recipe, const int64_t s[4], uint64_t seed,
-                  const char *what);
+    void (*check)(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h, const int64_t s[4],
+                  uint64_t seed, const char *what);
     const gemm_plan *plan;
     gemm_check_fn checks[CHECK_COUNT];
     void (*lt_descriptors)(void); /* without a device */
-} gemm_hooks;
+    /* Block-scaled families: the operands of a usual case (shape plan, NaN scales, 8192^3) and
+     * the NaN scale bytes of CHECK_NAN_SCALE, one case each. */
+    blk_gemm_case (*make)(int64_t M, int64_t N, int64_t K, int bias, uint64_t seed);
+    const nan_scale *nan;
+};
 
 #define COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -63,9 +78,9 @@ static void sample_rows(int64_t S, int64_t rows[16]) {
 
 /* {===================================================================== fp8_delayed */
 
-static void fp8_check(qf_ctx_t *ctx, const char *recipe, const int64_t s[4], uint64_t seed,
-                      const char *what) {
-    (void)what;
+static void fp8_check(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h, const int64_t s[4],
+                      uint64_t seed, const char *what) {
+    (void)h, (void)what;
     fp8_gemm_case(ctx, recipe, s[0], s[1], s[2], (int)s[3], seed);
 }
 
@@ -75,15 +90,76 @@ static const gemm_plan kFp8Plan = {NULL, 0, NULL, 0, kFp8Shapes, COUNTOF(kFp8Sha
 
 /* }=====================================================================} */
 
+/* {===================================================================== mxfp8 and nvfp4 */
+
+/* A case of the shape plan: the family's usual operands. */
+static void blk_check(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h, const int64_t s[4],
+                      uint64_t seed, const char *what) {
+    blk_gemm_case c = h->make(s[0], s[1], s[2], (int)s[3], seed);
+    c.recipe = recipe;
+    blk_check_case(ctx, &c, what);
+    blk_case_free(&c);
+}
+
+/* A NaN scale byte in a real entry of A makes exactly its row NaN, one of B exactly its column;
+ * the rest stays finite. One 150 x 100 x 128 case per entry of h->nan, seeds 9, 10, ... */
+static void blk_nan_scale(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
+    for (const nan_scale *p = h->nan; p->byte; p++) {
+        blk_gemm_case c = h->make(150, 100, 128, 1, 9 + (uint64_t)(p - h->nan));
+        c.recipe = recipe;
+        (p->op ? c.bs : c.as)[p->row * c.sc + p->block] = p->byte;
+        blk_case_upload(&c);
+        uint16_t *y = blk_case_y(ctx, &c);
+        int64_t first;
+        const int64_t wrong = blk_nan_mismatches(&c, y, p->op ? -1 : p->row, p->op ? p->row : -1,
+                                                 &first);
+        if (wrong)
+            fail_msg("NaN scale 0x%02X in %s_scale[%lld, %lld]: %lld elements wrong, first "
+                     "y[%lld, %lld] = 0x%04x", p->byte, p->op ? "b" : "a", (long long)p->row,
+                     (long long)p->block, (long long)wrong, (long long)(first / c.N),
+                     (long long)(first % c.N), y[first]);
+        free(y);
+        blk_case_free(&c);
+    }
+    g_cases[recipe_of(recipe)->family]++;
+}
+
+/* 8192^3: 16 sampled rows against the reference, then the kernel's TFLOP/s next to bf16
+ * cuBLASLt's. */
+static void blk_timing(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
+    const int64_t S = 8192;
+    blk_gemm_case c = h->make(S, S, S, 1, 11);
+    c.recipe = recipe;
+    blk_case_upload(&c);
+    CK(cudaMemset(c.dy, 0xFF, (size_t)(S * S) * 2));
+    float ms;
+    QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(blk_case_run(ctx, &c)));
+    uint16_t *y = malloc((size_t)(S * S) * 2);
+    CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
+    int64_t rows[16];
+    sample_rows(S, rows);
+    const blk_case_err e = blk_case_check(&c, y, rows, 16);
+    free(y);
+    blk_report(&c, "8192^3", &e, -1);
+    const blk_gemm_fmt *f = c.f;
+    blk_case_free(&c);
+    const double tf = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
+    const double lt = bf16_lt_tflops(S);
+    printf("%s: %.1f TFLOP/s (%.3f ms); bf16 cuBLASLt: %.1f TFLOP/s\n", f->label, tf, (double)ms,
+           lt);
+    g_cases[f->family]++;
+}
+
+/* The shapes of the Blackwell path's cuBLASLt descriptors. */
+static const int64_t kLtShapes[][3] = {{128, 128, 32}, {8192, 8192, 8192}, {1, 16, 96}};
+
+/* }=====================================================================} */
+
 /* {===================================================================== mxfp8 */
 
 /* Scale bytes 120..134 for both operands, element exponent fields <= 15. */
-static void mx_check(qf_ctx_t *ctx, const char *recipe, const int64_t s[4], uint64_t seed,
-                     const char *what) {
-    mx_gemm_case c = mx_case_make(s[0], s[1], s[2], (int)s[3], 120, 134, 120, 134, 15, seed);
-    c.recipe = recipe;
-    mx_check_case(ctx, &c, what);
-    mx_case_free(&c);
+static blk_gemm_case mx_case_usual(int64_t M, int64_t N, int64_t K, int bias, uint64_t seed) {
+    return mx_case_make(M, N, K, bias, 120, 134, 120, 134, 15, seed);
 }
 
 static const int64_t kMxShapes[][4] = {
@@ -94,66 +170,28 @@ static const gemm_plan kMxPlan = {NULL, 0, NULL, 0, kMxShapes, COUNTOF(kMxShapes
 
 /* A scales near 2^115, B near 2^11: products up to 2^130 overflow fp32 although every result
  * (small elements) is finite, so the kernel must take its exact path for these k-tiles. */
-static void mx_exact_path(qf_ctx_t *ctx, const char *recipe) {
-    mx_gemm_case c = mx_case_make(200, 136, 96, 0, 236, 244, 136, 140, 2, 7);
+static void mx_exact_path(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
+    (void)h;
+    blk_gemm_case c = mx_case_make(200, 136, 96, 0, 236, 244, 136, 140, 2, 7);
     c.recipe = recipe;
-    mx_check_case(ctx, &c, "exact path");
-    mx_case_free(&c);
+    blk_check_case(ctx, &c, "exact path");
+    blk_case_free(&c);
 }
 
-/* A NaN scale byte (0xFF) in a real entry makes exactly its row NaN. */
-static void mx_nan_scale(qf_ctx_t *ctx, const char *recipe) {
-    mx_gemm_case c = mx_case_make(150, 100, 128, 1, 120, 134, 120, 134, 15, 9);
-    c.recipe = recipe;
-    c.as[7 * c.sc + 2] = 0xFF;
-    mx_case_upload(&c);
-    uint16_t *y = mx_case_y(ctx, &c);
-    int64_t wrong = 0;
-    for (int64_t m = 0; m < c.M; m++)
-        for (int64_t n = 0; n < c.N; n++)
-            wrong += (m == 7) != isnan(qf_bf16_to_float(y[m * c.N + n]));
-    free(y);
-    mx_case_free(&c);
-    assert_int_equal(wrong, 0);
-    g_cases[QF_FAMILY_MXFP8]++;
-}
-
-/* 8192^3: 16 sampled rows against the reference, then the kernel's TFLOP/s next to bf16
- * cuBLASLt's. */
-static void mx_timing(qf_ctx_t *ctx, const char *recipe) {
-    const int64_t S = 8192;
-    mx_gemm_case c = mx_case_make(S, S, S, 1, 120, 134, 120, 134, 15, 11);
-    c.recipe = recipe;
-    mx_case_upload(&c);
-    float ms;
-    QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(mx_case_run(ctx, &c)));
-    uint16_t *y = malloc((size_t)(S * S) * 2);
-    CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
-    int64_t rows[16], nonfinite;
-    sample_rows(S, rows);
-    double err = mx_case_error(&c, y, rows, 16, &nonfinite);
-    free(y);
-    mx_case_free(&c);
-    const double tf = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
-    const double lt = bf16_lt_tflops(S);
-    printf("mxfp8_gemm 8192^3 (16 sampled rows): rel err %.3e, non-finite %lld\n", err,
-           (long long)nonfinite);
-    printf("mxfp8_gemm: %.1f TFLOP/s (%.3f ms); bf16 cuBLASLt: %.1f TFLOP/s\n", tf, (double)ms,
-           lt);
-    assert_true(err < kMxTol && nonfinite == 0);
-    g_cases[QF_FAMILY_MXFP8]++;
-}
+/* 0xFF (NaN) in A's row 7, block 2. */
+static const nan_scale kMxNan[] = {{0, 7, 2, 0xFF}, {0}};
 
 /* The Blackwell path's cuBLASLt descriptors and layouts (VEC32_UE8M0 scale modes, TN, bias
  * epilogue) build without a device: what can be checked of a path that cannot run here. */
 static void mx_lt_descriptors(void) {
-    static const int64_t shapes[][3] = {{128, 128, 32}, {8192, 8192, 8192}, {1, 16, 96}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int i = 0; i < COUNTOF(kLtShapes); i++)
         for (int bias = 0; bias < 2; bias++) {
-            QF_OK_OR_FAIL(qf_gemm_lt_mxfp8_describe(shapes[i][0], shapes[i][1], shapes[i][2],
-                                                    QF_DTYPE_E4M3, QF_DTYPE_E4M3, bias));
-            QF_OK_OR_FAIL(qf_gemm_lt_mxfp8_describe(shapes[i][0], shapes[i][1], shapes[i][2],
-                                                    QF_DTYPE_E5M2, QF_DTYPE_E4M3, bias));
+            QF_OK_OR_FAIL(qf_gemm_lt_mxfp8_describe(kLtShapes[i][0], kLtShapes[i][1],
+                                                    kLtShapes[i][2], QF_DTYPE_E4M3, QF_DTYPE_E4M3,
+                                                    bias));
+            QF_OK_OR_FAIL(qf_gemm_lt_mxfp8_describe(kLtShapes[i][0], kLtShapes[i][1],
+                                                    kLtShapes[i][2], QF_DTYPE_E5M2, QF_DTYPE_E4M3,
+                                                    bias));
         }
     g_cases[QF_FAMILY_MXFP8]++;
 }
@@ -164,12 +202,8 @@ static void mx_lt_descriptors(void) {
 
 static const scale_range kRealistic = {0x20, 0x7E, 0}; /* 2^-3 .. 448, as a quantizer gives */
 
-static void nv_check(qf_ctx_t *ctx, const char *recipe, const int64_t s[4], uint64_t seed,
-                     const char *what) {
-    nv_gemm_case c = nv_case_make(s[0], s[1], s[2], (int)s[3], kRealistic, seed);
-    c.recipe = recipe;
-    nv_check_case(ctx, &c, what);
-    nv_case_free(&c);
+static blk_gemm_case nv_case_usual(int64_t M, int64_t N, int64_t K, int bias, uint64_t seed) {
+    return nv_case_make(M, N, K, bias, kRealistic, seed);
 }
 
 /* M, N in {1, 17, 100, 129} (partial tiles), K in {32, 64, 96, 1024, 8192} (partial k-tiles,
@@ -187,89 +221,47 @@ static const gemm_plan kNvPlan = {kNvMN,    COUNTOF(kNvMN),    kNvKs, COUNTOF(kN
  * most tensor-core operands are then f16 subnormals (deq x 2^-7 < 2^-14 when |E2M1| < 4 at 2^-9,
  * < 2 at 2^-8), so y is right only if the MMA keeps f16 subnormals (flushed, most products would
  * vanish: far outside the bound). */
-static void nv_scale_range(qf_ctx_t *ctx, const char *recipe) {
+static void nv_scale_range(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
+    (void)h;
     const scale_range all = {0x00, 0x7E, 1};
-    nv_gemm_case c = nv_case_make(200, 136, 1024, 1, all, 7);
+    blk_gemm_case c = nv_case_make(200, 136, 1024, 1, all, 7);
     c.recipe = recipe;
-    nv_check_case(ctx, &c, "all scales");
-    nv_case_free(&c);
+    blk_check_case(ctx, &c, "all scales");
+    blk_case_free(&c);
     c = nv_case_make(64, 48, 256, 1, all, 8);
     c.recipe = recipe;
     c.amax_b = 0.0f;
-    nv_check_case(ctx, &c, "alpha 0");
-    nv_case_free(&c);
+    blk_check_case(ctx, &c, "alpha 0");
+    blk_case_free(&c);
     const scale_range sub = {0x01, 0x02, 0};
     c = nv_case_make(130, 72, 512, 0, sub, 9);
     c.recipe = recipe;
     c.amax_a = 2688.0f, c.amax_b = 2688.0f; /* alpha = 1: y of order 1e-4, well inside bf16 */
-    nv_check_case(ctx, &c, "subnormal");
-    nv_case_free(&c);
+    blk_check_case(ctx, &c, "subnormal");
+    blk_case_free(&c);
 }
 
-/* A NaN scale byte (0x7F or 0xFF) in a real entry of A makes exactly its row NaN; one of B
- * exactly its column. The rest stays finite. */
-static void nv_nan_scale(qf_ctx_t *ctx, const char *recipe) {
-    for (int op = 0; op < 2; op++) {
-        nv_gemm_case c = nv_case_make(150, 100, 128, 1, kRealistic, 9 + (uint64_t)op);
-        c.recipe = recipe;
-        if (op == 0)
-            c.as[7 * c.sc + 2] = 0x7F; /* A row 7, block 2 */
-        else
-            c.bs[99 * c.sc + 7] = 0xFF; /* B row (= y column) 99, last real block */
-        nv_case_upload(&c);
-        uint16_t *y = nv_case_y(ctx, &c);
-        int64_t first;
-        const int64_t wrong =
-            nv_nan_mismatches(&c, y, op == 0 ? 7 : -1, op == 1 ? 99 : -1, &first);
-        if (wrong)
-            fail_msg("NaN scale in %s: %lld elements wrong, first y[%lld, %lld] = 0x%04x",
-                     op == 0 ? "a_scale[7, 2]" : "b_scale[99, 7]", (long long)wrong,
-                     (long long)(first / c.N), (long long)(first % c.N), y[first]);
-        free(y);
-        nv_case_free(&c);
-    }
-    g_cases[QF_FAMILY_NVFP4]++;
-}
-
-/* 8192^3: 16 sampled rows against the reference, then the kernel's TFLOP/s next to bf16
- * cuBLASLt's. */
-static void nv_timing(qf_ctx_t *ctx, const char *recipe) {
-    const int64_t S = 8192;
-    nv_gemm_case c = nv_case_make(S, S, S, 1, kRealistic, 11);
-    c.recipe = recipe;
-    nv_case_upload(&c);
-    CK(cudaMemset(c.dy, 0xFF, (size_t)(S * S) * 2));
-    float ms;
-    QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(nv_case_run(ctx, &c)));
-    uint16_t *y = malloc((size_t)(S * S) * 2);
-    CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
-    int64_t rows[16];
-    sample_rows(S, rows);
-    const nv_case_err e = nv_case_check(&c, y, rows, 16);
-    free(y);
-    const double tf = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
-    const double lt = bf16_lt_tflops(S);
-    nv_report(&c, "8192^3", &e, 1);
-    printf("nvfp4_gemm: %.1f TFLOP/s (%.3f ms); bf16 cuBLASLt: %.1f TFLOP/s\n", tf, (double)ms,
-           lt);
-    nv_case_free(&c);
-    g_cases[QF_FAMILY_NVFP4]++;
-}
+/* 0x7F (NaN) in A's row 7, block 2; 0xFF in B's row (= y column) 99, its last real block. */
+static const nan_scale kNvNan[] = {{0, 7, 2, 0x7F}, {1, 99, 7, 0xFF}, {0}};
 
 /* The Blackwell path's cuBLASLt descriptors and layouts (FP4 E2M1 operands, VEC16_UE4M3 scale
  * modes, device pointer mode, TN, bias epilogue) build without a device: what can be checked of
  * a path that cannot run here. */
 static void nv_lt_descriptors(void) {
-    static const int64_t shapes[][3] = {{128, 128, 32}, {8192, 8192, 8192}, {1, 16, 96}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int i = 0; i < COUNTOF(kLtShapes); i++)
         for (int bias = 0; bias < 2; bias++)
-            QF_OK_OR_FAIL(
-                qf_gemm_lt_nvfp4_describe(shapes[i][0], shapes[i][1], shapes[i][2], bias));
+            QF_OK_OR_FAIL(qf_gemm_lt_nvfp4_describe(kLtShapes[i][0], kLtShapes[i][1],
+                                                    kLtShapes[i][2], bias));
     g_cases[QF_FAMILY_NVFP4]++;
 }
 /* }=====================================================================} */
 
 /* {===================================================================== the hooks table */
+
+/* The checks of a block-scaled family: its own scale range, the shared NaN-scale and 8192^3. */
+#define BLK_CHECKS(scale_range)                                                               \
+    {[CHECK_SCALE_RANGE] = (scale_range), [CHECK_NAN_SCALE] = blk_nan_scale,                  \
+     [CHECK_TIMING_8192] = blk_timing}
 
 /* One row per family; an empty row: no GEMM hooks yet (its recipes are skipped with a message).
  * fp8_current (SPEC 2.2) runs the per-tensor FP8 GEMM: fp8_delayed's row, its own summary. */
@@ -279,19 +271,17 @@ static const gemm_hooks kHooks[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_CURRENT] = {.summary = "test_gpu_fp8_current_gemm: %d cases checked\n",
                                .check = fp8_check, .plan = &kFp8Plan},
     [QF_FAMILY_MXFP8] = {.summary = "test_gpu_mxfp8_gemm: %d cases checked\n",
-                         .check = mx_check, .plan = &kMxPlan,
-                         .checks = {[CHECK_SCALE_RANGE] = mx_exact_path,
-                                    [CHECK_NAN_SCALE] = mx_nan_scale,
-                                    [CHECK_TIMING_8192] = mx_timing},
+                         .check = blk_check, .plan = &kMxPlan, .make = mx_case_usual,
+                         .checks = BLK_CHECKS(mx_exact_path), .nan = kMxNan,
                          .lt_descriptors = mx_lt_descriptors},
     [QF_FAMILY_NVFP4] = {.summary = "test_gpu_nvfp4_gemm: %d cases checked\n",
-                         .check = nv_check, .plan = &kNvPlan,
-                         .checks = {[CHECK_SCALE_RANGE] = nv_scale_range,
-                                    [CHECK_NAN_SCALE] = nv_nan_scale,
-                                    [CHECK_TIMING_8192] = nv_timing},
+                         .check = blk_check, .plan = &kNvPlan, .make = nv_case_usual,
+                         .checks = BLK_CHECKS(nv_scale_range), .nan = kNvNan,
                          .lt_descriptors = nv_lt_descriptors},
 };
 static_assert(QF_FAMILY_COUNT == 5, "a new family: give it a row in kHooks (or leave it empty)");
+
+#undef BLK_CHECKS
 
 /* The hooks of recipe r when its family's GEMM cases run under it (its first recipe in the
  * registry); else NULL, with a message once per recipe. */
@@ -317,25 +307,17 @@ static const gemm_hooks *hooks_of(const qf_recipe *r) {
 
 /* {===================================================================== shared loops */
 
-/* The shape plan of each family, under its first recipe. */
-static void test_gemm_shapes(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = gpu_ctx();
-    for (int r = 0; r < qf_recipe_count; r++) {
-        const gemm_hooks *h = hooks_of(&qf_recipes[r]);
-        if (!h)
-            continue;
-        const gemm_plan *p = h->plan;
-        uint64_t seed = p->seed0;
-        for (int i = 0; i < p->n_mn; i++)
-            for (int j = 0; j < p->n_ks; j++) {
-                const int64_t s[4] = {p->mn[i][0], p->mn[i][1], p->ks[j], (i + j) & 1};
-                h->check(ctx, qf_recipes[r].name, s, seed++, "shape");
-            }
-        for (int i = 0; i < p->n_rows; i++)
-            h->check(ctx, qf_recipes[r].name, p->rows[i], seed++, p->rows_what);
-    }
-    qf_ctx_free(ctx);
+/* The shape plan of family h, under recipe. */
+static void run_plan(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
+    const gemm_plan *p = h->plan;
+    uint64_t seed = p->seed0;
+    for (int i = 0; i < p->n_mn; i++)
+        for (int j = 0; j < p->n_ks; j++) {
+            const int64_t s[4] = {p->mn[i][0], p->mn[i][1], p->ks[j], (i + j) & 1};
+            h->check(ctx, recipe, h, s, seed++, "shape");
+        }
+    for (int i = 0; i < p->n_rows; i++)
+        h->check(ctx, recipe, h, p->rows[i], seed++, p->rows_what);
 }
 
 /* Check `which` (CHECK_*) of every family that has it, under its first recipe. */
@@ -343,29 +325,23 @@ static void for_each_family(int which) {
     qf_ctx_t *ctx = gpu_ctx();
     for (int r = 0; r < qf_recipe_count; r++) {
         const gemm_hooks *h = hooks_of(&qf_recipes[r]);
-        if (h && h->checks[which])
-            h->checks[which](ctx, qf_recipes[r].name);
+        const gemm_check_fn fn = !h ? NULL : which == CHECK_SHAPES ? run_plan : h->checks[which];
+        if (fn)
+            fn(ctx, qf_recipes[r].name, h);
     }
     qf_ctx_free(ctx);
 }
 
-static void test_gemm_scale_range(void **state) {
-    (void)state;
-    for_each_family(CHECK_SCALE_RANGE);
-}
-
-static void test_gemm_nan_scale(void **state) {
-    (void)state;
-    for_each_family(CHECK_NAN_SCALE);
-}
-
-/* QFUSE_TEST_QUICK=1 skips it. */
-static void test_gemm_8192_timing(void **state) {
-    (void)state;
-    if (test_quick())
+/* Check test_arg(state) (CHECK_*) of every family; QFUSE_TEST_QUICK=1 skips the 8192^3 one. */
+static void test_gemm_check(void **state) {
+    const int which = test_arg(state);
+    if (which == CHECK_TIMING_8192 && test_quick())
         skip();
-    for_each_family(CHECK_TIMING_8192);
+    for_each_family(which);
 }
+
+/* The cmocka test `name` of check `which`. */
+#define GEMM_CHECK_TEST(name, which) QF_TEST_ARG(name, test_gemm_check, which)
 
 /* Without a device: every family's cuBLASLt descriptors. */
 static void test_lt_descriptors(void **state) {
@@ -410,87 +386,116 @@ static qf_status mx_args_call(qf_ctx_t *ctx, const char *recipe, arg_set *s) {
     return gemm_rowwise(ctx, recipe, &qa, &qb, &s->bias, &s->y);
 }
 
-/* The call fails with status st and a message containing text. */
-static void expect_fail(qf_ctx_t *ctx, arg_set *s, qf_status st, const char *text) {
-    qf_status got = mx_args_call(ctx, kMxRecipe, s);
+/* The call under recipe fails (or stops) with status st and a message containing text. */
+static void expect_fail(qf_ctx_t *ctx, const char *recipe, arg_set *s, qf_status st,
+                        const char *text) {
+    qf_status got = mx_args_call(ctx, recipe, s);
     if (got != st || !strstr(qf_last_error(), text))
         fail_msg("expected %s with \"%s\", got %s: %s", qf_status_name(st), text,
                  qf_status_name(got), qf_last_error());
 }
 
+/* The tests of the argument checks (kArgChecks). */
+enum { ARGS_SM90, ARGS_BUFFERS, ARGS_SM100 };
+
+/* The one change an argument check makes to a tensor of the valid set. */
+enum { EDIT_NONE, EDIT_DIM0, EDIT_DIM1, EDIT_DTYPE, EDIT_SHIFT, EDIT_NO_DATA };
+
+/* One argument check: the valid arguments of 100 x N x K (64 x 96 unless given), compact scales
+ * unless swizzled, on a host context of compute capability arch (90 unless given), with at most
+ * one tensor edited; the call under recipe (kMxRecipe unless given) must give status
+ * (QF_ERR_INVALID_ARG unless given) and a message containing text. */
+typedef struct arg_check {
+    int test; /* ARGS_*: the cmocka test that runs it */
+    int arch;
+    int64_t N, K;
+    int swizzled;
+    int edit;      /* EDIT_* of the tensor at offset `tensor` in arg_set */
+    size_t tensor;
+    int64_t value; /* EDIT_DIM0/DIM1: the dim; EDIT_DTYPE: the dtype; EDIT_SHIFT: bytes added */
+    const char *recipe;
+    qf_status status;
+    const char *text;
+} arg_check;
+
+#define EDIT(t, how, v) .edit = EDIT_##how, .tensor = offsetof(arg_set, t), .value = (v)
+
+static const arg_check kArgChecks[] = {
+    /* sm_90: valid arguments stop at launch; the family comes from the recipe (the FP8 GEMM
+     * finds no per-tensor scale_inv slot); the operand dtype, K, the scale layout, NULL data */
+    {ARGS_SM90, .status = QF_ERR_NO_DEVICE, .text = "arguments are valid"},
+    {ARGS_SM90, .recipe = "fp8_delayed", .text = "a.scale_inv is NULL"},
+    {ARGS_SM90, EDIT(a, DTYPE, QF_DTYPE_E5M2),
+     .text = "a.rowwise_data.dtype is e5m2; expected e4m3 (recipe 'mxfp8' quantizes the input"},
+    {ARGS_SM90, .K = 80, .text = "K = 80 is not a multiple of 32"},
+    {ARGS_SM90, EDIT(b, DIM1, 64), .text = "but a.rowwise_data has K = 96"},
+    {ARGS_SM90, .swizzled = 1, .text = "reads compact scales"},
+    {ARGS_SM90, EDIT(a, NO_DATA, 0), .text = "a.rowwise_data is NULL"},
+    /* scales (unpadded rows, unpadded blocks), output, bias: shapes, dtypes and alignment */
+    {ARGS_BUFFERS, EDIT(as, DIM0, 100), .text = "a.rowwise_scale_inv has 400 elements"},
+    {ARGS_BUFFERS, EDIT(bs, DIM1, 3), .text = "b.rowwise_scale_inv has"},
+    {ARGS_BUFFERS, EDIT(y, DTYPE, QF_DTYPE_FP32), .text = "y.dtype is fp32; expected bf16"},
+    {ARGS_BUFFERS, EDIT(bias, DIM0, 63), .text = "bias has 63 elements"},
+    {ARGS_BUFFERS, EDIT(a, SHIFT, 8), .text = "is not 16-byte aligned"},
+    /* Blackwell: swizzled scales required, N % 16, then cuBLASLt (no device here: NO_DEVICE) */
+    {ARGS_SM100, .arch = 100, .swizzled = 1, .status = QF_ERR_NO_DEVICE, .text = ""},
+    {ARGS_SM100, .arch = 100, .text = "reads swizzled scales"},
+    {ARGS_SM100, .arch = 100, .N = 72, .swizzled = 1, .text = "N = 72 must be a multiple of 16"},
+};
+
+#undef EDIT
+
+/* Applies the edit of k to s. */
+static void arg_edit(arg_set *s, const arg_check *k) {
+    qf_tensor *t = (qf_tensor *)((char *)s + k->tensor);
+    if (k->edit == EDIT_DIM0)
+        t->dims[0] = k->value;
+    else if (k->edit == EDIT_DIM1)
+        t->dims[1] = k->value;
+    else if (k->edit == EDIT_DTYPE)
+        t->dtype = (qf_dtype)k->value;
+    else if (k->edit == EDIT_SHIFT)
+        t->data = (char *)t->data + k->value;
+    else if (k->edit == EDIT_NO_DATA)
+        t->data = NULL;
+}
+
+/* Runs the argument checks of one test (ARGS_*), each on a fresh host context. */
+static void run_arg_checks(int test) {
+    for (int i = 0; i < COUNTOF(kArgChecks); i++) {
+        const arg_check *k = &kArgChecks[i];
+        if (k->test != test)
+            continue;
+        qf_ctx_t *ctx = NULL;
+        QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, k->arch ? k->arch : 90));
+        arg_set s = args_valid(100, k->N ? k->N : 64, k->K ? k->K : 96,
+                               k->swizzled ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT);
+        arg_edit(&s, k);
+        expect_fail(ctx, k->recipe ? k->recipe : kMxRecipe, &s,
+                    k->status != QF_OK ? k->status : QF_ERR_INVALID_ARG, k->text);
+        qf_ctx_free(ctx);
+    }
+    g_cases[QF_FAMILY_MXFP8]++;
+}
+
+/* sm_90: the ARGS_SM90 rows, then no operand a at all. */
 static void test_mx_args_sm90(void **state) {
     (void)state;
+    run_arg_checks(ARGS_SM90);
     qf_ctx_t *ctx = NULL;
     QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 90));
     arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    /* valid: stops at launch */
-    assert_int_equal(mx_args_call(ctx, kMxRecipe, &s), QF_ERR_NO_DEVICE);
-    assert_non_null(strstr(qf_last_error(), "arguments are valid"));
-    /* the family comes from the recipe: the FP8 GEMM finds no per-tensor scale_inv slot */
-    assert_int_equal(mx_args_call(ctx, "fp8_delayed", &s), QF_ERR_INVALID_ARG);
-    assert_non_null(strstr(qf_last_error(), "a.scale_inv is NULL"));
-    s.a.dtype = QF_DTYPE_E5M2;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_data.dtype is e5m2; expected e4m3 (recipe "
-                "'mxfp8' quantizes the input");
-    s = args_valid(100, 64, 80, QF_SCALE_LAYOUT_COMPACT);
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "K = 80 is not a multiple of 32");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.b.dims[1] = 64;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "but a.rowwise_data has K = 96");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_SWIZZLED);
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "reads compact scales");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
     const qf_quantized qb = gemm_rowwise_q(&s.b, &s.bs, NULL, s.layout);
     const qf_operand ob = {&qb, QF_COPY_ROWWISE};
     assert_int_equal(qf_gemm(ctx, kMxRecipe, NULL, &ob, NULL, &s.y, NULL), QF_ERR_INVALID_ARG);
     assert_non_null(strstr(qf_last_error(), "a is NULL"));
-    s.a.data = NULL;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_data is NULL");
     qf_ctx_free(ctx);
-    g_cases[QF_FAMILY_MXFP8]++;
 }
 
-/* Scales, output, bias: shapes, dtypes and alignment against what the op requires. */
-static void test_mx_args_buffers(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = NULL;
-    QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 90));
-    arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.as.dims[0] = 100; /* unpadded rows */
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "a.rowwise_scale_inv has 400 elements");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.bs.dims[1] = 3; /* unpadded blocks */
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "b.rowwise_scale_inv has");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.y.dtype = QF_DTYPE_FP32;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.bias.dims[0] = 63;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "bias has 63 elements");
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    s.a.data = (char *)s.a.data + 8;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "is not 16-byte aligned");
-    qf_ctx_free(ctx);
-    g_cases[QF_FAMILY_MXFP8]++;
-}
-
-/* Blackwell: swizzled scales required, N % 16, then cuBLASLt (no device here: NO_DEVICE). */
-static void test_mx_args_sm100(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = NULL;
-    QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 100));
-    arg_set s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_SWIZZLED);
-    assert_int_equal(mx_args_call(ctx, kMxRecipe, &s), QF_ERR_NO_DEVICE);
-    s.layout = QF_SCALE_LAYOUT_COMPACT;
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "reads swizzled scales");
-    s = args_valid(100, 72, 96, QF_SCALE_LAYOUT_SWIZZLED);
-    expect_fail(ctx, &s, QF_ERR_INVALID_ARG, "N = 72 must be a multiple of 16");
-    qf_ctx_free(ctx);
-    QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 86));
-    s = args_valid(100, 64, 96, QF_SCALE_LAYOUT_COMPACT);
-    expect_fail(ctx, &s, QF_ERR_UNSUPPORTED, "need sm_89 or newer");
-    qf_ctx_free(ctx);
-    g_cases[QF_FAMILY_MXFP8]++;
+/* The ARGS_* rows test_arg(state): scales, output and bias (ARGS_BUFFERS); Blackwell's swizzled
+ * scales, N % 16, then cuBLASLt (ARGS_SM100). */
+static void test_mx_args(void **state) {
+    run_arg_checks(test_arg(state));
 }
 /* }=====================================================================} */
 
@@ -510,12 +515,16 @@ static void test_nv_alpha_constant(void **state) {
 /* }=====================================================================} */
 
 int main(void) {
+    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lt_descriptors),      cmocka_unit_test(test_mx_args_sm90),
-        cmocka_unit_test(test_mx_args_buffers),     cmocka_unit_test(test_mx_args_sm100),
-        cmocka_unit_test(test_nv_alpha_constant),   cmocka_unit_test(test_gemm_shapes),
-        cmocka_unit_test(test_gemm_scale_range),    cmocka_unit_test(test_gemm_nan_scale),
-        cmocka_unit_test(test_gemm_8192_timing),
+        cmocka_unit_test(test_lt_descriptors), cmocka_unit_test(test_mx_args_sm90),
+        QF_TEST_ARG(test_mx_args_buffers, test_mx_args, ARGS_BUFFERS),
+        QF_TEST_ARG(test_mx_args_sm100, test_mx_args, ARGS_SM100),
+        cmocka_unit_test(test_nv_alpha_constant),
+        GEMM_CHECK_TEST(test_gemm_shapes, CHECK_SHAPES),
+        GEMM_CHECK_TEST(test_gemm_scale_range, CHECK_SCALE_RANGE),
+        GEMM_CHECK_TEST(test_gemm_nan_scale, CHECK_NAN_SCALE),
+        GEMM_CHECK_TEST(test_gemm_8192_timing, CHECK_TIMING_8192),
     };
     int rc = cmocka_run_group_tests_name("gpu_gemm", tests, NULL, NULL);
     for (int f = 0; f < QF_FAMILY_COUNT; f++)

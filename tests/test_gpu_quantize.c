@@ -214,9 +214,9 @@ static const quant_hooks kHooks[QF_FAMILY_COUNT] = {
                                "reference\n",
                                fp8_run, &kFp8Nq, &kFp8Options, &kFp8Quantize},
     [QF_FAMILY_MXFP8] = {"gpu_mxfp8: %d cases checked bit for bit against the C reference\n",
-                         mx_run, &kMxNq, &kMxOptions, &kMxQuantize},
+                         blk_run, &kMxNq, &kMxOptions, &kMxQuantize},
     [QF_FAMILY_NVFP4] = {"gpu_nvfp4: %d cases checked bit for bit against the C reference\n",
-                         nv_run, &kNvNq, &kNvOptions, &kNvQuantize},
+                         blk_run, &kNvNq, &kNvOptions, &kNvQuantize},
 };
 static_assert(QF_FAMILY_COUNT == 5, "a new family: give it a row in kHooks (or leave it empty)");
 
@@ -236,41 +236,48 @@ static const quant_hooks *hooks_of(const qf_recipe *r) {
 
 /* {===================================================================== shared loops */
 
-/* Norm + quantize over the family's Ms x Ks for x dtype kDts[d], every recipe. */
-static void nq_sweep(int d) {
+/* A recipe whose family has hooks, in a loop over the registry: the loop's context, the hooks
+ * and the recipe's rank among its family's nfam recipes. */
+typedef struct recipe_run {
+    qf_ctx_t *ctx;
+    const qf_recipe *r;
+    const quant_hooks *h;
+    int rank, nfam;
+} recipe_run;
+
+/* fn(run, arg) for every recipe whose family has hooks, in registry order, on one context. */
+static void for_each_recipe(void (*fn)(const recipe_run *run, int arg), int arg) {
     qf_ctx_t *ctx = gpu_ctx();
-    const qf_dtype xdt = kDts[d];
     for (int r = 0; r < qf_recipe_count; r++) {
-        const quant_hooks *h = hooks_of(&qf_recipes[r]);
-        int nfam, rank = h ? recipe_rank(&qf_recipes[r], &nfam) : -1;
-        for (int i = 0; h && i < h->nq->nM * h->nq->nK; i++) {
-            const int a = i / h->nq->nK, b = i % h->nq->nK;
-            const int64_t n = h->nq->Ms[a] * h->nq->Ks[b];
-            if (n > h->nq->max_elems[d] || (test_quick() && n > h->nq->quick_max))
-                continue;
-            qcase c = {.recipe = &qf_recipes[r], .role = QF_ROLE_INPUT, .xdt = xdt,
-                       .M = h->nq->Ms[a], .K = h->nq->Ks[b]};
-            uint64_t seed;
-            if (h->nq->make(i, a, b, xdt, &c, &seed) % nfam == rank)
-                h->run(ctx, &c, seed);
-        }
+        recipe_run run = {.ctx = ctx, .r = &qf_recipes[r], .h = hooks_of(&qf_recipes[r])};
+        if (!run.h)
+            continue;
+        run.rank = recipe_rank(run.r, &run.nfam);
+        fn(&run, arg);
     }
     qf_ctx_free(ctx);
 }
 
-static void test_nq_bf16(void **state) {
-    (void)state;
-    nq_sweep(0);
+/* Norm + quantize over the family's Ms x Ks for x dtype kDts[d]. */
+static void nq_sweep(const recipe_run *run, int d) {
+    const nq_plan *p = run->h->nq;
+    const qf_dtype xdt = kDts[d];
+    for (int i = 0; i < p->nM * p->nK; i++) {
+        const int a = i / p->nK, b = i % p->nK;
+        const int64_t n = p->Ms[a] * p->Ks[b];
+        if (n > p->max_elems[d] || (test_quick() && n > p->quick_max))
+            continue;
+        qcase c = {.recipe = run->r, .role = QF_ROLE_INPUT, .xdt = xdt, .M = p->Ms[a],
+                   .K = p->Ks[b]};
+        uint64_t seed;
+        if (p->make(i, a, b, xdt, &c, &seed) % run->nfam == run->rank)
+            run->h->run(run->ctx, &c, seed);
+    }
 }
 
-static void test_nq_fp16(void **state) {
-    (void)state;
-    nq_sweep(1);
-}
-
-static void test_nq_fp32(void **state) {
-    (void)state;
-    nq_sweep(2);
+/* Norm + quantize of every family for x dtype kDts[test_arg(state)]. */
+static void test_nq(void **state) {
+    for_each_recipe(nq_sweep, test_arg(state));
 }
 
 /* Case i of an option plan (the axes decoded from i, the last fastest); *rank: its recipe's. */
@@ -298,54 +305,48 @@ static qcase opt_case(const opt_plan *p, int i, const qf_recipe *r, int *rank) {
     return c;
 }
 
-/* Every option combination of each family's plan, every recipe. */
-static void test_nq_options(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = gpu_ctx();
-    for (int r = 0; r < qf_recipe_count; r++) {
-        const quant_hooks *h = hooks_of(&qf_recipes[r]);
-        if (!h)
-            continue;
-        const opt_plan *p = h->options;
-        int nfam, rank = recipe_rank(&qf_recipes[r], &nfam), crank;
-        const int n = p->n_shapes * p->n_dts * p->n_ranks * 2 * p->n_zcg * p->n_gdt * 3 *
-                      p->n_layout;
-        for (int i = 0; i < n; i++) {
-            const qcase c = opt_case(p, i, &qf_recipes[r], &crank);
-            if (crank % nfam == rank)
-                h->run(ctx, &c, p->seed0 + (uint64_t)i);
-        }
+/* Every option combination of the family's plan. */
+static void nq_options(const recipe_run *run, int unused) {
+    (void)unused;
+    const opt_plan *p = run->h->options;
+    const int n = p->n_shapes * p->n_dts * p->n_ranks * 2 * p->n_zcg * p->n_gdt * 3 * p->n_layout;
+    int crank;
+    for (int i = 0; i < n; i++) {
+        const qcase c = opt_case(p, i, run->r, &crank);
+        if (crank % run->nfam == run->rank)
+            run->h->run(run->ctx, &c, p->seed0 + (uint64_t)i);
     }
-    qf_ctx_free(ctx);
 }
 
-/* Weights and gradients of each family's plan, every recipe. */
-static void test_quantize(void **state) {
+static void test_nq_options(void **state) {
     (void)state;
-    qf_ctx_t *ctx = gpu_ctx();
-    for (int r = 0; r < qf_recipe_count; r++) {
-        const quant_hooks *h = hooks_of(&qf_recipes[r]);
-        if (!h)
+    for_each_recipe(nq_options, 0);
+}
+
+/* Weights and gradients of the family's plan. */
+static void quantize_plan(const recipe_run *run, int unused) {
+    (void)unused;
+    const quant_plan *p = run->h->quantize;
+    for (int i = 0; i < p->n_variants * COUNTOF(kDts) * p->n_shapes; i++) {
+        const int v = i / (COUNTOF(kDts) * p->n_shapes), s = i % p->n_shapes;
+        const int64_t M = p->shapes[s][0], K = p->shapes[s][1];
+        qf_role role;
+        if ((test_quick() && M * K > p->quick_max) || p->variant(v, &role) % run->nfam != run->rank)
             continue;
-        const quant_plan *p = h->quantize;
-        int nfam, rank = recipe_rank(&qf_recipes[r], &nfam);
-        for (int i = 0; i < p->n_variants * COUNTOF(kDts) * p->n_shapes; i++) {
-            const int v = i / (COUNTOF(kDts) * p->n_shapes), s = i % p->n_shapes;
-            const int64_t M = p->shapes[s][0], K = p->shapes[s][1];
-            qf_role role;
-            if ((test_quick() && M * K > p->quick_max) || p->variant(v, &role) % nfam != rank)
-                continue;
-            for (int o = 0; o < p->n_outputs; o++) {
-                const qf_dtype xdt = kDts[i / p->n_shapes % COUNTOF(kDts)];
-                qcase c = {.recipe = &qf_recipes[r], .role = role, .xdt = xdt, .gdt = xdt,
-                           .outputs = p->outputs[o], .M = M, .K = K};
-                if (p->fixup)
-                    p->fixup(i, &c);
-                h->run(ctx, &c, p->seed0 + (uint64_t)i);
-            }
+        for (int o = 0; o < p->n_outputs; o++) {
+            const qf_dtype xdt = kDts[i / p->n_shapes % COUNTOF(kDts)];
+            qcase c = {.recipe = run->r, .role = role, .xdt = xdt, .gdt = xdt,
+                       .outputs = p->outputs[o], .M = M, .K = K};
+            if (p->fixup)
+                p->fixup(i, &c);
+            run->h->run(run->ctx, &c, p->seed0 + (uint64_t)i);
         }
     }
-    qf_ctx_free(ctx);
+}
+
+static void test_quantize(void **state) {
+    (void)state;
+    for_each_recipe(quantize_plan, 0);
 }
 
 /* }=====================================================================} */
@@ -535,15 +536,15 @@ static void test_scale_update(void **state) {
 
 /* Runs a grad case and returns its device bytes (row then col), malloc'ed. */
 static uint8_t *grad_bytes(qf_ctx_t *ctx, const qcase *c, size_t *n) {
-    nv_bufs B;
-    nv_bufs_alloc(c, &B);
-    nv_make_inputs(c, &B, 4242);
-    nv_run_op(ctx, c, &B);
+    blk_bufs B;
+    blk_bufs_alloc(c, &B);
+    blk_make_inputs(c, &B, 4242);
+    blk_run_op(ctx, c, &B);
     *n = B.row.bytes + B.col.bytes;
     uint8_t *r = malloc(*n);
     memcpy(r, B.row.h, B.row.bytes);
     memcpy(r + B.row.bytes, B.col.h, B.col.bytes);
-    nv_bufs_free(&B);
+    blk_bufs_free(&B);
     return r;
 }
 
@@ -567,7 +568,7 @@ static void test_nv_sr_streams(void **state) {
         fail_msg("seeds 1234 and 1235 gave identical bytes");
     free(a), free(b), free(d), free(s);
     c.offset = 11; /* and each is still the reference's */
-    nv_run(ctx, &c, 4242);
+    blk_run(ctx, &c, 4242);
     qf_ctx_free(ctx);
 }
 
@@ -581,10 +582,10 @@ static void test_nv_zero_input(void **state) {
                      .xdt = QF_DTYPE_BF16, .gdt = QF_DTYPE_BF16,
                      .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = 64, .K = 128,
                      .seed = 9, .offset = 3, .data = DATA_ZERO};
-        nv_bufs B;
-        nv_bufs_alloc(&c, &B);
-        nv_make_inputs(&c, &B, 1);
-        nv_run_op(ctx, &c, &B);
+        blk_bufs B;
+        blk_bufs_alloc(&c, &B);
+        blk_make_inputs(&c, &B, 1);
+        blk_run_op(ctx, &c, &B);
         assert_true(*(float *)B.amr.h == 0.0f && *(float *)B.amc.h == 0.0f);
         for (size_t j = 0; j < B.srb; j++)
             if (((uint8_t *)B.srow.h)[j] != 0)
@@ -594,8 +595,8 @@ static void test_nv_zero_input(void **state) {
             if (((uint8_t *)B.row.h)[j] & 0x77) /* +-0 only */
                 fail_msg("%s: rowwise data byte %zu is 0x%02X", describe(&c), j,
                          ((uint8_t *)B.row.h)[j]);
-        nv_bufs_free(&B);
-        nv_run(ctx, &c, 1); /* and bit for bit the reference's */
+        blk_bufs_free(&B);
+        blk_run(ctx, &c, 1); /* and bit for bit the reference's */
     }
     qf_ctx_free(ctx);
 }
@@ -617,17 +618,17 @@ static void test_nv_nan_input(void **state) {
          .data = DATA_NAN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        nv_bufs B;
-        nv_bufs_alloc(&cases[i], &B);
-        nv_make_inputs(&cases[i], &B, 77);
-        nv_run_op(ctx, &cases[i], &B);
+        blk_bufs B;
+        blk_bufs_alloc(&cases[i], &B);
+        blk_make_inputs(&cases[i], &B, 77);
+        blk_run_op(ctx, &cases[i], &B);
         uint32_t r, c;
         memcpy(&r, B.amr.h, 4), memcpy(&c, B.amc.h, 4);
         if (r != 0x7FC00000u || c != 0x7FC00000u)
             fail_msg("%s: amaxes 0x%08X / 0x%08X, expected NaN 0x7FC00000", describe(&cases[i]),
                      r, c);
-        nv_bufs_free(&B);
-        nv_run(ctx, &cases[i], 77);
+        blk_bufs_free(&B);
+        blk_run(ctx, &cases[i], 77);
     }
     qf_ctx_free(ctx);
 }
@@ -652,9 +653,9 @@ static void test_nv_rht_changes_key(void **state) {
     if (memcmp(a, b, n) == 0)
         fail_msg("RHT on and off gave identical columnwise bytes");
     free(a), free(b);
-    nv_run(ctx, &c, 4242);
+    blk_run(ctx, &c, 4242);
     c.recipe = recipe_of("nvfp4");
-    nv_run(ctx, &c, 4242);
+    blk_run(ctx, &c, 4242);
     qf_ctx_free(ctx);
 }
 
@@ -672,6 +673,7 @@ static int print_counts(void **state) {
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--child-disk-hit") == 0)
         return child_disk_hit();
+    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_cache_across_processes),
         cmocka_unit_test(test_new_m_does_not_recompile),
@@ -682,9 +684,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nv_nan_input),
         cmocka_unit_test(test_nq_options),
         cmocka_unit_test(test_quantize),
-        cmocka_unit_test(test_nq_bf16),
-        cmocka_unit_test(test_nq_fp16),
-        cmocka_unit_test(test_nq_fp32),
+        QF_TEST_ARG(test_nq_bf16, test_nq, 0),
+        QF_TEST_ARG(test_nq_fp16, test_nq, 1),
+        QF_TEST_ARG(test_nq_fp32, test_nq, 2),
     };
     return cmocka_run_group_tests_name("gpu_quantize", tests, NULL, print_counts);
 }

@@ -6,7 +6,9 @@
  *   mxfp8 (SPEC 2.3): data and E8M0 scales bit for bit, padding and unrequested copies included;
  *   nvfp4 (SPEC 2.4): packed data, E4M3 scales and both amaxes bit for bit, mu/rsigma within
  *       rel 1e-5 of fp64, then handed to the reference.
- * A new family adds its run function here and its row in test_gpu_quantize.c's kHooks. */
+ * mxfp8 and nvfp4 share one run function (blk_run), parametrized by a blk_family row. A new
+ * family adds its run function (or its blk_family row) here and its row in test_gpu_quantize.c's
+ * kHooks. */
 #ifndef QF_TEST_GPU_QUANTIZE_H
 #define QF_TEST_GPU_QUANTIZE_H
 
@@ -49,6 +51,45 @@ static const char *describe(const qcase *c) {
              (long long)c->K, c->layout ? "swizzled" : "compact", c->outputs,
              (unsigned long long)c->seed, (unsigned long long)c->offset, c->data);
     return buf;
+}
+
+/* The norm of an input case (gamma [K], and beta [K] under layernorm, both c->gdt) and the
+ * statistics slots it fills in out: mu [M] (layernorm) and rsigma [M], fp32. */
+static qf_norm_desc norm_slots(const qcase *c, const dual *g, const dual *b, const dual *mu,
+                               const dual *rs, qf_quantized *out) {
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    if (ln)
+        out->t[QF_SLOT_MU] = tv(mu, QF_DTYPE_FP32, 1, c->M, 0);
+    out->t[QF_SLOT_RSIGMA] = tv(rs, QF_DTYPE_FP32, 1, c->M, 0); /* ignored without a norm */
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tv(g, c->gdt, 1, c->K, 0),
+                             .beta = ln ? tv(b, c->gdt, 1, c->K, 0) : (qf_tensor){0}};
+    return nd;
+}
+
+/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3), for an input case of
+ * finite data (other cases return at once); mu relative to the row's scale:
+ * |mu - ref| <= 1e-5 (|ref| + sigma). The reference runs on all cores. */
+static void check_stats(const qcase *c, const void *x, const float *mu, const float *rs) {
+    if (c->role != QF_ROLE_INPUT || c->data == DATA_NAN)
+        return;
+    float *mu_ref = malloc((size_t)c->M * 4), *rs_ref = malloc((size_t)c->M * 4);
+    const size_t xsz = qf_dtype_size(c->xdt);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t m = 0; m < c->M; m++)
+        qf_norm_stats_ref(c->norm, c->xdt, (const char *)x + m * c->K * xsz, 1, c->K, 1e-5f,
+                          mu_ref + m, rs_ref + m);
+    for (int64_t m = 0; m < c->M; m++) {
+        if (fabs((double)rs[m] - rs_ref[m]) > 1e-5 * fabs((double)rs_ref[m]))
+            fail_msg("%s: rsigma[%lld] = %.9g, reference %.9g", describe(c), (long long)m,
+                     rs[m], rs_ref[m]);
+        const double tol = 1e-5 * (fabs((double)mu_ref[m]) + 1.0 / rs_ref[m]);
+        if (c->norm == QF_NORM_LAYERNORM && fabs((double)mu[m] - mu_ref[m]) > tol)
+            fail_msg("%s: mu[%lld] = %.9g, reference %.9g", describe(c), (long long)m, mu[m],
+                     mu_ref[m]);
+    }
+    free(mu_ref);
+    free(rs_ref);
 }
 
 /* }=====================================================================} */
@@ -116,30 +157,6 @@ static float ref_rows(const qcase *c, const void *x, const void *g, const void *
     return a;
 }
 
-/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3). */
-static void fp8_check_stats(const qcase *c, const void *x, const float *mu, const float *rs) {
-    float *mu_ref = malloc((size_t)c->M * 4), *rs_ref = malloc((size_t)c->M * 4);
-    const size_t xsz = qf_dtype_size(c->xdt);
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t m = 0; m < c->M; m++)
-        qf_norm_stats_ref(c->norm, c->xdt, (const char *)x + m * c->K * xsz, 1, c->K, 1e-5f,
-                          mu_ref + m, rs_ref + m);
-    for (int64_t m = 0; m < c->M; m++) {
-        double e = fabs((double)rs[m] - rs_ref[m]) / fabs((double)rs_ref[m]);
-        if (e > 1e-5)
-            fail_msg("rsigma[%lld] = %.9g, reference %.9g (M=%lld K=%lld)", (long long)m, rs[m],
-                     rs_ref[m], (long long)c->M, (long long)c->K);
-        if (c->norm == QF_NORM_LAYERNORM) {
-            /* mu relative to the row's scale: |mu - ref| <= 1e-5 * (|ref| + sigma). */
-            double tol = 1e-5 * (fabs((double)mu_ref[m]) + 1.0 / rs_ref[m]);
-            if (fabs((double)mu[m] - mu_ref[m]) > tol)
-                fail_msg("mu[%lld] = %.9g, reference %.9g", (long long)m, mu[m], mu_ref[m]);
-        }
-    }
-    free(mu_ref);
-    free(rs_ref);
-}
-
 /* 1 when c runs under current scaling (the scale from the tensor's own amax, SPEC 2.2). */
 static int fp8_current(const qcase *c) {
     return c->recipe->family == QF_FAMILY_FP8_CURRENT;
@@ -171,10 +188,7 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     CK(cudaMemset(sinv.d, 0xCD, sinv.bytes));
     CK(cudaMemset(amax.d, 0, 4));
 
-    int is_ln = c->norm == QF_NORM_LAYERNORM;
-    qf_tensor tx = tv(&x, c->xdt, 2, M, K), tg = tv(&g, c->gdt, 1, K, 0);
-    qf_tensor tb = tv(&b, c->gdt, 1, K, 0), tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0);
-    qf_tensor trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
+    qf_tensor tx = tv(&x, c->xdt, 2, M, K);
     qf_quantized out = {0};
     out.t[QF_SLOT_AMAX] = tv(&amax, QF_DTYPE_FP32, 1, 1, 0);
     out.t[QF_SLOT_SCALE_INV] = tv(&sinv, QF_DTYPE_FP32, 1, 1, 0);
@@ -182,20 +196,16 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
         out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, QF_DTYPE_E4M3, 2, M, K);
     if (c->outputs & QF_OUT_COLUMNWISE)
         out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, QF_DTYPE_E4M3, 2, K, M);
-    if (is_ln)
-        out.t[QF_SLOT_MU] = tmu;
-    out.t[QF_SLOT_RSIGMA] = trs;
-    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
-                             .gamma = tg, .beta = is_ln ? tb : (qf_tensor){0}};
+    const qf_norm_desc nd = norm_slots(c, &g, &b, &mu, &rs, &out);
     QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, QF_ROLE_INPUT, &tx, &nd,
                               fp8_current(c) ? NULL : scale.d, NULL, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual_down(&row), dual_down(&col), dual_down(&mu), dual_down(&rs);
     dual_down(&amax), dual_down(&sinv);
 
-    fp8_check_stats(c, x.h, mu.h, rs.h);
+    check_stats(c, x.h, mu.h, rs.h);
     uint8_t *rrow = malloc((size_t)n);
-    const float *kmu = is_ln ? mu.h : NULL;
+    const float *kmu = c->norm == QF_NORM_LAYERNORM ? mu.h : NULL;
     float s = *(float *)scale.h;
     float ramax = ref_rows(c, x.h, g.h, b.h, kmu, rs.h, s, rrow);
     if (fp8_current(c)) { /* the scale of the amax of the same y, then the cast (SPEC 2.2) */
@@ -280,98 +290,49 @@ static void fp8_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
 
 /* }=====================================================================} */
 
-/* {===================================================================== mxfp8 */
+/* {===================================================================== mxfp8, nvfp4 */
 
-/* The reference for a case, given the kernel's statistics (NULL for plain quantize). */
-static void mx_reference(const qcase *c, const void *x, const void *g, const void *b,
-                         const float *mu, const float *rs, uint8_t *row, uint8_t *srow,
-                         uint8_t *col, uint8_t *scol) {
-    qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
-    qf_norm_quantize_mxfp8_ref(norm, c->zcg, c->xdt, x, c->xdt, g, b, c->M, c->K, 1e-5f,
-                               norm == QF_NORM_LAYERNORM ? mu : NULL, norm ? rs : NULL,
-                               c->recipe->fmt[c->role], QF_SCALE_ROUNDING_CEIL,
-                               c->recipe->block_2d[c->role], c->layout,
-                               (c->outputs & QF_OUT_ROWWISE) ? row : NULL, srow,
-                               (c->outputs & QF_OUT_COLUMNWISE) ? col : NULL, scol, NULL, NULL);
-}
-
-/* Byte sizes of the padded scale matrices (SPEC 2.3). */
-static void scale_bytes(int64_t M, int64_t K, size_t *row, size_t *col) {
-    int64_t r, cc;
-    qf_mx_scale_shape_row(M, K, &r, &cc);
-    *row = (size_t)(r * cc);
-    qf_mx_scale_shape_col(M, K, &r, &cc);
-    *col = (size_t)(r * cc);
-}
-
-/* The family's hook (every role): run, then every byte against the reference. */
-static void mx_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
-    const int64_t M = c->M, K = c->K, n = M * K;
-    const qf_dtype fmt = c->recipe->fmt[c->role];
+/* Device and host buffers of one case. */
+typedef struct blk_bufs {
+    dual x, g, b, row, srow, col, scol, amr, amc, mu, rs;
     size_t srb, scb;
-    scale_bytes(M, K, &srb, &scb);
     int64_t sr_r, sr_c, sc_r, sc_c;
-    qf_mx_scale_shape_row(M, K, &sr_r, &sr_c);
-    qf_mx_scale_shape_col(M, K, &sc_r, &sc_c);
-    dual x = dual_alloc((size_t)n * qf_dtype_size(c->xdt)), g = dual_alloc((size_t)K * 4);
-    dual b = dual_alloc((size_t)K * 4), row = dual_alloc((size_t)n), col = dual_alloc((size_t)n);
-    dual srow = dual_alloc(srb), scol = dual_alloc(scb);
-    dual mu = dual_alloc((size_t)M * 4), rs = dual_alloc((size_t)M * 4);
-    fill(x.h, c->xdt, M, K, seed, c->role == QF_ROLE_INPUT ? 0.3f : 0.0f);
-    fill(g.h, c->xdt, 1, K, seed + 1, c->zcg ? 0.0f : 1.0f);
-    fill(b.h, c->xdt, 1, K, seed + 2, 0.0f);
-    dual_up(&x), dual_up(&g), dual_up(&b);
-    qf_tensor tx = tv(&x, c->xdt, 2, M, K), tg = tv(&g, c->xdt, 1, K, 0);
-    qf_tensor tb = tv(&b, c->xdt, 1, K, 0);
-    qf_tensor tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0), trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
-    qf_quantized out = {.layout = c->layout};
-    if (c->outputs & QF_OUT_ROWWISE) {
-        out.t[QF_SLOT_ROWWISE_DATA] = tv(&row, fmt, 2, M, K);
-        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&srow, QF_DTYPE_E8M0, 2, sr_r, sr_c);
-    }
-    if (c->outputs & QF_OUT_COLUMNWISE) {
-        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&col, fmt, 2, M, K);
-        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&scol, QF_DTYPE_E8M0, 2, sc_r, sc_c);
-    }
-    int ln = c->norm == QF_NORM_LAYERNORM;
-    if (ln)
-        out.t[QF_SLOT_MU] = tmu;
-    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
-    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
-                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
-    QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
-                              c->role == QF_ROLE_INPUT ? &nd : NULL, NULL, NULL, &out, NULL));
-    CK(cudaDeviceSynchronize());
-    dual_down(&row), dual_down(&col), dual_down(&srow), dual_down(&scol), dual_down(&mu),
-        dual_down(&rs);
-    uint8_t *rr = malloc((size_t)n), *rc = malloc((size_t)n), *rsr = malloc(srb);
-    uint8_t *rsc = malloc(scb);
-    memset(rr, 0xAB, (size_t)n), memset(rc, 0xAB, (size_t)n);
-    memset(rsr, 0xAB, srb), memset(rsc, 0xAB, scb);
-    mx_reference(c, x.h, g.h, b.h, mu.h, rs.h, rr, (c->outputs & QF_OUT_ROWWISE) ? rsr : NULL, rc,
-                 (c->outputs & QF_OUT_COLUMNWISE) ? rsc : NULL);
-    /* Whole buffers, padding included: unrequested outputs must still hold the poison. */
-    if (count_mismatches(rr, row.h, n) || count_mismatches(rsr, srow.h, (int64_t)srb) ||
-        count_mismatches(rc, col.h, n) || count_mismatches(rsc, scol.h, (int64_t)scb))
-        fail_msg("%s role %d norm %d zcg %d %s M=%lld K=%lld layout %d outputs %u: row %lld, "
-                 "row scales %lld, col %lld, col scales %lld bytes differ", c->recipe->name,
-                 c->role, c->norm, c->zcg, qf_dtype_name(c->xdt), (long long)M, (long long)K,
-                 c->layout, c->outputs, (long long)count_mismatches(rr, row.h, n),
-                 (long long)count_mismatches(rsr, srow.h, (int64_t)srb),
-                 (long long)count_mismatches(rc, col.h, n),
-                 (long long)count_mismatches(rsc, scol.h, (int64_t)scb));
-    free(rr), free(rc), free(rsr), free(rsc);
-    dual *all[] = {&x, &g, &b, &row, &col, &srow, &scol, &mu, &rs};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        dual_free(all[i]);
-    g_cases[c->recipe->family]++;
+} blk_bufs;
+
+/* Reference outputs: buffers of copies not requested keep the poison, like the device's. */
+typedef struct blk_expect {
+    uint8_t *row, *srow, *col, *scol;
+    float amr, amc;
+} blk_expect;
+
+/* What a block-scaled family's quantizer writes, and its reference. */
+typedef struct blk_family {
+    qf_dtype scale; /* dtype of the scale matrices */
+    int packed;     /* 1: two E2M1 elements a byte, the columnwise copy transposed [K, M/2];
+                     * 0: a byte an element, the columnwise copy [M, K] */
+    int amax;       /* 1: a global fp32 amax per copy (AMAX_ROWWISE / AMAX_COLUMNWISE) */
+    int stats;      /* 1: mu/rsigma checked against fp64 (check_stats) */
+    void (*scale_shape_row)(int64_t M, int64_t K, int64_t *rows, int64_t *cols);
+    void (*scale_shape_col)(int64_t M, int64_t K, int64_t *rows, int64_t *cols);
+    /* Writes the expected outputs of c into e (allocated and poisoned) from the inputs and the
+     * kernel's statistics in B. */
+    void (*reference)(const qcase *c, const blk_bufs *B, blk_expect *e);
+} blk_family;
+
+/* MXFP8 (SPEC 2.3): the reference for a case, given the kernel's statistics. */
+static void mx_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
+    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    const int row = (c->outputs & QF_OUT_ROWWISE) != 0;
+    const int col = (c->outputs & QF_OUT_COLUMNWISE) != 0;
+    qf_norm_quantize_mxfp8_ref(norm, c->zcg, c->xdt, B->x.h, c->gdt, B->g.h, B->b.h, c->M, c->K,
+                               1e-5f, norm == QF_NORM_LAYERNORM ? B->mu.h : NULL,
+                               norm ? B->rs.h : NULL, c->recipe->fmt[c->role],
+                               QF_SCALE_ROUNDING_CEIL, c->recipe->block_2d[c->role], c->layout,
+                               row ? e->row : NULL, row ? e->srow : NULL, col ? e->col : NULL,
+                               col ? e->scol : NULL, NULL, NULL);
 }
 
-/* }=====================================================================} */
-
-/* {===================================================================== nvfp4 */
-
-/* The reference options of a case, from the recipe's registry entry. */
+/* The NVFP4 reference options of a case, from the recipe's registry entry. */
 static qf_nvfp4_opts opts_of(const qcase *c) {
     const qf_recipe *r = c->recipe;
     qf_nvfp4_opts o = {.rowwise = (c->outputs & QF_OUT_ROWWISE) != 0,
@@ -387,27 +348,57 @@ static qf_nvfp4_opts opts_of(const qcase *c) {
     return o;
 }
 
-/* Device and host buffers of one case. */
-typedef struct nv_bufs {
-    dual x, g, b, row, srow, col, scol, amr, amc, mu, rs;
-    size_t srb, scb;
-    int64_t sr_r, sr_c, sc_r, sc_c;
-} nv_bufs;
+/* NVFP4 (SPEC 2.4): the reference for a case, given the kernel's statistics. */
+static void nv_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    qf_nvfp4_src src = {.norm = norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt, .x = B->x.h,
+                        .gamma = norm ? B->g.h : NULL, .beta = ln && norm ? B->b.h : NULL,
+                        .M = c->M, .K = c->K, .eps = 1e-5f,
+                        .mu_in = norm == QF_NORM_LAYERNORM ? B->mu.h : NULL,
+                        .rsigma_in = norm ? B->rs.h : NULL};
+    const qf_nvfp4_opts o = opts_of(c);
+    qf_nvfp4_out out = {.row = e->row, .scale_row = e->srow, .col = e->col, .scale_col = e->scol,
+                        .amax_row = o.rowwise ? &e->amr : NULL,
+                        .amax_col = o.columnwise ? &e->amc : NULL};
+    if (qf_quantize_nvfp4_ref(&src, &o, &out) != QF_OK)
+        fail_msg("%s: reference failed: %s", describe(c), qf_last_error());
+}
 
-static void nv_bufs_alloc(const qcase *c, nv_bufs *B) {
-    const int64_t M = c->M, K = c->K;
-    qf_nvfp4_scale_shape_row(M, K, &B->sr_r, &B->sr_c);
-    qf_nvfp4_scale_shape_col(M, K, &B->sc_r, &B->sc_c);
+/* One row per block-scaled family (the others stay empty). */
+static const blk_family kBlk[QF_FAMILY_COUNT] = {
+    [QF_FAMILY_MXFP8] = {.scale = QF_DTYPE_E8M0, .scale_shape_row = qf_mx_scale_shape_row,
+                         .scale_shape_col = qf_mx_scale_shape_col, .reference = mx_reference},
+    [QF_FAMILY_NVFP4] = {.scale = QF_DTYPE_E4M3, .packed = 1, .amax = 1, .stats = 1,
+                         .scale_shape_row = qf_nvfp4_scale_shape_row,
+                         .scale_shape_col = qf_nvfp4_scale_shape_col, .reference = nv_reference},
+};
+
+/* The row of c's family; fails the test when the family is not block-scaled. */
+static const blk_family *blk_family_of(const qcase *c) {
+    const blk_family *f = (unsigned)c->recipe->family < QF_FAMILY_COUNT
+                              ? &kBlk[c->recipe->family] : NULL;
+    if (!f || !f->reference)
+        fail_msg("%s: family %s is not block-scaled", describe(c),
+                 qf_family_name(c->recipe->family));
+    return f;
+}
+
+static void blk_bufs_alloc(const qcase *c, blk_bufs *B) {
+    const blk_family *f = blk_family_of(c);
+    const int64_t M = c->M, K = c->K, n = f->packed ? M * K / 2 : M * K; /* data bytes */
+    f->scale_shape_row(M, K, &B->sr_r, &B->sr_c);
+    f->scale_shape_col(M, K, &B->sc_r, &B->sc_c);
     B->srb = (size_t)(B->sr_r * B->sr_c), B->scb = (size_t)(B->sc_r * B->sc_c);
     B->x = dual_alloc((size_t)(M * K) * qf_dtype_size(c->xdt));
     B->g = dual_alloc((size_t)K * 4), B->b = dual_alloc((size_t)K * 4);
-    B->row = dual_alloc((size_t)(M * K / 2)), B->col = dual_alloc((size_t)(M * K / 2));
+    B->row = dual_alloc((size_t)n), B->col = dual_alloc((size_t)n);
     B->srow = dual_alloc(B->srb), B->scol = dual_alloc(B->scb);
     B->amr = dual_alloc(4), B->amc = dual_alloc(4);
     B->mu = dual_alloc((size_t)M * 4), B->rs = dual_alloc((size_t)M * 4);
 }
 
-static void nv_bufs_free(nv_bufs *B) {
+static void blk_bufs_free(blk_bufs *B) {
     dual *all[] = {&B->x, &B->g, &B->b, &B->row, &B->srow, &B->col, &B->scol,
                    &B->amr, &B->amc, &B->mu, &B->rs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -415,7 +406,7 @@ static void nv_bufs_free(nv_bufs *B) {
 }
 
 /* Inputs of the case on host and device. */
-static void nv_make_inputs(const qcase *c, nv_bufs *B, uint64_t seed) {
+static void blk_make_inputs(const qcase *c, blk_bufs *B, uint64_t seed) {
     const int64_t M = c->M, K = c->K;
     if (c->data == DATA_ZERO)
         memset(B->x.h, 0, B->x.bytes);
@@ -428,31 +419,29 @@ static void nv_make_inputs(const qcase *c, nv_bufs *B, uint64_t seed) {
     dual_up(&B->x), dual_up(&B->g), dual_up(&B->b);
 }
 
-/* Runs the op of the case on B's device buffers (rng from the case). */
-static void nv_run_op(qf_ctx_t *ctx, const qcase *c, nv_bufs *B) {
+/* Runs the op of the case on B's device buffers (rng from the case: only NVFP4's stochastic
+ * rounding reads it). */
+static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
+    const blk_family *f = blk_family_of(c);
     const int64_t M = c->M, K = c->K;
+    const qf_dtype fmt = c->recipe->fmt[c->role];
     qf_quantized out = {.layout = c->layout};
     if (c->outputs & QF_OUT_ROWWISE) {
-        out.t[QF_SLOT_ROWWISE_DATA] = tv(&B->row, QF_DTYPE_E2M1, 2, M, K / 2);
-        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&B->srow, QF_DTYPE_E4M3, 2, B->sr_r, B->sr_c);
-        out.t[QF_SLOT_AMAX_ROWWISE] = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
+        out.t[QF_SLOT_ROWWISE_DATA] = tv(&B->row, fmt, 2, M, f->packed ? K / 2 : K);
+        out.t[QF_SLOT_ROWWISE_SCALE_INV] = tv(&B->srow, f->scale, 2, B->sr_r, B->sr_c);
+        if (f->amax)
+            out.t[QF_SLOT_AMAX_ROWWISE] = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
     }
     if (c->outputs & QF_OUT_COLUMNWISE) {
-        out.t[QF_SLOT_COLUMNWISE_DATA] = tv(&B->col, QF_DTYPE_E2M1, 2, K, M / 2);
-        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&B->scol, QF_DTYPE_E4M3, 2, B->sc_r, B->sc_c);
-        out.t[QF_SLOT_AMAX_COLUMNWISE] = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);
+        out.t[QF_SLOT_COLUMNWISE_DATA] =
+            f->packed ? tv(&B->col, fmt, 2, K, M / 2) : tv(&B->col, fmt, 2, M, K);
+        out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&B->scol, f->scale, 2, B->sc_r, B->sc_c);
+        if (f->amax)
+            out.t[QF_SLOT_AMAX_COLUMNWISE] = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);
     }
-    qf_tensor tx = tv(&B->x, c->xdt, 2, M, K), tg = tv(&B->g, c->gdt, 1, K, 0);
-    qf_tensor tb = tv(&B->b, c->gdt, 1, K, 0), tmu = tv(&B->mu, QF_DTYPE_FP32, 1, M, 0);
-    qf_tensor trs = tv(&B->rs, QF_DTYPE_FP32, 1, M, 0);
-    const int ln = c->norm == QF_NORM_LAYERNORM;
+    qf_tensor tx = tv(&B->x, c->xdt, 2, M, K);
+    const qf_norm_desc nd = norm_slots(c, &B->g, &B->b, &B->mu, &B->rs, &out);
     const qf_rng rng = {c->seed, c->offset};
-    if (ln)
-        out.t[QF_SLOT_MU] = tmu;
-    out.t[QF_SLOT_RSIGMA] = trs; /* ignored without a norm */
-    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
-                             .gamma = tg, .beta = ln ? tb : (qf_tensor){0}};
-    /* rng for every role, as before: the input and weight roles ignore it */
     QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
                               c->role == QF_ROLE_INPUT ? &nd : NULL, NULL, &rng, &out, NULL));
     CK(cudaDeviceSynchronize());
@@ -473,64 +462,28 @@ static void expect_bytes(const qcase *c, const char *what, const uint8_t *want,
                  "0x%02X", describe(c), what, bad, n, first, want[first], got[first]);
 }
 
-/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3). */
-static void nv_check_stats(const qcase *c, const nv_bufs *B) {
-    if (c->role != QF_ROLE_INPUT || c->data == DATA_NAN)
-        return;
-    const int64_t M = c->M, K = c->K;
-    const size_t xsz = qf_dtype_size(c->xdt);
-    const float *mu = B->mu.h, *rs = B->rs.h;
-    for (int64_t m = 0; m < M; m++) {
-        float mr, rr;
-        qf_norm_stats_ref(c->norm, c->xdt, (const char *)B->x.h + (size_t)(m * K) * xsz, 1, K,
-                          1e-5f, &mr, &rr);
-        if (fabs((double)rs[m] - rr) > 1e-5 * fabs((double)rr))
-            fail_msg("%s: rsigma[%lld] = %.9g, reference %.9g", describe(c), (long long)m,
-                     rs[m], rr);
-        double tol = 1e-5 * (fabs((double)mr) + 1.0 / rr); /* mu relative to the row's scale */
-        if (c->norm == QF_NORM_LAYERNORM && fabs((double)mu[m] - mr) > tol)
-            fail_msg("%s: mu[%lld] = %.9g, reference %.9g", describe(c), (long long)m, mu[m], mr);
-    }
-}
-
-/* Reference outputs: buffers of copies not requested keep the poison, like the device's. */
-typedef struct nv_expect {
-    uint8_t *row, *srow, *col, *scol;
-    float amr, amc;
-} nv_expect;
-
-static void nv_reference(const qcase *c, const nv_bufs *B, nv_expect *e) {
-    const int64_t M = c->M, K = c->K;
-    const int ln = c->norm == QF_NORM_LAYERNORM;
-    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+/* The expected outputs (e), poisoned as the device buffers were, then the family's reference. */
+static void blk_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
     e->row = malloc(B->row.bytes), e->col = malloc(B->col.bytes);
     e->srow = malloc(B->srb), e->scol = malloc(B->scb);
     memset(e->row, QF_TEST_POISON, B->row.bytes), memset(e->col, QF_TEST_POISON, B->col.bytes);
     memset(e->srow, QF_TEST_POISON, B->srb), memset(e->scol, QF_TEST_POISON, B->scb);
     memset(&e->amr, QF_TEST_POISON, 4), memset(&e->amc, QF_TEST_POISON, 4);
-    qf_nvfp4_src src = {.norm = norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt, .x = B->x.h,
-                        .gamma = norm ? B->g.h : NULL, .beta = ln && norm ? B->b.h : NULL,
-                        .M = M, .K = K, .eps = 1e-5f,
-                        .mu_in = norm == QF_NORM_LAYERNORM ? B->mu.h : NULL,
-                        .rsigma_in = norm ? B->rs.h : NULL};
-    const qf_nvfp4_opts o = opts_of(c);
-    qf_nvfp4_out out = {.row = e->row, .scale_row = e->srow, .col = e->col, .scale_col = e->scol,
-                        .amax_row = o.rowwise ? &e->amr : NULL,
-                        .amax_col = o.columnwise ? &e->amc : NULL};
-    if (qf_quantize_nvfp4_ref(&src, &o, &out) != QF_OK)
-        fail_msg("%s: reference failed: %s", describe(c), qf_last_error());
+    blk_family_of(c)->reference(c, B, e);
 }
 
-static void nv_expect_free(nv_expect *e) {
+static void blk_expect_free(blk_expect *e) {
     free(e->row), free(e->col), free(e->srow), free(e->scol);
 }
 
 /* Every byte of every output, padding and unrequested copies included; amaxes bit for bit. */
-static void nv_compare(const qcase *c, const nv_bufs *B, const nv_expect *e) {
+static void blk_compare(const qcase *c, const blk_bufs *B, const blk_expect *e) {
     expect_bytes(c, "rowwise data", e->row, B->row.h, B->row.bytes);
     expect_bytes(c, "rowwise scales", e->srow, B->srow.h, B->srb);
     expect_bytes(c, "columnwise data", e->col, B->col.h, B->col.bytes);
     expect_bytes(c, "columnwise scales", e->scol, B->scol.h, B->scb);
+    if (!blk_family_of(c)->amax)
+        return;
     const float wantf[2] = {e->amr, e->amc};
     float gotf[2];
     memcpy(&gotf[0], B->amr.h, 4), memcpy(&gotf[1], B->amc.h, 4);
@@ -543,18 +496,19 @@ static void nv_compare(const qcase *c, const nv_bufs *B, const nv_expect *e) {
     }
 }
 
-/* The family's hook (every role): run, check the statistics, compare with the reference. */
-static void nv_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
-    nv_bufs B;
-    nv_expect e;
-    nv_bufs_alloc(c, &B);
-    nv_make_inputs(c, &B, seed);
-    nv_run_op(ctx, c, &B);
-    nv_check_stats(c, &B);
-    nv_reference(c, &B, &e);
-    nv_compare(c, &B, &e);
-    nv_expect_free(&e);
-    nv_bufs_free(&B);
+/* The families' hook (every role): run, check the statistics, compare with the reference. */
+static void blk_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
+    blk_bufs B;
+    blk_expect e;
+    blk_bufs_alloc(c, &B);
+    blk_make_inputs(c, &B, seed);
+    blk_run_op(ctx, c, &B);
+    if (blk_family_of(c)->stats)
+        check_stats(c, B.x.h, B.mu.h, B.rs.h);
+    blk_reference(c, &B, &e);
+    blk_compare(c, &B, &e);
+    blk_expect_free(&e);
+    blk_bufs_free(&B);
     g_cases[c->recipe->family]++;
 }
 

@@ -1,6 +1,7 @@
 /* test_gpu_util.h: helpers shared by the GPU tests: CUDA and qfuse status checks, a context or a
- * clean skip, host/device buffer pairs poisoned on allocation, tensor views, activation-like input
- * data, byte comparison and the registry's recipes by name and by family. */
+ * clean skip, tests that take an argument, host/device buffer pairs poisoned on allocation, tensor
+ * views, activation-like input data, byte comparison and the registry's recipes by name and by
+ * family. */
 #ifndef QF_TEST_GPU_UTIL_H
 #define QF_TEST_GPU_UTIL_H
 
@@ -36,6 +37,15 @@ static inline qf_ctx_t *gpu_ctx(void) {
 /* QFUSE_TEST_QUICK=1 (sanitizer and valgrind runs): the large shapes are skipped. */
 static inline int test_quick(void) {
     return getenv("QFUSE_TEST_QUICK") && atoi(getenv("QFUSE_TEST_QUICK"));
+}
+
+/* A cmocka test named `name` that runs fn with an int argument (read back with test_arg): one
+ * function serves the tests that differ only by it. */
+#define QF_TEST_ARG(name, fn, arg) {#name, fn, NULL, NULL, (void *)(intptr_t)(arg)}
+
+/* The argument of a QF_TEST_ARG test. */
+static inline int test_arg(void **state) {
+    return (int)(intptr_t)*state;
 }
 
 /* The registry entry of recipe `name`; fails the test when there is none. */

@@ -105,20 +105,24 @@ static void test_dir_under_file_degrades(void **state) {
     free(err);
 }
 
-/* The read-only test's child: with stderr on errfd, the directory must degrade to NULL (the
- * parent checks the single warning). Returns 0 when it does. */
-static int readonly_check(int errfd) {
+/* The read-only test's child: with stderr on errfd, the directory must be used read-only (a
+ * shared node cache: entries read, none written; the parent checks the single warning and that
+ * nothing was written). Returns 0 when it is. */
+static int readonly_check(int errfd, const char *dir) {
     dup2(errfd, 2);
     qf_cache_reset();
     unsigned char byte = 7;
     const char *d1 = qf_cache_dir(), *d2 = qf_cache_dir();
     qf_cache_store("k", KEY_A, 90, &byte, 1);
     fflush(stderr);
-    return d1 == NULL && d2 == NULL ? 0 : 1;
+    return d1 && d1 == d2 && strcmp(d1, dir) == 0 && qf_cache_dir_read_only() &&
+                   qf_cache_last_stored() == 0
+               ? 0
+               : 1;
 }
 
 /* Makes fx->dir a mode-0500 directory owned by the user the check runs as (nobody when we are
- * root: see test_dir_readonly_degrades). */
+ * root: see test_dir_readonly_read). */
 static void make_readonly_dir(const fixture *fx, uid_t uid, gid_t gid) {
     assert_int_equal(mkdir(fx->dir, 0700), 0);
     if (geteuid() == 0) {
@@ -130,7 +134,7 @@ static void make_readonly_dir(const fixture *fx, uid_t uid, gid_t gid) {
 
 /* NOTES: root passes access(W_OK) on a mode-0500 directory, and tests usually run as root, so the
  * check runs in a child that has dropped to an unprivileged user owning the directory. */
-static void test_dir_readonly_degrades(void **state) {
+static void test_dir_readonly_read(void **state) {
     fixture *fx = *state;
     char errpath[PATH_MAX];
     uid_t uid = geteuid() == 0 ? 65534 : geteuid();
@@ -143,7 +147,7 @@ static void test_dir_readonly_degrades(void **state) {
     if (pid == 0) {
         if (geteuid() == 0 && (setgid(gid) != 0 || setuid(uid) != 0))
             exit(77);
-        exit(readonly_check(errfd));
+        exit(readonly_check(errfd, fx->dir));
     }
     close(errfd);
     int rc = wait_exit(pid);
@@ -153,8 +157,11 @@ static void test_dir_readonly_degrades(void **state) {
     char *err = qf_test_read_text(errpath);
     assert_int_equal(qf_test_count_substr(err, WARNING), 1);
     assert_non_null(strstr(err, fx->dir));
-    assert_non_null(strstr(err, "not writable (Permission denied)"));
+    assert_non_null(strstr(err, "is read-only (Permission denied); its entries are used"));
     free(err);
+    char *names = list_dir(fx->dir);
+    assert_string_equal(names, ""); /* the store wrote nothing */
+    free(names);
 }
 
 /* QFUSE_DISABLE_DISK_CACHE=1: no directory, no warning, nothing created; "0" leaves it on. */
@@ -417,7 +424,7 @@ int main(void) {
         T(test_dir_created_0700),
         T(test_dir_resolution_order),
         T(test_dir_under_file_degrades),
-        T(test_dir_readonly_degrades),
+        T(test_dir_readonly_read),
         T(test_dir_disabled),
         T(test_store_then_load),
         T(test_absent_is_silent_miss),

@@ -148,4 +148,13 @@ static inline char *qf_test_capture_end(qf_test_capture *c) {
     return s;
 }
 
+/* QFUSE_TEST_FILTER, when set: only the tests whose names match that glob run (cmocka's test
+ * filter; split a long GPU binary over several processes, e.g. test_nq_fp16). Call first in
+ * main. */
+static inline void qf_test_filter_from_env(void) {
+    const char *f = getenv("QFUSE_TEST_FILTER");
+    if (f && *f)
+        cmocka_set_test_filter(f);
+}
+
 #endif /* QF_TEST_UTIL_H */

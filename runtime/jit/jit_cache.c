@@ -37,12 +37,6 @@ typedef struct qf_cache_header {
 _Static_assert(sizeof(qf_cache_header) == 72, "qf_cache_header must have no padding");
 _Static_assert(offsetof(qf_cache_header, size) == 56, "qf_cache_header layout changed");
 
-/* Nonzero when the environment variable is set, non-empty and not "0" (as qf_verbose). */
-static int qf_cache_env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /* {===================================================================== directory */
 
 /* NOTES: the only mutable static state: the memoized directory decision. A mutex rather than
@@ -51,11 +45,14 @@ static pthread_mutex_t qf_cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static int qf_cache_decided;
 static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
 static char qf_cache_path[PATH_MAX];
+static int qf_cache_read_only; /* the chosen directory is read, never written */
 
 int qf_cache_resolve(char *buf, size_t cap) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     int n;
+    if (dir && *dir && dir[0] != '/')
+        return EINVAL; /* relative: it would follow the working directory */
     if (dir && *dir)
         n = snprintf(buf, cap, "%s", dir);
     else if (xdg && xdg[0] == '/')
@@ -68,8 +65,10 @@ int qf_cache_resolve(char *buf, size_t cap) {
 }
 
 /* mkdir -p, creating each missing directory with mode 0700, then checks that path is a directory
- * this process may create files in. Returns 0 or an errno value. */
-static int qf_cache_mkdirs(char *path) {
+ * this process may create files in. Returns 0, or EACCES/EROFS with *read_only set when it is an
+ * existing directory this process can only read, or another errno value. */
+static int qf_cache_mkdirs(char *path, int *read_only) {
+    *read_only = 0;
     for (char *p = path + 1;; p++) {
         if (*p != '/' && *p != '\0')
             continue;
@@ -77,7 +76,7 @@ static int qf_cache_mkdirs(char *path) {
         *p = '\0';
         int err = mkdir(path, 0700) != 0 && errno != EEXIST ? errno : 0;
         *p = c;
-        if (err)
+        if (err && (c != '\0' || (err != EACCES && err != EROFS)))
             return err;
         if (c == '\0')
             break;
@@ -87,21 +86,47 @@ static int qf_cache_mkdirs(char *path) {
         return errno;
     if (!S_ISDIR(st.st_mode))
         return ENOTDIR;
-    return access(path, W_OK | X_OK) == 0 ? 0 : errno;
+    if (access(path, W_OK | X_OK) == 0)
+        return 0;
+    const int err = errno;
+    *read_only = (err == EACCES || err == EROFS) && access(path, R_OK | X_OK) == 0;
+    return err;
 }
 
-/* Decides the directory (called once under the mutex); warns when falling back to memory-only. */
+/* Decides the directory (called once under the mutex); warns when falling back to memory-only,
+ * or when the directory can only be read (entries are loaded, none stored). */
 static const char *qf_cache_decide(void) {
-    if (qf_cache_env_flag("QFUSE_DISABLE_DISK_CACHE"))
+    if (qf_env_flag("QFUSE_DISABLE_DISK_CACHE"))
         return NULL;
-    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path);
+    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path), ro = 0;
     if (err == ENOENT) {
         qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset); "
                 "using the in-memory cache only");
         return NULL;
     }
+    if (err == EINVAL) {
+        qf_warn("QFUSE_CACHE_DIR=%s is not an absolute path; using the in-memory cache only",
+                getenv("QFUSE_CACHE_DIR"));
+        return NULL;
+    }
+    if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */
+        struct stat st;
+        if (stat(qf_cache_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            qf_cache_read_only = 1;
+            return qf_cache_path;
+        }
+        qf_warn("QFUSE_CACHE_READONLY is on, but kernel cache directory %s does not exist; using "
+                "the in-memory cache only", qf_cache_path);
+        return NULL;
+    }
     if (!err)
-        err = qf_cache_mkdirs(qf_cache_path);
+        err = qf_cache_mkdirs(qf_cache_path, &ro);
+    if (err && ro) {
+        qf_warn("kernel cache directory %s is read-only (%s); its entries are used, new kernels "
+                "are not stored", qf_cache_path, strerror(err));
+        qf_cache_read_only = 1;
+        return qf_cache_path;
+    }
     if (err) {
         qf_warn("kernel cache directory %s is not writable (%s); using the in-memory cache only",
                 qf_cache_path, strerror(err));
@@ -121,9 +146,18 @@ const char *qf_cache_dir(void) {
     return dir;
 }
 
+int qf_cache_dir_read_only(void) {
+    (void)qf_cache_dir();
+    pthread_mutex_lock(&qf_cache_mu);
+    const int ro = qf_cache_read_only;
+    pthread_mutex_unlock(&qf_cache_mu);
+    return ro;
+}
+
 void qf_cache_reset(void) {
     pthread_mutex_lock(&qf_cache_mu);
     qf_cache_decided = 0;
+    qf_cache_read_only = 0;
     qf_cache_chosen = NULL;
     pthread_mutex_unlock(&qf_cache_mu);
 }
@@ -156,10 +190,12 @@ static int qf_cache_entry_path(char *buf, size_t cap, const char *dir, const cha
     return w < 0 || (size_t)w >= cap ? -1 : 0;
 }
 
-/* read(2) until n bytes arrived. Returns 0, or -1 with errno (EIO when the file ends early). */
-static int qf_cache_read_all(int fd, void *buf, size_t n) {
-    for (size_t got = 0; got < n;) {
-        ssize_t r = read(fd, (char *)buf + got, n - got);
+/* read(2) (or write(2) when out) until all n bytes moved. Returns 0, or -1 with errno (EIO when
+ * the file ends early or nothing was written). */
+static int qf_cache_io_all(int fd, void *buf, size_t n, int out) {
+    for (size_t done = 0; done < n;) {
+        const ssize_t r = out ? write(fd, (const char *)buf + done, n - done)
+                              : read(fd, (char *)buf + done, n - done);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -167,23 +203,7 @@ static int qf_cache_read_all(int fd, void *buf, size_t n) {
                 errno = EIO;
             return -1;
         }
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-/* write(2) until n bytes are out. Returns 0, or -1 with errno. */
-static int qf_cache_write_all(int fd, const void *buf, size_t n) {
-    for (size_t put = 0; put < n;) {
-        ssize_t w = write(fd, (const char *)buf + put, n - put);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            if (w == 0)
-                errno = EIO;
-            return -1;
-        }
-        put += (size_t)w;
+        done += (size_t)r;
     }
     return 0;
 }
@@ -240,8 +260,13 @@ static const char *qf_cache_read_entry(int fd, const char *key, int arch, void *
     if (fstat(fd, &st) != 0)
         return qf_cache_reject("unreadable", why, cap, "fstat: %s", strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return qf_cache_reject("corrupt", why, cap, "not a regular file");
-    if (st.st_size < (off_t)sizeof h || qf_cache_read_all(fd, &h, sizeof h) != 0)
+        return qf_cache_reject("corrupt", why, cap, "not a regular file (%s)",
+                               S_ISDIR(st.st_mode)    ? "a directory"
+                               : S_ISFIFO(st.st_mode) ? "a FIFO"
+                               : S_ISSOCK(st.st_mode) ? "a socket"
+                               : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                            : "a special file");
+    if (st.st_size < (off_t)sizeof h || qf_cache_io_all(fd, &h, sizeof h, 0) != 0)
         return qf_cache_reject("corrupt", why, cap,
                                "truncated (%lld bytes, the header alone is %zu)",
                                (long long)st.st_size, sizeof h);
@@ -256,7 +281,7 @@ static const char *qf_cache_read_entry(int fd, const char *key, int arch, void *
     if (!buf)
         return qf_cache_reject("unreadable", why, cap, "no memory for %llu bytes",
                                (unsigned long long)h.size);
-    if (qf_cache_read_all(fd, buf, h.size) != 0 || XXH64(buf, h.size, 0) != h.checksum) {
+    if (qf_cache_io_all(fd, buf, h.size, 0) != 0 || XXH64(buf, h.size, 0) != h.checksum) {
         free(buf);
         return qf_cache_reject("corrupt", why, cap, "checksum mismatch");
     }
@@ -333,9 +358,10 @@ static int qf_cache_open_temp(const char *final, char *tmp, size_t cap) {
 static const char *qf_cache_write_entry(int fd, const qf_cache_header *h, const void *data,
                                         size_t size) {
     const char *step = NULL;
-    if (qf_cache_write_all(fd, h, sizeof *h) != 0 || qf_cache_write_all(fd, data, size) != 0)
+    if (qf_cache_io_all(fd, (void *)h, sizeof *h, 1) != 0 ||
+        qf_cache_io_all(fd, (void *)data, size, 1) != 0)
         step = "write";
-    else if (qf_cache_env_flag("QFUSE_CACHE_FSYNC") && fsync(fd) != 0)
+    else if (qf_env_flag("QFUSE_CACHE_FSYNC") && fsync(fd) != 0)
         step = "fsync";
     int err = errno;
     if (close(fd) != 0 && !step) {
@@ -361,13 +387,21 @@ static void qf_cache_fill_header(qf_cache_header *h, const char *key, int arch, 
     h->checksum = XXH64(data, size, 0);
 }
 
+static _Thread_local int qf_cache_stored; /* outcome of this thread's last qf_cache_store */
+
+int qf_cache_last_stored(void) {
+    return qf_cache_stored;
+}
+
 qf_status qf_cache_store(const char *label, const char *key, int arch, const void *data,
                          size_t size) {
     QF_ASSERT(qf_cache_key_ok(key) && (data || size == 0) && size <= QF_CACHE_MAX_PAYLOAD);
     char path[PATH_MAX], tmp[PATH_MAX];
     const char *dir = qf_cache_dir();
-    if (!dir)
+    qf_cache_stored = 0;
+    if (!dir || qf_cache_dir_read_only())
         return QF_OK;
+    qf_cache_stored = -1;
     if (qf_cache_entry_path(path, sizeof path, dir, label, key) != 0) {
         qf_warn("kernel cache entry path under %s is too long; not stored", dir);
         return QF_OK;
@@ -384,7 +418,8 @@ qf_status qf_cache_store(const char *label, const char *key, int arch, const voi
             unlink(tmp);
         qf_warn("could not store kernel cache entry %s (%s: %s); it will be recompiled next time",
                 path, step, strerror(err));
-    }
+    } else
+        qf_cache_stored = 1;
     return QF_OK;
 }
 

@@ -26,12 +26,6 @@
 /* Longest log kept inline in the 8 KiB thread-local message; a longer one also goes to stderr. */
 #define QF_JIT_LOG_INLINE 6000
 
-/* Nonzero when the environment variable is set, non-empty and not "0" (as qf_verbose). */
-static int qf_jit_env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
 /* {===================================================================== options and version */
 
 int qf_jit_max_arch(void) {
@@ -60,7 +54,7 @@ int qf_jit_options(int arch, const char *const *extra, int n_extra,
     opts[n++] = archbuf;
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         opts[n++] = base[i];
-    if (qf_jit_env_flag("QFUSE_LINEINFO"))
+    if (qf_env_flag("QFUSE_LINEINFO"))
         opts[n++] = "-lineinfo";
     if (n + n_extra > QF_JIT_MAX_OPTIONS) {
         qf_set_error(QF_ERR_INVALID_ARG,
@@ -169,7 +163,7 @@ qf_status qf_jit_compile(const char *name, const char *source, const char *const
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_jit_compile: null or negative argument");
     *cubin = NULL;
     *size = 0;
-    if (qf_jit_env_flag("QFUSE_DUMP_SOURCE"))
+    if (qf_env_flag("QFUSE_DUMP_SOURCE"))
         fprintf(stderr, "qfuse: source of %s:\n%s\nqfuse: end of source of %s\n", name, source,
                 name);
     nvrtcProgram prog;

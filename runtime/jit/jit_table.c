@@ -101,7 +101,10 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
     return s;
 }
 
-/* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. */
+#define QF_KSRC_UNSTORED QF_KSRC_COUNT /* internal: compiled, but not in the disk cache */
+
+/* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. *src:
+ * QF_KSRC_DISK, QF_KSRC_COMPILED (and stored), or QF_KSRC_UNSTORED (compiled, not stored). */
 static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_instance *inst,
                               qf_loaded_kernel *e, qf_kernel_source *src) {
     void *cubin = NULL;
@@ -118,8 +121,10 @@ static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_ke
     *src = QF_KSRC_COMPILED;
     QF_TRY(qf_ctx_compile(c, k, inst, &cubin, &size));
     qf_status s = qf_ctx_load_module(c, k, cubin, e);
-    if (s == QF_OK)
+    if (s == QF_OK) {
         qf_cache_store(k->name, e->key, c->arch, cubin, size);
+        *src = qf_cache_last_stored() == 1 ? QF_KSRC_COMPILED : QF_KSRC_UNSTORED;
+    }
     free(cubin);
     return s;
 }
@@ -141,7 +146,8 @@ static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
                         qf_kernel_source src, double t0) {
     snprintf(c->last.name, sizeof c->last.name, "%s", k->name);
     memcpy(c->last.key, key, QF_KEY_HEX_LEN + 1);
-    c->last.source = src;
+    c->last.source = src == QF_KSRC_UNSTORED ? QF_KSRC_COMPILED : src;
+    c->last.on_disk = src == QF_KSRC_DISK || src == QF_KSRC_COMPILED;
     c->last.ms = qf_now_ms() - t0;
 }
 

@@ -24,24 +24,15 @@ static uint8_t e2m1_sign(float v) {
     return signbit(v) ? 0x8 : 0x0;
 }
 
-/* Nearest magnitude code of a >= 0 (not NaN). A midpoint goes to the even code: `<=` where the
- * lower neighbour is even (0.25, 1.25, 2.5, 5), `<` where the upper one is (0.75, 1.75, 3.5). */
+/* Nearest magnitude code of a >= 0 (not NaN): the first code whose upper rounding bound holds a.
+ * A midpoint goes to the even code: `<=` where the lower neighbour is even (0.25, 1.25, 2.5, 5),
+ * `<` where the upper one is (0.75, 1.75, 3.5); past 5 it saturates to 7 (6.0). */
 static uint8_t e2m1_rn_mag(float a) {
-    if (a <= 0.25f)
-        return 0;
-    if (a < 0.75f)
-        return 1;
-    if (a <= 1.25f)
-        return 2;
-    if (a < 1.75f)
-        return 3;
-    if (a <= 2.5f)
-        return 4;
-    if (a < 3.5f)
-        return 5;
-    if (a <= 5.0f)
-        return 6;
-    return 7; /* saturates: (5, inf] */
+    static const float bound[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    for (uint8_t c = 0; c < 7; c++)
+        if (c % 2 == 0 ? a <= bound[c] : a < bound[c])
+            return c;
+    return 7;
 }
 
 uint8_t qf_e2m1_from_float_ref(float v) {

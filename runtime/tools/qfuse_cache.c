@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,9 @@
 
 #include "ctx.h"
 #include "jit_cache.h"
+#include "names.h"
 #include "recipe_file.h"
+#include "tool_compile.h"
 #include "qf_arch.h"
 
 #define QF_TEMP_STALE_S 600 /* a store keeps its temporary file for milliseconds; older: a crash */
@@ -68,13 +69,13 @@ static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const ch
     return 1;
 }
 
-/* Nonzero (with a message) when QFUSE_DISABLE_DISK_CACHE is set, non-empty and not "0", as the
- * runtime reads it (an explicit --dir unsets it: see qf_tool_global). */
+/* Nonzero (with a message) when QFUSE_DISABLE_DISK_CACHE is on (qf_env_flag), as the runtime
+ * reads it (an explicit --dir unsets it: see qf_tool_global). */
 static int qf_tool_cache_disabled(void) {
-    const char *v = getenv("QFUSE_DISABLE_DISK_CACHE");
-    if (!(v && *v && strcmp(v, "0") != 0))
+    if (!qf_env_flag("QFUSE_DISABLE_DISK_CACHE"))
         return 0;
-    fprintf(stderr, "qfuse-cache: the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE=%s)\n", v);
+    fprintf(stderr, "qfuse-cache: the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE=%s)\n",
+            getenv("QFUSE_DISABLE_DISK_CACHE"));
     return 1;
 }
 
@@ -86,6 +87,10 @@ static const char *qf_tool_dir(void) {
     if (!dir)
         fprintf(stderr, "qfuse-cache: no usable disk cache (the directory cannot be created or "
                         "written; see the warning above)\n");
+    else if (qf_cache_dir_read_only()) {
+        fprintf(stderr, "qfuse-cache: %s is read-only: nothing can be stored in it\n", dir);
+        dir = NULL;
+    }
     return dir;
 }
 
@@ -149,52 +154,86 @@ static int qf_tool_kernel(const char *label) {
     return -1;
 }
 
-/* Nonzero when some instance of kernel kidx has this key for arch: the runtime of this build
- * would ask for the entry. */
-static int qf_tool_key_current(int kidx, int arch, const char *key) {
+/* 1 when the runtime runs kernel k on arch: every kernel but a generated GEMM, which runs only
+ * where its family's row says so (Hopper's block-scaled GEMMs; cuBLASLt's modes on Blackwell). */
+static int qf_tool_runs_on(const qf_kernel_entry *k, int arch) {
+    return k->op != QF_OP_GEMM || qf_family_gemm_path(k->family, arch).engine == QF_GEMM_KERNEL;
+}
+
+/* The instance of kernel kidx whose key for arch is key into *inst, and 1; 0 when none has it
+ * (this build's runtime never asks for the entry). */
+static int qf_tool_key_instance(int kidx, int arch, const char *key, qf_kernel_instance *inst) {
     const qf_kernel_entry *k = &qf_kernels[kidx];
-    qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
+    qf_kernel_instance all[QF_KERNEL_MAX_INSTANCES];
     char hex[QF_KEY_HEX_LEN + 1];
-    int n = qf_kernel_instances(k, inst);
+    int n = qf_kernel_instances(k, all);
     for (int i = 0; i < n; i++) {
-        qf_kernel_key(k->recipe, k, &inst[i], qf_nvrtc_header_names,
+        qf_kernel_key(k->recipe, k, &all[i], qf_nvrtc_header_names,
                       qf_nvrtc_headers, qf_nvrtc_header_count, arch, hex);
-        if (strcmp(hex, key) == 0)
+        if (strcmp(hex, key) == 0) {
+            *inst = all[i];
             return 1;
+        }
     }
     return 0;
+}
+
+/* What sets instance inst of kernel k apart from the kernel's other entries, naming only what
+ * applies: the copies a quantizer writes, the gamma dtype of a norm, the scale layout of a
+ * block-scaled quantizer ("rowwise+columnwise, gamma fp32, swizzled scales"); "" for the GEMM and
+ * the scale update, which have one instance. */
+static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                                  char *buf, size_t n) {
+    static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
+    buf[0] = '\0';
+    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
+        return;
+    int w = snprintf(buf, n, "%s", outs[inst->outputs & 3u]);
+    if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
+        w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
+    if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, ", %s scales",
+                 qf_enum_name(QF_ENUM_SCALE_LAYOUT, inst->layout));
 }
 
 /* =====================================================================} */
 
 /* {===================================================================== list, clear, prune */
 
-/* "ok", "stale" (valid, but this build never asks for its key), "temp" or "invalid: why". */
-static void qf_tool_state(const qf_cache_info *info, int kidx, char *buf, size_t cap) {
-    if (info->temp)
-        snprintf(buf, cap, "temp");
-    else if (!info->valid)
-        snprintf(buf, cap, "invalid: %s", info->why);
-    else
-        snprintf(buf, cap, "%s", kidx >= 0 && qf_tool_key_current(kidx, info->arch, info->key)
-                                     ? "ok" : "stale");
-}
-
+/* One row of `list`: the entry's state is "ok" (this build asks for it), "stale" (a kernel of
+ * this build, but a key it no longer asks for, or a GEMM it does not run on that arch), "foreign" (a kernel this build does not have:
+ * another build, or a recipe file loaded at run time), "temp" or "invalid: why". */
 static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
-    char size[32], age[32], arch[16], state[256];
-    int kidx = qf_tool_kernel(info->label);
+    char size[32], age[32], arch[16], state[256], inst_text[64] = "?";
+    const int kidx = qf_tool_kernel(info->label);
+    qf_kernel_instance inst;
     qf_tool_size(info->bytes, size, sizeof size);
     qf_tool_age(info->mtime, now, age, sizeof age);
     snprintf(arch, sizeof arch, info->arch ? "sm_%d" : "?", info->arch);
-    qf_tool_state(info, kidx, state, sizeof state);
-    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", info->key,
-           kidx >= 0 ? qf_kernels[kidx].recipe->name : "?", info->label, arch, size,
+    if (info->temp)
+        snprintf(state, sizeof state, "temp");
+    else if (!info->valid)
+        snprintf(state, sizeof state, "invalid: %s", info->why);
+    else if (kidx < 0)
+        snprintf(state, sizeof state, "foreign");
+    else if (!qf_tool_runs_on(&qf_kernels[kidx], info->arch) ||
+             !qf_tool_key_instance(kidx, info->arch, info->key, &inst))
+        snprintf(state, sizeof state, "stale");
+    else {
+        snprintf(state, sizeof state, "ok");
+        qf_tool_instance_text(&qf_kernels[kidx], &inst, inst_text, sizeof inst_text);
+        if (!inst_text[0])
+            snprintf(inst_text, sizeof inst_text, "-");
+    }
+    printf("%-32s  %-14s  %-40s  %-40s  %-6s  %7s  %5s  %s\n", info->key,
+           kidx >= 0 ? qf_kernels[kidx].recipe->name : "?", info->label, inst_text, arch, size,
            age, state);
 }
 
-/* The configured directory into dir without creating it: 0 when it exists, 1 when it does not
- * (nothing to list or remove), -1 after saying why there is none. */
-static int qf_tool_existing_dir(char *dir, size_t cap) {
+/* The configured directory into dir without creating it, and its entries (*names, *n; free with
+ * qf_tool_free_names): 0 when it exists, 1 when it does not (nothing to list or remove), -1
+ * after saying why there is none or why it cannot be read. */
+static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n) {
     struct stat st;
     if (qf_tool_cache_disabled())
         return -1;
@@ -205,7 +244,10 @@ static int qf_tool_existing_dir(char *dir, size_t cap) {
                               : strerror(err));
         return -1;
     }
-    return stat(dir, &st) != 0 && errno == ENOENT ? 1 : 0;
+    if (stat(dir, &st) != 0 && errno == ENOENT)
+        return 1;
+    *names = qf_tool_scan(dir, n);
+    return *names ? 0 : -1;
 }
 
 /* list, clear and prune take the configured directory as it is: they never create it (a
@@ -213,18 +255,16 @@ static int qf_tool_existing_dir(char *dir, size_t cap) {
  * cache lists normally). */
 static int qf_tool_list(void) {
     char dir[PATH_MAX];
-    int n, count = 0, exists = qf_tool_existing_dir(dir, sizeof dir);
+    struct dirent **names;
+    int n, count = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
     uint64_t total = 0;
     if (exists == 1)
         printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
     if (exists != 0)
         return exists < 0 ? 1 : 0;
-    struct dirent **names = qf_tool_scan(dir, &n);
-    if (!names)
-        return 1;
     time_t now = time(NULL);
-    printf("%-32s  %-14s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL", "ARCH", "SIZE",
-           "AGE", "STATE");
+    printf("%-32s  %-14s  %-40s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL",
+           "INSTANCE", "ARCH", "SIZE", "AGE", "STATE");
     for (int i = 0; i < n; i++) {
         qf_cache_info info;
         if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
@@ -246,14 +286,12 @@ static int qf_tool_list(void) {
  * removed (not its target); a directory is left alone with a note. */
 static int qf_tool_remove(long long min_age, const char *verb) {
     char dir[PATH_MAX];
-    int n, removed = 0, failed = 0, exists = qf_tool_existing_dir(dir, sizeof dir);
+    struct dirent **names;
+    int n, removed = 0, failed = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
     if (exists == 1)
         printf("%s: nothing to remove; %s does not exist\n", verb, dir);
     if (exists != 0)
         return exists < 0 ? 1 : 0;
-    struct dirent **names = qf_tool_scan(dir, &n);
-    if (!names)
-        return 1;
     time_t now = time(NULL);
     for (int i = 0; i < n; i++) {
         qf_cache_info info;
@@ -316,98 +354,55 @@ static int qf_tool_prune(int argc, char **argv) {
 
 /* {===================================================================== warm */
 
-typedef struct qf_warm_item {
-    const qf_kernel_entry *k;
-    qf_kernel_instance inst;
-} qf_warm_item;
-
-/* Shared state of the warm workers; the mutex guards the counters and the progress output. */
+/* The selection and the counters of one warm run (counters updated by qf_warm_done, which the
+ * compile engine calls under its lock). */
 #define QF_WARM_MAX_RECIPES 64 /* recipes named on one command line */
 
 typedef struct qf_warm {
-    int arch, n_items, next, done, compiled, cached, failed, tty;
+    int arch, n_items, compiled, cached, failed, tty;
     const char *glob; /* --kernel, or NULL for every kernel */
     const qf_recipe *recipes[QF_WARM_MAX_RECIPES]; /* the selected ones, each once */
     int n_recipes;
-    qf_warm_item *items;
-    pthread_mutex_t mu;
+    qf_tool_job *items;
 } qf_warm;
 
 /* Progress after one item: a bar redrawn in place on a terminal, one line per item otherwise. */
-
-/* " (outputs ..., gamma ..., layout ...)" of a quantizer instance, naming only what applies; ""
- * for the GEMM and the scale update. */
-static void qf_warm_variant(const qf_kernel_entry *k, const qf_kernel_instance *inst, char *buf,
-                            size_t n) {
-    static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
-    buf[0] = '\0';
-    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
-        return;
-    int w = snprintf(buf, n, " (%s", outs[inst->outputs & 3u]);
-    if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
-        w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
-    if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
-        w += snprintf(buf + w, n - (size_t)w, ", %s scales",
-                      inst->layout == QF_SCALE_LAYOUT_SWIZZLED ? "swizzled" : "compact");
-    if (w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ")");
-}
-
-static void qf_warm_progress(qf_warm *w, const qf_warm_item *it, const char *how) {
+static void qf_warm_progress(const qf_warm *w, const qf_tool_job *it, int done, const char *how) {
     const char *name = it->k->name;
     if (w->tty) {
         char bar[41];
-        int fill = (int)(40L * w->done / w->n_items);
+        int fill = (int)(40L * done / w->n_items);
         memset(bar, '#', (size_t)fill);
         memset(bar + fill, '.', (size_t)(40 - fill));
         bar[40] = '\0';
-        fprintf(stderr, "\r[%s] %d/%d %-44.44s", bar, w->done, w->n_items, name);
-        if (w->done == w->n_items)
+        fprintf(stderr, "\r[%s] %d/%d %-44.44s", bar, done, w->n_items, name);
+        if (done == w->n_items)
             fputc('\n', stderr);
     } else {
         char variant[96];
-        qf_warm_variant(it->k, &it->inst, variant, sizeof variant);
-        fprintf(stderr, "warm: [%d/%d] %s %s%s\n", w->done, w->n_items, how, name, variant);
+        qf_tool_instance_text(it->k, &it->inst, variant, sizeof variant);
+        fprintf(stderr, "warm: [%d/%d] %s %s%s%s%s\n", done, w->n_items, how, name,
+                *variant ? " (" : "", variant, *variant ? ")" : "");
     }
 }
 
-/* Looks up one item through ctx exactly as an op would on first use, and counts the outcome. */
-static void qf_warm_one(qf_warm *w, qf_ctx_t *ctx, const qf_warm_item *it) {
-    qf_loaded_kernel lk;
-    qf_status s = qf_ctx_kernel(ctx, it->k, &it->inst, &lk);
-    int disk = s == QF_OK && qf_ctx_last_kernel(ctx)->source == QF_KSRC_DISK;
-    pthread_mutex_lock(&w->mu);
-    w->done++;
-    if (s != QF_OK) {
+/* Counts one looked-up item: compiled and stored, found in the cache, or failed (the lookup, or
+ * the store of what it compiled). */
+static void qf_warm_done(void *ud, const qf_tool_job *it, int done, int total, qf_status s,
+                         const qf_kernel_info *info) {
+    qf_warm *w = ud;
+    (void)total;
+    const int disk = s == QF_OK && info->source == QF_KSRC_DISK;
+    const int unstored = s == QF_OK && !info->on_disk; /* compiled; its store failed */
+    if (s != QF_OK || unstored) {
         w->failed++;
-        fprintf(stderr, "%sqfuse-cache: %s: %s: %s\n", w->tty ? "\n" : "",
-                it->k->name, qf_status_name(s), qf_last_error());
+        fprintf(stderr, "%sqfuse-cache: %s: %s: %s\n", w->tty ? "\n" : "", it->k->name,
+                unstored ? "compiled" : qf_status_name(s),
+                unstored ? "but not stored (see the warning above)" : qf_last_error());
     }
-    w->compiled += s == QF_OK && !disk;
+    w->compiled += s == QF_OK && !disk && !unstored;
     w->cached += disk;
-    qf_warm_progress(w, it, s != QF_OK ? "FAILED" : disk ? "cached" : "compiled");
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* NOTES: one device-less context per worker: a context compiles under its table lock, so
- * workers sharing one would take turns. */
-static void *qf_warm_worker(void *arg) {
-    qf_warm *w = arg;
-    qf_ctx_t *ctx = NULL;
-    if (qf_ctx_init_host(&ctx, w->arch) != QF_OK) {
-        fprintf(stderr, "qfuse-cache: %s\n", qf_last_error());
-        return NULL; /* the items stay undone; the caller reports them */
-    }
-    for (;;) {
-        pthread_mutex_lock(&w->mu);
-        int i = w->next < w->n_items ? w->next++ : -1;
-        pthread_mutex_unlock(&w->mu);
-        if (i < 0)
-            break;
-        qf_warm_one(w, ctx, &w->items[i]);
-    }
-    qf_ctx_free(ctx);
-    return NULL;
+    qf_warm_progress(w, it, done, s != QF_OK || unstored ? "FAILED" : disk ? "cached" : "compiled");
 }
 
 /* Every instance of every kernel of the selected recipes into w->items. */
@@ -424,14 +419,11 @@ static int qf_warm_collect(qf_warm *w) {
         for (int k = 0; k < w->recipes[r]->n_kernels; k++) {
             const qf_kernel_entry *ke = &w->recipes[r]->kernels[k];
             qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
-            /* A generated GEMM only where its family's row runs it on this arch (Hopper's
-             * block-scaled GEMMs; cuBLASLt's modes on Blackwell). */
-            int keep = (ke->op != QF_OP_GEMM ||
-                        qf_family_gemm_path(ke->family, w->arch).engine == QF_GEMM_KERNEL) &&
+            int keep = qf_tool_runs_on(ke, w->arch) &&
                        (!w->glob || fnmatch(w->glob, ke->name, 0) == 0);
             int n = keep ? qf_kernel_instances(ke, inst) : 0;
             for (int i = 0; i < n; i++)
-                w->items[w->n_items++] = (qf_warm_item){.k = ke, .inst = inst[i]};
+                w->items[w->n_items++] = (qf_tool_job){.k = ke, .inst = inst[i]};
         }
     if (w->n_items == 0)
         fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches '%s'\n",
@@ -441,20 +433,11 @@ static int qf_warm_collect(qf_warm *w) {
 
 /* Runs the workers and prints the summary. Returns the exit status. */
 static int qf_warm_run(qf_warm *w, int jobs, const char *dir) {
-    pthread_t th[QF_WARM_MAX_JOBS];
-    int started = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    jobs = jobs < w->n_items ? jobs : w->n_items;
-    while (started < jobs && pthread_create(&th[started], NULL, qf_warm_worker, w) == 0)
-        started++;
-    if (started == 0 && w->n_items > 0)
-        qf_warm_worker(w); /* no thread could start: do the work here */
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    const int missing = qf_tool_compile(w->items, w->n_items, w->arch, jobs, qf_warm_done, w);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    int missing = w->n_items - w->done;
     printf("warm: sm_%d, %d variant%s: %d compiled, %d already cached, %d failed in %.1f s "
            "(cache %s)\n", w->arch, w->n_items, w->n_items == 1 ? "" : "s", w->compiled,
            w->cached, w->failed + missing, secs, dir);
@@ -553,8 +536,7 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
 }
 
 static int qf_tool_warm(int argc, char **argv) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = cpus < 1 ? 1 : cpus > QF_WARM_MAX_JOBS ? QF_WARM_MAX_JOBS : (int)cpus;
+    int jobs = qf_tool_cpus(QF_WARM_MAX_JOBS);
     qf_warm w = {.tty = isatty(2)};
     int rc = qf_warm_args(argc, argv, &w, &jobs);
     const char *dir = rc < 0 ? qf_tool_dir() : NULL;
@@ -567,9 +549,7 @@ static int qf_tool_warm(int argc, char **argv) {
             fprintf(stderr, "qfuse-cache: this NVRTC targets at most sm_%d: the sm_%d entries hold "
                     "sm_%d code (what the runtime would compile on such a device)\n", max,
                     w.arch, max);
-        pthread_mutex_init(&w.mu, NULL);
         rc = qf_warm_collect(&w) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
-        pthread_mutex_destroy(&w.mu);
     }
     free(w.items);
     return rc;

@@ -20,6 +20,7 @@
 #include "ref.h"
 #include "registry.h"
 #define QF_TOOL_NAME "qfuse-demo"
+#include "tool_compile.h"
 #include "tool_util.h"
 #include "safetensors.h"
 
@@ -498,52 +499,48 @@ static void show_shapes(const qf_recipe *r, const qf_shape_query *q, const char 
                        : "more than 8 outputs");
         return;
     }
-    printf("  fake shapes of %s:\n", what);
-    for (int i = 0; i < n; i++) {
-        printf("    %-16s %-5s [", sh[i].name, qf_dtype_name(sh[i].dtype));
-        for (int d = 0; d < sh[i].ndim; d++)
-            printf("%s%lld", d ? ", " : "", (long long)sh[i].dims[d]);
-        printf("]  %llu bytes\n", (unsigned long long)sh[i].bytes);
+    char dims[8][80];
+    int wn = 0, wd = 0;
+    for (int i = 0; i < n; i++) { /* column widths: the longest name and dims */
+        int len = snprintf(dims[i], sizeof dims[i], "[");
+        for (int d = 0; d < sh[i].ndim && len < (int)sizeof dims[i]; d++)
+            len += snprintf(dims[i] + len, sizeof dims[i] - (size_t)len, "%s%lld", d ? ", " : "",
+                            (long long)sh[i].dims[d]);
+        if (len < (int)sizeof dims[i])
+            len += snprintf(dims[i] + len, sizeof dims[i] - (size_t)len, "]");
+        wn = (int)strlen(sh[i].name) > wn ? (int)strlen(sh[i].name) : wn;
+        wd = (int)strlen(dims[i]) > wd ? (int)strlen(dims[i]) : wd;
     }
+    printf("  fake shapes of %s:\n", what);
+    for (int i = 0; i < n; i++)
+        printf("    %-*s  %-5s  %-*s  %llu bytes\n", wn, sh[i].name, qf_dtype_name(sh[i].dtype),
+               wd, dims[i], (unsigned long long)sh[i].bytes);
 }
 
-/* Compiles (or finds in the disk cache) every kernel of recipe ri for arch. */
-static int compile_all(int ri, int arch) {
-    int failures = 0;
-    for (int i = 0; i < qf_kernel_count; i++) {
-        const qf_kernel_entry *k = &qf_kernels[i];
-        if (k->recipe != &qf_recipes[ri])
-            continue;
-        qf_kernel_instance inst = qf_kernel_instance_default(k);
-        char key[QF_KEY_HEX_LEN + 1], store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
-        const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
-        qf_kernel_key(&qf_recipes[ri], k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
-                      qf_nvrtc_header_count, arch, key);
-        void *cubin = NULL;
-        size_t size = 0;
-        double t0 = now_ms();
-        const char *how = "disk-cache hit";
-        if (!qf_cache_load(k->name, key, arch, &cubin, &size)) {
-            int ne = qf_kernel_extra_options(k, &inst, store, extra);
-            int no = qf_jit_options(arch, extra, ne, opts, archbuf);
-            how = "compiled (NVRTC)";
-            char *src = qf_kernel_text(k);
-            qf_status cs = src ? qf_jit_compile(k->name, src, qf_nvrtc_header_names,
-                                                qf_nvrtc_headers, qf_nvrtc_header_count, opts,
-                                                no, &cubin, &size)
-                               : qf_set_error(QF_ERR_OUT_OF_MEMORY, "out of host memory");
-            free(src);
-            if (cs != QF_OK) {
-                printf("    %-44s COMPILE FAILED: %s\n", k->name, qf_last_error());
-                failures++;
-                continue;
-            }
-            qf_cache_store(k->name, key, arch, cubin, size);
-        }
-        printf("    %-44s key %s  %-16s %8.1f ms  %6zu bytes\n", k->name, key, how,
-               now_ms() - t0, size);
-        free(cubin);
+/* One line per kernel as it finishes: key, where it came from, time; failures counted. */
+static void compile_done(void *ud, const qf_tool_job *job, int done, int total, qf_status s,
+                         const qf_kernel_info *info) {
+    int *failures = ud;
+    (void)done, (void)total;
+    if (s != QF_OK) {
+        printf("    %-44s COMPILE FAILED: %s\n", job->k->name, qf_last_error());
+        ++*failures;
+        return;
     }
+    printf("    %-44s key %s  %-16s %8.1f ms\n", job->k->name, info->key,
+           info->source == QF_KSRC_DISK ? "disk-cache hit" : "compiled (NVRTC)", info->ms);
+}
+
+/* Compiles (or finds in the disk cache) the default variant of every kernel of recipe ri for
+ * arch, on every CPU. Returns the number of failures. */
+static int compile_all(int ri, int arch) {
+    qf_tool_job jobs[256];
+    int n = 0, failures = 0;
+    for (int i = 0; i < qf_kernel_count && n < (int)(sizeof jobs / sizeof jobs[0]); i++)
+        if (qf_kernels[i].recipe == &qf_recipes[ri])
+            jobs[n++] = (qf_tool_job){&qf_kernels[i], qf_kernel_instance_default(&qf_kernels[i])};
+    fflush(stdout); /* the workers print */
+    failures += qf_tool_compile(jobs, n, arch, qf_tool_cpus(64), compile_done, &failures);
     return failures;
 }
 

@@ -104,10 +104,12 @@ static qf_status st_read_parts(qf_st_file *f, FILE *fp, uint64_t size, char **hd
         return st_bad(f, "read failed (truncated or I/O error)");
     *n = st_le64(len);
     if (*n > size - 8)
-        return st_bad(f, "header length %llu exceeds the %llu bytes after the length field",
+        return st_bad(f, "not a safetensors file: its first 8 bytes, read as the header length, "
+                      "give %llu, more than the %llu bytes that follow",
                       (unsigned long long)*n, (unsigned long long)(size - 8));
     if (*n < 2 || *n > QF_ST_MAX_HEADER)
-        return st_bad(f, "header length %llu is not sane (2 .. 100 MiB)", (unsigned long long)*n);
+        return st_bad(f, "not a safetensors file: header length %llu is outside 2 .. 100 MiB",
+                      (unsigned long long)*n);
     f->data_size = size - 8 - *n;
     *hdr = malloc((size_t)*n + 1);
     f->data = malloc(f->data_size ? (size_t)f->data_size : 1);

@@ -29,13 +29,14 @@
         }                                                                                     \
     } while (0)
 
-/* A qfuse call that must succeed: prints the call, the status and qf_last_error(), exits 1. */
+/* A qfuse call that must succeed: prints qf_last_error() (which names the op) and the status,
+ * then exits 1. */
 #define QF_OR_DIE(call)                                                                       \
     do {                                                                                      \
         qf_status s_ = (call);                                                                \
         if (s_ != QF_OK) {                                                                    \
-            fprintf(stderr, QF_TOOL_NAME ": %s: %s: %s\n", #call, qf_status_name(s_),         \
-                    qf_last_error());                                                         \
+            fprintf(stderr, QF_TOOL_NAME ": %s (%s)\n",                                       \
+                    *qf_last_error() ? qf_last_error() : "failed", qf_status_name(s_));       \
             exit(1);                                                                          \
         }                                                                                     \
     } while (0)

@@ -1,0 +1,158 @@
+/* test_jit_cache_dir.c: how the disk cache picks its directory and whether it writes there: a
+ * relative QFUSE_CACHE_DIR is refused (memory-only, one warning), QFUSE_CACHE_READONLY makes
+ * the directory read but never written (a directory without write permission: test_jit_cache.c),
+ * and the outcome of each store
+ * is reported (qf_cache_last_stored) so that `qfuse-cache warm` counts a failed store. The
+ * boolean variables' spellings (qf_env_flag) are checked here too. */
+#include "test_jit_cache_util.h"
+
+#include <errno.h>
+
+/* {===================================================================== boolean variables */
+
+static void test_env_flag_spellings(void **state) {
+    (void)state;
+    static const char *const on[] = {"1", "true", "TRUE", "yes", "On"};
+    static const char *const off[] = {"0", "false", "No", "off", ""};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+        setenv("QFUSE_CACHE_FSYNC", on[i], 1);
+        if (qf_env_flag("QFUSE_CACHE_FSYNC") != 1)
+            fail_msg("QFUSE_CACHE_FSYNC=%s read as off", on[i]);
+    }
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        setenv("QFUSE_CACHE_FSYNC", off[i], 1);
+        if (qf_env_flag("QFUSE_CACHE_FSYNC") != 0)
+            fail_msg("QFUSE_CACHE_FSYNC=%s read as on", off[i]);
+    }
+    unsetenv("QFUSE_CACHE_FSYNC");
+    assert_int_equal(qf_env_flag("QFUSE_CACHE_FSYNC"), 0);
+}
+
+/* Any other value is off, with one warning per process for that variable. */
+static void test_env_flag_unknown_warns_once(void **state) {
+    (void)state;
+    setenv("QFUSE_LINEINFO", "maybe", 1);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    const int a = qf_env_flag("QFUSE_LINEINFO"), b = qf_env_flag("QFUSE_LINEINFO");
+    char *err = qf_test_capture_end(&c);
+    unsetenv("QFUSE_LINEINFO");
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 0);
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
+    assert_non_null(strstr(err, "QFUSE_LINEINFO=maybe is not a boolean"));
+    free(err);
+}
+
+/* The disk cache follows the same rule: "false" does not disable it. */
+static void test_disable_false_keeps_disk_cache(void **state) {
+    fixture *fx = *state;
+    setenv("QFUSE_DISABLE_DISK_CACHE", "false", 1);
+    qf_cache_reset();
+    const char *dir = qf_cache_dir();
+    assert_non_null(dir);
+    assert_string_equal(dir, fx->dir);
+    setenv("QFUSE_DISABLE_DISK_CACHE", "yes", 1);
+    qf_cache_reset();
+    assert_null(qf_cache_dir());
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== directory choice */
+
+static void test_relative_dir_refused(void **state) {
+    fixture *fx = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(fx->root), 0);
+    setenv("QFUSE_CACHE_DIR", "rel/cache", 1);
+    qf_cache_reset();
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    const char *dir = qf_cache_dir();
+    char *err = qf_test_capture_end(&c);
+    struct stat st;
+    const int made = stat("rel", &st) == 0;
+    assert_int_equal(chdir(cwd), 0);
+    assert_null(dir);
+    assert_int_equal(made, 0); /* nothing created under the working directory */
+    assert_non_null(strstr(err, "QFUSE_CACHE_DIR=rel/cache is not an absolute path"));
+    free(err);
+    char buf[PATH_MAX];
+    assert_int_equal(qf_cache_resolve(buf, sizeof buf), EINVAL);
+}
+
+/* A stored entry is read back through a read-only cache; a new store writes nothing. */
+static void assert_read_only_use(const fixture *fx) {
+    assert_int_equal(qf_cache_dir_read_only(), 1);
+    assert_hit_a();
+    unsigned char byte = 7;
+    char *before = list_dir(fx->dir);
+    assert_int_equal(qf_cache_store("k", KEY_B, 90, &byte, 1), QF_OK);
+    assert_int_equal(qf_cache_last_stored(), 0);
+    char *after = list_dir(fx->dir);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+static void test_readonly_flag(void **state) {
+    fixture *fx = *state;
+    char path[PATH_MAX];
+    store_a(fx, path);
+    assert_int_equal(qf_cache_last_stored(), 1);
+    setenv("QFUSE_CACHE_READONLY", "1", 1);
+    qf_cache_reset();
+    assert_read_only_use(fx);
+    unsetenv("QFUSE_CACHE_READONLY");
+}
+
+/* QFUSE_CACHE_READONLY never creates the directory: memory-only when it is missing. */
+static void test_readonly_flag_missing_dir(void **state) {
+    fixture *fx = *state;
+    setenv("QFUSE_CACHE_READONLY", "on", 1);
+    qf_cache_reset();
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    const char *dir = qf_cache_dir();
+    char *err = qf_test_capture_end(&c);
+    unsetenv("QFUSE_CACHE_READONLY");
+    struct stat st;
+    assert_null(dir);
+    assert_int_not_equal(stat(fx->dir, &st), 0);
+    assert_non_null(strstr(err, "does not exist"));
+    free(err);
+}
+
+/* A store that fails (the directory replaced by a file after it was chosen) reports -1. */
+static void test_failed_store_reported(void **state) {
+    fixture *fx = *state;
+    assert_non_null(qf_cache_dir()); /* chosen and created */
+    qf_test_dir_remove(fx->dir);
+    FILE *f = fopen(fx->dir, "w");
+    assert_non_null(f);
+    fclose(f);
+    unsigned char byte = 1;
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    qf_status s = qf_cache_store("k", KEY_A, 90, &byte, 1);
+    char *err = qf_test_capture_end(&c);
+    assert_int_equal(s, QF_OK); /* the cache is an optimization: the op goes on */
+    assert_int_equal(qf_cache_last_stored(), -1);
+    assert_non_null(strstr(err, "could not store kernel cache entry"));
+    free(err);
+    unlink(fx->dir);
+}
+
+/* =====================================================================} */
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_env_flag_spellings),   T(test_env_flag_unknown_warns_once),
+        T(test_disable_false_keeps_disk_cache), T(test_relative_dir_refused),
+        T(test_readonly_flag),        T(test_readonly_flag_missing_dir),
+        T(test_failed_store_reported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
