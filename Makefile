@@ -1,6 +1,15 @@
-# qfuse build. Targets: all gen demo test check check-asan check-valgrind bench fuzz install clean
-# distclean help.
+# qfuse build. Targets: all gen demo test check check-asan check-valgrind bench fuzz examples
+# install clean distclean help.
 # Out-of-tree objects in $(BUILD_DIR); generated sources in out/. `make V=1` shows commands.
+
+# The release: libqfuse.so.$(VERSION) with the soname libqfuse.so.<major>, and qfuse.pc.
+VERSION := 0.1.0
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+# qfuse-gen --version prints its own copy (gen/gen_cli.h); say so when the two differ.
+GEN_VERSION := $(shell sed -n 's/^\#define QF_GEN_VERSION "\(.*\)"/\1/p' gen/gen_cli.h)
+ifneq ($(GEN_VERSION),$(VERSION))
+$(warning VERSION $(VERSION) differs from QF_GEN_VERSION $(GEN_VERSION) in gen/gen_cli.h)
+endif
 
 CUDA_HOME ?= /usr/local/cuda
 BUILD_DIR ?= build
@@ -23,7 +32,8 @@ endif
 WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes -Wmissing-prototypes
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 $(OPT) -fPIC -ffp-contract=off -pthread $(WARN) $(CFLAGS)
-CPPFLAGS_ALL := -D_GNU_SOURCE -DQF_GEN_DATADIR='"$(PREFIX)/share/qfuse"' -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/tools -Igen -I$(OUT) \
+# PREFIX reaches no object of the build: only the installed qfuse-gen (INSTALL_GEN) has it.
+CPPFLAGS_ALL := -D_GNU_SOURCE -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/tools -Igen -I$(OUT) \
                 -isystem $(CUDA_HOME)/include \
                 -I/usr/include/lua5.4 -I/usr/include/cjson $(CPPFLAGS)
 LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc -lcublasLt -lcudart
@@ -46,7 +56,7 @@ TOOL_LIB_SRCS := $(filter-out $(TOOL_SRCS) $(BENCH_SRCS),$(wildcard runtime/tool
 CORE_SRCS := $(wildcard runtime/*.c runtime/jit/*.c runtime/ref/*.c)
 GEN_MAIN := gen/main.c
 # The generator's recipe core (Lua loader, variants, template values and preludes) is part of
-# libqfuse too: the runtime loads .lua recipe files with the same code (DESIGN data flow 4).
+# libqfuse too: the runtime loads .lua recipe files with the same code (docs/recipes.md).
 GEN_CORE_SRCS := gen/gen_buf.c gen/gen_keys.c gen/gen_recipe.c gen/gen_variant.c gen/gen_render.c
 CORE_SRCS += $(GEN_CORE_SRCS)
 GEN_SRCS := $(filter-out $(GEN_MAIN) $(GEN_CORE_SRCS),$(wildcard gen/*.c))
@@ -58,6 +68,11 @@ TEMPLATES := $(wildcard templates/*.cu)
 # Shared device headers of the templates: in-memory NVRTC headers, embedded in the registry.
 DEV_HEADERS := $(wildcard templates/qf_dev_*.cuh)
 OUT_SRCS := $(OUT)/registry.c $(OUT)/shapes.c
+# The headers `make install` installs: the public API, and the generated fake-shape functions.
+PUBLIC_HEADERS := runtime/qfuse.h runtime/qf_formats.h runtime/family.h runtime/registry.h \
+                  $(OUT)/shapes.h
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+EXAMPLE_RECIPES := $(wildcard examples/*.lua)
 
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(B)/%.o)
@@ -65,6 +80,7 @@ BENCH_OBJS := $(B)/runtime/tools/qfuse_bench.o $(BENCH_SRCS:%.c=$(B)/%.o)
 GEN_OBJS := $(GEN_SRCS:%.c=$(B)/%.o)
 OUT_OBJS := $(OUT_SRCS:%.c=$(B)/%.o)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
 
 QFUSE_GEN := $(B)/qfuse-gen
 QFUSE_DEMO := $(B)/qfuse-demo
@@ -75,23 +91,26 @@ LIB_GEN := $(B)/libqfuse_gen.a
 LIB_TOOLS := $(B)/libqfuse_tools.a
 LIB := $(B)/libqfuse.a
 SOLIB := $(B)/libqfuse.so
+SONAME := libqfuse.so.$(SOVERSION)
+SOLIB_REAL := $(B)/libqfuse.so.$(VERSION)
 DEPS_OK := $(B)/.deps-ok
 FLAGS_FILE := $(B)/.flags
 
 .PHONY: all gen demo test check bench install clean distclean help FORCE fuzz fuzz-merge \
-        fuzz-cc
+        fuzz-cc examples
 all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
 
 help:
 	@echo "make            build qfuse-gen, generate out/, build libqfuse, qfuse-demo and tests"
 	@echo "make demo       build and run the demo (GPU part skipped without a GPU)"
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
-	@echo "make check      same as test, with -Werror"
+	@echo "make check      same as test, with -Werror (objects in CHECK_DIR=$(CHECK_DIR))"
+	@echo "make examples   build examples/ against the library ($(B)/examples/)"
 	@echo "make install    install to PREFIX=$(PREFIX)"
 	@echo "make check-asan tests under AddressSanitizer + UBSan (objects in ASAN_DIR=$(ASAN_DIR))"
 	@echo "make check-valgrind  tests under valgrind memcheck (VALGRIND=$(VALGRIND))"
 	@echo "qfuse-cache     $(B)/qfuse-cache list|clear|prune|warm: the disk kernel cache (--help)"
-	@echo "make bench      benchmarks + PyTorch peers + plot + README table (GPU); QUICK=1 smoke run"
+	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
 	@echo "make gen        only regenerate out/ from recipes/ and templates/"
@@ -128,29 +147,44 @@ $(QFUSE_GEN): $(B)/$(GEN_MAIN:.c=.o) $(LIB_GEN) $(LIB_CORE)
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # ---- generated sources: one generator run produces all of out/
-$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h
+# The list of its inputs, so that removing a recipe or a template regenerates out/ too.
+GEN_INPUTS := $(B)/.gen-inputs
+$(GEN_INPUTS): FORCE | $(B)/
+	$(Q)echo '$(RECIPES) $(TEMPLATES) $(DEV_HEADERS)' > $@.new
+	$(Q)cmp -s $@.new $@ && rm -f $@.new || mv -f $@.new $@
+$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h $(GEN_INPUTS)
 	@$(if $(Q),echo "  GEN     $(OUT)/ from $(RECIPES)")
 	$(Q)$(QFUSE_GEN) -o $(OUT) $(RECIPES)
 	$(Q)touch $@
-$(OUT_SRCS) $(OUT)/shapes.h: $(OUT)/.stamp
+# The generator rewrites only the files whose bytes change, so the objects depend on the files
+# and only order-only on the stamp: a run that changes nothing (another build directory's
+# qfuse-gen, the same sources) rebuilds nothing. The empty recipe (;) makes make read the files'
+# times again after a run.
+$(OUT_SRCS) $(OUT)/shapes.h: $(OUT)/.stamp ;
 gen: $(OUT)/.stamp
 
-$(OUT_OBJS): $(OUT)/.stamp
+$(OUT_OBJS): | $(OUT)/.stamp
 
 $(LIB): $(CORE_OBJS) $(OUT_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(SOLIB): $(CORE_OBJS) $(OUT_OBJS)
-	$(Q)$(CC) -shared -o $@ $^ $(LDLIBS_ALL)
+# libqfuse.so.$(VERSION), its soname link libqfuse.so.$(SOVERSION), the link-time libqfuse.so.
+$(SOLIB_REAL): $(CORE_OBJS) $(OUT_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS_ALL)
+$(B)/$(SONAME): $(SOLIB_REAL)
+	$(Q)ln -sf $(notdir $<) $@
+$(SOLIB): $(B)/$(SONAME)
+	$(Q)ln -sf $(SONAME) $@
 
 $(QFUSE_DEMO): $(B)/runtime/tools/qfuse_demo.o $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(B)/runtime/tools/qfuse_demo.o: $(OUT)/.stamp
+$(B)/runtime/tools/qfuse_demo.o: | $(OUT)/.stamp
 
 $(QFUSE_BENCH): $(BENCH_OBJS) $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(BENCH_OBJS): $(OUT)/.stamp
+$(BENCH_OBJS): | $(OUT)/.stamp
 # The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
 # never reaches the flags record that every other object depends on.
 OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(BENCH_OBJS)
@@ -169,13 +203,39 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB_TOOLS) $(LIB) -lcmocka $(LDLIBS_ALL)
 
-test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE)
-	$(Q)scripts/run-tests $(TEST_BINS)
+# The examples run first (each exits 0 without a GPU), so that the tests' summary stays last.
+test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE) $(EXAMPLE_BINS)
+	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
+	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
+	    scripts/run-tests $(TEST_BINS); rc=$$?; \
+	    if [ -n "$$failed" ]; then echo "examples failed:$$failed"; exit 1; fi; exit $$rc
 
+# ---- examples (examples/*.c): built as a user builds against an installed qfuse: only the
+# headers `make install` installs (staged in $(STAGE_INC)), linked with the shared library (an
+# rpath to $(B) finds it at run time) and cudart. Without a GPU they check their arguments on a
+# device-less context and exit 0.
+STAGE_INC := $(B)/include/qfuse
+STAGED_HEADERS := $(addprefix $(STAGE_INC)/,$(notdir $(PUBLIC_HEADERS)))
+EXAMPLE_LDLIBS := -L$(B) -Wl,-rpath,$(abspath $(B)) -lqfuse -L$(CUDA_HOME)/lib64 \
+                  -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lm
+$(STAGE_INC)/shapes.h: $(OUT)/shapes.h | $(STAGE_INC)/
+	$(Q)cp $< $@
+$(filter-out %/shapes.h,$(STAGED_HEADERS)): $(STAGE_INC)/%.h: runtime/%.h | $(STAGE_INC)/
+	$(Q)cp $< $@
+$(B)/examples/%: examples/%.c $(STAGED_HEADERS) $(SOLIB) $(FLAGS_FILE) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -I$(STAGE_INC) -isystem $(CUDA_HOME)/include $(CPPFLAGS) $(CFLAGS_ALL) -MMD -MP \
+	    -o $@ $< $(EXAMPLE_LDLIBS) $(LDLIBS)
+examples: $(EXAMPLE_BINS)
+
+# -Werror in a build directory of its own (CHECK_DIR): sharing one with `make` would make each
+# rebuild everything the other built (the flags record differs).
+CHECK_DIR ?= build-check
 check:
-	$(Q)$(MAKE) --no-print-directory test CFLAGS="$(CFLAGS) -Werror"
+	$(Q)$(MAKE) --no-print-directory BUILD_DIR=$(CHECK_DIR) CFLAGS="$(CFLAGS) -Werror" test
 
-# ---- sanitizers (README "Sanitizers"): the CPU tests (GPU tests skip without a GPU) under
+# ---- sanitizers (docs/testing.md): the CPU tests (GPU tests skip without a GPU) under
 # ASan + UBSan in their own build, or under valgrind memcheck. Child processes the tests exec are
 # instrumented under ASan; valgrind does not follow them (no --trace-children), so they run
 # natively there. protect_shadow_gap=0 lets the CUDA driver map memory where ASan keeps its gap.
@@ -198,7 +258,7 @@ check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
 	$(Q)QFUSE_TEST_QUICK=1 OMP_NUM_THREADS=1 QFUSE_TEST_WRAPPER="$(VALGRIND) $(VALGRIND_FLAGS)" \
 	    scripts/run-tests $(TEST_BINS)
 
-# ---- benchmarks (README "Benchmarks"): qfuse, then the PyTorch peers, then the merged report.
+# ---- benchmarks (docs/bench.md): qfuse, then the PyTorch peers, then the merged report.
 PYTHON ?= python3
 BENCH_DIR := $(OUT)/bench
 BENCH_QUICK := $(if $(filter 1,$(QUICK)),--quick)
@@ -206,7 +266,7 @@ bench: $(QFUSE_BENCH)
 	$(Q)mkdir -p $(BENCH_DIR)
 	$(Q)$(QFUSE_BENCH) $(BENCH_QUICK) --csv $(BENCH_DIR)/qfuse.csv
 	$(Q)$(PYTHON) scripts/bench_peers.py $(BENCH_QUICK) --csv $(BENCH_DIR)/peers.csv
-	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --readme README.md
+	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --doc docs/bench.md
 
 # ---- demo
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
@@ -215,7 +275,7 @@ demo: all
 	$(Q)w=$(OUT)/data/block.safetensors; \
 	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w"; else $(QFUSE_DEMO); fi
 
-# ---- fuzzing (README "Fuzzing"): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
+# ---- fuzzing (docs/testing.md): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
 # New inputs go to $(FUZZ_DIR)/corpus; `make fuzz-merge` minimizes them into tests/fuzz/corpus.
 FUZZ_CC ?= clang
 FUZZ_DIR ?= build-fuzz
@@ -260,21 +320,42 @@ fuzz-merge: $(FUZZ_BIN)
 	$(Q)rm -rf tests/fuzz/corpus && mv $(FUZZ_DIR)/merged tests/fuzz/corpus
 
 # ---- install
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/qfuse
-	install -m 755 $(QFUSE_GEN) $(QFUSE_CACHE) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SOLIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 runtime/qfuse.h runtime/qf_formats.h runtime/family.h runtime/registry.h $(OUT)/shapes.h \
-	        $(DESTDIR)$(PREFIX)/include/qfuse/
+# The installed qfuse-gen falls back on PREFIX/share/qfuse for its templates and qf_formats.h
+# (QF_GEN_DATADIR of gen/gen_cli.c): that one file is compiled again for it, in $(PREFIX_DIR),
+# whenever PREFIX changes, and nothing else of the build depends on PREFIX.
+PREFIX_DIR := $(B)/prefix
+PREFIX_FILE := $(PREFIX_DIR)/.prefix
+INSTALL_GEN := $(PREFIX_DIR)/qfuse-gen
+$(PREFIX_FILE): FORCE | $(PREFIX_DIR)/
+	$(Q)echo '$(PREFIX)' > $@.new
+	$(Q)cmp -s $@.new $@ && rm -f $@.new || mv -f $@.new $@
+$(PREFIX_DIR)/gen_cli.o: gen/gen_cli.c $(PREFIX_FILE) $(FLAGS_FILE) | $(DEPS_OK)
+	@$(if $(Q),echo "  CC      $< (PREFIX=$(PREFIX))")
+	$(Q)$(CC) $(CPPFLAGS_ALL) -DQF_GEN_DATADIR='"$(PREFIX)/share/qfuse"' $(CFLAGS_ALL) -MMD -MP \
+	    -c $< -o $@
+$(INSTALL_GEN): $(B)/$(GEN_MAIN:.c=.o) $(PREFIX_DIR)/gen_cli.o \
+                $(filter-out $(B)/gen/gen_cli.o,$(GEN_OBJS)) $(LIB_CORE)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+INSTALL_LIB := $(DESTDIR)$(PREFIX)/lib
+install: all $(INSTALL_GEN)
+	install -d $(DESTDIR)$(PREFIX)/bin $(INSTALL_LIB)/pkgconfig $(DESTDIR)$(PREFIX)/include/qfuse
+	install -m 755 $(INSTALL_GEN) $(QFUSE_CACHE) $(QFUSE_DEMO) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIB) $(INSTALL_LIB)/
+	install -m 755 $(SOLIB_REAL) $(INSTALL_LIB)/
+	ln -sf $(notdir $(SOLIB_REAL)) $(INSTALL_LIB)/$(SONAME)
+	ln -sf $(SONAME) $(INSTALL_LIB)/libqfuse.so
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/qfuse/
 	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include
 	install -m 644 $(TEMPLATES) $(DEV_HEADERS) $(DESTDIR)$(PREFIX)/share/qfuse/templates/
 	install -m 644 runtime/qf_formats.h $(DESTDIR)$(PREFIX)/share/qfuse/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(CUDA_HOME)|g' scripts/qfuse.pc.in \
-	        > $(DESTDIR)$(PREFIX)/lib/pkgconfig/qfuse.pc
+	install -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/qfuse/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(CUDA_HOME)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	        scripts/qfuse.pc.in > $(INSTALL_LIB)/pkgconfig/qfuse.pc
 
 clean:
-	rm -rf $(B) $(FUZZ_DIR) $(ASAN_DIR)
+	rm -rf $(B) $(FUZZ_DIR) $(ASAN_DIR) $(CHECK_DIR)
 distclean: clean
 	rm -rf $(OUT)
 

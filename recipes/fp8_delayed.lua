@@ -1,5 +1,5 @@
 -- Per-tensor FP8 with delayed scaling: the scale of each tensor comes from a
--- history of its amax values (SPEC 2.1). Defaults are Transformer Engine's
+-- history of its amax values (docs/numerics.md 2.1). Defaults are Transformer Engine's
 -- DelayedScaling recipe.
 return {
     family = "fp8_delayed",

@@ -1,4 +1,4 @@
--- MXFP8 block scaling (SPEC 2.3): one E8M0 scale per 32 consecutive elements.
+-- MXFP8 block scaling (docs/numerics.md 2.3): one E8M0 scale per 32 consecutive elements.
 -- Defaults are Transformer Engine's MXFP8BlockScaling recipe: E4M3 for every
 -- role, 1x32 blocks everywhere, scales rounded up.
 return {

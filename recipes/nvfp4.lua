@@ -1,4 +1,4 @@
--- NVFP4 block scaling (SPEC 2.4), Transformer Engine's NVFP4BlockScaling defaults:
+-- NVFP4 block scaling (docs/numerics.md 2.4), Transformer Engine's NVFP4BlockScaling defaults:
 -- E2M1 elements in 1x16 blocks with E4M3 block scales and an fp32 global scale;
 -- a 16-point random Hadamard transform on the columnwise copy of inputs and
 -- gradients, stochastic rounding of gradients, 16x16 tiles for weights.

@@ -1,4 +1,4 @@
--- NVFP4 block scaling (SPEC 2.4) like nvfp4.lua, without the random Hadamard
+-- NVFP4 block scaling (docs/numerics.md 2.4) like nvfp4.lua, without the random Hadamard
 -- transform: the columnwise copies of activations and gradients are quantized
 -- as they are. Stochastic rounding of gradients and 16x16 weight tiles stay on.
 return {

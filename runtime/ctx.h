@@ -49,7 +49,7 @@ struct qf_ctx {
 };
 
 /* Finds kernel k as instance inst, compiling or loading it from the disk cache on first use
- * (SPEC 5), and copies its entry points to *out. k must stay valid while ctx lives. Thread-safe.
+ * (numerics 5), and copies its entry points to *out. k must outlive ctx. Thread-safe.
  * Updates ctx->last. */
 QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
                                     const qf_kernel_instance *inst, qf_loaded_kernel *out);
@@ -58,7 +58,7 @@ QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
 /* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
- * y[M, N] bf16 = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (SPEC 2.3). The caller
+ * y[M, N] bf16 = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (numerics 2.3). The caller
  * (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than
  * 12.8, at build or run time), QF_ERR_CUBLAS. */
 QF_INTERNAL qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
@@ -73,7 +73,7 @@ QF_INTERNAL qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K,
 
 /* NVFP4 GEMM through cuBLASLt's VEC16_UE4M3 block scales (sm_100 and later; gemm_lt.c), TN:
  * y[M, N] bf16 = alpha * A B^T (+ bias) with A [M, K/2] and B [N, K/2] packed E2M1 and swizzled
- * E4M3 scales (SPEC 2.4). alpha_beta: device fp32 [2] = {alpha, 0}, read in
+ * E4M3 scales (numerics 2.4). alpha_beta: device fp32 [2] = {alpha, 0}, read in
  * CUBLASLT_POINTER_MODE_DEVICE (written on stream by the GEMM module's <name>_alpha entry). The
  * caller (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older
  * than 12.8, at build or run time), QF_ERR_CUBLAS. */

@@ -24,7 +24,7 @@ static void qf_value_margin(const qf_recipe *r, const qf_kernel_desc *d, char *b
     snprintf(buf, n, "%lld.0f", (long long)r->margin);
 }
 
-/* __RHT_MASK__ of an NVFP4 quantizer (SPEC 2.4): TE's 0xD7E8 or the seed's mask where the
+/* __RHT_MASK__ of an NVFP4 quantizer (numerics 2.4): TE's 0xD7E8 or the seed's mask where the
  * kernel's role takes the RHT, 0x0000 elsewhere (so a seed changes only the sources using it). */
 static void qf_value_rht_mask(const qf_recipe *r, const qf_kernel_desc *d, char *buf, size_t n) {
     unsigned mask = 0;
@@ -51,7 +51,7 @@ static const qf_field qf_fields_fp8_delayed[] = {
 
 /* ========================================================================= fp8_current */
 
-/* TE's Float8CurrentScaling defaults (SPEC 2.2). amax_epsilon and power_2_scales reach the
+/* TE's Float8CurrentScaling defaults (numerics 2.2). amax_epsilon and power_2_scales reach the
  * kernels through their parameter block (qf_q_params), not as template constants: the template
  * is fp8_delayed's too, told apart by __FAMILY__. */
 static const qf_field qf_fields_fp8_current[] = {

@@ -4,7 +4,7 @@
  * A row holds the family's recipe schema (every field: name, type, allowed values or range,
  * default, whether it enters the fusion key, which template constant it sets), its element
  * format per role, the ops it supports with their template, launch config and template
- * constants, its fake-shape table (SPEC 4) and its GEMM path per architecture. Reading a recipe,
+ * constants, its fake-shape table (numerics 4), its GEMM path per architecture. Reading a recipe,
  * defaults, validation, the options string (the key), registry emission, the manifest and the
  * template values are loops over these rows (ggml's type_traits is the model). Adding a family
  * is a row, its template step, its reference, its recipe file and tests. */
@@ -22,7 +22,7 @@
 #define QF_RECIPE_DESCRIPTION_MAX 255
 #define QF_RECIPE_OPTIONS_MAX 320 /* the canonical options string, NUL included */
 
-/* Shape function of one recipe (SPEC 4): fills out[0..] with every output of the query and
+/* Shape function of one recipe (numerics 4): fills out[0..] with every output of the query and
  * returns their count; -1 when the query is invalid, -2 when cap is too small. Pure C. */
 typedef struct qf_shape_query qf_shape_query;
 typedef int (*qf_shapes_fn)(const qf_shape_query *q, qf_shape *out, int cap);
@@ -42,12 +42,12 @@ typedef struct qf_recipe {
     int64_t margin;                   /* fp8_delayed: 0..32 */
     int64_t amax_history_len;         /* fp8_delayed: 1..8192 */
     qf_amax_compute amax_compute;     /* fp8_delayed */
-    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (SPEC 2.3) */
+    qf_scale_rounding scale_rounding; /* mxfp8: E8M0 exponent rounding (numerics 2.3) */
     int block_2d[QF_ROLE_COUNT];      /* 2D weight tiles (mxfp8 32x32, nvfp4 16x16): weight only */
     int rht[QF_ROLE_COUNT];           /* nvfp4: RHT on that role's columnwise copy */
     int sr[QF_ROLE_COUNT];            /* nvfp4: stochastic rounding of that role */
     int64_t rht_seed;                 /* nvfp4: RHT signs from this seed; -1: TE's mask 0xD7E8 */
-    float amax_epsilon;               /* fp8_current: lower bound of the amax (SPEC 2.2) */
+    float amax_epsilon;               /* fp8_current: lower bound of the amax (numerics 2.2) */
     int power_2_scales;               /* fp8_current: scales rounded down to powers of two */
     char options[QF_RECIPE_OPTIONS_MAX]; /* canonical "key=value;..." of every key field */
     qf_shapes_fn shapes;              /* generated shape function; NULL: the family's table is
@@ -85,7 +85,7 @@ typedef struct qf_field {
     double def;          /* default: enum value, integer, 0/1 or number */
     const char *absent;  /* QF_FIELD_INTEGER: the text of the default, a value outside lo..hi
                           * meaning "not given" ("none": rht_seed), else NULL */
-    int key;             /* 1: enters the options string, hence the fusion key (SPEC 5) */
+    int key;             /* 1: enters the options string, hence the fusion key (numerics 5) */
     int sets_formats;    /* QF_FIELD_OPTION over QF_ENUM_FP8_FORMAT: sets fmt[] per role */
     const char *tpl;     /* template constant it sets ("__MARGIN__"), or NULL */
     unsigned tpl_ops;    /* ops (1u << qf_op) whose templates take tpl */
@@ -167,8 +167,8 @@ typedef enum qf_fake_cond {
 #define QF_FAKE_OP(op) (1u << (op))
 #define QF_FAKE_QUANTIZERS (QF_FAKE_OP(QF_OP_NORM_QUANTIZE) | QF_FAKE_OP(QF_OP_QUANTIZE))
 
-/* One output of one or more ops. A dim is a formula in SPEC notation, without spaces: a symbol "M", "N",
- * "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
+/* One output of one or more ops. A dim is a formula (numerics.md notation, no spaces): a symbol
+ * "M", "N", "K", a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas
  * ("roundup(cdiv(K,32),4)"). Dims of an E2M1 output count bytes, two elements each (low nibble
  * first): packed data [M, K/2] is written [M, cdiv(K,2)], and its bytes are the product of its
  * dims. */
@@ -206,7 +206,7 @@ typedef struct qf_fake_table {
 
 typedef struct qf_family_traits {
     const char *name;             /* the recipe's `family` value */
-    const char *spec;             /* its numerics section ("SPEC 2.1") */
+    const char *spec;             /* its numerics section ("numerics 2.1") */
     int implemented;              /* 0: named and reserved, not implemented yet */
     const qf_field *fields;       /* the schema, sorted by name */
     int n_fields;
@@ -230,7 +230,7 @@ const qf_family_traits *qf_family_get(qf_family f);
  * covers arch). */
 qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
 
-/* Fake shapes (SPEC 4) of query q under recipe r, interpreted from its family's table: the same
+/* Fake shapes (numerics 4) of query q under recipe r, interpreted from its family's table: the same
  * answers as the generated shape function of a shipped recipe (out/shapes.c), for recipes loaded
  * at run time. Returns the count of outputs written to out[0..cap), -1 for an invalid query,
  * -2 when cap is too small. Pure C. */

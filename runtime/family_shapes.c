@@ -1,4 +1,4 @@
-/* family_shapes.c: the fake-shape tables of the families (SPEC 4), one per family, referenced by
+/* family_shapes.c: the families' fake-shape tables (numerics 4), one per family, referenced by
  * its row in qf_families: the single source of the generated shape functions (out/shapes.c),
  * the manifest's formulas and the runtime's interpreter for recipes loaded at run time. */
 #include <string.h>
@@ -17,14 +17,14 @@ static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
     {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
 };
 
-/* The outputs of a fused norm (SPEC 3), after the quantized copies. */
+/* The outputs of a fused norm (numerics 3), after the quantized copies. */
 #define QF_FAKE_NORM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},   \
         {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0}
 #define QF_FAKE_GEMM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0}
 
-/* per-tensor FP8 (SPEC 2.1, 2.2): data [M, K] rowwise and transposed [K, M] columnwise, one fp32
+/* per-tensor FP8 (numerics 2.1, 2.2): data [M, K] rowwise, transposed [K, M] columnwise, one fp32
  * amax and scale_inv. */
 static const qf_fake_out qf_fake_fp8_delayed_outs[] = {
     {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
@@ -40,7 +40,7 @@ const qf_fake_table qf_fake_fp8 = {
     qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_fp8_delayed_outs,
     QF_COUNTOF(qf_fake_fp8_delayed_outs)};
 
-/* mxfp8 (SPEC 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
+/* mxfp8 (numerics 2.3): data [M, K] both ways (columnwise NOT transposed) and padded E8M0 scales,
  * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
  * fp8_delayed. */
 static const qf_fake_out qf_fake_mxfp8_outs[] = {
@@ -59,7 +59,7 @@ const qf_fake_table qf_fake_mxfp8 = {
     qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_mxfp8_outs,
     QF_COUNTOF(qf_fake_mxfp8_outs)};
 
-/* nvfp4 (SPEC 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
+/* nvfp4 (numerics 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes
  * (dims in bytes, see qf_fake_out), E4M3 block scales padded like MXFP8's, one fp32 global
  * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
  * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
@@ -106,7 +106,7 @@ static int64_t qf_fake_symbol(const qf_shape_query *q, char c) {
     return c == 'M' ? q->M : c == 'N' ? q->N : q->K;
 }
 
-/* Evaluates the formula at *s (SPEC notation, as gen/gen_shape.c checks it) for query q and
+/* Evaluates the formula at *s (numerics.md notation, as gen/gen_shape.c checks it) for q and
  * advances *s past it; -1 when malformed. */
 static int64_t qf_fake_eval(const char **s, const qf_shape_query *q) {
     const int up = strncmp(*s, "roundup(", 8) == 0;

@@ -1,6 +1,6 @@
-/* gemm_lt.c: per-tensor-scaled FP8 GEMM through cuBLASLt, with cached plans (SPEC 2.1, DESIGN
+/* gemm_lt.c: per-tensor-scaled FP8 GEMM through cuBLASLt, with cached plans (numerics 2.1, DESIGN
  * "Ops": cuBLASLt where the hardware supports the scale mode natively), and the block-scaled
- * MXFP8 (SPEC 2.3) and NVFP4 (SPEC 2.4) GEMMs of sm_100 and later.
+ * MXFP8 (numerics 2.3) and NVFP4 (numerics 2.4) GEMMs of sm_100 and later.
  *
  * Layout: y[M, N] = A[M, K] B[N, K]^T with both operands K-major (row-major [M, K] and [N, K]).
  * cuBLASLt is column-major, so we ask it for y^T[N, M] = B' A' with Lt's A = our B (transposed,
@@ -73,7 +73,7 @@ void qf_gemm_plans_free(qf_ctx_t *ctx) {
     ctx->n_plans = 0;
 }
 
-/* MXFP8 (SPEC 2.3): one UE8M0 scale per 32 elements along K for both operands; NVFP4 (SPEC 2.4):
+/* MXFP8 (numerics 2.3): one UE8M0 scale per 32 elements along K of both operands; NVFP4 (2.4):
  * one UE4M3 scale per 16 elements, and alpha (from the amaxes) and beta read from device memory.
  * Both read swizzled scales. NOTES: Lt's A is our B, so Lt's A scales are b_scale (qf_gemm_run). */
 static qf_status qf_plan_block_scales(qf_gemm_plan *p) {

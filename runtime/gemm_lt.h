@@ -5,7 +5,7 @@
 
 #include "ctx.h"
 
-/* TN: y[M, N] bf16 = (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias), SPEC 2.1. qf_gemm
+/* TN: y[M, N] bf16 = (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias), numerics 2.1. qf_gemm
  * has checked the scale pointers (fp32 [1], 16-byte aligned); this checks the rest (arch >= 89, a
  * E4M3/E5M2 and b E4M3, K and N multiples of 16, shapes, alignment), naming a and b a_arg and
  * b_arg, then runs a cached plan. Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED, QF_ERR_CUBLAS,

@@ -56,7 +56,7 @@ static qf_status qf_ll_fail(const char *op, const char *stage, qf_status s) {
 /* One stage; the family does not matter here: each op dispatches on the recipe itself. */
 static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const char *recipe, const qf_tensor *x,
                              qf_ln_linear *ll, qf_tensor *y, void *stream) {
-    if (i == QF_LL_WEIGHT) /* weights never round stochastically (SPEC 2.4): no rng */
+    if (i == QF_LL_WEIGHT) /* weights never round stochastically (numerics 2.4): no rng */
         return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, NULL, ll->w_scale, NULL,
                            &ll->wq, stream);
     if (i == QF_LL_NORM)

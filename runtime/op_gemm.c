@@ -1,4 +1,4 @@
-/* op_gemm.c: the GEMM op, y = A B^T (+ bias) in bf16 for every family (SPEC 2, 6): the operand
+/* op_gemm.c: the GEMM op, y = A B^T (+ bias) in bf16 for every family (numerics 2, 6): the operand
  * checks, one dispatch on the recipe's family, and each family's path.
  *
  * Who runs it on an architecture is the family's row (qf_family_gemm_path, family.c): per-tensor
@@ -15,7 +15,7 @@
 
 #define QF_NV_GEMM_K_ALIGN 32
 
-/* The slots one copy of a quantized tensor reads from. NOTES: the backward GEMMs (SPEC 6) will
+/* The slots one copy of a quantized tensor reads from. NOTES: the backward GEMMs (numerics 6) will
  * take the columnwise row of this table. */
 typedef struct qf_copy_slots {
     qf_slot data, scale_inv, amax;
@@ -320,7 +320,7 @@ qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const 
         bias = NULL;
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
-    case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (SPEC 2.2) */
+    case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (numerics 2.2) */
         return qf_g_fp8(ctx, op, &va, &vb, bias, y, stream);
     case QF_FAMILY_MXFP8:
         return qf_g_mxfp8(ctx, op, r, &va, &vb, bias, y, stream);

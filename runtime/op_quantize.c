@@ -1,4 +1,4 @@
-/* op_quantize.c: the quantize op (SPEC 2, 3) for every family, with or without a fused norm: the
+/* op_quantize.c: the quantize op (numerics 2, 3) of every family, with or without a fused norm: the
  * common argument checks, one dispatch on the recipe's family, and each family's launcher. */
 #include "ctx.h"
 #include "validate.h"
@@ -131,7 +131,7 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
 /* {===================================================================== per-tensor FP8 */
 
 /* Delayed scaling: one launch of the tiled entry, or a row-in-registers entry when the call
- * allows one (qf_ctx_launch_rows). Current scaling (SPEC 2.2): the amax slot zeroed, then pass 0
+ * allows one (qf_ctx_launch_rows). Current scaling (numerics 2.2): amax slot zeroed, then pass 0
  * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
  * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
  * x, so that x is read twice in all. */
@@ -187,7 +187,7 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 
 /* {===================================================================== NVFP4 */
 
-/* M and K multiples of 16 (SPEC 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
+/* M and K multiples of 16 (numerics 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
 static qf_status qf_q_nv_check(const qf_qcall *c) {
     if (c->M % 16 != 0 || c->K % 16 != 0)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: x is viewed as [M, K] = [%lld, %lld]; NVFP4 "

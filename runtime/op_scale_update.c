@@ -1,4 +1,4 @@
-/* op_scale_update.c: the scale-update op (SPEC 2.1): delayed scaling's amax-history roll and new
+/* op_scale_update.c: the scale update (numerics 2.1): delayed scaling's amax-history roll and new
  * scales for all tensors of a step in one launch. Families that compute their scales in the
  * quantizer have none. */
 #include "ctx.h"

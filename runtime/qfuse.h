@@ -3,7 +3,7 @@
  *
  * Conventions
  * - Tensors are row-major and contiguous; a tensor of any rank [..., K] is viewed as [M, K] with M
- *   the product of the leading dimensions (SPEC preamble).
+ *   the product of the leading dimensions (docs/numerics.md, notation).
  * - Every data pointer is a device pointer unless the comment says host. qfuse never takes
  *   ownership of caller memory.
  * - Functions return a qf_status; on failure qf_last_error() gives a thread-local message saying
@@ -13,9 +13,9 @@
  *   a stream of another CUDA context is QF_ERR_INVALID_ARG ("... belongs to another CUDA
  *   context"), checked after the arguments and before any launch.
  * - `recipe` names a recipe of the generated registry ("mxfp8") or is the path of a recipe .lua
- *   file, loaded and validated on first use (DESIGN data flow 4); the recipe picks the family, and
+ *   file, loaded and validated on first use (docs/recipes.md); the recipe picks the family, and
  *   the family the path each op takes.
- * - Numerics follow ../SPEC.md; section numbers are cited per function.
+ * - Numerics follow docs/numerics.md; "numerics 2.4" below is its section 2.4.
  */
 #ifndef QFUSE_H
 #define QFUSE_H
@@ -65,7 +65,7 @@ typedef struct qf_tensor {
     int64_t dims[QF_MAX_DIMS];
 } qf_tensor;
 
-/* One output as described by a fake-shape function (SPEC 4). */
+/* One output as described by a fake-shape function (numerics 4). */
 typedef struct qf_shape {
     const char *name;   /* "rowwise_data", "columnwise_data", "amax", "scale_inv", "mu", ... */
     qf_dtype dtype;
@@ -114,7 +114,7 @@ typedef enum qf_kernel_source {
 
 typedef struct qf_kernel_info {
     char name[96];          /* variant name, also the CUDA entry symbol */
-    char key[33];           /* fusion key, 32 hex digits (SPEC 5) */
+    char key[33];           /* fusion key, 32 hex digits (numerics 5) */
     qf_kernel_source source;
     double ms;              /* wall time of the lookup (compile, disk load or memory hit) */
     int on_disk;            /* 1 when the binary is in the disk cache after this lookup (loaded
@@ -131,19 +131,19 @@ const char *qf_family_name(qf_family f);
 
 /* ------------------------------------------------------------------ quantized tensors */
 
-/* Named slots of a quantized tensor. Each is an output of the fake-shape functions (SPEC 4), whose
- * names qf_slot_name gives; an op validates every buffer by matching the fake shapes to the slots
+/* Named slots of a quantized tensor. Each is an output of the fake shapes (numerics 4), named
+ * as qf_slot_name says; an op validates every buffer by matching the fake shapes to the slots
  * by those names. Which slots a family uses, shapes as [rows, cols]:
- *   per-tensor FP8 (SPEC 2.1): ROWWISE_DATA [M, K] and/or COLUMNWISE_DATA [K, M] (transposed),
+ *   per-tensor FP8 (numerics 2.1): ROWWISE_DATA [M, K] and/or COLUMNWISE_DATA [K, M] (transposed),
  *       E4M3/E5M2; AMAX [1] fp32 (max-merged, caller zeroes it); SCALE_INV [1] fp32 (1/scale)
- *   MXFP8 (SPEC 2.3): ROWWISE_DATA [M, K] with ROWWISE_SCALE_INV [roundup(M,128),
+ *   MXFP8 (numerics 2.3): ROWWISE_DATA [M, K] with ROWWISE_SCALE_INV [roundup(M,128),
  *       roundup(cdiv(K,32),4)] E8M0; COLUMNWISE_DATA [M, K] (NOT transposed) with
  *       COLUMNWISE_SCALE_INV [roundup(cdiv(M,32),4), roundup(K,128)]
- *   NVFP4 (SPEC 2.4): ROWWISE_DATA [M, K/2] bytes (E2M1, two per byte, low nibble first) with
+ *   NVFP4 (numerics 2.4): ROWWISE_DATA [M, K/2] bytes (E2M1, two per byte, low nibble first) with
  *       ROWWISE_SCALE_INV [roundup(M,128), roundup(K/16,4)] E4M3 and AMAX_ROWWISE [1] fp32;
  *       COLUMNWISE_DATA [K, M/2] (transposed; RHT when the recipe applies it to the role) with
  *       COLUMNWISE_SCALE_INV [roundup(K,128), roundup(M/16,4)] and AMAX_COLUMNWISE [1]
- *   a fused norm (SPEC 3): MU [M] fp32 (layernorm only), RSIGMA [M] fp32
+ *   a fused norm (numerics 3): MU [M] fp32 (layernorm only), RSIGMA [M] fp32
  * Append-only (STYLE 4): never renumber a slot. */
 typedef enum qf_slot {
     QF_SLOT_ROWWISE_DATA = 0,
@@ -178,7 +178,7 @@ typedef struct qf_quantized {
 /* The copies of a quantized tensor. */
 typedef enum qf_copy {
     QF_COPY_ROWWISE = 0,    /* contiguous along K of the forward GEMM (fprop operands) */
-    QF_COPY_COLUMNWISE = 1, /* the copy for the backward GEMMs (dgrad, wgrad; SPEC 6) */
+    QF_COPY_COLUMNWISE = 1, /* the copy for the backward GEMMs (dgrad, wgrad; numerics 6) */
     QF_COPY_COUNT
 } qf_copy;
 
@@ -188,9 +188,9 @@ typedef struct qf_operand {
     qf_copy copy;
 } qf_operand;
 
-/* ------------------------------------------------------------------ ops (SPEC 2, 3, 6) */
+/* ------------------------------------------------------------------ ops (numerics 2, 3, 6) */
 
-/* The norm fused in front of a quantizer (SPEC 3). QF_NORM_NONE: plain quantize. */
+/* The norm fused in front of a quantizer (numerics 3). QF_NORM_NONE: plain quantize. */
 typedef struct qf_norm_desc {
     qf_norm norm;
     int zero_centered_gamma; /* g = fl(gamma) + 1 in fp32 */
@@ -199,7 +199,7 @@ typedef struct qf_norm_desc {
     qf_tensor beta;          /* [K], gamma's dtype; layernorm only (data NULL for rmsnorm) */
 } qf_norm_desc;
 
-/* Stochastic-rounding stream of one quantization (NVFP4 gradients, SPEC 2.4): element i of a copy
+/* Stochastic-rounding stream of one quantization (NVFP4 grads, numerics 2.4): element i of a copy
  * is rounded with word i % 4 of Philox4x32-10(counter {i/4, offset}, key seed). A training job
  * advances offset every step. */
 typedef struct qf_rng {
@@ -207,7 +207,7 @@ typedef struct qf_rng {
     uint64_t offset;
 } qf_rng;
 
-/* Quantizes x under the recipe's rules for `role`, optionally fused with a norm (SPEC 2, 3).
+/* Quantizes x under the recipe's rules for `role`, optionally fused with a norm (numerics 2, 3).
  *   x:     [..., K] bf16, fp16 or fp32, viewed as [M, K] (M = product of the leading dims);
  *          NVFP4 needs M and K multiples of 16 and x 16-byte aligned.
  *   role:  QF_ROLE_INPUT with a norm (layernorm or rmsnorm: the fused norm + quantize of the
@@ -233,7 +233,7 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
                       const qf_norm_desc *norm, const float *scale, const qf_rng *rng,
                       qf_quantized *out, void *stream);
 
-/* Delayed-scaling update of all n tensors of a step in one launch (SPEC 2.1).
+/* Delayed-scaling update of all n tensors of a step in one launch (numerics 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.
  *   H must be the recipe's amax_history_len (the layout of history the caller allocated).
@@ -245,7 +245,7 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
                           float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                           void *stream);
 
-/* y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 under the recipe's scaling (SPEC 2, 6), both
+/* y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 under the recipe's scaling (numerics 2, 6), both
  * operands K-major ("TN"): a is the activation (or dy) and b the weight, each one copy of a
  * quantized tensor. Only the rowwise copies (fprop) are implemented: a columnwise operand (dgrad,
  * wgrad) is QF_ERR_UNSUPPORTED. Per family:
@@ -267,7 +267,7 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream);
 
-/* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (SPEC 3, 6). All device
+/* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (numerics 3, 6). All device
  * memory, owned by the caller, shaped as the fake-shape functions say. */
 typedef struct qf_ln_linear {
     qf_norm_desc norm;          /* QF_NORM_LAYERNORM or QF_NORM_RMSNORM, gamma, beta, eps */
@@ -282,7 +282,7 @@ typedef struct qf_ln_linear {
     int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
 } qf_ln_linear;
 
-/* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (SPEC 3, 6); y is bf16 with
+/* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (numerics 3, 6); y is bf16 with
  * the leading dims of x. Every stage (weight quantize when weight_changed, norm + quantize, GEMM)
  * is checked before the first one launches; a message names the stage and the argument
  * ("qf_layernorm_linear_fwd: GEMM of ll->xq and ll->wq into y (qf_gemm): qf_gemm: bias has 31

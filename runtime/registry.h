@@ -10,7 +10,7 @@
 #include "family.h"
 #include "qfuse.h"
 
-/* Question asked of a fake-shape function (SPEC 4). Unused fields are ignored. */
+/* Question asked of a fake-shape function (numerics 4). Unused fields are ignored. */
 typedef struct qf_shape_query {
     qf_op op;           /* QF_OP_NORM_QUANTIZE, QF_OP_QUANTIZE or QF_OP_GEMM */
     qf_role role;       /* QF_OP_QUANTIZE: which role's format */

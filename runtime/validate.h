@@ -35,7 +35,7 @@ QF_INTERNAL qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const
  * mode: <family>". */
 QF_INTERNAL qf_status qf_family_unsupported(const char *op, const qf_recipe *r);
 
-/* Norm, eps and the gamma/beta vectors of a norm + quantize op (SPEC 3): nd->norm a qf_norm;
+/* Norm, eps and the gamma/beta vectors of a norm + quantize op (numerics 3): nd->norm a qf_norm;
  * for a norm gamma [K] (x's dtype or fp32), layernorm: beta [K] of gamma's dtype; rmsnorm: no
  * beta and no mu (out's MU slot empty). QF_NORM_NONE checks nothing else. */
 QF_INTERNAL qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd,

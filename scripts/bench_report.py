@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_report.py: merges qfuse.csv and peers.csv of `make bench` into results, plot and README.
+"""bench_report.py: merges qfuse.csv and peers.csv of `make bench` into results, plot and tables.
 
 Reads DIR/qfuse.csv (build/qfuse-bench) and DIR/peers.csv (scripts/bench_peers.py), fills the
 speedup_eager / speedup_compile columns of every qfuse row that has a peer doing the same work
@@ -7,8 +7,8 @@ speedup_eager / speedup_compile columns of every qfuse row that has a peer doing
   DIR/results.csv    all rows of both files, the header comments of both;
   DIR/bandwidth.png  achieved TB/s of each norm + quantize kernel with bf16 input per shape,
                      qfuse beside eager and torch.compile, a line at the measured copy bandwidth;
-  README.md          the part between <!-- bench:begin --> and <!-- bench:end --> (not with
-                     --quick: a smoke run does not replace the reference numbers).
+  docs/bench.md      the part between <!-- bench:begin --> and <!-- bench:end --> (--doc; not
+                     with --quick: a smoke run does not replace the reference numbers).
 Prints the merged table. Exits 0 with a message when there is nothing to report (no GPU run).
 """
 import argparse
@@ -226,10 +226,10 @@ def ceiling(qrows, op, field):
     return None
 
 
-# ============================================================================ README
+# ============================================================================ docs/bench.md
 
 
-def readme_section(qmeta, pmeta, qrows, prows, families):
+def doc_section(qmeta, pmeta, qrows, prows, families):
     copy, bf16 = ceiling(qrows, "copy_d2d", "tbps"), ceiling(qrows, "cublaslt_bf16_gemm", "tflops")
     lines = ["Measured by `make bench` on %s, %s (CUDA %s, driver %s, cuBLASLt %s, NVRTC %s; "
              "PyTorch %s, Triton %s)." % (
@@ -256,7 +256,7 @@ def readme_section(qmeta, pmeta, qrows, prows, families):
     return lines
 
 
-def update_readme(path, lines):
+def update_doc(path, lines):
     text = open(path).read()
     if BEGIN not in text or END not in text:
         print("%s has no %s ... %s markers: not updated" % (path, BEGIN, END))
@@ -348,8 +348,9 @@ def print_table(qrows):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default="out/bench", help="folder of qfuse.csv and peers.csv")
-    p.add_argument("--readme", default="README.md", help="README to update between the markers")
-    p.add_argument("--quick", action="store_true", help="smoke run: leave the README alone")
+    p.add_argument("--doc", "--readme", dest="doc", default="docs/bench.md",
+                   help="page whose tables between the markers are rewritten")
+    p.add_argument("--quick", action="store_true", help="smoke run: leave the page alone")
     args = p.parse_args(argv)
     qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
     if not os.path.exists(qpath):
@@ -365,9 +366,9 @@ def main(argv):
                   qrows + prows)
     plot(os.path.join(args.dir, "bandwidth.png"), qrows, prows)
     if args.quick:
-        print("README not updated (--quick: smoke run)")
+        print("%s not updated (--quick: smoke run)" % args.doc)
     else:
-        update_readme(args.readme, readme_section(qmeta, pmeta, qrows, prows, families))
+        update_doc(args.doc, doc_section(qmeta, pmeta, qrows, prows, families))
     return 0
 
 

@@ -1,4 +1,4 @@
-/* jit_cache.h: on-disk kernel cache shared by processes (SPEC 5, DESIGN "Runtime conventions").
+/* jit_cache.h: on-disk kernel cache shared by processes (numerics 5, DESIGN "Runtime conventions").
  *
  * One file per key: <dir>/<label>.<key>.cubin, holding a fixed header (magic, format version, key,
  * arch, NVRTC version, payload size, XXH64 checksum of the payload) followed by the CUBIN. Written

@@ -1,4 +1,4 @@
-/* jit_key.c: the fusion key (SPEC 5): XXH3-128 over an unambiguous encoding of its inputs. */
+/* jit_key.c: the fusion key (numerics 5): XXH3-128 over an unambiguous encoding of its inputs. */
 #include "jit_key.h"
 
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* jit_key.h: the fusion key (SPEC 5): a digest of everything that changes a kernel's code. */
+/* jit_key.h: the fusion key (numerics 5): a digest of everything that changes a kernel's code. */
 #ifndef QF_JIT_KEY_H
 #define QF_JIT_KEY_H
 

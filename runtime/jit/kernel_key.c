@@ -1,4 +1,4 @@
-/* kernel_key.c: fusion key and NVRTC options of one registry kernel (SPEC 5). */
+/* kernel_key.c: fusion key and NVRTC options of one registry kernel (numerics 5). */
 #include "kernel_key.h"
 
 #include <stdio.h>

@@ -53,7 +53,7 @@ QF_INTERNAL const char *qf_kernel_entry_suffix(qf_entry e);
  * NUL-terminated (the caller frees it); NULL when out of memory. */
 QF_INTERNAL char *qf_kernel_text(const qf_kernel_entry *k);
 
-/* Fusion key (SPEC 5) of kernel k of recipe r as instance inst for arch, with the given NVRTC
+/* Fusion key (numerics 5) of kernel k of recipe r as instance inst for arch, with the given NVRTC
  * headers. The source hashed is qf_kernel_text(k), prelude and template as one text. */
 QF_INTERNAL void qf_kernel_key(const qf_recipe *r, const qf_kernel_entry *k,
                                const qf_kernel_instance *inst, const char *const *hdr_names,

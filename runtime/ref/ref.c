@@ -28,7 +28,7 @@ void *qf_ref_alloc(size_t n) {
  * bits (IEEE bias) and `mbits` mantissa bits, round to nearest even, subnormals included. Returns
  * the magnitude code (exponent field << mbits | mantissa), NOT clamped: a value past the format's
  * range gives a code past its largest finite one, and the caller saturates or overflows to inf.
- * NOTES: all integer arithmetic, so there is no intermediate rounding (SPEC 1: no double rounding
+ * NOTES: all integer arithmetic, so no intermediate rounding (numerics 1: no double rounding
  * through fp16/bf16). Works for fp32 subnormal inputs too, for any format with emin > -126. */
 static int32_t round_to_code(uint32_t abs, int ebits, int mbits) {
     const int bias = (1 << (ebits - 1)) - 1;
@@ -177,7 +177,7 @@ float qf_amax_merge(float m, float v) {
 
 /* {================================================================== norm + FP8 quantize */
 
-/* One row's statistics in double (SPEC 3: the fp64 reference the kernels are held to). */
+/* One row's statistics in double (numerics 3: the fp64 reference the kernels are held to). */
 static void row_stats(qf_norm norm, qf_dtype xdt, const void *x, int64_t row, int64_t K, float eps,
                       float *mu, float *rsigma) {
     const int64_t base = row * K;
@@ -211,7 +211,7 @@ void qf_norm_stats_ref(qf_norm norm, qf_dtype xdt, const void *x, int64_t M, int
 
 float qf_norm_apply_ref(qf_norm norm, int zcg, float x, float mu, float rsigma, float gamma,
                         float beta) {
-    /* fl(gamma) + 1 in fp32, never in gamma's storage dtype (SPEC 3, TE PR #1690). */
+    /* fl(gamma) + 1 in fp32, never in gamma's storage dtype (numerics 3, TE PR #1690). */
     const float g = zcg ? gamma + 1.0f : gamma;
     switch (norm) {
     case QF_NORM_LAYERNORM:
@@ -307,7 +307,7 @@ void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x
 
 /* {================================================================== delayed scaling */
 
-/* (fp8_max * 2^-margin) / amax in fp32 for a finite amax > 0 (SPEC 2.1); inf -> FLT_MAX. */
+/* (fp8_max * 2^-margin) / amax in fp32 for a finite amax > 0 (numerics 2.1); inf -> FLT_MAX. */
 static float delayed_scale(float fp8_max, float margin, float amax) {
     /* NOTES: ldexpf is exact for an integer margin; powf is only needed (and only approximately
      * specified) for a fractional one. */

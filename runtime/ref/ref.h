@@ -1,4 +1,4 @@
-/* ref.h: scalar C reference implementations (*_ref), the oracle for every kernel (SPEC 1, 2.1, 3).
+/* ref.h: scalar C references (*_ref), the oracle of every kernel (numerics 1, 2.1, 3).
  *
  * Plain C, fp32 arithmetic in the exact order the kernels use (build with -ffp-contract=off so the
  * compiler fuses nothing), except where a function says it works in double. */
@@ -17,7 +17,7 @@
  * memory error path. The caller frees. */
 void *qf_ref_alloc(size_t n);
 
-/* ---- element conversions (SPEC 1) */
+/* ---- element conversions (numerics 1) */
 
 /* The bits of an fp32 value and the fp32 value of 32 bits (memcpy: no aliasing, no conversion). */
 static inline uint32_t qf_f32_bits(float f) {
@@ -54,10 +54,10 @@ uint16_t qf_float_to_fp16(float f); /* round to nearest even, overflow -> inf */
 /* Element i of a bf16/fp16/fp32 array, as fp32. */
 float qf_load_as_float(const void *p, qf_dtype dt, int64_t i);
 
-/* max(m, |v|) that keeps NaN: a NaN anywhere makes the result NaN (SPEC 2.3 spirit). */
+/* max(m, |v|) that keeps NaN: a NaN anywhere makes the result NaN (numerics 2.3 spirit). */
 float qf_amax_merge(float m, float v);
 
-/* ---- norm + per-tensor FP8 quantize (SPEC 2.1, 3) */
+/* ---- norm + per-tensor FP8 quantize (numerics 2.1, 3) */
 
 /* Row statistics in double, rounded to fp32: layernorm mu and rsigma = 1/sqrt(var + eps);
  * rmsnorm rsigma = 1/sqrt(mean(x^2) + eps) and mu = 0; none: mu = 0, rsigma = 1.
@@ -113,7 +113,7 @@ void qf_norm_quantize_fp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void *x
                               uint8_t *row, uint8_t *col, float *mu_out, float *rsigma_out,
                               float *amax);
 
-/* Delayed-scaling update (SPEC 2.1), same contract as the kernel: for each tensor t < n with
+/* Delayed-scaling update (numerics 2.1), same contract as the kernel: for each tensor t < n with
  * a = amax[t] != 0: history[t, :] rolls (newest at index 0), then scale/scale_inv are recomputed;
  * amax[t] is reset to 0. margin and ac come from the recipe. */
 void qf_fp8_scale_update_ref(int n, int H, float *amax, float *history, float *scale,

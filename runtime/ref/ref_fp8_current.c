@@ -1,4 +1,4 @@
-/* ref_fp8_current.c: scalar C references for fp8_current (SPEC 2.2): scale, norm + quantize. */
+/* ref_fp8_current.c: scalar C references for fp8_current (numerics 2.2): scale, norm + quantize. */
 #include "ref_fp8_current.h"
 
 #include <float.h>
@@ -99,7 +99,7 @@ static qf_status nq_current(const char *fn, const qf_fp8_current_src *src,
     if (!opts || !out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts and out must not be NULL", fn);
     QF_TRY(check_opts(fn, opts));
-    /* Pass 1: the amax of the whole tensor, before any element is cast (SPEC 2.2). */
+    /* Pass 1: the amax of the whole tensor, before any element is cast (numerics 2.2). */
     float amax = 0.0f;
     run_pass(src, 1.0f, opts->fmt, NULL, NULL, out->mu, out->rsigma, &amax);
     const float scale =

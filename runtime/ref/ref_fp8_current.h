@@ -1,4 +1,4 @@
-/* ref_fp8_current.h: scalar C references for the fp8_current family (SPEC 2.2, TE
+/* ref_fp8_current.h: scalar C references for the fp8_current family (numerics 2.2, TE
  * Float8CurrentScaling): the scale from a tensor's own amax, fused norm + quantize and plain
  * quantize. Built on ref.h (same norm arithmetic, same FP8 conversions); the oracle of the
  * current-scaling kernels. fp32 arithmetic in the kernels' order (build with -ffp-contract=off). */
@@ -11,7 +11,7 @@
 #include "qfuse.h"
 #include "ref.h"
 
-/* ---- scale (SPEC 2.2) */
+/* ---- scale (numerics 2.2) */
 
 /* The current-scaling scale of a tensor whose amax is `amax` (max |v|: >= 0, or NaN), as fp32:
  *   a = amax_epsilon if amax < amax_epsilon, else amax (TE's comparison: a NaN amax stays NaN);
@@ -27,7 +27,7 @@ float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scale
  * qf_fp8_current_scale_ref (or any finite nonzero scale); 1/FLT_MAX gives the subnormal 2^-128. */
 float qf_fp8_scale_inv_ref(float scale);
 
-/* ---- norm + quantize (SPEC 2.2, 3) */
+/* ---- norm + quantize (numerics 2.2, 3) */
 
 /* What is quantized: y [M, K], fp32, y = qf_norm_apply_ref of each element (layernorm, rmsnorm, or
  * y = x for QF_NORM_NONE). x [M, K] of xdt (bf16, fp16 or fp32); gamma/beta [K] of gdt (the input's
@@ -39,7 +39,7 @@ float qf_fp8_scale_inv_ref(float scale);
  * own them. */
 typedef qf_norm_src qf_fp8_current_src; /* see ref.h */
 
-/* Recipe options that reach the quantizer (SPEC 2.2). fmt is the role's element format:
+/* Recipe options that reach the quantizer (numerics 2.2). fmt is the role's element format:
  * QF_DTYPE_E4M3 for input and weight; for grad QF_DTYPE_E5M2 under format = "hybrid" (default),
  * QF_DTYPE_E4M3 under "e4m3". amax_epsilon >= 0 (recipe default 0.0); power_2_scales: 0 or 1
  * (default 0). */
@@ -63,7 +63,7 @@ typedef struct qf_fp8_current_out {
 /* Step 1 of two: *amax = max |y| over all elements (NaN propagates), fp32, y as in
  * qf_fp8_current_src; mu_out / rsigma_out [M] (may be NULL) receive the statistics used.
  * Two-step use, e.g. a GPU test checking in row chunks or an amax MAX-reduced over a
- * data/tensor-parallel group (SPEC 2.2): run this per chunk, merge the amaxes with
+ * data/tensor-parallel group (numerics 2.2): run this per chunk, merge the amaxes with
  * qf_amax_merge, take scale = qf_fp8_current_scale_ref(amax, ...), then quantize each chunk
  * with qf_norm_quantize_fp8_ref(..., scale, opts->fmt, ...) and the same mu/rsigma: the bytes
  * equal those of qf_norm_quantize_fp8_current_ref on the whole tensor.
@@ -72,7 +72,7 @@ typedef struct qf_fp8_current_out {
 qf_status qf_fp8_current_amax_ref(const qf_fp8_current_src *src, float *amax, float *mu_out,
                                   float *rsigma_out);
 
-/* Fused norm + FP8 quantize under current scaling (SPEC 2.2, 3): amax = max |y| over the whole
+/* Fused norm + FP8 quantize under current scaling (numerics 2.2, 3): amax = max |y| over the whole
  * normalized output (after gamma/beta), scale = qf_fp8_current_scale_ref(amax, opts...),
  * q = rn_sat_fmt(fl(y * scale)) into out->row [M, K] and/or out->col [K, M]; y is rounded once,
  * from fp32 (TE rounds y to bf16 first and casts that: two roundings, the only cause of any
@@ -85,7 +85,7 @@ qf_status qf_norm_quantize_fp8_current_ref(const qf_fp8_current_src *src,
                                            const qf_fp8_current_opts *opts,
                                            const qf_fp8_current_out *out);
 
-/* Plain quantize (no norm) under current scaling, for the weight and grad roles (SPEC 2.2):
+/* Plain quantize (no norm) under current scaling, for the weight and grad roles (numerics 2.2):
  * x [M, K] of xdt (bf16, fp16 or fp32), amax = max |x|, then as
  * qf_norm_quantize_fp8_current_ref with y = x (rowwise [M, K] and/or columnwise [K, M]).
  * out->mu and out->rsigma are ignored. Errors: as qf_norm_quantize_fp8_current_ref. */

@@ -1,4 +1,4 @@
-/* ref_mx.c: scalar C references for MXFP8 (SPEC 2.3): E8M0 scales, block quantization, scale
+/* ref_mx.c: scalar C references for MXFP8 (numerics 2.3): E8M0 scales, block quantization, scale
  * layouts, fused norm + MXFP8 quantize and the block-scaled GEMM. */
 #include "ref_mx.h"
 
@@ -61,7 +61,7 @@ static uint8_t e8m0_floor(float a, int emax) {
 uint8_t qf_e8m0_from_amax_ref(float amax, qf_dtype fmt, qf_scale_rounding r) {
     const int emax = fmt_emax(fmt);
     if (isnan(amax))
-        return 0xFF; /* a NaN is never dropped by the scale (SPEC 2.3) */
+        return 0xFF; /* a NaN is never dropped by the scale (numerics 2.3) */
     if (!(amax > 0.0f))
         return 0x00; /* zero block: finite scale, zero data, never NaN */
     if (isinf(amax))
@@ -215,7 +215,7 @@ static uint8_t *mx_scales_begin(uint8_t *out, qf_scale_layout layout, int64_t R,
     if (!out)
         return NULL;
     uint8_t *s = layout == QF_SCALE_LAYOUT_COMPACT ? out : qf_ref_alloc((size_t)(R * C));
-    memset(s, 0x00, (size_t)(R * C)); /* padding entries are 0x00 (SPEC 2.3) */
+    memset(s, 0x00, (size_t)(R * C)); /* padding entries are 0x00 (numerics 2.3) */
     return s;
 }
 

@@ -1,4 +1,4 @@
-/* ref_mx.h: scalar C references for MXFP8 (SPEC 2.3): E8M0 scales, 1x32 / 32x1 / 32x32 block
+/* ref_mx.h: scalar C references for MXFP8 (numerics 2.3): E8M0 scales, 1x32 / 32x1 / 32x32 block
  * quantization, compact and swizzled scale layouts, and the block-scaled GEMM. These are the oracle
  * of the MXFP8 kernels; fp32 arithmetic in the kernels' order (build with -ffp-contract=off). */
 #ifndef QF_REF_MX_H
@@ -9,7 +9,7 @@
 
 #include "qf_formats.h"
 
-/* ---- E8M0 (SPEC 1, 2.3) */
+/* ---- E8M0 (numerics 1, 2.3) */
 
 /* The scale byte of a block with this amax (amax >= 0 or NaN), for element format fmt
  * (QF_DTYPE_E4M3: fp8_max 448, emax 8; QF_DTYPE_E5M2: 57344, emax 15):
@@ -50,7 +50,7 @@ void qf_mx_swizzle_ref(const uint8_t *compact, int64_t R, int64_t C, uint8_t *sw
 
 /* ---- norm + MXFP8 quantize */
 
-/* Fused norm + MXFP8 quantize reference (SPEC 2.3, 3). x [M, K] (xdt), gamma/beta [K] (gdt; NULL
+/* Fused norm + MXFP8 quantize ref (numerics 2.3, 3). x [M, K] (xdt), gamma/beta [K] (gdt; NULL
  * when not used), mu_in/rsigma_in as in qf_norm_quantize_fp8_ref (the kernel's own statistics, or
  * NULL to compute them). y is qf_norm_apply_ref of each element (fp32). Outputs, each may be NULL:
  *   row [M, K] with scale_row [roundup(M,128), roundup(cdiv(K,32),4)]: 1x32 blocks along K;

@@ -1,4 +1,4 @@
-/* ref_nvfp4.c: scalar C references for NVFP4 (SPEC 2.4): E2M1, Philox SR, RHT, scales, fused norm
+/* ref_nvfp4.c: NVFP4's scalar C references (numerics 2.4): E2M1, Philox SR, RHT, scales, fused norm
  * + NVFP4 quantize and the block-scaled GEMM. */
 #include "ref_nvfp4.h"
 
@@ -17,7 +17,7 @@
 
 /* {================================================================== E2M1 */
 
-/* Magnitudes of codes 0..7 (SPEC 1 table). */
+/* Magnitudes of codes 0..7 (numerics 1 table). */
 static const float k_e2m1_grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 static uint8_t e2m1_sign(float v) {

@@ -1,4 +1,4 @@
-/* ref_nvfp4.h: scalar C references for NVFP4 (SPEC 1, 2.4): E2M1 elements, E4M3 block scales, the
+/* ref_nvfp4.h: NVFP4's scalar C references (numerics 1, 2.4): E2M1 elements, E4M3 block scales, the
  * fp32 global scale, the 16-point random Hadamard transform, Philox4x32-10 stochastic rounding,
  * 16x16 weight tiles, the layouts and the block-scaled GEMM. These are the oracle of the NVFP4
  * kernels; fp32 arithmetic in the kernels' order (build with -ffp-contract=off). */
@@ -13,10 +13,10 @@
 #include "ref.h"
 
 #define QF_NVFP4_BLOCK 16
-/* TE's fixed RHT sign pattern: bit k set means s_k = -1 (SPEC 2.4). */
+/* TE's fixed RHT sign pattern: bit k set means s_k = -1 (numerics 2.4). */
 #define QF_NVFP4_RHT_MASK_DEFAULT 0xD7E8u
 
-/* ---- E2M1 (SPEC 1) */
+/* ---- E2M1 (numerics 1) */
 
 /* fp32 -> E2M1 code (4 bits: bit 3 sign, bits 0..2 magnitude code for 0, 0.5, 1, 1.5, 2, 3, 4, 6),
  * round to nearest even straight from fp32 (2.500004 -> 5), ties to the even code (0.25 -> 0,
@@ -29,7 +29,7 @@
 uint8_t qf_e2m1_from_float_ref(float v);
 /* Code (low 4 bits used) -> fp32, exact. */
 float qf_e2m1_to_float_ref(uint8_t code);
-/* Stochastic rounding of v with the random word u (SPEC 2.4): a = |v| (fp32); a >= 6 or +-inf ->
+/* Stochastic rounding of v with random word u (numerics 2.4): a = |v| (fp32); a >= 6 or +-inf ->
  * +-6; NaN -> 0x7 (as above); otherwise lo <= a < hi are the neighbouring grid values,
  * frac = (a - lo) / (hi - lo) (exact in fp32: Sterbenz, power-of-two divisor), and the result is
  * hi iff u < (uint32_t)ceilf(ldexpf(frac, 32)), else lo (a == lo gives lo for every u). So
@@ -46,13 +46,13 @@ void qf_e2m1_set_ref(uint8_t *packed, int64_t i, uint8_t code);
 /* out = philox4x32_10(ctr, key). Reproduces Random123's known-answer vectors. */
 void qf_philox4x32_10_ref(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
-/* The random word of element `index` under (seed, offset) (SPEC 2.4 SR): word (index % 4) of
+/* The random word of element `index` under (seed, offset) (numerics 2.4 SR): word (index % 4) of
  * philox4x32_10(ctr = {lo32(index/4), hi32(index/4), lo32(offset), hi32(offset)},
  *               key = {lo32(seed), hi32(seed)}).
  * A pure function of its arguments: any kernel launch layout reproduces it. */
 uint32_t qf_nvfp4_sr_bits_ref(uint64_t seed, uint64_t offset, uint64_t index);
 
-/* ---- RHT (SPEC 2.4) */
+/* ---- RHT (numerics 2.4) */
 
 /* RHT signs drawn from a seed (recipe option rht_seed): bit k of the mask (s_k = -1 when set) is
  * the low bit of qf_nvfp4_sr_bits_ref(seed, 0, k), i.e. of the successive output words of Philox
@@ -65,7 +65,7 @@ uint16_t qf_nvfp4_rht_mask_from_seed_ref(uint64_t seed);
  * x and y are [16] and may not overlap. */
 void qf_rht16_ref(const float *x, uint16_t mask, float *y);
 
-/* ---- scales (SPEC 2.4) */
+/* ---- scales (numerics 2.4) */
 
 /* S_enc = fminf(fl(2688 / amax), FLT_MAX); amax == 0 or a zero quotient (amax = +inf) gives 1.
  * NaN amax gives FLT_MAX (fminf drops the NaN, as TE's compute_global_encode_scaling_factor_FP4;
@@ -78,7 +78,7 @@ uint8_t qf_nvfp4_block_scale_ref(float bamax, float s_enc);
 /* enc = fminf(fl(1 / fl(float(sf) * s_dec)), FLT_MAX): sf 0x00 gives FLT_MAX (1/0 = inf), and a
  * NaN sf gives FLT_MAX too (fminf, as the kernels compute it). */
 float qf_nvfp4_elem_enc_ref(uint8_t sf, float s_dec);
-/* alpha = fl(fl(amax_a * amax_b) * fl(1 / (6*6*448*448))) (SPEC 2.4 GEMM). */
+/* alpha = fl(fl(amax_a * amax_b) * fl(1 / (6*6*448*448))) (numerics 2.4 GEMM). */
 float qf_nvfp4_gemm_alpha_ref(float amax_a, float amax_b);
 
 /* Padded scale shapes: rowwise [roundup(M,128), roundup(K/16,4)], columnwise (of the transposed
@@ -101,7 +101,7 @@ typedef struct qf_nvfp4_opts {
     int sr;               /* stochastic rounding of the elements (both copies) */
     uint64_t sr_seed, sr_offset;
     int block_2d;         /* one 16x16 tile amax per block scale (weights); excludes rht */
-    qf_scale_layout layout; /* of both scale matrices (swizzled: SPEC 2.3 formula, no transpose) */
+    qf_scale_layout layout; /* both scale matrices (swizzled: numerics 2.3 formula, no transpose) */
 } qf_nvfp4_opts;
 
 /* Host buffers (the reference does not own them). The pointers of a copy that is not requested
@@ -116,7 +116,7 @@ typedef struct qf_nvfp4_out {
     float *mu, *rsigma;   /* [M] */
 } qf_nvfp4_out;
 
-/* Fused norm + NVFP4 quantize reference (SPEC 2.4, 3).
+/* Fused norm + NVFP4 quantize reference (numerics 2.4, 3).
  * Each copy uses its own global scale S_enc = qf_nvfp4_global_enc_ref(amax of that copy), block
  * scales sf = qf_nvfp4_block_scale_ref(block amax, S_enc) and elements
  * q = rn_sat_E2M1(fl(v * qf_nvfp4_elem_enc_ref(sf, fl(1/S_enc)))) (or qf_e2m1_sr_ref with sr).

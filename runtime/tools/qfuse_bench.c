@@ -13,7 +13,7 @@
  * time over its size; the median over batches is reported), after a warm-up, with inputs rotated
  * between sets that together exceed twice the L2 cache, filled with random data.
  * Without a GPU it says so and exits 0. scripts/bench_peers.py and scripts/bench_report.py add
- * the PyTorch peers, the plot and the README table. */
+ * the PyTorch peers, the plot and the tables of docs/bench.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>

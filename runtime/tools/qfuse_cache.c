@@ -1,4 +1,4 @@
-/* qfuse_cache.c: qfuse-cache, the disk kernel cache tool: list, clear, prune and warm (README).
+/* qfuse_cache.c: qfuse-cache, the disk kernel cache: list, clear, prune and warm (docs/tools.md).
  *
  * Entries are the files qf_cache_store writes (jit_cache.h); anything else in the directory is
  * never touched. `warm` compiles through a device-less context (qf_ctx_init_host), i.e. through

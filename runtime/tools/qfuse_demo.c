@@ -211,7 +211,7 @@ typedef struct run_state {
     qf_tensor tx, ty;
 } run_state;
 
-/* Delayed scaling keeps a scale and an amax history per tensor between steps (SPEC 2.1); every
+/* Delayed scaling keeps a scale and an amax history per tensor between steps (numerics 2.1); every
  * other family computes its scales from the data. */
 static int delayed_scaling(const run_state *st) {
     return st->r->family == QF_FAMILY_FP8_DELAYED;
