@@ -1,6 +1,7 @@
 # qfuse build. Targets: all gen demo test check check-asan check-valgrind bench fuzz examples
 # install clean distclean help.
-# Out-of-tree objects in $(BUILD_DIR); generated sources in out/. `make V=1` shows commands.
+# Out-of-tree objects and generated sources in $(BUILD_DIR); results in out/. `make V=1` shows
+# commands.
 
 # The release: libqfuse.so.$(VERSION) with the soname libqfuse.so.<major>, and qfuse.pc.
 VERSION := 0.1.0
@@ -18,10 +19,14 @@ CC ?= gcc
 # A folder with the Debian -dev packages unpacked by `dpkg -x` (machines without apt access).
 QFUSE_DEPS_PREFIX ?=
 
-# Generated sources: out/, or `make OUT=dir` on the command line (an OUT variable in the
-# environment is ignored: it is a common shell name).
-OUT := $(if $(filter command line,$(origin OUT)),$(OUT),out)
 B := $(BUILD_DIR)
+# Generated sources (qfuse-gen's output for recipes/): a build product, in the build directory,
+# so that a qfuse-gen run of one's own (its default output is ./out) never touches the tree's
+# build. `make GEN_DIR=dir` on the command line puts them elsewhere.
+GEN_DIR := $(if $(filter command line,$(origin GEN_DIR)),$(GEN_DIR),$(B)/generated)
+# Results: out/bench (make bench) and out/data (the downloaded checkpoint); `make OUT=dir` on the
+# command line (an OUT variable in the environment is ignored: it is a common shell name).
+OUT := $(if $(filter command line,$(origin OUT)),$(OUT),out)
 
 ifeq ($(V),1)
 Q :=
@@ -33,7 +38,7 @@ WARN := -Wall -Wextra -Wshadow -Wundef -Wwrite-strings -Wstrict-prototypes -Wmis
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 $(OPT) -fPIC -ffp-contract=off -pthread $(WARN) $(CFLAGS)
 # PREFIX reaches no object of the build: only the installed qfuse-gen (INSTALL_GEN) has it.
-CPPFLAGS_ALL := -D_GNU_SOURCE -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/tools -Igen -I$(OUT) \
+CPPFLAGS_ALL := -D_GNU_SOURCE -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/tools -Igen -I$(GEN_DIR) \
                 -isystem $(CUDA_HOME)/include \
                 -I/usr/include/lua5.4 -I/usr/include/cjson $(CPPFLAGS)
 LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc -lcublasLt -lcudart
@@ -67,10 +72,10 @@ RECIPES := $(wildcard recipes/*.lua)
 TEMPLATES := $(wildcard templates/*.cu)
 # Shared device headers of the templates: in-memory NVRTC headers, embedded in the registry.
 DEV_HEADERS := $(wildcard templates/qf_dev_*.cuh)
-OUT_SRCS := $(OUT)/registry.c $(OUT)/shapes.c
+OUT_SRCS := $(GEN_DIR)/registry.c $(GEN_DIR)/shapes.c
 # The headers `make install` installs: the public API, and the generated fake-shape functions.
 PUBLIC_HEADERS := runtime/qfuse.h runtime/qf_formats.h runtime/family.h runtime/registry.h \
-                  $(OUT)/shapes.h
+                  $(GEN_DIR)/shapes.h
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 EXAMPLE_RECIPES := $(wildcard examples/*.lua)
 
@@ -78,7 +83,7 @@ CORE_OBJS := $(CORE_SRCS:%.c=$(B)/%.o)
 TOOL_LIB_OBJS := $(TOOL_LIB_SRCS:%.c=$(B)/%.o)
 BENCH_OBJS := $(B)/runtime/tools/qfuse_bench.o $(BENCH_SRCS:%.c=$(B)/%.o)
 GEN_OBJS := $(GEN_SRCS:%.c=$(B)/%.o)
-OUT_OBJS := $(OUT_SRCS:%.c=$(B)/%.o)
+OUT_OBJS := $(B)/generated/registry.o $(B)/generated/shapes.o
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(B)/tests/%)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
 
@@ -101,7 +106,7 @@ FLAGS_FILE := $(B)/.flags
 all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
 
 help:
-	@echo "make            build qfuse-gen, generate out/, build libqfuse, qfuse-demo and tests"
+	@echo "make            qfuse-gen, build/generated/ (kernels), libqfuse, qfuse-demo and tests"
 	@echo "make demo       build and run the demo (GPU part skipped without a GPU)"
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
 	@echo "make check      same as test, with -Werror (objects in CHECK_DIR=$(CHECK_DIR))"
@@ -113,8 +118,8 @@ help:
 	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
-	@echo "make gen        only regenerate out/ from recipes/ and templates/"
-	@echo "make clean      remove the build directories; distclean also removes out/"
+	@echo "make gen        only regenerate build/generated/ from recipes/ and templates/"
+	@echo "make clean      remove the build directories; distclean also out/ but out/data"
 	@echo "variables: CUDA_HOME BUILD_DIR PREFIX QFUSE_DEPS_PREFIX V=1"
 
 # ---- dependencies and flag tracking
@@ -134,6 +139,10 @@ $(B)/%.o: %.c $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+$(B)/generated/%.o: $(GEN_DIR)/%.c $(FLAGS_FILE) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(LIB_CORE): $(CORE_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -146,24 +155,24 @@ $(QFUSE_GEN): $(B)/$(GEN_MAIN:.c=.o) $(LIB_GEN) $(LIB_CORE)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-# ---- generated sources: one generator run produces all of out/
-# The list of its inputs, so that removing a recipe or a template regenerates out/ too.
+# ---- generated sources: one generator run produces all of $(GEN_DIR)
+# The list of its inputs, so that removing a recipe or a template regenerates them too.
 GEN_INPUTS := $(B)/.gen-inputs
 $(GEN_INPUTS): FORCE | $(B)/
 	$(Q)echo '$(RECIPES) $(TEMPLATES) $(DEV_HEADERS)' > $@.new
 	$(Q)cmp -s $@.new $@ && rm -f $@.new || mv -f $@.new $@
-$(OUT)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h $(GEN_INPUTS)
-	@$(if $(Q),echo "  GEN     $(OUT)/ from $(RECIPES)")
-	$(Q)$(QFUSE_GEN) -o $(OUT) $(RECIPES)
+$(GEN_DIR)/.stamp: $(QFUSE_GEN) $(RECIPES) $(TEMPLATES) $(DEV_HEADERS) runtime/qf_formats.h $(GEN_INPUTS)
+	@$(if $(Q),echo "  GEN     $(GEN_DIR)/ from $(RECIPES)")
+	$(Q)$(QFUSE_GEN) -o $(GEN_DIR) $(RECIPES)
 	$(Q)touch $@
 # The generator rewrites only the files whose bytes change, so the objects depend on the files
 # and only order-only on the stamp: a run that changes nothing (another build directory's
 # qfuse-gen, the same sources) rebuilds nothing. The empty recipe (;) makes make read the files'
 # times again after a run.
-$(OUT_SRCS) $(OUT)/shapes.h: $(OUT)/.stamp ;
-gen: $(OUT)/.stamp
+$(OUT_SRCS) $(GEN_DIR)/shapes.h: $(GEN_DIR)/.stamp ;
+gen: $(GEN_DIR)/.stamp
 
-$(OUT_OBJS): | $(OUT)/.stamp
+$(OUT_OBJS): | $(GEN_DIR)/.stamp
 
 $(LIB): $(CORE_OBJS) $(OUT_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -179,12 +188,12 @@ $(SOLIB): $(B)/$(SONAME)
 $(QFUSE_DEMO): $(B)/runtime/tools/qfuse_demo.o $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(B)/runtime/tools/qfuse_demo.o: | $(OUT)/.stamp
+$(B)/runtime/tools/qfuse_demo.o: | $(GEN_DIR)/.stamp
 
 $(QFUSE_BENCH): $(BENCH_OBJS) $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
-$(BENCH_OBJS): | $(OUT)/.stamp
+$(BENCH_OBJS): | $(GEN_DIR)/.stamp
 # The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
 # never reaches the flags record that every other object depends on.
 OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(BENCH_OBJS)
@@ -218,7 +227,7 @@ STAGE_INC := $(B)/include/qfuse
 STAGED_HEADERS := $(addprefix $(STAGE_INC)/,$(notdir $(PUBLIC_HEADERS)))
 EXAMPLE_LDLIBS := -L$(B) -Wl,-rpath,$(abspath $(B)) -lqfuse -L$(CUDA_HOME)/lib64 \
                   -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lm
-$(STAGE_INC)/shapes.h: $(OUT)/shapes.h | $(STAGE_INC)/
+$(STAGE_INC)/shapes.h: $(GEN_DIR)/shapes.h | $(STAGE_INC)/
 	$(Q)cp $< $@
 $(filter-out %/shapes.h,$(STAGED_HEADERS)): $(STAGE_INC)/%.h: runtime/%.h | $(STAGE_INC)/
 	$(Q)cp $< $@
@@ -356,7 +365,10 @@ install: all $(INSTALL_GEN)
 
 clean:
 	rm -rf $(B) $(FUZZ_DIR) $(ASAN_DIR) $(CHECK_DIR)
+# distclean also removes make bench's results and what a qfuse-gen run left in out/; the
+# downloaded checkpoint (out/data) stays: it cannot be made again without the network.
 distclean: clean
-	rm -rf $(OUT)
+	rm -rf $(OUT)/bench $(OUT)/kernels $(OUT)/registry.c $(OUT)/shapes.c $(OUT)/shapes.h \
+	       $(OUT)/manifest.json
 
 -include $(shell find $(B) $(FUZZ_DIR)/fuzz-obj -name '*.d' 2>/dev/null)

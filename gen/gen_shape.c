@@ -1,5 +1,5 @@
 /* gen_shape.c: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
- * functions of out/shapes.c and the symbolic formulas of out/manifest.json.
+ * functions of build/generated/shapes.c and the symbolic formulas of build/generated/manifest.json.
  *
  * NOTES: one table per family is the single source of both outputs, so the shapes the runtime
  * allocates through shapes.c and the formulas the manifest publishes cannot differ. */
@@ -72,7 +72,8 @@ static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
         if (!o->dims[d] || !qf_gen_dim_ok(o->dims[d]))
             return qf_gen_fail(e, "shape table: output '%s' dim %d is not a formula of M, N, K, "
                                "constants, roundup and cdiv", o->name, d);
-    if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || (o->ops & ~(QF_FAKE_OP(QF_OP_COUNT) - 1u)) != 0 || !o->ops ||
+    const unsigned all_ops = QF_FAKE_OP(QF_OP_COUNT) - 1u;
+    if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || !o->ops || (o->ops & ~all_ops) != 0 ||
         (o->dtype != QF_FAKE_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
     return 0;

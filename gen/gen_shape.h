@@ -1,5 +1,5 @@
 /* gen_shape.h: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
- * functions of out/shapes.c and the symbolic formulas of out/manifest.json. */
+ * functions of build/generated/shapes.c and the symbolic formulas of its manifest.json. */
 #ifndef QF_GEN_SHAPE_H
 #define QF_GEN_SHAPE_H
 

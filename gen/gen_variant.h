@@ -53,8 +53,9 @@ typedef struct qf_gen_values {
 void qf_gen_variant_values(const qf_recipe *r, const qf_gen_variant *v, qf_gen_values *out);
 
 /* The registry entry (registry.h) of variant v of recipe r over template tpl, with its rendered
- * prelude and entry points (QF_ENTRY_BIT flags): what qfuse-gen emits into out/registry.c and
- * the runtime builds for a recipe file. Points into r, v, tpl and prelude (not owned). */
+ * prelude and entry points (QF_ENTRY_BIT flags): what qfuse-gen emits into
+ * build/generated/registry.c and the runtime builds for a recipe file. Points into r, v, tpl and
+ * prelude (not owned). */
 qf_kernel_entry qf_gen_variant_entry(const qf_recipe *r, const qf_gen_variant *v,
                                      const qf_kernel_template *tpl, const char *prelude,
                                      unsigned entries);

@@ -27,9 +27,9 @@
 typedef struct qf_shape_query qf_shape_query;
 typedef int (*qf_shapes_fn)(const qf_shape_query *q, qf_shape *out, int cap);
 
-/* A validated recipe, every option holding its value (defaults filled in). The generator fills
- * it from a recipe file and emits it into the registry (out/registry.c); the runtime reads the
- * registry's or loads a recipe file into one itself. Members a family's schema does not name
+/* A validated recipe, every option holding its value (defaults filled in). The generator fills it
+ * from a recipe file and emits it into the registry (build/generated/registry.c); the runtime reads
+ * the registry's or loads a recipe file into one itself. Members a family's schema does not name
  * keep their zero (or per-family) defaults. Does not own anything. */
 typedef struct qf_recipe {
     char name[QF_RECIPE_NAME_MAX + 1];  /* file stem: "fp8_delayed" ([a-z0-9_]+) */
@@ -231,9 +231,9 @@ const qf_family_traits *qf_family_get(qf_family f);
 qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
 
 /* Fake shapes (numerics 4) of query q under recipe r, interpreted from its family's table: the same
- * answers as the generated shape function of a shipped recipe (out/shapes.c), for recipes loaded
- * at run time. Returns the count of outputs written to out[0..cap), -1 for an invalid query,
- * -2 when cap is too small. Pure C. */
+ * answers as the generated shape function of a shipped recipe (build/generated/shapes.c), for
+ * recipes loaded at run time. Returns the count of outputs written to out[0..cap), -1 for an
+ * invalid query, -2 when cap is too small. Pure C. */
 int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
 
 /* r's generated shape function when it has one, else qf_family_shapes. */

@@ -1,6 +1,7 @@
-/* family_shapes.c: the families' fake-shape tables (numerics 4), one per family, referenced by
- * its row in qf_families: the single source of the generated shape functions (out/shapes.c),
- * the manifest's formulas and the runtime's interpreter for recipes loaded at run time. */
+/* family_shapes.c: the families' fake-shape tables (numerics 4), one per family, referenced by its
+ * row in qf_families: the single source of the generated shape functions
+ * (build/generated/shapes.c), the manifest's formulas and the runtime's interpreter for recipes
+ * loaded at run time. */
 #include <string.h>
 
 #include "family.h"
@@ -91,7 +92,7 @@ const qf_fake_table qf_fake_nvfp4 = {
 /* ========================================================================= the interpreter */
 
 /* cdiv(a,b) and roundup(a,b) for a >= 0, b > 0; -1 when a is -1 or the result overflows (the
- * helpers of the generated out/shapes.c, gen/gen_shape.c). */
+ * helpers of the generated build/generated/shapes.c, gen/gen_shape.c). */
 static int64_t qf_fake_cdiv(int64_t a, int64_t b) {
     return a < 0 || b <= 0 ? -1 : a / b + (a % b != 0);
 }

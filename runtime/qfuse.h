@@ -239,8 +239,9 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
  *   H must be the recipe's amax_history_len (the layout of history the caller allocated).
  * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
  * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288 or not the recipe's amax_history_len,
- * a NULL pointer named, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a recipe whose family computes its
- * scales in the quantizer, or "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA. */
+ * a NULL pointer named, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a
+ * recipe whose family computes its scales in the quantizer, or "not implemented scaling mode"),
+ * QF_ERR_NVRTC, QF_ERR_CUDA. */
 qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,
                           float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                           void *stream);

@@ -1,6 +1,7 @@
-/* registry.c: lookups in the generated registry (out/registry.c): recipes by name, kernels by
- * (recipe, op, role, norm, zero_centered_gamma, input dtype). Recipe files are recipe_file.c's. Both return entry pointers, so that
- * entries from outside the static arrays (recipes loaded at run time) can be handed out alike. */
+/* registry.c: lookups in the generated registry (build/generated/registry.c): recipes by name,
+ * kernels by (recipe, op, role, norm, zero_centered_gamma, input dtype). Recipe files are
+ * recipe_file.c's. Both return entry pointers, so that entries from outside the static arrays
+ * (recipes loaded at run time) can be handed out alike. */
 #include <string.h>
 
 #include "ctx.h"

@@ -1,4 +1,5 @@
-/* registry.h: types of the generated registry (out/registry.c) and shape functions (out/shapes.c).
+/* registry.h: types of the generated registry (build/generated/registry.c) and shape functions
+ * (build/generated/shapes.c).
  *
  * The generator qfuse-gen emits one qf_recipe per recipe file, each CUDA template and each
  * shared device header once, and one qf_kernel_entry per kernel variant: the variant's short

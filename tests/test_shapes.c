@@ -1,6 +1,6 @@
-/* test_shapes.c: the generated fake-shape functions (out/shapes.c, SPEC 4) of fp8_delayed, of
- * mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the nvfp4 recipes (packed E2M1,
- * SPEC 2.4), and their place in the registry. */
+/* test_shapes.c: the generated fake-shape functions (build/generated/shapes.c, SPEC 4) of
+ * fp8_delayed, of mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the nvfp4 recipes (packed
+ * E2M1, SPEC 2.4), and their place in the registry. */
 #include "test_util.h"
 
 #include "registry.h"

@@ -19,20 +19,21 @@
 
 /* Cache directory: $QFUSE_CACHE_DIR, else $XDG_CACHE_HOME/qfuse (when absolute), else
  * $HOME/.cache/qfuse; empty variables count as unset; QFUSE_CACHE_DIR must be absolute. Missing
- * directories (parents included) are created with mode 0700. An existing directory this process
- * can read but not write is used read-only (entries loaded, stores skipped: a shared node cache;
- * one warning), as is the directory when QFUSE_CACHE_READONLY is on (silently; it must exist). Returns NULL when the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE on,
- * silently) or the directory cannot be used (one warning per process in that case: memory-only).
- * Decided once and memoized; the string is owned by the cache and stays valid until
- * qf_cache_reset. Thread-safe. */
+ * directories (parents included) are created with mode 0700. An existing directory this process can
+ * read but not write is used read-only (entries loaded, stores skipped: a shared node cache; one
+ * warning), as is the directory when QFUSE_CACHE_READONLY is on (silently; it must exist). Returns
+ * NULL when the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE on, silently) or the directory
+ * cannot be used (one warning per process in that case: memory-only). Decided once and memoized;
+ * the string is owned by the cache and stays valid until qf_cache_reset. Thread-safe. */
 QF_INTERNAL const char *qf_cache_dir(void);
 
 /* 1 when qf_cache_dir() is a directory this process only reads (see qf_cache_dir). */
 QF_INTERNAL int qf_cache_dir_read_only(void);
 
-/* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or
- * ~/.cache/qfuse) into buf without creating or checking it. Returns 0, ENOENT (nothing
- * configured), EINVAL (a relative QFUSE_CACHE_DIR) or ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG spec says. */
+/* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or ~/.cache/qfuse)
+ * into buf without creating or checking it. Returns 0, ENOENT (nothing configured), EINVAL (a
+ * relative QFUSE_CACHE_DIR) or ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG
+ * spec says. */
 QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
 
 /* Resets the memoized directory decision, and so re-arms its warning (tests change

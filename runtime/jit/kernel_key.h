@@ -26,10 +26,10 @@ QF_INTERNAL qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry 
 /* Most instances one kernel has (qf_kernel_instances). */
 #define QF_KERNEL_MAX_INSTANCES 12
 
-/* Every instance of k an op can request, default first: quantizers take outputs rowwise,
- * columnwise or both, norm + quantize also gamma in x's dtype or fp32 (qf_norm_quantize), and
- * MXFP8 and NVFP4 quantizers also compact or swizzled scales; other ops have the default only.
- * Writes them to out[0..] and returns the count. Used to fill a cache ahead of time (qfuse-cache warm) and to
+/* Every instance of k an op can request, default first: quantizers take outputs rowwise, columnwise
+ * or both, norm + quantize also gamma in x's dtype or fp32 (qf_norm_quantize), and MXFP8 and NVFP4
+ * quantizers also compact or swizzled scales; other ops have the default only. Writes them to
+ * out[0..] and returns the count. Used to fill a cache ahead of time (qfuse-cache warm) and to
  * recognise current entries. */
 QF_INTERNAL int qf_kernel_instances(const qf_kernel_entry *k,
                                     qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES]);

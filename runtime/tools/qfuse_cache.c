@@ -200,9 +200,10 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
 
 /* {===================================================================== list, clear, prune */
 
-/* One row of `list`: the entry's state is "ok" (this build asks for it), "stale" (a kernel of
- * this build, but a key it no longer asks for, or a GEMM it does not run on that arch), "foreign" (a kernel this build does not have:
- * another build, or a recipe file loaded at run time), "temp" or "invalid: why". */
+/* One row of `list`: the entry's state is "ok" (this build asks for it), "stale" (a kernel of this
+ * build, but a key it no longer asks for, or a GEMM it does not run on that arch), "foreign" (a
+ * kernel this build does not have: another build, or a recipe file loaded at run time), "temp" or
+ * "invalid: why". */
 static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
     char size[32], age[32], arch[16], state[256], inst_text[64] = "?";
     const int kidx = qf_tool_kernel(info->label);
