@@ -77,33 +77,40 @@ static qf_kernel_instance qf_q_instance(const qf_qcall *c, const qf_kernel_entry
     return inst;
 }
 
-/* The device pointer of slot s, or NULL where the call's fake shapes list no such slot. */
-static void *qf_q_data(const qf_qcall *c, qf_slot s) {
-    return c->slots & (1u << s) ? c->out->t[s].data : NULL;
+/* 1 when the call's fake shapes list slot s. */
+static int qf_q_listed(const qf_qcall *c, qf_slot s) {
+    return (c->slots & (1u << s)) != 0;
 }
 
-/* The parameter block of a checked call (qf_q_slots_kernel): x, the norm's inputs, every listed
- * output slot, and the recipe's scaling options. */
+/* The device pointer of slot s, or NULL where the call's fake shapes list no such slot. */
+static void *qf_q_data(const qf_qcall *c, qf_slot s) {
+    return qf_q_listed(c, s) ? c->out->t[s].data : NULL;
+}
+
+/* The parameter block of a checked call (qf_q_slots_kernel): x, the norm's inputs and every
+ * listed output slot (NULL for the others). The per-tensor and the block scales share storage
+ * (qf_q_params): only the family's own are assigned. */
 static qf_q_params qf_q_params_of(const qf_qcall *c) {
     const qf_norm n = c->nd->norm;
-    return (qf_q_params){.x = c->x->data,
-                         .gamma = n != QF_NORM_NONE ? c->nd->gamma.data : NULL,
-                         .beta = n == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
-                         .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
-                         .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
-                         .scale_row = qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV),
-                         .scale_col = qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV),
-                         .mu = qf_q_data(c, QF_SLOT_MU),
-                         .rsigma = qf_q_data(c, QF_SLOT_RSIGMA),
-                         .amax = qf_q_data(c, QF_SLOT_AMAX),
-                         .amax_row = qf_q_data(c, QF_SLOT_AMAX_ROWWISE),
-                         .amax_col = qf_q_data(c, QF_SLOT_AMAX_COLUMNWISE),
-                         .scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV),
-                         .M = c->M,
-                         .K = c->K,
-                         .eps = c->nd->eps,
-                         .amax_epsilon = c->r->amax_epsilon,
-                         .power_2_scales = c->r->power_2_scales};
+    qf_q_params p = {.x = c->x->data,
+                     .gamma = n != QF_NORM_NONE ? c->nd->gamma.data : NULL,
+                     .beta = n == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
+                     .out_row = qf_q_data(c, QF_SLOT_ROWWISE_DATA),
+                     .out_col = qf_q_data(c, QF_SLOT_COLUMNWISE_DATA),
+                     .mu = qf_q_data(c, QF_SLOT_MU),
+                     .rsigma = qf_q_data(c, QF_SLOT_RSIGMA),
+                     .amax_col = qf_q_data(c, QF_SLOT_AMAX_COLUMNWISE),
+                     .M = c->M,
+                     .K = c->K,
+                     .eps = c->nd->eps};
+    p.amax = qf_q_data(c, qf_q_listed(c, QF_SLOT_AMAX) ? QF_SLOT_AMAX : QF_SLOT_AMAX_ROWWISE);
+    if (qf_q_listed(c, QF_SLOT_SCALE_INV)) { /* per-tensor FP8 */
+        p.scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV);
+    } else { /* block scales */
+        p.scale_row = qf_q_data(c, QF_SLOT_ROWWISE_SCALE_INV);
+        p.scale_col = qf_q_data(c, QF_SLOT_COLUMNWISE_SCALE_INV);
+    }
+    return p;
 }
 
 /* Loads the call's kernel (outputs, gamma dtype, scale layout) after the device checks:
@@ -145,6 +152,8 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     QF_TRY(qf_q_slots_kernel(c, &k));
     qf_q_params p = qf_q_params_of(c);
     p.scale = current ? NULL : scale;
+    if (current)
+        p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
     qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1};

@@ -388,7 +388,7 @@ __device__ void amax_body(const qf_q_params &p) {
     block_amax(a);
     if (threadIdx.x == 0) {
         if (kRowwise)
-            merge_amax(p.amax_row, a[0]);
+            merge_amax(p.amax, a[0]);
         if (kColumnwise) /* without the RHT the transpose has the same values: max |y| */
             merge_amax(p.amax_col, kRht ? a[1] : a[0]);
     }
@@ -457,7 +457,7 @@ __device__ __forceinline__ float rows_streamed(const qf_q_params &p, long long m
         tile = amax_merge(tile, __shfl_xor_sync(pair, tile, 1)); /* the other 16x8 half */
     }
     if (kRowwise) {
-        const float s_enc = global_enc(*p.amax_row), s_dec = __fdiv_rn(1.0f, s_enc);
+        const float s_enc = global_enc(*p.amax), s_dec = __fdiv_rn(1.0f, s_enc);
 #pragma unroll 4
         for (int r = 0; r < kGroup; r++) {
             float y[kVec];
