@@ -231,7 +231,7 @@ $(STAGE_INC)/shapes.h: $(GEN_DIR)/shapes.h | $(STAGE_INC)/
 	$(Q)cp $< $@
 $(filter-out %/shapes.h,$(STAGED_HEADERS)): $(STAGE_INC)/%.h: runtime/%.h | $(STAGE_INC)/
 	$(Q)cp $< $@
-$(B)/examples/%: examples/%.c $(STAGED_HEADERS) $(SOLIB) $(FLAGS_FILE) | $(DEPS_OK)
+$(B)/examples/%: examples/%.c $(wildcard examples/*.h) $(STAGED_HEADERS) $(SOLIB) $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) -I$(STAGE_INC) -isystem $(CUDA_HOME)/include $(CPPFLAGS) $(CFLAGS_ALL) -MMD -MP \

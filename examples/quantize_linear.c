@@ -14,16 +14,13 @@
  *       -L/usr/local/cuda/lib64 -lcudart -lm
  */
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cuda_runtime.h>
+#define EXAMPLE_NAME "quantize_linear"
+#include "example_util.h"
 
 #include "shapes.h" /* generated: qf_shapes_<recipe>(), and through it qfuse.h and registry.h */
 
-enum { M = 256, K = 512, N = 384, MAX_OUT = 12, MAX_BUFS = 32 };
+enum { M = 256, K = 512, N = 384, MAX_OUT = 12 };
 
 /* y's tolerance, ||y - y_ref|| / ||y_ref||: on this data the C references of the formats give
  * about 0.035 (per-tensor FP8, MXFP8) and 0.15 (NVFP4). The limits catch a wrong layout, scale
@@ -36,40 +33,6 @@ enum { M = 256, K = 512, N = 384, MAX_OUT = 12, MAX_BUFS = 32 };
 /* Device memory on a GPU; host memory on a device-less context, whose ops check each pointer
  * (set, aligned) but never read it. Every buffer starts zeroed (fp8_delayed max-merges into its
  * amax slots). */
-static int g_gpu;
-static void *g_bufs[MAX_BUFS];
-static int g_nbufs;
-
-static void *buf_alloc(size_t bytes) {
-    void *p = NULL;
-    if (g_nbufs == MAX_BUFS)
-        return NULL;
-    if (g_gpu && (cudaMalloc(&p, bytes) != cudaSuccess || cudaMemset(p, 0, bytes) != cudaSuccess))
-        p = NULL;
-    if (!g_gpu && (p = aligned_alloc(256, (bytes + 255) / 256 * 256)) != NULL)
-        memset(p, 0, bytes);
-    if (!p) {
-        fprintf(stderr, "quantize_linear: cannot allocate %zu bytes\n", bytes);
-        exit(1);
-    }
-    return g_bufs[g_nbufs++] = p;
-}
-
-/* A buffer holding a copy of src. */
-static void *buf_upload(const void *src, size_t bytes) {
-    void *p = buf_alloc(bytes);
-    if (g_gpu && cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-        exit(1);
-    if (!g_gpu)
-        memcpy(p, src, bytes);
-    return p;
-}
-
-static void buf_free_all(void) {
-    for (int i = 0; i < g_nbufs; i++)
-        g_gpu ? (void)cudaFree(g_bufs[i]) : free(g_bufs[i]);
-}
-
 /* A [d0] (d1 == 0) or [d0, d1] view of p. */
 static qf_tensor tensor(void *p, qf_dtype dt, int64_t d0, int64_t d1) {
     qf_tensor t = {.data = p, .dtype = dt, .ndim = d1 ? 2 : 1, .dims = {d0, d1}};
@@ -176,21 +139,6 @@ static const qf_recipe *find_recipe(const char *name) {
     return NULL;
 }
 
-/* A context on GPU 0, else a device-less one for sm_90. */
-static qf_ctx_t *open_ctx(void) {
-    qf_ctx_t *ctx = NULL;
-    qf_status s = qf_ctx_init(&ctx, 0);
-    g_gpu = s == QF_OK;
-    if (s == QF_ERR_NO_DEVICE) {
-        printf("no GPU (%s): the GPU part is skipped; every call runs on a device-less sm_90 "
-               "context, which checks its arguments and launches nothing\n", qf_last_error());
-        s = qf_ctx_init_host(&ctx, 90);
-    }
-    if (s != QF_OK)
-        fprintf(stderr, "quantize_linear: %s: %s\n", qf_status_name(s), qf_last_error());
-    return s == QF_OK ? ctx : NULL;
-}
-
 /* The inputs, the scales and every output of the layer, bound into *ll, x and y. */
 static int layer_bind(const qf_recipe *r, int arch, layer *L, qf_ln_linear *ll, qf_tensor *x,
                       qf_tensor *y) {
@@ -259,7 +207,8 @@ int main(int argc, char **argv) {
     static layer L;
     const char *name = argc > 1 ? argv[1] : "mxfp8";
     const qf_recipe *r = find_recipe(name);
-    qf_ctx_t *ctx = r ? open_ctx() : NULL;
+    qf_ctx_t *ctx = r ? open_ctx("runs every call, which checks its arguments and launches "
+                                 "nothing") : NULL;
     if (!ctx)
         return r ? 1 : 2;
     printf("recipe %s (%s): x [%d, %d], W [%d, %d], y [%d, %d]\n", r->name,

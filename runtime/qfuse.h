@@ -164,6 +164,23 @@ const char *qf_slot_name(qf_slot s);
 /* The slot whose fake-shape name is `name`; -1 when none is. */
 int qf_slot_from_name(const char *name);
 
+/* The query of a fake-shape function (registry.h): op, role, norm, outputs, M, N, K. */
+typedef struct qf_shape_query qf_shape_query;
+
+/* The fake shapes (numerics 4) of query q under `recipe`, a shipped recipe's name or the path of a
+ * .lua recipe file (loaded once per process, as the ops load it: no GPU needed): every output of
+ * the op, in order, into out[0..cap), and their count into *n. Sizes every buffer an op takes
+ * for any recipe. Errors: QF_ERR_INVALID_ARG (NULL argument, a query the recipe rejects, an
+ * invalid recipe file), QF_ERR_NOT_FOUND (no such recipe or file), QF_ERR_UNSUPPORTED (a family
+ * not implemented yet), QF_ERR_INTERNAL (more outputs than cap). */
+qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
+                         int *n);
+
+/* The block-scale layout the GEMM of compute capability arch reads for `recipe` (name or .lua
+ * path): quantize with it the operands of that arch's GEMM (numerics 6). Errors as
+ * qf_fake_shapes, and QF_ERR_UNSUPPORTED when the family has no GEMM on arch. */
+qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *layout);
+
 /* A quantized tensor: one caller buffer per slot (data == NULL: absent) and the layout of its
  * block-scale matrices. A quantizer produces the rowwise copy when t[QF_SLOT_ROWWISE_DATA].data
  * is set and the columnwise copy when t[QF_SLOT_COLUMNWISE_DATA].data is, and writes the other

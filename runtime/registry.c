@@ -2,6 +2,7 @@
  * kernels by (recipe, op, role, norm, zero_centered_gamma, input dtype). Recipe files are
  * recipe_file.c's. Both return entry pointers, so that entries from outside the static arrays
  * (recipes loaded at run time) can be handed out alike. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ctx.h"
@@ -10,8 +11,12 @@ const qf_recipe *qf_registry_recipe(const char *name) {
     for (int i = 0; name && i < qf_recipe_count; i++)
         if (strcmp(qf_recipes[i].name, name) == 0)
             return &qf_recipes[i];
-    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' not found: generate it with qfuse-gen "
-                 "(recipes/<name>.lua) and link the generated registry", name ? name : "(null)");
+    char known[256] = "";
+    for (int i = 0, n = 0; i < qf_recipe_count && n < (int)sizeof known; i++)
+        n += snprintf(known + n, sizeof known - (size_t)n, "%s%s", i ? ", " : "",
+                      qf_recipes[i].name);
+    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' not found: this build ships %s; a recipe file is "
+                 "named by its path (ending in .lua)", name ? name : "(null)", known);
     return NULL;
 }
 

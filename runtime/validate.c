@@ -217,3 +217,34 @@ qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int arch, qf_sc
                             path->lt_mode);
     return QF_OK;
 }
+
+/* {===================================================================== public shape queries */
+
+qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
+                         int *n) {
+    static const char op[] = "qf_fake_shapes";
+    const qf_recipe *r = NULL;
+    qf_clear_error();
+    if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
+                            "be NULL, cap >= 0", op);
+    QF_TRY(qf_recipe_find(recipe, &r));
+    return qf_query_shapes(op, r, q, out, cap, n);
+}
+
+qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *layout) {
+    const qf_recipe *r = NULL;
+    qf_clear_error();
+    if (!recipe || !layout)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_scale_layout: recipe and layout must not "
+                            "be NULL");
+    QF_TRY(qf_recipe_find(recipe, &r));
+    const qf_gemm_path path = qf_family_gemm_path(r->family, arch);
+    if (path.engine == QF_GEMM_NONE)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_scale_layout: recipe '%s' (%s) has no GEMM "
+                            "on sm_%d", r->name, qf_family_name(r->family), arch);
+    *layout = path.layout;
+    return QF_OK;
+}
+
+/* =====================================================================} */

@@ -164,7 +164,8 @@ static void test_dir_readonly_read(void **state) {
     free(names);
 }
 
-/* QFUSE_DISABLE_DISK_CACHE=1: no directory, no warning, nothing created; "0" leaves it on. */
+/* QFUSE_DISABLE_DISK_CACHE=1: no directory, no warning, nothing created; "0" and "false" leave
+ * it on, "yes" is on too (qf_env_flag). */
 static void test_dir_disabled(void **state) {
     fixture *fx = *state;
     setenv("QFUSE_DISABLE_DISK_CACHE", "1", 1);
@@ -184,6 +185,12 @@ static void test_dir_disabled(void **state) {
     setenv("QFUSE_DISABLE_DISK_CACHE", "0", 1);
     qf_cache_reset();
     assert_non_null(qf_cache_dir());
+    setenv("QFUSE_DISABLE_DISK_CACHE", "false", 1);
+    qf_cache_reset();
+    assert_string_equal(qf_cache_dir(), fx->dir);
+    setenv("QFUSE_DISABLE_DISK_CACHE", "yes", 1);
+    qf_cache_reset();
+    assert_null(qf_cache_dir());
 }
 
 /* =====================================================================} */

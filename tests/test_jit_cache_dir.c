@@ -44,22 +44,19 @@ static void test_env_flag_unknown_warns_once(void **state) {
     free(err);
 }
 
-/* The disk cache follows the same rule: "false" does not disable it. */
-static void test_disable_false_keeps_disk_cache(void **state) {
-    fixture *fx = *state;
-    setenv("QFUSE_DISABLE_DISK_CACHE", "false", 1);
-    qf_cache_reset();
-    const char *dir = qf_cache_dir();
-    assert_non_null(dir);
-    assert_string_equal(dir, fx->dir);
-    setenv("QFUSE_DISABLE_DISK_CACHE", "yes", 1);
-    qf_cache_reset();
-    assert_null(qf_cache_dir());
-}
-
 /* =====================================================================} */
 
 /* {===================================================================== directory choice */
+
+/* qf_cache_dir() decided afresh, with what it wrote to stderr into *err (malloc'ed). */
+static const char *dir_captured(char **err) {
+    qf_cache_reset();
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    const char *dir = qf_cache_dir();
+    *err = qf_test_capture_end(&c);
+    return dir;
+}
 
 static void test_relative_dir_refused(void **state) {
     fixture *fx = *state;
@@ -67,11 +64,8 @@ static void test_relative_dir_refused(void **state) {
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(fx->root), 0);
     setenv("QFUSE_CACHE_DIR", "rel/cache", 1);
-    qf_cache_reset();
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
-    const char *dir = qf_cache_dir();
-    char *err = qf_test_capture_end(&c);
+    char *err;
+    const char *dir = dir_captured(&err);
     struct stat st;
     const int made = stat("rel", &st) == 0;
     assert_int_equal(chdir(cwd), 0);
@@ -112,11 +106,8 @@ static void test_readonly_flag(void **state) {
 static void test_readonly_flag_missing_dir(void **state) {
     fixture *fx = *state;
     setenv("QFUSE_CACHE_READONLY", "on", 1);
-    qf_cache_reset();
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
-    const char *dir = qf_cache_dir();
-    char *err = qf_test_capture_end(&c);
+    char *err;
+    const char *dir = dir_captured(&err);
     unsetenv("QFUSE_CACHE_READONLY");
     struct stat st;
     assert_null(dir);
@@ -150,7 +141,7 @@ static void test_failed_store_reported(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_env_flag_spellings),   T(test_env_flag_unknown_warns_once),
-        T(test_disable_false_keeps_disk_cache), T(test_relative_dir_refused),
+        T(test_relative_dir_refused),
         T(test_readonly_flag),        T(test_readonly_flag_missing_dir),
         T(test_failed_store_reported),
     };

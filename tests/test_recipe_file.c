@@ -122,6 +122,47 @@ static void test_shapes(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* The public queries take a name or a path alike: qf_fake_shapes answers as the recipe's shape
+ * function (for a path, the family's table), qf_gemm_scale_layout as the family's GEMM row; bad
+ * arguments, unknown names and invalid files are errors with messages. */
+static void test_public_queries(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    const char *path = qf_test_dir_write(d.path, "pub.lua", qf_test_mx_text);
+    const qf_shape_query q = {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT,
+                              .norm = QF_NORM_LAYERNORM,
+                              .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = 100, .K = 96};
+    qf_shape a[12], b[12];
+    int na = 0, nb = -1;
+    assert_int_equal(qf_fake_shapes("mxfp8", &q, a, 12, &na), QF_OK);
+    assert_int_equal(qf_fake_shapes(path, &q, b, 12, &nb), QF_OK);
+    assert_int_equal(na, 6); /* both copies and their scales, mu, rsigma */
+    assert_int_equal(nb, na);
+    for (int i = 0; i < na; i++) {
+        assert_string_equal(a[i].name, b[i].name);
+        assert_true(a[i].bytes == b[i].bytes);
+    }
+    assert_int_equal(qf_fake_shapes("mxfp8", &q, a, 2, &na), QF_ERR_INTERNAL);
+    assert_int_equal(qf_fake_shapes("no_such", &q, a, 12, &na), QF_ERR_NOT_FOUND);
+    assert_non_null(strstr(qf_last_error(), "recipe 'no_such' not found: this build ships"));
+    assert_int_equal(qf_fake_shapes(NULL, &q, a, 12, &na), QF_ERR_INVALID_ARG);
+    const qf_shape_query bad = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT, .M = 0, .K = 96,
+                                .outputs = QF_OUT_ROWWISE};
+    assert_int_equal(qf_fake_shapes(path, &bad, a, 12, &na), QF_ERR_INVALID_ARG);
+    assert_int_equal(qf_fake_shapes(qf_test_dir_write(d.path, "bad.lua", "return {family = 1}"),
+                                    &q, a, 12, &na),
+                     QF_ERR_INVALID_ARG);
+    qf_scale_layout l = QF_SCALE_LAYOUT_COUNT;
+    assert_int_equal(qf_gemm_scale_layout(path, 90, &l), QF_OK);
+    assert_int_equal(l, QF_SCALE_LAYOUT_COMPACT); /* Hopper: the generated GEMM */
+    assert_int_equal(qf_gemm_scale_layout("nvfp4", 100, &l), QF_OK);
+    assert_int_equal(l, QF_SCALE_LAYOUT_SWIZZLED); /* Blackwell: cuBLASLt's block-scaled modes */
+    assert_int_equal(qf_gemm_scale_layout("mxfp8", 80, &l), QF_ERR_UNSUPPORTED);
+    assert_int_equal(qf_gemm_scale_layout("mxfp8", 90, NULL), QF_ERR_INVALID_ARG);
+    qf_test_dir_remove(d.path);
+}
+
 /* The kernels of a loaded recipe go through the JIT like any other: a device-less context
  * compiles them with NVRTC (no GPU needed) and a second lookup is served from memory. */
 static void test_jit_compiles(void **state) {
@@ -193,7 +234,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_as_generator), cmocka_unit_test(test_loaded_once),
         cmocka_unit_test(test_shapes),            cmocka_unit_test(test_jit_compiles),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),            cmocka_unit_test(test_public_queries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
