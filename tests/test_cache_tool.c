@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernel_key.h"
 #include "registry.h"
 
 #define KEY_X "00112233445566778899aabbccddeeff"
@@ -242,6 +243,27 @@ static void test_warm_gemm_by_arch(void **state) {
                "warm: sm_90, 1 variant: 1 compiled", NULL);
     expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 1,
                NULL, "no kernel of the selected recipes matches 'qf_mxfp8_gemm'");
+    /* an sm_100 entry of that GEMM, under the key the runtime would use, is stale: on sm_100 the
+     * runtime calls cuBLASLt and never asks for it */
+    const qf_kernel_entry *k = NULL;
+    for (int i = 0; i < qf_kernel_count; i++)
+        if (strcmp(qf_kernels[i].name, "qf_mxfp8_gemm") == 0)
+            k = &qf_kernels[i];
+    assert_non_null(k);
+    const qf_kernel_instance inst = qf_kernel_instance_default(k);
+    char key[QF_KEY_HEX_LEN + 1];
+    qf_kernel_key(k->recipe, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                  qf_nvrtc_header_count, 100, key);
+    unsigned char payload[64] = {1};
+    setenv("QFUSE_CACHE_DIR", fx->dir, 1);
+    qf_cache_reset();
+    assert_int_equal(qf_cache_store(k->name, key, 100, payload, sizeof payload), QF_OK);
+    unsetenv("QFUSE_CACHE_DIR");
+    qf_cache_reset();
+    result r = run_tool(fx, "list");
+    assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), 1);    /* the sm_90 one */
+    assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 1); /* the sm_100 one */
+    expect_run(r, 0, "2 entries", NULL);
 }
 
 /* A named architecture is compiled for, whatever the machine has. */

@@ -384,7 +384,7 @@ static void test_fifo_entry(void **state) {
     assert_int_equal(unlink(path), 0);
     assert_int_equal(mkfifo(path, 0600), 0);
     assert_miss_warns(path, 90, want, 2); /* would block forever without O_NONBLOCK */
-    assert_info_invalid(fx, path, "not a regular file");
+    assert_info_invalid(fx, path, "not a regular file (a FIFO)");
     store_a(fx, path);
     assert_hit_a();
 }
