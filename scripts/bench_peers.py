@@ -34,7 +34,7 @@ COLUMNS = ["kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N", "b
 # The same shapes as runtime/tools/qfuse_bench.c (tokens x hidden; GEMMs as M, K, N).
 NQ_SHAPES_FULL = [(16384, 4096), (16384, 8192), (4096, 12288), (8192, 4096), (2048, 16384)]
 NQ_SHAPES_QUICK = [(8192, 4096)]
-GEMM_SHAPES_FULL = [(8192, 8192, 8192), (16384, 4096, 14336)]
+GEMM_SHAPES_FULL = [(8192, 8192, 8192), (16384, 4096, 14336), (2048, 4096, 14336)]
 GEMM_SHAPES_QUICK = [(8192, 8192, 8192)]
 WARMUP = 5
 EPS = 1e-5
@@ -158,6 +158,37 @@ def rms_nvfp4(x, gamma, beta, scale, columnwise):
 def gemm_fp8(a, w, sa, sw):
     """y[M, N] = sa * sw * a[M, K] @ w[N, K]^T in bf16 (cuBLASLt underneath, TN)."""
     return torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16)
+
+
+def mxfp8_dequant(q, sbytes):
+    """bf16 values of MXFP8 rowwise data q [M, K] (E4M3) with E8M0 bytes [M, K/32]: exact
+    (SPEC 7) for every scale in [2^-117, 2^119]."""
+    m, k = q.shape
+    s = pow2(sbytes.to(torch.int32) - 127)
+    return (q.view(m, k // 32, 32).float() * s.unsqueeze(-1)).view(m, k).to(torch.bfloat16)
+
+
+E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0,
+               -4.0, -6.0]
+
+
+def nvfp4_dequant(packed, sf, table):
+    """bf16 values of NVFP4 rowwise data (packed E2M1 [M, K/2], low nibble first) with E4M3 block
+    scales [M, K/16] (as bytes): exact (SPEC 7); the global alpha is the GEMM's."""
+    m, k = packed.shape[0], packed.shape[1] * 2
+    codes = torch.stack((packed & 0xF, packed >> 4), -1).view(m, k).long()
+    s = sf.view(torch.float8_e4m3fn).float()
+    return (table[codes].view(m, k // 16, 16) * s.unsqueeze(-1)).view(m, k).to(torch.bfloat16)
+
+
+def gemm_mxfp8_emulated(a, sa, w, sw):
+    """What a PyTorch user writes for an MXFP8 GEMM on Hopper: dequantize both operands to bf16,
+    then one bf16 matmul (y = A W^T)."""
+    return torch.matmul(mxfp8_dequant(a, sa), mxfp8_dequant(w, sw).t())
+
+
+def gemm_nvfp4_emulated(a, sa, w, sw, alpha, table):
+    return torch.matmul(nvfp4_dequant(a, sa, table), nvfp4_dequant(w, sw, table).t()) * alpha
 
 
 def nq_bytes(recipe, op, norm, columnwise, m, k):
@@ -302,6 +333,43 @@ def bench_gemm_shape(rows, shape, l2, args):
     for kind, fn in (("peer_eager", gemm_fp8), ("peer_compile", compiled(gemm_fp8))):
         row = new_row(kind, "fp8_delayed", "gemm_fp8", "", "e4m3", "", m, k, n)
         run_peer(rows, row, fn, arg_sets, args, nbytes, flops)
+    del arg_sets
+    bench_block_gemm_emulated(rows, shape, l2, args)
+
+
+def bench_block_gemm_emulated(rows, shape, l2, args):
+    """The emulation peers of the MXFP8 and NVFP4 GEMMs: dequantize + bf16 matmul as one
+    torch.compile'd sequence (and eager), on the same operand bytes as qfuse-bench's rows (random
+    data bytes, every block scale 1.0, NVFP4 alpha 1)."""
+    m, k, n = shape
+    table = torch.tensor(E2M1_VALUES, device="cuda")
+    flops = 2 * m * n * k
+    mx_sets, nv_sets = [], []
+    for _ in range(rotation_count(m * k + n * k, l2)):
+        a = torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7
+        w = torch.randint(0, 256, (n, k), device="cuda", dtype=torch.uint8) & 0xF7
+        mx_sets.append((a.view(torch.float8_e4m3fn), torch.full((m, k // 32), 127, device="cuda",
+                        dtype=torch.uint8), w.view(torch.float8_e4m3fn),
+                        torch.full((n, k // 32), 127, device="cuda", dtype=torch.uint8)))
+    nbytes = m * k + n * k + (m + n) * (k // 32) + 2 * m * n
+    for kind, fn in (("peer_eager", gemm_mxfp8_emulated),
+                     ("peer_compile", compiled(gemm_mxfp8_emulated))):
+        row = new_row(kind, "mxfp8", "gemm_mxfp8", "", "e4m3", "", m, k, n)
+        run_peer(rows, row, fn, mx_sets, args, nbytes, flops)
+        row["note"] = row["note"] or "dequantize to bf16 + bf16 matmul, one sequence"
+    del mx_sets
+    for _ in range(rotation_count((m * k + n * k) // 2, l2)):
+        a = torch.randint(0, 256, (m, k // 2), device="cuda", dtype=torch.uint8)
+        w = torch.randint(0, 256, (n, k // 2), device="cuda", dtype=torch.uint8)
+        nv_sets.append((a, torch.full((m, k // 16), 0x38, device="cuda", dtype=torch.uint8), w,
+                        torch.full((n, k // 16), 0x38, device="cuda", dtype=torch.uint8),
+                        torch.ones((), device="cuda"), table))
+    nbytes = (m * k + n * k) // 2 + (m + n) * (k // 16) + 2 * m * n
+    for kind, fn in (("peer_eager", gemm_nvfp4_emulated),
+                     ("peer_compile", compiled(gemm_nvfp4_emulated))):
+        row = new_row(kind, "nvfp4", "gemm_nvfp4", "", "e2m1", "", m, k, n)
+        run_peer(rows, row, fn, nv_sets, args, nbytes, flops)
+        row["note"] = row["note"] or "dequantize to bf16 + bf16 matmul, one sequence"
 
 
 # ============================================================================ output
@@ -344,7 +412,10 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
     p.add_argument("--iters", type=int, default=0, help="timed batches (default 50, quick 10)")
     p.add_argument("--batch", type=int, default=10, help="calls per timed batch (default 10)")
+    p.add_argument("--section", action="append", choices=("quant", "gemm"),
+                   help="only this section (repeatable; default both), as qfuse-bench's")
     args = p.parse_args(argv)
+    args.section = args.section or ["quant", "gemm"]
     args.iters = args.iters or (10 if args.quick else 50)
     return args
 
@@ -359,13 +430,15 @@ def main(argv):
     l2 = getattr(props, "L2_cache_size", 50 << 20)
     torch.manual_seed(0)
     rows = []
-    for m, k in NQ_SHAPES_QUICK if args.quick else NQ_SHAPES_FULL:
+    nq_shapes = NQ_SHAPES_QUICK if args.quick else NQ_SHAPES_FULL
+    gemm_shapes = GEMM_SHAPES_QUICK if args.quick else GEMM_SHAPES_FULL
+    for m, k in nq_shapes if "quant" in args.section else []:
         inputs = nq_inputs(m, k, l2)
         for case in NQ_CASES:
             bench_nq_case(rows, case, inputs, m, k, args)
         del inputs
         torch.cuda.empty_cache()
-    for shape in GEMM_SHAPES_QUICK if args.quick else GEMM_SHAPES_FULL:
+    for shape in gemm_shapes if "gemm" in args.section else []:
         bench_gemm_shape(rows, shape, l2, args)
         torch.cuda.empty_cache()
     write_csv(args.csv, header_lines(l2), rows)

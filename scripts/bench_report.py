@@ -173,7 +173,7 @@ def peer_only_table(qrows, prows, families):
     compile_rows = peer_lookup(prows, families)
     for e in prows:
         key = match_key(e, families)
-        if e["kind"] != "peer_eager" or key in have or e["op"] == "gemm_fp8":
+        if e["kind"] != "peer_eager" or key in have or e["op"].startswith("gemm"):
             continue
         c = compile_rows.get(("peer_compile",) + key, {})
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
@@ -203,6 +203,28 @@ def gemm_table(qrows, prows, families):
             fmt(num(bf, "tflops"), "%.0f"), fmt(num(e, "tflops"), "%.0f"),
             fmt(num(c, "tflops"), "%.0f"), fmt(num(r, "ratio_cublaslt"), "%.3f")))
     return lines
+
+
+def block_gemm_table(qrows, prows, families):
+    """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
+    its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence)."""
+    peers = peer_lookup(prows, families)
+    lt = {(r["op"], r["M"], r["K"], r["N"]): r for r in qrows if r["kind"] == "ceiling"}
+    lines = ["| GEMM | M x K -> N | qfuse TFLOP/s | cuBLASLt bf16 | emulation eager | "
+             "emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in qrows:
+        if r["kind"] != "qfuse" or r["op"] not in ("gemm_mxfp8", "gemm_nvfp4"):
+            continue
+        bf = lt.get(("cublaslt_bf16_gemm", r["M"], r["K"], r["N"]), {})
+        e = peers.get(("peer_eager",) + match_key(r, families), {})
+        c = peers.get(("peer_compile",) + match_key(r, families), {})
+        q, b, ce = num(r, "tflops"), num(bf, "tflops"), num(c, "tflops")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["op"][5:], shape_of(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
+            fmt(num(e, "tflops"), "%.0f"), fmt(ce, "%.0f"),
+            fmt(q / b if q and b else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
+    return lines if len(lines) > 2 else []
 
 
 def jit_summary(qrows):
@@ -252,7 +274,11 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     if other:
         lines += ["", "Formats qfuse does not ship yet (PyTorch only, RMSNorm, bf16):", ""] + other
     lines += ["", "FP8 GEMM (TN, per-tensor scales, bf16 out):", ""]
-    lines += gemm_table(qrows, prows, families) + ["", "JIT (per kernel):", ""] + jit_summary(qrows)
+    lines += gemm_table(qrows, prows, families)
+    block = block_gemm_table(qrows, prows, families)
+    if block:
+        lines += ["", "Block-scaled GEMMs on this GPU:", ""] + block
+    lines += ["", "JIT (per kernel):", ""] + jit_summary(qrows)
     return lines
 
 

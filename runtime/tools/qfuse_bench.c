@@ -26,7 +26,8 @@
 #define COPY_BYTES (1ull << 30)
 
 /* GEMMs as M, K, N (y[M, N] = x[M, K] W[N, K]^T) of real models' layers. */
-static const int64_t gemm_shapes_full[][3] = {{8192, 8192, 8192}, {16384, 4096, 14336}};
+static const int64_t gemm_shapes_full[][3] = {
+    {8192, 8192, 8192}, {16384, 4096, 14336}, {2048, 4096, 14336}};
 static const int64_t gemm_shapes_quick[][3] = {{8192, 8192, 8192}};
 
 /* ==================================================================== ceiling: D2D copy */
