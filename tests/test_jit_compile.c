@@ -12,6 +12,7 @@
 #pragma GCC diagnostic pop
 
 #include "jit_compile.h"
+#include "qf_arch.h"
 
 static const char kernel_src[] =
     "extern \"C\" __global__ void k(float *p){ p[threadIdx.x] = 1.0f; }\n";
@@ -83,12 +84,32 @@ static void test_options_default(void **state) {
     (void)state;
     jit_opts o;
     assert_int_equal(options_for(&o, 90, NULL, 0), 4);
-    assert_string_equal(o.v[0], "--gpu-architecture=sm_90");
+    assert_string_equal(o.v[0], "--gpu-architecture=sm_90a"); /* Hopper: wgmma, setmaxnreg */
     assert_string_equal(o.v[1], "--std=c++17");
     assert_string_equal(o.v[2], "-default-device");
     assert_string_equal(o.v[3], "--fmad=false");
     options_for(&o, 100, NULL, 0);
     assert_string_equal(o.v[0], "--gpu-architecture=sm_100");
+    options_for(&o, 89, NULL, 0);
+    assert_string_equal(o.v[0], "--gpu-architecture=sm_89");
+}
+
+/* The tools spell an arch sm_XX; sm_90a is sm_90 (the target the runtime compiles for it), and no
+ * other suffix is accepted. */
+static void test_arch_parse(void **state) {
+    (void)state;
+    static const struct {
+        const char *text;
+        int arch;
+    } cases[] = {{"sm_90", 90},   {"sm_90a", 90},  {"sm_89", 89},    {"sm_100", 100},
+                 {"sm_89a", -1},  {"sm_100a", -1}, {"sm_90b", -1},   {"sm_90aa", -1},
+                 {"sm_80", -1},   {"sm_9", -1},    {"sm_1000", -1},  {"90", -1},
+                 {"sm_ 90", -1},  {"", -1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (qf_arch_parse(cases[i].text) != cases[i].arch)
+            fail_msg("qf_arch_parse(\"%s\") = %d, want %d", cases[i].text,
+                     qf_arch_parse(cases[i].text), cases[i].arch);
+    assert_int_equal(qf_arch_parse(NULL), -1);
 }
 
 static void test_options_extras_appended(void **state) {
@@ -290,6 +311,7 @@ static void test_compile_verbose_log(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_options_default, setup),
+        cmocka_unit_test(test_arch_parse),
         cmocka_unit_test_setup(test_options_extras_appended, setup),
         cmocka_unit_test_setup(test_options_too_many, setup),
         cmocka_unit_test_setup(test_options_clamp_to_nvrtc_max, setup),

@@ -11,6 +11,8 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wundef"
 #include <nvrtc.h>
+
+#include "qf_arch.h"
 #pragma GCC diagnostic pop
 
 /* One check for every NVRTC call (STYLE 21): records the expression, where it failed and NVRTC's
@@ -50,7 +52,8 @@ int qf_jit_options(int arch, const char *const *extra, int n_extra,
     QF_ASSERT(opts && archbuf && n_extra >= 0 && (n_extra == 0 || extra));
     int max = qf_jit_max_arch();
     int n = 0;
-    snprintf(archbuf, 64, "--gpu-architecture=sm_%d", max > 0 && arch > max ? max : arch);
+    const int target = max > 0 && arch > max ? max : arch;
+    snprintf(archbuf, 64, "--gpu-architecture=sm_%d%s", target, qf_arch_feature(target));
     opts[n++] = archbuf;
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         opts[n++] = base[i];

@@ -6,9 +6,9 @@
 
 #define QF_JIT_MAX_OPTIONS 16
 
-/* The NVRTC options qfuse uses for arch (e.g. 90 -> "--gpu-architecture=sm_90"; an arch above the
- * newest one this NVRTC supports is clamped to that one), "--std=c++17", "-default-device",
- * "--fmad=false", "-lineinfo" when QFUSE_LINEINFO=1, then the caller's extra options (-D...).
+/* The NVRTC options qfuse uses for arch (90 -> "--gpu-architecture=sm_90a", with the feature
+ * suffix of qf_arch_feature; 89 -> "--gpu-architecture=sm_89"; an arch above the newest one this
+ * NVRTC supports is clamped to that one), "--std=c++17", "-default-device", "--fmad=false", "-lineinfo" when QFUSE_LINEINFO=1, then the caller's extra options (-D...).
  * [out] opts: pointers into static storage, archbuf or `extra` (does not copy them; they must
  *             outlive opts). [out] archbuf: holds the arch option.
  * Returns the count, or -1 (QF_ERR_INVALID_ARG recorded) when the extras do not fit in
