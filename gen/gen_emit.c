@@ -183,7 +183,7 @@ char *qf_gen_emit_shapes_h(const qf_gen_plan *p) {
     qf_gen_buf b;
     qf_gen_buf_init(&b);
     qf_gen_banner(&b, p, "gen/gen_shape.c");
-    qf_gen_buf_adds(&b, "/* Fake-shape functions of the generated recipes (SPEC 4). */\n"
+    qf_gen_buf_adds(&b, "/* Fake-shape functions of the generated recipes (numerics 4). */\n"
                         "#ifndef QF_GEN_SHAPES_H\n#define QF_GEN_SHAPES_H\n\n"
                         "#include \"registry.h\"\n\n");
     for (int r = 0; r < p->n_recipes; r++)
@@ -196,10 +196,10 @@ char *qf_gen_emit_shapes_c(const qf_gen_plan *p) {
     qf_gen_buf b;
     qf_gen_buf_init(&b);
     qf_gen_banner(&b, p, "gen/gen_shape.c");
-    qf_gen_buf_adds(&b,
-                    "/* Fake-shape functions of the generated recipes (SPEC 4), from the shape\n"
-                    " * tables of gen/gen_shape.c; pure C, no GPU. */\n"
-                    "#include \"shapes.h\"\n\n#include <stdint.h>\n#include <string.h>\n\n");
+    qf_gen_buf_adds(
+        &b, "/* Fake-shape functions of the generated recipes (numerics 4), from the shape\n"
+            " * tables of gen/gen_shape.c; pure C, no GPU. */\n"
+            "#include \"shapes.h\"\n\n#include <stdint.h>\n#include <string.h>\n\n");
     qf_gen_shape_emit_helpers(&b);
     for (int r = 0; r < p->n_recipes; r++)
         qf_gen_shape_emit_def(&b, &p->recipes[r].recipe, p->recipes[r].shapes);

@@ -51,7 +51,7 @@ int qf_gen_plan_build(qf_gen_plan *p, const qf_gen_opts *o, const char *const *p
                       qf_gen_err *e);
 void qf_gen_plan_free(qf_gen_plan *p);
 
-/* Fusion key (SPEC 5) of variant vi of recipe ri for arch (90 for sm_90), default instance, as
+/* Fusion key (numerics 5) of variant vi of recipe ri for arch (90 for sm_90), default instance, as
  * the runtime computes it from the registry. hex holds 32 hex digits + NUL. */
 void qf_gen_plan_key(const qf_gen_plan *p, int ri, int vi, int arch, char hex[33]);
 /* Same for instance inst (NULL = the default instance). */

@@ -25,7 +25,7 @@
 
 /* ========================================================================= formats */
 
-/* The element format of each role under the per-tensor FP8 `format` option (SPEC 2.1, 2.2).
+/* The element format of each role under the per-tensor FP8 `format` option (numerics 2.1, 2.2).
  * ORDER FP8_FORMAT */
 static const qf_dtype qf_gen_fp8_format_fmts[][QF_ROLE_COUNT] = {
     [QF_FP8_FORMAT_HYBRID] = {[QF_ROLE_INPUT] = QF_DTYPE_E4M3,

@@ -1,4 +1,4 @@
-/* gen_shape.c: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
+/* gen_shape.c: the fake-shape tables (numerics 4) and what qfuse-gen derives from them: the C shape
  * functions of build/generated/shapes.c and the symbolic formulas of build/generated/manifest.json.
  *
  * NOTES: one table per family is the single source of both outputs, so the shapes the runtime
@@ -112,20 +112,19 @@ void qf_gen_shape_emit_decl(qf_gen_buf *b, const qf_recipe *r) {
         r->name, r->file, r->name);
 }
 
-/* cdiv and roundup of SPEC's notation, for formulas; static inline: no unused-function warning
- * in a shapes.c without formulas. */
+/* cdiv and roundup of the notation of docs/numerics.md, for formulas; static inline: no
+ * unused-function warning in a shapes.c without formulas. */
 static void qf_gen_shape_emit_formula_helpers(qf_gen_buf *b) {
     qf_gen_buf_adds(
-        b,
-        "/* cdiv(a,b) and roundup(a,b) of SPEC's notation, for a >= 0 and b > 0; -1 (a dim that\n"
-        " * qf_shape_add refuses) when a is -1 or the result does not fit in int64_t. */\n"
-        "static inline int64_t qf_shape_cdiv(int64_t a, int64_t b) {\n"
-        "    return a < 0 ? -1 : a / b + (a % b != 0);\n"
-        "}\n\n"
-        "static inline int64_t qf_shape_roundup(int64_t a, int64_t b) {\n"
-        "    int64_t c = qf_shape_cdiv(a, b);\n"
-        "    return c < 0 || c > INT64_MAX / b ? -1 : c * b;\n"
-        "}\n\n");
+        b, "/* cdiv(a,b) and roundup(a,b) (docs/numerics.md) for a >= 0 and b > 0; -1 (a dim\n"
+           " * that qf_shape_add refuses) when a is -1 or the result does not fit in int64_t. */\n"
+           "static inline int64_t qf_shape_cdiv(int64_t a, int64_t b) {\n"
+           "    return a < 0 ? -1 : a / b + (a % b != 0);\n"
+           "}\n\n"
+           "static inline int64_t qf_shape_roundup(int64_t a, int64_t b) {\n"
+           "    int64_t c = qf_shape_cdiv(a, b);\n"
+           "    return c < 0 || c > INT64_MAX / b ? -1 : c * b;\n"
+           "}\n\n");
 }
 
 void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
@@ -345,7 +344,7 @@ static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
     if (o->scale_layout) {
         cJSON_AddStringToObject(j, "layout", "compact or swizzled (QF_SCALE_SWIZZLED)");
         cJSON_AddStringToObject(j, "layout_note",
-                                "swizzled scales (128x4 tiles of 512 bytes, SPEC 2.3) have the "
+                                "swizzled scales (128x4 tiles of 512 bytes, numerics 2.3) have the "
                                 "same dims and bytes as compact");
     }
     return j;

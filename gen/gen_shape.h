@@ -1,4 +1,4 @@
-/* gen_shape.h: the fake-shape tables (SPEC 4) and what qfuse-gen derives from them: the C shape
+/* gen_shape.h: the fake-shape tables (numerics 4) and what qfuse-gen derives from them: the C shape
  * functions of build/generated/shapes.c and the symbolic formulas of its manifest.json. */
 #ifndef QF_GEN_SHAPE_H
 #define QF_GEN_SHAPE_H

@@ -46,9 +46,11 @@ static qf_status qf_g_operand(const char *op, const char *arg, const qf_operand 
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s->copy %d is not a qf_copy", op, arg,
                             (int)o->copy);
     if (o->copy != QF_COPY_ROWWISE)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s is the columnwise copy; only the rowwise "
-                            "TN GEMM (fprop, SPEC 6) is implemented yet: dgrad and wgrad come "
-                            "with the backward", op, arg);
+        return qf_set_error(QF_ERR_UNSUPPORTED,
+                            "%s: %s is the columnwise copy; only the rowwise "
+                            "TN GEMM (fprop, numerics 6) is implemented yet: dgrad and wgrad come "
+                            "with the backward",
+                            op, arg);
     const qf_copy_slots *s = &qf_copy_slot_table[o->copy];
     v->data = &o->q->t[s->data];
     v->scale = &o->q->t[s->scale_inv];

@@ -199,9 +199,10 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 /* M and K multiples of 16 (numerics 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
 static qf_status qf_q_nv_check(const qf_qcall *c) {
     if (c->M % 16 != 0 || c->K % 16 != 0)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: x is viewed as [M, K] = [%lld, %lld]; NVFP4 "
-                            "needs M and K to be multiples of 16 (SPEC 2.4)", c->op,
-                            (long long)c->M, (long long)c->K);
+        return qf_set_error(QF_ERR_INVALID_ARG,
+                            "%s: x is viewed as [M, K] = [%lld, %lld]; NVFP4 "
+                            "needs M and K to be multiples of 16 (numerics 2.4)",
+                            c->op, (long long)c->M, (long long)c->K);
     const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
                                 c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL};
     static const char *const names[] = {"x", "gamma", "beta"};

@@ -1,4 +1,5 @@
-/* qf_formats.h: element formats, dtypes and kernel-variant enums shared by C11 and CUDA (SPEC 1).
+/* qf_formats.h: element formats, dtypes and kernel-variant enums shared by C11 and CUDA (numerics
+ * 1).
  *
  * This header compiles as C11 (generator, runtime, references, tests) and as CUDA C++ under NVRTC,
  * where it is handed to the compiler as an in-memory header. It must therefore include nothing
@@ -44,7 +45,7 @@ typedef enum qf_norm {
     QF_NORM_COUNT
 } qf_norm;
 
-/* Recipe families (SPEC 2). */
+/* Recipe families (numerics 2). */
 typedef enum qf_family {
     QF_FAMILY_FP8_DELAYED = 0,
     QF_FAMILY_FP8_CURRENT = 1,
@@ -71,14 +72,15 @@ typedef enum qf_op {
     QF_OP_COUNT
 } qf_op;
 
-/* How the delayed-scaling amax is reduced over the history (SPEC 2.1). */
+/* How the delayed-scaling amax is reduced over the history (numerics 2.1). */
 typedef enum qf_amax_compute {
     QF_AMAX_COMPUTE_MAX = 0,
     QF_AMAX_COMPUTE_MOST_RECENT = 1,
     QF_AMAX_COMPUTE_COUNT
 } qf_amax_compute;
 
-/* The per-tensor FP8 `format` recipe option (SPEC 2.1, 2.2): the element format of each role. */
+/* The per-tensor FP8 `format` recipe option (numerics 2.1, 2.2): the element format of each role.
+ */
 typedef enum qf_fp8_format {
     QF_FP8_FORMAT_HYBRID = 0, /* E4M3 input and weight, E5M2 grad */
     QF_FP8_FORMAT_E4M3 = 1,   /* E4M3 everywhere */
@@ -89,7 +91,7 @@ typedef enum qf_fp8_format {
 #define QF_OUT_ROWWISE 1u
 #define QF_OUT_COLUMNWISE 2u
 
-/* Largest finite magnitudes (SPEC 1). */
+/* Largest finite magnitudes (numerics 1). */
 #define QF_E4M3_MAX 448.0f
 #define QF_E5M2_MAX 57344.0f
 #define QF_E2M1_MAX 6.0f
@@ -101,7 +103,7 @@ typedef enum qf_fp8_format {
  * no family uses together share storage (the two unions), which keeps the block at 128 bytes:
  * measured with NVRTC 13.0 for sm_90, a larger block costs the quantizers 6 to 16 registers
  * (the NVFP4 quantize entry 64 -> 70, one block fewer per SM) and up to 17% of their speed.
- * Layouts and shapes: qfuse.h (qf_slot) and SPEC 2.1-2.4. */
+ * Layouts and shapes: qfuse.h (qf_slot) and numerics 2.1-2.4. */
 typedef struct qf_q_params {
     const void *x;        /* [M, K] input dtype */
     const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
@@ -119,7 +121,7 @@ typedef struct qf_q_params {
     union {
         struct {                /* per-tensor FP8 */
             const float *scale; /* [1] fp8_delayed's scale, from the scale update
-                                 * (fp8_current takes it from amax, SPEC 2.2) */
+                                 * (fp8_current takes it from amax, numerics 2.2) */
             float *scale_inv;   /* SCALE_INV [1]: 1/scale, written by block 0 */
         };
         struct {                /* MXFP8 and NVFP4 block scales */
@@ -137,7 +139,7 @@ typedef struct qf_q_params {
             uint64_t sr_seed;       /* Philox key */
             uint64_t sr_offset;     /* counter high half; the columnwise copy xors in 1 << 63 */
         };
-        struct {                    /* fp8_current (SPEC 2.2) */
+        struct {                    /* fp8_current (numerics 2.2) */
             float amax_epsilon;     /* lower bound of the amax the scale is taken from */
             int32_t power_2_scales; /* 1 = scales rounded down to powers of two */
             int32_t pass;           /* 0 = statistics and amax, 1 = quantize */
@@ -160,14 +162,15 @@ typedef struct qf_su_params {
 } qf_su_params;
 QF_STATIC_ASSERT(sizeof(qf_su_params) == 6 * 8, "qf_su_params ABI");
 
-/* MXFP8 scale layouts (SPEC 2.3). NOTE: the kernels' -DQF_SCALE_SWIZZLED=0|1 option selects one. */
+/* MXFP8 scale layouts (numerics 2.3). NOTE: the kernels' -DQF_SCALE_SWIZZLED=0|1 option selects
+ * one. */
 typedef enum qf_scale_layout {
     QF_SCALE_LAYOUT_COMPACT = 0,   /* row-major padded scale matrix */
     QF_SCALE_LAYOUT_SWIZZLED = 1,  /* 128x4 tiles of 512 bytes, as cuBLASLt's block-scaled GEMM reads */
     QF_SCALE_LAYOUT_COUNT
 } qf_scale_layout;
 
-/* E8M0 exponent rounding of an MXFP8 block scale (SPEC 2.3). */
+/* E8M0 exponent rounding of an MXFP8 block scale (numerics 2.3). */
 typedef enum qf_scale_rounding {
     QF_SCALE_ROUNDING_CEIL = 0,   /* ceil(log2(amax / fp8_max)): TE and cvt.rp.satfinite.ue8m0 */
     QF_SCALE_ROUNDING_FLOOR = 1,  /* OCP MX v1.0: floor(log2(amax)) - emax of the element format */
@@ -210,8 +213,8 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
                  4 * 8))
 #define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
 
-/* Parameter block of the NVFP4 GEMM on Hopper (SPEC 2.4): y[M, N] = alpha * A B^T (+ bias), both
- * operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and
+/* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
+ * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and
  * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) read from the device amaxes. The same
  * block feeds the module's <name>_alpha entry (one thread writes {alpha, 0} to alpha_out: the
  * device alpha and beta of the cuBLASLt path on sm_100 and later). */

@@ -4,12 +4,12 @@
 For the shapes of runtime/tools/qfuse_bench.c and bf16 input it times, in PyTorch eager and under
 torch.compile (dynamic=False, compile time excluded by the warm-up):
   - LayerNorm / RMSNorm + per-tensor FP8 E4M3 with amax, rowwise and rowwise + transposed copy
-    (SPEC 2.1, 3), and the same quantization without a norm (weight quantize);
-  - RMSNorm + MXFP8 1x32 with E8M0 scales, ceil rounding (SPEC 2.3; compact scales [M, K/32]);
-  - RMSNorm + NVFP4: 16-element E2M1 blocks, E4M3 block scales, fp32 global scale (SPEC 2.4;
+    (numerics 2.1, 3), and the same quantization without a norm (weight quantize);
+  - RMSNorm + MXFP8 1x32 with E8M0 scales, ceil rounding (numerics 2.3; compact scales [M, K/32]);
+  - RMSNorm + NVFP4: 16-element E2M1 blocks, E4M3 block scales, fp32 global scale (numerics 2.4;
     rowwise, no RHT or stochastic rounding, compact scales [M, K/16]);
   - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales.
-Every quantizer is written in torch ops with the SPEC's numerics (statistics and y in fp32, one
+Every quantizer is written in torch ops with the numerics of docs/numerics.md (statistics and y in fp32, one
 rounding to the element format). Times: CUDA events around batches of back-to-back calls, median
 over batches of the batch time / batch size, after a warm-up; inputs rotated between sets that
 together exceed twice the L2 cache; random data. A peer that fails writes a row with the error in
@@ -41,23 +41,23 @@ EPS = 1e-5
 E4M3_MAX = 448.0
 FLT_MAX = 3.4028234663852886e38
 
-# ============================================================================ quantizers (SPEC)
+# ============================================================================ quantizers (docs/numerics.md)
 
 
 def layernorm(x, gamma, beta):
-    """LayerNorm in fp32 (SPEC 3): y, mu [M, 1], rsigma [M, 1]."""
+    """LayerNorm in fp32 (numerics 3): y, mu [M, 1], rsigma [M, 1]."""
     return torch.native_layer_norm(x.float(), [x.shape[-1]], gamma.float(), beta.float(), EPS)
 
 
 def rmsnorm(x, gamma):
-    """RMSNorm in fp32 (SPEC 3): y = (x * rsigma) * g, rsigma = 1/sqrt(mean(x^2) + eps)."""
+    """RMSNorm in fp32 (numerics 3): y = (x * rsigma) * g, rsigma = 1/sqrt(mean(x^2) + eps)."""
     xf = x.float()
     rsigma = torch.rsqrt(xf.square().mean(-1, keepdim=True) + EPS)
     return (xf * rsigma) * gamma.float(), rsigma
 
 
 def fp8_per_tensor(y, scale, columnwise):
-    """Per-tensor E4M3 (SPEC 2.1): q = rn_sat(y * scale), amax of y, scale_inv, optional q^T."""
+    """Per-tensor E4M3 (numerics 2.1): q = rn_sat(y * scale), amax of y, scale_inv, optional q^T."""
     amax = y.abs().amax()
     q = (y * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
     col = q.t().contiguous() if columnwise else None
@@ -82,7 +82,7 @@ def pow2(k):
 
 
 def mxfp8_quantize(y):
-    """MXFP8 1x32 rowwise (SPEC 2.3): E4M3 q [M, K], E8M0 bytes [M, K/32] (compact).
+    """MXFP8 1x32 rowwise (numerics 2.3): E4M3 q [M, K], E8M0 bytes [M, K/32] (compact).
 
     byte = ceil(log2(fl(amax * fl(1/448)))) + 127; zero block -> 0; NaN in a block -> 0xFF and
     NaN elements. K must be a multiple of 32 (the benchmark shapes are)."""
@@ -98,7 +98,7 @@ def mxfp8_quantize(y):
 
 
 def e2m1_codes(v):
-    """rn_sat E2M1 codes (SPEC 1) of fp32 v, ties to even: |v| -> 0..7, sign in bit 3."""
+    """rn_sat E2M1 codes (numerics 1) of fp32 v, ties to even: |v| -> 0..7, sign in bit 3."""
     a = v.abs()
     c = ((a > 0.25).to(torch.uint8) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5)
          + (a >= 3.5) + (a > 5.0))
@@ -106,14 +106,14 @@ def e2m1_codes(v):
 
 
 def nvfp4_global_scale(y):
-    """S_enc = fl(2688 / amax) capped at FLT_MAX, 1 when amax is 0 (SPEC 2.4); and amax."""
+    """S_enc = fl(2688 / amax) capped at FLT_MAX, 1 when amax is 0 (numerics 2.4); and amax."""
     amax = y.abs().amax()
     s_enc = (torch.full_like(amax, 2688.0) / amax).clamp(max=FLT_MAX)
     return torch.where(amax == 0, torch.ones_like(amax), s_enc), amax
 
 
 def nvfp4_quantize(y):
-    """NVFP4 rowwise (SPEC 2.4): packed E2M1 [M, K/2], E4M3 block scales [M, K/16], amax.
+    """NVFP4 rowwise (numerics 2.4): packed E2M1 [M, K/2], E4M3 block scales [M, K/16], amax.
 
     K must be a multiple of 16. No RHT (columnwise only) and no stochastic rounding (grads)."""
     m, k = y.shape
@@ -162,7 +162,7 @@ def gemm_fp8(a, w, sa, sw):
 
 def mxfp8_dequant(q, sbytes):
     """bf16 values of MXFP8 rowwise data q [M, K] (E4M3) with E8M0 bytes [M, K/32]: exact
-    (SPEC 7) for every scale in [2^-117, 2^119]."""
+    (numerics 7) for every scale in [2^-117, 2^119]."""
     m, k = q.shape
     s = pow2(sbytes.to(torch.int32) - 127)
     return (q.view(m, k // 32, 32).float() * s.unsqueeze(-1)).view(m, k).to(torch.bfloat16)
@@ -174,7 +174,7 @@ E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 
 def nvfp4_dequant(packed, sf, table):
     """bf16 values of NVFP4 rowwise data (packed E2M1 [M, K/2], low nibble first) with E4M3 block
-    scales [M, K/16] (as bytes): exact (SPEC 7); the global alpha is the GEMM's."""
+    scales [M, K/16] (as bytes): exact (numerics 7); the global alpha is the GEMM's."""
     m, k = packed.shape[0], packed.shape[1] * 2
     codes = torch.stack((packed & 0xF, packed >> 4), -1).view(m, k).long()
     s = sf.view(torch.float8_e4m3fn).float()

@@ -1,5 +1,5 @@
 /* qf_dev_load.cuh: element loads and stores shared by the quantizer templates: bf16/fp16/fp32
- * elements and vectors as fp32, ragged 4-byte stores, the swizzled scale layout (SPEC 2.3).
+ * elements and vectors as fp32, ragged 4-byte stores, the swizzled scale layout (numerics 2.3).
  *
  * An in-memory NVRTC header (like qf_formats.h): qfuse-gen embeds it in the registry and every
  * kernel's fusion key hashes it. It holds no placeholder: what varies per variant comes in as a
@@ -76,7 +76,7 @@ __device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool
         p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
-/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (SPEC 2.3 swizzle). */
+/* Byte offset of entry (i, j) of a padded [R, C] scale matrix (numerics 2.3 swizzle). */
 __device__ __forceinline__ long long swizzle_offset(long long i, long long j, long long C) {
     const long long tile = (i / 128) * (C / 4) + j / 4;
     return tile * 512 + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4;

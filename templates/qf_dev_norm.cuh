@@ -1,4 +1,4 @@
-/* qf_dev_norm.cuh: LayerNorm/RMSNorm pieces shared by the quantizer templates (SPEC 3): the
+/* qf_dev_norm.cuh: LayerNorm/RMSNorm pieces shared by the quantizer templates (numerics 3): the
  * normalized value, exact two-pass row statistics by one warp (from memory, the tiled entries'
  * phase 1) or by a whole block (from registers, the rows entries), gamma loads, and the loads
  * and statistics of a columnwise tile. An in-memory NVRTC header; see qf_dev_load.cuh. */
@@ -10,7 +10,7 @@
 
 namespace {
 
-/* The value that is quantized (SPEC 3), in the reference's exact operation order. */
+/* The value that is quantized (numerics 3), in the reference's exact operation order. */
 template <int NORM>
 __device__ __forceinline__ float normalize(float x, float mu, float rsigma, float g, float b) {
     if (NORM == QF_NORM_LAYERNORM)
@@ -38,8 +38,8 @@ __device__ __forceinline__ float row_sum(const void *x, long long base, long lon
     return warp_sum(s);
 }
 
-/* mu and rsigma of one row of K elements of dtype DT, by one warp, in two passes over x (SPEC 3:
- * eps inside the square root), VEC consecutive elements per load (VEC divides K). */
+/* mu and rsigma of one row of K elements of dtype DT, by one warp, in two passes over x (numerics
+ * 3: eps inside the square root), VEC consecutive elements per load (VEC divides K). */
 template <int NORM, int DT, int VEC = 1>
 __device__ void row_stats(const void *x, long long row, long long K, float eps, float *mu_out,
                           float *rsigma_out) {
@@ -54,7 +54,7 @@ __device__ void row_stats(const void *x, long long row, long long K, float eps, 
 
 /* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
  * as IT vectors of EPV elements per thread (vector i = it * THREADS + tid covers elements
- * [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (SPEC 3). Slots past K hold 0 and
+ * [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3). Slots past K hold 0 and
  * are skipped by the variance pass. s_red: two reduction buffers, alternated by red. tid is
  * threadIdx.x as an int or as the unsigned it is. NOTES: both give the same index, but not the
  * same machine code; TID keeps each template's kernels exactly as they were compiled before this

@@ -2,10 +2,11 @@
  *
  * y[M, N] = A[M, K] B[N, K]^T (+ bias[N]), y bf16 (round to nearest even), with A and B FP8
  * (E4M3 or E5M2, per placeholder) row-major and K-major, and one E8M0 scale per 32 consecutive
- * elements along K read from the compact, padded scale matrices of SPEC 2.3 (qf_mx_gemm_params).
- * Neither operand is ever dequantized to memory: the FP8 bytes go from shared memory into
- * registers and the tensor cores, and the scales are applied to fp32 partial sums. The oracle is
- * qf_gemm_mxfp8_ref (runtime/ref/ref_mx.h), computed in double; the op is runtime/ops_mxfp8_gemm.c.
+ * elements along K read from the compact, padded scale matrices of numerics 2.3
+ * (qf_mx_gemm_params). Neither operand is ever dequantized to memory: the FP8 bytes go from shared
+ * memory into registers and the tensor cores, and the scales are applied to fp32 partial sums. The
+ * oracle is qf_gemm_mxfp8_ref (runtime/ref/ref_mx.h), computed in double; the op is
+ * runtime/ops_mxfp8_gemm.c.
  *
  * Structure (one block of 256 threads = 8 warps per TILE_M x TILE_N tile of y; qf_formats.h):
  * - Grid: one block per output tile, in groups of 8 tile rows so that the blocks resident at one
@@ -153,7 +154,7 @@ __device__ __forceinline__ unsigned redux_max(unsigned v) {
 
 /* ==================================================================== scales */
 
-/* 2^(b - 127) exactly (SPEC 1): b << 23 is the fp32 pattern for b in 1..254, byte 0 is the
+/* 2^(b - 127) exactly (numerics 1): b << 23 is the fp32 pattern for b in 1..254, byte 0 is the
  * subnormal 2^-127, 0xFF is NaN. */
 __device__ __forceinline__ float e8m0_to_float(unsigned b) {
     unsigned bits = b == 0u ? 0x00400000u : b == 255u ? 0x7fc00000u : b << 23;

@@ -1,6 +1,6 @@
 /* sm90_nvfp4_gemm.cu: block-scaled NVFP4 GEMM for Hopper (runs on sm_89 and newer).
  *
- * y[M, N] = bf16(alpha * sum_k deq(A)[m, k] deq(B)[n, k] + bias[n]) (SPEC 2.4), with A [M, K/2]
+ * y[M, N] = bf16(alpha * sum_k deq(A)[m, k] deq(B)[n, k] + bias[n]) (numerics 2.4), with A [M, K/2]
  * and B [N, K/2] packed E2M1 (element 2j in the low nibble of byte j), row-major and K-major, one
  * E4M3 scale per 16 consecutive elements along K read from the compact, padded scale matrices
  * (qf_nv_gemm_params), deq = E2M1 value x float(E4M3 scale) and
@@ -52,7 +52,7 @@ constexpr int kStages = QF_NV_GEMM_STAGES;
 #else
 constexpr int kStages = QF_NV_GEMM_STAGES_SM89;      /* 72 KiB of shared memory per block */
 #endif
-constexpr int kBlock = 16;                           /* elements per scale block (SPEC 2.4) */
+constexpr int kBlock = 16;                           /* elements per scale block (numerics 2.4) */
 constexpr int kRowBytes = kTileK / 2;                /* one smem row = one k-tile of one row */
 constexpr int kScaleRowBytes = kTileK / kBlock;      /* scale bytes of one row per k-tile */
 constexpr int kStepBytes = 32;                       /* one k-step: 64 elements, 4 blocks */
@@ -124,7 +124,7 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
  * as an f16 pair (lo = element I, hi = element I+4), each equal to its E2M1 value x 2^-14
  * exactly: the 3 magnitude bits (e1 e0 m) go to f16 bits 11..9, so the exponent field is e and
  * the top mantissa bit m: 2^(e-15) (1 + m/2) for e >= 1, and the subnormal m * 2^-15 for e = 0
- * (SPEC 1: codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6, times 2^-14). The sign bit goes to bit 15.
+ * (numerics 1: codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6, times 2^-14). The sign bit goes to bit 15.
  * Elements I and I+4 sit 16 bits apart in q, as the two halves of the pair do, so one shift
  * places both. */
 template <int I>
@@ -288,7 +288,7 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const Lane &l,
     }
 }
 
-/* alpha = fl(fl(amax_a * amax_b) * fl(1/7225344)) (SPEC 2.4), as qf_nvfp4_gemm_alpha_ref. */
+/* alpha = fl(fl(amax_a * amax_b) * fl(1/7225344)) (numerics 2.4), as qf_nvfp4_gemm_alpha_ref. */
 __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
     return __fmul_rn(__fmul_rn(__ldg(p.amax_a), __ldg(p.amax_b)), __uint_as_float(kAlphaRcpBits));
 }

@@ -1,8 +1,9 @@
 /* smxx_fp8_norm_quantize.cu: fused LayerNorm/RMSNorm (or none) + per-tensor FP8 quantization.
  *
- * Numerics: SPEC 2.1 (q = rn_sat(fl(y * scale)), amax of |y| before scaling) and SPEC 3
+ * Numerics: numerics 2.1 (q = rn_sat(fl(y * scale)), amax of |y| before scaling) and numerics 3
  * (y = fmaf((x - mu) * rsigma, g, b) or (x * rsigma) * g, statistics in fp32). The C reference is
- * qf_norm_quantize_fp8_ref in runtime/ref/ref.c; given this kernel's mu/rsigma the bytes are identical.
+ * qf_norm_quantize_fp8_ref in runtime/ref/ref.c; given this kernel's mu/rsigma the bytes are
+ * identical.
  *
  * Two entry points share the numerics:
  * - `<name>` (tiled; any K, any alignment, rowwise and/or columnwise): described below.
@@ -18,13 +19,13 @@
  *   same values).
  *
  * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
- * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks the
- * row tile in 32x32 sub-tiles; each thread normalizes and quantizes 4 consecutive elements, stores
- * the rowwise bytes, and parks them in shared memory so that the columnwise (transposed [K, M])
- * copy is written in the same pass with coalesced rows of the transpose.
+ * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks
+ * the row tile in 32x32 sub-tiles; each thread normalizes and quantizes 4 consecutive elements,
+ * stores the rowwise bytes, and parks them in shared memory so that the columnwise (transposed [K,
+ * M]) copy is written in the same pass with coalesced rows of the transpose.
  *
- * Current scaling (fp8_current, SPEC 2.2; the C reference is qf_norm_quantize_fp8_current_ref in
- * runtime/ref/ref_fp8_current.c): the scale depends on the whole tensor's amax, so the runtime
+ * Current scaling (fp8_current, numerics 2.2; the C reference is qf_norm_quantize_fp8_current_ref
+ * in runtime/ref/ref_fp8_current.c): the scale depends on the whole tensor's amax, so the runtime
  * launches the same entry twice, p.pass 0 then 1. Pass 0 computes and writes mu/rsigma and
  * max-merges the amax of y, storing nothing else; pass 1 takes mu/rsigma from memory (the same
  * values for every entry, so the amax and the cast see one y), the scale from the finished amax,
@@ -73,7 +74,7 @@ __device__ __forceinline__ bool cast_pass(const qf_q_params &p) {
 }
 
 /* The quantization scale: the delayed one from memory, or the current one from the amax of
- * pass 0 (SPEC 2.2): a = max(amax, amax_epsilon), where a NaN amax stays NaN; 1 for a zero or
+ * pass 0 (numerics 2.2): a = max(amax, amax_epsilon), where a NaN amax stays NaN; 1 for a zero or
  * non-finite a; fp8_max / a correctly rounded, FLT_MAX for an infinite quotient; the mantissa
  * cleared under power_2_scales. */
 __device__ __forceinline__ float scale_of(const qf_q_params &p) {

@@ -1,5 +1,5 @@
 /* smxx_fp8_scale_update.cu: delayed-scaling amax-history and scale update for all of a step's
- * tensors in one launch (SPEC 2.1). C reference: qf_fp8_scale_update_ref in runtime/ref/ref.c.
+ * tensors in one launch (numerics 2.1). C reference: qf_fp8_scale_update_ref in runtime/ref/ref.c.
  *
  * One block per tensor. A tensor whose amax is 0 did not run this step and keeps its history and
  * scale (TE PR #825). Otherwise the history rolls (newest at index 0, oldest dropped), the reduced

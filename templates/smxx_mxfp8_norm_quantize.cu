@@ -2,22 +2,23 @@
  * block scales: 1x32 blocks along K (rowwise), 32x1 blocks along M (columnwise, data not
  * transposed), or one 32x32 tile amax for both (weights, BLOCK_2D).
  *
- * Numerics: SPEC 2.3 (E = ceil(log2(fl(amax * fl(1/fp8_max)))) or the OCP floor rule, clamped to
- * [-127, 127]; q = rn_sat(y * 2^-E); a NaN in a block gives scale 0xFF and NaN elements) and SPEC 3
- * (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in runtime/ref/ref_mx.c; given
- * this kernel's mu/rsigma the bytes are identical.
+ * Numerics: numerics 2.3 (E = ceil(log2(fl(amax * fl(1/fp8_max)))) or the OCP floor rule, clamped
+ * to
+ * [-127, 127]; q = rn_sat(y * 2^-E); a NaN in a block gives scale 0xFF and NaN elements) and
+ * numerics 3 (y as in the FP8 kernels). C reference: qf_norm_quantize_mxfp8_ref in
+ * runtime/ref/ref_mx.c; given this kernel's mu/rsigma the bytes are identical.
  *
  * Three entry points share the numerics: `<name>_rows{1,2,4,8}` (1D blocks, rows of whole
  * 16-byte vectors; see "rows path" below: mu/rsigma and, when asked, the rowwise copy),
  * `<name>_cols` (the columnwise copy after a rows entry on the same stream, M and K multiples of
  * 64; see "columnwise entry") and `<name>`, the tiled entry (everything else).
  *
- * Tiled work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp computes
- * its rows' mean and variance (two passes over x). Phase 2: the block walks 32x32 sub-tiles, each
- * exactly one columnwise block per column and one rowwise block per row: each thread normalizes 4
- * consecutive elements; the 8 threads of a row reduce the row block's amax with shuffles; column
- * amaxes go through shared memory. The runtime zeroes both scale matrices before the launch, so
- * padding entries are always 0x00; this kernel writes every real entry.
+ * Tiled work split: one block owns a tile of 32 rows (one columnwise block). Phase 1: each warp
+ * computes its rows' mean and variance (two passes over x). Phase 2: the block walks 32x32
+ * sub-tiles, each exactly one columnwise block per column and one rowwise block per row: each
+ * thread normalizes 4 consecutive elements; the 8 threads of a row reduce the row block's amax with
+ * shuffles; column amaxes go through shared memory. The runtime zeroes both scale matrices before
+ * the launch, so padding entries are always 0x00; this kernel writes every real entry.
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_SCALE_SWIZZLED (runtime). M and K are run-time values. */
@@ -52,7 +53,7 @@ constexpr float kInvFp8Max = 1.0f / kFp8Max; /* fl(1/fp8_max), as the reference 
 static_assert(kTileM == QF_MX_BLOCK && kThreads == 256, "tile = one 32-row block, 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
 
-/* E8M0 byte of a block amax (SPEC 2.3), from the bits of fp32 values: no log2 approximation. */
+/* E8M0 byte of a block amax (numerics 2.3), from the bits of fp32 values: no log2 approximation. */
 __device__ __forceinline__ unsigned e8m0_of_amax(float amax) {
     if (amax != amax)
         return 0xFFu;

@@ -3,8 +3,8 @@
  * [M, K/2] and the transposed columnwise copy [K, M/2] (optionally after a 16-point RHT over
  * groups of 16 tokens), 16x16 weight tiles, Philox stochastic rounding.
  *
- * Numerics: SPEC 2.4 and 3. C reference: qf_quantize_nvfp4_ref in runtime/ref/ref_nvfp4.c; given this
- * kernel's mu/rsigma the bytes and both amaxes are identical, bit for bit.
+ * Numerics: numerics 2.4 and 3. C reference: qf_quantize_nvfp4_ref in runtime/ref/ref_nvfp4.c;
+ * given this kernel's mu/rsigma the bytes and both amaxes are identical, bit for bit.
  *
  * The global amax must be known before any element is quantized, so the op is two launches of
  * this module (x is read twice, never written back):
@@ -69,9 +69,9 @@ constexpr float kFltMax = 3.40282346638528859812e+38f;
 constexpr unsigned kCanonicalNan = 0x7FC00000u; /* what the reference's NAN is */
 
 static_assert(kTileM == 2 * kGroup && kThreads == 256, "pass 1: 32-row tiles of 256 threads");
-static_assert(!(kBlock2d && kRht), "16x16 weight tiles and the RHT are exclusive (SPEC 2.4)");
+static_assert(!(kBlock2d && kRht), "16x16 weight tiles and the RHT are exclusive (numerics 2.4)");
 
-/* {================================================================== formats (SPEC 1, 2.4) */
+/* {================================================================== formats (numerics 1, 2.4) */
 
 /* fp32 -> bf16 (round to nearest even) -> fp32, as qf_float_to_bf16 (NaN stays NaN). */
 __device__ __forceinline__ float round_bf16(float f) {
@@ -251,7 +251,7 @@ __device__ __forceinline__ void store_col_scale(const qf_q_params &p, long long 
 
 /* }================================================================== */
 
-/* {================================================================== normalization (SPEC 3) */
+/* {================================================================== normalization (numerics 3) */
 
 /* gamma (+1 when zero-centered) and beta of columns k..k+N-1; identity for no norm. */
 template <int N>

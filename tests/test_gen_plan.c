@@ -30,7 +30,7 @@ static void qf_test_layout_key(const qf_gen_plan *p, int ri, const char *name, i
         fail_msg("%s: compact and swizzled keys %s", name, layout_in_key ? "are equal" : "differ");
 }
 
-/* Fusion keys (SPEC 5): the 2D weight kernels differ from the 1D ones, and the scale layout
+/* Fusion keys (numerics 5): the 2D weight kernels differ from the 1D ones, and the scale layout
  * changes the key of MXFP8 quantizers only (no GEMM, no fp8_delayed key moved). */
 static void test_gen_mxfp8_keys(void **state) {
     static const struct {
@@ -131,7 +131,7 @@ static void qf_test_nv_plan(const char *dir, const char *text, qf_gen_plan *p) {
 }
 
 /* Asserts that kernel name's source (and so its key) differs between plans a and b exactly when
- * changed; its key differs in any case when the options do (SPEC 5). */
+ * changed; its key differs in any case when the options do (numerics 5). */
 static void qf_test_nv_diff(const qf_gen_plan *a, const qf_gen_plan *b, const char *name,
                             int changed) {
     char ka[33], kb[33];
@@ -144,7 +144,7 @@ static void qf_test_nv_diff(const qf_gen_plan *a, const qf_gen_plan *b, const ch
     assert_string_not_equal(ka, kb);
 }
 
-/* Fusion keys (SPEC 5; TE's ops/fuser.py reused an NVFP4 plan after RHT was disabled): turning
+/* Fusion keys (numerics 5; TE's ops/fuser.py reused an NVFP4 plan after RHT was disabled): turning
  * off RHT, SR or 2D, or seeding the RHT, changes the source and key of exactly the kernels that
  * use it. */
 static void test_gen_nvfp4_keys(void **state) {

@@ -1,6 +1,6 @@
 /* test_gen_shape.c: qfuse-gen's shape tables (gen_shape.c): the options, requirements and shape
- * formulas of each family in manifest.json, evaluated at the padding cases of the SPEC, and the
- * check that refuses a malformed formula. */
+ * formulas of each family in manifest.json, evaluated at the padding cases of docs/numerics.md, and
+ * the check that refuses a malformed formula. */
 #include "test_gen_util.h"
 
 /* ========================================================================= manifest shapes */
@@ -96,7 +96,7 @@ static void qf_test_dims_at(const cJSON *o, int64_t M, int64_t K, int64_t d0, in
     }
 }
 
-/* The mxfp8 manifest recipe r's formulas evaluated at SPEC 2.3's padding cases. */
+/* The mxfp8 manifest recipe r's formulas evaluated at numerics 2.3's padding cases. */
 static void qf_test_mx_formulas(const cJSON *r) {
     const cJSON *rs = qf_test_shape_out(r, "norm_quantize", 1);
     const cJSON *cs = qf_test_shape_out(r, "quantize", 3);
@@ -136,7 +136,7 @@ static void test_gen_mxfp8_manifest(void **state) {
 
 /* ========================================================================= nvfp4 shapes */
 
-/* The nvfp4 quantizer formulas of manifest recipe r at SPEC 2.4's cases: output i of op at
+/* The nvfp4 quantizer formulas of manifest recipe r at numerics 2.4's cases: output i of op at
  * (M, K) is [d0, d1]. */
 static void qf_test_nv_formulas(const cJSON *r) {
     static const struct {
@@ -187,7 +187,8 @@ static void qf_test_nv_outputs(const cJSON *r) {
     assert_null(cJSON_GetObjectItem(qf_test_shape_out(r, "quantize", 4), "packing"));
 }
 
-/* The manifest's nvfp4 options (rht_seed "none"), requirements and shape formulas (SPEC 2.4). */
+/* The manifest's nvfp4 options (rht_seed "none"), requirements and shape formulas (numerics 2.4).
+ */
 static void test_gen_nvfp4_manifest(void **state) {
     cJSON *root;
     const cJSON *r = qf_test_stub_manifest(*state, qf_test_nv_generate, &root);

@@ -325,7 +325,8 @@ static void test_variants_nvfp4_values(void **state) {
     qf_test_nv_flags(&r, v, n, "qf_nvfp4_nort_quant_weight_fp16", "0", "0x0000", "0", "1");
 }
 
-/* rht_seed: the mask of the RHT kernels is drawn from the seed (SPEC 2.4); the others keep 0. */
+/* rht_seed: the mask of the RHT kernels is drawn from the seed (numerics 2.4); the others keep 0.
+ */
 static void test_variants_nvfp4_seed(void **state) {
     const qf_test_dir *d = *state;
     qf_recipe r;

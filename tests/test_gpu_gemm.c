@@ -1,4 +1,4 @@
-/* test_gpu_gemm.c: the GEMM of every family (qf_gemm, SPEC 2, 6) against its fp64 reference, by
+/* test_gpu_gemm.c: the GEMM of every family (qf_gemm, numerics 2, 6) against its fp64 reference, by
  * looping over the registry's recipes: each family has a row of hooks (kHooks: how a case is made
  * and checked, test_gpu_gemm_families.h; its shape plan; its scale-range, NaN-scale and 8192^3
  * timing checks, the last two shared by mxfp8 and nvfp4, which differ there only by their usual
@@ -264,7 +264,7 @@ static void nv_lt_descriptors(void) {
      [CHECK_TIMING_8192] = blk_timing}
 
 /* One row per family; an empty row: no GEMM hooks yet (its recipes are skipped with a message).
- * fp8_current (SPEC 2.2) runs the per-tensor FP8 GEMM: fp8_delayed's row, its own summary. */
+ * fp8_current (numerics 2.2) runs the per-tensor FP8 GEMM: fp8_delayed's row, its own summary. */
 static const gemm_hooks kHooks[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_DELAYED] = {.summary = "test_gpu_fp8_gemm: %d cases checked\n",
                                .check = fp8_check, .plan = &kFp8Plan},
@@ -502,7 +502,7 @@ static void test_mx_args(void **state) {
 /* {===================================================================== nvfp4 without a GPU */
 
 /* The kernel's alpha constant is the reference's fl(1/7225344), and alpha is rounded as
- * fl(fl(amax_a * amax_b) * rcp) (SPEC 2.4). */
+ * fl(fl(amax_a * amax_b) * rcp) (numerics 2.4). */
 static void test_nv_alpha_constant(void **state) {
     (void)state;
     const float rcp = qf_nvfp4_gemm_alpha_ref(1.0f, 1.0f);

@@ -1,9 +1,9 @@
 /* test_gpu_gemm_families.h: the GEMM problems of test_gpu_gemm.c per family: how a case is made,
  * run through qf_gemm and checked against the fp64 reference with the family's tolerance:
- *   fp8_delayed (SPEC 2.1): qf_gemm_fp8_ref, ||y - ref|| / ||ref|| < kFp8Tol;
- *   mxfp8 (SPEC 2.3): qf_gemm_mxfp8_ref, ||y - ref|| / ||ref|| < kMxGemm.tol, no non-finite y,
+ *   fp8_delayed (numerics 2.1): qf_gemm_fp8_ref, ||y - ref|| / ||ref|| < kFp8Tol;
+ *   mxfp8 (numerics 2.3): qf_gemm_mxfp8_ref, ||y - ref|| / ||ref|| < kMxGemm.tol, no non-finite y,
  *       y bit-identical with the padded scale bytes poisoned 0xFF and 0x00;
- *   nvfp4 (SPEC 2.4): qf_gemm_nvfp4_ref, every element within its bound (below) and
+ *   nvfp4 (numerics 2.4): qf_gemm_nvfp4_ref, every element within its bound (below) and
  *       ||y - ref|| / ||ref|| < kNvGemm.tol, no non-finite y, padding as mxfp8.
  * The two block-scaled families share one case path (blk_*), parametrized by a blk_gemm_fmt row.
  * y is poisoned with NaN before every launch.
@@ -122,7 +122,7 @@ typedef struct blk_gemm_fmt {
     int block;            /* elements per scale byte along K */
     int per_byte;         /* operand elements per byte: 1 (FP8), 2 (packed E2M1) */
     qf_dtype elem, scale; /* operand element and scale dtypes */
-    int amax;             /* 1: a global fp32 amax per operand (alpha, SPEC 2.4) */
+    int amax;             /* 1: a global fp32 amax per operand (alpha, numerics 2.4) */
     int bounded;          /* 1: check_block counts the elements outside their bound */
     double tol;           /* ||y - ref|| / ||ref|| < tol */
     blk_check_fn check_block;
@@ -192,14 +192,14 @@ static void nv_check_block(const blk_gemm_case *c, const uint16_t *y, const doub
     free(aa), free(ab), free(sa), free(sb);
 }
 
-/* MXFP8 (SPEC 2.3): E4M3 operands, E8M0 scales of 1x32 blocks. */
+/* MXFP8 (numerics 2.3): E4M3 operands, E8M0 scales of 1x32 blocks. */
 static const blk_gemm_fmt kMxGemm = {
     .label = "mxfp8_gemm", .family = QF_FAMILY_MXFP8, .block = QF_MX_BLOCK, .per_byte = 1,
     .elem = QF_DTYPE_E4M3, .scale = QF_DTYPE_E8M0,
     .tol = 4e-3, /* bf16 output rounding */
     .check_block = mx_check_block};
 
-/* NVFP4 (SPEC 2.4): packed E2M1 operands, E4M3 scales of 1x16 blocks, global amaxes. */
+/* NVFP4 (numerics 2.4): packed E2M1 operands, E4M3 scales of 1x16 blocks, global amaxes. */
 static const blk_gemm_fmt kNvGemm = {
     .label = "nvfp4_gemm", .family = QF_FAMILY_NVFP4, .block = QF_NVFP4_BLOCK, .per_byte = 2,
     .elem = QF_DTYPE_E2M1, .scale = QF_DTYPE_E4M3, .amax = 1, .bounded = 1,

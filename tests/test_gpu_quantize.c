@@ -1,5 +1,5 @@
 /* test_gpu_quantize.c: the quantizers of every family on the GPU against the C references
- * (SPEC 2, 3), by looping over the registry's recipes: each recipe's family has a row of hooks
+ * (numerics 2, 3), by looping over the registry's recipes: each recipe's family has a row of hooks
  * (kHooks: how a case runs and is checked, test_gpu_quantize.h) and of case plans (the norm +
  * quantize sweep over shapes, the option combinations, weights and gradients); the loops over
  * recipes, roles, norms, dtypes, outputs and shapes are shared. A family without hooks yet has its
@@ -479,7 +479,7 @@ static int child_disk_hit(void) {
     return rc;
 }
 
-/* The delayed-scaling update of recipe r (SPEC 2.1): 9 tensors (zero, tiny, inf, NaN amaxes
+/* The delayed-scaling update of recipe r (numerics 2.1): 9 tensors (zero, tiny, inf, NaN amaxes
  * first), 5 steps, every output bit for bit against the reference with the recipe's options. */
 static void scale_update_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     enum { N = 9, H = 1024, STEPS = 5 };

@@ -1,14 +1,13 @@
 /* test_gpu_quantize.h: the family hooks of test_gpu_quantize.c: one case type for every family
  * and, per family, how a case runs on the GPU and is checked against its C reference (runtime/ref/)
  * with the family's tolerance. Outputs are poisoned before each run and every byte is compared:
- *   fp8_delayed (SPEC 2.1): data bit for bit (the columnwise copy as the transposed rowwise
+ *   fp8_delayed (numerics 2.1): data bit for bit (the columnwise copy as the transposed rowwise
  *       reference), amax and scale_inv bit for bit, mu/rsigma within rel 1e-5 of fp64;
- *   mxfp8 (SPEC 2.3): data and E8M0 scales bit for bit, padding and unrequested copies included;
- *   nvfp4 (SPEC 2.4): packed data, E4M3 scales and both amaxes bit for bit, mu/rsigma within
- *       rel 1e-5 of fp64, then handed to the reference.
- * mxfp8 and nvfp4 share one run function (blk_run), parametrized by a blk_family row. A new
- * family adds its run function (or its blk_family row) here and its row in test_gpu_quantize.c's
- * kHooks. */
+ *   mxfp8 (numerics 2.3): data and E8M0 scales bit for bit, padding and unrequested copies
+ * included; nvfp4 (numerics 2.4): packed data, E4M3 scales and both amaxes bit for bit, mu/rsigma
+ * within rel 1e-5 of fp64, then handed to the reference. mxfp8 and nvfp4 share one run function
+ * (blk_run), parametrized by a blk_family row. A new family adds its run function (or its
+ * blk_family row) here and its row in test_gpu_quantize.c's kHooks. */
 #ifndef QF_TEST_GPU_QUANTIZE_H
 #define QF_TEST_GPU_QUANTIZE_H
 
@@ -67,7 +66,7 @@ static qf_norm_desc norm_slots(const qcase *c, const dual *g, const dual *b, con
     return nd;
 }
 
-/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (SPEC 3), for an input case of
+/* mu/rsigma of the kernel within rel 1e-5 of the fp64 reference (numerics 3), for an input case of
  * finite data (other cases return at once); mu relative to the row's scale:
  * |mu - ref| <= 1e-5 (|ref| + sigma). The reference runs on all cores. */
 static void check_stats(const qcase *c, const void *x, const float *mu, const float *rs) {
@@ -157,7 +156,7 @@ static float ref_rows(const qcase *c, const void *x, const void *g, const void *
     return a;
 }
 
-/* 1 when c runs under current scaling (the scale from the tensor's own amax, SPEC 2.2). */
+/* 1 when c runs under current scaling (the scale from the tensor's own amax, numerics 2.2). */
 static int fp8_current(const qcase *c) {
     return c->recipe->family == QF_FAMILY_FP8_CURRENT;
 }
@@ -208,7 +207,7 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     const float *kmu = c->norm == QF_NORM_LAYERNORM ? mu.h : NULL;
     float s = *(float *)scale.h;
     float ramax = ref_rows(c, x.h, g.h, b.h, kmu, rs.h, s, rrow);
-    if (fp8_current(c)) { /* the scale of the amax of the same y, then the cast (SPEC 2.2) */
+    if (fp8_current(c)) { /* the scale of the amax of the same y, then the cast (numerics 2.2) */
         s = fp8_current_scale(c, ramax, QF_DTYPE_E4M3);
         ref_rows(c, x.h, g.h, b.h, kmu, rs.h, s, rrow);
     }
@@ -260,7 +259,7 @@ static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     float ramax = 0.0f, s = *(float *)scale.h;
     qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL, NULL, s,
                              fmt, rrow, rcol, NULL, NULL, &ramax);
-    if (fp8_current(c)) { /* the amax above does not depend on the scale (SPEC 2.2) */
+    if (fp8_current(c)) { /* the amax above does not depend on the scale (numerics 2.2) */
         s = fp8_current_scale(c, ramax, fmt);
         qf_norm_quantize_fp8_ref(QF_NORM_NONE, 0, xdt, x.h, xdt, NULL, NULL, M, K, 0.0f, NULL,
                                  NULL, s, fmt, rrow, rcol, NULL, NULL, &ramax);
@@ -319,7 +318,7 @@ typedef struct blk_family {
     void (*reference)(const qcase *c, const blk_bufs *B, blk_expect *e);
 } blk_family;
 
-/* MXFP8 (SPEC 2.3): the reference for a case, given the kernel's statistics. */
+/* MXFP8 (numerics 2.3): the reference for a case, given the kernel's statistics. */
 static void mx_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
     const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
     const int row = (c->outputs & QF_OUT_ROWWISE) != 0;
@@ -348,7 +347,7 @@ static qf_nvfp4_opts opts_of(const qcase *c) {
     return o;
 }
 
-/* NVFP4 (SPEC 2.4): the reference for a case, given the kernel's statistics. */
+/* NVFP4 (numerics 2.4): the reference for a case, given the kernel's statistics. */
 static void nv_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
     const int ln = c->norm == QF_NORM_LAYERNORM;
     const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;

@@ -1,4 +1,4 @@
-/* test_jit_key.c: the fusion key is deterministic and changes with every field (SPEC 5). */
+/* test_jit_key.c: the fusion key is deterministic and changes with every field (numerics 5). */
 #include "test_util.h"
 
 #include <stdio.h>

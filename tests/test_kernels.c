@@ -1,6 +1,6 @@
 /* test_kernels.c: every generated kernel compiles with NVRTC for sm_90 and sm_100 (no GPU needed)
  * to a CUBIN with exactly the entry points the registry lists, and the fusion key of a registry
- * kernel changes with every field that changes its code (SPEC 5). */
+ * kernel changes with every field that changes its code (numerics 5). */
 #include "test_util.h"
 
 #include <stdio.h>

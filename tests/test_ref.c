@@ -1,18 +1,18 @@
-/* test_ref.c: CPU tests of the element conversions and norm statistics of runtime/ref/ref.c (SPEC
- * 1, 3). Per-tensor FP8 (scale update, norm + quantize, GEMM): test_ref_fp8_delayed.c. */
+/* test_ref.c: CPU tests of the element conversions and norm statistics of runtime/ref/ref.c
+ * (numerics 1, 3). Per-tensor FP8 (scale update, norm + quantize, GEMM): test_ref_fp8_delayed.c. */
 #include "test_ref_util.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic, or from an independent
- * computation in this file (brute-force nearest search, long-double statistics, algebraic
- * properties); never from the code under test itself. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic,
+ * or from an independent computation in this file (brute-force nearest search, long-double
+ * statistics, algebraic properties); never from the code under test itself. */
 
 /* {================================================================== element conversions */
 
-/* SPEC 1 conformance bytes for E4M3. */
+/* numerics 1 conformance bytes for E4M3. */
 static void test_e4m3_conformance(void **state) {
     (void)state;
     assert_int_equal(qf_e4m3_from_float_ref(464.0f), 0x7E); /* tie 448/480: even, and saturate */
@@ -33,7 +33,7 @@ static void test_e4m3_conformance(void **state) {
     assert_int_equal(qf_e4m3_from_float_ref(-0.0f), 0x80);
 }
 
-/* SPEC 1 conformance bytes for E5M2. */
+/* numerics 1 conformance bytes for E5M2. */
 static void test_e5m2_conformance(void **state) {
     (void)state;
     float h = qf_fp16_to_float(qf_float_to_fp16(1.125f)); /* an fp16 input, widened */

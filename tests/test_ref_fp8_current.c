@@ -1,5 +1,5 @@
 /* test_ref_fp8_current.c: CPU tests of the current-scaling references in
- * runtime/ref/ref_fp8_current.c: scale, quantize and argument errors (SPEC 2.2). Norm shapes
+ * runtime/ref/ref_fp8_current.c: scale, quantize and argument errors (numerics 2.2). Norm shapes
  * against fp64 and TE: test_ref_fp8_current_norm.c. */
 #include "test_ref_util.h"
 
@@ -7,13 +7,13 @@
 #include <math.h>
 #include <stdio.h>
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic, or from an independent
- * computation in this file (brute-force nearest search, long-double statistics, algebraic
- * properties); never from the code under test itself. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic,
+ * or from an independent computation in this file (brute-force nearest search, long-double
+ * statistics, algebraic properties); never from the code under test itself. */
 
 /* {================================================================== fp8_current: scale */
 
-/* SPEC 2.2: a zero, infinite or NaN amax gives scale 1 (and scale_inv 1). */
+/* numerics 2.2: a zero, infinite or NaN amax gives scale 1 (and scale_inv 1). */
 static void test_cur_scale_zero_inf_nan(void **state) {
     (void)state;
     for (int f = 0; f < 2; f++) {
@@ -74,7 +74,7 @@ static void test_cur_scale_power_2(void **state) {
     assert_true(qf_fp8_scale_inv_ref(128.0f) == 0x1p-7f);
 }
 
-/* 1e-40 is an fp32 subnormal; 448 / 1e-40 = 4.48e42 overflows fp32: FLT_MAX, not inf (SPEC
+/* 1e-40 is an fp32 subnormal; 448 / 1e-40 = 4.48e42 overflows fp32: FLT_MAX, not inf (numerics
  * 2.2, as TE PR #786 for 2.1). With power_2_scales FLT_MAX = (2 - 2^-23) * 2^127 -> 2^127.
  * scale_inv of FLT_MAX: 1 / ((2 - 2^-23) 2^127) = 2^-128 (1 + 2^-24 + ...); the subnormal
  * quantum there is 2^-149, so the excess 2^-152 rounds away: exactly 2^-128. */
@@ -138,7 +138,7 @@ static qf_fp8_current_src layernorm_src(const float *x, const float *g, const fl
                             1e-5f, NULL, NULL);
 }
 
-/* SPEC 2.2: an all-zero tensor gives scale 1 and all-zero data (rowwise and columnwise), also
+/* numerics 2.2: an all-zero tensor gives scale 1 and all-zero data (rowwise and columnwise), also
  * after a layernorm of constant rows (x - mu = 0, beta 0: y = 0) and for M = 0. An epsilon still
  * sets the scale (448/4 = 112), the data stays zero. */
 static void test_cur_quantize_all_zero(void **state) {

@@ -1,15 +1,15 @@
 /* test_ref_fp8_current_norm.c: CPU tests of norm + current-scaling FP8 quantize in
  * runtime/ref/ref_fp8_current.c on random shapes: against fp64 statistics, fused against two-step,
- * single rounding against TE's path (SPEC 2.2). */
+ * single rounding against TE's path (numerics 2.2). */
 #include "test_ref_util.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic, or from an independent
- * computation in this file (brute-force nearest search, long-double statistics, algebraic
- * properties); never from the code under test itself. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic,
+ * or from an independent computation in this file (brute-force nearest search, long-double
+ * statistics, algebraic properties); never from the code under test itself. */
 
 /* {================================================================== fp8_current: norm shapes */
 
@@ -97,7 +97,7 @@ static long double y_ld(const cur_data *d, qf_norm norm, int zcg, int64_t m, int
     return (x - mu) * rs * g + b;
 }
 
-/* Stats and amax of the source in long double; checks r's mu, rsigma (rel 1e-5, SPEC 3). */
+/* Stats and amax of the source in long double; checks r's mu, rsigma (rel 1e-5, numerics 3). */
 static long double check_stats_amax_ld(const cur_data *d, qf_norm norm, int zcg, const cur_res *r) {
     long double amax = 0;
     for (int64_t m = 0; m < d->M; m++) {
@@ -139,7 +139,7 @@ static int64_t check_bytes_ld(const cur_data *d, qf_norm norm, int zcg, qf_dtype
 }
 
 /* The fused reference against an independent long-double computation, within stated bounds:
- * mu, rsigma, amax and scale within rel 1e-5 (SPEC 3); scale_inv * scale == 1 within 2^-23;
+ * mu, rsigma, amax and scale within rel 1e-5 (numerics 3); scale_inv * scale == 1 within 2^-23;
  * the bytes as check_bytes_ld says. */
 static void check_cur_vs_fp64(const cur_data *d, qf_norm norm, int zcg, qf_dtype fmt) {
     const qf_fp8_current_src src = cur_src(d, norm, zcg);
@@ -155,7 +155,7 @@ static void check_cur_vs_fp64(const cur_data *d, qf_norm norm, int zcg, qf_dtype
     cur_res_free(&r);
 }
 
-/* Odd shapes of SPEC 3 and TE's test_cast_current_scaling: 5 x 160 and 7 x 769 (odd K). */
+/* Odd shapes of numerics 3 and TE's test_cast_current_scaling: 5 x 160 and 7 x 769 (odd K). */
 static void test_cur_nq_vs_fp64(void **state) {
     (void)state;
     const int64_t shapes[2][2] = {{5, 160}, {7, 769}};
@@ -259,11 +259,11 @@ static void test_cur_nq_fused_vs_two_step(void **state) {
         }
 }
 
-/* SPEC 2.2's note: qfuse rounds y once, from fp32; TE writes the norm output in bf16 and casts
+/* numerics 2.2's note: qfuse rounds y once, from fp32; TE writes the norm output in bf16 and casts
  * that, rounding twice. Where the bytes differ, that rounding is the only cause.
  * By hand: rmsnorm of x = {1, 1} with eps 0 has rsigma 1/sqrt(1) = 1 exactly, so y = gamma =
  * {448, 1.0625001} (fp32 gamma). amax 448 -> scale 1 both ways. qfuse: 1.0625001 is just above
- * the midpoint 1.0625 of 1.0 and 1.125 -> 0x39 (SPEC 1 conformance byte). TE: bf16(1.0625001)
+ * the midpoint 1.0625 of 1.0 and 1.125 -> 0x39 (numerics 1 conformance byte). TE: bf16(1.0625001)
  * = 1.0625 (7 fraction bits), now a tie -> even 1.0 = 0x38. */
 static void test_cur_nq_single_rounding_vs_te(void **state) {
     (void)state;

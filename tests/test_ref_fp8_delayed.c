@@ -1,14 +1,14 @@
 /* test_ref_fp8_delayed.c: CPU tests of the per-tensor FP8 references in runtime/ref/ref.c:
- * delayed-scaling update, norm + FP8 quantize and the FP8 GEMM (SPEC 2.1, 3). */
+ * delayed-scaling update, norm + FP8 quantize and the FP8 GEMM (numerics 2.1, 3). */
 #include "test_ref_util.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic, or from an independent
- * computation in this file (brute-force nearest search, long-double statistics, algebraic
- * properties); never from the code under test itself. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic,
+ * or from an independent computation in this file (brute-force nearest search, long-double
+ * statistics, algebraic properties); never from the code under test itself. */
 
 /* {================================================================== scale update */
 

@@ -1,5 +1,5 @@
 /* test_ref_mx.c: CPU tests of the MXFP8 scalar references in runtime/ref/ref_mx.c: E8M0 scales,
- * elements, scale layouts and the block-scaled GEMM (SPEC 2.3, 3). Norm + quantize:
+ * elements, scale layouts and the block-scaled GEMM (numerics 2.3, 3). Norm + quantize:
  * test_ref_mx_quantize.c. */
 #include "test_ref_util.h"
 
@@ -10,10 +10,11 @@
 #include "ref.h"
 #include "ref_mx.h"
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic (worked in the comments), or
- * from an independent computation here (double-precision log2, brute-force nearest code, block
- * amax recomputed from y). Norm+quantize tests check the composition against the E8M0/element
- * primitives, which the first section pins to SPEC values on their own. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic
+ * (worked in the comments), or from an independent computation here (double-precision log2,
+ * brute-force nearest code, block amax recomputed from y). Norm+quantize tests check the
+ * composition against the E8M0/element primitives, which the first section pins to the numerics
+ * contract's values on their own. */
 
 /* {================================================================== helpers */
 
@@ -26,9 +27,9 @@ static int ceil_byte_double(float v) {
 
 /* }================================================================== */
 
-/* {================================================================== E8M0 (SPEC 2.3) */
+/* {================================================================== E8M0 (numerics 2.3) */
 
-/* SPEC 2.3 block amax examples, ceil rounding: fl(amax * fl(1/fp8_max)) then ceil(log2). */
+/* numerics 2.3 block amax examples, ceil rounding: fl(amax * fl(1/fp8_max)) then ceil(log2). */
 static void test_e8m0_ceil_spec(void **state) {
     (void)state;
     const qf_scale_rounding C = QF_SCALE_ROUNDING_CEIL;
@@ -54,8 +55,8 @@ static void test_e8m0_ceil_spec(void **state) {
     assert_int_equal(qf_e8m0_from_amax_ref(FLT_TRUE_MIN, QF_DTYPE_E4M3, C), 0);
 }
 
-/* The rounding primitive: SPEC 2.3 values, every power of two, its neighbours, and random normal
- * values against ceil(log2) in double. */
+/* The rounding primitive: numerics 2.3 values, every power of two, its neighbours, and random
+ * normal values against ceil(log2) in double. */
 static void test_e8m0_ceil_log2_primitive(void **state) {
     (void)state;
     assert_int_equal(qf_e8m0_ceil_log2_ref(1.0f), 127);
@@ -253,7 +254,7 @@ static void check_shapes(int64_t M, int64_t K, int64_t rr, int64_t rc, int64_t c
     assert_int_equal(b, cc);
 }
 
-/* SPEC 2.3: rowwise [roundup(M,128), roundup(cdiv(K,32),4)], colwise [roundup(cdiv(M,32),4),
+/* numerics 2.3: rowwise [roundup(M,128), roundup(cdiv(K,32),4)], colwise [roundup(cdiv(M,32),4),
  * roundup(K,128)], worked by hand. */
 static void test_mx_scale_shapes(void **state) {
     (void)state;

@@ -1,6 +1,6 @@
 /* test_ref_mx_quantize.c: CPU tests of norm + MXFP8 quantize in runtime/ref/ref_mx.c: by hand, 1D
- * blocks and 2D tiles, padding, NaN, swizzled scales, and a GEMM of quantized operands (SPEC 2.3,
- * 3). */
+ * blocks and 2D tiles, padding, NaN, swizzled scales, and a GEMM of quantized operands
+ * (numerics 2.3, 3). */
 #include "test_ref_util.h"
 
 #include <float.h>
@@ -10,10 +10,11 @@
 #include "ref.h"
 #include "ref_mx.h"
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic (worked in the comments), or
- * from an independent computation here (double-precision log2, brute-force nearest code, block
- * amax recomputed from y). Norm+quantize tests check the composition against the E8M0/element
- * primitives, which the first section pins to SPEC values on their own. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic
+ * (worked in the comments), or from an independent computation here (double-precision log2,
+ * brute-force nearest code, block amax recomputed from y). Norm+quantize tests check the
+ * composition against the E8M0/element primitives, which the first section pins to the numerics
+ * contract's values on their own. */
 
 /* {================================================================== helpers */
 

@@ -1,5 +1,5 @@
 /* test_ref_nvfp4.c: CPU tests of the NVFP4 scalar references in runtime/ref/ref_nvfp4.c: E2M1,
- * scales, quantize and the GEMM (SPEC 1, 2.4). RHT, Philox and stochastic rounding:
+ * scales, quantize and the GEMM (numerics 1, 2.4). RHT, Philox and stochastic rounding:
  * test_ref_nvfp4_rht.c. */
 #include "test_ref_nvfp4_util.h"
 
@@ -11,17 +11,18 @@
 #include "ref_mx.h"
 #include "ref_nvfp4.h"
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic (worked in the comments, fp32
- * steps checked with correctly rounded fp32 arithmetic), or from an independent computation here:
- * brute-force nearest E2M1 value in double, a dense Sylvester-Hadamard product in double, the
- * Random123 known-answer vectors, and block scales recomputed from the data. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic
+ * (worked in the comments, fp32 steps checked with correctly rounded fp32 arithmetic), or from an
+ * independent computation here: brute-force nearest E2M1 value in double, a dense
+ * Sylvester-Hadamard product in double, the Random123 known-answer vectors, and block scales
+ * recomputed from the data. */
 
 /* {================================================================== E2M1 */
 
 static void test_e2m1_spec_conformance(void **state) {
     (void)state;
-    /* SPEC 1: from fp32 directly. 2.500004 is above the 2.5 midpoint -> 3.0; via bf16 it would be
-     * 2.5 and tie down to 2.0 (code 4). */
+    /* numerics 1: from fp32 directly. 2.500004 is above the 2.5 midpoint -> 3.0; via bf16 it would
+     * be 2.5 and tie down to 2.0 (code 4). */
     assert_int_equal(qf_e2m1_from_float_ref(2.500004f), 5);
     /* Midpoints go to the code with an even mantissa bit (even code). */
     static const struct { float v; uint8_t code; } ties[] = {
@@ -68,7 +69,8 @@ static void test_e2m1_nearest_bruteforce(void **state) {
 static void test_e2m1_packing(void **state) {
     (void)state;
     uint8_t b[2] = {0, 0};
-    /* SPEC 1: [1.0, 2.0] -> 0x42 (element 0 low nibble: code 2; element 1 high nibble: code 4). */
+    /* numerics 1: [1.0, 2.0] -> 0x42 (element 0 low nibble: code 2; element 1 high nibble: code 4).
+     */
     qf_e2m1_set_ref(b, 0, qf_e2m1_from_float_ref(1.0f));
     qf_e2m1_set_ref(b, 1, qf_e2m1_from_float_ref(2.0f));
     assert_int_equal(b[0], 0x42);
@@ -147,7 +149,8 @@ static void test_scale_shapes(void **state) {
 
 /* {================================================================== quantize */
 
-/* M = K = 16, x[0][0] = -8, x[0][1] = 1, the rest 0 (SPEC vllm #20578 case in a tensor). */
+/* M = K = 16, x[0][0] = -8, x[0][1] = 1, the rest 0 (the vllm #20578 case of the numerics contract,
+ * in a tensor). */
 static void test_quantize_by_hand(void **state) {
     (void)state;
     float x[256] = {0};
@@ -296,7 +299,7 @@ static void test_swizzled_matches_compact(void **state) {
     free(x);
 }
 
-/* Layernorm with given statistics == quantizing the normalized values directly (SPEC 3). */
+/* Layernorm with given statistics == quantizing the normalized values directly (numerics 3). */
 static void test_norm_composition(void **state) {
     (void)state;
     const int64_t M = 32, K = 64;

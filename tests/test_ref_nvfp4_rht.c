@@ -1,5 +1,5 @@
 /* test_ref_nvfp4_rht.c: CPU tests of the NVFP4 random Hadamard transform, Philox and stochastic
- * rounding references in runtime/ref/ref_nvfp4.c (SPEC 2.4). */
+ * rounding references in runtime/ref/ref_nvfp4.c (numerics 2.4). */
 #include "test_ref_nvfp4_util.h"
 
 #include <float.h>
@@ -10,10 +10,11 @@
 #include "ref_mx.h"
 #include "ref_nvfp4.h"
 
-/* NOTES: expected values come from the SPEC, from hand arithmetic (worked in the comments, fp32
- * steps checked with correctly rounded fp32 arithmetic), or from an independent computation here:
- * brute-force nearest E2M1 value in double, a dense Sylvester-Hadamard product in double, the
- * Random123 known-answer vectors, and block scales recomputed from the data. */
+/* NOTES: expected values come from the numerics contract (docs/numerics.md), from hand arithmetic
+ * (worked in the comments, fp32 steps checked with correctly rounded fp32 arithmetic), or from an
+ * independent computation here: brute-force nearest E2M1 value in double, a dense
+ * Sylvester-Hadamard product in double, the Random123 known-answer vectors, and block scales
+ * recomputed from the data. */
 
 /* {================================================================== RHT */
 

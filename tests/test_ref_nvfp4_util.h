@@ -8,7 +8,7 @@
 
 #include "ref_nvfp4.h"
 
-/* E2M1 magnitudes, typed in from the SPEC 1 table (independent of the reference's table). */
+/* E2M1 magnitudes, typed in from the numerics 1 table (independent of the reference's table). */
 static const double k_grid[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
 
 /* Brute force: nearest grid code to v (exact double), ties to the even code, sign of v. */

@@ -50,7 +50,7 @@ static inline void check_padding(const uint8_t *s, int64_t R, int64_t C, int64_t
 
 static const qf_dtype k_fp8_fmts[2] = {QF_DTYPE_E4M3, QF_DTYPE_E5M2};
 
-/* Largest finite magnitude code of an FP8 format (SPEC 1 table). */
+/* Largest finite magnitude code of an FP8 format (numerics 1 table). */
 static inline uint8_t max_code(qf_dtype fmt) {
     return fmt == QF_DTYPE_E4M3 ? 0x7E : 0x7B;
 }

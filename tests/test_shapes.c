@@ -1,6 +1,6 @@
-/* test_shapes.c: the generated fake-shape functions (build/generated/shapes.c, SPEC 4) of
- * fp8_delayed, of mxfp8 / mxfp8_2d (padded E8M0 scales, SPEC 2.3) and of the nvfp4 recipes (packed
- * E2M1, SPEC 2.4), and their place in the registry. */
+/* test_shapes.c: the generated fake-shape functions (build/generated/shapes.c, numerics 4) of
+ * fp8_delayed, of mxfp8 / mxfp8_2d (padded E8M0 scales, numerics 2.3) and of the nvfp4 recipes
+ * (packed E2M1, numerics 2.4), and their place in the registry. */
 #include "test_util.h"
 
 #include "registry.h"
@@ -341,7 +341,7 @@ static void test_mx_registry(void **state) {
         assert_int_equal(qf_kernels[k].family, qf_kernels[k].recipe->family);
 }
 
-/* ---- nvfp4 (SPEC 2.4) */
+/* ---- nvfp4 (numerics 2.4) */
 
 /* Both copies of one quantize (each role, both recipes): packed E2M1 data with dims in bytes,
  * the columnwise copy transposed, padded E4M3 scales, one fp32 amax per copy. */

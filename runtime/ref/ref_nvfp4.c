@@ -287,9 +287,10 @@ static qf_status nv_check(const qf_nvfp4_src *s, const qf_nvfp4_opts *o, const q
     if (!s || !o || !out || !s->x)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: src, opts, out and x must not be NULL", fn);
     if (s->M < 0 || s->K <= 0 || s->M % 16 != 0 || s->K % 16 != 0)
-        return qf_set_error(QF_ERR_INVALID_ARG,
-                            "%s: M (%lld) and K (%lld) must be multiples of 16 (SPEC 2.4), K > 0",
-                            fn, (long long)s->M, (long long)s->K);
+        return qf_set_error(
+            QF_ERR_INVALID_ARG,
+            "%s: M (%lld) and K (%lld) must be multiples of 16 (numerics 2.4), K > 0", fn,
+            (long long)s->M, (long long)s->K);
     if ((s->norm != QF_NORM_NONE && !s->gamma) || (s->norm == QF_NORM_LAYERNORM && !s->beta))
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: the norm needs gamma (and beta)", fn);
     if ((o->rowwise && (!out->row || !out->scale_row)) ||
