@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -57,6 +58,7 @@ typedef struct qf_gen_sandbox {
     size_t used, cap; /* heap bytes in use and the cap */
     unsigned refusals; /* allocations refused so far (QF_GEN_REFUSALS_MAX) */
     unsigned long insns, insn_budget;
+    double t0, seconds; /* CLOCK_MONOTONIC start and the wall-clock budget */
     int in_chunk; /* 1 while the recipe's own code runs: errors get a traceback */
     int depth;    /* Lua calls open now (call hook) */
     int unsupported; /* the recipe names a family that is not implemented */
@@ -96,6 +98,13 @@ static void *qf_gen_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return p;
 }
 
+/* Seconds on CLOCK_MONOTONIC. */
+static double qf_gen_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Count hook: stops a recipe that runs past its instruction budget (an endless loop); call and
  * return events keep the call depth (a tail call replaces its caller: no change). */
 static void qf_gen_hook(lua_State *L, lua_Debug *ar) {
@@ -109,6 +118,9 @@ static void qf_gen_hook(lua_State *L, lua_Debug *ar) {
         sb->depth -= sb->depth > 0;
     if (ar->event != LUA_HOOKCOUNT)
         return;
+    if (qf_gen_now() - sb->t0 > sb->seconds)
+        luaL_error(L, "%s: ran longer than %f s (a recipe is data: an endless or very slow loop?)",
+                   sb->path, sb->seconds);
     sb->insns += QF_GEN_HOOK_STEP;
     if (sb->insns > sb->insn_budget)
         luaL_error(L, "%s: instruction budget of %I exceeded (endless loop?)", sb->path,
@@ -509,6 +521,8 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
     qf_gen_sandbox sb = {.path = path, .text = text, .len = len, .out = out};
     sb.cap = lim && lim->mem_bytes ? lim->mem_bytes : QF_GEN_MEM_DEFAULT;
     sb.insn_budget = lim && lim->instructions ? lim->instructions : QF_GEN_INSTRUCTIONS_DEFAULT;
+    sb.seconds = lim && lim->seconds > 0 ? lim->seconds : QF_GEN_SECONDS_DEFAULT;
+    sb.t0 = qf_gen_now();
     lua_State *L = lua_newstate(qf_gen_alloc, &sb);
     if (!L)
         return qf_gen_fail(e, "%s: cannot create a Lua state (memory limit %zu bytes)", path,

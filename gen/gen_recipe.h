@@ -13,10 +13,14 @@
 typedef struct qf_gen_limits {
     size_t mem_bytes;           /* Lua heap cap; default 32 MiB */
     unsigned long instructions; /* VM instruction budget; default 10^7 */
+    double seconds;             /* wall-clock budget; default 10 s. One VM instruction can cost
+                                 * a 4 MiB copy or compare, so the instruction count alone does
+                                 * not bound the time */
 } qf_gen_limits;
 
 #define QF_GEN_MEM_DEFAULT ((size_t)32 << 20)
 #define QF_GEN_INSTRUCTIONS_DEFAULT 10000000ul
+#define QF_GEN_SECONDS_DEFAULT 10.0
 
 /* Recipe files are small data files; a larger one (or a FIFO, device or directory) is refused
  * before any Lua runs, so reading it can neither block nor exhaust memory. */

@@ -95,6 +95,13 @@ static const qf_enum_entry qf_names_slots[] = {
 };
 QF_PINNED(qf_names_slots, QF_SLOT_COUNT);
 
+static const qf_enum_entry qf_names_activations[] = {
+    QF_NAME(QF_ACT_GELU, "gelu"),
+    QF_NAME(QF_ACT_SWIGLU, "swiglu"),
+    QF_NAME(QF_ACT_RELU, "relu"),
+};
+QF_PINNED(qf_names_activations, QF_ACT_COUNT);
+
 typedef struct qf_enum_table {
     const qf_enum_entry *entries;
     int count;
@@ -112,6 +119,7 @@ static const qf_enum_table qf_names_tables[] = {
     [QF_ENUM_SCALE_LAYOUT] = {qf_names_scale_layouts, QF_COUNTOF(qf_names_scale_layouts)},
     [QF_ENUM_FP8_FORMAT] = {qf_names_fp8_formats, QF_COUNTOF(qf_names_fp8_formats)},
     [QF_ENUM_SLOT] = {qf_names_slots, QF_COUNTOF(qf_names_slots)},
+    [QF_ENUM_ACTIVATION] = {qf_names_activations, QF_COUNTOF(qf_names_activations)},
 };
 QF_PINNED(qf_names_tables, QF_ENUM_COUNT);
 

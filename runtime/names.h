@@ -19,6 +19,7 @@ typedef enum qf_enum {
     QF_ENUM_SCALE_LAYOUT,
     QF_ENUM_FP8_FORMAT,
     QF_ENUM_SLOT, /* qf_slot (qfuse.h): the fake-shape output names */
+    QF_ENUM_ACTIVATION,
     QF_ENUM_COUNT
 } qf_enum;
 

@@ -45,6 +45,15 @@ typedef enum qf_norm {
     QF_NORM_COUNT
 } qf_norm;
 
+/* Activation between the two GEMMs of layernorm_mlp (numerics 6). SWIGLU takes h = [h1 | h2]
+ * ([M, 2F]) and gives silu(h1) * h2 ([M, F]). */
+typedef enum qf_activation {
+    QF_ACT_GELU = 0,   /* tanh approximation: 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h^3))) */
+    QF_ACT_SWIGLU = 1, /* silu(h1) * h2, silu(v) = v / (1 + exp(-v)) */
+    QF_ACT_RELU = 2,   /* max(h, 0) */
+    QF_ACT_COUNT
+} qf_activation;
+
 /* Recipe families (numerics 2). */
 typedef enum qf_family {
     QF_FAMILY_FP8_DELAYED = 0,

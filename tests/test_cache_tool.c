@@ -204,8 +204,34 @@ static void test_warm_read_only(void **state) {
     setenv("QFUSE_CACHE_READONLY", "1", 1);
     result r = run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update");
     unsetenv("QFUSE_CACHE_READONLY");
-    expect_run(r, 1, NULL, "is read-only: nothing can be stored in it");
+    expect_run(r, 1, NULL, "is used read-only (QFUSE_CACHE_READONLY is on)");
     assert_int_equal(count_files(fx, ".cubin"), 0);
+    /* nor do clear and prune write it */
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update"),
+               0, "1 compiled", NULL);
+    setenv("QFUSE_CACHE_READONLY", "1", 1);
+    r = run_tool(fx, "clear");
+    unsetenv("QFUSE_CACHE_READONLY");
+    expect_run(r, 1, NULL, "clear: QFUSE_CACHE_READONLY is on");
+    assert_int_equal(count_files(fx, ".cubin"), 1);
+}
+
+/* A relative --dir is the directory of that name under the working directory (the run's own
+ * QFUSE_CACHE_DIR is made absolute), not an error about QFUSE_CACHE_DIR. */
+static void test_relative_dir_option(void **state) {
+    fixture *fx = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(fx->root), 0);
+    result r = run_tool_env(fx, (const char *const[]){"--dir", "rel", "warm", "--arch", "sm_90",
+                                                       "--kernel", "qf_fp8_delayed_scale_update",
+                                                       NULL},
+                            0);
+    struct stat st;
+    const int made = stat("rel", &st) == 0 && S_ISDIR(st.st_mode);
+    assert_int_equal(chdir(cwd), 0);
+    expect_run(r, 0, "1 compiled", NULL);
+    assert_true(made);
 }
 
 /* prune --older-than 0s removes every entry, however young. */
@@ -381,6 +407,7 @@ int main(void) {
         T(test_warm_gemm_by_arch),
         T(test_prune_zero_removes_all),
         T(test_warm_read_only),
+        T(test_relative_dir_option),
         T(test_warm_named_arch),
         T(test_list_invalid_and_stale),
         T(test_warm_without_disk_cache),

@@ -3,6 +3,8 @@
  * text-only chunks), and the values and options string of each family's recipes. */
 #include "test_gen_util.h"
 
+#include <time.h>
+
 #include <math.h>
 
 /* ========================================================================= helpers */
@@ -215,6 +217,24 @@ static void test_recipe_budget_custom(void **state) {
     assert_non_null(strstr(e.msg, "stack traceback:"));
 }
 
+/* One VM instruction can copy or compare megabytes: a loop of them is stopped by the wall-clock
+ * budget, long before its instruction budget (4 MiB concatenations: minutes without it). */
+static void test_recipe_budget_time(void **state) {
+    qf_recipe r;
+    qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
+    qf_gen_limits lim = {.seconds = 0.3};
+    const char *text = "local s = 'x' for i = 1, 22 do s = s .. s end\n"
+                       "while true do local a = s .. 'y' end";
+    const char *path = qf_test_recipe_file(state, "slow.lua", text);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(qf_gen_recipe_load(path, &lim, &r, &e), -1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    assert_non_null(strstr(e.msg, "ran longer than 0.3 s"));
+    assert_true(secs < 5.0); /* stopped at the budget (the hook runs every 1000 instructions) */
+}
+
 /* A precompiled (binary) chunk is refused: recipes are text. */
 static void test_recipe_binary_chunk(void **state) {
     const qf_test_dir *d = *state;
@@ -388,6 +408,7 @@ int main(void) {
         T(test_recipe_empty_env),
         T(test_recipe_memory_table),
         T(test_recipe_budget_custom),
+        T(test_recipe_budget_time),
         T(test_recipe_binary_chunk),
         cmocka_unit_test(test_recipe_missing_file),
         cmocka_unit_test(test_recipe_defaults),

@@ -177,6 +177,12 @@ static void test_missing_and_not_regular(void **state) {
     (void)state;
     expect_open_error(case_path("does_not_exist"), QF_ERR_NOT_FOUND, "No such file");
     expect_open_error(tmpdir, QF_ERR_INVALID_ARG, "regular file");
+    /* a FIFO without a writer: refused at once (opening it must not block) */
+    const char *fifo = case_path("fifo");
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_open_error(fifo, QF_ERR_INVALID_ARG, "not a regular file");
+    unlink(fifo);
 }
 
 static void test_bad_lengths(void **state) {

@@ -57,7 +57,7 @@ int qf_cache_resolve(char *buf, size_t cap) {
         n = snprintf(buf, cap, "%s", dir);
     else if (xdg && xdg[0] == '/')
         n = snprintf(buf, cap, "%s/qfuse", xdg);
-    else if (home && *home)
+    else if (home && home[0] == '/') /* a relative HOME would follow the working directory */
         n = snprintf(buf, cap, "%s/.cache/qfuse", home);
     else
         return ENOENT;
@@ -78,8 +78,12 @@ static int qf_cache_mkdirs(char *path, int *read_only) {
         *p = c;
         if (err && (c != '\0' || (err != EACCES && err != EROFS)))
             return err;
-        if (c == '\0')
+        if (c == '\0') {
+            struct stat st;
+            if (err && stat(path, &st) != 0)
+                return err; /* it does not exist and cannot be made: mkdir's reason */
             break;
+        }
     }
     struct stat st;
     if (stat(path, &st) != 0)

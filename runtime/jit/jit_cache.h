@@ -32,8 +32,8 @@ QF_INTERNAL int qf_cache_dir_read_only(void);
 
 /* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or ~/.cache/qfuse)
  * into buf without creating or checking it. Returns 0, ENOENT (nothing configured), EINVAL (a
- * relative QFUSE_CACHE_DIR) or ENAMETOOLONG. XDG_CACHE_HOME counts only when absolute, as the XDG
- * spec says. */
+ * relative QFUSE_CACHE_DIR) or ENAMETOOLONG. XDG_CACHE_HOME (as the XDG spec says) and HOME
+ * count only when absolute. */
 QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
 
 /* Resets the memoized directory decision, and so re-arms its warning (tests change

@@ -88,7 +88,9 @@ static const char *qf_tool_dir(void) {
         fprintf(stderr, "qfuse-cache: no usable disk cache (the directory cannot be created or "
                         "written; see the warning above)\n");
     else if (qf_cache_dir_read_only()) {
-        fprintf(stderr, "qfuse-cache: %s is read-only: nothing can be stored in it\n", dir);
+        fprintf(stderr, "qfuse-cache: %s is used read-only (%s): nothing can be stored in it\n",
+                dir, qf_env_flag("QFUSE_CACHE_READONLY") ? "QFUSE_CACHE_READONLY is on"
+                                                         : "this process cannot write it");
         dir = NULL;
     }
     return dir;
@@ -241,8 +243,9 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
     int err = qf_cache_resolve(dir, cap);
     if (err) {
         fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
-                err == ENOENT ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset"
-                              : strerror(err));
+                err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset"
+                : err == EINVAL ? "QFUSE_CACHE_DIR must be an absolute path"
+                                : strerror(err));
         return -1;
     }
     if (stat(dir, &st) != 0 && errno == ENOENT)
@@ -288,6 +291,11 @@ static int qf_tool_list(void) {
 static int qf_tool_remove(long long min_age, const char *verb) {
     char dir[PATH_MAX];
     struct dirent **names;
+    if (qf_env_flag("QFUSE_CACHE_READONLY")) {
+        fprintf(stderr, "qfuse-cache: %s: QFUSE_CACHE_READONLY is on: the cache is not written "
+                        "(unset it to remove entries)\n", verb);
+        return 1;
+    }
     int n, removed = 0, failed = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
     if (exists == 1)
         printf("%s: nothing to remove; %s does not exist\n", verb, dir);
@@ -569,8 +577,13 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
             *rc = qf_tool_usage_error("unknown option '%s'", argv[i]);
         else if (!v || !*v)
             *rc = qf_tool_usage_error("--dir needs a directory");
-        else { /* an explicit directory is used even where QFUSE_DISABLE_DISK_CACHE is set */
-            setenv("QFUSE_CACHE_DIR", v, 1);
+        else { /* an explicit directory is used even where QFUSE_DISABLE_DISK_CACHE is set; a
+                * relative one is taken from the working directory, as a user means it */
+            char cwd[PATH_MAX], abs[PATH_MAX];
+            if (v[0] != '/' && (!getcwd(cwd, sizeof cwd) ||
+                                snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs))
+                *rc = qf_tool_usage_error("--dir %s: cannot make it an absolute path", v);
+            setenv("QFUSE_CACHE_DIR", v[0] == '/' ? v : abs, 1);
             unsetenv("QFUSE_DISABLE_DISK_CACHE");
         }
         if (*rc)

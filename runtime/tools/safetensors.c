@@ -2,6 +2,8 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,16 +82,22 @@ static uint64_t st_le64(const unsigned char b[8]) {
     return v;
 }
 
-/* Opens path and returns its size; NOT_FOUND only for a missing file. */
+/* Opens path and returns its size; NOT_FOUND only for a missing file. O_NONBLOCK: opening a FIFO
+ * must not wait for a writer (it is then refused as not a regular file). */
 static qf_status st_open_fp(qf_st_file *f, FILE **fp, uint64_t *size) {
     struct stat st;
-    *fp = fopen(f->path, "rb");
+    const int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!*fp) {
-        qf_status s = errno == ENOENT ? QF_ERR_NOT_FOUND : QF_ERR_INVALID_ARG;
-        return qf_set_error(s, "safetensors file %s: cannot open: %s", f->path, strerror(errno));
+        const int err = errno;
+        if (fd >= 0)
+            close(fd);
+        qf_status s = err == ENOENT ? QF_ERR_NOT_FOUND : QF_ERR_INVALID_ARG;
+        return qf_set_error(s, "safetensors file %s: cannot open: %s", f->path, strerror(err));
     }
     if (fstat(fileno(*fp), &st) != 0 || !S_ISREG(st.st_mode))
         return st_bad(f, "not a regular file");
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* a regular file: plain reads */
     *size = (uint64_t)st.st_size;
     if (*size < 8)
         return st_bad(f, "truncated: %llu bytes, shorter than the 8-byte header length",
