@@ -71,6 +71,10 @@ static qf_status run_once(qf_ctx_t *ctx, const char *path, const qf_tensor *x,
 }
 
 int main(int argc, char **argv) {
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)\n");
+        return 2;
+    }
     const char *path = argc > 1 ? argv[1] : "examples/my_recipe.lua";
     static const float one = 1.0f; /* the scale an fp8_delayed recipe quantizes with */
     qf_ctx_t *ctx = open_ctx("loads the recipe file and checks the call, and launches nothing");

@@ -146,6 +146,7 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "warm", "--arch", "sm_80"), 2, NULL,
                "--arch 'sm_80' is not a supported architecture; expected sm_XX with XX in 89..199");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
+    expect_run(run_tool(fx, "warm", "--jobs", ""), 2, NULL, "warm: --jobs needs a value");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");
     expect_run(run_tool_env(fx, (const char *const[]){NULL}, 0), 2, NULL, "missing command");
     struct stat st;
@@ -268,7 +269,7 @@ static void test_warm_gemm_by_arch(void **state) {
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 0,
                "warm: sm_90, 1 variant: 1 compiled", NULL);
     expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 1,
-               NULL, "no kernel of the selected recipes matches 'qf_mxfp8_gemm'");
+               NULL, "the matching GEMM kernels do not run on sm_100 (the runtime uses cuBLASLt");
     /* an sm_100 entry of that GEMM, under the key the runtime would use, is stale: on sm_100 the
      * runtime calls cuBLASLt and never asks for it */
     const qf_kernel_entry *k = NULL;
@@ -289,7 +290,11 @@ static void test_warm_gemm_by_arch(void **state) {
     result r = run_tool(fx, "list");
     assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), 1);    /* the sm_90 one */
     assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 1); /* the sm_100 one */
-    expect_run(r, 0, "2 entries", NULL);
+    expect_run(r, 0, "2 entries", NULL);    /* several --kernel patterns: any may match */
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "--kernel",
+                        "qf_mxfp8_scale_update", "--kernel", "qf_fp8_delayed_scale_update",
+                        "mxfp8", "fp8_delayed"),
+               0, "2 variants: 1 compiled, 1 already cached", NULL);
 }
 
 /* A named architecture is compiled for, whatever the machine has. */

@@ -30,8 +30,10 @@ static const char qf_usage[] =
     "usage: qfuse-cache [--dir DIR] COMMAND [ARGS]\n"
     "Manages the disk cache of compiled qfuse kernels ($QFUSE_CACHE_DIR, else\n"
     "$XDG_CACHE_HOME/qfuse, else ~/.cache/qfuse; --dir overrides, and is used even when\n"
-    "QFUSE_DISABLE_DISK_CACHE is set). list, clear and prune never create the directory.\n"
-    "  list                       key, recipe, kernel, arch, size, age and state of each entry\n"
+    "QFUSE_DISABLE_DISK_CACHE is set; a relative DIR is taken from the working directory).\n"
+    "list, clear and prune never create the directory.\n"
+    "  list                       key, recipe, kernel, instance, arch, size, age and state of\n"
+    "                             each entry (ok, stale, foreign, invalid, temp)\n"
     "  clear                      remove every entry (and temporary files left by crashes)\n"
     "  prune --older-than AGE     remove entries written AGE or longer ago (AGE: 30s, 15m,\n"
     "                             12h, 7d, 2w; a bare number is seconds)\n"
@@ -41,6 +43,7 @@ static const char qf_usage[] =
     "                             for sm_XX (default: this GPU's, else sm_90) with N parallel\n"
     "                             jobs (default: CPUs), skipping variants already cached;\n"
     "                             --kernel keeps the kernels whose name matches GLOB\n"
+    "                             (repeatable: any pattern may match)\n"
     "  --help                     this text\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
@@ -366,10 +369,12 @@ static int qf_tool_prune(int argc, char **argv) {
 /* The selection and the counters of one warm run (counters updated by qf_warm_done, which the
  * compile engine calls under its lock). */
 #define QF_WARM_MAX_RECIPES 64 /* recipes named on one command line */
+#define QF_WARM_MAX_GLOBS 16   /* --kernel patterns on one command line */
 
 typedef struct qf_warm {
     int arch, n_items, compiled, cached, failed, tty;
-    const char *glob; /* --kernel, or NULL for every kernel */
+    const char *globs[QF_WARM_MAX_GLOBS]; /* --kernel patterns (any may match); none: all */
+    int n_globs;
     const qf_recipe *recipes[QF_WARM_MAX_RECIPES]; /* the selected ones, each once */
     int n_recipes;
     qf_tool_job *items;
@@ -416,6 +421,7 @@ static void qf_warm_done(void *ud, const qf_tool_job *it, int done, int total, q
 
 /* Every instance of every kernel of the selected recipes into w->items. */
 static int qf_warm_collect(qf_warm *w) {
+    int skipped_gemm = 0; /* matching kernels this arch never runs */
     int n_kernels = 0;
     for (int r = 0; r < w->n_recipes; r++)
         n_kernels += w->recipes[r]->n_kernels;
@@ -428,15 +434,21 @@ static int qf_warm_collect(qf_warm *w) {
         for (int k = 0; k < w->recipes[r]->n_kernels; k++) {
             const qf_kernel_entry *ke = &w->recipes[r]->kernels[k];
             qf_kernel_instance inst[QF_KERNEL_MAX_INSTANCES];
-            int keep = qf_tool_runs_on(ke, w->arch) &&
-                       (!w->glob || fnmatch(w->glob, ke->name, 0) == 0);
+            int keep = w->n_globs == 0;
+            for (int g = 0; g < w->n_globs && !keep; g++)
+                keep = fnmatch(w->globs[g], ke->name, 0) == 0;
+            skipped_gemm += keep && !qf_tool_runs_on(ke, w->arch);
+            keep = keep && qf_tool_runs_on(ke, w->arch);
             int n = keep ? qf_kernel_instances(ke, inst) : 0;
             for (int i = 0; i < n; i++)
                 w->items[w->n_items++] = (qf_tool_job){.k = ke, .inst = inst[i]};
         }
-    if (w->n_items == 0)
-        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches '%s'\n",
-                w->glob ? w->glob : "*");
+    if (w->n_items == 0 && skipped_gemm)
+        fprintf(stderr, "qfuse-cache: warm: nothing to compile: the matching GEMM kernels do not "
+                        "run on sm_%d (the runtime uses cuBLASLt there)\n", w->arch);
+    else if (w->n_items == 0)
+        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches %s\n",
+                w->n_globs ? "the --kernel patterns" : "(none has kernels)");
     return w->n_items ? 0 : 1;
 }
 
@@ -520,9 +532,14 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
     int any = 0, rc = -1;
     for (int i = 0; i < argc && rc < 0; i++) {
         const char *v = NULL;
-        if (qf_tool_opt(argc, argv, &i, "--kernel", &w->glob)) {
-            if (!w->glob)
+        if (qf_tool_opt(argc, argv, &i, "--kernel", &v)) {
+            if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --kernel needs a pattern");
+            else if (w->n_globs == QF_WARM_MAX_GLOBS)
+                rc = qf_tool_usage_error("warm: more than %d --kernel patterns",
+                                         QF_WARM_MAX_GLOBS);
+            else
+                w->globs[w->n_globs++] = v;
         } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
             if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --arch needs a value (sm_XX, e.g. sm_90)");
@@ -531,7 +548,9 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
                                          "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
                                          "e.g. sm_90)", v, QF_ARCH_MIN, QF_ARCH_MAX);
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
-            if (!v || qf_warm_parse_jobs(v, jobs) != 0)
+            if (!v || !*v)
+                rc = qf_tool_usage_error("warm: --jobs needs a value");
+            else if (qf_warm_parse_jobs(v, jobs) != 0)
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
                                          v ? v : "", QF_WARM_MAX_JOBS);
         } else {

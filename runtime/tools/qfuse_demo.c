@@ -546,7 +546,9 @@ static int compile_all(int ri, int arch) {
 
 static int run_without_gpu(const demo_opts *o, const char *why) {
     int failures = 0;
-    printf("no usable GPU (%s): compiling every kernel for sm_90 with NVRTC instead\n\n", why);
+    printf("no usable GPU (%s): every kernel compiled for sm_90 instead (NVRTC, or the disk "
+           "cache)\n\n",
+           why);
     for (int ri = 0; ri < qf_recipe_count; ri++) {
         const qf_recipe *r = &qf_recipes[ri];
         if (!tool_recipe_selected(&o->recipes, ri))
