@@ -250,7 +250,9 @@ check:
 # natively there. protect_shadow_gap=0 lets the CUDA driver map memory where ASan keeps its gap.
 ASAN_DIR ?= build-asan
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-SAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1 \
+# verify_asan_link_order=0: scripts/run-tests runs each binary under stdbuf (line-buffered output),
+# whose LD_PRELOAD library would otherwise come before the ASan runtime and stop the run.
+SAN_ENV := ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=1:verify_asan_link_order=0 \
            LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 QFUSE_TEST_QUICK=1
 VALGRIND ?= valgrind
