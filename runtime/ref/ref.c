@@ -359,3 +359,22 @@ void qf_gemm_fp8_ref(qf_dtype fmt_a, const uint8_t *a, float sa, qf_dtype fmt_b,
 }
 
 /* }================================================================== */
+
+void qf_gemm_f64_ref(const double *a, const double *b, double alpha, const double *bias,
+                     int64_t M, int64_t N, int64_t K, double *y) {
+    QF_ASSERT(M >= 0 && N >= 0 && K >= 0 && a && b && y);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc += a[m * K + k] * b[n * K + k];
+            y[m * N + n] = acc * alpha + (bias ? bias[n] : 0.0);
+        }
+}
+
+void qf_transpose_f64_ref(const double *in, int64_t R, int64_t C, double *out) {
+    QF_ASSERT(R >= 0 && C >= 0 && in && out && in != out);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            out[c * R + r] = in[r * C + c];
+}

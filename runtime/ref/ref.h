@@ -120,6 +120,16 @@ void qf_fp8_scale_update_ref(int n, int H, float *amax, float *history, float *s
                              float *scale_inv, const uint8_t *fmt, float margin,
                              qf_amax_compute ac);
 
+/* y[m, n] = alpha * sum_k a[m, k] * b[n, k] (+ bias[n]) in double, the sum in k order: the GEMM
+ * of dequantized operands, both K-major (a [M, K], b [N, K], row-major); bias may be NULL. y
+ * double [M, N]. The oracle of every GEMM and the fp64 check of fprop, dgrad and wgrad
+ * (numerics 6, 7), given the copies' values (qf_mx_dequant_ref, qf_nvfp4_dequant_ref). */
+void qf_gemm_f64_ref(const double *a, const double *b, double alpha, const double *bias,
+                     int64_t M, int64_t N, int64_t K, double *y);
+
+/* out [C, R] = in [R, C] transposed (doubles). */
+void qf_transpose_f64_ref(const double *in, int64_t R, int64_t C, double *out);
+
 /* GEMM reference in double: y[m, n] = sa * sb * sum_k A[m, k] * B[n, k] (+ bias[n]), with A, B
  * FP8 bytes (fmt_a, fmt_b) decoded exactly; bias may be NULL. y is double [M, N]. */
 void qf_gemm_fp8_ref(qf_dtype fmt_a, const uint8_t *a, float sa, qf_dtype fmt_b, const uint8_t *b,

@@ -299,19 +299,27 @@ static double mx_dequant(qf_dtype fmt, uint8_t q, uint8_t s) {
     return ldexp((double)qf_fp8_to_float_ref(fmt, q), (int)s - 127);
 }
 
+void qf_mx_dequant_ref(qf_dtype fmt, int columnwise, const uint8_t *data, const uint8_t *scale,
+                       int64_t R, int64_t C, double *out) {
+    QF_ASSERT(R >= 0 && C >= 0 && data && scale && out);
+    const int64_t sc = columnwise ? roundup(C, 128) : roundup(cdiv(C, QF_MX_BLOCK), 4);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            out[r * C + c] = mx_dequant(fmt, data[r * C + c],
+                                        columnwise ? scale[(r / QF_MX_BLOCK) * sc + c]
+                                                   : scale[r * sc + c / QF_MX_BLOCK]);
+}
+
 void qf_gemm_mxfp8_ref(qf_dtype fmt_a, const uint8_t *a, const uint8_t *a_scale, qf_dtype fmt_b,
                        const uint8_t *b, const uint8_t *b_scale, const double *bias, int64_t M,
                        int64_t N, int64_t K, double *y) {
-    const int64_t sc = roundup(cdiv(K, QF_MX_BLOCK), 4); /* row stride of both scale matrices */
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t n = 0; n < N; n++) {
-            double acc = 0.0;
-            for (int64_t k = 0; k < K; k++)
-                acc += mx_dequant(fmt_a, a[m * K + k], a_scale[m * sc + k / QF_MX_BLOCK]) *
-                       mx_dequant(fmt_b, b[n * K + k], b_scale[n * sc + k / QF_MX_BLOCK]);
-            y[m * N + n] = acc + (bias ? bias[n] : 0.0);
-        }
-    }
+    double *da = qf_ref_alloc((size_t)(M * K) * sizeof(double));
+    double *db = qf_ref_alloc((size_t)(N * K) * sizeof(double));
+    qf_mx_dequant_ref(fmt_a, 0, a, a_scale, M, K, da);
+    qf_mx_dequant_ref(fmt_b, 0, b, b_scale, N, K, db);
+    qf_gemm_f64_ref(da, db, 1.0, bias, M, N, K, y);
+    free(da);
+    free(db);
 }
 
 /* }================================================================== */

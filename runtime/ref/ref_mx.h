@@ -73,6 +73,15 @@ void qf_norm_quantize_mxfp8_ref(qf_norm norm, int zcg, qf_dtype xdt, const void 
 
 /* ---- GEMM */
 
+/* The values of one MXFP8 copy in double, in the orientation it is stored in: data [R, C] bytes
+ * of fmt with COMPACT E8M0 scales (numerics 2.3). Rowwise (columnwise 0): 1x32 blocks along C,
+ * scale [roundup(R,128), roundup(cdiv(C,32),4)]. Columnwise (1): 32x1 blocks along R, scale
+ * [roundup(cdiv(R,32),4), roundup(C,128)] (that copy is not transposed). out [R, C]: each decoded
+ * element times 2^(s - 127) of its block; a 0xFF scale makes its block NaN. Padding is never
+ * read. */
+void qf_mx_dequant_ref(qf_dtype fmt, int columnwise, const uint8_t *data, const uint8_t *scale,
+                       int64_t R, int64_t C, double *out);
+
 /* y[m, n] = sum_k deq(A)[m, k] * deq(B)[n, k] (+ bias[n]) in double, where deq multiplies each
  * decoded element by its 1x32 block's E8M0 scale. a [M, K] / b [N, K] bytes of fmt_a / fmt_b with
  * COMPACT rowwise scales (row stride roundup(cdiv(K,32),4)); padding entries are never read. A

@@ -345,25 +345,27 @@ qf_status qf_quantize_nvfp4_ref(const qf_nvfp4_src *src, const qf_nvfp4_opts *op
 /* {================================================================== GEMM */
 
 /* Element k of packed row r (stride K/2 bytes) times its block's E4M3 scale, in double. */
-static double nv_deq(const uint8_t *d, const uint8_t *s, int64_t sc, int64_t r, int64_t K,
-                     int64_t k) {
-    const double e = qf_e2m1_to_float_ref(qf_e2m1_get_ref(d + r * (K / 2), k));
-    return e * (double)qf_e4m3_to_float_ref(s[r * sc + k / QF_NVFP4_BLOCK]);
+void qf_nvfp4_dequant_ref(const uint8_t *data, const uint8_t *scale, int64_t R, int64_t C,
+                          double *out) {
+    QF_ASSERT(R >= 0 && C % QF_NVFP4_BLOCK == 0 && data && scale && out);
+    const int64_t sc = roundup(C / QF_NVFP4_BLOCK, 4);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++)
+            out[r * C + c] = (double)qf_e2m1_to_float_ref(qf_e2m1_get_ref(data + r * (C / 2), c)) *
+                             (double)qf_e4m3_to_float_ref(scale[r * sc + c / QF_NVFP4_BLOCK]);
 }
 
 void qf_gemm_nvfp4_ref(const uint8_t *a, const uint8_t *a_scale, float amax_a, const uint8_t *b,
                        const uint8_t *b_scale, float amax_b, const double *bias, int64_t M,
                        int64_t N, int64_t K, double *y) {
     QF_ASSERT(K % QF_NVFP4_BLOCK == 0);
-    const int64_t sc = roundup(K / QF_NVFP4_BLOCK, 4);
-    const double alpha = (double)qf_nvfp4_gemm_alpha_ref(amax_a, amax_b);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            double acc = 0.0;
-            for (int64_t k = 0; k < K; k++)
-                acc += nv_deq(a, a_scale, sc, m, K, k) * nv_deq(b, b_scale, sc, n, K, k);
-            y[m * N + n] = acc * alpha + (bias ? bias[n] : 0.0);
-        }
+    double *da = qf_ref_alloc((size_t)(M * K) * sizeof(double));
+    double *db = qf_ref_alloc((size_t)(N * K) * sizeof(double));
+    qf_nvfp4_dequant_ref(a, a_scale, M, K, da);
+    qf_nvfp4_dequant_ref(b, b_scale, N, K, db);
+    qf_gemm_f64_ref(da, db, (double)qf_nvfp4_gemm_alpha_ref(amax_a, amax_b), bias, M, N, K, y);
+    free(da);
+    free(db);
 }
 
 /* }================================================================== */

@@ -132,6 +132,14 @@ qf_status qf_quantize_nvfp4_ref(const qf_nvfp4_src *src, const qf_nvfp4_opts *op
 
 /* ---- GEMM */
 
+/* The values of one NVFP4 copy in double, without its global scale (which the GEMM folds into
+ * alpha): packed E2M1 data [R, C/2] bytes (the rowwise copy of [M, K] is R = M, C = K; the
+ * columnwise copy, transposed, is R = K, C = M) with 1x16 blocks along C and COMPACT E4M3 scales
+ * [roundup(R,128), roundup(C/16,4)] (numerics 2.4). out [R, C] = E2M1 value * float(sf). C is a
+ * multiple of 16. */
+void qf_nvfp4_dequant_ref(const uint8_t *data, const uint8_t *scale, int64_t R, int64_t C,
+                          double *out);
+
 /* y[m, n] = alpha * sum_k deq(A)[m, k] * deq(B)[n, k] (+ bias[n]) in double, deq = E2M1 value times
  * float(sf) of its 1x16 block, alpha = qf_nvfp4_gemm_alpha_ref(amax_a, amax_b) (so S_dec of each
  * operand is folded into alpha, as the kernels do). a [M, K/2], b [N, K/2] packed; COMPACT rowwise
