@@ -205,6 +205,10 @@ static int layer_check(layer *L, const qf_tensor *y, qf_family family) {
 
 int main(int argc, char **argv) {
     static layer L;
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)\n");
+        return 2;
+    }
     const char *name = argc > 1 ? argv[1] : "mxfp8";
     const qf_recipe *r = find_recipe(name);
     qf_ctx_t *ctx = r ? open_ctx("runs every call, which checks its arguments and launches "
