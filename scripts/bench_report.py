@@ -183,24 +183,31 @@ def peer_only_table(qrows, prows, families):
     return lines if len(lines) > 2 else []
 
 
-def gemm_table(qrows, prows, families):
-    """GEMM rows: qfuse FP8 against cuBLASLt FP8 alone, bf16 and torch._scaled_mm."""
+def gemm_rows(qrows, prows, families, ops):
+    """Each qfuse row of a GEMM op in ops, with the ceiling rows measured at its shape (by op) and
+    its eager and compiled peers: (row, ceilings, eager, compiled); a missing one is {}."""
     peers = peer_lookup(prows, families)
     lt = {(r["op"], r["M"], r["K"], r["N"]): r for r in qrows if r["kind"] == "ceiling"}
+    for r in qrows:
+        if r["kind"] != "qfuse" or r["op"] not in ops:
+            continue
+        dims, key = (r["M"], r["K"], r["N"]), match_key(r, families)
+        ceilings = {op: lt.get((op,) + dims, {})
+                    for op in ("cublaslt_fp8_gemm", "cublaslt_bf16_gemm")}
+        yield (r, ceilings, peers.get(("peer_eager",) + key, {}),
+               peers.get(("peer_compile",) + key, {}))
+
+
+def gemm_table(qrows, prows, families):
+    """GEMM rows: qfuse FP8 against cuBLASLt FP8 alone, bf16 and torch._scaled_mm."""
     lines = ["| M x K -> N | qfuse FP8 TFLOP/s | cuBLASLt FP8 | cuBLASLt bf16 | "
              "_scaled_mm eager | compiled | qfuse / cuBLASLt FP8 |",
              "|---|---|---|---|---|---|---|"]
-    for r in qrows:
-        if r["kind"] != "qfuse" or r["op"] != "gemm_fp8":
-            continue
-        dims = (r["M"], r["K"], r["N"])
-        f8 = lt.get(("cublaslt_fp8_gemm",) + dims, {})
-        bf = lt.get(("cublaslt_bf16_gemm",) + dims, {})
-        e = peers.get(("peer_eager",) + match_key(r, families), {})
-        c = peers.get(("peer_compile",) + match_key(r, families), {})
+    for r, lt, e, c in gemm_rows(qrows, prows, families, ("gemm_fp8",)):
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            shape_of(r), fmt(num(r, "tflops"), "%.0f"), fmt(num(f8, "tflops"), "%.0f"),
-            fmt(num(bf, "tflops"), "%.0f"), fmt(num(e, "tflops"), "%.0f"),
+            shape_of(r), fmt(num(r, "tflops"), "%.0f"),
+            fmt(num(lt["cublaslt_fp8_gemm"], "tflops"), "%.0f"),
+            fmt(num(lt["cublaslt_bf16_gemm"], "tflops"), "%.0f"), fmt(num(e, "tflops"), "%.0f"),
             fmt(num(c, "tflops"), "%.0f"), fmt(num(r, "ratio_cublaslt"), "%.3f")))
     return lines
 
@@ -208,18 +215,11 @@ def gemm_table(qrows, prows, families):
 def block_gemm_table(qrows, prows, families):
     """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
     its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence)."""
-    peers = peer_lookup(prows, families)
-    lt = {(r["op"], r["M"], r["K"], r["N"]): r for r in qrows if r["kind"] == "ceiling"}
     lines = ["| GEMM | M x K -> N | qfuse TFLOP/s | cuBLASLt bf16 | emulation eager | "
              "emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
              "|---|---|---|---|---|---|---|---|"]
-    for r in qrows:
-        if r["kind"] != "qfuse" or r["op"] not in ("gemm_mxfp8", "gemm_nvfp4"):
-            continue
-        bf = lt.get(("cublaslt_bf16_gemm", r["M"], r["K"], r["N"]), {})
-        e = peers.get(("peer_eager",) + match_key(r, families), {})
-        c = peers.get(("peer_compile",) + match_key(r, families), {})
-        q, b, ce = num(r, "tflops"), num(bf, "tflops"), num(c, "tflops")
+    for r, lt, e, c in gemm_rows(qrows, prows, families, ("gemm_mxfp8", "gemm_nvfp4")):
+        q, b, ce = num(r, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops"), num(c, "tflops")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"][5:], shape_of(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
             fmt(num(e, "tflops"), "%.0f"), fmt(ce, "%.0f"),

@@ -101,15 +101,15 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
     return s;
 }
 
-#define QF_KSRC_UNSTORED QF_KSRC_COUNT /* internal: compiled, but not in the disk cache */
-
 /* Disk cache, else NVRTC; a cached binary the driver rejects is recompiled and replaced. *src:
- * QF_KSRC_DISK, QF_KSRC_COMPILED (and stored), or QF_KSRC_UNSTORED (compiled, not stored). */
+ * QF_KSRC_DISK or QF_KSRC_COMPILED; *on_disk: 1 when the binary is in the disk cache afterwards
+ * (loaded from it, or stored to it). */
 static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_instance *inst,
-                              qf_loaded_kernel *e, qf_kernel_source *src) {
+                              qf_loaded_kernel *e, qf_kernel_source *src, int *on_disk) {
     void *cubin = NULL;
     size_t size = 0;
     *src = QF_KSRC_DISK;
+    *on_disk = 1;
     if (qf_cache_load(k->name, e->key, c->arch, &cubin, &size)) {
         if (qf_ctx_load_module(c, k, cubin, e) == QF_OK) {
             free(cubin);
@@ -123,7 +123,7 @@ static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_ke
     qf_status s = qf_ctx_load_module(c, k, cubin, e);
     if (s == QF_OK) {
         qf_cache_store(k->name, e->key, c->arch, cubin, size);
-        *src = qf_cache_last_stored() == 1 ? QF_KSRC_COMPILED : QF_KSRC_UNSTORED;
+        *on_disk = qf_cache_last_stored() == 1;
     }
     free(cubin);
     return s;
@@ -143,11 +143,11 @@ static qf_status qf_ctx_insert(qf_ctx_t *c, const qf_loaded_kernel *e) {
 }
 
 static void qf_ctx_note(qf_ctx_t *c, const qf_kernel_entry *k, const char *key,
-                        qf_kernel_source src, double t0) {
+                        qf_kernel_source src, int on_disk, double t0) {
     snprintf(c->last.name, sizeof c->last.name, "%s", k->name);
     memcpy(c->last.key, key, QF_KEY_HEX_LEN + 1);
-    c->last.source = src == QF_KSRC_UNSTORED ? QF_KSRC_COMPILED : src;
-    c->last.on_disk = src == QF_KSRC_DISK || src == QF_KSRC_COMPILED;
+    c->last.source = src;
+    c->last.on_disk = on_disk;
     c->last.ms = qf_now_ms() - t0;
 }
 
@@ -158,7 +158,7 @@ qf_status qf_ctx_kernel(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_i
     qf_loaded_kernel *hit = qf_ctx_find(c, k, inst);
     if (hit) {
         *out = *hit;
-        qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, t0);
+        qf_ctx_note(c, k, hit->key, QF_KSRC_MEMORY, 0, t0);
         pthread_mutex_unlock(&c->lock);
         return QF_OK;
     }
@@ -166,12 +166,13 @@ qf_status qf_ctx_kernel(qf_ctx_t *c, const qf_kernel_entry *k, const qf_kernel_i
     qf_kernel_key(qf_registry_kernel_recipe(k), k, inst, qf_nvrtc_header_names, qf_nvrtc_headers,
                   qf_nvrtc_header_count, c->arch, e.key);
     qf_kernel_source src;
-    qf_status s = qf_ctx_build(c, k, inst, &e, &src);
+    int on_disk;
+    qf_status s = qf_ctx_build(c, k, inst, &e, &src, &on_disk);
     if (s == QF_OK)
         s = qf_ctx_insert(c, &e);
     if (s == QF_OK) {
         *out = e;
-        qf_ctx_note(c, k, e.key, src, t0);
+        qf_ctx_note(c, k, e.key, src, on_disk, t0);
     }
     pthread_mutex_unlock(&c->lock);
     return s;

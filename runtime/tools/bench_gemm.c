@@ -12,33 +12,34 @@
 /* A cuBLASLt matmul y[M, N] = A[M, K] W[N, K]^T, both K-major (TN), fp32 compute, bf16 out; the
  * same layout as qf_gemm's per-tensor FP8 path (Lt's A is our W seen as [K, N] column-major,
  * Lt's B our A). */
+#define LT_MAX_ALGOS 16 /* heuristic candidates timed for a ceiling */
+
 typedef struct lt_gemm {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
-    cublasLtMatmulAlgo_t algo;
-    int n_tried, best; /* candidates timed by lt_gemm_pick_best, and the index of the one kept */
+    cublasLtMatmulHeuristicResult_t cand[LT_MAX_ALGOS]; /* cuBLASLt's heuristic, ranked */
+    int n_cand;
+    cublasLtMatmulAlgo_t algo; /* cand[0] until lt_gemm_pick_best times them all */
+    int best;                  /* the index of algo in cand */
 } lt_gemm;
 
-#define LT_MAX_ALGOS 16 /* heuristic candidates timed for a ceiling */
-
-/* cuBLASLt's heuristic candidates for g within the workspace (up to LT_MAX_ALGOS), into res;
- * returns how many. The first is what a caller without tuning gets. */
-static int lt_gemm_candidates(const lt_gemm *g, const bench *b,
-                              cublasLtMatmulHeuristicResult_t res[LT_MAX_ALGOS]) {
+/* cuBLASLt's heuristic candidates for g within the workspace (up to LT_MAX_ALGOS) into g->cand;
+ * the first is what a caller without tuning gets. */
+static void lt_gemm_candidates(lt_gemm *g, const bench *b) {
     cublasLtMatmulPreference_t pref;
-    int found = 0;
     const size_t ws = LT_WORKSPACE;
     LT_OR_DIE(cublasLtMatmulPreferenceCreate(&pref));
     LT_OR_DIE(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                    &ws, sizeof ws));
     LT_OR_DIE(cublasLtMatmulAlgoGetHeuristic(b->lt, g->op, g->la, g->lb, g->lc, g->lc, pref,
-                                             LT_MAX_ALGOS, res, &found));
+                                             LT_MAX_ALGOS, g->cand, &g->n_cand));
     cublasLtMatmulPreferenceDestroy(pref);
-    if (!found) {
+    if (!g->n_cand) {
         fprintf(stderr, "qfuse-bench: cuBLASLt has no algorithm for this GEMM\n");
         exit(1);
     }
-    return found;
+    g->algo = g->cand[0].algo;
+    g->best = 0;
 }
 
 /* in: CUDA_R_16BF or CUDA_R_8F_E4M3; sa, sb: device scale_inv of A and W (FP8 only). */
@@ -57,25 +58,27 @@ static void lt_gemm_init(lt_gemm *g, const bench *b, cudaDataType_t in, int64_t 
     LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->la, in, (uint64_t)K, (uint64_t)N, K));
     LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lb, in, (uint64_t)K, (uint64_t)M, K));
     LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
-    cublasLtMatmulHeuristicResult_t res[LT_MAX_ALGOS];
-    lt_gemm_candidates(g, b, res);
-    g->algo = res[0].algo; /* lt_gemm_pick_best replaces it once operands exist */
-    g->n_tried = 1;
+    lt_gemm_candidates(g, b);
+}
+
+/* One cuBLASLt call of g with algorithm algo; its status. */
+static cublasStatus_t lt_gemm_call(const lt_gemm *g, const bench *b,
+                                   const cublasLtMatmulAlgo_t *algo, const void *a, const void *w,
+                                   void *y) {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc, y, g->lc,
+                          algo, b->lt_ws, LT_WORKSPACE, NULL);
 }
 
 static void lt_gemm_run(const lt_gemm *g, const bench *b, const void *a, const void *w, void *y) {
-    const float alpha = 1.0f, beta = 0.0f;
-    LT_OR_DIE(cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc, y, g->lc,
-                             &g->algo, b->lt_ws, LT_WORKSPACE, NULL));
+    LT_OR_DIE(lt_gemm_call(g, b, &g->algo, a, w, y));
 }
 
 /* One untimed call; returns cuBLASLt's status instead of exiting, so that a configuration the
  * library rejects is reported in its row rather than ending the whole run. */
 static cublasStatus_t lt_gemm_try(const lt_gemm *g, const bench *b, const void *a, const void *w,
                                   void *y) {
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t s = cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc,
-                                      y, g->lc, &g->algo, b->lt_ws, LT_WORKSPACE, NULL);
+    cublasStatus_t s = lt_gemm_call(g, b, &g->algo, a, w, y);
     CUDA_OR_DIE(cudaDeviceSynchronize());
     return s;
 }
@@ -84,29 +87,24 @@ static cublasStatus_t lt_gemm_try(const lt_gemm *g, const bench *b, const void *
  * (a candidate the library then rejects is skipped), then timed over 5 launches with CUDA
  * events; the ceiling is that algorithm (what a tuned caller such as torch.matmul's gets). */
 static void lt_gemm_pick_best(lt_gemm *g, const bench *b, const void *a, const void *w, void *y) {
-    cublasLtMatmulHeuristicResult_t res[LT_MAX_ALGOS];
-    const int n = lt_gemm_candidates(g, b, res);
-    const float alpha = 1.0f, beta = 0.0f;
     cudaEvent_t e0, e1;
     CUDA_OR_DIE(cudaEventCreate(&e0));
     CUDA_OR_DIE(cudaEventCreate(&e1));
     float best = INFINITY;
-    for (int i = 0; i < n; i++) {
-        if (cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc, y, g->lc,
-                           &res[i].algo, b->lt_ws, LT_WORKSPACE, NULL) != CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < g->n_cand; i++) {
+        const cublasLtMatmulAlgo_t *algo = &g->cand[i].algo;
+        if (lt_gemm_call(g, b, algo, a, w, y) != CUBLAS_STATUS_SUCCESS)
             continue;
         CUDA_OR_DIE(cudaEventRecord(e0, NULL));
         for (int k = 0; k < 5; k++)
-            LT_OR_DIE(cublasLtMatmul(b->lt, g->op, &alpha, w, g->la, a, g->lb, &beta, y, g->lc, y,
-                                     g->lc, &res[i].algo, b->lt_ws, LT_WORKSPACE, NULL));
+            LT_OR_DIE(lt_gemm_call(g, b, algo, a, w, y));
         CUDA_OR_DIE(cudaEventRecord(e1, NULL));
         CUDA_OR_DIE(cudaEventSynchronize(e1));
         float ms = 0.0f;
         CUDA_OR_DIE(cudaEventElapsedTime(&ms, e0, e1));
         if (ms < best)
-            best = ms, g->algo = res[i].algo, g->best = i;
+            best = ms, g->algo = *algo, g->best = i;
     }
-    g->n_tried = n;
     cudaEventDestroy(e0), cudaEventDestroy(e1);
 }
 
@@ -225,7 +223,7 @@ double bench_gemm_shape(bench *b, const int64_t s[3]) {
     lt_gemm_pick_best(&g.lt, b, g.a[0], g.w[0], g.y[0]);
     bf.us = bench_time_launches(b, gemm_lt_launch, &g, g.n_rot);
     snprintf(bf.note, sizeof bf.note, "cuBLASLt bf16 TN; fp32 compute; bf16 out; fastest of %d "
-             "heuristic algorithms (#%d)", g.lt.n_tried, g.lt.best);
+             "heuristic algorithms (#%d)", g.lt.n_cand, g.lt.best);
     bench_row_emit(b, &bf);
     gemm_free(&g);
     gemm_alloc(&g, b, QF_DTYPE_E4M3, s);
@@ -235,7 +233,7 @@ double bench_gemm_shape(bench *b, const int64_t s[3]) {
         lt_gemm_pick_best(&g.lt, b, g.a[0], g.w[0], g.y[0]);
         lt.us = bench_time_launches(b, gemm_lt_launch, &g, g.n_rot);
         snprintf(lt.note, sizeof lt.note, "cuBLASLt E4M3 TN alone; per-tensor scale pointers; "
-                 "fastest of %d heuristic algorithms; x%.3f of bf16", g.lt.n_tried, bf.us / lt.us);
+                 "fastest of %d heuristic algorithms; x%.3f of bf16", g.lt.n_cand, bf.us / lt.us);
         bench_row_emit(b, &lt);
     } else {
         fprintf(stderr, "qfuse-bench: direct cuBLASLt FP8 call failed (%s); no FP8 ceiling row\n",
