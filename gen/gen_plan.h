@@ -11,7 +11,7 @@
 #include "kernel_key.h"
 
 #define QF_GEN_TEMPLATES_MAX 8
-#define QF_GEN_HEADERS_MAX 8 /* qf_formats.h + the templates' qf_dev_*.cuh */
+#define QF_GEN_HEADERS_MAX 16 /* qf_formats.h + the templates' qf_dev_*.cuh */
 
 /* Where the generator reads its inputs. */
 typedef struct qf_gen_opts {

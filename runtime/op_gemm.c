@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include "qf_arch.h"
 #include "ctx.h"
 #include "gemm_lt.h"
 #include "validate.h"
@@ -212,8 +213,11 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, a->data->dtype, &k, &lk, stream));
-    const int smem = ctx->arch >= 90 ? QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
-                                     : QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES_SM89);
+    /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
+     * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
+    const int smem = *qf_arch_feature(ctx->arch) ? QF_MX_GEMM_SM90A_SMEM_BYTES
+                     : ctx->arch >= 90           ? QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
+                                                 : QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES_SM89);
     return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_MX_GEMM_TILE_N, smem, &p, stream);
 }
 

@@ -221,6 +221,10 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
                      (QF_MX_GEMM_TILE_K + 4 * (QF_MX_GEMM_TILE_K / QF_MX_BLOCK)) +             \
                  4 * 8))
 #define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
+/* Compiled for sm_90a, the same kernel runs the wgmma body of templates/qf_dev_mx_wgmma.cuh: same
+ * grid and block; shared memory of two bf16 A and B tiles (128 x 64) and two raw FP8 stages of
+ * each, plus 1024 bytes to align the allocation to the swizzle atom. */
+#define QF_MX_GEMM_SM90A_SMEM_BYTES (4 * 128 * 64 * 2 + 4 * 128 * 64 + 1024)
 
 /* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
  * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and

@@ -34,16 +34,22 @@
  *
  * NOTES: sm_90 has no FP8 mma.sync: ptxas lowers mma.sync.m16n8k32.e4m3 to the same F2FP
  * conversions and two HMMA.16816 per MMA, plus four FADDs to join the halves (seen in SASS); doing
- * the conversion here and chaining the halves saves the FADDs. The FP8 tensor-core path of
- * Hopper is wgmma (QGMMA), which needs an sm_90a build: the next step for speed. Measured on an
- * H200 at 8192^3: 193 TFLOP/s with TILE_N 128 (ncu: issue 52% busy, tensor pipe 30%, i.e. latency
- * bound at 2 warps per scheduler), 152 with TILE_N 64 at two blocks per SM; bf16 cuBLASLt 785.
+ * the conversion here and chaining the halves saves the FADDs. Measured on an H200 at 8192^3: 193
+ * TFLOP/s with TILE_N 128 (ncu: issue 52% busy, tensor pipe 30%, i.e. latency bound at 2 warps
+ * per scheduler), 152 with TILE_N 64 at two blocks per SM; bf16 cuBLASLt 785.
+ * Compiled for sm_90a (the JIT's target on sm_90: qf_arch_feature), the kernel runs the
+ * warpgroup-MMA GEMM of qf_dev_mx_wgmma.cuh instead: each element dequantized to bf16, bf16
+ * wgmma with fp32 accumulators (300 TFLOP/s at 8192^3 on an H200). Its launch takes
+ * QF_MX_GEMM_SM90A_SMEM_BYTES of shared memory; the grid and block are the same.
  *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K
  * varies at run time: a new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
  */
 #include "qf_dev_mma.cuh"
 #include "qf_formats.h"
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "qf_dev_mx_wgmma.cuh"
+#endif
 
 namespace {
 
@@ -75,9 +81,6 @@ constexpr int kChunksB = kTileBBytes / 16 / kThreads;
 constexpr int kScaleRows = kTileM + kTileN;          /* loader threads: A rows, then B rows */
 constexpr int kScaleFloats = kSteps * kScaleRows;    /* decoded scales of one stage */
 constexpr int kRangeWords = kWarps;                  /* one byte range per warp and stage */
-constexpr int kGroupM = 8;                           /* tile rows per raster group */
-constexpr int kExpSumMin = 127 + 127 - 149;          /* ea + eb >= this: 2^(ea+eb-254) exact */
-constexpr int kExpSumMax = 127 + 127 + 127;          /* ea + eb <= this: no overflow */
 
 static_assert(kTileM == QF_MX_GEMM_TILE_M, "qfuse-gen's tile_m must match qf_formats.h");
 static_assert(kThreads == 256 && kWarpsM * kWarpsN == kWarps, "8 warps, kWarpsM x kWarpsN");
@@ -92,6 +95,11 @@ static_assert(QF_MX_GEMM_SMEM_BYTES_FOR(kStages) ==
               "QF_MX_GEMM_SMEM_BYTES out of sync with the kernel's shared-memory layout");
 static_assert(kADtype == QF_DTYPE_E4M3 || kADtype == QF_DTYPE_E5M2, "A is E4M3 or E5M2");
 static_assert(kBDtype == QF_DTYPE_E4M3 || kBDtype == QF_DTYPE_E5M2, "B is E4M3 or E5M2");
+
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL) /* the mma.sync kernel (sm_89, and sm_100 and later) */
+constexpr int kGroupM = 8;                           /* tile rows per raster group */
+constexpr int kExpSumMin = 127 + 127 - 149;          /* ea + eb >= this: 2^(ea+eb-254) exact */
+constexpr int kExpSumMax = 127 + 127 + 127;          /* ea + eb <= this: no overflow */
 
 /* ==================================================================== PTX wrappers */
 
@@ -351,12 +359,19 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const float *sc, const 
     }
 }
 
+#endif /* !__CUDA_ARCH_FEAT_SM90_ALL */
+
 } // namespace
 
 /* Dynamic shared memory: QF_MX_GEMM_SMEM_BYTES_FOR(kStages) = kStages x [A tile | B tile], then
  * kStages x decoded scales (fp32), then kStages x kRangeWords byte ranges. */
 extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
     __KERNEL_NAME__(const qf_mx_gemm_params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(kThreads == mxw::kThreads && kTileM == mxw::kTileM && kTileN == mxw::kTileN,
+                  "the sm_90a body tiles the grid the same way");
+    mxw::gemm<kADtype, kBDtype>(p);
+#else
     extern __shared__ __align__(128) unsigned char smem[];
     float *const scales = reinterpret_cast<float *>(smem + kStages * kStageBytes);
     unsigned *const ranges = reinterpret_cast<unsigned *>(scales + kStages * kScaleFloats);
@@ -408,4 +423,5 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
     /* acc (+ bias) -> bf16 y, one rounding */
     store_tile_bf16<kMI, kNI, kWarpsN, kWarpM, kWarpN>(
         p, m0, n0, acc, [](float v, float bias) { return v + bias; });
+#endif
 }
