@@ -325,6 +325,14 @@ static void test_real_block(void **state) {
     assert_int_equal(qf_st_get(f, "ln.bias", &dt, &nd, dims, &data), QF_OK);
     assert_int_equal(qf_st_get(f, "fc1.bias", &dt, &nd, dims, &data), QF_OK);
     assert_true(nd == 1 && dims[0] == 1536);
+    data = get_2d(f, "fc2.weight", QF_DTYPE_FP32, 384, 1536); /* the MLP's second Linear */
+    for (int64_t i = 0; i < 384 * 1536; i++)
+        assert_true(isfinite(((const float *)data)[i]));
+    static const char *const vec384[] = {"fc2.bias", "ln2.weight", "ln2.bias"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(qf_st_get(f, vec384[i], &dt, &nd, dims, &data), QF_OK);
+        assert_true(dt == QF_DTYPE_FP32 && nd == 1 && dims[0] == 384);
+    }
     qf_st_close(f);
 }
 
