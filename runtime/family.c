@@ -132,7 +132,8 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
          .ops = {QF_FP8_QUANTIZERS, [QF_OP_SCALE_UPDATE] = {"smxx_fp8_scale_update.cu", 256, 1, 0}},
          .shapes = &qf_fake_fp8,
-         .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT}}},
+         .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT, 0,
+                   QF_GEMM_KINDS_ALL}}},
     [QF_FAMILY_FP8_CURRENT] = {.name = "fp8_current",
                                .spec = "numerics 2.2",
                                .implemented = 1,
@@ -141,7 +142,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                .ops = {QF_FP8_QUANTIZERS},
                                .shapes = &qf_fake_fp8,
                                .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8",
-                                         QF_SCALE_LAYOUT_COMPACT}}},
+                                         QF_SCALE_LAYOUT_COMPACT, 0, QF_GEMM_KINDS_ALL}}},
     [QF_FAMILY_MXFP8] =
         {.name = "mxfp8",
          .spec = "numerics 2.3",
@@ -153,8 +154,12 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                  [QF_OP_GEMM] = {"sm90_mxfp8_gemm.cu", 256, QF_MX_GEMM_TILE_M, QF_TC_TILE_M}},
          .scale_layout = 1,
          .shapes = &qf_fake_mxfp8,
-         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT},
-                  {100, 199, QF_GEMM_CUBLASLT, "VEC32_UE8M0", QF_SCALE_LAYOUT_SWIZZLED, 16}}},
+         /* fprop only: the columnwise copies are not transposed (32x1 blocks down M), and the
+          * kernel and the cuBLASLt call read K-major operands */
+         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT, 0,
+                   QF_GEMM_KIND_BIT(QF_GEMM_FPROP)},
+                  {100, 199, QF_GEMM_CUBLASLT, "VEC32_UE8M0", QF_SCALE_LAYOUT_SWIZZLED, 16,
+                   QF_GEMM_KIND_BIT(QF_GEMM_FPROP)}}},
     [QF_FAMILY_NVFP4] = {.name = "nvfp4",
                          .spec = "numerics 2.4",
                          .implemented = 1,
@@ -168,13 +173,22 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                                  QF_TC_TILE_M}},
                          .scale_layout = 1,
                          .shapes = &qf_fake_nvfp4,
-                         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT},
+                         /* the columnwise copies are transposed: every GEMM is TN */
+                         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT, 0,
+                                   QF_GEMM_KINDS_ALL},
                                   {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3",
-                                   QF_SCALE_LAYOUT_SWIZZLED, 16}},
+                                   QF_SCALE_LAYOUT_SWIZZLED, 16, QF_GEMM_KINDS_ALL}},
                          .check = qf_check_nvfp4},
     [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block", .spec = "numerics 2.5"},
 };
 _Static_assert(QF_FAMILY_COUNT == 5, "a new family needs its row in qf_families");
+
+const qf_gemm_kind_traits qf_gemm_kinds[QF_GEMM_KIND_COUNT] = {
+    [QF_GEMM_FPROP] = {"fprop", QF_COPY_ROWWISE, QF_COPY_ROWWISE, QF_ROLE_INPUT, QF_ROLE_WEIGHT},
+    [QF_GEMM_DGRAD] = {"dgrad", QF_COPY_ROWWISE, QF_COPY_COLUMNWISE, QF_ROLE_GRAD, QF_ROLE_WEIGHT},
+    [QF_GEMM_WGRAD] = {"wgrad", QF_COPY_COLUMNWISE, QF_COPY_COLUMNWISE, QF_ROLE_GRAD,
+                       QF_ROLE_INPUT},
+};
 
 const qf_family_traits *qf_family_get(qf_family f) {
     return (unsigned)f < QF_FAMILY_COUNT ? &qf_families[f] : NULL;

@@ -142,7 +142,26 @@ typedef struct qf_gemm_path {
     const char *lt_mode;    /* cuBLASLt scale mode ("VEC32_UE8M0"), for messages */
     qf_scale_layout layout; /* the scale layout that path reads */
     int n_align;            /* N must be a multiple of it (0: any N) */
+    unsigned kinds;         /* QF_GEMM_KIND_BIT of each training GEMM the path runs */
 } qf_gemm_path;
+
+/* The training GEMMs (numerics 6), told apart by the copies of their operands. ORDER GEMM_KIND */
+typedef enum qf_gemm_kind {
+    QF_GEMM_FPROP = 0, /* y = x W^T: a, b rowwise */
+    QF_GEMM_DGRAD = 1, /* dx = dy W: a rowwise (dy), b columnwise (W) */
+    QF_GEMM_WGRAD = 2, /* dW = dy^T x: a columnwise (dy), b columnwise (x) */
+    QF_GEMM_KIND_COUNT
+} qf_gemm_kind;
+#define QF_GEMM_KIND_BIT(k) (1u << (k))
+#define QF_GEMM_KINDS_ALL (QF_GEMM_KIND_BIT(QF_GEMM_KIND_COUNT) - 1u)
+
+/* What a training GEMM reads: the copy and the quantizer role of each operand. */
+typedef struct qf_gemm_kind_traits {
+    const char *name; /* "fprop" */
+    qf_copy a_copy, b_copy;
+    qf_role a_role, b_role;
+} qf_gemm_kind_traits;
+extern const qf_gemm_kind_traits qf_gemm_kinds[QF_GEMM_KIND_COUNT];
 
 #define QF_GEMM_PATHS_MAX 3
 

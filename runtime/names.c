@@ -102,6 +102,12 @@ static const qf_enum_entry qf_names_activations[] = {
 };
 QF_PINNED(qf_names_activations, QF_ACT_COUNT);
 
+static const qf_enum_entry qf_names_copies[] = {
+    QF_NAME(QF_COPY_ROWWISE, "rowwise"),
+    QF_NAME(QF_COPY_COLUMNWISE, "columnwise"),
+};
+QF_PINNED(qf_names_copies, QF_COPY_COUNT);
+
 typedef struct qf_enum_table {
     const qf_enum_entry *entries;
     int count;
@@ -120,6 +126,7 @@ static const qf_enum_table qf_names_tables[] = {
     [QF_ENUM_FP8_FORMAT] = {qf_names_fp8_formats, QF_COUNTOF(qf_names_fp8_formats)},
     [QF_ENUM_SLOT] = {qf_names_slots, QF_COUNTOF(qf_names_slots)},
     [QF_ENUM_ACTIVATION] = {qf_names_activations, QF_COUNTOF(qf_names_activations)},
+    [QF_ENUM_COPY] = {qf_names_copies, QF_COUNTOF(qf_names_copies)},
 };
 QF_PINNED(qf_names_tables, QF_ENUM_COUNT);
 

@@ -20,6 +20,7 @@ typedef enum qf_enum {
     QF_ENUM_FP8_FORMAT,
     QF_ENUM_SLOT, /* qf_slot (qfuse.h): the fake-shape output names */
     QF_ENUM_ACTIVATION,
+    QF_ENUM_COPY, /* qf_copy (qfuse.h) */
     QF_ENUM_COUNT
 } qf_enum;
 

@@ -12,12 +12,12 @@
 #include "qf_arch.h"
 #include "ctx.h"
 #include "gemm_lt.h"
+#include "names.h"
 #include "validate.h"
 
 #define QF_NV_GEMM_K_ALIGN 32
 
-/* The slots one copy of a quantized tensor reads from. NOTES: the backward GEMMs (numerics 6) will
- * take the columnwise row of this table. */
+/* The slots one copy of a quantized tensor reads from. */
 typedef struct qf_copy_slots {
     qf_slot data, scale_inv, amax;
 } qf_copy_slots;
@@ -46,12 +46,6 @@ static qf_status qf_g_operand(const char *op, const char *arg, const qf_operand 
     if ((unsigned)o->copy >= QF_COPY_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s->copy %d is not a qf_copy", op, arg,
                             (int)o->copy);
-    if (o->copy != QF_COPY_ROWWISE)
-        return qf_set_error(QF_ERR_UNSUPPORTED,
-                            "%s: %s is the columnwise copy; only the rowwise "
-                            "TN GEMM (fprop, numerics 6) is implemented yet: dgrad and wgrad come "
-                            "with the backward",
-                            op, arg);
     const qf_copy_slots *s = &qf_copy_slot_table[o->copy];
     v->data = &o->q->t[s->data];
     v->scale = &o->q->t[s->scale_inv];
@@ -63,6 +57,28 @@ static qf_status qf_g_operand(const char *op, const char *arg, const qf_operand 
     snprintf(v->amax_arg, sizeof v->amax_arg, "%s.%s", arg, qf_slot_name(s->amax));
     snprintf(v->scale_inv_arg, sizeof v->scale_inv_arg, "%s.%s", arg,
              qf_slot_name(QF_SLOT_SCALE_INV));
+    return QF_OK;
+}
+
+/* The training GEMM (qf_gemm_kinds) that reads copies (a, b), if the recipe's path on this arch
+ * runs it. */
+static qf_status qf_g_kind(const char *op, const qf_ctx_t *ctx, const qf_recipe *r, qf_copy a,
+                           qf_copy b, qf_gemm_kind *kind) {
+    int k = 0;
+    while (k < QF_GEMM_KIND_COUNT && (qf_gemm_kinds[k].a_copy != a || qf_gemm_kinds[k].b_copy != b))
+        k++;
+    if (k == QF_GEMM_KIND_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: a is the columnwise copy and b the rowwise "
+                            "one; no training GEMM reads that pair (fprop: both rowwise; dgrad: "
+                            "a rowwise, b columnwise; wgrad: both columnwise; numerics 6)", op);
+    *kind = (qf_gemm_kind)k;
+    const qf_gemm_path path = qf_family_gemm_path(r->family, ctx->arch);
+    if (path.engine != QF_GEMM_NONE && !(path.kinds & QF_GEMM_KIND_BIT(k)))
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s': the %s GEMM (a %s, b %s) is not "
+                            "implemented for %s on sm_%d; only the copies of fprop (both "
+                            "rowwise) are", op, r->name, qf_gemm_kinds[k].name,
+                            qf_enum_name(QF_ENUM_COPY, a), qf_enum_name(QF_ENUM_COPY, b),
+                            qf_family_name(r->family), ctx->arch);
     return QF_OK;
 }
 
@@ -175,14 +191,18 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_g_opnd *a, con
 
 /* Checks every argument and fills the kernel's parameter block. */
 static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
-                               const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                               qf_tensor *y, qf_mx_gemm_params *p, qf_gemm_path *path) {
+                               qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
+                               const qf_tensor *bias, qf_tensor *y, qf_mx_gemm_params *p,
+                               qf_gemm_path *path) {
+    const qf_gemm_kind_traits *g = &qf_gemm_kinds[kind];
     int64_t Kb;
     char why[96];
-    snprintf(why, sizeof why, "recipe '%s' quantizes the input role to it", r->name);
-    QF_TRY(qf_g_data(op, a, r->fmt[QF_ROLE_INPUT], why, &p->M, &p->K));
-    snprintf(why, sizeof why, "recipe '%s' quantizes the weight role to it", r->name);
-    QF_TRY(qf_g_data(op, b, r->fmt[QF_ROLE_WEIGHT], why, &p->N, &Kb));
+    snprintf(why, sizeof why, "recipe '%s' quantizes the %s role to it", r->name,
+             qf_enum_name(QF_ENUM_ROLE, g->a_role));
+    QF_TRY(qf_g_data(op, a, r->fmt[g->a_role], why, &p->M, &p->K));
+    snprintf(why, sizeof why, "recipe '%s' quantizes the %s role to it", r->name,
+             qf_enum_name(QF_ENUM_ROLE, g->b_role));
+    QF_TRY(qf_g_data(op, b, r->fmt[g->b_role], why, &p->N, &Kb));
     QF_TRY(qf_g_same_k(op, a, b, p->K, p->N, Kb, 0));
     if (p->K % QF_MX_BLOCK)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: K = %lld is not a multiple of %d: the GEMM "
@@ -200,11 +220,11 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
 }
 
 static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
-                            const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                            qf_tensor *y, void *stream) {
+                            qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
+                            const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_mx_gemm_params p = {0};
     qf_gemm_path path;
-    QF_TRY(qf_g_mx_check(op, ctx, r, a, b, bias, y, &p, &path));
+    QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &path));
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
@@ -238,9 +258,20 @@ static qf_status qf_g_nv_amax(const char *op, const qf_g_opnd *v) {
 /* Checks every argument and fills the kernel's parameter block: packed E2M1 [rows, K/2] bytes
  * (the quantizers' fake shapes count packed dims in bytes), K a whole number of 16-byte rows. */
 static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
-                               const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                               qf_tensor *y, qf_nv_gemm_params *p, qf_gemm_path *path) {
+                               qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
+                               const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p,
+                               qf_gemm_path *path) {
     static const char why[] = "packed, two elements per byte: the output of an NVFP4 quantizer";
+    const qf_gemm_kind_traits *g = &qf_gemm_kinds[kind];
+    /* The RHT of a columnwise copy is orthogonal along M: it cancels in dy^T x only when both
+     * operands carry it (numerics 2.4). */
+    if (kind == QF_GEMM_WGRAD && r->rht[g->a_role] != r->rht[g->b_role])
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' applies the RHT to the "
+                            "columnwise copy of %s but not of %s; wgrad reads both, and the "
+                            "transform cancels only when both carry it (set rht_input = "
+                            "rht_grad)", op, r->name,
+                            qf_enum_name(QF_ENUM_ROLE, r->rht[g->a_role] ? g->a_role : g->b_role),
+                            qf_enum_name(QF_ENUM_ROLE, r->rht[g->a_role] ? g->b_role : g->a_role));
     int64_t ka, kb;
     QF_TRY(qf_g_data(op, a, QF_DTYPE_E2M1, why, &p->M, &ka));
     QF_TRY(qf_g_data(op, b, QF_DTYPE_E2M1, why, &p->N, &kb));
@@ -295,11 +326,11 @@ static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kerne
 }
 
 static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
-                            const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
-                            qf_tensor *y, void *stream) {
+                            qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
+                            const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_nv_gemm_params p = {0};
     qf_gemm_path path;
-    QF_TRY(qf_g_nv_check(op, ctx, r, a, b, bias, y, &p, &path));
+    QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &path));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
@@ -324,14 +355,16 @@ qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const 
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: y is NULL", op);
     if (bias && !bias->data)
         bias = NULL;
+    qf_gemm_kind kind = QF_GEMM_FPROP;
+    QF_TRY(qf_g_kind(op, ctx, r, a->copy, b->copy, &kind));
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
     case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (numerics 2.2) */
         return qf_g_fp8(ctx, op, &va, &vb, bias, y, stream);
     case QF_FAMILY_MXFP8:
-        return qf_g_mxfp8(ctx, op, r, &va, &vb, bias, y, stream);
+        return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, stream);
     case QF_FAMILY_NVFP4:
-        return qf_g_nvfp4(ctx, op, r, &va, &vb, bias, y, stream);
+        return qf_g_nvfp4(ctx, op, r, kind, &va, &vb, bias, y, stream);
     default:
         return qf_family_unsupported(op, r);
     }

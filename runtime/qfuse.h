@@ -264,23 +264,29 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
                           void *stream);
 
 /* y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 under the recipe's scaling (numerics 2, 6), both
- * operands K-major ("TN"): a is the activation (or dy) and b the weight, each one copy of a
- * quantized tensor. Only the rowwise copies (fprop) are implemented: a columnwise operand (dgrad,
- * wgrad) is QF_ERR_UNSUPPORTED. Per family:
+ * operands K-major ("TN"), each one copy of a quantized tensor; the copies name the training
+ * GEMM (numerics 6): fprop y = x W^T (a: x rowwise, b: W rowwise), dgrad dx = dy W (a: dy
+ * rowwise, b: W columnwise), wgrad dW = dy^T x (a: dy columnwise, b: x columnwise; M is then
+ * the layer's N and K its token count). a columnwise with b rowwise is QF_ERR_INVALID_ARG.
+ * dgrad and wgrad run for the per-tensor FP8 recipes and NVFP4, whose columnwise copies are
+ * transposed (NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's
+ * columnwise copies are not transposed, so its dgrad and wgrad are QF_ERR_UNSUPPORTED. Per
+ * family:
  *   fp8_delayed: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2, b E4M3; K and N
  *       multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
  *   mxfp8: every element times its 1x32 block's E8M0 scale, fp32 sums, one rounding after the
  *       bias; K % 32 == 0; scale padding is never read.
- *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the AMAX_ROWWISE slots, read on
- *       the device) times the block-scaled products; K % 32 == 0.
+ *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the amax slot of each
+ *       operand's copy, read on the device) times the block-scaled products; K % 32 == 0.
  *   MXFP8 and NVFP4 run the generated kernel on sm_89..99 (compact scales) and cuBLASLt on
  *   sm_100+ (swizzled scales, N % 16 == 0); a and b must share one layout.
  *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
  *   y: [M, N] bf16 (the leading dims of a may be kept).
  * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
  * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
- * for the arch, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
- * a columnwise operand, "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA,
+ * for the arch, a pair of copies no training GEMM reads, NVFP4's wgrad with the RHT on one
+ * copy only, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
+ * MXFP8's dgrad or wgrad, "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA,
  * QF_ERR_CUBLAS. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream);

@@ -10,12 +10,12 @@ typedef struct gemm_args {
     qf_ctx_t *ctx;
     qf_quantized qa, qb;
     qf_tensor bias, y;
-    qf_copy copy_a;
+    qf_copy copy_a, copy_b;
 } gemm_args;
 
 /* y [M, N] bf16 = A [M, K] E4M3 x B [N, K] E4M3 ^T + bias [N] bf16, fp32 [1] scale_inv slots. */
 static gemm_args gemm_valid(void **state) {
-    gemm_args g = {.ctx = *state, .copy_a = QF_COPY_ROWWISE};
+    gemm_args g = {.ctx = *state, .copy_a = QF_COPY_ROWWISE, .copy_b = QF_COPY_ROWWISE};
     g.qa.t[QF_SLOT_ROWWISE_DATA] = t2(slot(0), QF_DTYPE_E4M3, M, K);
     g.qb.t[QF_SLOT_ROWWISE_DATA] = t2(slot(1), QF_DTYPE_E4M3, N, K);
     g.bias = t1(slot(2), QF_DTYPE_BF16, N);
@@ -26,7 +26,7 @@ static gemm_args gemm_valid(void **state) {
 }
 
 static qf_status gemm_run(gemm_args *g) {
-    const qf_operand a = {&g->qa, g->copy_a}, b = {&g->qb, QF_COPY_ROWWISE};
+    const qf_operand a = {&g->qa, g->copy_a}, b = {&g->qb, g->copy_b};
     return qf_gemm(g->ctx, kRecipe, &a, &b, &g->bias, &g->y, NULL);
 }
 
@@ -83,7 +83,7 @@ static void test_gemm_arch_too_old(void **state) {
     assert_null(g.ctx);
 }
 
-/* Operands: NULL ones are named; the columnwise copies (dgrad, wgrad) are not implemented yet. */
+/* Operands: NULL ones are named. */
 static void test_gemm_operands(void **state) {
     gemm_args g = gemm_valid(state);
     const qf_operand b = {&g.qb, QF_COPY_ROWWISE}, no_q = {NULL, QF_COPY_ROWWISE};
@@ -93,11 +93,33 @@ static void test_gemm_operands(void **state) {
            "qf_gemm: b->q is NULL");
     expect(qf_gemm(g.ctx, kRecipe, &b, &b, NULL, NULL, NULL), QF_ERR_INVALID_ARG,
            "qf_gemm: y is NULL");
-    g.copy_a = QF_COPY_COLUMNWISE;
-    expect(gemm_run(&g), QF_ERR_UNSUPPORTED, "qf_gemm: a is the columnwise copy",
-           "only the rowwise TN GEMM");
     g.copy_a = (qf_copy)5;
     expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a->copy 5 is not a qf_copy");
+}
+
+/* The training GEMMs by their copies (numerics 6): the per-tensor FP8 columnwise copies are
+ * transposed, so dgrad (a rowwise, b columnwise) and wgrad (both columnwise) are TN GEMMs on
+ * those copies' data; b columnwise with a rowwise is no training GEMM. */
+static void test_gemm_training_copies(void **state) {
+    gemm_args g = gemm_valid(state);
+    g.qa.t[QF_SLOT_COLUMNWISE_DATA] = g.qa.t[QF_SLOT_ROWWISE_DATA];
+    g.qb.t[QF_SLOT_COLUMNWISE_DATA] = g.qb.t[QF_SLOT_ROWWISE_DATA];
+    g.qa.t[QF_SLOT_ROWWISE_DATA].data = g.qb.t[QF_SLOT_ROWWISE_DATA].data = NULL;
+    g.copy_b = QF_COPY_COLUMNWISE;
+    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a.rowwise_data.data is NULL"); /* dgrad */
+    g.copy_a = QF_COPY_COLUMNWISE; /* wgrad reads only the columnwise copies */
+    expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    g.qa.t[QF_SLOT_COLUMNWISE_DATA].dims[1] = 32;
+    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.columnwise_data has 2048 elements",
+           "requires 2048 (last dim 32)"); /* K from a's copy */
+    g = gemm_valid(state);
+    g.qb.t[QF_SLOT_COLUMNWISE_DATA] = g.qb.t[QF_SLOT_ROWWISE_DATA];
+    g.copy_b = QF_COPY_COLUMNWISE;
+    expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid"); /* dgrad */
+    g.copy_a = QF_COPY_COLUMNWISE;
+    g.copy_b = QF_COPY_ROWWISE;
+    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a is the columnwise copy and b the "
+           "rowwise one; no training GEMM reads that pair");
 }
 
 /* =====================================================================} */
@@ -194,12 +216,14 @@ typedef struct nvg_args {
     qf_quantized qa, qb;
     qf_tensor bias, y;
     qf_scale_layout layout;
+    qf_copy copy_a, copy_b;
 } nvg_args;
 
 /* y [100, 64] bf16 = A [100, 96/2] E2M1 x B [64, 96/2] E2M1 ^T + bias, compact E4M3 scales
  * [128, roundup(96/16, 4) = 8], amaxes fp32 [1]. */
 static nvg_args nvg_valid(void **state) {
-    nvg_args g = {.ctx = *state, .recipe = "nvfp4", .layout = QF_SCALE_LAYOUT_COMPACT};
+    nvg_args g = {.ctx = *state, .recipe = "nvfp4", .layout = QF_SCALE_LAYOUT_COMPACT,
+                  .copy_a = QF_COPY_ROWWISE, .copy_b = QF_COPY_ROWWISE};
     g.qa.t[QF_SLOT_ROWWISE_DATA] = t2(slot(0), QF_DTYPE_E2M1, NVG_M, NVG_K / 2);
     g.qa.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(1), QF_DTYPE_E4M3, 128, 8);
     g.qa.t[QF_SLOT_AMAX_ROWWISE] = t1(slot(2), QF_DTYPE_FP32, 1);
@@ -213,7 +237,7 @@ static nvg_args nvg_valid(void **state) {
 
 static qf_status nvg_run(nvg_args *g) {
     g->qa.layout = g->qb.layout = g->layout;
-    const qf_operand a = {&g->qa, QF_COPY_ROWWISE}, b = {&g->qb, QF_COPY_ROWWISE};
+    const qf_operand a = {&g->qa, g->copy_a}, b = {&g->qb, g->copy_b};
     return qf_gemm(g->ctx, g->recipe, &a, &b, &g->bias, &g->y, NULL);
 }
 
@@ -237,6 +261,40 @@ static void test_nvg_valid_reaches_device(void **state) {
     g = nvg_valid(state);
     g.recipe = "nvfp4_nort";
     expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+}
+
+/* wgrad from NVFP4's columnwise copies (transposed, RHT along M): valid when both copies carry the
+ * transform or neither does; a recipe with the RHT on only one of them is refused, naming both. */
+static void test_nvg_wgrad_copies(void **state) {
+    nvg_args g = nvg_valid(state);
+    static const qf_slot row[] = {QF_SLOT_ROWWISE_DATA, QF_SLOT_ROWWISE_SCALE_INV,
+                                  QF_SLOT_AMAX_ROWWISE},
+                         col[] = {QF_SLOT_COLUMNWISE_DATA, QF_SLOT_COLUMNWISE_SCALE_INV,
+                                  QF_SLOT_AMAX_COLUMNWISE};
+    for (int i = 0; i < 3; i++) { /* the copies' slots, the rowwise ones emptied */
+        g.qa.t[col[i]] = g.qa.t[row[i]];
+        g.qb.t[col[i]] = g.qb.t[row[i]];
+        g.qa.t[row[i]].data = g.qb.t[row[i]].data = NULL;
+    }
+    g.copy_a = g.copy_b = QF_COPY_COLUMNWISE;
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    g.recipe = "nvfp4_nort";
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    g.qb.t[QF_SLOT_AMAX_COLUMNWISE].data = NULL;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: b.amax_columnwise is NULL");
+    g.qb.t[QF_SLOT_AMAX_COLUMNWISE] = g.qa.t[QF_SLOT_AMAX_COLUMNWISE];
+    qf_test_dir d;
+    qf_test_dir_make(&d, "api_nv_rht");
+    g.recipe = qf_test_dir_write(d.path, "half_rht.lua",
+                                 "return {family = 'nvfp4', rht_input = false, rht_grad = true}");
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "applies the RHT to the columnwise copy of grad but "
+           "not of input", "set rht_input = rht_grad");
+    g.copy_a = QF_COPY_ROWWISE; /* dgrad (no RHT on either copy it reads) is fine */
+    g.qa.t[QF_SLOT_ROWWISE_DATA] = g.qa.t[QF_SLOT_COLUMNWISE_DATA];
+    g.qa.t[QF_SLOT_ROWWISE_SCALE_INV] = g.qa.t[QF_SLOT_COLUMNWISE_SCALE_INV];
+    g.qa.t[QF_SLOT_AMAX_ROWWISE] = g.qa.t[QF_SLOT_AMAX_COLUMNWISE];
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    qf_test_dir_remove(d.path);
 }
 
 static void test_nvg_null_pointers(void **state) {
@@ -391,12 +449,14 @@ int main(void) {
         T(test_gemm_null_scale_inv),
         T(test_gemm_arch_too_old),
         T(test_gemm_operands),
+        T(test_gemm_training_copies),
         T(test_ll_valid_reaches_device),
         T(test_ll_mxfp8_valid_reaches_device),
         T(test_ll_weight_k_mismatch),
         T(test_ll_bad_bias_checked_before_any_stage),
         T(test_ll_null_y),
         T(test_nvg_valid_reaches_device),
+        T(test_nvg_wgrad_copies),
         T(test_nvg_null_pointers),
         T(test_nvg_missing_amax),
         T(test_nvg_k_not_multiple_of_32),

@@ -478,7 +478,7 @@ static void run_arg_checks(int test) {
     g_cases[QF_FAMILY_MXFP8]++;
 }
 
-/* sm_90: the ARGS_SM90 rows, then no operand a at all. */
+/* sm_90: the ARGS_SM90 rows, then no operand a at all, then dgrad (not implemented). */
 static void test_mx_args_sm90(void **state) {
     (void)state;
     run_arg_checks(ARGS_SM90);
@@ -489,6 +489,14 @@ static void test_mx_args_sm90(void **state) {
     const qf_operand ob = {&qb, QF_COPY_ROWWISE};
     assert_int_equal(qf_gemm(ctx, kMxRecipe, NULL, &ob, NULL, &s.y, NULL), QF_ERR_INVALID_ARG);
     assert_non_null(strstr(qf_last_error(), "a is NULL"));
+    /* dgrad and wgrad would read MXFP8's columnwise copies, which are not transposed */
+    const qf_quantized qa = gemm_rowwise_q(&s.a, &s.as, NULL, s.layout);
+    qf_quantized qc = qb;
+    qc.t[QF_SLOT_COLUMNWISE_DATA] = qc.t[QF_SLOT_ROWWISE_DATA];
+    const qf_operand oa = {&qa, QF_COPY_ROWWISE}, oc = {&qc, QF_COPY_COLUMNWISE};
+    assert_int_equal(qf_gemm(ctx, kMxRecipe, &oa, &oc, NULL, &s.y, NULL), QF_ERR_UNSUPPORTED);
+    assert_non_null(strstr(qf_last_error(), "the dgrad GEMM (a rowwise, b columnwise) is not "
+                                            "implemented for mxfp8 on sm_90"));
     qf_ctx_free(ctx);
 }
 
