@@ -1,0 +1,249 @@
+/* test_gpu_train_gemm.c: the three training GEMMs of numerics 6 end to end on the GPU. x [M, K],
+ * W [N, K] and dy [M, N] (bf16) are quantized by qf_quantize with both copies (roles input,
+ * weight, grad); then qf_gemm runs fprop y = x W^T, dgrad dx = dy W and wgrad dW = dy^T x from
+ * the copies numerics 6 names (x is quantized by the fused RMSNorm + quantize, gamma 1, so the
+ * GEMMs read xn = x * rsigma). Each result is checked against the C reference of the same GEMM
+ * over the bytes, scales and amaxes the quantizers wrote (double; a bf16 output adds its own
+ * rounding), and wgrad also against dy^T xn of the unquantized values, which shows that NVFP4's
+ * RHT on both columnwise copies cancels. Every recipe whose family runs dgrad and wgrad takes
+ * part (per-tensor FP8 and NVFP4; MXFP8's refusal is test_gpu_gemm's). Without a GPU it skips. */
+#include "test_gpu_util.h"
+
+#include <math.h>
+
+#include "ref/ref.h"
+#include "ref/ref_nvfp4.h"
+#include "family.h"
+#include "registry.h"
+
+enum { M = 256, N = 128, K = 192 }; /* multiples of 32: every GEMM's K (K, N, M) is whole NVFP4 rows */
+enum { T_X, T_W, T_DY, T_COUNT };   /* the quantized tensors */
+
+/* One training GEMM: y [rows, cols] = A B^T with A, B the given copies of two tensors. */
+typedef struct train_gemm {
+    const char *name;
+    int a, b;             /* T_* */
+    qf_copy a_copy, b_copy;
+    int64_t rows, cols, k; /* y [rows, cols], reduction k */
+} train_gemm;
+
+static const train_gemm kGemms[] = {
+    {"fprop", T_X, T_W, QF_COPY_ROWWISE, QF_COPY_ROWWISE, M, N, K},
+    {"dgrad", T_DY, T_W, QF_COPY_ROWWISE, QF_COPY_COLUMNWISE, M, K, N},
+    {"wgrad", T_DY, T_X, QF_COPY_COLUMNWISE, QF_COPY_COLUMNWISE, N, K, M},
+};
+
+/* Rel err bound of wgrad against dy^T xn of the unquantized values, per family: random data of
+ * the scale 1 per-tensor FP8 handles exactly enough that the relative rounding of E5M2 (rms
+ * 2^-3 / sqrt(3) = 7.2%) and E4M3 (3.6%) dominate, about 8% for the product; NVFP4's E2M1 codes
+ * and block scales leave about 15-20% rms. A wgrad whose transforms did not cancel would be
+ * uncorrelated with dy^T x (rel err near sqrt(2)). */
+static double wgrad_bound(qf_family f) {
+    return f == QF_FAMILY_NVFP4 ? 0.40 : 0.15;
+}
+
+/* A quantized tensor with one host/device buffer per slot its fake shapes list. */
+typedef struct qtensor {
+    qf_quantized q;
+    dual buf[QF_SLOT_COUNT];
+    int has[QF_SLOT_COUNT];
+} qtensor;
+
+/* Buffers of both copies of a [rows, cols] tensor of `role`: the input role through the fused
+ * RMSNorm + quantize (rsigma too), the others through the plain quantizer. */
+static void qt_alloc(qtensor *t, const char *recipe, qf_role role, int64_t rows, int64_t cols,
+                     qf_scale_layout layout) {
+    const int fused = role == QF_ROLE_INPUT;
+    const qf_shape_query q = {.op = fused ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = role,
+                              .norm = fused ? QF_NORM_RMSNORM : QF_NORM_NONE,
+                              .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows,
+                              .K = cols};
+    qf_shape sh[QF_SLOT_COUNT];
+    int n = 0;
+    QF_OK_OR_FAIL(qf_fake_shapes(recipe, &q, sh, QF_SLOT_COUNT, &n));
+    memset(t, 0, sizeof *t);
+    t->q.layout = layout;
+    for (int i = 0; i < n; i++) {
+        const int s = qf_slot_from_name(sh[i].name);
+        assert_true(s >= 0 && !t->has[s]);
+        t->buf[s] = dual_alloc(sh[i].bytes);
+        t->has[s] = 1;
+        t->q.t[s] = (qf_tensor){.data = t->buf[s].d, .dtype = sh[i].dtype, .ndim = sh[i].ndim};
+        memcpy(t->q.t[s].dims, sh[i].dims, sizeof sh[i].dims);
+    }
+}
+
+static void qt_down(qtensor *t) {
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        if (t->has[s])
+            dual_down(&t->buf[s]);
+}
+
+static void qt_free(qtensor *t) {
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        if (t->has[s])
+            dual_free(&t->buf[s]);
+}
+
+/* Host bytes of slot s of t (the slot must exist). */
+static const uint8_t *qt_host(const qtensor *t, qf_slot s) {
+    assert_true(t->has[s]);
+    return t->buf[s].h;
+}
+
+static float qt_float(const qtensor *t, qf_slot s) {
+    float v;
+    memcpy(&v, qt_host(t, s), sizeof v);
+    return v;
+}
+
+/* The reference of g under family f over the copies' bytes: y double [rows, cols]. */
+static void gemm_ref(qf_family f, const train_gemm *g, const qtensor *a, const qtensor *b,
+                     double *y) {
+    const int ca = g->a_copy == QF_COPY_COLUMNWISE, cb = g->b_copy == QF_COPY_COLUMNWISE;
+    const qf_slot da = ca ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
+    const qf_slot db = cb ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
+    if (f == QF_FAMILY_NVFP4) {
+        const qf_slot sa = ca ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+        const qf_slot sb = cb ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+        const qf_slot aa = ca ? QF_SLOT_AMAX_COLUMNWISE : QF_SLOT_AMAX_ROWWISE;
+        const qf_slot ab = cb ? QF_SLOT_AMAX_COLUMNWISE : QF_SLOT_AMAX_ROWWISE;
+        qf_gemm_nvfp4_ref(qt_host(a, da), qt_host(a, sa), qt_float(a, aa), qt_host(b, db),
+                          qt_host(b, sb), qt_float(b, ab), NULL, g->rows, g->cols, g->k, y);
+    } else {
+        qf_gemm_fp8_ref(a->q.t[da].dtype, qt_host(a, da), qt_float(a, QF_SLOT_SCALE_INV),
+                        b->q.t[db].dtype, qt_host(b, db), qt_float(b, QF_SLOT_SCALE_INV), NULL,
+                        g->rows, g->cols, g->k, y);
+    }
+}
+
+/* sqrt(sum (got - want)^2 / sum want^2); *bad counts non-finite outputs. */
+static double rel_err(const uint16_t *got, const double *want, int64_t n, int64_t *bad) {
+    double num = 0, den = 0;
+    *bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = qf_bf16_to_float(got[i]);
+        if (!isfinite(v))
+            (*bad)++;
+        num += (v - want[i]) * (v - want[i]);
+        den += want[i] * want[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* dW = dy^T xn of the bf16 inputs, xn = x * rsigma (the rsigma the forward wrote), double
+ * [N, K]. */
+static void wgrad_exact(const uint16_t *dy, const uint16_t *x, const float *rsigma, double *y) {
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            double s = 0;
+            for (int64_t m = 0; m < M; m++)
+                s += (double)qf_bf16_to_float(dy[m * N + n]) * qf_bf16_to_float(x[m * K + k]) *
+                     rsigma[m];
+            y[n * K + k] = s;
+        }
+}
+
+static void fill_const_bf16(void *p, int64_t n, float v) {
+    for (int64_t i = 0; i < n; i++)
+        store_as(p, QF_DTYPE_BF16, i, v);
+}
+
+/* Uniform [-1, 1) bf16 data: within every format's range at scale 1 (xn = x * rsigma, rms 1, is
+ * within [-1.8, 1.8)). */
+static void fill_unit(void *p, int64_t n, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++)
+        store_as(p, QF_DTYPE_BF16, i, qf_test_rng_uniform(&seed));
+}
+
+static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
+    static const int64_t dims[T_COUNT][2] = {[T_X] = {M, K}, [T_W] = {N, K}, [T_DY] = {M, N}};
+    static const qf_role roles[T_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_GRAD};
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    if (r->family == QF_FAMILY_NVFP4)
+        QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
+    const float one = 1.0f;
+    dual scale = dual_alloc(sizeof one); /* fp8_delayed's quantization scale */
+    memcpy(scale.h, &one, sizeof one);
+    dual_up(&scale);
+    dual gamma = dual_alloc(K * 2); /* RMSNorm gamma = 1 */
+    fill_const_bf16(gamma.h, K, 1.0f);
+    dual_up(&gamma);
+    const qf_norm_desc rms = {.norm = QF_NORM_RMSNORM, .eps = 1e-6f,
+                              .gamma = tv(&gamma, QF_DTYPE_BF16, 1, K, 0)};
+    dual in[T_COUNT];
+    qtensor q[T_COUNT];
+    for (int t = 0; t < T_COUNT; t++) {
+        in[t] = dual_alloc((size_t)(dims[t][0] * dims[t][1] * 2));
+        fill_unit(in[t].h, dims[t][0] * dims[t][1], 0xC0FFEEull + 977u * (uint64_t)t);
+        dual_up(&in[t]);
+        qt_alloc(&q[t], r->name, roles[t], dims[t][0], dims[t][1], layout);
+        const qf_tensor x = tv(&in[t], QF_DTYPE_BF16, 2, dims[t][0], dims[t][1]);
+        const qf_rng rng = {.seed = 1234, .offset = 7};
+        QF_OK_OR_FAIL(qf_quantize(ctx, r->name, roles[t], &x, t == T_X ? &rms : NULL, scale.d,
+                                  &rng, &q[t].q, NULL));
+    }
+    CK(cudaDeviceSynchronize());
+    for (int t = 0; t < T_COUNT; t++)
+        qt_down(&q[t]);
+    for (size_t i = 0; i < sizeof kGemms / sizeof kGemms[0]; i++) {
+        const train_gemm *g = &kGemms[i];
+        const int64_t n = g->rows * g->cols;
+        dual y = dual_alloc((size_t)n * 2);
+        qf_tensor yt = tv(&y, QF_DTYPE_BF16, 2, g->rows, g->cols);
+        const qf_operand a = {&q[g->a].q, g->a_copy}, b = {&q[g->b].q, g->b_copy};
+        QF_OK_OR_FAIL(qf_gemm(ctx, r->name, &a, &b, NULL, &yt, NULL));
+        CK(cudaDeviceSynchronize());
+        dual_down(&y);
+        double *want = malloc((size_t)n * sizeof *want);
+        assert_non_null(want);
+        gemm_ref(r->family, g, &q[g->a], &q[g->b], want);
+        int64_t bad;
+        const double e = rel_err(y.h, want, n, &bad);
+        printf("%-12s %s [%lld, %lld] (k %lld): rel err %.3e against the reference of its "
+               "copies, non-finite %lld", r->name, g->name, (long long)g->rows,
+               (long long)g->cols, (long long)g->k, e, (long long)bad);
+        assert_int_equal(bad, 0);
+        assert_true(e <= 4e-3); /* bf16 output rounding (2^-9 at most, rms about 2^-10) */
+        if (g->a_copy == QF_COPY_COLUMNWISE) {
+            wgrad_exact(in[T_DY].h, in[T_X].h, (const float *)qt_host(&q[T_X], QF_SLOT_RSIGMA),
+                        want);
+            const double ex = rel_err(y.h, want, n, &bad);
+            printf("; %.3e against dy^T xn (bound %.2f)", ex, wgrad_bound(r->family));
+            assert_true(ex <= wgrad_bound(r->family));
+        }
+        printf("\n");
+        free(want);
+        dual_free(&y);
+    }
+    for (int t = 0; t < T_COUNT; t++) {
+        qt_free(&q[t]);
+        dual_free(&in[t]);
+    }
+    dual_free(&scale);
+    dual_free(&gamma);
+}
+
+static void test_training_gemms(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    int ran = 0;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        const qf_gemm_path path = qf_family_gemm_path(r->family, qf_ctx_arch(ctx));
+        const unsigned need = QF_GEMM_KIND_BIT(QF_GEMM_DGRAD) | QF_GEMM_KIND_BIT(QF_GEMM_WGRAD);
+        if (path.engine == QF_GEMM_NONE || (path.kinds & need) != need)
+            continue;
+        run_recipe(ctx, r);
+        ran++;
+    }
+    printf("test_gpu_train_gemm: %d recipes, 3 GEMMs each\n", ran);
+    assert_true(ran >= 4); /* fp8_delayed, fp8_current, nvfp4, nvfp4_nort */
+    qf_ctx_free(ctx);
+}
+
+int main(void) {
+    qf_test_filter_from_env();
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_training_gemms)};
+    return cmocka_run_group_tests_name("gpu_train_gemm", tests, NULL, NULL);
+}
