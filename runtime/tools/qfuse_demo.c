@@ -89,46 +89,79 @@ static void synth_layer(layer *L, int64_t M, int64_t K, int64_t N, qf_norm norm)
         L->bias[n] = qf_float_to_bf16(0.01f * rng_normal(&s));
 }
 
-/* Reads tensor `name` of any float dtype into a new bf16 array with n elements. */
-static uint16_t *st_bf16(qf_st_file *f, const char *name, int64_t *dims, int want_ndim) {
-    qf_dtype dt;
+/* The checkpoint block the demo reads: at most this many bytes (one layer's weights and
+ * activations; the reader holds the whole file in memory). */
+#define DEMO_CHECKPOINT_MAX_BYTES (2ull << 30)
+
+/* Tensor `name` of f: its dims (ndim want_ndim, each at least 1) and data; exits with a message
+ * otherwise. */
+static const void *st_tensor(qf_st_file *f, const char *path, const char *name, int want_ndim,
+                             int64_t *dims, qf_dtype *dt) {
     int ndim;
     const void *data;
-    QF_OR_DIE(qf_st_get(f, name, &dt, &ndim, dims, &data));
+    QF_OR_DIE(qf_st_get(f, name, dt, &ndim, dims, &data));
     if (ndim != want_ndim) {
-        fprintf(stderr, "qfuse-demo: tensor '%s' has %d dims; expected %d\n", name, ndim,
-                want_ndim);
+        fprintf(stderr, "qfuse-demo: %s: tensor '%s' has %d dims; expected %d\n", path, name,
+                ndim, want_ndim);
         exit(1);
     }
-    int64_t n = 1;
     for (int i = 0; i < ndim; i++)
-        n *= dims[i];
+        if (dims[i] < 1) {
+            fprintf(stderr, "qfuse-demo: %s: tensor '%s' has dim %d = %lld; every dim must be at "
+                    "least 1\n", path, name, i, (long long)dims[i]);
+            exit(1);
+        }
+    return data;
+}
+
+/* A new bf16 array of the n elements of data (dtype dt). */
+static uint16_t *to_bf16_array(const void *data, qf_dtype dt, int64_t n) {
     uint16_t *p = bf16_alloc(n);
     for (int64_t i = 0; i < n; i++)
         p[i] = qf_float_to_bf16(qf_load_as_float(data, dt, i));
     return p;
 }
 
+/* The checkpoint block at path: every tensor's presence and shape is checked before any is
+ * converted. */
 static void weights_layer(layer *L, const char *path) {
-    qf_st_file *f = NULL;
-    int64_t dg[8], db[8], dbias[8], dx[8], dw[8];
-    QF_OR_DIE(qf_st_open(path, &f));
-    *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = 1e-12f};
-    L->x = st_bf16(f, "x", dx, 2);
-    L->w = st_bf16(f, "fc1.weight", dw, 2);
-    L->gamma = st_bf16(f, "ln.weight", dg, 1);
-    L->beta = st_bf16(f, "ln.bias", db, 1);
-    L->bias = st_bf16(f, "fc1.bias", dbias, 1);
-    L->M = dx[0], L->K = dx[1], L->N = dw[0];
-    qf_st_close(f);
-    if (dw[1] != L->K || dg[0] != L->K || db[0] != L->K || dbias[0] != L->N) {
-        fprintf(stderr, "qfuse-demo: %s: x is [%lld, %lld], fc1.weight [%lld, %lld], ln.weight "
-                "[%lld], ln.bias [%lld], fc1.bias [%lld]; expected x [M, K], fc1.weight [N, K], "
-                "ln.weight and ln.bias [K], fc1.bias [N]\n", path, (long long)dx[0],
-                (long long)dx[1], (long long)dw[0], (long long)dw[1], (long long)dg[0],
-                (long long)db[0], (long long)dbias[0]);
+    FILE *fp = fopen(path, "rb");
+    if (fp && fseeko(fp, 0, SEEK_END) == 0 && (unsigned long long)ftello(fp) >
+                                                   DEMO_CHECKPOINT_MAX_BYTES) {
+        fprintf(stderr, "qfuse-demo: %s is %lld bytes; the demo reads one block of at most %llu "
+                "bytes (scripts/get-real-weights writes 8 MB)\n", path, (long long)ftello(fp),
+                DEMO_CHECKPOINT_MAX_BYTES);
+        fclose(fp);
         exit(1);
     }
+    if (fp)
+        fclose(fp);
+    qf_st_file *f = NULL;
+    static const char *const names[5] = {"x", "fc1.weight", "ln.weight", "ln.bias", "fc1.bias"};
+    static const int ndims[5] = {2, 2, 1, 1, 1};
+    int64_t d[5][8];
+    const void *data[5];
+    qf_dtype dt[5];
+    QF_OR_DIE(qf_st_open(path, &f));
+    for (int i = 0; i < 5; i++)
+        data[i] = st_tensor(f, path, names[i], ndims[i], d[i], &dt[i]);
+    const int64_t M = d[0][0], K = d[0][1], N = d[1][0];
+    if (d[1][1] != K || d[2][0] != K || d[3][0] != K || d[4][0] != N) {
+        fprintf(stderr, "qfuse-demo: %s: x is [%lld, %lld], fc1.weight [%lld, %lld], ln.weight "
+                "[%lld], ln.bias [%lld], fc1.bias [%lld]; expected x [M, K], fc1.weight [N, K], "
+                "ln.weight and ln.bias [K], fc1.bias [N]\n", path, (long long)M, (long long)K,
+                (long long)N, (long long)d[1][1], (long long)d[2][0], (long long)d[3][0],
+                (long long)d[4][0]);
+        exit(1);
+    }
+    *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = 1e-12f, .M = M, .K = K,
+                 .N = N};
+    L->x = to_bf16_array(data[0], dt[0], M * K);
+    L->w = to_bf16_array(data[1], dt[1], N * K);
+    L->gamma = to_bf16_array(data[2], dt[2], K);
+    L->beta = to_bf16_array(data[3], dt[3], K);
+    L->bias = to_bf16_array(data[4], dt[4], N);
+    qf_st_close(f);
 }
 
 static void layer_free(layer *L) {
