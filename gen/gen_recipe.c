@@ -112,8 +112,7 @@ static void qf_gen_hook(lua_State *L, lua_Debug *ar) {
     lua_getallocf(L, &ud);
     qf_gen_sandbox *sb = ud;
     if (ar->event == LUA_HOOKCALL && ++sb->depth > QF_GEN_DEPTH_MAX)
-        luaL_error(L, "%s: calls nested deeper than %d (endless recursion?)", sb->path,
-                   QF_GEN_DEPTH_MAX);
+        luaL_error(L, "calls nested deeper than %d (endless recursion?)", QF_GEN_DEPTH_MAX);
     if (ar->event == LUA_HOOKRET)
         sb->depth -= sb->depth > 0;
     if (ar->event != LUA_HOOKCOUNT)
@@ -481,8 +480,11 @@ static int qf_gen_recipe_name(const char *path, qf_recipe *out, qf_gen_err *e) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
-    if (n < 5 || strcmp(base + n - 4, ".lua") != 0)
+    if (n < 4 || strcmp(base + n - 4, ".lua") != 0)
         return qf_gen_fail(e, "%s: recipe file name must end in .lua", path);
+    if (n == 4)
+        return qf_gen_fail(e, "%s: recipe file name has nothing before .lua (the name is the "
+                           "file name without .lua)", path);
     n -= 4;
     if (n > QF_RECIPE_NAME_MAX)
         return qf_gen_fail(e, "%s: recipe name longer than %d characters", path,

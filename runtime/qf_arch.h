@@ -18,12 +18,12 @@ static inline const char *qf_arch_feature(int arch) {
 
 /* "sm_90" -> 90; -1 unless the text is "sm_" and two or three digits in QF_ARCH_MIN..QF_ARCH_MAX,
  * optionally followed by the arch's own feature suffix (qf_arch_feature: "sm_90a" is sm_90, the
- * target the runtime compiles for it); no sign, space or other suffix. */
+ * target the runtime compiles for it); no sign, space, leading zero or other suffix. */
 static inline int qf_arch_parse(const char *s) {
     if (!s || strncmp(s, "sm_", 3) != 0)
         return -1;
     size_t n = strspn(s + 3, "0123456789");
-    if (n < 2 || n > 3)
+    if (n < 2 || n > 3 || s[3] == '0') /* "sm_090" is not a spelling of sm_90 */
         return -1;
     int v = 0;
     for (size_t i = 0; i < n; i++)

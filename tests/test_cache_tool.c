@@ -140,11 +140,16 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "prune", "--older-than", "7x"), 2, NULL,
                "--older-than '7x' is not a duration");
     expect_run(run_tool(fx, "prune", "--older-than=-1d"), 2, NULL, "'-1d' is not a duration");
+    expect_run(run_tool(fx, "prune", "--older-than", "99999999999999999999w"), 2, NULL,
+               "--older-than '99999999999999999999w' is too large");
+    expect_run(run_tool(fx, "prune", "--older-than", "20000000000000w"), 2, NULL, "is too large");
     expect_run(run_tool(fx, "warm", "--arch", ""), 2, NULL, "warm: --arch needs a value");
     expect_run(run_tool(fx, "warm", "--arch", "sm_9"), 2, NULL,
                "--arch 'sm_9' is not a supported architecture");
     expect_run(run_tool(fx, "warm", "--arch", "sm_80"), 2, NULL,
                "--arch 'sm_80' is not a supported architecture; expected sm_XX with XX in 89..199");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_090"), 2, NULL,
+               "--arch 'sm_090' is not a supported architecture");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
     expect_run(run_tool(fx, "warm", "--jobs", ""), 2, NULL, "warm: --jobs needs a value");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");

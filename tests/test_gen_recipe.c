@@ -111,6 +111,8 @@ static const qf_error_case qf_error_cases[] = {
      "memory limit of 33554432 bytes (32 MiB) exceeded", 0},
     {"Bad-Name.lua", "return {" FAM "}", "recipe name 'Bad-Name' must match [a-z0-9_]+", 0},
     {"x.txt", "return {" FAM "}", "recipe file name must end in .lua", 0},
+    {".lua", "return {" FAM "}",
+     "recipe file name has nothing before .lua (the name is the file name without .lua)", 0},
     /* mxfp8 (numerics 2.3) */
     {"x.lua", "return {" MX "input_format = \"e5m2\"}",
      "field 'input_format' (one of 'e4m3' expected, got 'e5m2')", 0},

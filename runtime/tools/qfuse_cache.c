@@ -329,18 +329,21 @@ static int qf_tool_remove(long long min_age, const char *verb) {
     return failed ? 1 : 0;
 }
 
-/* Parses "7d", "12h", "30m", "45s", "2w" or a bare number of seconds. Returns 0 or -1. */
+/* Parses "7d", "12h", "30m", "45s", "2w" or a bare number of seconds. Returns 0, -1 (not a
+ * duration) or -2 (a duration too large for seconds in a long long). */
 static int qf_tool_duration(const char *s, long long *out) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || v < 0 || errno || *s == '-' || *s == '+' || *s == ' ')
+    if (end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
         return -1;
     static const char units[] = "smhdw";
     static const long long mult[] = {1, 60, 3600, 86400, 604800};
     const char *u = *end ? strchr(units, *end) : units;
-    if (!u || (*end && end[1]) || v > LLONG_MAX / mult[u - units])
+    if (!u || (*end && end[1]))
         return -1;
+    if (errno == ERANGE || v > LLONG_MAX / mult[u - units])
+        return -2;
     *out = v * mult[u - units];
     return 0;
 }
@@ -353,7 +356,10 @@ static int qf_tool_prune(int argc, char **argv) {
             return qf_tool_usage_error("prune: unexpected argument '%s'", argv[i]);
         if (!v)
             return qf_tool_usage_error("prune: --older-than needs a value");
-        if (qf_tool_duration(v, &age) != 0)
+        const int d = qf_tool_duration(v, &age);
+        if (d == -2)
+            return qf_tool_usage_error("prune: --older-than '%s' is too large", v);
+        if (d != 0)
             return qf_tool_usage_error("prune: --older-than '%s' is not a duration (e.g. 30s, "
                                        "15m, 12h, 7d, 2w)", v);
     }
