@@ -34,7 +34,11 @@ COLUMNS = ["kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N", "b
 # The same shapes as runtime/tools/qfuse_bench.c (tokens x hidden; GEMMs as M, K, N).
 NQ_SHAPES_FULL = [(16384, 4096), (16384, 8192), (4096, 12288), (8192, 4096), (2048, 16384)]
 NQ_SHAPES_QUICK = [(8192, 4096)]
-GEMM_SHAPES_FULL = [(8192, 8192, 8192), (16384, 4096, 14336), (2048, 4096, 14336)]
+# qfuse-bench's GEMM shapes (M, K, N): real layers' fprop and the TN GEMMs of their backward
+# (dgrad M, N -> K; wgrad N, M -> K).
+GEMM_SHAPES_FULL = [(8192, 8192, 8192),
+                    (16384, 4096, 14336), (16384, 14336, 4096), (14336, 16384, 4096),
+                    (2048, 4096, 14336), (2048, 14336, 4096), (14336, 2048, 4096)]
 GEMM_SHAPES_QUICK = [(8192, 8192, 8192)]
 WARMUP = 5
 EPS = 1e-5

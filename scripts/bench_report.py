@@ -198,14 +198,21 @@ def gemm_rows(qrows, prows, families, ops):
                peers.get(("peer_compile",) + key, {}))
 
 
+def gemm_kind(r):
+    """The training GEMM a qfuse GEMM row's shape is ("fprop", "dgrad of 2048 x 4096 -> 14336"):
+    the start of its note, up to the first colon."""
+    note = r.get("note") or ""
+    return note.split(":", 1)[0] if ":" in note else ""
+
+
 def gemm_table(qrows, prows, families):
     """GEMM rows: qfuse FP8 against cuBLASLt FP8 alone, bf16 and torch._scaled_mm."""
-    lines = ["| M x K -> N | qfuse FP8 TFLOP/s | cuBLASLt FP8 | cuBLASLt bf16 | "
+    lines = ["| M x K -> N | training GEMM | qfuse FP8 TFLOP/s | cuBLASLt FP8 | cuBLASLt bf16 | "
              "_scaled_mm eager | compiled | qfuse / cuBLASLt FP8 |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for r, lt, e, c in gemm_rows(qrows, prows, families, ("gemm_fp8",)):
-        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            shape_of(r), fmt(num(r, "tflops"), "%.0f"),
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            shape_of(r), gemm_kind(r), fmt(num(r, "tflops"), "%.0f"),
             fmt(num(lt["cublaslt_fp8_gemm"], "tflops"), "%.0f"),
             fmt(num(lt["cublaslt_bf16_gemm"], "tflops"), "%.0f"), fmt(num(e, "tflops"), "%.0f"),
             fmt(num(c, "tflops"), "%.0f"), fmt(num(r, "ratio_cublaslt"), "%.3f")))
@@ -215,13 +222,13 @@ def gemm_table(qrows, prows, families):
 def block_gemm_table(qrows, prows, families):
     """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
     its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence)."""
-    lines = ["| GEMM | M x K -> N | qfuse TFLOP/s | cuBLASLt bf16 | emulation eager | "
-             "emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| GEMM | M x K -> N | training GEMM | qfuse TFLOP/s | cuBLASLt bf16 | "
+             "emulation eager | emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r, lt, e, c in gemm_rows(qrows, prows, families, ("gemm_mxfp8", "gemm_nvfp4")):
         q, b, ce = num(r, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops"), num(c, "tflops")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["op"][5:], shape_of(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["op"][5:], shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
             fmt(num(e, "tflops"), "%.0f"), fmt(ce, "%.0f"),
             fmt(q / b if q and b else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
     return lines if len(lines) > 2 else []

@@ -119,12 +119,18 @@ int bench_first_recipe(const bench *b);
 extern const qf_dtype bench_x_dtypes[BENCH_N_X_DTYPES];
 /* bench_quant.c: norm + quantize and weight quantize of every selected recipe. */
 void bench_quantizers(bench *b);
-/* bench_gemm.c: one GEMM shape s = {M, K, N}: bf16 and FP8 cuBLASLt called directly, qfuse's
- * per-tensor FP8 GEMM; returns the bf16 microseconds. */
-double bench_gemm_shape(bench *b, const int64_t s[3]);
-/* bench_gemm.c: the generated GEMM of every selected recipe that has one, at shape s, next to the
- * bf16 cuBLASLt time bf_us of the same run. */
-void bench_block_gemms(bench *b, const int64_t s[3], double bf_us);
+/* One GEMM shape s = {M, K, N} and the training GEMM it is ("fprop", "dgrad of 2048 x 4096 ->
+ * 14336"), which starts the note of its qfuse rows. */
+typedef struct bench_gemm_case {
+    int64_t s[3];
+    const char *kind;
+} bench_gemm_case;
+/* bench_gemm.c: one GEMM shape: bf16 and FP8 cuBLASLt called directly, qfuse's per-tensor FP8
+ * GEMM; returns the bf16 microseconds. */
+double bench_gemm_shape(bench *b, const bench_gemm_case *c);
+/* bench_gemm.c: the generated GEMM of every selected recipe that has one, at c's shape, next to
+ * the bf16 cuBLASLt time bf_us of the same run. */
+void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us);
 /* bench_jit.c: cold compile, disk-cache and memory lookups of every kernel of the first selected
  * recipe. */
 void bench_jit(bench *b);

@@ -198,7 +198,7 @@ static const char *first_fp8_recipe(const bench *b) {
 
 /* The qfuse row of the FP8 operands of g: qf_gemm of the first selected per-tensor FP8 recipe,
  * against the direct FP8 call (lt_us, NAN when it failed) and bf16 (bf_us). */
-static void gemm_qf_row(bench *b, gemm_run *g, double bf_us, double lt_us) {
+static void gemm_qf_row(bench *b, gemm_run *g, const char *kind, double bf_us, double lt_us) {
     row q = gemm_row(g, "qfuse", "gemm_fp8");
     q.recipe = g->recipe = first_fp8_recipe(b);
     if (!*g->recipe)
@@ -211,12 +211,13 @@ static void gemm_qf_row(bench *b, gemm_run *g, double bf_us, double lt_us) {
     }
     q.us = bench_time_launches(b, gemm_qf_launch, g, g->n_rot);
     q.ratio_lt = lt_us / q.us;
-    snprintf(q.note, sizeof q.note, "qf_gemm (%s); x%.3f of bf16 cuBLASLt", g->recipe,
+    snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s); x%.3f of bf16 cuBLASLt", kind, g->recipe,
              bf_us / q.us);
     bench_row_emit(b, &q);
 }
 
-double bench_gemm_shape(bench *b, const int64_t s[3]) {
+double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
+    const int64_t *s = c->s;
     gemm_run g;
     gemm_alloc(&g, b, QF_DTYPE_BF16, s);
     row bf = gemm_row(&g, "ceiling", "cublaslt_bf16_gemm");
@@ -239,7 +240,7 @@ double bench_gemm_shape(bench *b, const int64_t s[3]) {
         fprintf(stderr, "qfuse-bench: direct cuBLASLt FP8 call failed (%s); no FP8 ceiling row\n",
                 cublasLtGetStatusString(st));
     }
-    gemm_qf_row(b, &g, bf.us, st == CUBLAS_STATUS_SUCCESS ? lt.us : NAN);
+    gemm_qf_row(b, &g, c->kind, bf.us, st == CUBLAS_STATUS_SUCCESS ? lt.us : NAN);
     gemm_free(&g);
     return bf.us;
 }
@@ -340,7 +341,8 @@ static row block_gemm_row(const block_gemm *g, char *op, size_t cap) {
     return q;
 }
 
-void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
+void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
+    const int64_t *s = c->s;
     if (qf_ctx_arch(b->ctx) >= 100) /* Blackwell: these recipes go to cuBLASLt (swizzled) */
         return;
     for (int ri = 0; ri < qf_recipe_count; ri++) {
@@ -354,8 +356,8 @@ void bench_block_gemms(bench *b, const int64_t s[3], double bf_us) {
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        snprintf(q.note, sizeof q.note, "generated Hopper kernel, compact scales; x%.3f of bf16 "
-                 "cuBLASLt in this run", bf_us / q.us);
+        snprintf(q.note, sizeof q.note, "%s: generated Hopper kernel, compact scales; x%.3f of "
+                 "bf16 cuBLASLt in this run", c->kind, bf_us / q.us);
         bench_row_emit(b, &q);
         for (int i = 0; i < g->n_rot; i++)
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);

@@ -25,10 +25,18 @@
 
 #define COPY_BYTES (1ull << 30)
 
-/* GEMMs as M, K, N (y[M, N] = x[M, K] W[N, K]^T) of real models' layers. */
-static const int64_t gemm_shapes_full[][3] = {
-    {8192, 8192, 8192}, {16384, 4096, 14336}, {2048, 4096, 14336}};
-static const int64_t gemm_shapes_quick[][3] = {{8192, 8192, 8192}};
+/* GEMMs as M, K, N (y[M, N] = x[M, K] W[N, K]^T) of real models' layers, and the TN GEMMs of
+ * their backward (numerics 6): dgrad M, N -> K and wgrad N, M -> K (8192^3's are its own). */
+static const bench_gemm_case gemm_shapes_full[] = {
+    {{8192, 8192, 8192}, "fprop, dgrad, wgrad"},
+    {{16384, 4096, 14336}, "fprop"},
+    {{16384, 14336, 4096}, "dgrad of 16384 x 4096 -> 14336"},
+    {{14336, 16384, 4096}, "wgrad of 16384 x 4096 -> 14336"},
+    {{2048, 4096, 14336}, "fprop"},
+    {{2048, 14336, 4096}, "dgrad of 2048 x 4096 -> 14336"},
+    {{14336, 2048, 4096}, "wgrad of 2048 x 4096 -> 14336"},
+};
+static const bench_gemm_case gemm_shapes_quick[] = {{{8192, 8192, 8192}, "fprop, dgrad, wgrad"}};
 
 /* ==================================================================== ceiling: D2D copy */
 
@@ -176,10 +184,10 @@ int main(int argc, char **argv) {
     bench_copy(&b);
     if (b.o.sections & SEC_QUANT)
         bench_quantizers(&b);
-    const int64_t(*gs)[3] = b.o.quick ? gemm_shapes_quick : gemm_shapes_full;
+    const bench_gemm_case *gs = b.o.quick ? gemm_shapes_quick : gemm_shapes_full;
     int ng = b.o.quick ? 1 : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
     for (int i = 0; (b.o.sections & SEC_GEMM) && i < ng; i++)
-        bench_block_gemms(&b, gs[i], bench_gemm_shape(&b, gs[i]));
+        bench_block_gemms(&b, &gs[i], bench_gemm_shape(&b, &gs[i]));
     if (b.o.sections & SEC_JIT)
         bench_jit(&b);
     bench_close(&b);
