@@ -205,9 +205,11 @@ static int layer_check(layer *L, const qf_tensor *y, qf_family family) {
 
 int main(int argc, char **argv) {
     static layer L;
-    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(stderr, "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)\n");
-        return 2;
+    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
+    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : (argc > 2 ? "too many arguments; "
+                : "unknown option; "), "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)");
+        return help ? 0 : 2;
     }
     const char *name = argc > 1 ? argv[1] : "mxfp8";
     const qf_recipe *r = find_recipe(name);

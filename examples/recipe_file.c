@@ -71,9 +71,11 @@ static qf_status run_once(qf_ctx_t *ctx, const char *path, const qf_tensor *x,
 }
 
 int main(int argc, char **argv) {
-    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(stderr, "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)\n");
-        return 2;
+    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
+    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : (argc > 2 ? "too many arguments; "
+                : "unknown option; "), "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)");
+        return help ? 0 : 2;
     }
     const char *path = argc > 1 ? argv[1] : "examples/my_recipe.lua";
     static const float one = 1.0f; /* the scale an fp8_delayed recipe quantizes with */

@@ -155,7 +155,7 @@ static qf_status st_parse_shape(const qf_st_file *f, qf_st_tensor *t, const cJSO
     cJSON_ArrayForEach(d, shape) {
         uint64_t v;
         if (!st_json_u64(d, &v))
-            return st_bad(f, "tensor '%s': shape entry is not a non-negative integer", t->name);
+            return st_bad(f, "tensor '%s': shape entry is not an integer in 0..2^53", t->name);
         if (v != 0 && prod > UINT64_MAX / v)
             return st_bad(f, "tensor '%s': shape product overflows", t->name);
         prod *= v;
