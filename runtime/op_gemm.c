@@ -8,6 +8,7 @@
  * VEC16_UE4M3; swizzled scales). */
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "qf_arch.h"
 #include "ctx.h"
@@ -73,13 +74,17 @@ static qf_status qf_g_kind(const char *op, const qf_ctx_t *ctx, const qf_recipe 
                             "a rowwise, b columnwise; wgrad: both columnwise; numerics 6)", op);
     *kind = (qf_gemm_kind)k;
     const qf_gemm_path path = qf_family_gemm_path(r->family, ctx->arch);
-    if (path.engine != QF_GEMM_NONE && !(path.kinds & QF_GEMM_KIND_BIT(k)))
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s': the %s GEMM (a %s, b %s) is not "
-                            "implemented for %s on sm_%d; only the copies of fprop (both "
-                            "rowwise) are", op, r->name, qf_gemm_kinds[k].name,
-                            qf_enum_name(QF_ENUM_COPY, a), qf_enum_name(QF_ENUM_COPY, b),
-                            qf_family_name(r->family), ctx->arch);
-    return QF_OK;
+    if (path.engine == QF_GEMM_NONE || (path.kinds & QF_GEMM_KIND_BIT(k)))
+        return QF_OK;
+    char runs[64] = "";
+    for (int j = 0; j < QF_GEMM_KIND_COUNT; j++)
+        if (path.kinds & QF_GEMM_KIND_BIT(j))
+            snprintf(runs + strlen(runs), sizeof runs - strlen(runs), "%s%s", *runs ? ", " : "",
+                     qf_gemm_kinds[j].name);
+    return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s': the %s GEMM (a %s, b %s) is not "
+                        "implemented for %s on sm_%d, which runs %s", op, r->name,
+                        qf_gemm_kinds[k].name, qf_enum_name(QF_ENUM_COPY, a),
+                        qf_enum_name(QF_ENUM_COPY, b), qf_family_name(r->family), ctx->arch, runs);
 }
 
 /* A quantized operand's data viewed as [*rows, *cols] (cols its last dim), dtype dt. */
@@ -235,9 +240,9 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     QF_TRY(qf_g_kernel(ctx, op, r, a->data->dtype, &k, &lk, stream));
     /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
      * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
+    const int stages = ctx->arch >= 90 ? QF_MX_GEMM_STAGES : QF_MX_GEMM_STAGES_SM89;
     const int smem = *qf_arch_feature(ctx->arch) ? QF_MX_GEMM_SM90A_SMEM_BYTES
-                     : ctx->arch >= 90           ? QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
-                                                 : QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES_SM89);
+                                                 : QF_MX_GEMM_SMEM_BYTES_FOR(stages);
     return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_MX_GEMM_TILE_N, smem, &p, stream);
 }
 

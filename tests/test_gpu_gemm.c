@@ -496,7 +496,7 @@ static void test_mx_args_sm90(void **state) {
     const qf_operand oa = {&qa, QF_COPY_ROWWISE}, oc = {&qc, QF_COPY_COLUMNWISE};
     assert_int_equal(qf_gemm(ctx, kMxRecipe, &oa, &oc, NULL, &s.y, NULL), QF_ERR_UNSUPPORTED);
     assert_non_null(strstr(qf_last_error(), "the dgrad GEMM (a rowwise, b columnwise) is not "
-                                            "implemented for mxfp8 on sm_90"));
+                                            "implemented for mxfp8 on sm_90, which runs fprop"));
     qf_ctx_free(ctx);
 }
 
