@@ -16,6 +16,21 @@
 
 #define EXAMPLE_MAX_BUFS 64
 
+/* The one optional positional argument of an example: *arg is it, or dflt. Returns -1 to go on,
+ * else the exit status: 0 after -h/--help (usage on stdout), 2 after an unknown option or a
+ * second argument (what was wrong and the usage on stderr). */
+static int example_arg(int argc, char **argv, const char *usage, const char *dflt,
+                       const char **arg) {
+    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
+    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(help ? stdout : stderr, "%s%s\n",
+                help ? "" : argc > 2 ? "too many arguments; " : "unknown option; ", usage);
+        return help ? 0 : 2;
+    }
+    *arg = argc > 1 ? argv[1] : dflt;
+    return -1;
+}
+
 static int g_gpu; /* 1: a GPU context; 0: a device-less one, host memory stands in */
 static void *g_bufs[EXAMPLE_MAX_BUFS];
 static int g_nbufs;

@@ -205,13 +205,12 @@ static int layer_check(layer *L, const qf_tensor *y, qf_family family) {
 
 int main(int argc, char **argv) {
     static layer L;
-    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
-    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : (argc > 2 ? "too many arguments; "
-                : "unknown option; "), "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)");
-        return help ? 0 : 2;
-    }
-    const char *name = argc > 1 ? argv[1] : "mxfp8";
+    const char *name;
+    const int done = example_arg(
+        argc, argv, "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)", "mxfp8",
+        &name);
+    if (done >= 0)
+        return done;
     const qf_recipe *r = find_recipe(name);
     qf_ctx_t *ctx = r ? open_ctx("runs every call, which checks its arguments and launches "
                                  "nothing") : NULL;

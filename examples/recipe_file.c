@@ -71,13 +71,12 @@ static qf_status run_once(qf_ctx_t *ctx, const char *path, const qf_tensor *x,
 }
 
 int main(int argc, char **argv) {
-    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
-    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(help ? stdout : stderr, "%s%s\n", help ? "" : (argc > 2 ? "too many arguments; "
-                : "unknown option; "), "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)");
-        return help ? 0 : 2;
-    }
-    const char *path = argc > 1 ? argv[1] : "examples/my_recipe.lua";
+    const char *path;
+    static const char usage[] =
+        "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)";
+    const int done = example_arg(argc, argv, usage, "examples/my_recipe.lua", &path);
+    if (done >= 0)
+        return done;
     static const float one = 1.0f; /* the scale an fp8_delayed recipe quantizes with */
     qf_ctx_t *ctx = open_ctx("loads the recipe file and checks the call, and launches nothing");
     if (!ctx)

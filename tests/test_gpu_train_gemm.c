@@ -16,7 +16,8 @@
 #include "family.h"
 #include "registry.h"
 
-enum { M = 256, N = 128, K = 192 }; /* multiples of 32: every GEMM's K (K, N, M) is whole NVFP4 rows */
+/* Multiples of 32: the K of every GEMM here (K, N, M) is whole rows of NVFP4 bytes. */
+enum { M = 256, N = 128, K = 192 };
 enum { T_X, T_W, T_DY, T_COUNT };   /* the quantized tensors */
 
 /* One training GEMM: y [rows, cols] = A B^T with A, B the given copies of two tensors. */
