@@ -1,6 +1,8 @@
 /* test_safetensors.c: qf_st_* reader: valid files round-trip, hostile files fail cleanly. */
 #include "test_util.h"
 
+#include <sys/stat.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -185,6 +187,24 @@ static void test_missing_and_not_regular(void **state) {
     unlink(fifo);
 }
 
+/* qf_st_open_max: a file over the cap is refused before it is read; one at the cap opens. */
+static void test_size_cap(void **state) {
+    (void)state;
+    write_valid(case_path("capped"));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    const uint64_t size = (uint64_t)st.st_size;
+    qf_st_file *f = (qf_st_file *)1;
+    assert_int_equal(qf_st_open_max(path, size - 1, &f), QF_ERR_INVALID_ARG);
+    assert_null(f);
+    char want[96];
+    snprintf(want, sizeof want, "%llu bytes, more than the %llu this reader takes",
+             (unsigned long long)size, (unsigned long long)(size - 1));
+    assert_non_null(strstr(qf_last_error(), want));
+    assert_int_equal(qf_st_open_max(path, size, &f), QF_OK);
+    qf_st_close(f);
+}
+
 static void test_bad_lengths(void **state) {
     (void)state;
     write_raw(case_path("short"), "\x10\0\0\0\0", 5);
@@ -342,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_scalar_empty_and_null_outputs),
         cmocka_unit_test(test_get_errors),
         cmocka_unit_test(test_missing_and_not_regular),
+        cmocka_unit_test(test_size_cap),
         cmocka_unit_test(test_bad_lengths),
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_bad_types),

@@ -122,27 +122,16 @@ static uint16_t *to_bf16_array(const void *data, qf_dtype dt, int64_t n) {
     return p;
 }
 
-/* The checkpoint block at path: every tensor's presence and shape is checked before any is
- * converted. */
+/* The checkpoint block at path (at most DEMO_CHECKPOINT_MAX_BYTES): every tensor's presence and
+ * shape is checked before any is converted. */
 static void weights_layer(layer *L, const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (fp && fseeko(fp, 0, SEEK_END) == 0 && (unsigned long long)ftello(fp) >
-                                                   DEMO_CHECKPOINT_MAX_BYTES) {
-        fprintf(stderr, "qfuse-demo: %s is %lld bytes; the demo reads one block of at most %llu "
-                "bytes (scripts/get-real-weights writes 8 MB)\n", path, (long long)ftello(fp),
-                DEMO_CHECKPOINT_MAX_BYTES);
-        fclose(fp);
-        exit(1);
-    }
-    if (fp)
-        fclose(fp);
     qf_st_file *f = NULL;
     static const char *const names[5] = {"x", "fc1.weight", "ln.weight", "ln.bias", "fc1.bias"};
     static const int ndims[5] = {2, 2, 1, 1, 1};
     int64_t d[5][8];
     const void *data[5];
     qf_dtype dt[5];
-    QF_OR_DIE(qf_st_open(path, &f));
+    QF_OR_DIE(qf_st_open_max(path, DEMO_CHECKPOINT_MAX_BYTES, &f));
     for (int i = 0; i < 5; i++)
         data[i] = st_tensor(f, path, names[i], ndims[i], d[i], &dt[i]);
     const int64_t M = d[0][0], K = d[0][1], N = d[1][0];

@@ -274,12 +274,15 @@ static qf_status st_parse_header(qf_st_file *f, const char *hdr, size_t n) {
     return st_check_overlap(f);
 }
 
-/* Reads and validates f->path into f. */
-static qf_status st_load(qf_st_file *f) {
+/* Reads and validates f->path into f: a file of at most max_bytes. */
+static qf_status st_load(qf_st_file *f, uint64_t max_bytes) {
     FILE *fp = NULL;
     char *hdr = NULL;
     uint64_t size = 0, n = 0;
     qf_status s = st_open_fp(f, &fp, &size);
+    if (s == QF_OK && size > max_bytes)
+        s = st_bad(f, "%llu bytes, more than the %llu this reader takes (it holds the whole "
+                   "file in memory)", (unsigned long long)size, (unsigned long long)max_bytes);
     if (s == QF_OK)
         s = st_read_parts(f, fp, size, &hdr, &n);
     if (fp)
@@ -291,6 +294,10 @@ static qf_status st_load(qf_st_file *f) {
 }
 
 qf_status qf_st_open(const char *path, qf_st_file **out) {
+    return qf_st_open_max(path, UINT64_MAX, out);
+}
+
+qf_status qf_st_open_max(const char *path, uint64_t max_bytes, qf_st_file **out) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_st_open: out must not be NULL");
     *out = NULL;
@@ -305,7 +312,7 @@ qf_status qf_st_open(const char *path, qf_st_file **out) {
         return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_st_open: out of memory opening %s", path);
     }
     memcpy(f->path, path, len + 1);
-    qf_status s = st_load(f);
+    qf_status s = st_load(f, max_bytes);
     if (s != QF_OK) {
         qf_st_close(f);
         return s;

@@ -22,6 +22,9 @@ typedef struct qf_st_file qf_st_file; /* opaque */
  * status is QF_ERR_NOT_FOUND (no such file), QF_ERR_OUT_OF_MEMORY, or QF_ERR_INVALID_ARG (null
  * argument, unreadable or malformed file); qf_last_error() names the file and the problem. */
 QF_INTERNAL qf_status qf_st_open(const char *path, qf_st_file **out);
+/* qf_st_open of a file of at most max_bytes; a larger one is QF_ERR_INVALID_ARG before anything
+ * is read (the reader holds the whole file in memory). */
+QF_INTERNAL qf_status qf_st_open_max(const char *path, uint64_t max_bytes, qf_st_file **out);
 
 /* Releases f and all memory it owns (every data pointer obtained from it). NULL is a no-op. */
 QF_INTERNAL void qf_st_close(qf_st_file *f);
