@@ -27,8 +27,8 @@ int qf_gen_header_check(const char *name, const char *text, qf_gen_err *e);
 
 /* The entry points template tpl defines, as QF_ENTRY_BIT flags: the main entry (the placeholder
  * `__KERNEL_NAME__(`, which every template has; else an error), the four _rowsN entries of
- * QF_ROWS_ENTRIES and the QF_AMAX_ENTRY, QF_COLS_ENTRY and QF_ALPHA_ENTRY entries, each macro
- * invoked at the start of a line. */
+ * QF_ROWS_ENTRIES and the QF_AMAX_ENTRY, QF_COLS_ENTRY, QF_ALPHA_ENTRY and QF_DEQUANT_ENTRY entries,
+ * each macro invoked at the start of a line. */
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,
                             qf_gen_err *e);
 

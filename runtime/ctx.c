@@ -51,7 +51,41 @@ static qf_status qf_ctx_open_blas(qf_ctx_t *c) {
                             QF_WORKSPACE_BYTES);
     }
     c->workspace_size = QF_WORKSPACE_BYTES;
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = c->device;
+    uint64_t keep = UINT64_MAX;
+    if (cudaMemPoolCreate(&c->pool, &props) != cudaSuccess ||
+        cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+        return qf_set_error(QF_ERR_CUDA, "cannot create the scratch memory pool of device %d: %s",
+                            c->device, cudaGetErrorString(cudaGetLastError()));
     return QF_OK;
+}
+
+qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what, void *stream) {
+    *p = NULL;
+    const cudaError_t e = cudaMallocFromPoolAsync(p, n, ctx->pool, (cudaStream_t)stream);
+    if (e == cudaSuccess)
+        return QF_OK;
+    (void)cudaGetLastError();
+    *p = NULL;
+    return qf_set_error(e == cudaErrorMemoryAllocation ? QF_ERR_OUT_OF_MEMORY : QF_ERR_CUDA,
+                        "cannot allocate %zu bytes of device scratch for %s: %s", n, what,
+                        cudaGetErrorString(e));
+}
+
+qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream) {
+    (void)ctx;
+    if (!p)
+        return QF_OK;
+    const cudaError_t e = cudaFreeAsync(p, (cudaStream_t)stream);
+    if (e == cudaSuccess)
+        return QF_OK;
+    (void)cudaGetLastError();
+    return qf_set_error(QF_ERR_CUDA, "cudaFreeAsync of device scratch failed: %s",
+                        cudaGetErrorString(e));
 }
 
 qf_status qf_ctx_init(qf_ctx_t **out, int device) {
@@ -84,6 +118,8 @@ void qf_ctx_free(qf_ctx_t *c) {
     qf_gemm_plans_free(c);
     if (c->workspace)
         cudaFree(c->workspace);
+    if (c->pool)
+        cudaMemPoolDestroy(c->pool);
     if (c->lt)
         cublasLtDestroy(c->lt);
     pthread_mutex_destroy(&c->lock);

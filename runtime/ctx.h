@@ -27,6 +27,8 @@ typedef struct qf_loaded_kernel {
                                  * quantizers: statistics and global amax), NULL if absent */
     CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry (per-tensor
                                  * FP8), NULL if absent */
+    CUfunction fn_dequant;      /* <name>_dequant, a block-scaled copy to bf16 (the MXFP8 and NVFP4
+                                 * GEMM modules), NULL if absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
@@ -40,6 +42,7 @@ struct qf_ctx {
     cublasLtHandle_t lt;
     void *workspace;            /* cuBLASLt workspace, device memory */
     size_t workspace_size;
+    cudaMemPool_t pool;         /* stream-ordered scratch (qf_ctx_scratch); keeps its memory */
     pthread_mutex_t lock;       /* guards kernels[], plans[] and last */
     qf_loaded_kernel *kernels;
     int n_kernels, cap_kernels;
@@ -113,6 +116,16 @@ typedef struct qf_rows_call {
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,
                                          qf_q_params *p, void *stream);
+
+/* Stream-ordered scratch of n bytes (256-byte aligned) from ctx's memory pool, valid for work
+ * queued on stream until qf_ctx_scratch_free(ctx, *p, ...) on the same stream. The pool keeps
+ * freed memory for the next call (no allocation from the driver once it has grown), and calls on
+ * different streams never share a buffer. `what` names the buffer in the error. Errors:
+ * QF_ERR_OUT_OF_MEMORY (device), QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what,
+                                     void *stream);
+/* Returns p (NULL: nothing) to the pool after the work queued on stream. Errors: QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream);
 
 /* cudaMemsetAsync(p, 0, n) on stream; p NULL does nothing. `what` names the buffer in the error.
  * Errors: QF_ERR_CUDA. */

@@ -133,7 +133,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .ops = {QF_FP8_QUANTIZERS, [QF_OP_SCALE_UPDATE] = {"smxx_fp8_scale_update.cu", 256, 1, 0}},
          .shapes = &qf_fake_fp8,
          .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8", QF_SCALE_LAYOUT_COMPACT, 0,
-                   QF_GEMM_KINDS_ALL}}},
+                   QF_GEMM_KINDS_ALL, 0}}},
     [QF_FAMILY_FP8_CURRENT] = {.name = "fp8_current",
                                .spec = "numerics 2.2",
                                .implemented = 1,
@@ -142,7 +142,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                .ops = {QF_FP8_QUANTIZERS},
                                .shapes = &qf_fake_fp8,
                                .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8",
-                                         QF_SCALE_LAYOUT_COMPACT, 0, QF_GEMM_KINDS_ALL}}},
+                                         QF_SCALE_LAYOUT_COMPACT, 0, QF_GEMM_KINDS_ALL, 0}}},
     [QF_FAMILY_MXFP8] =
         {.name = "mxfp8",
          .spec = "numerics 2.3",
@@ -154,12 +154,13 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                  [QF_OP_GEMM] = {"sm90_mxfp8_gemm.cu", 256, QF_MX_GEMM_TILE_M, QF_TC_TILE_M}},
          .scale_layout = 1,
          .shapes = &qf_fake_mxfp8,
-         /* fprop only: the columnwise copies are not transposed (32x1 blocks down M), and the
-          * kernel and the cuBLASLt call read K-major operands */
-         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT, 0,
+         /* The columnwise copies are not transposed (32x1 blocks down M): the GEMM kernel and
+          * the cuBLASLt call read K-major operands (fprop only); the staged path reads both
+          * orders, so sm_89..99 runs every GEMM. */
+         .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT, 0, QF_GEMM_KINDS_ALL,
                    QF_GEMM_KIND_BIT(QF_GEMM_FPROP)},
                   {100, 199, QF_GEMM_CUBLASLT, "VEC32_UE8M0", QF_SCALE_LAYOUT_SWIZZLED, 16,
-                   QF_GEMM_KIND_BIT(QF_GEMM_FPROP)}}},
+                   QF_GEMM_KIND_BIT(QF_GEMM_FPROP), 0}}},
     [QF_FAMILY_NVFP4] = {.name = "nvfp4",
                          .spec = "numerics 2.4",
                          .implemented = 1,
@@ -175,9 +176,9 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                          .shapes = &qf_fake_nvfp4,
                          /* the columnwise copies are transposed: every GEMM is TN */
                          .gemm = {{89, 99, QF_GEMM_KERNEL, NULL, QF_SCALE_LAYOUT_COMPACT, 0,
-                                   QF_GEMM_KINDS_ALL},
+                                   QF_GEMM_KINDS_ALL, QF_GEMM_KINDS_ALL},
                                   {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3",
-                                   QF_SCALE_LAYOUT_SWIZZLED, 16, QF_GEMM_KINDS_ALL}},
+                                   QF_SCALE_LAYOUT_SWIZZLED, 16, QF_GEMM_KINDS_ALL, 0}},
                          .check = qf_check_nvfp4},
     [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block", .spec = "numerics 2.5"},
 };

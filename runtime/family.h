@@ -131,7 +131,10 @@ struct qf_kernel_desc {
 typedef enum qf_gemm_engine {
     QF_GEMM_NONE = 0,      /* no GEMM on these architectures */
     QF_GEMM_CUBLASLT = 1,  /* cuBLASLt, scale mode lt_mode */
-    QF_GEMM_KERNEL = 2,    /* the family's generated GEMM kernel (QF_OP_GEMM) */
+    QF_GEMM_KERNEL = 2,    /* the family's generated GEMM module (QF_OP_GEMM): its GEMM
+                            * kernel (direct_kinds, small problems), or staged: its _dequant
+                            * entry writes both operands in bf16 and cuBLASLt multiplies them
+                            * (op_gemm.c) */
     QF_GEMM_ENGINE_COUNT
 } qf_gemm_engine;
 
@@ -143,6 +146,7 @@ typedef struct qf_gemm_path {
     qf_scale_layout layout; /* the scale layout that path reads */
     int n_align;            /* N must be a multiple of it (0: any N) */
     unsigned kinds;         /* QF_GEMM_KIND_BIT of each training GEMM the path runs */
+    unsigned direct_kinds;  /* QF_GEMM_KERNEL: the kinds its GEMM kernel runs itself */
 } qf_gemm_path;
 
 /* The training GEMMs (numerics 6), told apart by the copies of their operands. ORDER GEMM_KIND */

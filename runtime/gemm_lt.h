@@ -1,5 +1,5 @@
 /* gemm_lt.h: the per-tensor FP8 GEMM through cuBLASLt (gemm_lt.c), called by qf_gemm's
- * fp8_delayed path (op_gemm.c). The block-scaled cuBLASLt GEMMs are declared in ctx.h. */
+ * fp8_delayed path (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The block-scaled cuBLASLt GEMMs are declared in ctx.h. */
 #ifndef QF_GEMM_LT_H
 #define QF_GEMM_LT_H
 
@@ -20,5 +20,26 @@ typedef struct qf_gemm_lt_fp8_args {
 
 QF_INTERNAL qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
                                      const qf_tensor *bias, qf_tensor *y, void *stream);
+
+/* The bf16 GEMM of the staged path (op_gemm.c): y[M, N] bf16 = alpha * A B^T (+ bias), fp32
+ * accumulation, from the bf16 copies the module's `<name>_dequant` entry wrote. a is [M, K]
+ * row-major, or [K, M] when a_mn (MXFP8's columnwise copies are not transposed); b is [N, K], or
+ * [K, N] when b_mn. alpha_beta: device fp32 [2] = {alpha, beta} (NVFP4's global scales), or NULL
+ * for alpha 1 and beta = accumulate on the host. accumulate: y += alpha A B^T in fp32 before the
+ * one rounding (y holds the broadcast bias; cuBLASLt's bias epilogue adds a bias to the rounded
+ * sum, measured on an H200: up to 1 ulp off). All device pointers, owned by the caller, checked
+ * by it. The plan is cached per shape; its algorithm is tuned on the first call (qf_plan_tune)
+ * unless it accumulates (the tuning runs would add up in y). Errors: QF_ERR_CUBLAS,
+ * QF_ERR_OUT_OF_MEMORY (host). */
+typedef struct qf_gemm_lt_bf16_args {
+    const void *a, *b;
+    int a_mn, b_mn;
+    const float *alpha_beta;
+    int accumulate;
+    void *y;
+    int64_t M, N, K;
+} qf_gemm_lt_bf16_args;
+
+QF_INTERNAL qf_status qf_gemm_lt_bf16(qf_ctx_t *ctx, const qf_gemm_lt_bf16_args *g, void *stream);
 
 #endif /* QF_GEMM_LT_H */

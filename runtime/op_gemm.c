@@ -2,10 +2,19 @@
  * checks, one dispatch on the recipe's family, and each family's path.
  *
  * Who runs it on an architecture is the family's row (qf_family_gemm_path, family.c): per-tensor
- * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c); MXFP8 and NVFP4 run the recipe's generated
- * kernel on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu, reading the quantized bytes and
- * compact scales directly) and cuBLASLt's block-scaled GEMM on sm_100 and later (VEC32_UE8M0,
- * VEC16_UE4M3; swizzled scales). */
+ * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c); MXFP8 and NVFP4 run cuBLASLt's block-scaled
+ * GEMM on sm_100 and later (VEC32_UE8M0, VEC16_UE4M3; swizzled scales) and the recipe's generated
+ * GEMM module on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu, compact scales), in one of
+ * two ways:
+ * - staged (qf_g_staged): the module's <name>_dequant entry writes each operand in bf16 (exact,
+ *   numerics 7) into stream-ordered scratch, and cuBLASLt runs a bf16 GEMM on them, with NVFP4's
+ *   alpha from <name>_alpha. Every training GEMM, either major order.
+ * - direct: the module's GEMM kernel reads the quantized bytes and scales itself. Only the kinds
+ *   in the path's direct_kinds, and by default only for small problems (M or N under
+ *   QF_G_STAGED_MIN), where writing and reading the bf16 copies would cost more than the
+ *   kernel's lower tensor throughput (measured on an H200: the direct MXFP8 kernel runs 300
+ *   TFLOP/s at 8192^3, bf16 cuBLASLt over 700).
+ * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind). */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +26,8 @@
 #include "validate.h"
 
 #define QF_NV_GEMM_K_ALIGN 32
+/* The staged path runs when M and N are both at least this (QFUSE_HOPPER_GEMM=auto). */
+#define QF_G_STAGED_MIN 256
 
 /* The slots one copy of a quantized tensor reads from. */
 typedef struct qf_copy_slots {
@@ -111,6 +122,15 @@ static qf_status qf_g_scales(const char *op, const qf_g_opnd *v, qf_dtype dt, in
     return qf_check_buffer(op, v->scale_arg, v->scale, &s);
 }
 
+/* a and b quantized with one scale layout. */
+static qf_status qf_g_same_layout(const char *op, const qf_g_opnd *a, const qf_g_opnd *b) {
+    if (a->layout != b->layout)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: a and b have scale layouts %d and %d; "
+                            "quantize both with the layout the arch's GEMM reads", op,
+                            (int)a->layout, (int)b->layout);
+    return QF_OK;
+}
+
 /* a and b with the same K (elements; packed: the data's last dims are K/2 bytes), and one scale
  * layout. */
 static qf_status qf_g_same_k(const char *op, const qf_g_opnd *a, const qf_g_opnd *b, int64_t Ka,
@@ -120,11 +140,7 @@ static qf_status qf_g_same_k(const char *op, const qf_g_opnd *a, const qf_g_opnd
                             "%lld; both operands are K-major with the same K", op, b->data_arg,
                             (long long)N, packed ? "K/2" : "K", (long long)(packed ? Kb / 2 : Kb),
                             packed ? " bytes" : "", a->data_arg, (long long)Ka);
-    if (a->layout != b->layout)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: a and b have scale layouts %d and %d; "
-                            "quantize both with the layout the arch's GEMM reads", op,
-                            (int)a->layout, (int)b->layout);
-    return QF_OK;
+    return qf_g_same_layout(op, a, b);
 }
 
 /* Sets the shared memory a generated GEMM kernel asks for (past the default 48 KiB, the whole
@@ -192,29 +208,151 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_g_opnd *a, con
 
 /* =====================================================================} */
 
+/* {===================================================================== staged GEMM */
+
+/* One operand as the module's <name>_dequant entry reads it (qf_dq_params). */
+typedef struct qf_g_stage {
+    const void *data, *scale;
+    int64_t rows, cols;     /* the stored copy: [rows, cols] elements */
+    int64_t scale_ld;       /* scale entries per scale row */
+    qf_dtype elem;
+    int block_rows, block_cols;
+    int mn;                 /* 1: stored [K, M] (or [K, N]): MXFP8's columnwise copies */
+} qf_g_stage;
+
+/* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL). */
+static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N) {
+    static const char *const ways[] = {"auto", "staged", "direct"};
+    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)))
+        return 1;
+    switch (qf_env_choice("QFUSE_HOPPER_GEMM", ways, 3)) {
+    case 1:
+        return 1;
+    case 2:
+        return 0;
+    default:
+        return M >= QF_G_STAGED_MIN && N >= QF_G_STAGED_MIN;
+    }
+}
+
+static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+                              const qf_g_stage *v, uint16_t *out, void *stream) {
+    const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+    if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: an operand of [%lld, %lld] elements is too "
+                            "large for one dequantize launch", op, (long long)v->rows,
+                            (long long)v->cols);
+    qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
+                      .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
+                      .block_rows = v->block_rows, .block_cols = v->block_cols};
+    return qf_ctx_launch(ctx, lk->fn_dequant, (unsigned)((chunks + QF_DQ_THREADS - 1) /
+                                                         QF_DQ_THREADS),
+                         QF_DQ_THREADS, 0, &p, stream);
+}
+
+/* y[M, N] = alpha * deq(a) deq(b)^T (+ bias): both operands dequantized into one scratch buffer,
+ * then the bf16 GEMM (gemm_lt.c). nv: NVFP4's parameter block, whose <name>_alpha entry writes
+ * {alpha, 0} into the scratch first; NULL for alpha 1. A bias is broadcast into y by the
+ * <name>_dequant entry (which also sets the device beta to 1) and the GEMM accumulates onto it:
+ * one rounding after the bias (numerics 2.3, 2.4). The caller has checked every argument. */
+static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+                             const qf_kernel_entry *k, const qf_g_stage *a, const qf_g_stage *b,
+                             int64_t M, int64_t N, int64_t K, qf_nv_gemm_params *nv,
+                             const qf_tensor *bias, qf_tensor *y, void *stream) {
+    if (!lk->fn_dequant)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _dequant entry", op, k->name);
+    CUfunction alpha_fn = NULL;
+    if (nv) {
+        char name[160];
+        snprintf(name, sizeof name, "%s_alpha", k->name);
+        const qf_cu_api *cu = qf_cu();
+        if (!cu)
+            return QF_ERR_NO_DEVICE;
+        QF_CU_CHECK(cu->ModuleGetFunction(&alpha_fn, lk->module, name));
+    }
+    const size_t na = (size_t)(a->rows * a->cols), nb = (size_t)(b->rows * b->cols);
+    const size_t off_b = (na * 2 + 255) / 256 * 256, off_ab = off_b + (nb * 2 + 255) / 256 * 256;
+    char *buf = NULL;
+    QF_TRY(qf_ctx_scratch(ctx, off_ab + 2 * sizeof(float), (void **)&buf,
+                          "the bf16 copies of the operands", stream));
+    qf_status s = qf_g_dequant(ctx, op, lk, a, (uint16_t *)buf, stream);
+    if (s == QF_OK)
+        s = qf_g_dequant(ctx, op, lk, b, (uint16_t *)(buf + off_b), stream);
+    float *ab = nv ? (float *)(buf + off_ab) : NULL;
+    if (s == QF_OK && nv) {
+        nv->alpha_out = ab;
+        s = qf_ctx_launch(ctx, alpha_fn, 1, 32, 0, nv, stream);
+    }
+    if (s == QF_OK && bias) {
+        const qf_g_stage bc = {.data = bias->data, .scale = ab ? ab + 1 : NULL, .rows = M,
+                               .cols = N, .elem = QF_DTYPE_BF16};
+        s = qf_g_dequant(ctx, op, lk, &bc, y->data, stream);
+    }
+    if (s == QF_OK) {
+        const qf_gemm_lt_bf16_args g = {buf, buf + off_b, a->mn, b->mn, ab, bias != NULL,
+                                        y->data, M, N, K};
+        s = qf_gemm_lt_bf16(ctx, &g, stream);
+    }
+    const qf_status f = qf_ctx_scratch_free(ctx, buf, stream);
+    return s != QF_OK ? s : f;
+}
+
+/* =====================================================================} */
+
 /* {===================================================================== MXFP8 */
 
-/* Checks every argument and fills the kernel's parameter block. */
+/* An MXFP8 operand's data: [rows, K] rowwise, [K, rows] columnwise (not transposed: 32x1 blocks
+ * down K), of the format the recipe gives the kind's role for it; *st is the operand as the
+ * staged path reads it (scales checked later, by qf_g_mx_scales). */
+static qf_status qf_g_mx_data(const char *op, const qf_recipe *r, qf_role role, qf_copy copy,
+                              const qf_g_opnd *v, int64_t *rows, int64_t *K, qf_g_stage *st) {
+    char why[96];
+    snprintf(why, sizeof why, "recipe '%s' quantizes the %s role to it", r->name,
+             qf_enum_name(QF_ENUM_ROLE, role));
+    int64_t R, C;
+    QF_TRY(qf_g_data(op, v, r->fmt[role], why, &R, &C));
+    const int col = copy == QF_COPY_COLUMNWISE;
+    *rows = col ? C : R;
+    *K = col ? R : C;
+    *st = (qf_g_stage){.data = v->data->data, .scale = v->scale->data, .rows = R, .cols = C,
+                       .scale_ld = col ? (C + 127) / 128 * 128 : (C / QF_MX_BLOCK + 3) / 4 * 4,
+                       .elem = r->fmt[role], .block_rows = col ? QF_MX_BLOCK : 1,
+                       .block_cols = col ? 1 : QF_MX_BLOCK, .mn = col};
+    return QF_OK;
+}
+
+/* The padded E8M0 scales of an operand (numerics 2.3): rowwise [roundup(R,128),
+ * roundup(C/32,4)], columnwise [roundup(cdiv(R,32),4), roundup(C,128)] for data [R, C]. */
+static qf_status qf_g_mx_scales(const char *op, const qf_g_opnd *v, const qf_g_stage *st) {
+    if (!st->mn)
+        return qf_g_scales(op, v, QF_DTYPE_E8M0, st->rows, st->cols / QF_MX_BLOCK);
+    qf_shape sh = {v->scale_arg, QF_DTYPE_E8M0, 2,
+                   {((st->rows + QF_MX_BLOCK - 1) / QF_MX_BLOCK + 3) / 4 * 4, st->scale_ld}, 0};
+    return qf_check_buffer(op, v->scale_arg, v->scale, &sh);
+}
+
+/* Checks every argument, fills the kernel's parameter block (fprop) and the staged operands. */
 static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
                                const qf_tensor *bias, qf_tensor *y, qf_mx_gemm_params *p,
-                               qf_gemm_path *path) {
+                               qf_g_stage *sa, qf_g_stage *sb, qf_gemm_path *path) {
     const qf_gemm_kind_traits *g = &qf_gemm_kinds[kind];
     int64_t Kb;
-    char why[96];
-    snprintf(why, sizeof why, "recipe '%s' quantizes the %s role to it", r->name,
-             qf_enum_name(QF_ENUM_ROLE, g->a_role));
-    QF_TRY(qf_g_data(op, a, r->fmt[g->a_role], why, &p->M, &p->K));
-    snprintf(why, sizeof why, "recipe '%s' quantizes the %s role to it", r->name,
-             qf_enum_name(QF_ENUM_ROLE, g->b_role));
-    QF_TRY(qf_g_data(op, b, r->fmt[g->b_role], why, &p->N, &Kb));
-    QF_TRY(qf_g_same_k(op, a, b, p->K, p->N, Kb, 0));
+    QF_TRY(qf_g_mx_data(op, r, g->a_role, g->a_copy, a, &p->M, &p->K, sa));
+    QF_TRY(qf_g_mx_data(op, r, g->b_role, g->b_copy, b, &p->N, &Kb, sb));
+    if (Kb != p->K)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is [%lld, %lld], a K of %lld, but %s has "
+                            "K = %lld (%s GEMM: a is [%s], b is [%s]); both operands have the "
+                            "same K", op, b->data_arg, (long long)sb->rows, (long long)sb->cols,
+                            (long long)Kb, a->data_arg, (long long)p->K, g->name,
+                            sa->mn ? "K, M" : "M, K", sb->mn ? "K, N" : "N, K");
+    QF_TRY(qf_g_same_layout(op, a, b));
     if (p->K % QF_MX_BLOCK)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: K = %lld is not a multiple of %d: the GEMM "
                             "takes whole scale blocks; pad K with zeros", op, (long long)p->K,
                             QF_MX_BLOCK);
-    QF_TRY(qf_g_scales(op, a, QF_DTYPE_E8M0, p->M, p->K / QF_MX_BLOCK));
-    QF_TRY(qf_g_scales(op, b, QF_DTYPE_E8M0, p->N, p->K / QF_MX_BLOCK));
+    QF_TRY(qf_g_mx_scales(op, a, sa));
+    QF_TRY(qf_g_mx_scales(op, b, sb));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
     QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, p->N, path));
     *p = (qf_mx_gemm_params){.a = a->data->data, .a_scale = a->scale->data, .b = b->data->data,
@@ -228,16 +366,20 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
                             const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_mx_gemm_params p = {0};
+    qf_g_stage sa, sb;
     qf_gemm_path path;
-    QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &path));
+    QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
                                 p.K, stream);
     }
+    /* one module per recipe: its _dequant entry takes E4M3 and E5M2 */
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
-    QF_TRY(qf_g_kernel(ctx, op, r, a->data->dtype, &k, &lk, stream));
+    QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
+    if (qf_g_use_staged(&path, kind, p.M, p.N))
+        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, stream);
     /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
      * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
     const int stages = ctx->arch >= 90 ? QF_MX_GEMM_STAGES : QF_MX_GEMM_STAGES_SM89;
@@ -300,11 +442,10 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     return QF_OK;
 }
 
-/* sm_100 and later: {alpha, 0} into a stream-ordered device allocation by the module's
- * <name>_alpha entry, then cuBLASLt reading them in device pointer mode. NOTES: one allocation
- * per call (cudaMallocAsync/cudaFreeAsync on the same stream), so calls on different streams
- * never share an alpha slot. */
-static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+/* sm_100 and later: {alpha, 0} into stream-ordered scratch by the module's <name>_alpha entry,
+ * then cuBLASLt reading them in device pointer mode. NOTES: scratch per call (qf_ctx_scratch), so
+ * calls on different streams never share an alpha slot. */
+static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                             const qf_kernel_entry *k, const qf_g_opnd *a, const qf_g_opnd *b,
                             const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p,
                             void *stream) {
@@ -316,18 +457,14 @@ static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kerne
     CUfunction fn;
     QF_CU_CHECK(cu->ModuleGetFunction(&fn, lk->module, name));
     void *ab = NULL;
-    if (cudaMallocAsync(&ab, 2 * sizeof(float), (cudaStream_t)stream) != cudaSuccess)
-        return qf_set_error(QF_ERR_CUDA, "%s: cudaMallocAsync of alpha failed: %s", op,
-                            cudaGetErrorString(cudaGetLastError()));
+    QF_TRY(qf_ctx_scratch(ctx, 2 * sizeof(float), &ab, "the GEMM's alpha", stream));
     p->alpha_out = ab;
     qf_status s = qf_ctx_launch(ctx, fn, 1, 32, 0, p, stream);
     if (s == QF_OK)
         s = qf_gemm_lt_nvfp4(ctx, a->data, a->scale, b->data, b->scale, ab, bias, y, p->M, p->N,
                              p->K, stream);
-    if (cudaFreeAsync(ab, (cudaStream_t)stream) != cudaSuccess && s == QF_OK)
-        s = qf_set_error(QF_ERR_CUDA, "%s: cudaFreeAsync of alpha failed: %s", op,
-                         cudaGetErrorString(cudaGetLastError()));
-    return s;
+    const qf_status f = qf_ctx_scratch_free(ctx, ab, stream);
+    return s != QF_OK ? s : f;
 }
 
 static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
@@ -340,7 +477,13 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
-        return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, stream);
+        return qf_g_nv_lt(ctx, &lk, k, a, b, bias, y, &p, stream);
+    if (qf_g_use_staged(&path, kind, p.M, p.N)) {
+        /* both copies K-major (the columnwise ones are transposed), 1x16 blocks */
+        const qf_g_stage sa = {p.a, p.a_scale, p.M, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0};
+        const qf_g_stage sb = {p.b, p.b_scale, p.N, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0};
+        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, stream);
+    }
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);
     return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_NV_GEMM_TILE_N, smem, &p, stream);

@@ -226,6 +226,32 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
  * each, plus 1024 bytes to align the allocation to the swizzle atom. */
 #define QF_MX_GEMM_SM90A_SMEM_BYTES (4 * 128 * 64 * 2 + 4 * 128 * 64 + 1024)
 
+/* Parameter block of the `<name>_dequant` entry of the MXFP8 and NVFP4 GEMM modules
+ * (templates/qf_dev_dequant.cuh): out [rows, cols] bf16 = each element of one quantized copy times
+ * its block scale (numerics 7: exact in bf16 for MXFP8 scale exponents in [-117, 119], always for
+ * NVFP4; NVFP4's global scale is left to the GEMM's alpha). The data is [rows, cols] elements
+ * (E2M1: cols/2 bytes, low nibble first); the scale of element (r, c) is
+ * scale[(r / block_rows) * scale_ld + c / block_cols] (compact layouts of numerics 2.3, 2.4), so
+ * padding entries are never read. Each thread writes QF_DQ_VEC consecutive elements of one row.
+ * With elem QF_DTYPE_BF16 the entry broadcasts a bias instead: data is bf16 [cols], out [rows,
+ * cols] gets it in every row, and scale, when not NULL, is an fp32 slot set to 1 (the GEMM's
+ * device beta). */
+typedef struct qf_dq_params {
+    const uint8_t *data;
+    const uint8_t *scale;
+    uint16_t *out;           /* [rows, cols] bf16 */
+    int64_t rows;
+    int64_t cols;            /* any; multiples of QF_DQ_VEC take the vector path */
+    int64_t scale_ld;        /* entries per scale row */
+    int32_t elem;            /* QF_DTYPE_E4M3, E5M2 (E8M0 scales) or E2M1 (E4M3 scales) */
+    int32_t block_rows;      /* 1 (1x32, 1x16 blocks) or 32 (MXFP8's columnwise 32x1 blocks) */
+    int32_t block_cols;      /* 32, 16 or 1 */
+    int32_t pad_;
+} qf_dq_params;
+QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
+#define QF_DQ_THREADS 256 /* threads per block of `<name>_dequant` */
+#define QF_DQ_VEC 16      /* elements per thread: one 16-byte load of FP8 */
+
 /* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
  * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and
  * alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) read from the device amaxes. The same

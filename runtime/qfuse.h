@@ -268,9 +268,10 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * GEMM (numerics 6): fprop y = x W^T (a: x rowwise, b: W rowwise), dgrad dx = dy W (a: dy
  * rowwise, b: W columnwise), wgrad dW = dy^T x (a: dy columnwise, b: x columnwise; M is then
  * the layer's N and K its token count). a columnwise with b rowwise is QF_ERR_INVALID_ARG.
- * dgrad and wgrad run for the per-tensor FP8 recipes and NVFP4, whose columnwise copies are
- * transposed (NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's
- * columnwise copies are not transposed, so its dgrad and wgrad are QF_ERR_UNSUPPORTED. Per
+ * The per-tensor FP8 and NVFP4 columnwise copies are transposed ([K, M]: every GEMM is TN;
+ * NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's are not (stored
+ * [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its wgrad a
+ * [K, M] and b [K, N], which sm_89..99 runs and sm_100+ does not yet (QF_ERR_UNSUPPORTED). Per
  * family:
  *   fp8_delayed: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2, b E4M3; K and N
  *       multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
@@ -278,15 +279,22 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  *       bias; K % 32 == 0; scale padding is never read.
  *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the amax slot of each
  *       operand's copy, read on the device) times the block-scaled products; K % 32 == 0.
- *   MXFP8 and NVFP4 run the generated kernel on sm_89..99 (compact scales) and cuBLASLt on
- *   sm_100+ (swizzled scales, N % 16 == 0); a and b must share one layout.
+ *   MXFP8 and NVFP4 on sm_89..99 (compact scales): staged, each operand dequantized to bf16
+ *   (exact, numerics 7) into stream-ordered scratch of 2 (M + N) K bytes from the context's
+ *   pool, then a bf16 cuBLASLt GEMM with fp32 sums (a bias enters as C, before the one
+ *   rounding); M or N under 256 runs the generated kernel directly for the GEMMs it covers
+ *   (QFUSE_HOPPER_GEMM overrides). On sm_100+ cuBLASLt's block-scaled GEMM (swizzled scales,
+ *   N % 16 == 0). a and b must share one layout. The first call of a shape on a cuBLASLt path
+ *   times up to 8 algorithms (synchronizing the stream; skipped while it is being captured, and
+ *   under QFUSE_GEMM_NO_TUNE=1).
  *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
  *   y: [M, N] bf16 (the leading dims of a may be kept).
  * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
  * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
  * for the arch, a pair of copies no training GEMM reads, NVFP4's wgrad with the RHT on one
  * copy only, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
- * MXFP8's dgrad or wgrad, "not implemented scaling mode"), QF_ERR_NVRTC, QF_ERR_CUDA,
+ * MXFP8's dgrad or wgrad on sm_100+, "not implemented scaling mode"), QF_ERR_OUT_OF_MEMORY
+ * (the staged path's scratch), QF_ERR_NVRTC, QF_ERR_CUDA,
  * QF_ERR_CUBLAS. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream);

@@ -37,6 +37,7 @@ typedef enum qf_entry {
     QF_ENTRY_AMAX = 5,  /* <name>_amax: first pass of a two-pass module (QF_AMAX_ENTRY) */
     QF_ENTRY_COLS = 6,  /* <name>_cols: columnwise copy after a rows entry (QF_COLS_ENTRY) */
     QF_ENTRY_ALPHA = 7, /* <name>_alpha: device-side GEMM alpha (QF_ALPHA_ENTRY) */
+    QF_ENTRY_DEQUANT = 8, /* <name>_dequant: one block-scaled copy to bf16 (QF_DEQUANT_ENTRY) */
     QF_ENTRY_COUNT
 } qf_entry;
 #define QF_ENTRY_BIT(e) (1u << (e))

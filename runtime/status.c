@@ -93,6 +93,23 @@ int qf_env_flag(const char *name) {
     return 0;
 }
 
+int qf_env_choice(const char *name, const char *const *values, int n) {
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(v, values[i]) == 0)
+            return i;
+    if (qf_env_warn_once(name)) {
+        char list[160] = "";
+        for (int i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     values[i]);
+        qf_warn("%s=%s is not one of %s: read as %s", name, v, list, values[0]);
+    }
+    return 0;
+}
+
 int qf_verbose(void) {
     return qf_env_flag("QFUSE_VERBOSE");
 }

@@ -25,6 +25,10 @@ QF_INTERNAL void qf_warn(const char *fmt, ...) QF_PRINTF(1, 2);
  * unset, empty, 0, false, no or off (any case); any other value is read as 0, with one warning
  * per process. */
 QF_INTERNAL int qf_env_flag(const char *name);
+/* The index of environment variable `name`'s value in values[0..n) (case-insensitive); 0, the
+ * default, when it is unset or empty, and, with one warning per variable, when it is none of
+ * them. */
+QF_INTERNAL int qf_env_choice(const char *name, const char *const *values, int n);
 /* qf_env_flag("QFUSE_VERBOSE"): errors are also printed to stderr. */
 QF_INTERNAL int qf_verbose(void);
 

@@ -27,6 +27,7 @@
 #ifndef QF_DEV_MX_WGMMA_CUH
 #define QF_DEV_MX_WGMMA_CUH
 
+#include "qf_dev_dequant.cuh"
 #include "qf_dev_mma.cuh"
 #include "qf_dev_wgmma.cuh"
 #include "qf_formats.h"
@@ -42,31 +43,6 @@ constexpr unsigned kRawTile = kTileM * kTileK;      /* 8 KiB: one FP8 tile of A 
 constexpr unsigned kSmemBytes = 4 * kBf16Tile + 4 * kRawTile + 1024;
 static_assert(kSmemBytes == QF_MX_GEMM_SM90A_SMEM_BYTES, "qf_formats.h's launch size");
 static_assert(kThreads * 2 * 16 == kRawTile, "two 16-byte chunks per thread per operand");
-
-/* E8M0 byte -> 2^(b - 127) as fp32, exactly: 0 is the subnormal 2^-127, 0xFF is NaN. */
-__device__ __forceinline__ float e8m0_value(unsigned b) {
-    return b == 0xFFu ? __uint_as_float(0x7FC00000u)
-                      : __uint_as_float(b == 0 ? 0x00400000u : b << 23);
-}
-
-/* Two FP8 values (the low 16 bits of v) of dtype DT -> f16x2 -> two fp32 (exact). */
-template <int DT>
-__device__ __forceinline__ void fp8x2_to_float2(unsigned v, float &lo, float &hi) {
-    unsigned h;
-    if (DT == QF_DTYPE_E5M2)
-        asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(h) : "h"(static_cast<unsigned short>(v)));
-    else
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(static_cast<unsigned short>(v)));
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(lo) : "h"(static_cast<unsigned short>(h)));
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(hi) : "h"(static_cast<unsigned short>(h >> 16)));
-}
-
-/* Two fp32 -> bf16x2 (round to nearest even), lo in the low half. */
-__device__ __forceinline__ unsigned float2_to_bf16x2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
 
 /* 16 FP8 values (raw, 16 bytes at shared address `raw`) times scale s -> 16 bf16 in two 16-byte
  * chunks at dst0 and dst1 (shared addresses). */

@@ -45,6 +45,7 @@
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K
  * varies at run time: a new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
  */
+#include "qf_dev_dequant.cuh"
 #include "qf_dev_mma.cuh"
 #include "qf_formats.h"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -162,13 +163,6 @@ __device__ __forceinline__ unsigned redux_max(unsigned v) {
 
 /* ==================================================================== scales */
 
-/* 2^(b - 127) exactly (numerics 1): b << 23 is the fp32 pattern for b in 1..254, byte 0 is the
- * subnormal 2^-127, 0xFF is NaN. */
-__device__ __forceinline__ float e8m0_to_float(unsigned b) {
-    unsigned bits = b == 0u ? 0x00400000u : b == 255u ? 0x7fc00000u : b << 23;
-    return __uint_as_float(bits);
-}
-
 /* 2^n for n in [-127, 127], exactly. */
 __device__ __forceinline__ float pow2i(int n) {
     return __uint_as_float(n > -127 ? static_cast<unsigned>(n + 127) << 23 : 0x00400000u);
@@ -239,7 +233,7 @@ __device__ __forceinline__ void store_scales(float *sc, unsigned *range, ScaleRo
         const unsigned b = (s.raw >> (8 * i)) & 255u;
         const bool real = i < s.n;
         if (tid < kScaleRows)
-            sc[slot + i * stride] = real ? e8m0_to_float(b) : 0.0f;
+            sc[slot + i * stride] = real ? e8m0_value(b) : 0.0f;
         lo = real && b < lo ? b : lo;
         hi = real && b != 255u && b > hi ? b : hi;
     }
@@ -425,3 +419,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
         p, m0, n0, acc, [](float v, float bias) { return v + bias; });
 #endif
 }
+
+/* <name>_dequant: one MXFP8 copy to bf16 (qf_dq_params), the first step of the staged GEMM
+ * (runtime/op_gemm.c). */
+QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), false)

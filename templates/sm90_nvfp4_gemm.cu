@@ -37,6 +37,7 @@
  * packed data is a whole number of 16-byte chunks. Nothing but M, N and K varies at run time: a
  * new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
  */
+#include "qf_dev_dequant.cuh"
 #include "qf_dev_mma.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_formats.h"
@@ -346,3 +347,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
         }                                                                                         \
     }
 QF_ALPHA_ENTRY(QF_CAT(__KERNEL_NAME__, _alpha))
+
+/* <name>_dequant: one NVFP4 copy to bf16 without its global scale (qf_dq_params), the first step
+ * of the staged GEMM (runtime/op_gemm.c), whose alpha comes from <name>_alpha. */
+QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), true)

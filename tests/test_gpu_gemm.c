@@ -124,29 +124,38 @@ static void blk_nan_scale(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h
     g_cases[recipe_of(recipe)->family]++;
 }
 
-/* 8192^3: 16 sampled rows against the reference, then the kernel's TFLOP/s next to bf16
- * cuBLASLt's. */
+/* The ways qf_gemm runs a block-scaled GEMM on sm_89..99 (QFUSE_HOPPER_GEMM, op_gemm.c): the
+ * shape plan, scale ranges and NaN scales run under each. */
+static const char *const kWays[] = {"direct", "staged"};
+
+/* 8192^3 under each way: 16 sampled rows against the reference, then its TFLOP/s next to bf16
+ * cuBLASLt's (the heuristic's first algorithm). */
 static void blk_timing(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
     const int64_t S = 8192;
     blk_gemm_case c = h->make(S, S, S, 1, 11);
     c.recipe = recipe;
     blk_case_upload(&c);
-    CK(cudaMemset(c.dy, 0xFF, (size_t)(S * S) * 2));
-    float ms;
-    QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(blk_case_run(ctx, &c)));
-    uint16_t *y = malloc((size_t)(S * S) * 2);
-    CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
-    int64_t rows[16];
-    sample_rows(S, rows);
-    const blk_case_err e = blk_case_check(&c, y, rows, 16);
-    free(y);
-    blk_report(&c, "8192^3", &e, -1);
+    double tf[COUNTOF(kWays)];
+    for (int w = 0; w < COUNTOF(kWays); w++) {
+        setenv("QFUSE_HOPPER_GEMM", kWays[w], 1);
+        CK(cudaMemset(c.dy, 0xFF, (size_t)(S * S) * 2));
+        float ms;
+        QF_TIME_MEDIAN(ms, QF_OK_OR_FAIL(blk_case_run(ctx, &c)));
+        uint16_t *y = malloc((size_t)(S * S) * 2);
+        CK(cudaMemcpy(y, c.dy, (size_t)(S * S) * 2, cudaMemcpyDeviceToHost));
+        int64_t rows[16];
+        sample_rows(S, rows);
+        const blk_case_err e = blk_case_check(&c, y, rows, 16);
+        free(y);
+        blk_report(&c, kWays[w], &e, -1);
+        tf[w] = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
+    }
+    unsetenv("QFUSE_HOPPER_GEMM");
     const blk_gemm_fmt *f = c.f;
     blk_case_free(&c);
-    const double tf = 2.0 * (double)S * S * S / (ms * 1e-3) / 1e12;
     const double lt = bf16_lt_tflops(S);
-    printf("%s: %.1f TFLOP/s (%.3f ms); bf16 cuBLASLt: %.1f TFLOP/s\n", f->label, tf, (double)ms,
-           lt);
+    printf("%s 8192^3: direct %.1f TFLOP/s, staged %.1f TFLOP/s; bf16 cuBLASLt: %.1f TFLOP/s\n",
+           f->label, tf[0], tf[1], lt);
     g_cases[f->family]++;
 }
 
@@ -320,14 +329,29 @@ static void run_plan(qf_ctx_t *ctx, const char *recipe, const gemm_hooks *h) {
         h->check(ctx, recipe, h, p->rows[i], seed++, p->rows_what);
 }
 
-/* Check `which` (CHECK_*) of every family that has it, under its first recipe. */
+/* Check `which` (CHECK_*) of every family that has it, under its first recipe; a block-scaled
+ * family whose GEMM runs either way on this GPU (QF_GEMM_KERNEL) runs it under each of kWays
+ * (the 8192^3 timing does so itself). */
 static void for_each_family(int which) {
     qf_ctx_t *ctx = gpu_ctx();
     for (int r = 0; r < qf_recipe_count; r++) {
         const gemm_hooks *h = hooks_of(&qf_recipes[r]);
         const gemm_check_fn fn = !h ? NULL : which == CHECK_SHAPES ? run_plan : h->checks[which];
-        if (fn)
+        if (!fn)
+            continue;
+        const int ways = h->make && which != CHECK_TIMING_8192 &&
+                                 qf_family_gemm_path(qf_recipes[r].family, qf_ctx_arch(ctx))
+                                         .engine == QF_GEMM_KERNEL
+                             ? COUNTOF(kWays)
+                             : 1;
+        for (int w = 0; w < ways; w++) {
+            if (ways > 1) {
+                setenv("QFUSE_HOPPER_GEMM", kWays[w], 1);
+                printf("gpu_gemm: %s GEMMs %s\n", qf_recipes[r].name, kWays[w]);
+            }
             fn(ctx, qf_recipes[r].name, h);
+        }
+        unsetenv("QFUSE_HOPPER_GEMM");
     }
     qf_ctx_free(ctx);
 }
@@ -478,7 +502,30 @@ static void run_arg_checks(int test) {
     g_cases[QF_FAMILY_MXFP8]++;
 }
 
-/* sm_90: the ARGS_SM90 rows, then no operand a at all, then dgrad (not implemented). */
+/* A columnwise MXFP8 copy of a [R, C] tensor (not transposed; 32x1 blocks down R, numerics 2.3):
+ * data at FAKE(data), its scales [roundup(cdiv(R,32),4), roundup(C,128)] at FAKE(data + 1). */
+static qf_quantized mx_columnwise_q(int64_t R, int64_t C, int data) {
+    qf_quantized q = {.layout = QF_SCALE_LAYOUT_COMPACT};
+    q.t[QF_SLOT_COLUMNWISE_DATA] = (qf_tensor){FAKE(data), QF_DTYPE_E4M3, 2, {R, C}};
+    q.t[QF_SLOT_COLUMNWISE_SCALE_INV] =
+        (qf_tensor){FAKE(data + 1), QF_DTYPE_E8M0, 2, {((R + 31) / 32 + 3) / 4 * 4,
+                                                     (C + 127) / 128 * 128}};
+    return q;
+}
+
+/* qf_gemm of operands a, b on ctx gives status st and a message containing text. */
+static void expect_gemm(qf_ctx_t *ctx, const qf_operand *a, const qf_operand *b, qf_tensor *y,
+                        qf_status st, const char *text) {
+    const qf_status got = qf_gemm(ctx, kMxRecipe, a, b, NULL, y, NULL);
+    if (got != st || !strstr(qf_last_error(), text))
+        fail_msg("expected %s with \"%s\", got %s: %s", qf_status_name(st), text,
+                 qf_status_name(got), qf_last_error());
+}
+
+/* sm_90: the ARGS_SM90 rows, then no operand a at all, then dgrad and wgrad, which read the
+ * columnwise copies as they are stored ([K, N] and [K, M]: the staged path): valid ones stop at
+ * launch, a wrong K, a scale matrix of the rowwise shape and the wrong dtype are refused; on
+ * sm_100, whose cuBLASLt path reads K-major operands only, dgrad is not implemented. */
 static void test_mx_args_sm90(void **state) {
     (void)state;
     run_arg_checks(ARGS_SM90);
@@ -489,14 +536,32 @@ static void test_mx_args_sm90(void **state) {
     const qf_operand ob = {&qb, QF_COPY_ROWWISE};
     assert_int_equal(qf_gemm(ctx, kMxRecipe, NULL, &ob, NULL, &s.y, NULL), QF_ERR_INVALID_ARG);
     assert_non_null(strstr(qf_last_error(), "a is NULL"));
-    /* dgrad and wgrad would read MXFP8's columnwise copies, which are not transposed */
+    /* dgrad: dy [100, 96] rowwise (a), W [96, 64] columnwise (b) -> y [100, 64] */
     const qf_quantized qa = gemm_rowwise_q(&s.a, &s.as, NULL, s.layout);
-    qf_quantized qc = qb;
-    qc.t[QF_SLOT_COLUMNWISE_DATA] = qc.t[QF_SLOT_ROWWISE_DATA];
-    const qf_operand oa = {&qa, QF_COPY_ROWWISE}, oc = {&qc, QF_COPY_COLUMNWISE};
-    assert_int_equal(qf_gemm(ctx, kMxRecipe, &oa, &oc, NULL, &s.y, NULL), QF_ERR_UNSUPPORTED);
-    assert_non_null(strstr(qf_last_error(), "the dgrad GEMM (a rowwise, b columnwise) is not "
-                                            "implemented for mxfp8 on sm_90, which runs fprop"));
+    qf_quantized qw = mx_columnwise_q(96, 64, 7);
+    const qf_operand oa = {&qa, QF_COPY_ROWWISE}, ow = {&qw, QF_COPY_COLUMNWISE};
+    expect_gemm(ctx, &oa, &ow, &s.y, QF_ERR_NO_DEVICE, "arguments are valid");
+    qw.t[QF_SLOT_COLUMNWISE_DATA].dims[0] = 64;
+    expect_gemm(ctx, &oa, &ow, &s.y, QF_ERR_INVALID_ARG,
+                "b.columnwise_data is [64, 64], a K of 64, but a.rowwise_data has K = 96 (dgrad "
+                "GEMM: a is [M, K], b is [K, N])");
+    qw = mx_columnwise_q(96, 64, 7);
+    qw.t[QF_SLOT_COLUMNWISE_SCALE_INV].dims[0] = 128; /* the rowwise copy's scale shape */
+    qw.t[QF_SLOT_COLUMNWISE_SCALE_INV].dims[1] = 4;
+    expect_gemm(ctx, &oa, &ow, &s.y, QF_ERR_INVALID_ARG, "b.columnwise_scale_inv");
+    qw = mx_columnwise_q(96, 64, 7);
+    qw.t[QF_SLOT_COLUMNWISE_DATA].dtype = QF_DTYPE_E5M2;
+    expect_gemm(ctx, &oa, &ow, &s.y, QF_ERR_INVALID_ARG, "b.columnwise_data.dtype is e5m2");
+    /* wgrad: dy [96, 100] and x [96, 64] columnwise -> dW [100, 64] (K = 96 tokens) */
+    qw = mx_columnwise_q(96, 64, 7);
+    const qf_quantized qd = mx_columnwise_q(96, 100, 9);
+    const qf_operand od = {&qd, QF_COPY_COLUMNWISE};
+    expect_gemm(ctx, &od, &ow, &s.y, QF_ERR_NO_DEVICE, "arguments are valid");
+    qf_ctx_free(ctx);
+    QF_OK_OR_FAIL(qf_ctx_init_host(&ctx, 100));
+    expect_gemm(ctx, &oa, &ow, &s.y, QF_ERR_UNSUPPORTED,
+                "the dgrad GEMM (a rowwise, b columnwise) is not implemented for mxfp8 on "
+                "sm_100, which runs fprop");
     qf_ctx_free(ctx);
 }
 

@@ -5,13 +5,16 @@
  * GEMMs read xn = x * rsigma). Each result is checked against the C reference of the same GEMM
  * over the bytes, scales and amaxes the quantizers wrote (double; a bf16 output adds its own
  * rounding), and wgrad also against dy^T xn of the unquantized values, which shows that NVFP4's
- * RHT on both columnwise copies cancels. Every recipe whose family runs dgrad and wgrad takes
- * part (per-tensor FP8 and NVFP4; MXFP8's refusal is test_gpu_gemm's). Without a GPU it skips. */
+ * RHT on both columnwise copies cancels. Every recipe whose family runs dgrad and wgrad on this
+ * GPU takes part (on sm_90 all of them; MXFP8 reads its columnwise copies as stored, [K, M]); a
+ * family whose GEMM module runs either way (QF_GEMM_KERNEL: staged, or its kernel directly for
+ * the kinds it runs) runs under QFUSE_HOPPER_GEMM=staged and =direct. Without a GPU it skips. */
 #include "test_gpu_util.h"
 
 #include <math.h>
 
 #include "ref/ref.h"
+#include "ref/ref_mx.h"
 #include "ref/ref_nvfp4.h"
 #include "family.h"
 #include "registry.h"
@@ -39,7 +42,7 @@ static const train_gemm kGemms[] = {
  * 2^-3 / sqrt(3) = 7.2%) and E4M3 (3.6%) dominate, about 8% for the product; NVFP4's E2M1 codes
  * and block scales leave about 15-20% rms. A wgrad whose transforms did not cancel would be
  * uncorrelated with dy^T x (rel err near sqrt(2)). */
-static double wgrad_bound(qf_family f) {
+static double wgrad_bound(qf_family f) { /* MXFP8: E4M3 like per-tensor FP8 */
     return f == QF_FAMILY_NVFP4 ? 0.40 : 0.15;
 }
 
@@ -98,13 +101,37 @@ static float qt_float(const qtensor *t, qf_slot s) {
     return v;
 }
 
+/* The values of an MXFP8 operand of `rows` rows and reduction k, K-major ([rows, k] doubles):
+ * its copy dequantized as stored ([k, rows] for the columnwise copy, qf_mx_dequant_ref), then
+ * transposed when columnwise. */
+static double *mx_operand(const qtensor *t, int col, int64_t rows, int64_t k) {
+    const qf_slot d = col ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
+    const qf_slot sc = col ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+    double *v = malloc((size_t)(rows * k) * sizeof *v), *out = v;
+    assert_non_null(v);
+    qf_mx_dequant_ref(t->q.t[d].dtype, col, qt_host(t, d), qt_host(t, sc), col ? k : rows,
+                      col ? rows : k, v);
+    if (col) {
+        out = malloc((size_t)(rows * k) * sizeof *out);
+        assert_non_null(out);
+        qf_transpose_f64_ref(v, k, rows, out);
+        free(v);
+    }
+    return out;
+}
+
 /* The reference of g under family f over the copies' bytes: y double [rows, cols]. */
 static void gemm_ref(qf_family f, const train_gemm *g, const qtensor *a, const qtensor *b,
                      double *y) {
     const int ca = g->a_copy == QF_COPY_COLUMNWISE, cb = g->b_copy == QF_COPY_COLUMNWISE;
     const qf_slot da = ca ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
     const qf_slot db = cb ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
-    if (f == QF_FAMILY_NVFP4) {
+    if (f == QF_FAMILY_MXFP8) {
+        double *va = mx_operand(a, ca, g->rows, g->k), *vb = mx_operand(b, cb, g->cols, g->k);
+        qf_gemm_f64_ref(va, vb, 1.0, NULL, g->rows, g->cols, g->k, y);
+        free(va);
+        free(vb);
+    } else if (f == QF_FAMILY_NVFP4) {
         const qf_slot sa = ca ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
         const qf_slot sb = cb ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
         const qf_slot aa = ca ? QF_SLOT_AMAX_COLUMNWISE : QF_SLOT_AMAX_ROWWISE;
@@ -161,7 +188,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     static const int64_t dims[T_COUNT][2] = {[T_X] = {M, K}, [T_W] = {N, K}, [T_DY] = {M, N}};
     static const qf_role roles[T_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_GRAD};
     qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
-    if (r->family == QF_FAMILY_NVFP4)
+    if (qf_family_get(r->family)->scale_layout) /* block scales: the layout the GEMM reads */
         QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
     const float one = 1.0f;
     dual scale = dual_alloc(sizeof one); /* fp8_delayed's quantization scale */
@@ -227,19 +254,30 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
 
 static void test_training_gemms(void **state) {
     (void)state;
+    static const char *const ways[] = {"staged", "direct"};
     qf_ctx_t *ctx = gpu_ctx();
-    int ran = 0;
+    int ran = 0, runs = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
         const qf_recipe *r = &qf_recipes[i];
         const qf_gemm_path path = qf_family_gemm_path(r->family, qf_ctx_arch(ctx));
         const unsigned need = QF_GEMM_KIND_BIT(QF_GEMM_DGRAD) | QF_GEMM_KIND_BIT(QF_GEMM_WGRAD);
         if (path.engine == QF_GEMM_NONE || (path.kinds & need) != need)
             continue;
-        run_recipe(ctx, r);
+        const int n_ways = path.engine == QF_GEMM_KERNEL ? 2 : 1;
+        for (int w = 0; w < n_ways; w++) {
+            if (n_ways > 1) {
+                setenv("QFUSE_HOPPER_GEMM", ways[w], 1);
+                printf("%s: QFUSE_HOPPER_GEMM=%s\n", r->name, ways[w]);
+            }
+            run_recipe(ctx, r);
+            runs++;
+        }
+        unsetenv("QFUSE_HOPPER_GEMM");
         ran++;
     }
-    printf("test_gpu_train_gemm: %d recipes, 3 GEMMs each\n", ran);
-    assert_true(ran >= 4); /* fp8_delayed, fp8_current, nvfp4, nvfp4_nort */
+    printf("test_gpu_train_gemm: %d recipes (%d runs), 3 GEMMs each\n", ran, runs);
+    /* fp8_delayed, fp8_current, nvfp4, nvfp4_nort, and on sm_89..99 mxfp8, mxfp8_2d */
+    assert_true(ran >= 4);
     qf_ctx_free(ctx);
 }
 

@@ -356,8 +356,11 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        snprintf(q.note, sizeof q.note, "%s: generated Hopper kernel, compact scales; x%.3f of "
-                 "bf16 cuBLASLt in this run", c->kind, bf_us / q.us);
+        snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s), TN from rowwise copies, compact "
+                 "scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
+                 s[0] >= 256 && s[2] >= 256 ? "staged: dequantize + bf16 cuBLASLt"
+                                            : "generated kernel",
+                 bf_us / q.us);
         bench_row_emit(b, &q);
         for (int i = 0; i < g->n_rot; i++)
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
