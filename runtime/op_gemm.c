@@ -11,7 +11,7 @@
  *   alpha from <name>_alpha. Every training GEMM, either major order.
  * - direct: the module's GEMM kernel reads the quantized bytes and scales itself. Only the kinds
  *   in the path's direct_kinds, and by default only for small problems (M or N under
- *   QF_G_STAGED_MIN), where writing and reading the bf16 copies would cost more than the
+ *   QF_GEMM_STAGED_MIN), where writing and reading the bf16 copies would cost more than the
  *   kernel's lower tensor throughput (measured on an H200: the direct MXFP8 kernel runs 300
  *   TFLOP/s at 8192^3, bf16 cuBLASLt over 700).
  * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind). */
@@ -26,8 +26,6 @@
 #include "validate.h"
 
 #define QF_NV_GEMM_K_ALIGN 32
-/* The staged path runs when M and N are both at least this (QFUSE_HOPPER_GEMM=auto). */
-#define QF_G_STAGED_MIN 256
 
 /* The slots one copy of a quantized tensor reads from. */
 typedef struct qf_copy_slots {
@@ -231,7 +229,7 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
     case 2:
         return 0;
     default:
-        return M >= QF_G_STAGED_MIN && N >= QF_G_STAGED_MIN;
+        return M >= QF_GEMM_STAGED_MIN && N >= QF_GEMM_STAGED_MIN;
     }
 }
 

@@ -358,7 +358,7 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
         snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s), TN from rowwise copies, compact "
                  "scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
-                 s[0] >= 256 && s[2] >= 256 ? "staged: dequantize + bf16 cuBLASLt"
+                 s[0] >= QF_GEMM_STAGED_MIN && s[2] >= QF_GEMM_STAGED_MIN ? "staged: dequantize + bf16 cuBLASLt"
                                             : "generated kernel",
                  bf_us / q.us);
         bench_row_emit(b, &q);
