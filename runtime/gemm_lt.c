@@ -96,7 +96,8 @@ static qf_status qf_lt_set(qf_gemm_plan *p, cublasLtMatmulDescAttributes_t attr,
 
 /* MXFP8 (numerics 2.3): one UE8M0 scale per 32 elements along K of both operands; NVFP4 (2.4):
  * one UE4M3 scale per 16 elements, and alpha (from the amaxes) and beta read from device memory.
- * Both read swizzled scales. NOTES: Lt's A is our B, so Lt's A scales are b_scale (qf_lt_plan_run). */
+ * Both read swizzled scales. NOTES: Lt's A is our B, so Lt's A scales are b_scale
+ * (qf_lt_plan_run). */
 static qf_status qf_plan_block_scales(qf_gemm_plan *p) {
 #if CUBLAS_VERSION >= QF_LT_MX_VERSION
     const int32_t mode = p->block_scaled == QF_LT_NVFP4 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3

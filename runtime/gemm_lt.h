@@ -1,5 +1,6 @@
 /* gemm_lt.h: the per-tensor FP8 GEMM through cuBLASLt (gemm_lt.c), called by qf_gemm's
- * fp8_delayed path (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The block-scaled cuBLASLt GEMMs are declared in ctx.h. */
+ * fp8_delayed path (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The
+ * block-scaled cuBLASLt GEMMs are declared in ctx.h. */
 #ifndef QF_GEMM_LT_H
 #define QF_GEMM_LT_H
 

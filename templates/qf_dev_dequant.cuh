@@ -166,8 +166,8 @@ __device__ __forceinline__ void chunk(const qf_dq_params &p, long long r, long l
     }
 }
 
-/* The whole copy, one QF_DQ_VEC-element chunk per thread (grid: cdiv(rows * cdiv(cols, QF_DQ_VEC), threads);
- * the launcher keeps that count below 2^32). */
+/* The whole copy, one QF_DQ_VEC-element chunk per thread (grid: cdiv(rows * cdiv(cols,
+ * QF_DQ_VEC), threads); the launcher keeps that count below 2^32). */
 template <int ELEM>
 __device__ __forceinline__ void run(const qf_dq_params &p) {
     const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);

@@ -93,6 +93,12 @@ static void test_template_entries(void **state) {
     assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_MAIN), "");
     assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_ROWS8), "_rows8");
     assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_ALPHA), "_alpha");
+    assert_string_equal(qf_kernel_entry_suffix(QF_ENTRY_DEQUANT), "_dequant");
+    assert_int_equal(qf_gen_template_entries("t.cu", "void __KERNEL_NAME__(int p) {}\n"
+                                             "QF_DEQUANT_ENTRY(__KERNEL_NAME__, false)\n",
+                                             &entries, &e),
+                     0);
+    assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_DEQUANT));
     assert_null(qf_kernel_entry_suffix(QF_ENTRY_COUNT));
 }
 
