@@ -236,15 +236,15 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
 static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                               const qf_g_stage *v, uint16_t *out, void *stream) {
     const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
-    if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS)
+    if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS * QF_DQ_CHUNKS)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: an operand of [%lld, %lld] elements is too "
                             "large for one dequantize launch", op, (long long)v->rows,
                             (long long)v->cols);
     qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
                       .block_rows = v->block_rows, .block_cols = v->block_cols};
-    return qf_ctx_launch(ctx, lk->fn_dequant, (unsigned)((chunks + QF_DQ_THREADS - 1) /
-                                                         QF_DQ_THREADS),
+    const int64_t per_block = QF_DQ_THREADS * QF_DQ_CHUNKS;
+    return qf_ctx_launch(ctx, lk->fn_dequant, (unsigned)((chunks + per_block - 1) / per_block),
                          QF_DQ_THREADS, 0, &p, stream);
 }
 

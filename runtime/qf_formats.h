@@ -232,7 +232,8 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
  * NVFP4; NVFP4's global scale is left to the GEMM's alpha). The data is [rows, cols] elements
  * (E2M1: cols/2 bytes, low nibble first); the scale of element (r, c) is
  * scale[(r / block_rows) * scale_ld + c / block_cols] (compact layouts of numerics 2.3, 2.4), so
- * padding entries are never read. Each thread writes QF_DQ_VEC consecutive elements of one row.
+ * padding entries are never read. Each thread writes QF_DQ_CHUNKS chunks of QF_DQ_VEC consecutive
+ * elements of one row.
  * With elem QF_DTYPE_BF16 the entry broadcasts a bias instead: data is bf16 [cols], out [rows,
  * cols] gets it in every row, and scale, when not NULL, is an fp32 slot set to 1 (the GEMM's
  * device beta). */
@@ -250,7 +251,8 @@ typedef struct qf_dq_params {
 } qf_dq_params;
 QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
 #define QF_DQ_THREADS 256 /* threads per block of `<name>_dequant` */
-#define QF_DQ_VEC 16      /* elements per thread: one 16-byte load of FP8 */
+#define QF_DQ_VEC 8       /* elements per chunk: an 8-byte FP8 load, a 16-byte bf16 store */
+#define QF_DQ_CHUNKS 2    /* chunks per thread, QF_DQ_THREADS apart */
 
 /* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
  * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and

@@ -54,45 +54,6 @@ __device__ __forceinline__ float e2m1_value(unsigned c) {
 
 namespace dq {
 
-/* The QF_DQ_VEC / 4 32-bit words holding elements c0 .. c0 + QF_DQ_VEC - 1 of row r (all real),
- * for FP8 (E2M1: half as many), read with 8- or 16-byte loads (16-byte aligned rows). */
-template <int ELEM>
-__device__ __forceinline__ void load_words(const qf_dq_params &p, long long r, long long c0,
-                                           unsigned (&w)[QF_DQ_VEC / 4]) {
-    constexpr int bytes = ELEM == QF_DTYPE_E2M1 ? QF_DQ_VEC / 2 : QF_DQ_VEC;
-    const unsigned char *src =
-        p.data + (ELEM == QF_DTYPE_E2M1 ? (r * p.cols + c0) / 2 : r * p.cols + c0);
-    if constexpr (bytes == 8) {
-        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(src));
-        w[0] = q.x, w[1] = q.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < bytes / 16; i++) {
-            const uint4 q = __ldg(reinterpret_cast<const uint4 *>(src) + i);
-            w[4 * i] = q.x, w[4 * i + 1] = q.y, w[4 * i + 2] = q.z, w[4 * i + 3] = q.w;
-        }
-    }
-}
-
-/* The decoded values of elements c0 .. c0 + QF_DQ_VEC - 1 of row r (load_words). */
-template <int ELEM>
-__device__ __forceinline__ void load_vec(const qf_dq_params &p, long long r, long long c0,
-                                         float (&v)[QF_DQ_VEC]) {
-    unsigned w[QF_DQ_VEC / 4];
-    load_words<ELEM>(p, r, c0, w);
-    if (ELEM == QF_DTYPE_E2M1) {
-#pragma unroll
-        for (int i = 0; i < QF_DQ_VEC; i++)
-            v[i] = e2m1_value(w[i / 8] >> (4 * (i % 8)));
-    } else {
-#pragma unroll
-        for (int i = 0; i < QF_DQ_VEC / 4; i++) {
-            fp8x2_to_float2<ELEM>(w[i], v[4 * i], v[4 * i + 1]);
-            fp8x2_to_float2<ELEM>(w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
-        }
-    }
-}
-
 /* One element (any alignment). */
 template <int ELEM>
 __device__ __forceinline__ float load1(const qf_dq_params &p, long long r, long long c) {
@@ -115,101 +76,157 @@ __device__ __forceinline__ float scale_at(const qf_dq_params &p, long long r, lo
     return lo;
 }
 
-/* Elements c0 .. c0 + QF_DQ_VEC - 1 of row r. Vector path (16-byte aligned rows, all real; one
- * scale per 16 elements along the row, or QF_DQ_VEC consecutive scale bytes for 32x1 blocks),
- * else element by element. */
+/* One vector chunk: QF_DQ_VEC elements of one row, read with one 8-byte (FP8) or 4-byte (E2M1)
+ * load, and their scale bytes: one for 1x16 and 1x32 blocks, QF_DQ_VEC consecutive ones (one
+ * per column) for 32x1 blocks. */
+struct Raw {
+    unsigned w[2];  /* the elements' bytes (E2M1: w[0] only) */
+    unsigned sc[2]; /* the scale byte (sc[0] & 0xFF) or QF_DQ_VEC scale bytes */
+};
+
 template <int ELEM>
-__device__ __forceinline__ void chunk(const qf_dq_params &p, long long r, long long c0,
-                                      bool vec) {
-    uint16_t *const out = p.out + r * p.cols + c0;
-    if (vec) {
-        float v[QF_DQ_VEC];
-        load_vec<ELEM>(p, r, c0, v);
-        float s[QF_DQ_VEC];
-        if (p.block_cols >= 16) { /* one scale per 16 elements: 1x16 or 1x32 blocks */
-#pragma unroll
-            for (int g = 0; g < QF_DQ_VEC / 16; g++) {
-                const float sg = scale_at<ELEM>(p, r, c0 + 16 * g);
-#pragma unroll
-                for (int i = 0; i < 16; i++)
-                    s[16 * g + i] = sg;
-            }
-        } else { /* 32x1 blocks: consecutive E8M0 bytes of one scale row */
-            const uint4 *src = reinterpret_cast<const uint4 *>(
-                p.scale + (r / p.block_rows) * p.scale_ld + c0);
-#pragma unroll
-            for (int g = 0; g < QF_DQ_VEC / 16; g++) {
-                const uint4 q = __ldg(src + g);
-                const unsigned w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-                for (int i = 0; i < 16; i++)
-                    s[16 * g + i] = e8m0_value((w[i / 4] >> (8 * (i % 4))) & 0xFFu);
-            }
-        }
-#pragma unroll
-        for (int g = 0; g < QF_DQ_VEC / 8; g++) {
-            unsigned o[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int e = 8 * g + 2 * i;
-                o[i] = float2_to_bf16x2(v[e] * s[e], v[e + 1] * s[e + 1]);
-            }
-            reinterpret_cast<uint4 *>(out)[g] = make_uint4(o[0], o[1], o[2], o[3]);
-        }
-        return;
+__device__ __forceinline__ Raw load_raw(const qf_dq_params &p, long long r, long long c0) {
+    Raw raw;
+    const long long i = r * p.cols + c0;
+    if (ELEM == QF_DTYPE_E2M1) {
+        raw.w[0] = __ldg(reinterpret_cast<const unsigned *>(p.data + i / 2));
+        raw.w[1] = 0u;
+    } else {
+        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(p.data + i));
+        raw.w[0] = q.x, raw.w[1] = q.y;
     }
+    if (p.block_cols >= QF_DQ_VEC) {
+        raw.sc[0] = __ldg(p.scale + (r / p.block_rows) * p.scale_ld + c0 / p.block_cols);
+        raw.sc[1] = 0u;
+    } else {
+        const uint2 q = __ldg(
+            reinterpret_cast<const uint2 *>(p.scale + (r / p.block_rows) * p.scale_ld + c0));
+        raw.sc[0] = q.x, raw.sc[1] = q.y;
+    }
+    return raw;
+}
+
+/* The scale byte b as fp32: E8M0, or E4M3 for NVFP4. */
+template <int ELEM>
+__device__ __forceinline__ float scale_value(unsigned b) {
+    if (ELEM != QF_DTYPE_E2M1)
+        return e8m0_value(b);
+    float lo, hi;
+    fp8x2_to_float2<QF_DTYPE_E4M3>(b, lo, hi);
+    return lo;
+}
+
+/* Decodes a loaded chunk and stores its QF_DQ_VEC bf16 values (one 16-byte store). */
+template <int ELEM>
+__device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw, long long r,
+                                          long long c0) {
+    float v[QF_DQ_VEC], s[QF_DQ_VEC];
+    if (ELEM == QF_DTYPE_E2M1) {
+#pragma unroll
+        for (int i = 0; i < QF_DQ_VEC; i++)
+            v[i] = e2m1_value(raw.w[0] >> (4 * i));
+    } else {
+#pragma unroll
+        for (int i = 0; i < QF_DQ_VEC / 4; i++) {
+            fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
+            fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
+        }
+    }
+    const bool one = p.block_cols >= QF_DQ_VEC;
+    const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
+#pragma unroll
+    for (int i = 0; i < QF_DQ_VEC; i++)
+        s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
+    unsigned o[QF_DQ_VEC / 2];
+#pragma unroll
+    for (int i = 0; i < QF_DQ_VEC / 2; i++)
+        o[i] = float2_to_bf16x2(v[2 * i] * s[2 * i], v[2 * i + 1] * s[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p.out + r * p.cols + c0) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* Elements c0 .. c0 + QF_DQ_VEC - 1 of row r (as far as they exist), one at a time. */
+template <int ELEM>
+__device__ __forceinline__ void chunk_scalar(const qf_dq_params &p, long long r, long long c0) {
     for (int i = 0; i < QF_DQ_VEC && c0 + i < p.cols; i++) {
         const float x = load1<ELEM>(p, r, c0 + i) * scale_at<ELEM>(p, r, c0 + i);
         unsigned short h;
         asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
-        out[i] = h;
+        p.out[r * p.cols + c0 + i] = h;
     }
 }
 
-/* The whole copy, one QF_DQ_VEC-element chunk per thread (grid: cdiv(rows * cdiv(cols,
- * QF_DQ_VEC), threads); the launcher keeps that count below 2^32). */
+/* Chunk k (0 .. QF_DQ_CHUNKS - 1) of this thread: chunk number (block * QF_DQ_CHUNKS + k) *
+ * QF_DQ_THREADS + thread, so that each pass of a warp reads and writes consecutive memory. False
+ * past the end. */
+__device__ __forceinline__ bool chunk_of(const qf_dq_params &p, int k, long long *r,
+                                         long long *c0) {
+    const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+    const unsigned i = (blockIdx.x * QF_DQ_CHUNKS + k) * QF_DQ_THREADS + threadIdx.x;
+    const unsigned row = i / per_row;
+    *r = row;
+    *c0 = static_cast<long long>(i - row * per_row) * QF_DQ_VEC;
+    return row < p.rows;
+}
+
+/* The whole copy, QF_DQ_CHUNKS chunks per thread, all loaded before any is stored (grid:
+ * cdiv(rows * cdiv(cols, QF_DQ_VEC), QF_DQ_THREADS * QF_DQ_CHUNKS); the launcher keeps the chunk
+ * count below 2^32). The vector path needs rows of whole chunks and 16-byte aligned buffers
+ * (and scale rows, for 32x1 blocks). */
 template <int ELEM>
 __device__ __forceinline__ void run(const qf_dq_params &p) {
-    const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned r = i / per_row;
-    if (r >= p.rows)
-        return;
-    const long long c0 = static_cast<long long>(i - r * per_row) * QF_DQ_VEC;
     const unsigned long long a = reinterpret_cast<unsigned long long>(p.data) |
                                  reinterpret_cast<unsigned long long>(p.out) |
                                  (p.block_cols >= QF_DQ_VEC
                                       ? 0ull
                                       : reinterpret_cast<unsigned long long>(p.scale) |
                                             static_cast<unsigned long long>(p.scale_ld));
-    const bool vec = p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0; /* E2M1 rows: 16-byte aligned */
-    chunk<ELEM>(p, r, c0, vec);
+    const bool vec = p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0;
+    long long r[QF_DQ_CHUNKS], c0[QF_DQ_CHUNKS];
+    bool live[QF_DQ_CHUNKS];
+#pragma unroll
+    for (int k = 0; k < QF_DQ_CHUNKS; k++)
+        live[k] = chunk_of(p, k, &r[k], &c0[k]);
+    if (!vec) {
+#pragma unroll
+        for (int k = 0; k < QF_DQ_CHUNKS; k++)
+            if (live[k])
+                chunk_scalar<ELEM>(p, r[k], c0[k]);
+        return;
+    }
+    Raw raw[QF_DQ_CHUNKS];
+#pragma unroll
+    for (int k = 0; k < QF_DQ_CHUNKS; k++)
+        if (live[k])
+            raw[k] = load_raw<ELEM>(p, r[k], c0[k]);
+#pragma unroll
+    for (int k = 0; k < QF_DQ_CHUNKS; k++)
+        if (live[k])
+            store_raw<ELEM>(p, raw[k], r[k], c0[k]);
 }
 
 /* The bias of the staged GEMM broadcast into y (qf_dq_params with elem QF_DTYPE_BF16):
  * out[r, c] = data[c] (bf16 [cols]) for r < rows, so that cuBLASLt adds it as C (beta 1) in fp32
  * before its one rounding; when scale is not NULL, it is the device beta slot (fp32) and gets 1. */
 __device__ __forceinline__ void broadcast(const qf_dq_params &p) {
-    const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0 && p.scale)
+    if (blockIdx.x == 0 && threadIdx.x == 0 && p.scale)
         *reinterpret_cast<float *>(const_cast<uint8_t *>(p.scale)) = 1.0f;
-    const unsigned r = i / per_row;
-    if (r >= p.rows)
-        return;
-    const long long c0 = static_cast<long long>(i - r * per_row) * QF_DQ_VEC;
-    const uint16_t *src = reinterpret_cast<const uint16_t *>(p.data) + c0;
-    uint16_t *dst = p.out + r * p.cols + c0;
     const unsigned long long a = reinterpret_cast<unsigned long long>(p.data) |
                                  reinterpret_cast<unsigned long long>(p.out);
-    if (p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0) {
+    const bool vec = p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0;
 #pragma unroll
-        for (int g = 0; g < QF_DQ_VEC / 8; g++)
-            reinterpret_cast<uint4 *>(dst)[g] = __ldg(reinterpret_cast<const uint4 *>(src) + g);
-        return;
+    for (int k = 0; k < QF_DQ_CHUNKS; k++) {
+        long long r, c0;
+        if (!chunk_of(p, k, &r, &c0))
+            continue;
+        const uint16_t *src = reinterpret_cast<const uint16_t *>(p.data) + c0;
+        uint16_t *dst = p.out + r * p.cols + c0;
+        if (vec) {
+            *reinterpret_cast<uint4 *>(dst) = __ldg(reinterpret_cast<const uint4 *>(src));
+            continue;
+        }
+        for (int j = 0; j < QF_DQ_VEC && c0 + j < p.cols; j++)
+            dst[j] = src[j];
     }
-    for (int j = 0; j < QF_DQ_VEC && c0 + j < p.cols; j++)
-        dst[j] = src[j];
 }
 
 } // namespace dq
