@@ -124,6 +124,7 @@ void bench_quantizers(bench *b);
 typedef struct bench_gemm_case {
     int64_t s[3];
     const char *kind;
+    qf_gemm_kind gemm; /* the copies the block-scaled rows read (qf_gemm_kinds) */
 } bench_gemm_case;
 /* bench_gemm.c: one GEMM shape: bf16 and FP8 cuBLASLt called directly, qfuse's per-tensor FP8
  * GEMM; returns the bf16 microseconds. */

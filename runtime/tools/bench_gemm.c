@@ -247,14 +247,17 @@ double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
 
 /* ==================================================================== generated GEMM rows */
 
-/* Rotated operands of one GEMM with a generated kernel (MXFP8, NVFP4 on Hopper), laid out by the
- * recipe's fake shapes: A the rowwise copy of an activation [M, K], B of a weight [N, K], y
- * [M, N]. Element bytes are random with bit 3 clear (never an E4M3 NaN); every block scale is
- * 1.0 in its dtype (E8M0 127, E4M3 0x38) and every amax 2688, so an NVFP4 alpha is 1. */
+/* Rotated operands of one block-scaled GEMM (MXFP8, NVFP4 on Hopper), laid out by the recipe's
+ * fake shapes: the copies its training GEMM reads (qf_gemm_kinds): for fprop the rowwise copies
+ * of an activation [M, K] and a weight [N, K]; a columnwise copy is that of a [K, M] (or [K, N])
+ * tensor, as the backward quantizes dy and x. y is [M, N]. Element bytes are random with bit 3
+ * clear (never an E4M3 NaN); every block scale is 1.0 in its dtype (E8M0 127, E4M3 0x38) and
+ * every amax 2688, so an NVFP4 alpha is 1. */
 typedef struct block_gemm {
     bench *b;
     const qf_recipe *r;
     int64_t M, K, N;
+    qf_gemm_kind kind;
     int n_rot;
     out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
     qf_quantized qa[MAX_ROT], qw[MAX_ROT];
@@ -264,7 +267,8 @@ typedef struct block_gemm {
 static void block_gemm_fill(out_set *o, uint64_t seed) {
     for (int i = 0; i < o->n; i++) {
         size_t n = o->sh[i].bytes;
-        if (strcmp(o->sh[i].name, "rowwise_data") == 0) {
+        const char *name = o->sh[i].name;
+        if (strcmp(name, "rowwise_data") == 0 || strcmp(name, "columnwise_data") == 0) {
             uint8_t *h = bench_xmalloc(n);
             for (size_t j = 0; j < n; j++) {
                 seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -272,9 +276,10 @@ static void block_gemm_fill(out_set *o, uint64_t seed) {
             }
             CUDA_OR_DIE(cudaMemcpy(o->buf[i], h, n, cudaMemcpyHostToDevice));
             free(h);
-        } else if (strcmp(o->sh[i].name, "rowwise_scale_inv") == 0) {
+        } else if (strcmp(name, "rowwise_scale_inv") == 0 ||
+                   strcmp(name, "columnwise_scale_inv") == 0) {
             CUDA_OR_DIE(cudaMemset(o->buf[i], o->sh[i].dtype == QF_DTYPE_E8M0 ? 127 : 0x38, n));
-        } else if (strncmp(o->sh[i].name, "amax", 4) == 0) {
+        } else if (strncmp(name, "amax", 4) == 0) {
             const float amax = 2688.0f;
             CUDA_OR_DIE(cudaMemcpy(o->buf[i], &amax, sizeof amax, cudaMemcpyHostToDevice));
         }
@@ -284,7 +289,8 @@ static void block_gemm_fill(out_set *o, uint64_t seed) {
 static void block_gemm_launch(void *arg, int i) {
     block_gemm *g = arg;
     qf_tensor y = bench_out_tensor(&g->y[i], "y");
-    const qf_operand a = {&g->qa[i], QF_COPY_ROWWISE}, w = {&g->qw[i], QF_COPY_ROWWISE};
+    const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
+    const qf_operand a = {&g->qa[i], k->a_copy}, w = {&g->qw[i], k->b_copy};
     QF_OR_DIE(qf_gemm(g->b->ctx, g->r->name, &a, &w, NULL, &y, NULL));
 }
 
@@ -308,12 +314,20 @@ static int block_gemm_benched(const bench *b, int ri) {
     return 1;
 }
 
+/* The quantize query whose output holds copy c of an operand with `rows` rows and reduction K. */
+static qf_shape_query block_gemm_query(qf_role role, qf_copy c, int64_t rows, int64_t K) {
+    const int col = c == QF_COPY_COLUMNWISE;
+    return (qf_shape_query){.op = QF_OP_QUANTIZE, .role = role,
+                            .outputs = col ? QF_OUT_COLUMNWISE : QF_OUT_ROWWISE,
+                            .M = col ? K : rows, .K = col ? rows : K};
+}
+
 /* Allocates and fills the rotated operand sets of g. */
 static void block_gemm_alloc(block_gemm *g) {
-    qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT, .outputs = QF_OUT_ROWWISE,
-                         .M = g->M, .K = g->K};
-    qf_shape_query qw = qa, qy = {.op = QF_OP_GEMM, .M = g->M, .N = g->N, .K = g->K};
-    qw.role = QF_ROLE_WEIGHT, qw.M = g->N;
+    const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
+    const qf_shape_query qa = block_gemm_query(k->a_role, k->a_copy, g->M, g->K);
+    const qf_shape_query qw = block_gemm_query(k->b_role, k->b_copy, g->N, g->K);
+    const qf_shape_query qy = {.op = QF_OP_GEMM, .M = g->M, .N = g->N, .K = g->K};
     double set_bytes = (double)(g->M + g->N) * (double)g->K; /* upper bound: 1 byte each */
     g->n_rot = bench_rotation_count(g->b, set_bytes);
     for (int i = 0; i < g->n_rot; i++) {
@@ -351,16 +365,17 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         block_gemm *g = calloc(1, sizeof *g);
         if (!g)
             exit(1);
-        *g = (block_gemm){.b = b, .r = &qf_recipes[ri], .M = s[0], .K = s[1], .N = s[2]};
+        *g = (block_gemm){.b = b, .r = &qf_recipes[ri], .M = s[0], .K = s[1], .N = s[2],
+                          .kind = c->gemm};
         block_gemm_alloc(g);
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s), TN from rowwise copies, compact "
-                 "scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
+        snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s) of the %s copies, compact scales; "
+                 "x%.3f of bf16 cuBLASLt in this run", c->kind,
                  s[0] >= QF_GEMM_STAGED_MIN && s[2] >= QF_GEMM_STAGED_MIN ? "staged: dequantize + bf16 cuBLASLt"
                                             : "generated kernel",
-                 bf_us / q.us);
+                 qf_gemm_kinds[c->gemm].name, bf_us / q.us);
         bench_row_emit(b, &q);
         for (int i = 0; i < g->n_rot; i++)
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);

@@ -28,15 +28,16 @@
 /* GEMMs as M, K, N (y[M, N] = x[M, K] W[N, K]^T) of real models' layers, and the TN GEMMs of
  * their backward (numerics 6): dgrad M, N -> K and wgrad N, M -> K (8192^3's are its own). */
 static const bench_gemm_case gemm_shapes_full[] = {
-    {{8192, 8192, 8192}, "fprop, dgrad, wgrad"},
-    {{16384, 4096, 14336}, "fprop"},
-    {{16384, 14336, 4096}, "dgrad of 16384 x 4096 -> 14336"},
-    {{14336, 16384, 4096}, "wgrad of 16384 x 4096 -> 14336"},
-    {{2048, 4096, 14336}, "fprop"},
-    {{2048, 14336, 4096}, "dgrad of 2048 x 4096 -> 14336"},
-    {{14336, 2048, 4096}, "wgrad of 2048 x 4096 -> 14336"},
+    {{8192, 8192, 8192}, "fprop, dgrad, wgrad", QF_GEMM_FPROP},
+    {{16384, 4096, 14336}, "fprop", QF_GEMM_FPROP},
+    {{16384, 14336, 4096}, "dgrad of 16384 x 4096 -> 14336", QF_GEMM_DGRAD},
+    {{14336, 16384, 4096}, "wgrad of 16384 x 4096 -> 14336", QF_GEMM_WGRAD},
+    {{2048, 4096, 14336}, "fprop", QF_GEMM_FPROP},
+    {{2048, 14336, 4096}, "dgrad of 2048 x 4096 -> 14336", QF_GEMM_DGRAD},
+    {{14336, 2048, 4096}, "wgrad of 2048 x 4096 -> 14336", QF_GEMM_WGRAD},
 };
-static const bench_gemm_case gemm_shapes_quick[] = {{{8192, 8192, 8192}, "fprop, dgrad, wgrad"}};
+static const bench_gemm_case gemm_shapes_quick[] = {
+    {{8192, 8192, 8192}, "fprop, dgrad, wgrad", QF_GEMM_FPROP}};
 
 /* ==================================================================== ceiling: D2D copy */
 
