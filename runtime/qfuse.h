@@ -273,8 +273,8 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its wgrad a
  * [K, M] and b [K, N], which sm_89..99 runs and sm_100+ does not yet (QF_ERR_UNSUPPORTED). Per
  * family:
- *   fp8_delayed: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2, b E4M3; K and N
- *       multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
+ *   fp8_delayed, fp8_current: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2,
+ *       b E4M3; K and N multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
  *   mxfp8: every element times its 1x32 block's E8M0 scale, fp32 sums, one rounding after the
  *       bias; K % 32 == 0; scale padding is never read.
  *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the amax slot of each
@@ -284,17 +284,19 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  *   pool, then a bf16 cuBLASLt GEMM with fp32 sums (a bias enters as C, before the one
  *   rounding); M or N under 256 runs the generated kernel directly for the GEMMs it covers
  *   (QFUSE_HOPPER_GEMM overrides). On sm_100+ cuBLASLt's block-scaled GEMM (swizzled scales,
- *   N % 16 == 0). a and b must share one layout. The first call of a shape on a cuBLASLt path
- *   times up to 8 algorithms (synchronizing the stream; skipped while it is being captured, and
- *   under QFUSE_GEMM_NO_TUNE=1).
+ *   N % 16 == 0). a and b must share one layout. The first call of a plan (shape, dtypes, bias,
+ *   operand orders) on a cuBLASLt path times up to 8 algorithms (synchronizing the stream;
+ *   skipped while it is being captured, for a staged GEMM with a bias, which accumulates onto
+ *   y, and under QFUSE_GEMM_NO_TUNE=1).
  *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
  *   y: [M, N] bf16 (the leading dims of a may be kept).
  * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
  * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
  * for the arch, a pair of copies no training GEMM reads, NVFP4's wgrad with the RHT on one
  * copy only, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
- * MXFP8's dgrad or wgrad on sm_100+, "not implemented scaling mode"), QF_ERR_OUT_OF_MEMORY
- * (the staged path's scratch), QF_ERR_NVRTC, QF_ERR_CUDA,
+ * MXFP8's dgrad or wgrad on sm_100+, "not implemented scaling mode", an operand or output too
+ * large for one launch, a cuBLASLt too old for block scales), QF_ERR_OUT_OF_MEMORY (the staged
+ * path's scratch), QF_ERR_NO_DEVICE (a device-less context), QF_ERR_NVRTC, QF_ERR_CUDA,
  * QF_ERR_CUBLAS. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream);
