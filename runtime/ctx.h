@@ -29,6 +29,8 @@ typedef struct qf_loaded_kernel {
                                  * FP8), NULL if absent */
     CUfunction fn_dequant;      /* <name>_dequant, a block-scaled copy to bf16 (the MXFP8 and NVFP4
                                  * GEMM modules), NULL if absent */
+    CUfunction fn_alpha;        /* <name>_alpha, NVFP4's device alpha (its GEMM module), NULL if
+                                 * absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */

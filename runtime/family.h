@@ -169,11 +169,6 @@ extern const qf_gemm_kind_traits qf_gemm_kinds[QF_GEMM_KIND_COUNT];
 
 #define QF_GEMM_PATHS_MAX 3
 
-/* QF_GEMM_KERNEL paths run staged when M and N are both at least this (QFUSE_HOPPER_GEMM=auto;
- * op_gemm.c): below it, writing and reading the bf16 copies costs more than the direct kernel's
- * lower tensor throughput. */
-#define QF_GEMM_STAGED_MIN 256
-
 /* ========================================================================= fake shapes */
 
 /* When an output exists. ORDER FAKE_COND */

@@ -310,8 +310,8 @@ static float qf_lt_time(qf_ctx_t *ctx, const qf_gemm_plan *p, const cublasLtMatm
 
 /* The first call of a plan times up to QF_LT_TUNE_ALGOS of the algorithms cuBLASLt's heuristic
  * returns (QF_LT_TUNE_REPS runs each, on the call's own operands: beta is 0, so y is the same
- * after every run) and keeps the fastest; the heuristic's first choice is often not it (measured
- * on an H200: 680 against 783 TFLOP/s for bf16 at 8192^3). Skipped, keeping the first choice,
+ * after every run) and keeps the fastest; the heuristic's first choice is often not it (bf16 at
+ * 8192^3 on an H200, qfuse-bench: 680 TFLOP/s for the first, 699-707 for the fastest). Skipped, keeping the first choice,
  * under QFUSE_GEMM_NO_TUNE=1 and while the stream is being captured into a CUDA graph (tried
  * again at the next call outside a capture). */
 #define QF_LT_TUNE_ALGOS 8
@@ -333,9 +333,7 @@ static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, vo
     cudaEvent_t e0 = NULL, e1 = NULL;
     if (found > 1 && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
         float best = -1.0f;
-        for (int i = 0; i < found; i++) {
-            if (res[i].state != CUBLAS_STATUS_SUCCESS)
-                continue;
+        for (int i = 0; i < found; i++) { /* qf_plan_heuristic kept only usable ones */
             const float ms = qf_lt_time(ctx, p, &res[i].algo, c, e0, e1, QF_LT_TUNE_REPS, stream);
             if (ms >= 0.0f && (best < 0.0f || ms < best)) {
                 best = ms;

@@ -26,6 +26,8 @@
 #include "validate.h"
 
 #define QF_NV_GEMM_K_ALIGN 32
+/* QF_GEMM_KERNEL paths run staged when M and N are both at least this (QFUSE_HOPPER_GEMM=auto). */
+#define QF_GEMM_STAGED_MIN 256
 
 /* The slots one copy of a quantized tensor reads from. */
 typedef struct qf_copy_slots {
@@ -257,17 +259,9 @@ static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
                              const qf_kernel_entry *k, const qf_g_stage *a, const qf_g_stage *b,
                              int64_t M, int64_t N, int64_t K, qf_nv_gemm_params *nv,
                              const qf_tensor *bias, qf_tensor *y, void *stream) {
-    if (!lk->fn_dequant)
-        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _dequant entry", op, k->name);
-    CUfunction alpha_fn = NULL;
-    if (nv) {
-        char name[160];
-        snprintf(name, sizeof name, "%s_alpha", k->name);
-        const qf_cu_api *cu = qf_cu();
-        if (!cu)
-            return QF_ERR_NO_DEVICE;
-        QF_CU_CHECK(cu->ModuleGetFunction(&alpha_fn, lk->module, name));
-    }
+    if (!lk->fn_dequant || (nv && !lk->fn_alpha))
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no %s entry", op, k->name,
+                            lk->fn_dequant ? "_alpha" : "_dequant");
     const size_t na = (size_t)(a->rows * a->cols), nb = (size_t)(b->rows * b->cols);
     const size_t off_b = (na * 2 + 255) / 256 * 256, off_ab = off_b + (nb * 2 + 255) / 256 * 256;
     char *buf = NULL;
@@ -279,7 +273,7 @@ static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
     float *ab = nv ? (float *)(buf + off_ab) : NULL;
     if (s == QF_OK && nv) {
         nv->alpha_out = ab;
-        s = qf_ctx_launch(ctx, alpha_fn, 1, 32, 0, nv, stream);
+        s = qf_ctx_launch(ctx, lk->fn_alpha, 1, 32, 0, nv, stream);
     }
     if (s == QF_OK && bias) {
         const qf_g_stage bc = {.data = bias->data, .scale = ab ? ab + 1 : NULL, .rows = M,
@@ -443,21 +437,16 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
 /* sm_100 and later: {alpha, 0} into stream-ordered scratch by the module's <name>_alpha entry,
  * then cuBLASLt reading them in device pointer mode. NOTES: scratch per call (qf_ctx_scratch), so
  * calls on different streams never share an alpha slot. */
-static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
+static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                             const qf_kernel_entry *k, const qf_g_opnd *a, const qf_g_opnd *b,
                             const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p,
                             void *stream) {
-    char name[160];
-    snprintf(name, sizeof name, "%s_alpha", k->name);
-    const qf_cu_api *cu = qf_cu();
-    if (!cu)
-        return QF_ERR_NO_DEVICE;
-    CUfunction fn;
-    QF_CU_CHECK(cu->ModuleGetFunction(&fn, lk->module, name));
+    if (!lk->fn_alpha)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _alpha entry", op, k->name);
     void *ab = NULL;
     QF_TRY(qf_ctx_scratch(ctx, 2 * sizeof(float), &ab, "the GEMM's alpha", stream));
     p->alpha_out = ab;
-    qf_status s = qf_ctx_launch(ctx, fn, 1, 32, 0, p, stream);
+    qf_status s = qf_ctx_launch(ctx, lk->fn_alpha, 1, 32, 0, p, stream);
     if (s == QF_OK)
         s = qf_gemm_lt_nvfp4(ctx, a->data, a->scale, b->data, b->scale, ab, bias, y, p->M, p->N,
                              p->K, stream);
@@ -475,7 +464,7 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
-        return qf_g_nv_lt(ctx, &lk, k, a, b, bias, y, &p, stream);
+        return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, stream);
     if (qf_g_use_staged(&path, kind, p.M, p.N)) {
         /* both copies K-major (the columnwise ones are transposed), 1x16 blocks */
         const qf_g_stage sa = {p.a, p.a_scale, p.M, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0};

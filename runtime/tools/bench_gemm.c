@@ -371,11 +371,10 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s) of the %s copies, compact scales; "
-                 "x%.3f of bf16 cuBLASLt in this run", c->kind,
-                 s[0] >= QF_GEMM_STAGED_MIN && s[2] >= QF_GEMM_STAGED_MIN ? "staged: dequantize + bf16 cuBLASLt"
-                                            : "generated kernel",
-                 qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+        const char *way = getenv("QFUSE_HOPPER_GEMM"); /* qf_gemm decides (op_gemm.c) */
+        snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
+                 "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
+                 way && *way ? way : "auto", qf_gemm_kinds[c->gemm].name, bf_us / q.us);
         bench_row_emit(b, &q);
         for (int i = 0; i < g->n_rot; i++)
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
