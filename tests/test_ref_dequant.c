@@ -23,6 +23,19 @@ static double rel_to(const double *a, const float *x, int64_t n) {
     return sqrt(num / den);
 }
 
+/* out[i, j] = sum_l u[i * ui + l * ul] v[l * vl + j * vj] over l < L, in l order: a product read
+ * with explicit strides, the independent check of the transposes. out [I, J]. */
+static void strided_product(const double *u, int64_t ui, int64_t ul, const double *v, int64_t vl,
+                            int64_t vj, int64_t I, int64_t J, int64_t L, double *out) {
+    for (int64_t i = 0; i < I; i++)
+        for (int64_t j = 0; j < J; j++) {
+            double s = 0.0;
+            for (int64_t l = 0; l < L; l++)
+                s += u[i * ui + l * ul] * v[l * vl + j * vj];
+            out[i * J + j] = s;
+        }
+}
+
 static void fill(float *x, int64_t n, uint64_t seed) {
     for (int64_t i = 0; i < n; i++)
         x[i] = 4.0f * qf_test_rng_uniform(&seed);
@@ -83,13 +96,7 @@ static void test_mx_dgrad_wgrad_from_copies(void **state) {
     qf_mx_dequant_ref(QF_DTYPE_E4M3, 1, wc, ws_c, N, K, b);
     qf_transpose_f64_ref(b, N, K, bt);
     qf_gemm_f64_ref(a, bt, 1.0, NULL, M, K, N, y);
-    for (int m = 0; m < M; m++)
-        for (int k = 0; k < K; k++) {
-            double s = 0.0;
-            for (int n = 0; n < N; n++)
-                s += a[m * N + n] * b[n * K + k];
-            want[m * K + k] = s;
-        }
+    strided_product(a, N, 1, b, K, 1, M, K, N, want); /* a [M, N] . b [N, K] */
     assert_memory_equal(y, want, sizeof(double) * M * K);
     /* wgrad: dW[n, k] = sum_m dy[m, n] x[m, k], from the columnwise copies */
     static double dyv[M * N], xv[M * K], dyt[N * M], xt[K * M], dw[N * K], dw_want[N * K];
@@ -98,13 +105,7 @@ static void test_mx_dgrad_wgrad_from_copies(void **state) {
     qf_transpose_f64_ref(dyv, M, N, dyt);
     qf_transpose_f64_ref(xv, M, K, xt);
     qf_gemm_f64_ref(dyt, xt, 1.0, NULL, N, K, M, dw);
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) {
-            double s = 0.0;
-            for (int m = 0; m < M; m++)
-                s += dyv[m * N + n] * xv[m * K + k];
-            dw_want[n * K + k] = s;
-        }
+    strided_product(dyv, 1, N, xv, K, 1, N, K, M, dw_want); /* dy^T [N, M] . x [M, K] */
     assert_memory_equal(dw, dw_want, sizeof dw);
     /* and both are the products of the tensors themselves, to the formats' precision */
     static float dx32[M * K];
