@@ -311,9 +311,9 @@ static float qf_lt_time(qf_ctx_t *ctx, const qf_gemm_plan *p, const cublasLtMatm
 /* The first call of a plan times up to QF_LT_TUNE_ALGOS of the algorithms cuBLASLt's heuristic
  * returns (QF_LT_TUNE_REPS runs each, on the call's own operands: beta is 0, so y is the same
  * after every run) and keeps the fastest; the heuristic's first choice is often not it (bf16 at
- * 8192^3 on an H200, qfuse-bench: 680 TFLOP/s for the first, 699-707 for the fastest). Skipped, keeping the first choice,
- * under QFUSE_GEMM_NO_TUNE=1 and while the stream is being captured into a CUDA graph (tried
- * again at the next call outside a capture). */
+ * 8192^3 on an H200, qfuse-bench: 680 TFLOP/s for the first, 699-707 for the fastest). Skipped,
+ * keeping the first choice, under QFUSE_GEMM_NO_TUNE=1 and while the stream is being captured
+ * into a CUDA graph (tried again at the next call outside a capture). */
 #define QF_LT_TUNE_ALGOS 8
 #define QF_LT_TUNE_REPS 3
 static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, void *stream) {
