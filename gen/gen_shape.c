@@ -25,6 +25,8 @@ static const struct {
     [QF_FAKE_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
     [QF_FAKE_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
     [QF_FAKE_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
+    [QF_FAKE_COND_OUT_BF16] = {"(q->outputs & QF_OUT_FP32) == 0", "bf16 output"},
+    [QF_FAKE_COND_OUT_FP32] = {"(q->outputs & QF_OUT_FP32) != 0", "fp32 output"},
 };
 _Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_FAKE_COND_COUNT,
                "qf_gen_cond_info");

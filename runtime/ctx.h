@@ -63,13 +63,13 @@ QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
 /* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
- * y[M, N] bf16 = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (numerics 2.3). The caller
- * (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than
+ * y[M, N] = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (numerics 2.3), y bf16 or fp32;
+ * accumulate: y += ... (beta 1, fp32 y). The caller (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than
  * 12.8, at build or run time), QF_ERR_CUBLAS. */
 QF_INTERNAL qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
                                        const qf_tensor *b, const qf_tensor *b_scale,
                                        const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N,
-                                       int64_t K, void *stream);
+                                       int64_t K, int accumulate, void *stream);
 
 /* Builds and releases the cuBLASLt descriptors of that GEMM without a device or handle: the
  * compile test of the Blackwell path on machines that cannot run it. */
@@ -77,15 +77,17 @@ QF_INTERNAL qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K,
                                                 qf_dtype tb, int has_bias);
 
 /* NVFP4 GEMM through cuBLASLt's VEC16_UE4M3 block scales (sm_100 and later; gemm_lt.c), TN:
- * y[M, N] bf16 = alpha * A B^T (+ bias) with A [M, K/2] and B [N, K/2] packed E2M1 and swizzled
- * E4M3 scales (numerics 2.4). alpha_beta: device fp32 [2] = {alpha, 0}, read in
- * CUBLASLT_POINTER_MODE_DEVICE (written on stream by the GEMM module's <name>_alpha entry). The
- * caller (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older
+ * y[M, N] = alpha * A B^T (+ bias) with A [M, K/2] and B [N, K/2] packed E2M1 and swizzled
+ * E4M3 scales (numerics 2.4), y bf16 or fp32. alpha_beta: device fp32 [2] = {alpha, beta}, read
+ * in CUBLASLT_POINTER_MODE_DEVICE (written on stream by the GEMM module's <name>_alpha entry;
+ * beta 1, set by the caller, when accumulate). The caller (qf_gemm) has checked every
+ * argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older
  * than 12.8, at build or run time), QF_ERR_CUBLAS. */
 QF_INTERNAL qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
                                        const qf_tensor *b, const qf_tensor *b_scale,
                                        const float *alpha_beta, const qf_tensor *bias, qf_tensor *y,
-                                       int64_t M, int64_t N, int64_t K, void *stream);
+                                       int64_t M, int64_t N, int64_t K, int accumulate,
+                                       void *stream);
 
 /* Builds and releases the descriptors of that GEMM without a device (its compile test). */
 QF_INTERNAL qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias);

@@ -22,8 +22,10 @@ static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
 #define QF_FAKE_NORM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},   \
         {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0}
+/* A GEMM's y, bf16 or (QF_OUT_FP32) fp32. */
 #define QF_FAKE_GEMM_OUTS                                                                          \
-    {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_ALWAYS, 0}
+    {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_OUT_BF16, 0},         \
+        {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_FP32, 2, {"M", "N"}, QF_FAKE_COND_OUT_FP32, 0}
 
 /* per-tensor FP8 (numerics 2.1, 2.2): data [M, K] rowwise, transposed [K, M] columnwise, one fp32
  * amax and scale_inv. */
@@ -160,6 +162,10 @@ static int qf_fake_cond_holds(qf_fake_cond c, const qf_shape_query *q) {
         return q->norm == QF_NORM_LAYERNORM;
     case QF_FAKE_COND_NORM:
         return q->norm != QF_NORM_NONE;
+    case QF_FAKE_COND_OUT_BF16:
+        return (q->outputs & QF_OUT_FP32) == 0;
+    case QF_FAKE_COND_OUT_FP32:
+        return (q->outputs & QF_OUT_FP32) != 0;
     default:
         return 1;
     }

@@ -30,11 +30,13 @@ enum {
 struct qf_gemm_plan {
     int64_t M, N, K;
     qf_dtype ta, tb;
+    qf_dtype td;      /* y: bf16, or fp32 (C and D) */
     int has_bias;
     int block_scaled; /* QF_LT_* */
     int a_mn, b_mn;   /* QF_LT_BF16: 1 when that operand is stored [K, M] / [K, N] */
     int dev_alpha;    /* alpha and beta read from device memory (CUBLASLT_POINTER_MODE_DEVICE) */
-    int accumulate;   /* QF_LT_BF16: beta 1 (host mode), y += A B^T; never tuned */
+    int accumulate;   /* beta 1 (host mode; device mode: the caller's beta slot holds 1),
+                       * y += A B^T; never tuned */
     int tuned;        /* the algorithm was chosen by timing (qf_plan_tune), or tuning is off */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -52,6 +54,8 @@ struct qf_gemm_plan {
 static cudaDataType_t qf_lt_type(qf_dtype dt) {
     if (dt == QF_DTYPE_BF16)
         return CUDA_R_16BF;
+    if (dt == QF_DTYPE_FP32)
+        return CUDA_R_32F;
 #if CUBLAS_VERSION >= QF_LT_MX_VERSION
     if (dt == QF_DTYPE_E2M1)
         return CUDA_R_4F_E2M1;
@@ -144,16 +148,18 @@ static qf_status qf_plan_descs(qf_gemm_plan *p) {
                                            (uint64_t)la_cols, la_rows));
     QF_LT_CHECK(cublasLtMatrixLayoutCreate(&p->lb, qf_lt_type(p->ta), (uint64_t)lb_rows,
                                            (uint64_t)lb_cols, lb_rows));
-    QF_LT_CHECK(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_16BF, (uint64_t)p->N, (uint64_t)p->M,
-                                           p->N));
+    QF_LT_CHECK(cublasLtMatrixLayoutCreate(&p->lc, qf_lt_type(p->td), (uint64_t)p->N,
+                                           (uint64_t)p->M, p->N));
     return QF_OK;
 }
 
 /* Up to n (<= QF_LT_HEURISTIC_MAX) algorithms for plan p from cuBLASLt's heuristic, best first,
  * within ctx's workspace, with split-K partial sums, if any, reduced in fp32
  * (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; the other schemes reduce in the output type or in
- * place in y, in an unspecified order), and no split-K at all with a bias epilogue, which then
- * adds the bias to a bf16-rounded sum (pytorch/pytorch PR 180875). */
+ * place in y, in an unspecified order), and no split-K with a bias epilogue into a bf16 y, which
+ * then adds the bias to a bf16-rounded sum (pytorch/pytorch PR 180875), unless every algorithm
+ * the heuristic returns splits K (small M and N, large K: measured on an H200 at M=128 N=64
+ * K=8192); then those, one rounding more than none at all. */
 #define QF_LT_HEURISTIC_MAX 16
 static cublasStatus_t qf_plan_heuristic(qf_ctx_t *ctx, const qf_gemm_plan *p, int n,
                                         cublasLtMatmulHeuristicResult_t *res, int *found) {
@@ -174,17 +180,18 @@ static cublasStatus_t qf_plan_heuristic(qf_ctx_t *ctx, const qf_gemm_plan *p, in
         s = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref,
                                            QF_LT_HEURISTIC_MAX, all, &got);
     cublasLtMatmulPreferenceDestroy(pref);
-    for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < got && *found < n; i++) {
-        int32_t splitk = 1;
-        size_t w = 0;
-        if (all[i].state != CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoConfigGetAttribute(&all[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                 &splitk, sizeof splitk, &w) !=
-                CUBLAS_STATUS_SUCCESS ||
-            (p->has_bias && splitk > 1))
-            continue;
-        res[(*found)++] = all[i];
-    }
+    for (int pass = p->has_bias && p->td != QF_DTYPE_FP32 ? 0 : 1; pass < 2 && !*found; pass++)
+        for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < got && *found < n; i++) {
+            int32_t splitk = 1;
+            size_t w = 0;
+            if (all[i].state != CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoConfigGetAttribute(&all[i].algo,
+                                                     CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                                     sizeof splitk, &w) != CUBLAS_STATUS_SUCCESS ||
+                (pass == 0 && splitk > 1))
+                continue;
+            res[(*found)++] = all[i];
+        }
     return s;
 }
 
@@ -210,7 +217,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
     for (int i = 0; i < ctx->n_plans; i++) {
         qf_gemm_plan *p = &ctx->plans[i];
         if (p->M == want->M && p->N == want->N && p->K == want->K && p->ta == want->ta &&
-            p->tb == want->tb && p->has_bias == want->has_bias &&
+            p->tb == want->tb && p->td == want->td && p->has_bias == want->has_bias &&
             p->block_scaled == want->block_scaled && p->a_mn == want->a_mn &&
             p->b_mn == want->b_mn && p->dev_alpha == want->dev_alpha &&
             p->accumulate == want->accumulate) {
@@ -263,11 +270,11 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     QF_TRY(qf_check_buffer(op, g->a_arg, a, &sa));
     qf_shape sb = {g->b_arg, b->dtype, 2, {want->N, want->K}, 0};
     QF_TRY(qf_check_buffer(op, g->b_arg, b, &sb));
-    qf_shape sy = {"y", QF_DTYPE_BF16, 2, {want->M, want->N}, 0};
-    QF_TRY(qf_check_buffer(op, "y", y, &sy));
-    want->has_bias = bias && bias->data;
-    qf_shape sbias = {"bias", QF_DTYPE_BF16, 1, {want->N}, 0};
-    return want->has_bias ? qf_check_buffer(op, "bias", bias, &sbias) : QF_OK;
+    QF_TRY(qf_check_gemm_outputs(op, g->r, bias, y, want->M, want->N, want->K));
+    want->td = y->dtype;
+    want->has_bias = bias != NULL;
+    want->accumulate = g->accumulate;
+    return QF_OK;
 }
 
 /* The operands of one call of a plan. sa, sb: device scales of our A and B (fp32 [1] per tensor,
@@ -394,7 +401,8 @@ qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_arg
 
 qf_status qf_gemm_lt_bf16(qf_ctx_t *ctx, const qf_gemm_lt_bf16_args *g, void *stream) {
     const qf_gemm_plan want = {.M = g->M, .N = g->N, .K = g->K, .ta = QF_DTYPE_BF16,
-                               .tb = QF_DTYPE_BF16, .block_scaled = QF_LT_BF16, .a_mn = g->a_mn,
+                               .tb = QF_DTYPE_BF16, .td = g->y_dtype,
+                               .block_scaled = QF_LT_BF16, .a_mn = g->a_mn,
                                .b_mn = g->b_mn, .dev_alpha = g->alpha_beta != NULL,
                                .accumulate = g->accumulate};
     const qf_lt_call c = {g->a, NULL, g->b, NULL, g->alpha_beta, NULL, g->y};
@@ -418,10 +426,12 @@ static qf_status qf_gemm_lt_mx_version(void) {
 
 qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
                            const qf_tensor *b, const qf_tensor *b_scale, const qf_tensor *bias,
-                           qf_tensor *y, int64_t M, int64_t N, int64_t K, void *stream) {
+                           qf_tensor *y, int64_t M, int64_t N, int64_t K, int accumulate,
+                           void *stream) {
     QF_TRY(qf_gemm_lt_mx_version());
-    qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = a->dtype, .tb = b->dtype,
-                         .has_bias = bias && bias->data, .block_scaled = QF_LT_MXFP8};
+    qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = a->dtype, .tb = b->dtype, .td = y->dtype,
+                         .has_bias = bias && bias->data, .block_scaled = QF_LT_MXFP8,
+                         .accumulate = accumulate};
     const qf_lt_call c = {a->data, a_scale->data, b->data, b_scale->data, NULL,
                           bias ? bias->data : NULL, y->data};
     return qf_lt_plan_run(ctx, &want, &c, stream);
@@ -430,8 +440,8 @@ qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
 qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta, qf_dtype tb,
                                     int has_bias) {
     QF_TRY(qf_gemm_lt_mx_version());
-    qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .has_bias = has_bias,
-                      .block_scaled = QF_LT_MXFP8};
+    qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .td = QF_DTYPE_BF16,
+                      .has_bias = has_bias, .block_scaled = QF_LT_MXFP8};
     qf_status s = qf_plan_descs(&p);
     qf_plan_release(&p);
     return s;
@@ -442,11 +452,11 @@ qf_status qf_gemm_lt_mxfp8_describe(int64_t M, int64_t N, int64_t K, qf_dtype ta
 qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
                            const qf_tensor *b, const qf_tensor *b_scale, const float *alpha_beta,
                            const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N, int64_t K,
-                           void *stream) {
+                           int accumulate, void *stream) {
     QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
     qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
-                         .has_bias = bias && bias->data, .block_scaled = QF_LT_NVFP4,
-                         .dev_alpha = 1};
+                         .td = y->dtype, .has_bias = bias && bias->data,
+                         .block_scaled = QF_LT_NVFP4, .dev_alpha = 1, .accumulate = accumulate};
     const qf_lt_call c = {a->data, a_scale->data, b->data, b_scale->data, alpha_beta,
                           bias ? bias->data : NULL, y->data};
     return qf_lt_plan_run(ctx, &want, &c, stream);
@@ -455,7 +465,8 @@ qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
 qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias) {
     QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
     qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
-                      .has_bias = has_bias, .block_scaled = QF_LT_NVFP4, .dev_alpha = 1};
+                      .td = QF_DTYPE_BF16, .has_bias = has_bias, .block_scaled = QF_LT_NVFP4,
+                      .dev_alpha = 1};
     qf_status s = qf_plan_descs(&p);
     qf_plan_release(&p);
     return s;

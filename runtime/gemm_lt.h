@@ -6,24 +6,28 @@
 
 #include "ctx.h"
 
-/* TN: y[M, N] bf16 = (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias), numerics 2.1. qf_gemm
- * has checked the scale pointers (fp32 [1], 16-byte aligned); this checks the rest (arch >= 89, a
- * E4M3/E5M2 and b E4M3, K and N multiples of 16, shapes, alignment), naming a and b a_arg and
- * b_arg, then runs a cached plan. Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED, QF_ERR_CUBLAS,
- * as qf_ctx_ready. */
+/* TN: y[M, N] = (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias), numerics 2.1, y bf16 or
+ * fp32 (then, with accumulate, y += ...: beta 1). qf_gemm has checked the scale pointers (fp32
+ * [1], 16-byte aligned) and the accumulate rules; this checks the rest (arch >= 89, a E4M3/E5M2
+ * and b E4M3, K and N multiples of 16, shapes, alignment, y and bias against r's fake shapes),
+ * naming a and b a_arg and b_arg, then runs a cached plan. Errors: QF_ERR_INVALID_ARG,
+ * QF_ERR_UNSUPPORTED, QF_ERR_CUBLAS, as qf_ctx_ready. */
 typedef struct qf_gemm_lt_fp8_args {
+    const qf_recipe *r;
     const qf_tensor *a;
     const float *a_scale_inv;
     const qf_tensor *b;
     const float *b_scale_inv;
     const char *a_arg, *b_arg; /* "a.rowwise_data" */
+    int accumulate;
 } qf_gemm_lt_fp8_args;
 
 QF_INTERNAL qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
                                      const qf_tensor *bias, qf_tensor *y, void *stream);
 
-/* The bf16 GEMM of the staged path (op_gemm.c): y[M, N] bf16 = alpha * A B^T (+ bias), fp32
- * accumulation, from the bf16 copies the module's `<name>_dequant` entry wrote. a is [M, K]
+/* The bf16 GEMM of the staged path (op_gemm.c): y[M, N] = alpha * A B^T (+ y when accumulate),
+ * fp32 accumulation, y of y_dtype (bf16 or fp32), from the bf16 copies the module's
+ * `<name>_dequant` entry wrote. a is [M, K]
  * row-major, or [K, M] when a_mn (MXFP8's columnwise copies are not transposed); b is [N, K], or
  * [K, N] when b_mn. alpha_beta: device fp32 [2] = {alpha, beta} (NVFP4's global scales), or NULL
  * for alpha 1 and beta = accumulate on the host. accumulate: y += alpha A B^T in fp32 before the
@@ -38,6 +42,7 @@ typedef struct qf_gemm_lt_bf16_args {
     const float *alpha_beta;
     int accumulate;
     void *y;
+    qf_dtype y_dtype;
     int64_t M, N, K;
 } qf_gemm_lt_bf16_args;
 

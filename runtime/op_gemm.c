@@ -197,12 +197,13 @@ static qf_status qf_g_fp8_scale(const char *op, const qf_g_opnd *v) {
     return QF_OK;
 }
 
-static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_g_opnd *a, const qf_g_opnd *b,
-                          const qf_tensor *bias, qf_tensor *y, void *stream) {
+static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r, const qf_g_opnd *a,
+                          const qf_g_opnd *b, const qf_tensor *bias, qf_tensor *y, int acc,
+                          void *stream) {
     QF_TRY(qf_g_fp8_scale(op, a));
     QF_TRY(qf_g_fp8_scale(op, b));
-    const qf_gemm_lt_fp8_args g = {a->data, a->scale_inv->data, b->data, b->scale_inv->data,
-                                   a->data_arg, b->data_arg};
+    const qf_gemm_lt_fp8_args g = {r, a->data, a->scale_inv->data, b->data, b->scale_inv->data,
+                                   a->data_arg, b->data_arg, acc};
     return qf_gemm_lt_fp8(ctx, op, &g, bias, y, stream);
 }
 
@@ -218,12 +219,15 @@ typedef struct qf_g_stage {
     qf_dtype elem;
     int block_rows, block_cols;
     int mn;                 /* 1: stored [K, M] (or [K, N]): MXFP8's columnwise copies */
+    int out_fp32;           /* the bias broadcast into an fp32 y */
 } qf_g_stage;
 
-/* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL). */
-static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N) {
+/* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL): always for an fp32
+ * y or an accumulation (the direct kernels write bf16 only). */
+static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N,
+                           const qf_tensor *y, int acc) {
     static const char *const ways[] = {"auto", "staged", "direct"};
-    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)))
+    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || y->dtype != QF_DTYPE_BF16 || acc)
         return 1;
     switch (qf_env_choice("QFUSE_HOPPER_GEMM", ways, 3)) {
     case 1:
@@ -236,7 +240,7 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
 }
 
 static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
-                              const qf_g_stage *v, uint16_t *out, void *stream) {
+                              const qf_g_stage *v, void *out, void *stream) {
     const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
     if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS * QF_DQ_CHUNKS)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: an operand of [%lld, %lld] elements is too "
@@ -244,21 +248,32 @@ static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_ker
                             (long long)v->cols);
     qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
-                      .block_rows = v->block_rows, .block_cols = v->block_cols};
+                      .block_rows = v->block_rows, .block_cols = v->block_cols,
+                      .out_fp32 = v->out_fp32};
     const int64_t per_block = QF_DQ_THREADS * QF_DQ_CHUNKS;
-    return qf_ctx_launch(ctx, lk->fn_dequant, (unsigned)((chunks + per_block - 1) / per_block),
-                         QF_DQ_THREADS, 0, &p, stream);
+    const int64_t blocks = (chunks + per_block - 1) / per_block;
+    return qf_ctx_launch(ctx, lk->fn_dequant, blocks > 0 ? (unsigned)blocks : 1u, QF_DQ_THREADS,
+                         0, &p, stream);
 }
 
-/* y[M, N] = alpha * deq(a) deq(b)^T (+ bias): both operands dequantized into one scratch buffer,
- * then the bf16 GEMM (gemm_lt.c). nv: NVFP4's parameter block, whose <name>_alpha entry writes
- * {alpha, 0} into the scratch first; NULL for alpha 1. A bias is broadcast into y by the
- * <name>_dequant entry (which also sets the device beta to 1) and the GEMM accumulates onto it:
- * one rounding after the bias (numerics 2.3, 2.4). The caller has checked every argument. */
+/* Sets a device beta slot (fp32) to 1 on stream: the <name>_dequant entry's bias broadcast with
+ * no rows (qf_dq_params). */
+static qf_status qf_g_beta_one(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+                               float *beta, void *stream) {
+    const qf_g_stage none = {.scale = beta, .cols = 1, .elem = QF_DTYPE_BF16};
+    return qf_g_dequant(ctx, op, lk, &none, NULL, stream);
+}
+
+/* y[M, N] = alpha * deq(a) deq(b)^T (+ bias, or + y when acc): both operands dequantized into
+ * one scratch buffer, then the bf16 GEMM (gemm_lt.c), y bf16 or fp32. nv: NVFP4's parameter
+ * block, whose <name>_alpha entry writes {alpha, 0} into the scratch first; NULL for alpha 1. A
+ * bias is broadcast into y by the <name>_dequant entry (which also sets the device beta to 1) and
+ * the GEMM accumulates onto it: one rounding after the bias (numerics 2.3, 2.4). The caller has
+ * checked every argument. */
 static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                              const qf_kernel_entry *k, const qf_g_stage *a, const qf_g_stage *b,
                              int64_t M, int64_t N, int64_t K, qf_nv_gemm_params *nv,
-                             const qf_tensor *bias, qf_tensor *y, void *stream) {
+                             const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
     if (!lk->fn_dequant || (nv && !lk->fn_alpha))
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no %s entry", op, k->name,
                             lk->fn_dequant ? "_alpha" : "_dequant");
@@ -277,12 +292,15 @@ static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
     }
     if (s == QF_OK && bias) {
         const qf_g_stage bc = {.data = bias->data, .scale = ab ? ab + 1 : NULL, .rows = M,
-                               .cols = N, .elem = QF_DTYPE_BF16};
+                               .cols = N, .elem = QF_DTYPE_BF16,
+                               .out_fp32 = y->dtype == QF_DTYPE_FP32};
         s = qf_g_dequant(ctx, op, lk, &bc, y->data, stream);
     }
+    if (s == QF_OK && acc && ab)
+        s = qf_g_beta_one(ctx, op, lk, ab + 1, stream);
     if (s == QF_OK) {
-        const qf_gemm_lt_bf16_args g = {buf, buf + off_b, a->mn, b->mn, ab, bias != NULL,
-                                        y->data, M, N, K};
+        const qf_gemm_lt_bf16_args g = {buf, buf + off_b, a->mn, b->mn, ab, bias || acc,
+                                        y->data, y->dtype, M, N, K};
         s = qf_gemm_lt_bf16(ctx, &g, stream);
     }
     const qf_status f = qf_ctx_scratch_free(ctx, buf, stream);
@@ -356,7 +374,7 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
 
 static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
-                            const qf_tensor *bias, qf_tensor *y, void *stream) {
+                            const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
     qf_mx_gemm_params p = {0};
     qf_g_stage sa, sb;
     qf_gemm_path path;
@@ -364,14 +382,14 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
-                                p.K, stream);
+                                p.K, acc, stream);
     }
     /* one module per recipe: its _dequant entry takes E4M3 and E5M2 */
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
-    if (qf_g_use_staged(&path, kind, p.M, p.N))
-        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, stream);
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc))
+        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
     /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
      * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
     const int stages = ctx->arch >= 90 ? QF_MX_GEMM_STAGES : QF_MX_GEMM_STAGES_SM89;
@@ -439,24 +457,27 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
  * calls on different streams never share an alpha slot. */
 static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                             const qf_kernel_entry *k, const qf_g_opnd *a, const qf_g_opnd *b,
-                            const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p,
+                            const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p, int acc,
                             void *stream) {
-    if (!lk->fn_alpha)
-        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _alpha entry", op, k->name);
-    void *ab = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, 2 * sizeof(float), &ab, "the GEMM's alpha", stream));
+    if (!lk->fn_alpha || (acc && !lk->fn_dequant))
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no %s entry", op, k->name,
+                            lk->fn_alpha ? "_dequant" : "_alpha");
+    float *ab = NULL;
+    QF_TRY(qf_ctx_scratch(ctx, 2 * sizeof(float), (void **)&ab, "the GEMM's alpha", stream));
     p->alpha_out = ab;
     qf_status s = qf_ctx_launch(ctx, lk->fn_alpha, 1, 32, 0, p, stream);
+    if (s == QF_OK && acc)
+        s = qf_g_beta_one(ctx, op, lk, ab + 1, stream);
     if (s == QF_OK)
         s = qf_gemm_lt_nvfp4(ctx, a->data, a->scale, b->data, b->scale, ab, bias, y, p->M, p->N,
-                             p->K, stream);
+                             p->K, acc, stream);
     const qf_status f = qf_ctx_scratch_free(ctx, ab, stream);
     return s != QF_OK ? s : f;
 }
 
 static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
-                            const qf_tensor *bias, qf_tensor *y, void *stream) {
+                            const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
     qf_nv_gemm_params p = {0};
     qf_gemm_path path;
     QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &path));
@@ -464,12 +485,12 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
-        return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, stream);
-    if (qf_g_use_staged(&path, kind, p.M, p.N)) {
+        return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc)) {
         /* both copies K-major (the columnwise ones are transposed), 1x16 blocks */
-        const qf_g_stage sa = {p.a, p.a_scale, p.M, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0};
-        const qf_g_stage sb = {p.b, p.b_scale, p.N, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0};
-        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, stream);
+        const qf_g_stage sa = {p.a, p.a_scale, p.M, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0, 0};
+        const qf_g_stage sb = {p.b, p.b_scale, p.N, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0, 0};
+        return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
     }
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);
@@ -478,9 +499,28 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
 
 /* =====================================================================} */
 
-qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
-                  const qf_tensor *bias, qf_tensor *y, void *stream) {
+/* The options' own rules: accumulate is 0 or 1, adds into an fp32 y and takes no bias. */
+static qf_status qf_g_opts(const char *op, const qf_gemm_opts *o, const qf_tensor *bias,
+                           const qf_tensor *y) {
+    if (o->accumulate != 0 && o->accumulate != 1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->accumulate is %d; 0 (y = A B^T) or 1 "
+                            "(y += A B^T)", op, o->accumulate);
+    if (o->accumulate && y->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->accumulate adds into y, which is %s; "
+                            "accumulate into an fp32 y (a main_grad)", op,
+                            qf_dtype_name(y->dtype));
+    if (o->accumulate && bias)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: a bias with opts->accumulate would be added "
+                            "at every accumulation; add it once, in a GEMM without accumulate",
+                            op);
+    return QF_OK;
+}
+
+qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
+                     const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *opts,
+                     void *stream) {
     static const char op[] = "qf_gemm";
+    static const qf_gemm_opts none = {0};
     const qf_recipe *r = NULL;
     qf_g_opnd va, vb;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
@@ -490,17 +530,24 @@ qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const 
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: y is NULL", op);
     if (bias && !bias->data)
         bias = NULL;
+    const qf_gemm_opts *o = opts ? opts : &none;
+    QF_TRY(qf_g_opts(op, o, bias, y));
     qf_gemm_kind kind = QF_GEMM_FPROP;
     QF_TRY(qf_g_kind(op, ctx, r, a->copy, b->copy, &kind));
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
     case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (numerics 2.2) */
-        return qf_g_fp8(ctx, op, &va, &vb, bias, y, stream);
+        return qf_g_fp8(ctx, op, r, &va, &vb, bias, y, o->accumulate, stream);
     case QF_FAMILY_MXFP8:
-        return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, stream);
+        return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, o->accumulate, stream);
     case QF_FAMILY_NVFP4:
-        return qf_g_nvfp4(ctx, op, r, kind, &va, &vb, bias, y, stream);
+        return qf_g_nvfp4(ctx, op, r, kind, &va, &vb, bias, y, o->accumulate, stream);
     default:
         return qf_family_unsupported(op, r);
     }
+}
+
+qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
+                  const qf_tensor *bias, qf_tensor *y, void *stream) {
+    return qf_gemm_ex(ctx, recipe, a, b, bias, y, NULL, stream);
 }

@@ -96,9 +96,11 @@ typedef enum qf_fp8_format {
     QF_FP8_FORMAT_COUNT
 } qf_fp8_format;
 
-/* Output selection bits for quantizing ops. */
+/* Output selection bits of a fake-shape query (qf_shape_query.outputs): the copies of a
+ * quantizing op, and the dtype of a GEMM's y (bf16 unless QF_OUT_FP32). */
 #define QF_OUT_ROWWISE 1u
 #define QF_OUT_COLUMNWISE 2u
+#define QF_OUT_FP32 4u /* QF_OP_GEMM: y in fp32 (a wgrad into its main_grad) */
 
 /* Largest finite magnitudes (numerics 1). */
 #define QF_E4M3_MAX 448.0f
@@ -235,8 +237,8 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
  * padding entries are never read. Each thread writes QF_DQ_CHUNKS chunks of QF_DQ_VEC consecutive
  * elements of one row.
  * With elem QF_DTYPE_BF16 the entry broadcasts a bias instead: data is bf16 [cols], out [rows,
- * cols] gets it in every row, and scale, when not NULL, is an fp32 slot set to 1 (the GEMM's
- * device beta). */
+ * cols] (fp32 when out_fp32) gets it in every row, and scale, when not NULL, is an fp32 slot set
+ * to 1 (the GEMM's device beta; rows 0 sets only that). */
 typedef struct qf_dq_params {
     const uint8_t *data;
     const uint8_t *scale;
@@ -247,7 +249,7 @@ typedef struct qf_dq_params {
     int32_t elem;            /* QF_DTYPE_E4M3, E5M2 (E8M0 scales) or E2M1 (E4M3 scales) */
     int32_t block_rows;      /* 1 (1x32, 1x16 blocks) or 32 (MXFP8's columnwise 32x1 blocks) */
     int32_t block_cols;      /* 32, 16 or 1 */
-    int32_t pad_;
+    int32_t out_fp32;        /* the bias broadcast only: 1 writes out as fp32 [rows, cols] */
 } qf_dq_params;
 QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
 #define QF_DQ_THREADS 256 /* threads per block of `<name>_dequant` */

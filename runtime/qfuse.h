@@ -263,9 +263,9 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
                           float *history, float *scale, float *scale_inv, const uint8_t *fmt,
                           void *stream);
 
-/* y[M, N] = A[M, K] B[N, K]^T (+ bias) in bf16 under the recipe's scaling (numerics 2, 6), both
- * operands K-major ("TN"), each one copy of a quantized tensor; the copies name the training
- * GEMM (numerics 6): fprop y = x W^T (a: x rowwise, b: W rowwise), dgrad dx = dy W (a: dy
+/* y[M, N] = A[M, K] B[N, K]^T (+ bias), bf16 or fp32, under the recipe's scaling (numerics 2,
+ * 6), both operands K-major ("TN"), each one copy of a quantized tensor; the copies name the
+ * training GEMM (numerics 6): fprop y = x W^T (a: x rowwise, b: W rowwise), dgrad dx = dy W (a: dy
  * rowwise, b: W columnwise), wgrad dW = dy^T x (a: dy columnwise, b: x columnwise; M is then
  * the layer's N and K its token count). a columnwise with b rowwise is QF_ERR_INVALID_ARG.
  * The per-tensor FP8 and NVFP4 columnwise copies are transposed ([K, M]: every GEMM is TN;
@@ -283,13 +283,14 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  *   (exact, numerics 7) into stream-ordered scratch of 2 (M + N) K bytes from the context's
  *   pool, then a bf16 cuBLASLt GEMM with fp32 sums (a bias enters as C, before the one
  *   rounding); M or N under 256 runs the generated kernel directly for the GEMMs it covers
- *   (QFUSE_HOPPER_GEMM overrides). On sm_100+ cuBLASLt's block-scaled GEMM (swizzled scales,
- *   N % 16 == 0). a and b must share one layout. The first call of a plan (shape, dtypes, bias,
- *   operand orders) on a cuBLASLt path times up to 8 algorithms (synchronizing the stream;
- *   skipped while it is being captured, for a staged GEMM with a bias, which accumulates onto
- *   y, and under QFUSE_GEMM_NO_TUNE=1).
+ *   (QFUSE_HOPPER_GEMM overrides; an fp32 y always runs staged). On sm_100+ cuBLASLt's
+ *   block-scaled GEMM (swizzled scales, N % 16 == 0). a and b must share one layout. The first
+ *   call of a plan (shape, dtypes, bias, operand orders) on a cuBLASLt path times up to 8
+ *   algorithms (synchronizing the stream; skipped while it is being captured, for a staged
+ *   GEMM with a bias, which accumulates onto y, and under QFUSE_GEMM_NO_TUNE=1).
  *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
- *   y: [M, N] bf16 (the leading dims of a may be kept).
+ *   y: [M, N] bf16 (the leading dims of a may be kept), or fp32: the fake shapes of a GEMM query
+ *   with QF_OUT_FP32; an fp32 y holds the fp32 sums (plus bias) unrounded (numerics 6).
  * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
  * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
  * for the arch, a pair of copies no training GEMM reads, NVFP4's wgrad with the RHT on one
@@ -300,6 +301,19 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * QF_ERR_CUBLAS. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream);
+
+/* Options of qf_gemm_ex; all zero (or a NULL pointer) is qf_gemm. */
+typedef struct qf_gemm_opts {
+    int accumulate; /* 1: y += A B^T (beta = 1) into an fp32 y, such as a wgrad's main_grad
+                     * [N, K] (numerics 6); takes no bias. Not tuned (qf_gemm's first-call
+                     * timing would add up in y). */
+} qf_gemm_opts;
+
+/* qf_gemm with options (opts may be NULL). Errors as qf_gemm, and QF_ERR_INVALID_ARG for
+ * opts->accumulate other than 0 or 1, or set with a y that is not fp32 or with a bias. */
+qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
+                     const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *opts,
+                     void *stream);
 
 /* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (numerics 3, 6). All device
  * memory, owned by the caller, shaped as the fake-shape functions say. */

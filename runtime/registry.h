@@ -16,7 +16,7 @@ typedef struct qf_shape_query {
     qf_op op;           /* QF_OP_NORM_QUANTIZE, QF_OP_QUANTIZE or QF_OP_GEMM */
     qf_role role;       /* QF_OP_QUANTIZE: which role's format */
     qf_norm norm;       /* QF_OP_NORM_QUANTIZE: layernorm has mu, rmsnorm does not */
-    unsigned outputs;   /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
+    unsigned outputs;   /* quantizers: QF_OUT_ROWWISE | QF_OUT_COLUMNWISE; GEMM: QF_OUT_FP32 */
     int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers: x[M, K] */
 } qf_shape_query;
 

@@ -175,7 +175,15 @@ qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r, const qf_ten
                                 const qf_tensor *y, int64_t M, int64_t N, int64_t K) {
     qf_shape shapes[4];
     int n = 0;
-    qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT, .M = M, .N = N, .K = K};
+    if (!y)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: y is NULL", op);
+    if (y->dtype != QF_DTYPE_BF16 && y->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: y.dtype is %s; a GEMM writes bf16, or fp32 "
+                            "(the fake shapes of a query with QF_OUT_FP32)", op,
+                            qf_dtype_name(y->dtype));
+    qf_shape_query q = {.op = QF_OP_GEMM, .role = QF_ROLE_INPUT,
+                        .outputs = y->dtype == QF_DTYPE_FP32 ? QF_OUT_FP32 : 0u, .M = M, .N = N,
+                        .K = K};
     QF_TRY(qf_query_shapes(op, r, &q, shapes, 4, &n));
     for (int i = 0; i < n; i++) {
         if (strcmp(shapes[i].name, "y") != 0)

@@ -50,7 +50,8 @@ QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_quantiz
  * qf_scale_layout. */
 QF_INTERNAL qf_status qf_check_layout(const char *op, const qf_quantized *out);
 
-/* y [M, N] against the recipe's fake shape of its GEMM, and bias [N] bf16 when not NULL. */
+/* y [M, N] (bf16, or fp32: the query's QF_OUT_FP32) against the recipe's fake shape of its
+ * GEMM, and bias [N] bf16 when not NULL. */
 QF_INTERNAL qf_status qf_check_gemm_outputs(const char *op, const qf_recipe *r,
                                             const qf_tensor *bias, const qf_tensor *y, int64_t M,
                                             int64_t N, int64_t K);

@@ -65,15 +65,20 @@ __device__ __forceinline__ float load1(const qf_dq_params &p, long long r, long 
     return lo;
 }
 
-/* The scale of element (r, c) as fp32. */
+/* The scale byte b as fp32: E8M0, or E4M3 for NVFP4. */
 template <int ELEM>
-__device__ __forceinline__ float scale_at(const qf_dq_params &p, long long r, long long c) {
-    const unsigned b = __ldg(p.scale + (r / p.block_rows) * p.scale_ld + c / p.block_cols);
+__device__ __forceinline__ float scale_value(unsigned b) {
     if (ELEM != QF_DTYPE_E2M1)
         return e8m0_value(b);
     float lo, hi;
     fp8x2_to_float2<QF_DTYPE_E4M3>(b, lo, hi);
     return lo;
+}
+
+/* The scale entry of element (r, c) (qf_dq_params). */
+__device__ __forceinline__ const uint8_t *scale_ptr(const qf_dq_params &p, long long r,
+                                                    long long c) {
+    return p.scale + (r / p.block_rows) * p.scale_ld + c / p.block_cols;
 }
 
 /* One vector chunk: QF_DQ_VEC elements of one row, read with one 8-byte (FP8) or 4-byte (E2M1)
@@ -96,24 +101,13 @@ __device__ __forceinline__ Raw load_raw(const qf_dq_params &p, long long r, long
         raw.w[0] = q.x, raw.w[1] = q.y;
     }
     if (p.block_cols >= QF_DQ_VEC) {
-        raw.sc[0] = __ldg(p.scale + (r / p.block_rows) * p.scale_ld + c0 / p.block_cols);
+        raw.sc[0] = __ldg(scale_ptr(p, r, c0));
         raw.sc[1] = 0u;
-    } else {
-        const uint2 q = __ldg(
-            reinterpret_cast<const uint2 *>(p.scale + (r / p.block_rows) * p.scale_ld + c0));
+    } else { /* 32x1 blocks: the QF_DQ_VEC entries of columns c0.. */
+        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(scale_ptr(p, r, c0)));
         raw.sc[0] = q.x, raw.sc[1] = q.y;
     }
     return raw;
-}
-
-/* The scale byte b as fp32: E8M0, or E4M3 for NVFP4. */
-template <int ELEM>
-__device__ __forceinline__ float scale_value(unsigned b) {
-    if (ELEM != QF_DTYPE_E2M1)
-        return e8m0_value(b);
-    float lo, hi;
-    fp8x2_to_float2<QF_DTYPE_E4M3>(b, lo, hi);
-    return lo;
 }
 
 /* Decodes a loaded chunk and stores its QF_DQ_VEC bf16 values (one 16-byte store). */
@@ -148,7 +142,8 @@ __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw,
 template <int ELEM>
 __device__ __forceinline__ void chunk_scalar(const qf_dq_params &p, long long r, long long c0) {
     for (int i = 0; i < QF_DQ_VEC && c0 + i < p.cols; i++) {
-        const float x = load1<ELEM>(p, r, c0 + i) * scale_at<ELEM>(p, r, c0 + i);
+        const float x =
+            load1<ELEM>(p, r, c0 + i) * scale_value<ELEM>(__ldg(scale_ptr(p, r, c0 + i)));
         unsigned short h;
         asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
         p.out[r * p.cols + c0 + i] = h;
@@ -205,8 +200,9 @@ __device__ __forceinline__ void run(const qf_dq_params &p) {
 }
 
 /* The bias of the staged GEMM broadcast into y (qf_dq_params with elem QF_DTYPE_BF16):
- * out[r, c] = data[c] (bf16 [cols]) for r < rows, so that cuBLASLt adds it as C (beta 1) in fp32
- * before its one rounding; when scale is not NULL, it is the device beta slot (fp32) and gets 1. */
+ * out[r, c] = data[c] (bf16 [cols]; out bf16, or fp32 when out_fp32: exact) for r < rows, so
+ * that cuBLASLt adds it as C (beta 1) in fp32 before its one rounding; when scale is not NULL,
+ * it is the device beta slot (fp32) and gets 1. */
 __device__ __forceinline__ void broadcast(const qf_dq_params &p) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && p.scale)
         *reinterpret_cast<float *>(const_cast<uint8_t *>(p.scale)) = 1.0f;
@@ -219,6 +215,12 @@ __device__ __forceinline__ void broadcast(const qf_dq_params &p) {
         if (!chunk_of(p, k, &r, &c0))
             continue;
         const uint16_t *src = reinterpret_cast<const uint16_t *>(p.data) + c0;
+        if (p.out_fp32) { /* bf16 -> fp32: the bits shifted up */
+            unsigned *dst = reinterpret_cast<unsigned *>(p.out) + r * p.cols + c0;
+            for (int j = 0; j < QF_DQ_VEC && c0 + j < p.cols; j++)
+                dst[j] = static_cast<unsigned>(__ldg(src + j)) << 16;
+            continue;
+        }
         uint16_t *dst = p.out + r * p.cols + c0;
         if (vec) {
             *reinterpret_cast<uint4 *>(dst) = __ldg(reinterpret_cast<const uint4 *>(src));

@@ -37,6 +37,8 @@ static qf_status gemm_run(gemm_args *g) {
 static void test_gemm_valid_reaches_device(void **state) {
     gemm_args g = gemm_valid(state);
     expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    g.y.dtype = QF_DTYPE_FP32; /* fp32 output: the fake shapes with QF_OUT_FP32 */
+    expect(gemm_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
 }
 
 GEMM_TEST(test_gemm_k_not_multiple_of_16,
@@ -217,6 +219,7 @@ typedef struct nvg_args {
     qf_tensor bias, y;
     qf_scale_layout layout;
     qf_copy copy_a, copy_b;
+    qf_gemm_opts opts;
 } nvg_args;
 
 /* y [100, 64] bf16 = A [100, 96/2] E2M1 x B [64, 96/2] E2M1 ^T + bias, compact E4M3 scales
@@ -238,7 +241,7 @@ static nvg_args nvg_valid(void **state) {
 static qf_status nvg_run(nvg_args *g) {
     g->qa.layout = g->qb.layout = g->layout;
     const qf_operand a = {&g->qa, g->copy_a}, b = {&g->qb, g->copy_b};
-    return qf_gemm(g->ctx, g->recipe, &a, &b, &g->bias, &g->y, NULL);
+    return qf_gemm_ex(g->ctx, g->recipe, &a, &b, &g->bias, &g->y, &g->opts, NULL);
 }
 
 /* Slot s of operand a (0) or b (1). */
@@ -335,9 +338,32 @@ static void test_nvg_wrong_dtypes(void **state) {
                "a.rowwise_data.dtype is e4m3; expected e2m1");
     NVG_EXPECT(nvg_slot(&a, 1, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0,
                QF_ERR_INVALID_ARG, "b.rowwise_scale_inv.dtype is e8m0; expected e4m3");
-    NVG_EXPECT(a.y.dtype = QF_DTYPE_FP32, QF_ERR_INVALID_ARG, "y.dtype is fp32; expected bf16");
+    NVG_EXPECT(a.y.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
+               "y.dtype is fp16; a GEMM writes bf16, or fp32");
     NVG_EXPECT(a.bias.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
                "bias.dtype is fp16; expected bf16");
+}
+
+/* An fp32 y is valid (fake shapes with QF_OUT_FP32), and so is accumulating into it without a
+ * bias; accumulating into bf16, with a bias or with a flag other than 0 or 1 is not. */
+static void test_nvg_fp32_and_accumulate(void **state) {
+    NVG_EXPECT(a.y.dtype = QF_DTYPE_FP32, QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    NVG_EXPECT((a.y.dtype = QF_DTYPE_FP32, a.bias.data = NULL, a.opts.accumulate = 1),
+               QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    NVG_EXPECT((a.bias.data = NULL, a.opts.accumulate = 1), QF_ERR_INVALID_ARG,
+               "opts->accumulate adds into y, which is bf16");
+    NVG_EXPECT((a.y.dtype = QF_DTYPE_FP32, a.opts.accumulate = 1), QF_ERR_INVALID_ARG,
+               "a bias with opts->accumulate");
+    NVG_EXPECT(a.opts.accumulate = 2, QF_ERR_INVALID_ARG, "opts->accumulate is 2");
+    qf_shape sh[2];
+    int n = 0;
+    /* {op, role, norm, outputs, M, N, K} (test_api_util.h defines M, N and K) */
+    const qf_shape_query q = {QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, QF_OUT_FP32, NVG_M, NVG_N,
+                              NVG_K};
+    assert_int_equal(qf_fake_shapes("nvfp4", &q, sh, 2, &n), QF_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(sh[0].dtype, QF_DTYPE_FP32);
+    assert_int_equal(sh[0].bytes, 4u * NVG_M * NVG_N);
 }
 
 static void test_nvg_wrong_sizes(void **state) {
@@ -462,6 +488,7 @@ int main(void) {
         T(test_nvg_k_not_multiple_of_32),
         T(test_nvg_k_mismatch),
         T(test_nvg_wrong_dtypes),
+        T(test_nvg_fp32_and_accumulate),
         T(test_nvg_wrong_sizes),
         T(test_nvg_layout_for_arch),
         T(test_nvg_arch_and_family),

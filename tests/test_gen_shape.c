@@ -183,7 +183,8 @@ static void qf_test_nv_outputs(const cJSON *r) {
     qf_test_nv_out(r, "quantize", 4, "amax_rowwise", "fp32", "4", "rowwise");
     qf_test_nv_out(r, "quantize", 5, "amax_columnwise", "fp32", "4", "columnwise");
     qf_test_nv_out(r, "norm_quantize", 6, "mu", "fp32", "4*M", "norm == layernorm");
-    qf_test_nv_out(r, "gemm", 0, "y", "bf16", "2*M*N", "always");
+    qf_test_nv_out(r, "gemm", 0, "y", "bf16", "2*M*N", "bf16 output");
+    qf_test_nv_out(r, "gemm", 1, "y", "fp32", "4*M*N", "fp32 output");
     assert_null(cJSON_GetObjectItem(qf_test_shape_out(r, "quantize", 4), "packing"));
 }
 

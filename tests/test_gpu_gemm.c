@@ -458,7 +458,7 @@ static const arg_check kArgChecks[] = {
     /* scales (unpadded rows, unpadded blocks), output, bias: shapes, dtypes and alignment */
     {ARGS_BUFFERS, EDIT(as, DIM0, 100), .text = "a.rowwise_scale_inv has 400 elements"},
     {ARGS_BUFFERS, EDIT(bs, DIM1, 3), .text = "b.rowwise_scale_inv has"},
-    {ARGS_BUFFERS, EDIT(y, DTYPE, QF_DTYPE_FP32), .text = "y.dtype is fp32; expected bf16"},
+    {ARGS_BUFFERS, EDIT(y, DTYPE, QF_DTYPE_FP16), .text = "y.dtype is fp16; a GEMM writes bf16"},
     {ARGS_BUFFERS, EDIT(bias, DIM0, 63), .text = "bias has 63 elements"},
     {ARGS_BUFFERS, EDIT(a, SHIFT, 8), .text = "is not 16-byte aligned"},
     /* Blackwell: swizzled scales required, N % 16, then cuBLASLt (no device here: NO_DEVICE) */

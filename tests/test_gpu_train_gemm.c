@@ -8,7 +8,10 @@
  * RHT on both columnwise copies cancels. Every recipe whose family runs dgrad and wgrad on this
  * GPU takes part (on sm_90 all of them; MXFP8 reads its columnwise copies as stored, [K, M]); a
  * family whose GEMM module runs either way (QF_GEMM_KERNEL: staged, or its kernel directly for
- * the kinds it runs) runs under QFUSE_HOPPER_GEMM=staged and =direct. Without a GPU it skips. */
+ * the kinds it runs) runs under QFUSE_HOPPER_GEMM=staged and =direct. Each GEMM also writes an fp32
+ * y (fp32 sums, no output rounding: rel err <= fp32_bound against the same reference; fprop with
+ * a bias) and accumulates twice into an fp32 main_grad (qf_gemm_ex, y = y0 + 2 A B^T, the same
+ * bound), at two sizes: small, and a reduction of 8192 for fprop. Without a GPU it skips. */
 #include "test_gpu_util.h"
 
 #include <math.h>
@@ -19,8 +22,14 @@
 #include "family.h"
 #include "registry.h"
 
-/* Multiples of 32: the K of every GEMM here (K, N, M) is whole rows of NVFP4 bytes. */
-enum { M = 256, N = 128, K = 192 };
+/* x [M, K], W [N, K], dy [M, N]. Multiples of 32: the reduction of every GEMM here (K, N, M) is
+ * whole rows of NVFP4 bytes. */
+typedef struct train_dims {
+    int64_t M, N, K;
+} train_dims;
+
+static const train_dims kDims[] = {{256, 128, 192}, {128, 64, 8192}};
+
 enum { T_X, T_W, T_DY, T_COUNT };   /* the quantized tensors */
 
 /* One training GEMM: y [rows, cols] = A B^T with A, B the given copies of two tensors. */
@@ -31,11 +40,24 @@ typedef struct train_gemm {
     int64_t rows, cols, k; /* y [rows, cols], reduction k */
 } train_gemm;
 
-static const train_gemm kGemms[] = {
-    {"fprop", T_X, T_W, QF_COPY_ROWWISE, QF_COPY_ROWWISE, M, N, K},
-    {"dgrad", T_DY, T_W, QF_COPY_ROWWISE, QF_COPY_COLUMNWISE, M, K, N},
-    {"wgrad", T_DY, T_X, QF_COPY_COLUMNWISE, QF_COPY_COLUMNWISE, N, K, M},
-};
+/* fprop, dgrad and wgrad of numerics 6 at dims d. */
+static void train_gemms(const train_dims *d, train_gemm g[3]) {
+    g[0] = (train_gemm){"fprop", T_X, T_W, QF_COPY_ROWWISE, QF_COPY_ROWWISE, d->M, d->N, d->K};
+    g[1] = (train_gemm){"dgrad", T_DY, T_W, QF_COPY_ROWWISE, QF_COPY_COLUMNWISE, d->M, d->K,
+                        d->N};
+    g[2] = (train_gemm){"wgrad", T_DY, T_X, QF_COPY_COLUMNWISE, QF_COPY_COLUMNWISE, d->N, d->K,
+                        d->M};
+}
+
+/* Rel err bound of an fp32 y against fp64 of the same operands, per family. MXFP8 and NVFP4 on
+ * Hopper sum exact bf16 products on the bf16 tensor cores in fp32: 1e-5 (SPEC 7). Per-tensor FP8
+ * runs on the FP8 tensor cores, which keep only about 14 bits of each instruction's partial sum
+ * before cuBLASLt promotes it to fp32 (DeepSeek-V3 technical report, 3.3.2; measured on an H200:
+ * 9.5e-5 at k 192): 4e-4, a quarter of the bf16 output rounding (rms about 1.6e-3), so an output
+ * rounded to bf16 fails either bound. */
+static double fp32_bound(qf_family f) {
+    return f == QF_FAMILY_MXFP8 || f == QF_FAMILY_NVFP4 ? 1e-5 : 4e-4;
+}
 
 /* Rel err bound of wgrad against dy^T xn of the unquantized values, per family: random data of
  * the scale 1 per-tensor FP8 handles exactly enough that the relative rounding of E5M2 (rms
@@ -145,12 +167,13 @@ static void gemm_ref(qf_family f, const train_gemm *g, const qtensor *a, const q
     }
 }
 
-/* sqrt(sum (got - want)^2 / sum want^2); *bad counts non-finite outputs. */
-static double rel_err(const uint16_t *got, const double *want, int64_t n, int64_t *bad) {
+/* sqrt(sum (got - want)^2 / sum want^2) of got (bf16 or fp32); *bad counts non-finite outputs. */
+static double rel_err(const void *got, qf_dtype dt, const double *want, int64_t n, int64_t *bad) {
     double num = 0, den = 0;
     *bad = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double v = qf_bf16_to_float(got[i]);
+        const double v = dt == QF_DTYPE_FP32 ? ((const float *)got)[i]
+                                             : qf_bf16_to_float(((const uint16_t *)got)[i]);
         if (!isfinite(v))
             (*bad)++;
         num += (v - want[i]) * (v - want[i]);
@@ -161,7 +184,10 @@ static double rel_err(const uint16_t *got, const double *want, int64_t n, int64_
 
 /* dW = dy^T xn of the bf16 inputs, xn = x * rsigma (the rsigma the forward wrote), double
  * [N, K]. */
-static void wgrad_exact(const uint16_t *dy, const uint16_t *x, const float *rsigma, double *y) {
+static void wgrad_exact(const train_dims *d, const uint16_t *dy, const uint16_t *x,
+                        const float *rsigma, double *y) {
+    const int64_t M = d->M, N = d->N, K = d->K;
+#pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
             double s = 0;
@@ -170,6 +196,52 @@ static void wgrad_exact(const uint16_t *dy, const uint16_t *x, const float *rsig
                      rsigma[m];
             y[n * K + k] = s;
         }
+}
+
+/* The fp32 outputs of g: y alone (+ a bf16 bias [cols] when bias is not NULL), then y0 + A B^T
+ * accumulated twice into a main_grad (y0 random at the reference's scale), both within fp32_bound
+ * of the reference `want` (A B^T without the bias). */
+static void check_fp32(qf_ctx_t *ctx, const qf_recipe *r, const train_gemm *g, const qf_operand *a,
+                       const qf_operand *b, const double *want, const dual *bias) {
+    const int64_t n = g->rows * g->cols;
+    dual y = dual_alloc((size_t)n * 4);
+    qf_tensor yt = tv(&y, QF_DTYPE_FP32, 2, g->rows, g->cols);
+    const qf_tensor bt = bias ? tv(bias, QF_DTYPE_BF16, 1, g->cols, 0) : (qf_tensor){0};
+    CK(cudaMemset(y.d, 0xFF, y.bytes));
+    QF_OK_OR_FAIL(qf_gemm(ctx, r->name, a, b, bias ? &bt : NULL, &yt, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&y);
+    double *acc = malloc((size_t)n * sizeof *acc);
+    assert_non_null(acc);
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = want[i] + (bias ? qf_bf16_to_float(((const uint16_t *)bias->h)[i % g->cols]) : 0);
+    int64_t bad;
+    const double e = rel_err(y.h, QF_DTYPE_FP32, acc, n, &bad);
+    double rms = 0;
+    for (int64_t i = 0; i < n; i++)
+        rms += want[i] * want[i] / (double)n;
+    rms = sqrt(rms);
+    uint64_t seed = 77;
+    for (int64_t i = 0; i < n; i++) {
+        ((float *)y.h)[i] = (float)(rms * qf_test_rng_uniform(&seed));
+        acc[i] = (double)((float *)y.h)[i] + 2.0 * want[i];
+    }
+    dual_up(&y);
+    const qf_gemm_opts opts = {.accumulate = 1};
+    for (int i = 0; i < 2; i++)
+        QF_OK_OR_FAIL(qf_gemm_ex(ctx, r->name, a, b, NULL, &yt, &opts, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&y);
+    int64_t bad_acc;
+    const double ea = rel_err(y.h, QF_DTYPE_FP32, acc, n, &bad_acc);
+    printf("; fp32 y%s %.3e, main_grad += twice %.3e (bound %.0e)", bias ? " + bias" : "", e, ea,
+           fp32_bound(r->family));
+    assert_int_equal(bad, 0);
+    assert_int_equal(bad_acc, 0);
+    assert_true(e <= fp32_bound(r->family));
+    assert_true(ea <= fp32_bound(r->family));
+    free(acc);
+    dual_free(&y);
 }
 
 static void fill_const_bf16(void *p, int64_t n, float v) {
@@ -184,8 +256,12 @@ static void fill_unit(void *p, int64_t n, uint64_t seed) {
         store_as(p, QF_DTYPE_BF16, i, qf_test_rng_uniform(&seed));
 }
 
-static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
-    static const int64_t dims[T_COUNT][2] = {[T_X] = {M, K}, [T_W] = {N, K}, [T_DY] = {M, N}};
+static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, const train_dims *d) {
+    const int64_t dims[T_COUNT][2] = {[T_X] = {d->M, d->K}, [T_W] = {d->N, d->K},
+                                      [T_DY] = {d->M, d->N}};
+    const int64_t K = d->K;
+    train_gemm gemms[3];
+    train_gemms(d, gemms);
     static const qf_role roles[T_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_GRAD};
     qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
     if (qf_family_get(r->family)->scale_layout) /* block scales: the layout the GEMM reads */
@@ -194,6 +270,9 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     dual scale = dual_alloc(sizeof one); /* fp8_delayed's quantization scale */
     memcpy(scale.h, &one, sizeof one);
     dual_up(&scale);
+    dual bias = dual_alloc((size_t)d->N * 2); /* fprop's bias, for the fp32 y */
+    fill_unit(bias.h, d->N, 99);
+    dual_up(&bias);
     dual gamma = dual_alloc(K * 2); /* RMSNorm gamma = 1 */
     fill_const_bf16(gamma.h, K, 1.0f);
     dual_up(&gamma);
@@ -214,8 +293,8 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     CK(cudaDeviceSynchronize());
     for (int t = 0; t < T_COUNT; t++)
         qt_down(&q[t]);
-    for (size_t i = 0; i < sizeof kGemms / sizeof kGemms[0]; i++) {
-        const train_gemm *g = &kGemms[i];
+    for (int i = 0; i < 3; i++) {
+        const train_gemm *g = &gemms[i];
         const int64_t n = g->rows * g->cols;
         dual y = dual_alloc((size_t)n * 2);
         qf_tensor yt = tv(&y, QF_DTYPE_BF16, 2, g->rows, g->cols);
@@ -227,16 +306,17 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
         assert_non_null(want);
         gemm_ref(r->family, g, &q[g->a], &q[g->b], want);
         int64_t bad;
-        const double e = rel_err(y.h, want, n, &bad);
+        const double e = rel_err(y.h, QF_DTYPE_BF16, want, n, &bad);
         printf("%-12s %s [%lld, %lld] (k %lld): rel err %.3e against the reference of its "
                "copies, non-finite %lld", r->name, g->name, (long long)g->rows,
                (long long)g->cols, (long long)g->k, e, (long long)bad);
         assert_int_equal(bad, 0);
         assert_true(e <= 4e-3); /* bf16 output rounding (2^-9 at most, rms about 2^-10) */
+        check_fp32(ctx, r, g, &a, &b, want, i == 0 ? &bias : NULL);
         if (g->a_copy == QF_COPY_COLUMNWISE) {
-            wgrad_exact(in[T_DY].h, in[T_X].h, (const float *)qt_host(&q[T_X], QF_SLOT_RSIGMA),
-                        want);
-            const double ex = rel_err(y.h, want, n, &bad);
+            wgrad_exact(d, in[T_DY].h, in[T_X].h,
+                        (const float *)qt_host(&q[T_X], QF_SLOT_RSIGMA), want);
+            const double ex = rel_err(y.h, QF_DTYPE_BF16, want, n, &bad);
             printf("; %.3e against dy^T xn (bound %.2f)", ex, wgrad_bound(r->family));
             assert_true(ex <= wgrad_bound(r->family));
         }
@@ -250,6 +330,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     }
     dual_free(&scale);
     dual_free(&gamma);
+    dual_free(&bias);
 }
 
 static void test_training_gemms(void **state) {
@@ -269,13 +350,15 @@ static void test_training_gemms(void **state) {
                 setenv("QFUSE_HOPPER_GEMM", ways[w], 1);
                 printf("%s: QFUSE_HOPPER_GEMM=%s\n", r->name, ways[w]);
             }
-            run_recipe(ctx, r);
+            for (size_t j = 0; j < sizeof kDims / sizeof kDims[0]; j++)
+                run_recipe(ctx, r, &kDims[j]);
             runs++;
         }
         unsetenv("QFUSE_HOPPER_GEMM");
         ran++;
     }
-    printf("test_gpu_train_gemm: %d recipes (%d runs), 3 GEMMs each\n", ran, runs);
+    printf("test_gpu_train_gemm: %d recipes (%d runs), 3 GEMMs each at %d sizes, bf16 and fp32 "
+           "y\n", ran, runs, (int)(sizeof kDims / sizeof kDims[0]));
     /* fp8_delayed, fp8_current, nvfp4, nvfp4_nort, and on sm_89..99 mxfp8, mxfp8_2d */
     assert_true(ran >= 4);
     qf_ctx_free(ctx);

@@ -37,6 +37,7 @@ typedef struct bench_opts {
     int quick, iters, batch;
     unsigned sections;          /* SEC_* mask */
     int dtype;                  /* --dtype: one x dtype, or -1 for all */
+    int shape;                  /* --shape: 1 + its index in the GEMM shapes, or 0 for all */
     tool_recipes recipes;       /* --recipe */
 } bench_opts;
 

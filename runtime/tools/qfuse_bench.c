@@ -71,6 +71,7 @@ static void bench_copy(bench *b) {
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-bench [--csv FILE] [--quick] [--iters N] [--batch N]\n"
                "                   [--recipe NAME]... [--dtype bf16|fp16|fp32] [--section S]...\n"
+               "                   [--shape MxKxN]\n"
                "Times every qfuse op at the shapes of real models' layers against ceilings\n"
                "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs), the\n"
                "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
@@ -84,6 +85,8 @@ static void usage(FILE *f) {
                "  --dtype D   only norm + quantize rows with x in dtype D\n"
                "  --section S only section S: quant (norm + quantize), gemm or jit (repeatable;\n"
                "              default: all; the copy ceiling always runs)\n"
+               "  --shape S   only the GEMM rows of shape S = MxKxN, one of the GEMM section's\n"
+               "              (8192x8192x8192, 16384x4096x14336, ...; for profiling one GEMM)\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
                "tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note (the speedups\n"
                "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n");
@@ -123,6 +126,25 @@ static int parse_section(const char *v, unsigned *mask) {
     return -1;
 }
 
+/* --shape MxKxN: one of gemm_shapes_full, into o->shape; 0, or -1 with a message. */
+static int parse_shape(const char *v, bench_opts *o) {
+    long long m, k, n;
+    char end;
+    if (sscanf(v, "%lldx%lldx%lld%c", &m, &k, &n, &end) == 3)
+        for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
+            if (gemm_shapes_full[i].s[0] == m && gemm_shapes_full[i].s[1] == k &&
+                gemm_shapes_full[i].s[2] == n) {
+                o->shape = (int)i + 1;
+                return 0;
+            }
+    fprintf(stderr, "qfuse-bench: --shape '%s': expected MxKxN, one of", v);
+    for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
+        fprintf(stderr, " %lldx%lldx%lld", (long long)gemm_shapes_full[i].s[0],
+                (long long)gemm_shapes_full[i].s[1], (long long)gemm_shapes_full[i].s[2]);
+    fprintf(stderr, "\n");
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, bench_opts *o) {
     static const struct option longs[] = {{"csv", required_argument, 0, 'c'},
                                           {"quick", no_argument, 0, 'q'},
@@ -131,11 +153,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                                           {"recipe", required_argument, 0, 'r'},
                                           {"dtype", required_argument, 0, 'd'},
                                           {"section", required_argument, 0, 's'},
+                                          {"shape", required_argument, 0, 'S'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10, .dtype = -1};
     int c;
-    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:h", longs, NULL)) != -1) {
         if (c == 'c')
             o->csv = optarg;
         else if (c == 'q')
@@ -150,7 +173,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 's' && parse_section(optarg, &o->sections) < 0)
             return 2;
-        else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's')
+        else if (c == 'S' && parse_shape(optarg, o) < 0)
+            return 2;
+        else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
             continue;
         else {
             usage(c == 'h' ? stdout : stderr);
@@ -185,8 +210,11 @@ int main(int argc, char **argv) {
     bench_copy(&b);
     if (b.o.sections & SEC_QUANT)
         bench_quantizers(&b);
-    const bench_gemm_case *gs = b.o.quick ? gemm_shapes_quick : gemm_shapes_full;
-    int ng = b.o.quick ? 1 : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
+    const bench_gemm_case *gs = b.o.shape   ? &gemm_shapes_full[b.o.shape - 1]
+                                : b.o.quick ? gemm_shapes_quick
+                                            : gemm_shapes_full;
+    int ng = b.o.shape || b.o.quick ? 1
+                                    : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
     for (int i = 0; (b.o.sections & SEC_GEMM) && i < ng; i++)
         bench_block_gemms(&b, &gs[i], bench_gemm_shape(&b, &gs[i]));
     if (b.o.sections & SEC_JIT)
