@@ -171,6 +171,7 @@ static const struct {
     {"\nQF_COLS_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_COLS)},
     {"\nQF_ALPHA_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_ALPHA)},
     {"\nQF_DEQUANT_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_DEQUANT)},
+    {"\nQF_REDUCE_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_REDUCE)},
 };
 
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,

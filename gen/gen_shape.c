@@ -76,7 +76,8 @@ static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
                                "constants, roundup and cdiv", o->name, d);
     const unsigned all_ops = QF_FAKE_OP(QF_OP_COUNT) - 1u;
     if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || !o->ops || (o->ops & ~all_ops) != 0 ||
-        (o->dtype != QF_FAKE_DTYPE_ROLE && (unsigned)o->dtype >= QF_DTYPE_COUNT))
+        (o->dtype != QF_FAKE_DTYPE_ROLE && o->dtype != QF_FAKE_DTYPE_QUERY &&
+         (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
     return 0;
 }
@@ -212,14 +213,17 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o) {
     }
     qf_gen_buf_addf(
         b, "};\n%sif (qf_shape_add(out, cap, &n, \"%s\", %s, %d, d) != 0)\n", ind, o->name,
-        o->dtype == QF_FAKE_DTYPE_ROLE ? "fmt" : qf_enum_c(QF_ENUM_DTYPE, o->dtype),
+        o->dtype == QF_FAKE_DTYPE_ROLE    ? "fmt"
+        : o->dtype == QF_FAKE_DTYPE_QUERY ? "q->dtype"
+                                          : qf_enum_c(QF_ENUM_DTYPE, o->dtype),
         o->ndim);
     qf_gen_buf_addf(b, "%s    return -1;\n    }\n", ind);
 }
 
-static int qf_gen_op_uses_role_fmt(const qf_fake_table *t, qf_op op) {
+/* 1 when an output of op takes dtype kind (QF_FAKE_DTYPE_ROLE or QF_FAKE_DTYPE_QUERY). */
+static int qf_gen_op_uses_dtype(const qf_fake_table *t, qf_op op, int kind) {
     for (int i = 0; i < t->n_outs; i++)
-        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == QF_FAKE_DTYPE_ROLE)
+        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == kind)
             return 1;
     return 0;
 }
@@ -233,7 +237,10 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                     "int cap) {\n",
                     r->name, opname);
     qf_gen_emit_op_checks(b, op);
-    if (qf_gen_op_uses_role_fmt(t, op->op))
+    if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
+        qf_gen_buf_adds(b, "    if (q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
+                           "q->dtype != QF_DTYPE_FP32)\n        return -1;\n");
+    if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_ROLE))
         qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
                         op->role == QF_FAKE_ROLE_QUERY ? "q->role"
                                                       : qf_enum_c(QF_ENUM_ROLE, op->role));
@@ -285,6 +292,8 @@ static size_t qf_gen_unit_size(qf_dtype dt) {
  * the roles' formats differ in size. */
 static size_t qf_gen_out_size(const qf_recipe *r, const qf_fake_op *op,
                               const qf_fake_out *o) {
+    if (o->dtype == QF_FAKE_DTYPE_QUERY)
+        return 0;
     if (o->dtype != QF_FAKE_DTYPE_ROLE)
         return qf_gen_unit_size((qf_dtype)o->dtype);
     if (op->role != QF_FAKE_ROLE_QUERY)
@@ -299,6 +308,8 @@ static size_t qf_gen_out_size(const qf_recipe *r, const qf_fake_op *op,
 /* 1 when output o of op is packed E2M1 in recipe r (every role's format, for a query role). */
 static int qf_gen_out_packed(const qf_recipe *r, const qf_fake_op *op,
                              const qf_fake_out *o) {
+    if (o->dtype == QF_FAKE_DTYPE_QUERY)
+        return 0;
     if (o->dtype != QF_FAKE_DTYPE_ROLE)
         return o->dtype == QF_DTYPE_E2M1;
     if (op->role != QF_FAKE_ROLE_QUERY)
@@ -326,7 +337,9 @@ static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
                               const qf_fake_out *o) {
     char dtype[64], bytes[128];
     cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
-    if (o->dtype == QF_FAKE_DTYPE_ROLE)
+    if (o->dtype == QF_FAKE_DTYPE_QUERY)
+        snprintf(dtype, sizeof dtype, "dtype");
+    else if (o->dtype == QF_FAKE_DTYPE_ROLE)
         snprintf(dtype, sizeof dtype, "format[%s]",
                  op->role == QF_FAKE_ROLE_QUERY ? "role"
                                                : qf_enum_name(QF_ENUM_ROLE, op->role));

@@ -44,6 +44,26 @@ static void qf_gen_expand_nq(const qf_recipe *r, const qf_gen_kernel_config *cfg
             }
 }
 
+/* norm_backward: {layernorm, rmsnorm} x zcg {0, 1} x x dtype, dx in x's dtype (numerics 6). */
+static void qf_gen_expand_nbwd(const qf_recipe *r, const qf_gen_kernel_config *cfg,
+                               qf_gen_variant *out, int cap, int *n) {
+    for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
+        for (int z = 0; z <= 1; z++)
+            for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
+                qf_gen_variant v = {.cfg = *cfg};
+                v.desc = (qf_kernel_desc){.op = QF_OP_NORM_BACKWARD,
+                                          .role = QF_ROLE_INPUT,
+                                          .norm = qf_gen_nq_norms[i],
+                                          .zero_centered_gamma = z,
+                                          .in_dtype = qf_gen_in_dtypes[d],
+                                          .out_dtype = qf_gen_in_dtypes[d]};
+                snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_nbwd_%s%s_%s", r->name,
+                         qf_enum_name(QF_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
+                         qf_enum_name(QF_ENUM_DTYPE, v.desc.in_dtype));
+                qf_gen_push(out, cap, n, &v);
+            }
+}
+
 /* quantize (no norm) for weights and gradients x in dtype, output in that role's format. */
 static void qf_gen_expand_quant(const qf_recipe *r, const qf_gen_kernel_config *cfg,
                                 qf_gen_variant *out, int cap, int *n) {
@@ -100,6 +120,18 @@ static void qf_gen_expand_op(const qf_recipe *r, qf_op op, const qf_family_op *f
     case QF_OP_GEMM: /* y[M, N] bf16 = A (input format) x B (weight format)^T */
         qf_gen_push_single(r, &cfg, op, r->fmt[QF_ROLE_INPUT], QF_DTYPE_BF16, "gemm", out, cap, n);
         break;
+    case QF_OP_NORM_BACKWARD:
+        qf_gen_expand_nbwd(r, &cfg, out, cap, n);
+        break;
+    case QF_OP_DBIAS: /* dy in dtype, dbias in dy's dtype */
+        for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
+            char suffix[32];
+            snprintf(suffix, sizeof suffix, "dbias_%s",
+                     qf_enum_name(QF_ENUM_DTYPE, qf_gen_in_dtypes[d]));
+            qf_gen_push_single(r, &cfg, op, qf_gen_in_dtypes[d], qf_gen_in_dtypes[d], suffix, out,
+                               cap, n);
+        }
+        break;
     default:
         break;
     }
@@ -138,12 +170,18 @@ static const char *qf_gen_desc_problem(const qf_kernel_desc *d) {
         return "enum value out of range";
     if (d->zero_centered_gamma != 0 && d->zero_centered_gamma != 1)
         return "zero_centered_gamma is not 0 or 1";
-    if (d->op == QF_OP_GEMM ? d->out_dtype != QF_DTYPE_BF16
-                            : d->out_dtype != QF_DTYPE_E4M3 && d->out_dtype != QF_DTYPE_E5M2 &&
-                                  d->out_dtype != QF_DTYPE_E2M1)
+    if (d->op == QF_OP_NORM_BACKWARD || d->op == QF_OP_DBIAS) {
+        if (d->out_dtype != d->in_dtype)
+            return "backward output dtype (dx, dbias) is not the input's";
+    } else if (d->op == QF_OP_GEMM ? d->out_dtype != QF_DTYPE_BF16
+                                   : d->out_dtype != QF_DTYPE_E4M3 &&
+                                         d->out_dtype != QF_DTYPE_E5M2 &&
+                                         d->out_dtype != QF_DTYPE_E2M1) {
         return d->op == QF_OP_GEMM ? "GEMM output dtype is not bf16"
                                    : "output dtype is not an FP8 or FP4 format";
-    if ((d->op == QF_OP_NORM_QUANTIZE) != (d->norm != QF_NORM_NONE))
+    }
+    if ((d->op == QF_OP_NORM_QUANTIZE || d->op == QF_OP_NORM_BACKWARD) !=
+        (d->norm != QF_NORM_NONE))
         return "norm does not match the op";
     return NULL;
 }

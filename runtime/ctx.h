@@ -31,6 +31,8 @@ typedef struct qf_loaded_kernel {
                                  * GEMM modules), NULL if absent */
     CUfunction fn_alpha;        /* <name>_alpha, NVFP4's device alpha (its GEMM module), NULL if
                                  * absent */
+    CUfunction fn_reduce;       /* <name>_reduce, the column sums after a partial-sums entry (the
+                                 * norm backward's dgamma, dbeta), NULL if absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */

@@ -118,10 +118,16 @@ static const char *qf_check_nvfp4(const qf_recipe *r, char *msg, size_t n) {
 
 #define QF_FIELDS(a) .fields = (a), .n_fields = QF_COUNTOF(a)
 #define QF_E4M3_ALL {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E4M3}
+/* The backward ops of every family: one template each, no recipe constant (numerics 6). */
+#define QF_NORM_BWD_OP                                                                             \
+    [QF_OP_NORM_BACKWARD] = {"smxx_norm_backward.cu", 256, 1,                                      \
+                             QF_TC_NORM | QF_TC_ZCG | QF_TC_IN_DTYPE},                             \
+    [QF_OP_DBIAS] = {"smxx_dbias.cu", 256, 1, QF_TC_IN_DTYPE}
 /* Both per-tensor FP8 families quantize with one template (its __FAMILY__ step picks the scale). */
 #define QF_FP8_QUANTIZERS                                                                          \
     [QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY},    \
-    [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY}
+    [QF_OP_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY},         \
+    QF_NORM_BWD_OP
 
 const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
     [QF_FAMILY_FP8_DELAYED] =
@@ -151,7 +157,8 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
          .fmt = QF_E4M3_ALL,
          .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_mxfp8_norm_quantize.cu", 256, 32, QF_TC_QUANT},
                  [QF_OP_QUANTIZE] = {"smxx_mxfp8_norm_quantize.cu", 256, 32, QF_TC_QUANT},
-                 [QF_OP_GEMM] = {"sm90_mxfp8_gemm.cu", 256, QF_MX_GEMM_TILE_M, QF_TC_TILE_M}},
+                 [QF_OP_GEMM] = {"sm90_mxfp8_gemm.cu", 256, QF_MX_GEMM_TILE_M, QF_TC_TILE_M},
+                 QF_NORM_BWD_OP},
          .scale_layout = 1,
          .shapes = &qf_fake_mxfp8,
          /* The columnwise copies are not transposed (32x1 blocks down M): the GEMM kernel and
@@ -171,7 +178,8 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                  [QF_OP_QUANTIZE] = {"smxx_nvfp4_norm_quantize.cu", 256, 32,
                                                      QF_TC_QUANT & ~QF_TC_OUT_DTYPE},
                                  [QF_OP_GEMM] = {"sm90_nvfp4_gemm.cu", 256, QF_NV_GEMM_TILE_M,
-                                                 QF_TC_TILE_M}},
+                                                 QF_TC_TILE_M},
+                                 QF_NORM_BWD_OP},
                          .scale_layout = 1,
                          .shapes = &qf_fake_nvfp4,
                          /* the columnwise copies are transposed: every GEMM is TN */

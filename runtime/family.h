@@ -185,6 +185,9 @@ typedef enum qf_fake_cond {
 
 /* dtype value meaning "the format of the op's role" (qf_recipe.fmt). */
 #define QF_FAKE_DTYPE_ROLE (-1)
+/* dtype value meaning "the query's dtype" (qf_shape_query.dtype: bf16, fp16 or fp32; an op with
+ * such an output refuses a query of another dtype). */
+#define QF_FAKE_DTYPE_QUERY (-2)
 /* role value meaning "the role the query names" (QF_OP_QUANTIZE). */
 #define QF_FAKE_ROLE_QUERY (-1)
 
@@ -200,7 +203,7 @@ typedef enum qf_fake_cond {
 typedef struct qf_fake_out {
     unsigned ops; /* the ops that have this output: QF_FAKE_OPS(...) bits */
     const char *name;
-    int dtype; /* a qf_dtype or QF_FAKE_DTYPE_ROLE */
+    int dtype; /* a qf_dtype, QF_FAKE_DTYPE_ROLE or QF_FAKE_DTYPE_QUERY */
     int ndim;
     const char *dims[4];
     qf_fake_cond cond;

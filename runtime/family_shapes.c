@@ -12,16 +12,32 @@
 
 extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4;
 
+/* The backward ops of every family (numerics 6): the norm's, of x [M, K] of the query's dtype,
+ * and dbias, of dy [M, N] of the query's dtype. */
+#define QF_FAKE_NORM_BWD_OP                                                                        \
+    {QF_OP_NORM_BACKWARD, "MK", 0, QF_ROLE_INPUT, 1, 0, NULL},                                     \
+        {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL}
+
 static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
     {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
     {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
+    QF_FAKE_NORM_BWD_OP,
 };
 
 /* The outputs of a fused norm (numerics 3), after the quantized copies. */
 #define QF_FAKE_NORM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},   \
         {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0}
+/* The norm backward's outputs (numerics 6): dx in x's dtype, fp32 dgamma and (LayerNorm) dbeta. */
+#define QF_FAKE_NORM_BWD_OUTS                                                                      \
+    {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dx", QF_FAKE_DTYPE_QUERY, 2, {"M", "K"},                   \
+     QF_FAKE_COND_ALWAYS, 0},                                                                      \
+        {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dgamma", QF_DTYPE_FP32, 1, {"K"}, QF_FAKE_COND_ALWAYS,  \
+         0},                                                                                       \
+        {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dbeta", QF_DTYPE_FP32, 1, {"K"},                        \
+         QF_FAKE_COND_LAYERNORM, 0},                                                               \
+        {QF_FAKE_OP(QF_OP_DBIAS), "dbias", QF_FAKE_DTYPE_QUERY, 1, {"N"}, QF_FAKE_COND_ALWAYS, 0}
 /* A GEMM's y, bf16 or (QF_OUT_FP32) fp32. */
 #define QF_FAKE_GEMM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_OUT_BF16, 0},         \
@@ -37,6 +53,7 @@ static const qf_fake_out qf_fake_fp8_delayed_outs[] = {
     {QF_FAKE_QUANTIZERS, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
+    QF_FAKE_NORM_BWD_OUTS,
 };
 
 const qf_fake_table qf_fake_fp8 = {
@@ -56,6 +73,7 @@ static const qf_fake_out qf_fake_mxfp8_outs[] = {
      {"roundup(cdiv(M,32),4)", "roundup(K,128)"}, QF_FAKE_COND_COLUMNWISE, 1},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
+    QF_FAKE_NORM_BWD_OUTS,
 };
 
 const qf_fake_table qf_fake_mxfp8 = {
@@ -70,6 +88,7 @@ static const qf_fake_op qf_fake_nvfp4_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
     {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 16, "MK"},
     {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
+    QF_FAKE_NORM_BWD_OP,
 };
 
 static const qf_fake_out qf_fake_nvfp4_outs[] = {
@@ -85,6 +104,7 @@ static const qf_fake_out qf_fake_nvfp4_outs[] = {
     {QF_FAKE_QUANTIZERS, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
+    QF_FAKE_NORM_BWD_OUTS,
 };
 
 const qf_fake_table qf_fake_nvfp4 = {
@@ -134,8 +154,20 @@ static int64_t qf_fake_eval(const char **s, const qf_shape_query *q) {
     return v;
 }
 
+/* 1 when an output of op o in table t takes the query's dtype. */
+static int qf_fake_uses_query_dtype(const qf_fake_table *t, qf_op op) {
+    for (int i = 0; i < t->n_outs; i++)
+        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == QF_FAKE_DTYPE_QUERY)
+            return 1;
+    return 0;
+}
+
 /* 1 when q is a valid query of op o (the checks of the generated functions). */
-static int qf_fake_query_ok(const qf_fake_op *o, const qf_shape_query *q) {
+static int qf_fake_query_ok(const qf_fake_table *t, const qf_fake_op *o,
+                            const qf_shape_query *q) {
+    if (qf_fake_uses_query_dtype(t, o->op) && q->dtype != QF_DTYPE_BF16 &&
+        q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
+        return 0;
     for (const char *s = o->dims_used; *s; s++)
         if (qf_fake_symbol(q, *s) <= 0)
             return 0;
@@ -198,7 +230,7 @@ int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
     for (int i = 0; i < t->shapes->n_ops; i++)
         if (t->shapes->ops[i].op == q->op)
             o = &t->shapes->ops[i];
-    if (!o || !qf_fake_query_ok(o, q))
+    if (!o || !qf_fake_query_ok(t->shapes, o, q))
         return -1;
     const qf_dtype fmt = r->fmt[o->role == QF_FAKE_ROLE_QUERY ? q->role : (qf_role)o->role];
     int n = 0;
@@ -207,7 +239,10 @@ int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
         if (!(fo->ops & QF_FAKE_OP(q->op)) || !qf_fake_cond_holds(fo->cond, q))
             continue;
         qf_shape s;
-        if (qf_fake_fill(fo, fo->dtype == QF_FAKE_DTYPE_ROLE ? fmt : (qf_dtype)fo->dtype, q, &s))
+        const qf_dtype dt = fo->dtype == QF_FAKE_DTYPE_ROLE    ? fmt
+                            : fo->dtype == QF_FAKE_DTYPE_QUERY ? q->dtype
+                                                               : (qf_dtype)fo->dtype;
+        if (qf_fake_fill(fo, dt, q, &s))
             return -1;
         if (n < cap)
             out[n] = s;

@@ -78,6 +78,8 @@ typedef enum qf_op {
     QF_OP_QUANTIZE = 1,
     QF_OP_SCALE_UPDATE = 2,
     QF_OP_GEMM = 3,
+    QF_OP_NORM_BACKWARD = 4, /* LayerNorm / RMSNorm backward: dx, dgamma, dbeta (numerics 6) */
+    QF_OP_DBIAS = 5,         /* dbias = sum_M dy (numerics 6) */
     QF_OP_COUNT
 } qf_op;
 
@@ -255,6 +257,48 @@ QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
 #define QF_DQ_THREADS 256 /* threads per block of `<name>_dequant` */
 #define QF_DQ_VEC 8       /* elements per chunk: an 8-byte FP8 load, a 16-byte bf16 store */
 #define QF_DQ_CHUNKS 2    /* chunks per thread, QF_DQ_THREADS apart */
+
+/* Parameter block of the norm backward module (templates/smxx_norm_backward.cu, numerics 6):
+ * dx [M, K] of x's dtype and, through per-block partial sums, dgamma and dbeta [K] fp32. The main
+ * entry runs `blocks` blocks of rows_per_block consecutive rows each and writes its column sums
+ * of dxn * xh and dxn to part[blk * K + k] and part[(blocks + blk) * K + k]; the <name>_reduce
+ * entry (one thread per column) adds them in block order into dgamma and dbeta. */
+typedef struct qf_nb_params {
+    const void *x;           /* [M, K], the kernel's dtype */
+    const void *dxn;         /* [M, K] bf16, or fp32 when dxn_fp32 */
+    const void *gamma;       /* [K] x's dtype, or fp32 when gamma_fp32 */
+    const float *mu;         /* [M] (LayerNorm; unused for RMSNorm) */
+    const float *rsigma;     /* [M] */
+    void *dx;                /* [M, K], x's dtype */
+    float *part;             /* [2, blocks, K] scratch */
+    float *dgamma;           /* [K] */
+    float *dbeta;            /* [K] (LayerNorm; NULL for RMSNorm) */
+    int64_t M;
+    int64_t K;
+    int64_t rows_per_block;
+    int32_t blocks;
+    int32_t dxn_fp32;
+    int32_t gamma_fp32;
+    int32_t pad_;
+} qf_nb_params;
+QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
+#define QF_NB_MAX_BLOCKS 512   /* at most this many row blocks (the partials' height) */
+#define QF_NB_MAX_K 24576      /* 2 K fp32 accumulators in shared memory (192 KiB) */
+
+/* Parameter block of the dbias module (templates/smxx_dbias.cu, numerics 6): dbias [N] = sum_M dy
+ * for dy [M, N], both of the kernel's dtype, through per-block partials as qf_nb_params (blocks of
+ * rows_per_block rows, at most QF_NB_MAX_BLOCKS; N <= 2 QF_NB_MAX_K). */
+typedef struct qf_db_params {
+    const void *dy;          /* [M, N] */
+    float *part;             /* [blocks, N] scratch */
+    void *dbias;             /* [N] */
+    int64_t M;
+    int64_t N;
+    int64_t rows_per_block;
+    int32_t blocks;
+    int32_t pad_;
+} qf_db_params;
+QF_STATIC_ASSERT(sizeof(qf_db_params) == 7 * 8, "qf_db_params ABI");
 
 /* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
  * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and

@@ -315,6 +315,49 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
                      const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *opts,
                      void *stream);
 
+/* The gradients of a fused norm (numerics 6), caller memory sized by the fake shapes of a
+ * QF_OP_NORM_BACKWARD query (norm, M, K, dtype = x's dtype). */
+typedef struct qf_norm_grads {
+    qf_tensor dx;     /* [M, K], x's dtype */
+    qf_tensor dgamma; /* [K] fp32 (written, not accumulated) */
+    qf_tensor dbeta;  /* [K] fp32, LayerNorm only (data NULL for RMSNorm) */
+} qf_norm_grads;
+
+/* Backward of xn = norm(x) (LayerNorm or RMSNorm, numerics 6) for the gradient dxn of its output:
+ * with xh = (x - mu) * rsigma (RMSNorm: x * rsigma), g = gamma (+1 in fp32 when
+ * zero_centered_gamma) and dxh = dxn * g,
+ *   dx = rsigma * (dxh - mean_K(dxh) - xh * mean_K(dxh * xh))   (RMSNorm: no mean_K(dxh)),
+ *   dgamma = sum_M dxn * xh,   dbeta = sum_M dxn (LayerNorm),
+ * in fp32 from the forward's statistics (never recomputed); dx rounded once to x's dtype.
+ *   norm:   the forward's norm, zero_centered_gamma and gamma [K] (x's dtype or fp32); eps and
+ *           beta are not used.
+ *   x:      [..., K] bf16, fp16 or fp32, the forward's input, viewed as [M, K]; K <= 24576.
+ *   dxn:    [M, K] bf16 or fp32 (the dgrad GEMM's output).
+ *   mu:     [M] fp32 (LayerNorm; ignored for RMSNorm), rsigma: [M] fp32: the MU and RSIGMA slots
+ *           the forward's norm + quantize wrote.
+ *   out:    dx, dgamma, dbeta as the fake shapes list them.
+ * Uses stream-ordered scratch of 2 cdiv(M, cdiv(M, 512)) K floats from the context's pool. Sums
+ * over M run per block of rows, then in block order: deterministic, not the reference's row order
+ * (within rel 1e-5 of fp64, numerics 6). Errors: QF_ERR_INVALID_ARG (names the argument: NULL
+ * ctx, recipe, norm, x, dxn, mu, rsigma or out, a norm other than layernorm or rmsnorm, a wrong
+ * dtype, size or alignment, dbeta given for rmsnorm, a stream of another context),
+ * QF_ERR_UNSUPPORTED (K > 24576), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE
+ * (a device-less context, after every check), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on
+ * stream. Does not own any buffer. */
+qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc *norm,
+                           const qf_tensor *x, const qf_tensor *dxn, const qf_tensor *mu,
+                           const qf_tensor *rsigma, qf_norm_grads *out, void *stream);
+
+/* dbias [N] = sum over the M rows of dy [..., N] (viewed as [M, N]; bf16, fp16 or fp32), in fp32,
+ * stored in dy's dtype (numerics 6; the fake shapes of a QF_OP_DBIAS query with N and dtype).
+ * N <= 49152. Uses stream-ordered scratch of cdiv(M, cdiv(M, 512)) N floats; the sums over M run
+ * per block of rows, then in block order (deterministic). Errors: QF_ERR_INVALID_ARG (NULL ctx,
+ * recipe, dy or dbias, a wrong dtype, size or alignment, a stream of another context),
+ * QF_ERR_UNSUPPORTED (N > 49152), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE,
+ * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. Does not own any buffer. */
+qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
+                   void *stream);
+
 /* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (numerics 3, 6). All device
  * memory, owned by the caller, shaped as the fake-shape functions say. */
 typedef struct qf_ln_linear {
@@ -338,6 +381,43 @@ typedef struct qf_ln_linear {
  * and qf_gemm; ll->weight [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream);
+
+/* The gradients and scratch of qf_layernorm_linear_bwd (numerics 6), caller memory sized by the
+ * fake shapes. */
+typedef struct qf_ln_linear_grads {
+    qf_quantized dyq;       /* both copies of q(dy) under the grad role (fake shapes of a quantize
+                             * query, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, [M, N]): rowwise for
+                             * dgrad, columnwise for wgrad; layout as ll->wq */
+    const float *dy_scale;  /* [1] fp8_delayed: dy's quantization scale; else ignored */
+    qf_rng rng;             /* stochastic rounding of dy where the recipe uses it (NVFP4) */
+    qf_tensor dxn;          /* [M, K] bf16 or fp32: dgrad's output, read by the norm backward */
+    qf_norm_grads norm;     /* dx [..., K] in x's dtype, dgamma, dbeta [K] fp32 */
+    qf_tensor dweight;      /* [N, K] bf16, or fp32 */
+    int accumulate_wgrad;   /* 1: dweight (fp32, a main_grad) += dy^T xn */
+    int defer_wgrad;        /* 1: no wgrad in qf_layernorm_linear_bwd; qf_layernorm_linear_wgrad
+                             * computes it later from g->dyq and ll->xq */
+    qf_tensor dbias;        /* [N] in dy's dtype, or data NULL: not computed */
+} qf_ln_linear_grads;
+
+/* Backward of qf_layernorm_linear_fwd (numerics 6) for dy [..., N] (x's leading dims; bf16, fp16
+ * or fp32), in stages: dy quantized into g->dyq (grad role, both copies: E5M2 under hybrid FP8,
+ * NVFP4 with RHT on the columnwise copy and stochastic rounding from g->rng); dgrad
+ * g->dxn = q(dy) q(W) from ll->wq's columnwise copy; wgrad g->dweight (=, or += with
+ * accumulate_wgrad) q(dy)^T q(xn) from ll->xq's columnwise copy, unless defer_wgrad; dbias when
+ * g->dbias.data is set; then the norm backward into g->norm from x, g->dxn and the MU and RSIGMA
+ * slots of ll->xq. So the forward must have written the columnwise copies of ll->xq and ll->wq
+ * (give their slots data before qf_layernorm_linear_fwd). Every stage's arguments are checked
+ * before the first one launches; a message names the stage ("qf_layernorm_linear_bwd: dgrad GEMM
+ * of g->dyq (rowwise) and ll->wq (columnwise) into g->dxn (qf_gemm): qf_gemm: ..."). Errors as
+ * the ops of the stages; dy not [..., N] with x's leading dims is QF_ERR_INVALID_ARG. */
+qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                  const qf_tensor *dy, qf_ln_linear *ll, qf_ln_linear_grads *g,
+                                  void *stream);
+
+/* The wgrad stage of qf_layernorm_linear_bwd alone, for a call made with defer_wgrad: from
+ * g->dyq and ll->xq as that call left them, into g->dweight (accumulate_wgrad as set now). */
+qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_linear *ll,
+                                    qf_ln_linear_grads *g, void *stream);
 
 #ifdef __cplusplus
 }

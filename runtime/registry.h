@@ -13,11 +13,12 @@
 
 /* Question asked of a fake-shape function (numerics 4). Unused fields are ignored. */
 typedef struct qf_shape_query {
-    qf_op op;           /* QF_OP_NORM_QUANTIZE, QF_OP_QUANTIZE or QF_OP_GEMM */
+    qf_op op;           /* QF_OP_NORM_QUANTIZE, QF_OP_QUANTIZE, QF_OP_GEMM or QF_OP_NORM_BACKWARD */
     qf_role role;       /* QF_OP_QUANTIZE: which role's format */
     qf_norm norm;       /* QF_OP_NORM_QUANTIZE: layernorm has mu, rmsnorm does not */
     unsigned outputs;   /* quantizers: QF_OUT_ROWWISE | QF_OUT_COLUMNWISE; GEMM: QF_OUT_FP32 */
-    int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers: x[M, K] */
+    int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers, norm backward: x[M, K] */
+    qf_dtype dtype;     /* QF_OP_NORM_BACKWARD: x's dtype (bf16, fp16 or fp32), which dx takes */
 } qf_shape_query;
 
 /* One CUDA template, stored once and shared by every variant rendered from it. */
@@ -38,6 +39,7 @@ typedef enum qf_entry {
     QF_ENTRY_COLS = 6,  /* <name>_cols: columnwise copy after a rows entry (QF_COLS_ENTRY) */
     QF_ENTRY_ALPHA = 7, /* <name>_alpha: device-side GEMM alpha (QF_ALPHA_ENTRY) */
     QF_ENTRY_DEQUANT = 8, /* <name>_dequant: one block-scaled copy to bf16 (QF_DEQUANT_ENTRY) */
+    QF_ENTRY_REDUCE = 9,  /* <name>_reduce: column sums of per-block partials (QF_REDUCE_ENTRY) */
     QF_ENTRY_COUNT
 } qf_entry;
 #define QF_ENTRY_BIT(e) (1u << (e))

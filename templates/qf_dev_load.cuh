@@ -35,6 +35,21 @@ __device__ __forceinline__ float load_elem(const void *p, long long i) {
     return f;
 }
 
+/* Stores v as element i of a bf16/fp16/fp32 array (rounded to nearest even). */
+template <int DT>
+__device__ __forceinline__ void store_elem(void *out, long long i, float v) {
+    if (DT == QF_DTYPE_FP32) {
+        static_cast<float *>(out)[i] = v;
+        return;
+    }
+    unsigned short h;
+    if (DT == QF_DTYPE_BF16)
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    static_cast<unsigned short *>(out)[i] = h;
+}
+
 /* Elements i..i+N-1 (N = 1, 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); for N > 1, i is
  * a multiple of N and the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or
  * one 8- or 16-byte vector (16-bit types). */

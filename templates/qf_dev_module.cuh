@@ -1,6 +1,6 @@
 /* qf_dev_module.cuh: what a kernel module exposes: the instance options the runtime passes with
  * -D (runtime/jit/kernel_key.c), with their defaults, and the macros that define the optional
- * entry points `<name>_rows{1,2,4,8}`, `<name>_cols` and `<name>_amax`.
+ * entry points `<name>_rows{1,2,4,8}`, `<name>_cols`, `<name>_amax` and `<name>_reduce`.
  *
  * qfuse-gen lists a module's entry points in the registry from the entry macros its template
  * invokes at the start of a line (gen/gen_render.c), so the runtime never searches source text.
@@ -46,5 +46,9 @@
 
 /* <name>_amax: amax_body, the first pass of a two-pass module. */
 #define QF_AMAX_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _amax), THREADS, P, amax_body(p))
+
+/* <name>_reduce: reduce_body, the column sums of a partial-sums entry's per-block partials. */
+#define QF_REDUCE_ENTRY(name, THREADS, P)                                                         \
+    QF_DEV_ENTRY(QF_CAT(name, _reduce), THREADS, P, reduce_body(p))
 
 #endif /* QF_DEV_MODULE_CUH */

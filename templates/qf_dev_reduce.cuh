@@ -38,6 +38,16 @@ __device__ __forceinline__ float block_sum(float v, float *buf) {
     return s;
 }
 
+/* The sum of part[blk * ld + c] over blk = 0 .. blocks - 1, in block order: the second pass of the
+ * backward's column sums (dgamma, dbeta, dbias), deterministic for a given block count. */
+__device__ __forceinline__ float column_sum(const float *part, int blocks, long long ld,
+                                            long long c) {
+    float s = 0.0f;
+    for (int blk = 0; blk < blocks; blk++)
+        s += part[static_cast<long long>(blk) * ld + c];
+    return s;
+}
+
 } // namespace
 
 #endif /* QF_DEV_REDUCE_CUH */

@@ -357,9 +357,9 @@ static void test_nvg_fp32_and_accumulate(void **state) {
     NVG_EXPECT(a.opts.accumulate = 2, QF_ERR_INVALID_ARG, "opts->accumulate is 2");
     qf_shape sh[2];
     int n = 0;
-    /* {op, role, norm, outputs, M, N, K} (test_api_util.h defines M, N and K) */
+    /* {op, role, norm, outputs, M, N, K, dtype} (test_api_util.h defines M, N and K) */
     const qf_shape_query q = {QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, QF_OUT_FP32, NVG_M, NVG_N,
-                              NVG_K};
+                              NVG_K, QF_DTYPE_BF16};
     assert_int_equal(qf_fake_shapes("nvfp4", &q, sh, 2, &n), QF_OK);
     assert_int_equal(n, 1);
     assert_int_equal(sh[0].dtype, QF_DTYPE_FP32);

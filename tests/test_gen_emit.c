@@ -77,9 +77,11 @@ static void test_gen_template_unused_value(void **state) {
 
 /* ---- tree comparison */
 
+#define QF_TEST_TREE_MAX 128
+
 typedef struct qf_test_tree {
     int n;
-    char rel[64][160];
+    char rel[QF_TEST_TREE_MAX][160];
 } qf_test_tree;
 
 static qf_test_tree *qf_test_tree_cur;
@@ -87,7 +89,7 @@ static size_t qf_test_tree_root;
 
 static int qf_test_tree_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)ftw;
-    if (flag == FTW_F && qf_test_tree_cur->n < 64)
+    if (flag == FTW_F && qf_test_tree_cur->n < QF_TEST_TREE_MAX)
         snprintf(qf_test_tree_cur->rel[qf_test_tree_cur->n++], 160, "%s", p + qf_test_tree_root);
     return 0;
 }
@@ -138,7 +140,7 @@ static void test_gen_reproducible(void **state) {
     qf_test_generate(d1.path);
     qf_test_generate(d2.path);
     /* no absolute (temp) path leaks into the output */
-    qf_test_same_trees(d1.path, d2.path, 19 + 4, d1.path);
+    qf_test_same_trees(d1.path, d2.path, 19 + 15 + 4, d1.path);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -172,7 +174,9 @@ static void qf_test_banner(const char *rel, char *text) {
     for (; qf_test_starts(line, "#define __"); line = strchr(line, '\n') + 1)
         defines++;
     assert_true(defines >= 2); /* __KERNEL_NAME__ and __BLOCK_THREADS__ at least */
-    assert_true(qf_test_starts(line, "#line 1 \"templates/smxx_fp8_"));
+    assert_true(qf_test_starts(line, "#line 1 \"templates/smxx_fp8_") ||
+                qf_test_starts(line, "#line 1 \"templates/smxx_norm_backward.cu") ||
+                qf_test_starts(line, "#line 1 \"templates/smxx_dbias.cu"));
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -182,7 +186,7 @@ static void test_gen_banners(void **state) {
     char p[512];
     qf_test_generate(d->path);
     qf_test_list(d->path, &t);
-    assert_int_equal(t.n, 19 + 4);
+    assert_int_equal(t.n, 19 + 15 + 4); /* kernels (forward, backward), other files */
     for (int i = 0; i < t.n; i++) {
         snprintf(p, sizeof p, "%s/%s", d->path, t.rel[i]);
         char *text = qf_test_read(p, NULL);
@@ -312,7 +316,8 @@ static void test_gen_matches_registry(void **state) {
 
 /* ========================================================================= mxfp8 runs */
 
-/* Two runs give byte-identical trees of 2 x 19 kernels + 4 files; the stubs are filled in. */
+/* Two runs give byte-identical trees of 2 x (19 + 15) kernels + 4 files; the stubs are filled
+ * in. */
 static void test_gen_mxfp8_reproducible(void **state) {
     (void)state;
     qf_test_dir d1, d2;
@@ -323,7 +328,7 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
     snprintf(p2, sizeof p2, "%s/out", d2.path);
-    qf_test_same_trees(p1, p2, 2 * 19 + 4, NULL);
+    qf_test_same_trees(p1, p2, 2 * (19 + 15) + 4, NULL);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -408,19 +413,22 @@ static void test_gen_mxfp8_template_contract(void **state) {
 
 /* ========================================================================= nvfp4 runs */
 
-/* Without its templates the NVFP4 recipe is refused naming the missing file (first the GEMM's,
- * whose kernel sorts first), and nothing is written. */
+/* Without its templates the NVFP4 recipe is refused naming the missing file in its kernels'
+ * order (dbias, the GEMM, the norm backward, the quantizers), and nothing is written. */
 static void test_gen_nvfp4_missing_template(void **state) {
     const qf_test_dir *d = *state;
     char outdir[512], what[128];
     snprintf(outdir, sizeof outdir, "%s/out", d->path);
     const char *args[] = {"-o", outdir, "--templates", d->path, QF_NV_RECIPE, NULL};
-    const char *const files[] = {"sm90_nvfp4_gemm.cu", "smxx_nvfp4_norm_quantize.cu"};
-    for (int i = 0; i < 2; i++) {
+    const char *const files[] = {"smxx_dbias.cu", "sm90_nvfp4_gemm.cu", "smxx_norm_backward.cu",
+                                 "smxx_nvfp4_norm_quantize.cu"};
+    const char *const stubs[] = {qf_test_dbias_stub, qf_test_nv_gemm_stub, qf_test_nbwd_stub};
+    for (int i = 0; i < 4; i++) {
         snprintf(what, sizeof what, "%s: cannot open template (No such file or directory)",
                  files[i]);
         qf_test_cli_refused(args, d->path, what, "out");
-        qf_test_dir_write(d->path, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
+        if (i < 3)
+            qf_test_dir_write(d->path, files[i], stubs[i]);
     }
 }
 

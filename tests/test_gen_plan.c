@@ -124,8 +124,10 @@ static void test_kernel_instances_mxfp8(void **state) {
 static void qf_test_nv_plan(const char *dir, const char *text, qf_gen_plan *p) {
     qf_gen_err e;
     const qf_gen_opts o = {.templates_dir = dir, .include_dir = "runtime"};
-    const char *paths[] = {qf_test_dir_write(dir, "nvx.lua", text)};
-    qf_test_nv_templates(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s", qf_test_dir_write(dir, "nvx.lua", text));
+    const char *paths[] = {path};
+    qf_test_nv_templates(dir); /* after the copy: qf_test_dir_write's buffers are reused */
     if (qf_gen_plan_build(p, &o, paths, 1, &e) != 0)
         fail_msg("%s", e.msg);
 }

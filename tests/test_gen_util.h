@@ -145,8 +145,23 @@ static inline void qf_test_binary_chunk(qf_gen_buf *b) {
 
 /* ========================================================================= generator runs */
 
-/* Writes a template dir whose norm-quantize template is `nq` and scale-update template valid. */
+/* The backward templates every family shares: their placeholders once, nothing else. */
+static const char qf_test_nbwd_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__NORM__, __ZERO_CENTERED_GAMMA__, __IN_DTYPE__, "
+    "__BLOCK_THREADS__}; }\n";
+static const char qf_test_dbias_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__IN_DTYPE__, __BLOCK_THREADS__}; }\n";
+
+/* Writes both backward stubs to dir. */
+static inline void qf_test_bwd_templates(const char *dir) {
+    qf_test_dir_write(dir, "smxx_norm_backward.cu", qf_test_nbwd_stub);
+    qf_test_dir_write(dir, "smxx_dbias.cu", qf_test_dbias_stub);
+}
+
+/* Writes a template dir whose norm-quantize template is `nq` and the scale-update and norm
+ * backward templates valid. */
 static inline void qf_test_templates(const char *dir, const char *nq) {
+    qf_test_bwd_templates(dir);
     qf_test_dir_write(dir, "smxx_fp8_norm_quantize.cu", nq);
     qf_test_dir_write(dir, "smxx_fp8_scale_update.cu",
                   "void __KERNEL_NAME__() { float m = __MARGIN__; int a = __AMAX_COMPUTE__, "
@@ -237,8 +252,9 @@ static const char qf_test_nv_nq_stub[] =
 static const char qf_test_nv_gemm_stub[] =
     "void __KERNEL_NAME__() { int a[] = {__BLOCK_THREADS__, __TILE_M__}; }\n";
 
-/* Writes the two NVFP4 stub templates to dir. */
+/* Writes the two NVFP4 stub templates and the shared backward ones to dir. */
 static inline void qf_test_nv_templates(const char *dir) {
+    qf_test_bwd_templates(dir);
     qf_test_dir_write(dir, "smxx_nvfp4_norm_quantize.cu", qf_test_nv_nq_stub);
     qf_test_dir_write(dir, "sm90_nvfp4_gemm.cu", qf_test_nv_gemm_stub);
 }

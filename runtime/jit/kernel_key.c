@@ -12,6 +12,7 @@ static const char *const qf_entry_suffixes[] = {
     [QF_ENTRY_MAIN] = "",        [QF_ENTRY_ROWS1] = "_rows1", [QF_ENTRY_ROWS2] = "_rows2",
     [QF_ENTRY_ROWS4] = "_rows4", [QF_ENTRY_ROWS8] = "_rows8", [QF_ENTRY_AMAX] = "_amax",
     [QF_ENTRY_COLS] = "_cols",   [QF_ENTRY_ALPHA] = "_alpha", [QF_ENTRY_DEQUANT] = "_dequant",
+    [QF_ENTRY_REDUCE] = "_reduce",
 };
 _Static_assert(sizeof(qf_entry_suffixes) / sizeof(qf_entry_suffixes[0]) == QF_ENTRY_COUNT,
                "qf_entry_suffixes");
@@ -53,6 +54,11 @@ int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERN
     static const unsigned outputs[] = {QF_OUT_ROWWISE, QF_OUT_COLUMNWISE,
                                        QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
     out[0] = qf_kernel_instance_default(k);
+    if (k->op == QF_OP_NORM_BACKWARD && k->in_dtype != QF_DTYPE_FP32) { /* gamma x's or fp32 */
+        out[1] = out[0];
+        out[1].gamma_dtype = QF_DTYPE_FP32;
+        return 2;
+    }
     if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
         return 1;
     /* NOTES: fp32 gamma is a distinct instance only when x is not fp32 already. */
@@ -87,10 +93,13 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
                             char store[QF_KERNEL_MAX_EXTRA][48],
                             const char *opts[QF_KERNEL_MAX_EXTRA]) {
     int n = 0;
-    if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
+    const int quant = k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE;
+    if (quant) {
         snprintf(store[n], 48, "-DQF_OUTPUTS=%u", inst->outputs);
         opts[n] = store[n];
         n++;
+    }
+    if (quant || k->op == QF_OP_NORM_BACKWARD) {
         snprintf(store[n], 48, "-DQF_GAMMA_DTYPE=%d", (int)inst->gamma_dtype);
         opts[n] = store[n];
         n++;

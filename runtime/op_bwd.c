@@ -1,0 +1,196 @@
+/* op_bwd.c: the backward reductions of numerics 6, each the same module for every family: the
+ * LayerNorm / RMSNorm backward (templates/smxx_norm_backward.cu) and dbias (smxx_dbias.cu).
+ * Both check their arguments against the fake shapes, then run a partial-sums entry over blocks
+ * of rows and its _reduce entry (column sums in block order: deterministic). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_NB_SHAPES 4
+
+/* {===================================================================== common */
+
+/* Rows per block and block count for M rows: at most QF_NB_MAX_BLOCKS blocks. */
+static void qf_bwd_blocks(int64_t M, int64_t *rows, int32_t *blocks) {
+    *rows = (M + QF_NB_MAX_BLOCKS - 1) / QF_NB_MAX_BLOCKS;
+    *blocks = (int32_t)((M + *rows - 1) / *rows);
+}
+
+/* The module's kernel (instance inst) loaded after the device checks, with its _reduce entry. */
+static qf_status qf_bwd_kernel(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                               const qf_kernel_instance *inst, qf_loaded_kernel *lk,
+                               void *stream) {
+    if (!k)
+        return QF_ERR_NOT_FOUND;
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
+    QF_TRY(qf_ctx_kernel(ctx, k, inst, lk));
+    if (!lk->fn_reduce)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
+    return QF_OK;
+}
+
+/* The partial-sums entry on `blocks` blocks with smem bytes of dynamic shared memory, then the
+ * _reduce entry on one thread per column of `cols`; both take the parameter block p. */
+static qf_status qf_bwd_launch(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                               const qf_loaded_kernel *lk, int32_t blocks, unsigned smem,
+                               int64_t cols, void *p, void *stream) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    if (cu->FuncSetAttribute(lk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem) !=
+        CUDA_SUCCESS)
+        return qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
+                            op, smem, k->name);
+    QF_TRY(qf_ctx_launch(ctx, lk->fn, (unsigned)blocks, k->block_threads, smem, p, stream));
+    return qf_ctx_launch(ctx, lk->fn_reduce,
+                         (unsigned)((cols + k->block_threads - 1) / k->block_threads),
+                         k->block_threads, 0, p, stream);
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== norm backward */
+
+/* The norm, gamma, dxn, mu and rsigma of one call against x [M, K]. */
+static qf_status qf_nb_check_inputs(const char *op, const qf_norm_desc *nd, const qf_tensor *x,
+                                    const qf_tensor *dxn, const qf_tensor *mu,
+                                    const qf_tensor *rsigma, int64_t M, int64_t K) {
+    if (!nd)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm is NULL", op);
+    if (nd->norm != QF_NORM_LAYERNORM && nd->norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm->norm %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, (int)nd->norm);
+    QF_TRY(qf_check_vector(op, "norm->gamma", &nd->gamma, K, x->dtype));
+    if (!dxn || (dxn->dtype != QF_DTYPE_BF16 && dxn->dtype != QF_DTYPE_FP32))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn %s; the gradient of the norm's output "
+                            "is bf16 or fp32 [M, K]", op,
+                            dxn ? "has another dtype" : "is NULL");
+    const qf_shape sd = {"dxn", dxn->dtype, 2, {M, K}, 0};
+    QF_TRY(qf_check_buffer(op, "dxn", dxn, &sd));
+    const qf_shape sv = {"rsigma", QF_DTYPE_FP32, 1, {M}, 0};
+    QF_TRY(qf_check_buffer(op, "rsigma", rsigma, &sv));
+    if (nd->norm == QF_NORM_LAYERNORM) {
+        const qf_shape sm = {"mu", QF_DTYPE_FP32, 1, {M}, 0};
+        QF_TRY(qf_check_buffer(op, "mu", mu, &sm));
+    }
+    if (K > QF_NB_MAX_K)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: K = %lld; the norm backward keeps 2 K fp32 "
+                            "column sums in shared memory, K <= %d", op, (long long)K,
+                            QF_NB_MAX_K);
+    return QF_OK;
+}
+
+/* dx, dgamma and (LayerNorm) dbeta against the recipe's fake shapes of the query. */
+static qf_status qf_nb_check_outputs(const char *op, const qf_recipe *r, const qf_norm_desc *nd,
+                                     const qf_tensor *x, int64_t M, int64_t K,
+                                     qf_norm_grads *out) {
+    if (!out)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
+    if (nd->norm == QF_NORM_RMSNORM && out->dbeta.data)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm has no beta; leave out->dbeta.data "
+                            "NULL", op);
+    const qf_shape_query q = {.op = QF_OP_NORM_BACKWARD, .role = QF_ROLE_INPUT, .norm = nd->norm,
+                              .M = M, .K = K, .dtype = x->dtype};
+    qf_shape sh[QF_NB_SHAPES];
+    int n = 0;
+    QF_TRY(qf_query_shapes(op, r, &q, sh, QF_NB_SHAPES, &n));
+    const struct {
+        const char *name;
+        const qf_tensor *t;
+    } slots[] = {{"dx", &out->dx}, {"dgamma", &out->dgamma}, {"dbeta", &out->dbeta}};
+    for (int i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < sizeof slots / sizeof slots[0] && strcmp(slots[j].name, sh[i].name) != 0)
+            j++;
+        if (j == sizeof slots / sizeof slots[0])
+            return qf_set_error(QF_ERR_INTERNAL, "%s: output '%s' of the shape function has no "
+                                "field in qf_norm_grads", op, sh[i].name);
+        char arg[32];
+        snprintf(arg, sizeof arg, "out->%s", sh[i].name);
+        QF_TRY(qf_check_buffer(op, arg, slots[j].t, &sh[i]));
+    }
+    return QF_OK;
+}
+
+qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc *norm,
+                           const qf_tensor *x, const qf_tensor *dxn, const qf_tensor *mu,
+                           const qf_tensor *rsigma, qf_norm_grads *out, void *stream) {
+    static const char op[] = "qf_norm_backward";
+    const qf_recipe *r = NULL;
+    int64_t M = 0, K = 0;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    QF_TRY(qf_nb_check_inputs(op, norm, x, dxn, mu, rsigma, M, K));
+    QF_TRY(qf_nb_check_outputs(op, r, norm, x, M, K, out));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_NORM_BACKWARD, QF_ROLE_INPUT,
+                                                  norm->norm, norm->zero_centered_gamma,
+                                                  x->dtype);
+    qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
+    inst.gamma_dtype = norm->gamma.dtype;
+    qf_loaded_kernel lk;
+    QF_TRY(qf_bwd_kernel(ctx, op, k, &inst, &lk, stream));
+    int64_t rows;
+    int32_t blocks;
+    qf_bwd_blocks(M, &rows, &blocks);
+    float *part = NULL;
+    QF_TRY(qf_ctx_scratch(ctx, (size_t)(2 * blocks * K) * sizeof(float), (void **)&part,
+                          "the norm backward's partial column sums", stream));
+    const int layernorm = norm->norm == QF_NORM_LAYERNORM;
+    qf_nb_params p = {.x = x->data, .dxn = dxn->data, .gamma = norm->gamma.data,
+                      .mu = layernorm ? mu->data : NULL, .rsigma = rsigma->data,
+                      .dx = out->dx.data, .part = part, .dgamma = out->dgamma.data,
+                      .dbeta = layernorm ? out->dbeta.data : NULL, .M = M, .K = K,
+                      .rows_per_block = rows, .blocks = blocks,
+                      .dxn_fp32 = dxn->dtype == QF_DTYPE_FP32,
+                      .gamma_fp32 = norm->gamma.dtype == QF_DTYPE_FP32};
+    const qf_status s = qf_bwd_launch(ctx, op, k, &lk, blocks,
+                                      (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p, stream);
+    const qf_status f = qf_ctx_scratch_free(ctx, part, stream);
+    return s != QF_OK ? s : f;
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== dbias */
+
+qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
+                   void *stream) {
+    static const char op[] = "qf_dbias";
+    const qf_recipe *r = NULL;
+    int64_t M = 0, N = 0;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_activation(op, "dy", dy, &M, &N));
+    if (N > 2 * QF_NB_MAX_K)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: N = %lld; dbias keeps N fp32 column sums in "
+                            "shared memory, N <= %d", op, (long long)N, 2 * QF_NB_MAX_K);
+    const qf_shape_query q = {.op = QF_OP_DBIAS, .role = QF_ROLE_GRAD, .M = M, .N = N,
+                              .dtype = dy->dtype};
+    qf_shape sh[QF_NB_SHAPES];
+    int n = 0;
+    QF_TRY(qf_query_shapes(op, r, &q, sh, QF_NB_SHAPES, &n));
+    if (n != 1 || strcmp(sh[0].name, "dbias") != 0)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: the shape function of '%s' does not list dbias "
+                            "alone", op, r->name);
+    QF_TRY(qf_check_buffer(op, "dbias", dbias, &sh[0]));
+    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0,
+                                                  dy->dtype);
+    const qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
+    qf_loaded_kernel lk;
+    QF_TRY(qf_bwd_kernel(ctx, op, k, &inst, &lk, stream));
+    int64_t rows;
+    int32_t blocks;
+    qf_bwd_blocks(M, &rows, &blocks);
+    float *part = NULL;
+    QF_TRY(qf_ctx_scratch(ctx, (size_t)(blocks * N) * sizeof(float), (void **)&part,
+                          "dbias's partial column sums", stream));
+    qf_db_params p = {.dy = dy->data, .part = part, .dbias = dbias->data, .M = M, .N = N,
+                      .rows_per_block = rows, .blocks = blocks};
+    const qf_status s = qf_bwd_launch(ctx, op, k, &lk, blocks,
+                                      (unsigned)(N * (int64_t)sizeof(float)), N, &p, stream);
+    const qf_status f = qf_ctx_scratch_free(ctx, part, stream);
+    return s != QF_OK ? s : f;
+}
+
+/* =====================================================================} */

@@ -1,0 +1,171 @@
+/* test_api_bwd.c: the argument checks of qf_norm_backward and qf_dbias on a device-less sm_90
+ * context (no GPU needed): valid arguments reach the device check (QF_ERR_NO_DEVICE), and each
+ * bad argument gets QF_ERR_INVALID_ARG (or QF_ERR_UNSUPPORTED) naming it, before anything
+ * launches. The fake shapes of both ops are checked too. */
+#include "test_api_util.h"
+
+typedef struct nb_args {
+    qf_ctx_t *ctx;
+    const char *recipe;
+    qf_norm_desc nd;
+    qf_tensor x, dxn, mu, rsigma;
+    qf_norm_grads g;
+} nb_args;
+
+/* LayerNorm backward of x [4, 64] bf16, dxn bf16, gamma bf16, fp32 statistics. */
+static nb_args nb_valid(void **state) {
+    nb_args a = {.ctx = *state, .recipe = kRecipe};
+    a.nd = (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .gamma = t1(slot(0), QF_DTYPE_BF16, K)};
+    a.x = t2(slot(1), QF_DTYPE_BF16, M, K);
+    a.dxn = t2(slot(2), QF_DTYPE_BF16, M, K);
+    a.mu = t1(slot(3), QF_DTYPE_FP32, M);
+    a.rsigma = t1(slot(4), QF_DTYPE_FP32, M);
+    a.g.dx = t2(slot(5), QF_DTYPE_BF16, M, K);
+    a.g.dgamma = t1(slot(6), QF_DTYPE_FP32, K);
+    a.g.dbeta = t1(slot(7), QF_DTYPE_FP32, K);
+    return a;
+}
+
+static qf_status nb_run(nb_args *a) {
+    return qf_norm_backward(a->ctx, a->recipe, &a->nd, &a->x, &a->dxn, &a->mu, &a->rsigma, &a->g,
+                            NULL);
+}
+
+#define NB_TEST(name, change, ...)                                                                 \
+    QF_BAD_ARG_TEST(name, nb_args, nb_valid, nb_run, change, __VA_ARGS__)
+
+static void test_nb_valid_reaches_device(void **state) {
+    nb_args a = nb_valid(state);
+    expect(nb_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+    /* RMSNorm: no mu, no dbeta; fp32 gamma and dxn; a recipe of every family */
+    a.nd.norm = QF_NORM_RMSNORM;
+    a.mu = (qf_tensor){0};
+    a.g.dbeta = (qf_tensor){0};
+    a.nd.gamma.dtype = QF_DTYPE_FP32;
+    a.dxn.dtype = QF_DTYPE_FP32;
+    static const char *const recipes[] = {"fp8_delayed", "fp8_current", "mxfp8", "nvfp4"};
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++) {
+        a.recipe = recipes[i];
+        expect(nb_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+    }
+}
+
+static void test_nb_null_args(void **state) {
+    nb_args a = nb_valid(state);
+    expect(qf_norm_backward(a.ctx, a.recipe, NULL, &a.x, &a.dxn, &a.mu, &a.rsigma, &a.g, NULL),
+           QF_ERR_INVALID_ARG, "norm is NULL");
+    expect(qf_norm_backward(a.ctx, a.recipe, &a.nd, &a.x, NULL, &a.mu, &a.rsigma, &a.g, NULL),
+           QF_ERR_INVALID_ARG, "dxn is NULL");
+    expect(qf_norm_backward(a.ctx, a.recipe, &a.nd, &a.x, &a.dxn, &a.mu, &a.rsigma, NULL, NULL),
+           QF_ERR_INVALID_ARG, "out is NULL");
+    expect(qf_norm_backward(NULL, a.recipe, &a.nd, &a.x, &a.dxn, &a.mu, &a.rsigma, &a.g, NULL),
+           QF_ERR_INVALID_ARG, "ctx");
+}
+
+NB_TEST(test_nb_no_norm, a.nd.norm = QF_NORM_NONE, QF_ERR_INVALID_ARG,
+        "norm->norm 0 is not QF_NORM_LAYERNORM or QF_NORM_RMSNORM")
+NB_TEST(test_nb_x_dtype, a.x.dtype = QF_DTYPE_E4M3, QF_ERR_INVALID_ARG,
+        "x.dtype is e4m3; expected bf16, fp16 or fp32")
+NB_TEST(test_nb_gamma_length, a.nd.gamma.dims[0] = K - 1, QF_ERR_INVALID_ARG,
+        "norm->gamma has 63 elements; expected K = 64")
+NB_TEST(test_nb_gamma_dtype, a.nd.gamma.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
+        "norm->gamma.dtype is fp16; expected bf16 or fp32")
+NB_TEST(test_nb_dxn_dtype, a.dxn.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
+        "dxn has another dtype; the gradient of the norm's output is bf16 or fp32")
+NB_TEST(test_nb_dxn_shape, a.dxn.dims[1] = K / 2, QF_ERR_INVALID_ARG, "dxn has 128 elements")
+NB_TEST(test_nb_rsigma_missing, a.rsigma.data = NULL, QF_ERR_INVALID_ARG, "rsigma.data is NULL")
+NB_TEST(test_nb_mu_short, a.mu.dims[0] = M - 1, QF_ERR_INVALID_ARG, "mu has 3 elements")
+NB_TEST(test_nb_dx_dtype, a.g.dx.dtype = QF_DTYPE_FP32, QF_ERR_INVALID_ARG,
+        "out->dx.dtype is fp32; expected bf16")
+NB_TEST(test_nb_dgamma_dtype, a.g.dgamma.dtype = QF_DTYPE_BF16, QF_ERR_INVALID_ARG,
+        "out->dgamma.dtype is bf16; expected fp32")
+NB_TEST(test_nb_dbeta_missing, a.g.dbeta.data = NULL, QF_ERR_INVALID_ARG,
+        "out->dbeta.data is NULL")
+NB_TEST(test_nb_rmsnorm_dbeta, a.nd.norm = QF_NORM_RMSNORM, QF_ERR_INVALID_ARG,
+        "rmsnorm has no beta; leave out->dbeta.data NULL")
+NB_TEST(test_nb_k_too_large,
+        (a.x.dims[1] = a.dxn.dims[1] = a.g.dx.dims[1] = 24577,
+         a.nd.gamma.dims[0] = a.g.dgamma.dims[0] = a.g.dbeta.dims[0] = 24577),
+        QF_ERR_UNSUPPORTED, "K = 24577", "K <= 24576")
+NB_TEST(test_nb_unknown_recipe, a.recipe = "nope", QF_ERR_NOT_FOUND, "nope")
+
+/* The op's fake shapes: dx in the query's dtype, fp32 dgamma, dbeta for LayerNorm only; a query
+ * without a norm or with a dtype that is not bf16, fp16 or fp32 is refused. */
+static void test_nb_fake_shapes(void **state) {
+    (void)state;
+    qf_shape sh[4];
+    int n = 0;
+    /* {op, role, norm, outputs, M, N, K, dtype} (test_api_util.h defines M, N and K) */
+    qf_shape_query q = {QF_OP_NORM_BACKWARD, QF_ROLE_INPUT, QF_NORM_LAYERNORM, 0, 3, 0, 5,
+                        QF_DTYPE_FP16};
+    assert_int_equal(qf_fake_shapes("nvfp4", &q, sh, 4, &n), QF_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(sh[0].name, "dx");
+    assert_int_equal(sh[0].dtype, QF_DTYPE_FP16);
+    assert_int_equal(sh[0].bytes, 2u * 3 * 5);
+    assert_string_equal(sh[1].name, "dgamma");
+    assert_int_equal(sh[1].bytes, 4u * 5);
+    assert_string_equal(sh[2].name, "dbeta");
+    q.norm = QF_NORM_RMSNORM;
+    assert_int_equal(qf_fake_shapes("fp8_delayed", &q, sh, 4, &n), QF_OK);
+    assert_int_equal(n, 2);
+    q.dtype = QF_DTYPE_E4M3;
+    assert_int_equal(qf_fake_shapes("mxfp8", &q, sh, 4, &n), QF_ERR_INVALID_ARG);
+    q.dtype = QF_DTYPE_BF16;
+    q.norm = QF_NORM_NONE;
+    assert_int_equal(qf_fake_shapes("mxfp8", &q, sh, 4, &n), QF_ERR_INVALID_ARG);
+}
+
+/* dbias of dy [4, 32] bf16 into [32] bf16; bad dtypes, sizes, N and the fake shapes. */
+static void test_dbias_args(void **state) {
+    qf_ctx_t *ctx = *state;
+    const qf_tensor dy = t2(slot(0), QF_DTYPE_BF16, M, N);
+    qf_tensor db = t1(slot(1), QF_DTYPE_BF16, N);
+    expect(qf_dbias(ctx, kRecipe, &dy, &db, NULL), QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_dbias(ctx, kRecipe, NULL, &db, NULL), QF_ERR_INVALID_ARG, "dy is NULL");
+    expect(qf_dbias(ctx, kRecipe, &dy, NULL, NULL), QF_ERR_INVALID_ARG, "dbias is NULL");
+    db.dtype = QF_DTYPE_FP32;
+    expect(qf_dbias(ctx, kRecipe, &dy, &db, NULL), QF_ERR_INVALID_ARG,
+           "dbias.dtype is fp32; expected bf16");
+    db = t1(slot(1), QF_DTYPE_BF16, N - 1);
+    expect(qf_dbias(ctx, kRecipe, &dy, &db, NULL), QF_ERR_INVALID_ARG, "dbias has 31 elements");
+    qf_tensor e4 = dy;
+    e4.dtype = QF_DTYPE_E4M3;
+    expect(qf_dbias(ctx, kRecipe, &e4, &db, NULL), QF_ERR_INVALID_ARG,
+           "dy.dtype is e4m3; expected bf16, fp16 or fp32");
+    const qf_tensor wide = t2(slot(0), QF_DTYPE_BF16, 1, 49153);
+    expect(qf_dbias(ctx, kRecipe, &wide, &db, NULL), QF_ERR_UNSUPPORTED, "N = 49153");
+    qf_shape sh[2];
+    int n = 0;
+    /* {op, role, norm, outputs, M, N, K, dtype} */
+    const qf_shape_query q = {QF_OP_DBIAS, QF_ROLE_GRAD, QF_NORM_NONE, 0, 7, 9, 0, QF_DTYPE_FP16};
+    assert_int_equal(qf_fake_shapes("nvfp4", &q, sh, 2, &n), QF_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(sh[0].name, "dbias");
+    assert_int_equal(sh[0].dtype, QF_DTYPE_FP16);
+    assert_int_equal(sh[0].bytes, 2u * 9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        T(test_nb_valid_reaches_device),
+        T(test_nb_null_args),
+        T(test_nb_no_norm),
+        T(test_nb_x_dtype),
+        T(test_nb_gamma_length),
+        T(test_nb_gamma_dtype),
+        T(test_nb_dxn_dtype),
+        T(test_nb_dxn_shape),
+        T(test_nb_rsigma_missing),
+        T(test_nb_mu_short),
+        T(test_nb_dx_dtype),
+        T(test_nb_dgamma_dtype),
+        T(test_nb_dbeta_missing),
+        T(test_nb_rmsnorm_dbeta),
+        T(test_nb_k_too_large),
+        T(test_nb_unknown_recipe),
+        cmocka_unit_test(test_nb_fake_shapes),
+        T(test_dbias_args),
+    };
+    return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);
+}

@@ -1,0 +1,259 @@
+/* test_gpu_bwd.c: the backward reductions on the GPU. qf_dbias against the fp64 column sums of
+ * dy (rel err 1e-5 before the one rounding to dy's dtype: 2^-8 / 2^-11 / 1e-5 for bf16 / fp16 /
+ * fp32), at odd and large shapes, for every recipe's module. qf_norm_backward (numerics 6) against
+ * the fp64 evaluation of
+ * the same formulas for the same inputs (x, gamma, dxn and the forward's mu and rsigma), and
+ * against the C reference qf_norm_backward_ref. Every variant (LayerNorm / RMSNorm, zero-centered
+ * gamma or not, x in bf16, fp16 or fp32) at odd and large shapes, gamma in x's dtype and in fp32,
+ * dxn in bf16 and fp32; outputs are poisoned first. Bounds, as ||got - ref|| / ||size||:
+ *   dgamma, dbeta (fp32): 1e-5 of ||ref|| (numerics 6: fp32 arithmetic, any reduction order);
+ *   dx: 1e-5 in fp32; a bf16 or fp16 dx adds its own rounding (half an ulp: at most 2^-9 and
+ *   2^-12 relative, rms about a third of that), so 2^-8 and 2^-11. dx is a difference of terms,
+ *   rsigma * (dxh - mean(dxh) - xh * mean(dxh * xh)), so its size is that of the terms,
+ *   rsigma * (|dxh| + |mean(dxh)| + |xh * mean(dxh * xh)|): where they cancel (RMSNorm with K = 1:
+ *   xh^2 = x^2 / (x^2 + eps), dx = rsigma dxh (1 - xh^2)), no fp32 evaluation keeps 1e-5 of the
+ *   result, and the C reference in fp32 would fail a bound relative to ||ref|| as well.
+ * One recipe runs every variant (the module is the same in every family); every other recipe
+ * runs one case, through its own registry entry. Without a GPU it skips. */
+#include "test_gpu_util.h"
+
+#include "ref/ref_bwd.h"
+
+typedef struct nb_case {
+    qf_norm norm;
+    int zcg;
+    qf_dtype xdt, gdt, ddt; /* x, gamma, dxn */
+    int64_t M, K;
+} nb_case;
+
+/* ||got - ref|| / ||size|| (Frobenius; size = ref when NULL) of got (dtype dt); *bad counts
+ * non-finite elements. */
+static double frob(const void *got, qf_dtype dt, const double *ref, const double *size,
+                   int64_t n, int64_t *bad) {
+    double num = 0.0, den = 0.0;
+    *bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = qf_load_as_float(got, dt, i), z = size ? size[i] : ref[i];
+        *bad += !isfinite(v);
+        num += (v - ref[i]) * (v - ref[i]);
+        den += z * z;
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The formulas of numerics 6 in double over the given inputs (as fp32 values); dx_size: the size
+ * of the terms of each dx (the top of this file). */
+static void nb_f64(const nb_case *c, const void *x, const void *gamma, const void *dxn,
+                   const float *mu, const float *rs, double *dx, double *dx_size, double *dg,
+                   double *db) {
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    const int64_t M = c->M, K = c->K;
+    for (int64_t k = 0; k < K; k++)
+        dg[k] = db[k] = 0.0;
+    double *xh = malloc((size_t)K * sizeof *xh), *dxh = malloc((size_t)K * sizeof *dxh);
+    assert_true(xh && dxh);
+    for (int64_t r = 0; r < M; r++) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            const double xv = qf_load_as_float(x, c->xdt, r * K + k);
+            const double g = qf_load_as_float(gamma, c->gdt, k) + (c->zcg ? 1.0 : 0.0);
+            const double d = qf_load_as_float(dxn, c->ddt, r * K + k);
+            xh[k] = ln ? (xv - mu[r]) * rs[r] : xv * rs[r];
+            dxh[k] = d * g;
+            s1 += dxh[k];
+            s2 += dxh[k] * xh[k];
+            dg[k] += d * xh[k];
+            db[k] += d;
+        }
+        const double m1 = ln ? s1 / (double)K : 0.0, m2 = s2 / (double)K;
+        for (int64_t k = 0; k < K; k++) {
+            dx[r * K + k] = rs[r] * (dxh[k] - m1 - xh[k] * m2);
+            dx_size[r * K + k] = rs[r] * (fabs(dxh[k]) + fabs(m1) + fabs(xh[k] * m2));
+        }
+    }
+    free(xh);
+    free(dxh);
+}
+
+/* x and its forward statistics (double, stored fp32: the MU and RSIGMA a forward writes). */
+static void nb_inputs(const nb_case *c, void *x, void *gamma, void *dxn, float *mu, float *rs,
+                      uint64_t seed) {
+    const int64_t M = c->M, K = c->K;
+    fill(x, c->xdt, M, K, seed, 0.3f);
+    uint64_t s = seed + 1;
+    for (int64_t k = 0; k < K; k++)
+        store_as(gamma, c->gdt, k, (c->zcg ? 0.0f : 1.0f) + 0.5f * qf_test_rng_uniform(&s));
+    for (int64_t i = 0; i < M * K; i++)
+        store_as(dxn, c->ddt, i, qf_test_rng_uniform(&s));
+    for (int64_t r = 0; r < M; r++) {
+        double m = 0.0, v = 0.0;
+        for (int64_t k = 0; k < K && c->norm == QF_NORM_LAYERNORM; k++)
+            m += qf_load_as_float(x, c->xdt, r * K + k) / (double)K;
+        for (int64_t k = 0; k < K; k++) {
+            const double d = qf_load_as_float(x, c->xdt, r * K + k) - m;
+            v += d * d / (double)K;
+        }
+        mu[r] = (float)m;
+        rs[r] = (float)(1.0 / sqrt(v + 1e-5));
+    }
+}
+
+static double dx_bound(qf_dtype dt) {
+    return dt == QF_DTYPE_BF16 ? 0x1p-8 : dt == QF_DTYPE_FP16 ? 0x1p-11 : 1e-5;
+}
+
+static void nb_run(qf_ctx_t *ctx, const char *recipe, const nb_case *c, uint64_t seed) {
+    const int64_t M = c->M, K = c->K;
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    dual x = dual_alloc((size_t)(M * K) * qf_dtype_size(c->xdt));
+    dual gamma = dual_alloc((size_t)K * qf_dtype_size(c->gdt));
+    dual dxn = dual_alloc((size_t)(M * K) * qf_dtype_size(c->ddt));
+    dual mu = dual_alloc((size_t)M * 4), rs = dual_alloc((size_t)M * 4);
+    dual dx = dual_alloc((size_t)(M * K) * qf_dtype_size(c->xdt));
+    dual dg = dual_alloc((size_t)K * 4), db = dual_alloc((size_t)K * 4);
+    nb_inputs(c, x.h, gamma.h, dxn.h, mu.h, rs.h, seed);
+    dual *up[] = {&x, &gamma, &dxn, &mu, &rs};
+    for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
+        dual_up(up[i]);
+    CK(cudaMemset(dx.d, 0xFF, dx.bytes)); /* NaN in every dtype: an unwritten element fails */
+    CK(cudaMemset(dg.d, 0xFF, dg.bytes));
+    CK(cudaMemset(db.d, 0xFF, db.bytes));
+    const qf_norm_desc nd = {.norm = c->norm, .zero_centered_gamma = c->zcg, .eps = 1e-5f,
+                             .gamma = tv(&gamma, c->gdt, 1, K, 0)};
+    const qf_tensor tx = tv(&x, c->xdt, 2, M, K), td = tv(&dxn, c->ddt, 2, M, K);
+    const qf_tensor tmu = tv(&mu, QF_DTYPE_FP32, 1, M, 0), trs = tv(&rs, QF_DTYPE_FP32, 1, M, 0);
+    qf_norm_grads g = {.dx = tv(&dx, c->xdt, 2, M, K), .dgamma = tv(&dg, QF_DTYPE_FP32, 1, K, 0),
+                       .dbeta = ln ? tv(&db, QF_DTYPE_FP32, 1, K, 0) : (qf_tensor){0}};
+    QF_OK_OR_FAIL(qf_norm_backward(ctx, recipe, &nd, &tx, &td, &tmu, &trs, &g, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&dx), dual_down(&dg), dual_down(&db);
+
+    double *rdx = malloc((size_t)(M * K) * 8), *rdg = malloc((size_t)K * 8);
+    double *rdb = malloc((size_t)K * 8), *zdx = malloc((size_t)(M * K) * 8);
+    float *cdx = malloc((size_t)(M * K) * 4), *cdg = malloc((size_t)K * 4);
+    float *cdb = malloc((size_t)K * 4), *dxn32 = malloc((size_t)(M * K) * 4);
+    assert_true(rdx && rdg && rdb && zdx && cdx && cdg && cdb && dxn32);
+    nb_f64(c, x.h, gamma.h, dxn.h, mu.h, rs.h, rdx, zdx, rdg, rdb);
+    for (int64_t i = 0; i < M * K; i++)
+        dxn32[i] = qf_load_as_float(dxn.h, c->ddt, i);
+    qf_norm_backward_ref(c->norm, c->zcg, c->xdt, x.h, c->gdt, gamma.h, dxn32, mu.h, rs.h, M, K,
+                         cdx, cdg, cdb);
+    int64_t b0, b1, b2 = 0, b3;
+    const double e_dx = frob(dx.h, c->xdt, rdx, zdx, M * K, &b0);
+    const double e_dg = frob(dg.h, QF_DTYPE_FP32, rdg, NULL, K, &b1);
+    const double e_db = ln ? frob(db.h, QF_DTYPE_FP32, rdb, NULL, K, &b2) : 0.0;
+    /* the C reference against the same fp64 values: both within the bound, or the bound is wrong */
+    const double e_ref = frob(cdx, QF_DTYPE_FP32, rdx, zdx, M * K, &b3);
+    printf("norm_bwd %-9s zcg=%d x=%-4s gamma=%-4s dxn=%-4s M=%-5lld K=%-5lld: rel err dx %.2e "
+           "(bound %.1e; C reference %.2e), dgamma %.2e, dbeta %.2e\n",
+           ln ? "layernorm" : "rmsnorm", c->zcg, qf_dtype_name(c->xdt), qf_dtype_name(c->gdt),
+           qf_dtype_name(c->ddt), (long long)M, (long long)K, e_dx, dx_bound(c->xdt), e_ref, e_dg,
+           e_db);
+    assert_int_equal(b0 + b1 + b2 + b3, 0);
+    assert_true(e_dx <= dx_bound(c->xdt));
+    assert_true(e_ref <= 1e-5);
+    assert_true(e_dg <= 1e-5);
+    assert_true(e_db <= 1e-5);
+    if (!ln) { /* rmsnorm: dbeta untouched */
+        for (size_t i = 0; i < db.bytes; i++)
+            assert_int_equal(((uint8_t *)db.h)[i], 0xFF);
+    }
+    free(rdx), free(rdg), free(rdb), free(zdx), free(cdx), free(cdg), free(cdb), free(dxn32);
+    dual *all[] = {&x, &gamma, &dxn, &mu, &rs, &dx, &dg, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+/* Shapes: one element; odd M and K; a row longer than a block's threads many times over; many
+ * rows per block (M > 512 blocks); the largest K. */
+static const int64_t kShapes[][2] = {{1, 1}, {7, 300}, {257, 4096}, {5000, 1000}, {3, 24576}};
+
+/* dbias of dy [M, N] (dtype dt) under recipe: fp64 column sums, bound as dx's. */
+static void db_run(qf_ctx_t *ctx, const char *recipe, qf_dtype dt, int64_t M, int64_t N,
+                   uint64_t seed) {
+    dual dy = dual_alloc((size_t)(M * N) * qf_dtype_size(dt));
+    dual db = dual_alloc((size_t)N * qf_dtype_size(dt));
+    uint64_t s = seed; /* U(-0.5, 0.5) + 0.01: the sums grow with M, and fit fp16 at M = 16384 */
+    for (int64_t i = 0; i < M * N; i++)
+        store_as(dy.h, dt, i, 0.5f * qf_test_rng_uniform(&s) + 0.01f);
+    dual_up(&dy);
+    CK(cudaMemset(db.d, 0xFF, db.bytes));
+    const qf_tensor tdy = tv(&dy, dt, 2, M, N);
+    qf_tensor tdb = tv(&db, dt, 1, N, 0);
+    QF_OK_OR_FAIL(qf_dbias(ctx, recipe, &tdy, &tdb, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&db);
+    double *ref = calloc((size_t)N, sizeof *ref);
+    float *cref = malloc((size_t)N * sizeof *cref);
+    assert_true(ref && cref);
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t n = 0; n < N; n++)
+            ref[n] += qf_load_as_float(dy.h, dt, r * N + n);
+    qf_dbias_ref(dt, dy.h, M, N, cref);
+    int64_t bad, bad_ref;
+    const double e = frob(db.h, dt, ref, NULL, N, &bad), e_ref = frob(cref, QF_DTYPE_FP32, ref,
+                                                                       NULL, N, &bad_ref);
+    printf("dbias %-11s dy=%-4s M=%-6lld N=%-6lld: rel err %.2e (bound %.1e; C reference %.2e)\n",
+           recipe, qf_dtype_name(dt), (long long)M, (long long)N, e, dx_bound(dt), e_ref);
+    assert_int_equal(bad + bad_ref, 0);
+    assert_true(e <= dx_bound(dt));
+    assert_true(e_ref <= 1e-5);
+    free(ref), free(cref);
+    dual_free(&dy), dual_free(&db);
+}
+
+static void test_dbias(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{1, 1}, {3, 1000}, {16384, 4096}, {600, 49152}};
+    static const qf_dtype dts[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
+    qf_ctx_t *ctx = gpu_ctx();
+    int cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int d = 0; d < 3; d++) {
+            if (test_quick() && shapes[s][0] * shapes[s][1] > 100000)
+                continue;
+            db_run(ctx, qf_recipes[0].name, dts[d], shapes[s][0], shapes[s][1], 5u + s);
+            cases++;
+        }
+    for (int i = 1; i < qf_recipe_count; i++, cases++)
+        db_run(ctx, qf_recipes[i].name, QF_DTYPE_BF16, 77, 333, 50u + (uint64_t)i);
+    printf("test_dbias: %d cases\n", cases);
+    qf_ctx_free(ctx);
+}
+
+static void test_norm_backward(void **state) {
+    (void)state;
+    static const qf_norm norms[] = {QF_NORM_LAYERNORM, QF_NORM_RMSNORM};
+    static const qf_dtype xdts[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
+    qf_ctx_t *ctx = gpu_ctx();
+    const char *first = qf_recipes[0].name;
+    int cases = 0;
+    for (int n = 0; n < 2; n++)
+        for (int z = 0; z < 2; z++)
+            for (int d = 0; d < 3; d++)
+                for (size_t s = 0; s < sizeof kShapes / sizeof kShapes[0]; s++) {
+                    if (test_quick() && kShapes[s][0] * kShapes[s][1] > 100000)
+                        continue;
+                    const int alt = (int)(s + (size_t)z) % 2; /* gamma fp32, dxn fp32 */
+                    const nb_case c = {norms[n], z, xdts[d], alt ? QF_DTYPE_FP32 : xdts[d],
+                                       alt ? QF_DTYPE_BF16 : QF_DTYPE_FP32, kShapes[s][0],
+                                       kShapes[s][1]};
+                    nb_run(ctx, first, &c, 11u + (uint64_t)cases);
+                    cases++;
+                }
+    for (int i = 1; i < qf_recipe_count; i++) {
+        const nb_case c = {QF_NORM_LAYERNORM, 0, QF_DTYPE_BF16, QF_DTYPE_BF16, QF_DTYPE_BF16, 33,
+                           640};
+        nb_run(ctx, qf_recipes[i].name, &c, 99u + (uint64_t)i);
+        cases++;
+    }
+    printf("test_norm_backward: %d cases\n", cases);
+    qf_ctx_free(ctx);
+}
+
+int main(void) {
+    qf_test_filter_from_env();
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_dbias),
+                                       cmocka_unit_test(test_norm_backward)};
+    return cmocka_run_group_tests_name("gpu_bwd", tests, NULL, NULL);
+}
