@@ -68,61 +68,6 @@ static double wgrad_bound(qf_family f) { /* MXFP8: E4M3 like per-tensor FP8 */
     return f == QF_FAMILY_NVFP4 ? 0.40 : 0.15;
 }
 
-/* A quantized tensor with one host/device buffer per slot its fake shapes list. */
-typedef struct qtensor {
-    qf_quantized q;
-    dual buf[QF_SLOT_COUNT];
-    int has[QF_SLOT_COUNT];
-} qtensor;
-
-/* Buffers of both copies of a [rows, cols] tensor of `role`: the input role through the fused
- * RMSNorm + quantize (rsigma too), the others through the plain quantizer. */
-static void qt_alloc(qtensor *t, const char *recipe, qf_role role, int64_t rows, int64_t cols,
-                     qf_scale_layout layout) {
-    const int fused = role == QF_ROLE_INPUT;
-    const qf_shape_query q = {.op = fused ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = role,
-                              .norm = fused ? QF_NORM_RMSNORM : QF_NORM_NONE,
-                              .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows,
-                              .K = cols};
-    qf_shape sh[QF_SLOT_COUNT];
-    int n = 0;
-    QF_OK_OR_FAIL(qf_fake_shapes(recipe, &q, sh, QF_SLOT_COUNT, &n));
-    memset(t, 0, sizeof *t);
-    t->q.layout = layout;
-    for (int i = 0; i < n; i++) {
-        const int s = qf_slot_from_name(sh[i].name);
-        assert_true(s >= 0 && !t->has[s]);
-        t->buf[s] = dual_alloc(sh[i].bytes);
-        t->has[s] = 1;
-        t->q.t[s] = (qf_tensor){.data = t->buf[s].d, .dtype = sh[i].dtype, .ndim = sh[i].ndim};
-        memcpy(t->q.t[s].dims, sh[i].dims, sizeof sh[i].dims);
-    }
-}
-
-static void qt_down(qtensor *t) {
-    for (int s = 0; s < QF_SLOT_COUNT; s++)
-        if (t->has[s])
-            dual_down(&t->buf[s]);
-}
-
-static void qt_free(qtensor *t) {
-    for (int s = 0; s < QF_SLOT_COUNT; s++)
-        if (t->has[s])
-            dual_free(&t->buf[s]);
-}
-
-/* Host bytes of slot s of t (the slot must exist). */
-static const uint8_t *qt_host(const qtensor *t, qf_slot s) {
-    assert_true(t->has[s]);
-    return t->buf[s].h;
-}
-
-static float qt_float(const qtensor *t, qf_slot s) {
-    float v;
-    memcpy(&v, qt_host(t, s), sizeof v);
-    return v;
-}
-
 /* The values of an MXFP8 operand of `rows` rows and reduction k, K-major ([rows, k] doubles):
  * its copy dequantized as stored ([k, rows] for the columnwise copy, qf_mx_dequant_ref), then
  * transposed when columnwise. */
@@ -284,7 +229,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, const train_dims *d) {
         in[t] = dual_alloc((size_t)(dims[t][0] * dims[t][1] * 2));
         fill_unit(in[t].h, dims[t][0] * dims[t][1], 0xC0FFEEull + 977u * (uint64_t)t);
         dual_up(&in[t]);
-        qt_alloc(&q[t], r->name, roles[t], dims[t][0], dims[t][1], layout);
+        qt_alloc(&q[t], r->name, roles[t], QF_NORM_RMSNORM, dims[t][0], dims[t][1], layout);
         const qf_tensor x = tv(&in[t], QF_DTYPE_BF16, 2, dims[t][0], dims[t][1]);
         const qf_rng rng = {.seed = 1234, .offset = 7};
         QF_OK_OR_FAIL(qf_quantize(ctx, r->name, roles[t], &x, t == T_X ? &rms : NULL, scale.d,

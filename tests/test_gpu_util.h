@@ -134,4 +134,59 @@ static inline void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t see
     }
 }
 
+/* A quantized tensor with one host/device buffer per slot its fake shapes list. */
+typedef struct qtensor {
+    qf_quantized q;
+    dual buf[QF_SLOT_COUNT];
+    int has[QF_SLOT_COUNT];
+} qtensor;
+
+/* Buffers of both copies of a [rows, cols] tensor of `role`: the input role through the fused
+ * norm + quantize (norm: its statistics too), the others through the plain quantizer. */
+static inline void qt_alloc(qtensor *t, const char *recipe, qf_role role, qf_norm norm,
+                            int64_t rows, int64_t cols, qf_scale_layout layout) {
+    const int fused = role == QF_ROLE_INPUT;
+    const qf_shape_query q = {.op = fused ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = role,
+                              .norm = fused ? norm : QF_NORM_NONE,
+                              .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows,
+                              .K = cols};
+    qf_shape sh[QF_SLOT_COUNT];
+    int n = 0;
+    QF_OK_OR_FAIL(qf_fake_shapes(recipe, &q, sh, QF_SLOT_COUNT, &n));
+    memset(t, 0, sizeof *t);
+    t->q.layout = layout;
+    for (int i = 0; i < n; i++) {
+        const int s = qf_slot_from_name(sh[i].name);
+        assert_true(s >= 0 && !t->has[s]);
+        t->buf[s] = dual_alloc(sh[i].bytes);
+        t->has[s] = 1;
+        t->q.t[s] = (qf_tensor){.data = t->buf[s].d, .dtype = sh[i].dtype, .ndim = sh[i].ndim};
+        memcpy(t->q.t[s].dims, sh[i].dims, sizeof sh[i].dims);
+    }
+}
+
+static inline void qt_down(qtensor *t) {
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        if (t->has[s])
+            dual_down(&t->buf[s]);
+}
+
+static inline void qt_free(qtensor *t) {
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        if (t->has[s])
+            dual_free(&t->buf[s]);
+}
+
+/* Host bytes of slot s of t (the slot must exist). */
+static inline const uint8_t *qt_host(const qtensor *t, qf_slot s) {
+    assert_true(t->has[s]);
+    return t->buf[s].h;
+}
+
+static inline float qt_float(const qtensor *t, qf_slot s) {
+    float v;
+    memcpy(&v, qt_host(t, s), sizeof v);
+    return v;
+}
+
 #endif /* QF_TEST_GPU_UTIL_H */

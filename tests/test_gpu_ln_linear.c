@@ -1,0 +1,278 @@
+/* test_gpu_ln_linear.c: qf_layernorm_linear_fwd + qf_layernorm_linear_bwd (numerics 6) for every
+ * recipe on the GPU. For x [M, K], W [N, K], dy [M, N] (bf16) and a LayerNorm (RMSNorm for every
+ * other recipe) with bias:
+ *   1. the composition equals its ops: q(dy), dgrad, wgrad, dbias and the norm backward run one by
+ *      one (qf_quantize, qf_gemm, qf_gemm_ex, qf_dbias, qf_norm_backward) give the same bytes;
+ *   2. every gradient against the unquantized layer in fp64 (xn, dxn = dy W, dW = dy^T xn,
+ *      dbias = sum dy, and the norm backward of that dxn), rel err ||got - ref|| / ||ref|| within
+ *      the recipe's bound: the GEMMs multiply two quantized operands, so their results carry both
+ *      operands' rounding. E4M3 (weights, inputs; rms relative rounding 2^-4 / sqrt(3) = 3.6%) and
+ *      E5M2 (hybrid FP8's gradients, 7.2%) give about 8% for a product: per-tensor FP8 and MXFP8
+ *      (E4M3 everywhere, block scales) 0.15. NVFP4's E2M1 codes (rms about 10% per operand with
+ *      block scales, more with stochastic rounding of dy) give about 15-20%: 0.40. dx, dgamma and
+ *      dbeta are linear in dxn and inherit its error. dbias is from the unquantized dy: 2^-8, its
+ *      bf16 rounding;
+ *   3. defer_wgrad leaves dweight untouched, and qf_layernorm_linear_wgrad then writes the bytes of
+ *      1.; accumulate_wgrad adds into a main_grad: dweight = D0 + dW within fp32 rounding (1e-6).
+ * Without a GPU it skips. */
+#include "test_gpu_util.h"
+
+#include "ref/ref_bwd.h"
+
+enum { M = 256, N = 128, K = 192 };
+
+static double grad_bound(qf_family f) {
+    return f == QF_FAMILY_NVFP4 ? 0.40 : 0.15;
+}
+
+/* sqrt(sum (got - want)^2 / sum want^2) of got (dtype dt). */
+static double rel(const void *got, qf_dtype dt, const double *want, int64_t n) {
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = qf_load_as_float(got, dt, i);
+        num += (v - want[i]) * (v - want[i]);
+        den += want[i] * want[i];
+    }
+    return sqrt(num / (den > 0.0 ? den : 1.0));
+}
+
+static void fill_uniform(void *p, int64_t n, float scale, float offset, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++)
+        store_as(p, QF_DTYPE_BF16, i, offset + scale * qf_test_rng_uniform(&seed));
+}
+
+static double bf(const dual *b, int64_t i) {
+    return qf_load_as_float(b->h, QF_DTYPE_BF16, i);
+}
+
+/* The unquantized layer in fp64: dxn [M, K], dW [N, K], dbias [N], dx [M, K], dgamma, dbeta [K]. */
+typedef struct exact {
+    double *dxn, *dw, *dbias, *dx, *dg, *db;
+} exact;
+
+static exact exact_grads(qf_norm norm, const dual *x, const dual *w, const dual *gamma,
+                         const dual *beta, const dual *dy) {
+    exact e = {malloc(M * K * 8), malloc(N * K * 8), calloc(N, 8), malloc(M * K * 8),
+               calloc(K, 8), calloc(K, 8)};
+    double *xh = malloc(M * K * 8), *xn = malloc(M * K * 8), *rs = malloc(M * 8);
+    const int ln = norm == QF_NORM_LAYERNORM;
+    for (int64_t m = 0; m < M; m++) {
+        double mu = 0.0, var = 0.0;
+        for (int64_t k = 0; ln && k < K; k++)
+            mu += bf(x, m * K + k) / K;
+        for (int64_t k = 0; k < K; k++)
+            var += (bf(x, m * K + k) - mu) * (bf(x, m * K + k) - mu) / K;
+        rs[m] = 1.0 / sqrt(var + 1e-5);
+        for (int64_t k = 0; k < K; k++) {
+            xh[m * K + k] = (bf(x, m * K + k) - mu) * rs[m];
+            xn[m * K + k] = xh[m * K + k] * bf(gamma, k) + (ln ? bf(beta, k) : 0.0);
+        }
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t k = 0; k < K; k++) {
+            double s = 0.0;
+            for (int64_t n = 0; n < N; n++)
+                s += bf(dy, m * N + n) * bf(w, n * K + k);
+            e.dxn[m * K + k] = s;
+        }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            double s = 0.0;
+            for (int64_t m = 0; m < M; m++)
+                s += bf(dy, m * N + n) * xn[m * K + k];
+            e.dw[n * K + k] = s;
+        }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            e.dbias[n] += bf(dy, m * N + n);
+    for (int64_t m = 0; m < M; m++) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+            const double dxh = e.dxn[m * K + k] * bf(gamma, k);
+            s1 += dxh;
+            s2 += dxh * xh[m * K + k];
+            e.dg[k] += e.dxn[m * K + k] * xh[m * K + k];
+            e.db[k] += e.dxn[m * K + k];
+        }
+        for (int64_t k = 0; k < K; k++)
+            e.dx[m * K + k] = rs[m] * (e.dxn[m * K + k] * bf(gamma, k) - (ln ? s1 / K : 0.0) -
+                                       xh[m * K + k] * s2 / K);
+    }
+    free(xh), free(xn), free(rs);
+    return e;
+}
+
+static void exact_free(exact *e) {
+    free(e->dxn), free(e->dw), free(e->dbias), free(e->dx), free(e->dg), free(e->db);
+}
+
+/* The outputs of one backward call. */
+typedef struct bwd_out {
+    qtensor dyq;
+    dual dxn, dx, dg, db, dw, dbias;
+} bwd_out;
+
+static void bwd_alloc(bwd_out *o, const char *recipe, qf_scale_layout layout) {
+    qt_alloc(&o->dyq, recipe, QF_ROLE_GRAD, QF_NORM_NONE, M, N, layout);
+    o->dxn = dual_alloc(M * K * 4);
+    o->dx = dual_alloc(M * K * 2);
+    o->dg = dual_alloc(K * 4), o->db = dual_alloc(K * 4);
+    o->dw = dual_alloc(N * K * 4);
+    o->dbias = dual_alloc(N * 2);
+}
+
+static void bwd_down(bwd_out *o) {
+    qt_down(&o->dyq);
+    dual *all[] = {&o->dxn, &o->dx, &o->dg, &o->db, &o->dw, &o->dbias};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_down(all[i]);
+}
+
+static void bwd_free(bwd_out *o) {
+    qt_free(&o->dyq);
+    dual *all[] = {&o->dxn, &o->dx, &o->dg, &o->db, &o->dw, &o->dbias};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+static qf_ln_linear_grads bwd_grads(bwd_out *o, qf_norm norm, const float *dy_scale) {
+    qf_ln_linear_grads g = {.dyq = o->dyq.q, .dy_scale = dy_scale, .rng = {.seed = 5, .offset = 3},
+                            .dxn = tv(&o->dxn, QF_DTYPE_FP32, 2, M, K),
+                            .dweight = tv(&o->dw, QF_DTYPE_FP32, 2, N, K),
+                            .dbias = tv(&o->dbias, QF_DTYPE_BF16, 1, N, 0)};
+    g.norm.dx = tv(&o->dx, QF_DTYPE_BF16, 2, M, K);
+    g.norm.dgamma = tv(&o->dg, QF_DTYPE_FP32, 1, K, 0);
+    if (norm == QF_NORM_LAYERNORM)
+        g.norm.dbeta = tv(&o->db, QF_DTYPE_FP32, 1, K, 0);
+    return g;
+}
+
+/* Bytes of a and b equal. */
+static void same(const char *what, const dual *a, const dual *b) {
+    const int64_t bad = count_mismatches(a->h, b->h, (int64_t)a->bytes);
+    if (bad)
+        fail_msg("%s: %lld bytes differ between the composition and its ops", what,
+                 (long long)bad);
+}
+
+static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    if (qf_family_get(r->family)->scale_layout)
+        QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
+    const int ln = norm == QF_NORM_LAYERNORM;
+    dual x = dual_alloc(M * K * 2), w = dual_alloc(N * K * 2), dy = dual_alloc(M * N * 2);
+    dual gamma = dual_alloc(K * 2), beta = dual_alloc(K * 2), bias = dual_alloc(N * 2);
+    dual y = dual_alloc(M * N * 2), one = dual_alloc(4);
+    fill_uniform(x.h, M * K, 1.0f, 0.2f, 1), fill_uniform(w.h, N * K, 0.5f, 0.0f, 2);
+    fill_uniform(dy.h, M * N, 1.0f, 0.05f, 3), fill_uniform(gamma.h, K, 0.3f, 1.0f, 4);
+    fill_uniform(beta.h, K, 0.2f, 0.0f, 5), fill_uniform(bias.h, N, 0.5f, 0.0f, 6);
+    *(float *)one.h = 1.0f; /* fp8_delayed's scales of x, W and dy */
+    dual *up[] = {&x, &w, &dy, &gamma, &beta, &bias, &one};
+    for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
+        dual_up(up[i]);
+    qtensor xq, wq;
+    qt_alloc(&xq, r->name, QF_ROLE_INPUT, norm, M, K, layout);
+    qt_alloc(&wq, r->name, QF_ROLE_WEIGHT, QF_NORM_NONE, N, K, layout);
+    qf_ln_linear ll = {.norm = {.norm = norm, .eps = 1e-5f,
+                                .gamma = tv(&gamma, QF_DTYPE_BF16, 1, K, 0),
+                                .beta = ln ? tv(&beta, QF_DTYPE_BF16, 1, K, 0) : (qf_tensor){0}},
+                       .weight = tv(&w, QF_DTYPE_BF16, 2, N, K),
+                       .bias = tv(&bias, QF_DTYPE_BF16, 1, N, 0),
+                       .x_scale = one.d, .w_scale = one.d, .xq = xq.q, .wq = wq.q,
+                       .weight_changed = 1};
+    const qf_tensor tx = tv(&x, QF_DTYPE_BF16, 2, M, K), tdy = tv(&dy, QF_DTYPE_BF16, 2, M, N);
+    qf_tensor ty = tv(&y, QF_DTYPE_BF16, 2, M, N);
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &tx, &ll, &ty, NULL));
+
+    /* 1. the composition, then its ops one by one */
+    bwd_out a, b;
+    bwd_alloc(&a, r->name, layout);
+    bwd_alloc(&b, r->name, layout);
+    qf_ln_linear_grads ga = bwd_grads(&a, norm, one.d), gb = bwd_grads(&b, norm, one.d);
+    QF_OK_OR_FAIL(qf_layernorm_linear_bwd(ctx, r->name, &tx, &tdy, &ll, &ga, NULL));
+    QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_GRAD, &tdy, NULL, one.d, &gb.rng, &gb.dyq,
+                              NULL));
+    const qf_operand dyr = {&gb.dyq, QF_COPY_ROWWISE}, dyc = {&gb.dyq, QF_COPY_COLUMNWISE};
+    const qf_operand wc = {&ll.wq, QF_COPY_COLUMNWISE}, xc = {&ll.xq, QF_COPY_COLUMNWISE};
+    QF_OK_OR_FAIL(qf_gemm(ctx, r->name, &dyr, &wc, NULL, &gb.dxn, NULL));
+    QF_OK_OR_FAIL(qf_gemm(ctx, r->name, &dyc, &xc, NULL, &gb.dweight, NULL));
+    QF_OK_OR_FAIL(qf_dbias(ctx, r->name, &tdy, &gb.dbias, NULL));
+    QF_OK_OR_FAIL(qf_norm_backward(ctx, r->name, &ll.norm, &tx, &gb.dxn, &ll.xq.t[QF_SLOT_MU],
+                                   &ll.xq.t[QF_SLOT_RSIGMA], &gb.norm, NULL));
+    CK(cudaDeviceSynchronize());
+    bwd_down(&a), bwd_down(&b);
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        if (a.dyq.has[s])
+            same("dyq", &a.dyq.buf[s], &b.dyq.buf[s]);
+    same("dxn", &a.dxn, &b.dxn), same("dx", &a.dx, &b.dx), same("dgamma", &a.dg, &b.dg);
+    same("dweight", &a.dw, &b.dw), same("dbias", &a.dbias, &b.dbias);
+    if (ln)
+        same("dbeta", &a.db, &b.db);
+
+    /* 2. against the unquantized layer */
+    exact e = exact_grads(norm, &x, &w, &gamma, &beta, &dy);
+    const double bound = grad_bound(r->family);
+    const double r_dxn = rel(a.dxn.h, QF_DTYPE_FP32, e.dxn, M * K);
+    const double r_dw = rel(a.dw.h, QF_DTYPE_FP32, e.dw, N * K);
+    const double r_dx = rel(a.dx.h, QF_DTYPE_BF16, e.dx, M * K);
+    const double r_dg = rel(a.dg.h, QF_DTYPE_FP32, e.dg, K);
+    const double r_db = ln ? rel(a.db.h, QF_DTYPE_FP32, e.db, K) : 0.0;
+    const double r_bias = rel(a.dbias.h, QF_DTYPE_BF16, e.dbias, N);
+    printf("%-12s %-9s rel err against fp64 of the unquantized layer: dxn %.3f, dW %.3f, dx %.3f, "
+           "dgamma %.3f, dbeta %.3f (bound %.2f), dbias %.1e (bound %.1e)\n", r->name,
+           ln ? "layernorm" : "rmsnorm", r_dxn, r_dw, r_dx, r_dg, r_db, bound, r_bias, 0x1p-8);
+    assert_true(r_dxn <= bound && r_dw <= bound && r_dx <= bound && r_dg <= bound &&
+                r_db <= bound);
+    assert_true(r_bias <= 0x1p-8);
+
+    /* 3. deferred wgrad, then accumulation into a main_grad */
+    CK(cudaMemset(b.dw.d, 0xFF, b.dw.bytes));
+    gb.defer_wgrad = 1;
+    QF_OK_OR_FAIL(qf_layernorm_linear_bwd(ctx, r->name, &tx, &tdy, &ll, &gb, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&b.dw);
+    for (size_t i = 0; i < b.dw.bytes; i++)
+        assert_int_equal(((uint8_t *)b.dw.h)[i], 0xFF);
+    QF_OK_OR_FAIL(qf_layernorm_linear_wgrad(ctx, r->name, &ll, &gb, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&b.dw);
+    same("deferred dweight", &a.dw, &b.dw);
+    double *acc = malloc(N * K * 8);
+    uint64_t s = 9;
+    for (int64_t i = 0; i < N * K; i++) {
+        ((float *)b.dw.h)[i] = qf_test_rng_uniform(&s);
+        acc[i] = (double)((float *)b.dw.h)[i] + ((float *)a.dw.h)[i];
+    }
+    dual_up(&b.dw);
+    gb.accumulate_wgrad = 1;
+    QF_OK_OR_FAIL(qf_layernorm_linear_wgrad(ctx, r->name, &ll, &gb, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&b.dw);
+    const double r_acc = rel(b.dw.h, QF_DTYPE_FP32, acc, N * K);
+    printf("%-12s deferred wgrad bit-identical; main_grad += dW rel err %.1e (bound 1e-6)\n",
+           r->name, r_acc);
+    assert_true(r_acc <= 1e-6);
+
+    free(acc);
+    exact_free(&e);
+    bwd_free(&a), bwd_free(&b);
+    qt_free(&xq), qt_free(&wq);
+    dual *all[] = {&x, &w, &dy, &gamma, &beta, &bias, &y, &one};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+static void test_ln_linear_backward(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    for (int i = 0; i < qf_recipe_count; i++)
+        run_recipe(ctx, &qf_recipes[i], i % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM);
+    printf("test_gpu_ln_linear: %d recipes, forward + backward\n", qf_recipe_count);
+    qf_ctx_free(ctx);
+}
+
+int main(void) {
+    qf_test_filter_from_env();
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward)};
+    return cmocka_run_group_tests_name("gpu_ln_linear", tests, NULL, NULL);
+}
