@@ -64,11 +64,61 @@ static qf_status qf_ctx_open_blas(qf_ctx_t *c) {
     return QF_OK;
 }
 
+/* 1 when stream is being captured into a CUDA graph. */
+static int qf_ctx_capturing(void *stream) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cs != cudaStreamCaptureStatusNone;
+}
+
+/* Under ctx->lock: the captured call's scratch, ctx->graph_scratch. */
+static qf_status qf_ctx_graph_take(qf_ctx_t *ctx, size_t n, void **p, const char *what) {
+    if (n > ctx->graph_scratch_bytes || ctx->graph_scratch_taken)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%zu bytes of device scratch for %s while the "
+                            "stream is being captured: %s; run each op once outside the capture "
+                            "first (the context then keeps scratch of the largest size for "
+                            "graphs)", n, what,
+                            ctx->graph_scratch_taken ? "another captured call holds it"
+                                                     : "no call outside a capture asked as much");
+    ctx->graph_scratch_taken = 1;
+    *p = ctx->graph_scratch;
+    return QF_OK;
+}
+
+/* Under ctx->lock: grows ctx->graph_scratch to n bytes (outside a capture), keeping the old
+ * buffer for the graphs that captured it. Best effort: a failure leaves it as it was. */
+static void qf_ctx_graph_grow(qf_ctx_t *ctx, size_t n) {
+    if (n <= ctx->graph_scratch_bytes || ctx->n_graph_scratch_old == QF_GRAPH_SCRATCH_OLD)
+        return;
+    void *b = NULL;
+    if (cudaMalloc(&b, n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (ctx->graph_scratch)
+        ctx->graph_scratch_old[ctx->n_graph_scratch_old++] = ctx->graph_scratch;
+    ctx->graph_scratch = b;
+    ctx->graph_scratch_bytes = n;
+}
+
 qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what, void *stream) {
     *p = NULL;
+    if (qf_ctx_capturing(stream)) {
+        pthread_mutex_lock(&ctx->lock);
+        const qf_status s = qf_ctx_graph_take(ctx, n, p, what);
+        pthread_mutex_unlock(&ctx->lock);
+        return s;
+    }
     const cudaError_t e = cudaMallocFromPoolAsync(p, n, ctx->pool, (cudaStream_t)stream);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess) {
+        pthread_mutex_lock(&ctx->lock);
+        qf_ctx_graph_grow(ctx, n);
+        pthread_mutex_unlock(&ctx->lock);
         return QF_OK;
+    }
     (void)cudaGetLastError();
     *p = NULL;
     return qf_set_error(e == cudaErrorMemoryAllocation ? QF_ERR_OUT_OF_MEMORY : QF_ERR_CUDA,
@@ -77,8 +127,14 @@ qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what, vo
 }
 
 qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream) {
-    (void)ctx;
     if (!p)
+        return QF_OK;
+    pthread_mutex_lock(&ctx->lock);
+    const int graph = p == ctx->graph_scratch && ctx->graph_scratch_taken;
+    if (graph)
+        ctx->graph_scratch_taken = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    if (graph)
         return QF_OK;
     const cudaError_t e = cudaFreeAsync(p, (cudaStream_t)stream);
     if (e == cudaSuccess)
@@ -118,6 +174,10 @@ void qf_ctx_free(qf_ctx_t *c) {
     qf_gemm_plans_free(c);
     if (c->workspace)
         cudaFree(c->workspace);
+    if (c->graph_scratch)
+        cudaFree(c->graph_scratch);
+    for (int i = 0; i < c->n_graph_scratch_old; i++)
+        cudaFree(c->graph_scratch_old[i]);
     if (c->pool)
         cudaMemPoolDestroy(c->pool);
     if (c->lt)

@@ -37,6 +37,8 @@ typedef struct qf_loaded_kernel {
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
 
+#define QF_GRAPH_SCRATCH_OLD 8 /* outgrown graph scratch buffers a context keeps */
+
 struct qf_ctx {
     int host;                   /* 1: qf_ctx_init_host, 2: silent twin (qf_ctx_twin); 0: a device */
     int device;
@@ -47,7 +49,14 @@ struct qf_ctx {
     void *workspace;            /* cuBLASLt workspace, device memory */
     size_t workspace_size;
     cudaMemPool_t pool;         /* stream-ordered scratch (qf_ctx_scratch); keeps its memory */
-    pthread_mutex_t lock;       /* guards kernels[], plans[] and last */
+    void *graph_scratch;        /* the scratch of calls on a stream being captured: as large as
+                                 * the largest request outside a capture (qf_ctx_scratch) */
+    size_t graph_scratch_bytes;
+    int graph_scratch_taken;    /* 1 while a captured call holds it */
+    void *graph_scratch_old[QF_GRAPH_SCRATCH_OLD]; /* outgrown buffers: graphs captured earlier
+                                                    * still use them; freed with the context */
+    int n_graph_scratch_old;
+    pthread_mutex_t lock;       /* guards kernels[], plans[], last and graph_scratch* */
     qf_loaded_kernel *kernels;
     int n_kernels, cap_kernels;
     qf_gemm_plan *plans;
@@ -66,8 +75,8 @@ QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
 /* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
  * y[M, N] = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (numerics 2.3), y bf16 or fp32;
- * accumulate: y += ... (beta 1, fp32 y). The caller (qf_gemm) has checked every argument. Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than
- * 12.8, at build or run time), QF_ERR_CUBLAS. */
+ * accumulate: y += ... (beta 1, fp32 y). The caller (qf_gemm) has checked every argument.
+ * Errors: QF_ERR_UNSUPPORTED (cuBLASLt older than 12.8, at build or run time), QF_ERR_CUBLAS. */
 QF_INTERNAL qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
                                        const qf_tensor *b, const qf_tensor *b_scale,
                                        const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N,
@@ -126,8 +135,13 @@ QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *
 /* Stream-ordered scratch of n bytes (256-byte aligned) from ctx's memory pool, valid for work
  * queued on stream until qf_ctx_scratch_free(ctx, *p, ...) on the same stream. The pool keeps
  * freed memory for the next call (no allocation from the driver once it has grown), and calls on
- * different streams never share a buffer. `what` names the buffer in the error. Errors:
- * QF_ERR_OUT_OF_MEMORY (device), QF_ERR_CUDA. */
+ * different streams never share a buffer. While stream is being captured into a CUDA graph
+ * nothing is allocated: the call gets ctx->graph_scratch, which every call outside a capture
+ * grows to its own request (SPEC 6: after one warm-up call an op captures without allocating).
+ * So the graphs of one context share that buffer: replay them one at a time, and capture on one
+ * stream at a time. `what` names the buffer in the error. Errors: QF_ERR_OUT_OF_MEMORY (device),
+ * QF_ERR_UNSUPPORTED (a captured call larger than every call before the capture, or a second
+ * one holding it at once), QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what,
                                      void *stream);
 /* Returns p (NULL: nothing) to the pool after the work queued on stream. Errors: QF_ERR_CUDA. */

@@ -13,7 +13,12 @@
  *      dbeta are linear in dxn and inherit its error. dbias is from the unquantized dy: 2^-8, its
  *      bf16 rounding;
  *   3. defer_wgrad leaves dweight untouched, and qf_layernorm_linear_wgrad then writes the bytes of
- *      1.; accumulate_wgrad adds into a main_grad: dweight = D0 + dW within fp32 rounding (1e-6).
+ *      1.; accumulate_wgrad adds into a main_grad: dweight = D0 + dW within fp32 rounding (1e-6);
+ *   4. CUDA graphs (SPEC 6): after one eager step (weight quantize, forward, backward) on a stream,
+ *      the same step captured (global capture mode: an allocation or synchronization inside
+ *      fails it) and replayed twice writes the eager step's bytes into every output, poisoned
+ *      before; families whose Hopper GEMM runs either way capture under QFUSE_HOPPER_GEMM=staged
+ *      (scratch) and =direct.
  * Without a GPU it skips. */
 #include "test_gpu_util.h"
 
@@ -155,40 +160,97 @@ static void same(const char *what, const dual *a, const dual *b) {
                  (long long)bad);
 }
 
-static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
-    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+/* One layer: inputs, the forward's state and the backward's outputs (a). */
+typedef struct layer {
+    const qf_recipe *r;
+    qf_norm norm;
+    qf_scale_layout layout;
+    dual x, w, dy, gamma, beta, bias, y, one;
+    qtensor xq, wq;
+    qf_ln_linear ll;
+    bwd_out a;
+    qf_ln_linear_grads ga;
+    qf_tensor tx, tdy, ty;
+} layer;
+
+static void layer_make(qf_ctx_t *ctx, layer *L, const qf_recipe *r, qf_norm norm) {
+    memset(L, 0, sizeof *L);
+    L->r = r, L->norm = norm, L->layout = QF_SCALE_LAYOUT_COMPACT;
     if (qf_family_get(r->family)->scale_layout)
-        QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
+        QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &L->layout));
     const int ln = norm == QF_NORM_LAYERNORM;
-    dual x = dual_alloc(M * K * 2), w = dual_alloc(N * K * 2), dy = dual_alloc(M * N * 2);
-    dual gamma = dual_alloc(K * 2), beta = dual_alloc(K * 2), bias = dual_alloc(N * 2);
-    dual y = dual_alloc(M * N * 2), one = dual_alloc(4);
-    fill_uniform(x.h, M * K, 1.0f, 0.2f, 1), fill_uniform(w.h, N * K, 0.5f, 0.0f, 2);
-    fill_uniform(dy.h, M * N, 1.0f, 0.05f, 3), fill_uniform(gamma.h, K, 0.3f, 1.0f, 4);
-    fill_uniform(beta.h, K, 0.2f, 0.0f, 5), fill_uniform(bias.h, N, 0.5f, 0.0f, 6);
-    *(float *)one.h = 1.0f; /* fp8_delayed's scales of x, W and dy */
-    dual *up[] = {&x, &w, &dy, &gamma, &beta, &bias, &one};
+    L->x = dual_alloc(M * K * 2), L->w = dual_alloc(N * K * 2), L->dy = dual_alloc(M * N * 2);
+    L->gamma = dual_alloc(K * 2), L->beta = dual_alloc(K * 2), L->bias = dual_alloc(N * 2);
+    L->y = dual_alloc(M * N * 2), L->one = dual_alloc(4);
+    fill_uniform(L->x.h, M * K, 1.0f, 0.2f, 1), fill_uniform(L->w.h, N * K, 0.5f, 0.0f, 2);
+    fill_uniform(L->dy.h, M * N, 1.0f, 0.05f, 3), fill_uniform(L->gamma.h, K, 0.3f, 1.0f, 4);
+    fill_uniform(L->beta.h, K, 0.2f, 0.0f, 5), fill_uniform(L->bias.h, N, 0.5f, 0.0f, 6);
+    *(float *)L->one.h = 1.0f; /* fp8_delayed's scales of x, W and dy */
+    dual *up[] = {&L->x, &L->w, &L->dy, &L->gamma, &L->beta, &L->bias, &L->one};
     for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
         dual_up(up[i]);
-    qtensor xq, wq;
-    qt_alloc(&xq, r->name, QF_ROLE_INPUT, norm, M, K, layout);
-    qt_alloc(&wq, r->name, QF_ROLE_WEIGHT, QF_NORM_NONE, N, K, layout);
-    qf_ln_linear ll = {.norm = {.norm = norm, .eps = 1e-5f,
-                                .gamma = tv(&gamma, QF_DTYPE_BF16, 1, K, 0),
-                                .beta = ln ? tv(&beta, QF_DTYPE_BF16, 1, K, 0) : (qf_tensor){0}},
-                       .weight = tv(&w, QF_DTYPE_BF16, 2, N, K),
-                       .bias = tv(&bias, QF_DTYPE_BF16, 1, N, 0),
-                       .x_scale = one.d, .w_scale = one.d, .xq = xq.q, .wq = wq.q,
-                       .weight_changed = 1};
-    const qf_tensor tx = tv(&x, QF_DTYPE_BF16, 2, M, K), tdy = tv(&dy, QF_DTYPE_BF16, 2, M, N);
-    qf_tensor ty = tv(&y, QF_DTYPE_BF16, 2, M, N);
-    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &tx, &ll, &ty, NULL));
+    qt_alloc(&L->xq, r->name, QF_ROLE_INPUT, norm, M, K, L->layout);
+    qt_alloc(&L->wq, r->name, QF_ROLE_WEIGHT, QF_NORM_NONE, N, K, L->layout);
+    L->ll = (qf_ln_linear){
+        .norm = {.norm = norm, .eps = 1e-5f, .gamma = tv(&L->gamma, QF_DTYPE_BF16, 1, K, 0),
+                 .beta = ln ? tv(&L->beta, QF_DTYPE_BF16, 1, K, 0) : (qf_tensor){0}},
+        .weight = tv(&L->w, QF_DTYPE_BF16, 2, N, K),
+        .bias = tv(&L->bias, QF_DTYPE_BF16, 1, N, 0),
+        .x_scale = L->one.d, .w_scale = L->one.d, .xq = L->xq.q, .wq = L->wq.q,
+        .weight_changed = 1};
+    L->tx = tv(&L->x, QF_DTYPE_BF16, 2, M, K), L->tdy = tv(&L->dy, QF_DTYPE_BF16, 2, M, N);
+    L->ty = tv(&L->y, QF_DTYPE_BF16, 2, M, N);
+    bwd_alloc(&L->a, r->name, L->layout);
+    L->ga = bwd_grads(&L->a, norm, L->one.d);
+}
+
+/* A training step on stream: the weight's quantization (weight_changed set again), forward,
+ * backward into L->a. */
+static void layer_step(qf_ctx_t *ctx, layer *L, void *stream) {
+    L->ll.weight_changed = 1;
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, L->r->name, &L->tx, &L->ll, &L->ty, stream));
+    QF_OK_OR_FAIL(qf_layernorm_linear_bwd(ctx, L->r->name, &L->tx, &L->tdy, &L->ll, &L->ga,
+                                          stream));
+}
+
+/* Every output of a step (y, the saved copies, the backward's) as device buffers. */
+static int layer_outputs(layer *L, dual **out) {
+    int n = 0;
+    out[n++] = &L->y;
+    qtensor *qs[] = {&L->xq, &L->wq, &L->a.dyq};
+    for (int q = 0; q < 3; q++)
+        for (int s = 0; s < QF_SLOT_COUNT; s++)
+            if (qs[q]->has[s])
+                out[n++] = &qs[q]->buf[s];
+    dual *rest[] = {&L->a.dxn, &L->a.dx, &L->a.dg, &L->a.dw, &L->a.dbias};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        out[n++] = rest[i];
+    if (L->norm == QF_NORM_LAYERNORM) /* RMSNorm has no dbeta */
+        out[n++] = &L->a.db;
+    return n;
+}
+
+static void layer_free(layer *L) {
+    bwd_free(&L->a);
+    qt_free(&L->xq), qt_free(&L->wq);
+    dual *all[] = {&L->x, &L->w, &L->dy, &L->gamma, &L->beta, &L->bias, &L->y, &L->one};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
+    layer L;
+    layer_make(ctx, &L, r, norm);
+    const int ln = norm == QF_NORM_LAYERNORM;
+    qf_ln_linear ll = L.ll;
+    dual x = L.x, w = L.w, dy = L.dy, gamma = L.gamma, beta = L.beta, one = L.one;
+    const qf_tensor tx = L.tx, tdy = L.tdy;
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &tx, &ll, &L.ty, NULL));
 
     /* 1. the composition, then its ops one by one */
-    bwd_out a, b;
-    bwd_alloc(&a, r->name, layout);
-    bwd_alloc(&b, r->name, layout);
-    qf_ln_linear_grads ga = bwd_grads(&a, norm, one.d), gb = bwd_grads(&b, norm, one.d);
+    bwd_out a = L.a, b;
+    bwd_alloc(&b, r->name, L.layout);
+    qf_ln_linear_grads ga = L.ga, gb = bwd_grads(&b, norm, one.d);
     QF_OK_OR_FAIL(qf_layernorm_linear_bwd(ctx, r->name, &tx, &tdy, &ll, &ga, NULL));
     QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_GRAD, &tdy, NULL, one.d, &gb.rng, &gb.dyq,
                               NULL));
@@ -255,11 +317,55 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
 
     free(acc);
     exact_free(&e);
-    bwd_free(&a), bwd_free(&b);
-    qt_free(&xq), qt_free(&wq);
-    dual *all[] = {&x, &w, &dy, &gamma, &beta, &bias, &y, &one};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        dual_free(all[i]);
+    bwd_free(&b);
+    layer_free(&L);
+}
+
+/* 4.: one eager step, then the step captured and replayed twice, every output compared. */
+static void capture_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, const char *way) {
+    layer L;
+    layer_make(ctx, &L, r, norm);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    layer_step(ctx, &L, st); /* the warm-up: compiles, plans, tunes, sizes the graph scratch */
+    CK(cudaStreamSynchronize(st));
+    dual *outs[64];
+    const int n = layer_outputs(&L, outs);
+    void *eager[64];
+    for (int i = 0; i < n; i++) {
+        eager[i] = malloc(outs[i]->bytes);
+        dual_down(outs[i]);
+        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
+        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    layer_step(ctx, &L, st);
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    size_t nodes = 0;
+    CK(cudaGraphGetNodes(graph, NULL, &nodes));
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i < n; i++) {
+            dual_down(outs[i]);
+            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
+            if (bad)
+                fail_msg("%s (%s): replay %d: output %d differs from eager in %lld bytes",
+                         r->name, way, rep, i, (long long)bad);
+        }
+    }
+    printf("%-12s %-9s QFUSE_HOPPER_GEMM=%-6s: captured step of %zu nodes, 2 replays "
+           "bit-identical to eager (%d outputs)\n", r->name,
+           norm == QF_NORM_LAYERNORM ? "layernorm" : "rmsnorm", way, nodes, n);
+    for (int i = 0; i < n; i++)
+        free(eager[i]);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(st));
+    layer_free(&L);
 }
 
 static void test_ln_linear_backward(void **state) {
@@ -271,8 +377,30 @@ static void test_ln_linear_backward(void **state) {
     qf_ctx_free(ctx);
 }
 
+static void test_ln_linear_graph(void **state) {
+    (void)state;
+    static const char *const ways[] = {"staged", "direct"};
+    qf_ctx_t *ctx = gpu_ctx();
+    int runs = 0;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        const int n_ways =
+            qf_family_gemm_path(r->family, qf_ctx_arch(ctx)).engine == QF_GEMM_KERNEL ? 2 : 1;
+        for (int w = 0; w < n_ways; w++, runs++) {
+            if (n_ways > 1)
+                setenv("QFUSE_HOPPER_GEMM", ways[w], 1);
+            capture_recipe(ctx, r, i % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM,
+                           n_ways > 1 ? ways[w] : "-");
+        }
+        unsetenv("QFUSE_HOPPER_GEMM");
+    }
+    printf("test_gpu_ln_linear: %d captured steps\n", runs);
+    qf_ctx_free(ctx);
+}
+
 int main(void) {
     qf_test_filter_from_env();
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward),
+                                       cmocka_unit_test(test_ln_linear_graph)};
     return cmocka_run_group_tests_name("gpu_ln_linear", tests, NULL, NULL);
 }
