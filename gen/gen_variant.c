@@ -12,7 +12,8 @@
 /* Quantizer axes (every family): every combination is one variant. */
 static const qf_norm qf_gen_nq_norms[] = {QF_NORM_LAYERNORM, QF_NORM_RMSNORM};
 static const qf_dtype qf_gen_in_dtypes[] = {QF_DTYPE_BF16, QF_DTYPE_FP16, QF_DTYPE_FP32};
-static const qf_role qf_gen_quant_roles[] = {QF_ROLE_WEIGHT, QF_ROLE_GRAD};
+/* plain quantize: weights, gradients, and inputs without a norm (layernorm_mlp's fc2 input) */
+static const qf_role qf_gen_quant_roles[] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_GRAD};
 
 #define QF_GEN_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

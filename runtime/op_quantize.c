@@ -23,12 +23,12 @@ static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
 
 /* {===================================================================== common checks */
 
-/* A fused norm quantizes the input role; a plain quantize the weight and grad roles. */
+/* A fused norm quantizes the input role; a plain quantize any role (the input role without a
+ * norm: layernorm_mlp's fc2 input). */
 static qf_status qf_q_check_role(const char *op, qf_role role, const qf_norm_desc *nd) {
-    if (nd->norm == QF_NORM_NONE && role != QF_ROLE_WEIGHT && role != QF_ROLE_GRAD)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not QF_ROLE_WEIGHT or "
-                            "QF_ROLE_GRAD; without a norm those are the roles (the input role "
-                            "is quantized by a fused norm)", op, (int)role);
+    if ((unsigned)role >= QF_ROLE_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not a qf_role (QF_ROLE_INPUT, "
+                            "QF_ROLE_WEIGHT or QF_ROLE_GRAD)", op, (int)role);
     if (nd->norm != QF_NORM_NONE && role != QF_ROLE_INPUT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d with a fused norm; norm + quantize "
                             "is for QF_ROLE_INPUT (pass norm NULL for weights and gradients)", op,

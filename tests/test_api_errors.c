@@ -199,8 +199,11 @@ static void test_quantize_role_input(void **state) {
     nq_args a = nq_valid(state);
     expect(qf_quantize(a.ctx, kRecipe, QF_ROLE_WEIGHT, &a.x, NULL, a.scale, NULL, &a.out, NULL),
            QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
+    /* the input role without a norm: layernorm_mlp's fc2 input */
     expect(qf_quantize(a.ctx, kRecipe, QF_ROLE_INPUT, &a.x, NULL, a.scale, NULL, &a.out, NULL),
-           QF_ERR_INVALID_ARG, "qf_quantize: role 0 is not QF_ROLE_WEIGHT or QF_ROLE_GRAD");
+           QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
+    expect(qf_quantize(a.ctx, kRecipe, (qf_role)7, &a.x, NULL, a.scale, NULL, &a.out, NULL),
+           QF_ERR_INVALID_ARG, "qf_quantize: role 7 is not a qf_role");
     expect(qf_quantize(a.ctx, kRecipe, QF_ROLE_WEIGHT, &a.x, &a.nd, a.scale, NULL, &a.out, NULL),
            QF_ERR_INVALID_ARG, "qf_quantize: role 1 with a fused norm", "QF_ROLE_INPUT");
 }
@@ -390,8 +393,11 @@ NV_TEST(test_nv_null_rng_with_sr, (a.role = QF_ROLE_GRAD, a.rng_null = 1), QF_ER
 
 static void test_nv_wrong_role(void **state) {
     nv_args a = nv_valid(state);
-    expect(qf_quantize(a.ctx, "nvfp4", QF_ROLE_INPUT, &a.x, NULL, NULL, &a.rng, &a.out, NULL),
-           QF_ERR_INVALID_ARG, "qf_quantize: role 0 is not QF_ROLE_WEIGHT or QF_ROLE_GRAD");
+    expect(qf_quantize(a.ctx, "nvfp4", (qf_role)3, &a.x, NULL, NULL, &a.rng, &a.out, NULL),
+           QF_ERR_INVALID_ARG, "qf_quantize: role 3 is not a qf_role");
+    /* the input role without a norm (RHT on its columnwise copy, no stochastic rounding) */
+    expect(qf_quantize(a.ctx, "nvfp4", QF_ROLE_INPUT, &a.x, NULL, NULL, NULL, &a.out, NULL),
+           QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
 }
 
 /* The family comes from the recipe: NVFP4 buffers under an MXFP8 recipe are checked against the

@@ -140,7 +140,7 @@ static void test_gen_reproducible(void **state) {
     qf_test_generate(d1.path);
     qf_test_generate(d2.path);
     /* no absolute (temp) path leaks into the output */
-    qf_test_same_trees(d1.path, d2.path, 19 + 15 + 4, d1.path);
+    qf_test_same_trees(d1.path, d2.path, 22 + 15 + 4, d1.path);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -186,7 +186,7 @@ static void test_gen_banners(void **state) {
     char p[512];
     qf_test_generate(d->path);
     qf_test_list(d->path, &t);
-    assert_int_equal(t.n, 19 + 15 + 4); /* kernels (forward, backward), other files */
+    assert_int_equal(t.n, 22 + 15 + 4); /* kernels (forward, backward), other files */
     for (int i = 0; i < t.n; i++) {
         snprintf(p, sizeof p, "%s/%s", d->path, t.rel[i]);
         char *text = qf_test_read(p, NULL);
@@ -316,7 +316,7 @@ static void test_gen_matches_registry(void **state) {
 
 /* ========================================================================= mxfp8 runs */
 
-/* Two runs give byte-identical trees of 2 x (19 + 15) kernels + 4 files; the stubs are filled
+/* Two runs give byte-identical trees of 2 x (22 + 15) kernels + 4 files; the stubs are filled
  * in. */
 static void test_gen_mxfp8_reproducible(void **state) {
     (void)state;
@@ -328,7 +328,7 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
     snprintf(p2, sizeof p2, "%s/out", d2.path);
-    qf_test_same_trees(p1, p2, 2 * (19 + 15) + 4, NULL);
+    qf_test_same_trees(p1, p2, 2 * (22 + 15) + 4, NULL);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }

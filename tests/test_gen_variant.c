@@ -20,7 +20,7 @@ static int qf_test_shipped_variants(qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, r, &e), 0);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
-    assert_int_equal(n, 12 + 6 + 1 + 12 + 3); /* nq, quant, scale update, backward */
+    assert_int_equal(n, 12 + 9 + 1 + 12 + 3); /* nq, quant, scale update, backward */
     assert_int_equal(qf_gen_variants_check(r, v, n, &e), 0);
     for (int i = 1; i < n; i++)
         assert_true(strcmp(v[i - 1].desc.name, v[i].desc.name) < 0); /* sorted */
@@ -138,7 +138,9 @@ static const char *const qf_test_mx_names[] = {
     "qf_mxfp8_nq_rmsnorm_fp32",       "qf_mxfp8_nq_rmsnorm_zcg_bf16",
     "qf_mxfp8_nq_rmsnorm_zcg_fp16",   "qf_mxfp8_nq_rmsnorm_zcg_fp32",
     "qf_mxfp8_quant_grad_bf16",       "qf_mxfp8_quant_grad_fp16",
-    "qf_mxfp8_quant_grad_fp32",       "qf_mxfp8_quant_weight_bf16",
+    "qf_mxfp8_quant_grad_fp32",       "qf_mxfp8_quant_input_bf16",
+    "qf_mxfp8_quant_input_fp16",      "qf_mxfp8_quant_input_fp32",
+    "qf_mxfp8_quant_weight_bf16",
     "qf_mxfp8_quant_weight_fp16",     "qf_mxfp8_quant_weight_fp32",
 };
 
@@ -152,7 +154,7 @@ static int qf_test_block_scaled_variants(const char *path, const char *fam, qf_d
     snprintf(gemm_tpl, sizeof gemm_tpl, "sm90_%s_gemm.cu", fam);
     snprintf(nq_tpl, sizeof nq_tpl, "smxx_%s_norm_quantize.cu", fam);
     int n = qf_test_variants_of(path, r, v), f = 0;
-    assert_int_equal(n, 12 + 6 + 1 + 12 + 3); /* nq, quant, gemm, backward; no scale update */
+    assert_int_equal(n, 12 + 9 + 1 + 12 + 3); /* nq, quant, gemm, backward; no scale update */
     for (int i = 0; i < n; i++) {
         if (v[i].desc.op == QF_OP_NORM_BACKWARD || v[i].desc.op == QF_OP_DBIAS) {
             /* the shared backward modules: dx and dbias in the input's dtype */
@@ -171,7 +173,7 @@ static int qf_test_block_scaled_variants(const char *path, const char *fam, qf_d
         assert_int_equal(v[i].cfg.tile_m, gemm ? 128 : 32);
         assert_int_equal(v[i].desc.out_dtype, gemm ? QF_DTYPE_BF16 : q);
     }
-    assert_int_equal(f, 12 + 6 + 1);
+    assert_int_equal(f, 12 + 9 + 1);
     snprintf(name, sizeof name, "qf_%s_gemm", fam);
     assert_int_equal(qf_test_variant(v, n, name)->desc.in_dtype, q);
     return n;

@@ -98,15 +98,16 @@ static const nq_plan kFp8Nq = {kFp8Ms, kFp8Ks, COUNTOF(kFp8Ms), COUNTOF(kFp8Ks),
 static const int64_t kFp8OptShapes[][2] = {{217, 259}, {192, 320}};
 static const opt_plan kFp8Options = {kFp8OptShapes, 2, kDts, 3, 1, 2, 1, 1, 77, NULL};
 
-/* Weights and gradients (hybrid: E4M3 and E5M2), rowwise alone and both copies. */
+/* Weights, gradients (hybrid: E4M3 and E5M2) and inputs without a norm, rowwise alone and both
+ * copies. */
 static int fp8_variant(int v, qf_role *role) {
-    *role = (qf_role)(QF_ROLE_WEIGHT + v);
+    *role = v == 2 ? QF_ROLE_INPUT : (qf_role)(QF_ROLE_WEIGHT + v);
     return 0;
 }
 
 static const int64_t kFp8QShapes[][2] = {{1, 16}, {5, 160}, {217, 256}, {4096, 4096}, {1000, 769}};
 static const unsigned kFp8QOutputs[] = {QF_OUT_ROWWISE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
-static const quant_plan kFp8Quantize = {kFp8QShapes, COUNTOF(kFp8QShapes), 2, fp8_variant,
+static const quant_plan kFp8Quantize = {kFp8QShapes, COUNTOF(kFp8QShapes), 3, fp8_variant,
                                         kFp8QOutputs, 2, NO_LIMIT, 900, NULL};
 
 /* }=====================================================================} */
@@ -140,10 +141,10 @@ static const int64_t kMxOptShapes[][2] = {{1, 1},     {1, 33},    {33, 1},  {7, 
 static const opt_plan kMxOptions = {kMxOptShapes, COUNTOF(kMxOptShapes), kDts, 1, 1, 1, 1, 1,
                                     500, mx_opt_fixup};
 
-/* Weights (1D, and 32x32 under the family's second recipe, mxfp8_2d) and gradients, both
- * layouts, all dtypes. */
+/* Weights (1D, and 32x32 under the family's second recipe, mxfp8_2d), gradients and inputs
+ * without a norm, both layouts, all dtypes. */
 static int mx_variant(int v, qf_role *role) {
-    *role = v == 1 ? QF_ROLE_GRAD : QF_ROLE_WEIGHT;
+    *role = v == 1 ? QF_ROLE_GRAD : v == 3 ? QF_ROLE_INPUT : QF_ROLE_WEIGHT;
     return v == 2;
 }
 
@@ -152,7 +153,7 @@ static void mx_quant_fixup(int i, qcase *c) {
 }
 
 static const int64_t kMxQShapes[][2] = {{32, 32}, {96, 993}, {993, 64}, {1024, 1024}, {8192, 96}};
-static const quant_plan kMxQuantize = {kMxQShapes, COUNTOF(kMxQShapes), 3, mx_variant, kBoth, 1,
+static const quant_plan kMxQuantize = {kMxQShapes, COUNTOF(kMxQShapes), 4, mx_variant, kBoth, 1,
                                        NO_LIMIT, 900, mx_quant_fixup};
 
 /* }=====================================================================} */
@@ -183,10 +184,10 @@ static const nq_plan kNvNq = {kNvDims, kNvDims, COUNTOF(kNvDims), COUNTOF(kNvDim
 static const int64_t kNvOptShapes[][2] = {{48, 272}};
 static const opt_plan kNvOptions = {kNvOptShapes, 1, kDts, 1, 2, 2, 2, 2, 700, NULL};
 
-/* Gradients (RHT per recipe, SR) then weights (16x16 tiles), under both recipes, all dtypes,
- * square and not. */
+/* Gradients (RHT per recipe, SR), weights (16x16 tiles) and inputs without a norm (RHT per
+ * recipe, no SR), under both recipes, all dtypes, square and not. */
 static int nv_variant(int v, qf_role *role) {
-    *role = v < 2 ? QF_ROLE_GRAD : QF_ROLE_WEIGHT;
+    *role = v < 2 ? QF_ROLE_GRAD : v < 4 ? QF_ROLE_WEIGHT : QF_ROLE_INPUT;
     return v % 2;
 }
 
@@ -198,7 +199,7 @@ static void nv_quant_fixup(int i, qcase *c) {
 
 static const int64_t kNvQShapes[][2] = {{16, 16},   {32, 8192},   {8192, 32},  {96, 1040},
                                         {1040, 96}, {1024, 1024}, {4096, 2048}};
-static const quant_plan kNvQuantize = {kNvQShapes, COUNTOF(kNvQShapes), 4, nv_variant, kBoth, 1,
+static const quant_plan kNvQuantize = {kNvQShapes, COUNTOF(kNvQShapes), 6, nv_variant, kBoth, 1,
                                        1 << 22, 900, nv_quant_fixup};
 
 /* }=====================================================================} */
@@ -323,7 +324,7 @@ static void test_nq_options(void **state) {
     for_each_recipe(nq_options, 0);
 }
 
-/* Weights and gradients of the family's plan. */
+/* Weights, gradients and plain-quantized inputs of the family's plan. */
 static void quantize_plan(const recipe_run *run, int unused) {
     (void)unused;
     const quant_plan *p = run->h->quantize;

@@ -29,8 +29,8 @@ enum { DATA_RANDOM, DATA_ZERO, DATA_NAN };
 /* One quantization of any family. */
 typedef struct qcase {
     const qf_recipe *recipe;
-    qf_role role;         /* QF_ROLE_INPUT: norm + quantize */
-    qf_norm norm;
+    qf_role role;
+    qf_norm norm;         /* not QF_NORM_NONE: norm + quantize (role QF_ROLE_INPUT) */
     int zcg;
     qf_dtype xdt, gdt;    /* gdt: gamma/beta dtype (x's or fp32) */
     qf_scale_layout layout; /* block-scaled families */
@@ -41,6 +41,12 @@ typedef struct qcase {
 } qcase;
 
 static int g_cases[QF_FAMILY_COUNT]; /* cases checked per family, printed at the end */
+
+/* 1 when c is a norm + quantize case (else a plain quantize of its role, the input role too:
+ * layernorm_mlp's fc2 input). */
+static int fused(const qcase *c) {
+    return c->norm != QF_NORM_NONE;
+}
 
 static const char *describe(const qcase *c) {
     static char buf[256];
@@ -70,7 +76,7 @@ static qf_norm_desc norm_slots(const qcase *c, const dual *g, const dual *b, con
  * finite data (other cases return at once); mu relative to the row's scale:
  * |mu - ref| <= 1e-5 (|ref| + sigma). The reference runs on all cores. */
 static void check_stats(const qcase *c, const void *x, const float *mu, const float *rs) {
-    if (c->role != QF_ROLE_INPUT || c->data == DATA_NAN)
+    if (!fused(c) || c->data == DATA_NAN)
         return;
     float *mu_ref = malloc((size_t)c->M * 4), *rs_ref = malloc((size_t)c->M * 4);
     const size_t xsz = qf_dtype_size(c->xdt);
@@ -228,7 +234,7 @@ static void fp8_run_nq(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
         dual_free(all[i]);
     g_cases[c->recipe->family]++;
 }
-/* Plain quantize of a weight or a gradient (the role's format: hybrid E4M3 / E5M2). */
+/* Plain quantize of an input, a weight or a gradient (the role's format: hybrid E4M3 / E5M2). */
 static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
     const qf_role role = c->role;
     const qf_dtype xdt = c->xdt;
@@ -281,7 +287,7 @@ static void fp8_run_quant(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
 
 /* The family's hook: norm + quantize for the input, plain quantize for the other roles. */
 static void fp8_run(qf_ctx_t *ctx, const qcase *c, uint64_t seed) {
-    if (c->role == QF_ROLE_INPUT)
+    if (fused(c))
         fp8_run_nq(ctx, c, seed);
     else
         fp8_run_quant(ctx, c, seed);
@@ -320,7 +326,7 @@ typedef struct blk_family {
 
 /* MXFP8 (numerics 2.3): the reference for a case, given the kernel's statistics. */
 static void mx_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
-    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    const qf_norm norm = c->norm;
     const int row = (c->outputs & QF_OUT_ROWWISE) != 0;
     const int col = (c->outputs & QF_OUT_COLUMNWISE) != 0;
     qf_norm_quantize_mxfp8_ref(norm, c->zcg, c->xdt, B->x.h, c->gdt, B->g.h, B->b.h, c->M, c->K,
@@ -350,7 +356,7 @@ static qf_nvfp4_opts opts_of(const qcase *c) {
 /* NVFP4 (numerics 2.4): the reference for a case, given the kernel's statistics. */
 static void nv_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
     const int ln = c->norm == QF_NORM_LAYERNORM;
-    const qf_norm norm = c->role == QF_ROLE_INPUT ? c->norm : QF_NORM_NONE;
+    const qf_norm norm = c->norm;
     qf_nvfp4_src src = {.norm = norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt, .x = B->x.h,
                         .gamma = norm ? B->g.h : NULL, .beta = ln && norm ? B->b.h : NULL,
                         .M = c->M, .K = c->K, .eps = 1e-5f,
@@ -410,7 +416,7 @@ static void blk_make_inputs(const qcase *c, blk_bufs *B, uint64_t seed) {
     if (c->data == DATA_ZERO)
         memset(B->x.h, 0, B->x.bytes);
     else
-        fill(B->x.h, c->xdt, M, K, seed, c->role == QF_ROLE_INPUT ? 0.3f : 0.0f);
+        fill(B->x.h, c->xdt, M, K, seed, fused(c) ? 0.3f : 0.0f);
     if (c->data == DATA_NAN)
         store_as(B->x.h, c->xdt, (M / 2) * K + K / 3, NAN);
     fill(B->g.h, c->gdt, 1, K, seed + 1, c->zcg ? 0.0f : 1.0f);
@@ -442,7 +448,7 @@ static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
     const qf_norm_desc nd = norm_slots(c, &B->g, &B->b, &B->mu, &B->rs, &out);
     const qf_rng rng = {c->seed, c->offset};
     QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
-                              c->role == QF_ROLE_INPUT ? &nd : NULL, NULL, &rng, &out, NULL));
+                              fused(c) ? &nd : NULL, NULL, &rng, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual *got[] = {&B->row, &B->srow, &B->col, &B->scol, &B->amr, &B->amc, &B->mu, &B->rs};
     for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)
