@@ -10,7 +10,7 @@
 #include "gen_variant.h"
 #include "kernel_key.h"
 
-#define QF_GEN_TEMPLATES_MAX 8
+#define QF_GEN_TEMPLATES_MAX 16
 #define QF_GEN_HEADERS_MAX 16 /* qf_formats.h + the templates' qf_dev_*.cuh */
 
 /* Where the generator reads its inputs. */

@@ -27,6 +27,8 @@ static const struct {
     [QF_FAKE_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
     [QF_FAKE_COND_OUT_BF16] = {"(q->outputs & QF_OUT_FP32) == 0", "bf16 output"},
     [QF_FAKE_COND_OUT_FP32] = {"(q->outputs & QF_OUT_FP32) != 0", "fp32 output"},
+    [QF_FAKE_COND_NOT_GATED] = {"(q->outputs & QF_OUT_GATED) == 0", "not gated"},
+    [QF_FAKE_COND_GATED] = {"(q->outputs & QF_OUT_GATED) != 0", "gated"},
 };
 _Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_FAKE_COND_COUNT,
                "qf_gen_cond_info");

@@ -124,10 +124,11 @@ static void qf_gen_expand_op(const qf_recipe *r, qf_op op, const qf_family_op *f
     case QF_OP_NORM_BACKWARD:
         qf_gen_expand_nbwd(r, &cfg, out, cap, n);
         break;
-    case QF_OP_DBIAS: /* dy in dtype, dbias in dy's dtype */
+    case QF_OP_DBIAS:      /* dy in dtype, dbias in dy's dtype */
+    case QF_OP_ACTIVATION: /* h, a, dh in dtype (the activation is a run-time argument) */
         for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
             char suffix[32];
-            snprintf(suffix, sizeof suffix, "dbias_%s",
+            snprintf(suffix, sizeof suffix, "%s_%s", op == QF_OP_DBIAS ? "dbias" : "act",
                      qf_enum_name(QF_ENUM_DTYPE, qf_gen_in_dtypes[d]));
             qf_gen_push_single(r, &cfg, op, qf_gen_in_dtypes[d], qf_gen_in_dtypes[d], suffix, out,
                                cap, n);
@@ -171,9 +172,9 @@ static const char *qf_gen_desc_problem(const qf_kernel_desc *d) {
         return "enum value out of range";
     if (d->zero_centered_gamma != 0 && d->zero_centered_gamma != 1)
         return "zero_centered_gamma is not 0 or 1";
-    if (d->op == QF_OP_NORM_BACKWARD || d->op == QF_OP_DBIAS) {
+    if (d->op == QF_OP_NORM_BACKWARD || d->op == QF_OP_DBIAS || d->op == QF_OP_ACTIVATION) {
         if (d->out_dtype != d->in_dtype)
-            return "backward output dtype (dx, dbias) is not the input's";
+            return "output dtype (dx, dbias, a, dh) is not the input's";
     } else if (d->op == QF_OP_GEMM ? d->out_dtype != QF_DTYPE_BF16
                                    : d->out_dtype != QF_DTYPE_E4M3 &&
                                          d->out_dtype != QF_DTYPE_E5M2 &&

@@ -33,6 +33,7 @@ typedef struct qf_loaded_kernel {
                                  * absent */
     CUfunction fn_reduce;       /* <name>_reduce, the column sums after a partial-sums entry (the
                                  * norm backward's dgamma, dbeta), NULL if absent */
+    CUfunction fn_grad;         /* <name>_grad, the activation's backward, NULL if absent */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */

@@ -122,7 +122,8 @@ static const char *qf_check_nvfp4(const qf_recipe *r, char *msg, size_t n) {
 #define QF_NORM_BWD_OP                                                                             \
     [QF_OP_NORM_BACKWARD] = {"smxx_norm_backward.cu", 256, 1,                                      \
                              QF_TC_NORM | QF_TC_ZCG | QF_TC_IN_DTYPE},                             \
-    [QF_OP_DBIAS] = {"smxx_dbias.cu", 256, 1, QF_TC_IN_DTYPE}
+    [QF_OP_DBIAS] = {"smxx_dbias.cu", 256, 1, QF_TC_IN_DTYPE},                                    \
+    [QF_OP_ACTIVATION] = {"smxx_activation.cu", 256, 1, QF_TC_IN_DTYPE}
 /* Both per-tensor FP8 families quantize with one template (its __FAMILY__ step picks the scale). */
 #define QF_FP8_QUANTIZERS                                                                          \
     [QF_OP_NORM_QUANTIZE] = {"smxx_fp8_norm_quantize.cu", 256, 32, QF_TC_QUANT | QF_TC_FAMILY},    \

@@ -180,6 +180,8 @@ typedef enum qf_fake_cond {
     QF_FAKE_COND_NORM = 4,       /* norm is not none */
     QF_FAKE_COND_OUT_BF16 = 5,   /* QF_OUT_FP32 not selected (a GEMM's y in bf16) */
     QF_FAKE_COND_OUT_FP32 = 6,   /* QF_OUT_FP32 selected */
+    QF_FAKE_COND_NOT_GATED = 7,  /* QF_OUT_GATED not selected */
+    QF_FAKE_COND_GATED = 8,      /* QF_OUT_GATED selected */
     QF_FAKE_COND_COUNT
 } qf_fake_cond;
 

@@ -16,7 +16,8 @@ extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4;
  * and dbias, of dy [M, N] of the query's dtype. */
 #define QF_FAKE_NORM_BWD_OP                                                                        \
     {QF_OP_NORM_BACKWARD, "MK", 0, QF_ROLE_INPUT, 1, 0, NULL},                                     \
-        {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL}
+        {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL},                                          \
+        {QF_OP_ACTIVATION, "MN", 0, QF_ROLE_INPUT, 0, 0, NULL}
 
 static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
@@ -37,7 +38,13 @@ static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
          0},                                                                                       \
         {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dbeta", QF_DTYPE_FP32, 1, {"K"},                        \
          QF_FAKE_COND_LAYERNORM, 0},                                                               \
-        {QF_FAKE_OP(QF_OP_DBIAS), "dbias", QF_FAKE_DTYPE_QUERY, 1, {"N"}, QF_FAKE_COND_ALWAYS, 0}
+        {QF_FAKE_OP(QF_OP_DBIAS), "dbias", QF_FAKE_DTYPE_QUERY, 1, {"N"}, QF_FAKE_COND_ALWAYS, 0}, \
+        {QF_FAKE_OP(QF_OP_ACTIVATION), "a", QF_FAKE_DTYPE_QUERY, 2, {"M", "N"},                    \
+         QF_FAKE_COND_ALWAYS, 0},                                                                  \
+        {QF_FAKE_OP(QF_OP_ACTIVATION), "dh", QF_FAKE_DTYPE_QUERY, 2, {"M", "N"},                   \
+         QF_FAKE_COND_NOT_GATED, 0},                                                               \
+        {QF_FAKE_OP(QF_OP_ACTIVATION), "dh", QF_FAKE_DTYPE_QUERY, 3, {"M", "2", "N"},              \
+         QF_FAKE_COND_GATED, 0}
 /* A GEMM's y, bf16 or (QF_OUT_FP32) fp32. */
 #define QF_FAKE_GEMM_OUTS                                                                          \
     {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_OUT_BF16, 0},         \
@@ -198,6 +205,10 @@ static int qf_fake_cond_holds(qf_fake_cond c, const qf_shape_query *q) {
         return (q->outputs & QF_OUT_FP32) == 0;
     case QF_FAKE_COND_OUT_FP32:
         return (q->outputs & QF_OUT_FP32) != 0;
+    case QF_FAKE_COND_NOT_GATED:
+        return (q->outputs & QF_OUT_GATED) == 0;
+    case QF_FAKE_COND_GATED:
+        return (q->outputs & QF_OUT_GATED) != 0;
     default:
         return 1;
     }

@@ -1,6 +1,7 @@
-/* linear.c: LayerNorm/RMSNorm + Linear under any recipe (DESIGN "Ops", numerics 6), as stages
- * of the public ops, forward: y = gemm(quant(norm(x)), quant(W)) + bias, the weight quantized only
- * when it changed; backward: q(dy) -> dgrad, wgrad, dbias -> the norm's backward. */
+/* linear.c: LayerNorm/RMSNorm + Linear and LayerNorm/RMSNorm + MLP under any recipe (DESIGN
+ * "Ops", numerics 6), as stages of the public ops. Linear forward: y = gemm(quant(norm(x)),
+ * quant(W)) + bias, the weight quantized only when it changed; backward: q(dy) -> dgrad, wgrad,
+ * dbias -> the norm's backward. The MLP: the same with fc1, the activation and fc2. */
 #include "ctx.h"
 #include "validate.h"
 
@@ -82,7 +83,8 @@ static qf_status qf_ll_fail(const char *op, const char *stage, qf_status s) {
 }
 
 /* One stage; the family does not matter here: each op dispatches on the recipe itself. */
-static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const qf_ll_call *c, void *stream) {
+static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *stream) {
+    const qf_ll_call *c = call;
     qf_ln_linear *ll = c->ll;
     qf_ln_linear_grads *g = c->g;
     const char *recipe = c->recipe;
@@ -129,33 +131,46 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const qf_ll_call *c, void *st
     }
 }
 
-/* Runs the stages of mask in order (the weight's clears ll->weight_changed).
+/* A composition: its stages' names, in order, and the function that runs stage i. */
+typedef qf_status (*qf_stage_fn)(qf_ctx_t *ctx, int stage, const void *call, void *stream);
+typedef struct qf_stages {
+    const char *const *names;
+    int n;
+    qf_stage_fn run;
+    unsigned weights; /* the stages that quantize weights: *weight_changed is cleared after them */
+} qf_stages;
+
+/* Runs the stages of mask in order; after the weight stages, clears *weight_changed.
  * NOTES: "bad input launches nothing" must hold for the composition too, so every stage is first
  * checked against a device-less twin of ctx (the ops validate, then stop before any device work
  * with QF_ERR_NO_DEVICE), and only then run for real. The price is a second pass of host-side
  * argument checks, microseconds per call. */
-static qf_status qf_ll_run(const char *op, qf_ctx_t *ctx, unsigned mask, const qf_ll_call *c,
-                           void *stream) {
+static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t, unsigned mask,
+                               const void *call, int *weight_changed, void *stream) {
     qf_status s = QF_ERR_NO_DEVICE;
     int i;
     qf_ctx_t twin;
     qf_ctx_twin(ctx, &twin);
-    for (i = 0; i < QF_LL_STAGES && s == QF_ERR_NO_DEVICE; i++)
+    for (i = 0; i < t->n && s == QF_ERR_NO_DEVICE; i++)
         if (mask & QF_LL_BIT(i))
-            s = qf_ll_stage(&twin, i, c, stream);
+            s = t->run(&twin, i, call, stream);
     qf_ctx_twin_free(&twin);
     if (s != QF_ERR_NO_DEVICE)
-        return qf_ll_fail(op, qf_ll_stage_names[i - 1], s);
-    for (i = 0; i < QF_LL_STAGES; i++) {
+        return qf_ll_fail(op, t->names[i - 1], s);
+    unsigned left = mask & t->weights;
+    for (i = 0; i < t->n; i++) {
         if (!(mask & QF_LL_BIT(i)))
             continue;
-        if ((s = qf_ll_stage(ctx, i, c, stream)) != QF_OK)
-            return qf_ll_fail(op, qf_ll_stage_names[i], s);
-        if (i == QF_LL_WEIGHT)
-            c->ll->weight_changed = 0;
+        if ((s = t->run(ctx, i, call, stream)) != QF_OK)
+            return qf_ll_fail(op, t->names[i], s);
+        if (left && !(left &= ~QF_LL_BIT(i)))
+            *weight_changed = 0;
     }
     return QF_OK;
 }
+
+static const qf_stages qf_ll_stages = {qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage,
+                                       QF_LL_BIT(QF_LL_WEIGHT)};
 
 /* The checks every entry point makes first: non-NULL arguments (named) and a fused norm. */
 static qf_status qf_ll_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
@@ -178,7 +193,7 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     const unsigned mask = (ll->weight_changed ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) |
                           QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
     const qf_ll_call c = {recipe, x, ll, y, NULL, NULL};
-    return qf_ll_run(op, ctx, mask, &c, stream);
+    return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream);
 }
 
 qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -194,7 +209,7 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
                           (g->dbias.data ? QF_LL_BIT(QF_LL_DBIAS) : 0u) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
     const qf_ll_call c = {recipe, x, ll, NULL, dy, g};
-    return qf_ll_run(op, ctx, mask, &c, stream);
+    return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream);
 }
 
 qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_linear *ll,
@@ -205,5 +220,197 @@ qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_lin
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !ctx ? "ctx" : !ll ? "ll" : "g");
     const qf_ll_call c = {recipe, NULL, ll, NULL, NULL, g};
-    return qf_ll_run(op, ctx, QF_LL_BIT(QF_LL_WGRAD), &c, stream);
+    return qf_stages_run(op, ctx, &qf_ll_stages, QF_LL_BIT(QF_LL_WGRAD), &c, &ll->weight_changed,
+                         stream);
 }
+
+/* {===================================================================== LayerNorm + MLP */
+
+enum {
+    QF_MLP_W1,
+    QF_MLP_W2,
+    QF_MLP_NORM,
+    QF_MLP_FC1,
+    QF_MLP_ACT,
+    QF_MLP_AQ,
+    QF_MLP_FC2,
+    QF_MLP_DY,
+    QF_MLP_DGRAD2,
+    QF_MLP_WGRAD2,
+    QF_MLP_DB2,
+    QF_MLP_ACT_BWD,
+    QF_MLP_DB1,
+    QF_MLP_DH,
+    QF_MLP_DGRAD1,
+    QF_MLP_WGRAD1,
+    QF_MLP_NORM_BWD,
+    QF_MLP_STAGES
+};
+
+static const char *const qf_mlp_stage_names[] = {
+    [QF_MLP_W1] = "quantizing mlp->w1 into mlp->w1q (qf_quantize)",
+    [QF_MLP_W2] = "quantizing mlp->w2 into mlp->w2q (qf_quantize)",
+    [QF_MLP_NORM] = "norm + quantize of x into mlp->xq (qf_quantize)",
+    [QF_MLP_FC1] = "fc1 GEMM of mlp->xq and mlp->w1q into mlp->h (qf_gemm)",
+    [QF_MLP_ACT] = "activation of mlp->h into mlp->a (qf_activation_fwd)",
+    [QF_MLP_AQ] = "quantizing mlp->a into mlp->aq (qf_quantize)",
+    [QF_MLP_FC2] = "fc2 GEMM of mlp->aq and mlp->w2q into y (qf_gemm)",
+    [QF_MLP_DY] = "quantizing dy into g->dyq (qf_quantize)",
+    [QF_MLP_DGRAD2] = "fc2 dgrad of g->dyq and mlp->w2q (columnwise) into g->da (qf_gemm)",
+    [QF_MLP_WGRAD2] = "fc2 wgrad of g->dyq and mlp->aq (columnwise) into g->dw2 (qf_gemm_ex)",
+    [QF_MLP_DB2] = "dbias of dy into g->db2 (qf_dbias)",
+    [QF_MLP_ACT_BWD] = "activation backward of g->da into g->dh (qf_activation_bwd)",
+    [QF_MLP_DB1] = "dbias of g->dh into g->db1 (qf_dbias)",
+    [QF_MLP_DH] = "quantizing g->dh into g->dhq (qf_quantize)",
+    [QF_MLP_DGRAD1] = "fc1 dgrad of g->dhq and mlp->w1q (columnwise) into g->dxn (qf_gemm)",
+    [QF_MLP_WGRAD1] = "fc1 wgrad of g->dhq and mlp->xq (columnwise) into g->dw1 (qf_gemm_ex)",
+    [QF_MLP_NORM_BWD] = "norm backward of g->dxn into g->norm (qf_norm_backward)",
+};
+_Static_assert(sizeof qf_mlp_stage_names / sizeof qf_mlp_stage_names[0] == QF_MLP_STAGES,
+               "qf_mlp_stage_names");
+
+typedef struct qf_mlp_call {
+    const char *recipe;
+    const qf_tensor *x;
+    qf_ln_mlp *mlp;
+    qf_tensor *y;
+    const qf_tensor *dy;
+    qf_ln_mlp_grads *g;
+} qf_mlp_call;
+
+/* The GEMM of copies (qa, ca) and (qb, cb) into out (2-D view), with the options opts. */
+static qf_status qf_mlp_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quantized *qa,
+                             qf_copy ca, const qf_quantized *qb, qf_copy cb,
+                             const qf_tensor *bias, const qf_tensor *out,
+                             const qf_gemm_opts *opts, void *stream) {
+    qf_quantized a = *qa;
+    a.t[QF_SLOT_ROWWISE_DATA] = qf_flat2d(&qa->t[QF_SLOT_ROWWISE_DATA]);
+    qf_tensor y = qf_flat2d(out);
+    const qf_operand oa = {&a, ca}, ob = {qb, cb};
+    return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
+}
+
+static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stream) {
+    const qf_mlp_call *c = call;
+    qf_ln_mlp *m = c->mlp;
+    qf_ln_mlp_grads *g = c->g;
+    const char *r = c->recipe;
+    const qf_copy R = QF_COPY_ROWWISE, C = QF_COPY_COLUMNWISE;
+    const qf_gemm_opts acc = {.accumulate = g ? g->accumulate_wgrad : 0};
+    switch (i) {
+    case QF_MLP_W1:
+        return qf_quantize(ctx, r, QF_ROLE_WEIGHT, &m->w1, NULL, m->w1_scale, NULL, &m->w1q,
+                           stream);
+    case QF_MLP_W2:
+        return qf_quantize(ctx, r, QF_ROLE_WEIGHT, &m->w2, NULL, m->w2_scale, NULL, &m->w2q,
+                           stream);
+    case QF_MLP_NORM:
+        return qf_quantize(ctx, r, QF_ROLE_INPUT, c->x, &m->norm, m->x_scale, NULL, &m->xq,
+                           stream);
+    case QF_MLP_FC1:
+        return qf_mlp_gemm(ctx, r, &m->xq, R, &m->w1q, R, &m->b1, &m->h, NULL, stream);
+    case QF_MLP_ACT: {
+        const qf_tensor h = qf_flat2d(&m->h);
+        qf_tensor a = qf_flat2d(&m->a);
+        return qf_activation_fwd(ctx, r, m->act, &h, &a, stream);
+    }
+    case QF_MLP_AQ: {
+        const qf_tensor a = qf_flat2d(&m->a);
+        return qf_quantize(ctx, r, QF_ROLE_INPUT, &a, NULL, m->a_scale, NULL, &m->aq, stream);
+    }
+    case QF_MLP_FC2:
+        return qf_mlp_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
+    case QF_MLP_DY: {
+        const qf_tensor dy = qf_flat2d(c->dy);
+        return qf_quantize(ctx, r, QF_ROLE_GRAD, &dy, NULL, g->dy_scale, &g->rng_dy, &g->dyq,
+                           stream);
+    }
+    case QF_MLP_DGRAD2:
+        return qf_mlp_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, NULL, stream);
+    case QF_MLP_WGRAD2:
+        return qf_mlp_gemm(ctx, r, &g->dyq, C, &m->aq, C, NULL, &g->dw2, &acc, stream);
+    case QF_MLP_DB2: {
+        const qf_tensor dy = qf_flat2d(c->dy);
+        return qf_dbias(ctx, r, &dy, &g->db2, stream);
+    }
+    case QF_MLP_ACT_BWD: {
+        const qf_tensor h = qf_flat2d(&m->h), da = qf_flat2d(&g->da);
+        qf_tensor dh = qf_flat2d(&g->dh);
+        return qf_activation_bwd(ctx, r, m->act, &h, &da, &dh, stream);
+    }
+    case QF_MLP_DB1: {
+        const qf_tensor dh = qf_flat2d(&g->dh);
+        return qf_dbias(ctx, r, &dh, &g->db1, stream);
+    }
+    case QF_MLP_DH: {
+        const qf_tensor dh = qf_flat2d(&g->dh);
+        return qf_quantize(ctx, r, QF_ROLE_GRAD, &dh, NULL, g->dh_scale, &g->rng_dh, &g->dhq,
+                           stream);
+    }
+    case QF_MLP_DGRAD1:
+        return qf_mlp_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, NULL, stream);
+    case QF_MLP_WGRAD1:
+        return qf_mlp_gemm(ctx, r, &g->dhq, C, &m->xq, C, NULL, &g->dw1, &acc, stream);
+    default: {
+        const qf_tensor x = qf_flat2d(c->x), dxn = qf_flat2d(&g->dxn);
+        qf_norm_grads ng = g->norm;
+        ng.dx = qf_flat2d(&g->norm.dx);
+        return qf_norm_backward(ctx, r, &m->norm, &x, &dxn, &m->xq.t[QF_SLOT_MU],
+                                &m->xq.t[QF_SLOT_RSIGMA], &ng, stream);
+    }
+    }
+}
+
+static const qf_stages qf_mlp_stages = {qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage,
+                                        QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2)};
+
+/* The checks the MLP's entry points make first: non-NULL arguments, a fused norm, dims. */
+static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
+                              const qf_ln_mlp *mlp, const qf_tensor *out, const char *out_name,
+                              const void *g) {
+    qf_clear_error();
+    if (!ctx || !x || !mlp || !out || !g)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
+                            !ctx ? "ctx" : !x ? "x" : !mlp ? "mlp" : !out ? out_name : "g");
+    if (mlp->norm.norm != QF_NORM_LAYERNORM && mlp->norm.norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: mlp->norm.norm %d is not QF_NORM_LAYERNORM "
+                            "or QF_NORM_RMSNORM", op, (int)mlp->norm.norm);
+    int64_t M, K, F1, K1;
+    QF_TRY(qf_check_activation(op, "x", x, &M, &K));
+    QF_TRY(qf_check_activation(op, "mlp->w1", &mlp->w1, &F1, &K1));
+    if (K1 != K)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: mlp->w1 is [%lld, %lld]; its last dimension "
+                            "must equal x's K = %lld", op, (long long)F1, (long long)K1,
+                            (long long)K);
+    return QF_OK;
+}
+
+qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                               qf_ln_mlp *mlp, qf_tensor *y, void *stream) {
+    static const char op[] = "qf_layernorm_mlp_fwd";
+    QF_TRY(qf_mlp_begin(op, ctx, x, mlp, y, "y", y));
+    const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2);
+    const unsigned mask = (mlp->weight_changed ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) |
+                          QF_LL_BIT(QF_MLP_FC1) | QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ) |
+                          QF_LL_BIT(QF_MLP_FC2);
+    const qf_mlp_call c = {recipe, x, mlp, y, NULL, NULL};
+    return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
+}
+
+qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                               const qf_tensor *dy, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
+                               void *stream) {
+    static const char op[] = "qf_layernorm_mlp_bwd";
+    QF_TRY(qf_mlp_begin(op, ctx, x, mlp, dy, "dy", g));
+    unsigned mask = 0;
+    for (int i = QF_MLP_DY; i < QF_MLP_STAGES; i++)
+        mask |= QF_LL_BIT(i);
+    if (!g->db2.data)
+        mask &= ~QF_LL_BIT(QF_MLP_DB2);
+    if (!g->db1.data)
+        mask &= ~QF_LL_BIT(QF_MLP_DB1);
+    const qf_mlp_call c = {recipe, x, mlp, NULL, dy, g};
+    return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
+}
+
+/* =====================================================================} */

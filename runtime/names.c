@@ -56,6 +56,7 @@ static const qf_enum_entry qf_names_ops[] = {
     QF_NAME(QF_OP_GEMM, "gemm"),
     QF_NAME(QF_OP_NORM_BACKWARD, "norm_backward"),
     QF_NAME(QF_OP_DBIAS, "dbias"),
+    QF_NAME(QF_OP_ACTIVATION, "activation"),
 };
 QF_PINNED(qf_names_ops, QF_OP_COUNT);
 

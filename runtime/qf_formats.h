@@ -80,6 +80,7 @@ typedef enum qf_op {
     QF_OP_GEMM = 3,
     QF_OP_NORM_BACKWARD = 4, /* LayerNorm / RMSNorm backward: dx, dgamma, dbeta (numerics 6) */
     QF_OP_DBIAS = 5,         /* dbias = sum_M dy (numerics 6) */
+    QF_OP_ACTIVATION = 6,    /* layernorm_mlp's activation and (<name>_grad) its backward */
     QF_OP_COUNT
 } qf_op;
 
@@ -103,6 +104,7 @@ typedef enum qf_fp8_format {
 #define QF_OUT_ROWWISE 1u
 #define QF_OUT_COLUMNWISE 2u
 #define QF_OUT_FP32 4u /* QF_OP_GEMM: y in fp32 (a wgrad into its main_grad) */
+#define QF_OUT_GATED 8u /* QF_OP_ACTIVATION: a gated activation (SwiGLU): h and dh are [M, 2N] */
 
 /* Largest finite magnitudes (numerics 1). */
 #define QF_E4M3_MAX 448.0f
@@ -284,6 +286,20 @@ typedef struct qf_nb_params {
 QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
 #define QF_NB_MAX_BLOCKS 512   /* at most this many row blocks (the partials' height) */
 #define QF_NB_MAX_K 24576      /* 2 K fp32 accumulators in shared memory (192 KiB) */
+
+/* Parameter block of the activation module (templates/smxx_activation.cu, numerics 6): forward
+ * out = a [M, F] from h [M, Fin]; <name>_grad out = dh [M, Fin] from da [M, F] and h; Fin = 2F
+ * for QF_ACT_SWIGLU, else F. h, a and dh in the kernel's dtype. */
+typedef struct qf_act_params {
+    const void *h;
+    const void *da;          /* bf16, or fp32 when da_fp32 (<name>_grad only) */
+    void *out;
+    int64_t M;
+    int64_t F;
+    int32_t act;             /* qf_activation */
+    int32_t da_fp32;
+} qf_act_params;
+QF_STATIC_ASSERT(sizeof(qf_act_params) == 6 * 8, "qf_act_params ABI");
 
 /* Parameter block of the dbias module (templates/smxx_dbias.cu, numerics 6): dbias [N] = sum_M dy
  * for dy [M, N], both of the kernel's dtype, through per-block partials as qf_nb_params (blocks of

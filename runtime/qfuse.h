@@ -358,6 +358,24 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
                    void *stream);
 
+/* The activation of layernorm_mlp (numerics 6): a = act(h), one elementwise pass in fp32 rounded
+ * once to h's dtype. gelu (tanh approximation), relu: h [..., F] -> a [..., F]; swiglu: h = [h1 |
+ * h2] of [..., 2F] -> a = silu(h1) * h2 [..., F]. h bf16, fp16 or fp32; a in h's dtype (the fake
+ * shapes of a QF_OP_ACTIVATION query: M, N = F, dtype, QF_OUT_GATED for swiglu). Errors:
+ * QF_ERR_INVALID_ARG (NULL ctx, recipe, h or a, act out of range, swiglu with an odd last dim, a
+ * wrong dtype, size or alignment, a stream of another context), QF_ERR_NOT_FOUND,
+ * QF_ERR_NO_DEVICE, QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                            const qf_tensor *h, qf_tensor *a, void *stream);
+
+/* Its backward: dh [..., Fin] (h's dtype; [M, 2, F] in the fake shapes for swiglu) from
+ * da [..., F] (bf16 or fp32) and the forward's h: gelu dh = da gelu'(h); relu dh = da where
+ * h > 0, else 0; swiglu dh1 = da h2 silu'(h1), dh2 = da silu(h1) (numerics 6). Errors as
+ * qf_activation_fwd, and QF_ERR_INVALID_ARG for da (NULL, dtype, size). */
+qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                            const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
+                            void *stream);
+
 /* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (numerics 3, 6). All device
  * memory, owned by the caller, shaped as the fake-shape functions say. */
 typedef struct qf_ln_linear {
@@ -418,6 +436,58 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
  * g->dyq and ll->xq as that call left them, into g->dweight (accumulate_wgrad as set now). */
 qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_linear *ll,
                                     qf_ln_linear_grads *g, void *stream);
+
+/* State, saved tensors and scratch of one LayerNorm/RMSNorm + MLP (numerics 6): xn = norm(x),
+ * h = q(xn) q(W1)^T + b1, a = act(h), y = q(a) q(W2)^T + b2. With x [M, K], F the activation's
+ * width and Fin = 2F for swiglu (else F). All device memory, owned by the caller, sized by the
+ * fake shapes. */
+typedef struct qf_ln_mlp {
+    qf_norm_desc norm;          /* QF_NORM_LAYERNORM or QF_NORM_RMSNORM, gamma, beta, eps */
+    qf_activation act;
+    qf_tensor w1;               /* [Fin, K] bf16/fp16/fp32 */
+    qf_tensor b1;               /* [Fin] bf16, or data NULL */
+    qf_tensor w2;               /* [N, F] */
+    qf_tensor b2;               /* [N] bf16, or data NULL */
+    const float *x_scale, *w1_scale, *a_scale, *w2_scale; /* [1] fp8_delayed: the scales of x,
+                                                             * W1, a and W2; else ignored */
+    qf_quantized xq;            /* q(xn): rowwise (+ columnwise for the backward), MU, RSIGMA */
+    qf_quantized w1q, w2q;      /* the weights' copies (+ columnwise for the backward) */
+    qf_quantized aq;            /* q(a), input role: rowwise (+ columnwise for the backward) */
+    qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
+    qf_tensor a;                /* [M, F] bf16: the activation before its quantization */
+    int weight_changed;         /* nonzero: quantize both weights this call; 0: reuse w1q, w2q */
+} qf_ln_mlp;
+
+/* The gradients and scratch of qf_layernorm_mlp_bwd. */
+typedef struct qf_ln_mlp_grads {
+    qf_quantized dyq;           /* both copies of q(dy), grad role, [M, N] */
+    qf_quantized dhq;           /* both copies of q(dh), grad role, [M, Fin] */
+    const float *dy_scale, *dh_scale; /* [1] fp8_delayed */
+    qf_rng rng_dy, rng_dh;      /* stochastic rounding of dy and dh (NVFP4) */
+    qf_tensor da;               /* [M, F] bf16 or fp32: fc2's dgrad */
+    qf_tensor dh;               /* [M, Fin] bf16: act's backward */
+    qf_tensor dxn;              /* [M, K] bf16 or fp32: fc1's dgrad */
+    qf_norm_grads norm;         /* dx [..., K], dgamma, dbeta */
+    qf_tensor dw1, dw2;         /* [Fin, K], [N, F]: bf16 or fp32 */
+    int accumulate_wgrad;       /* 1: dw1, dw2 (fp32 main_grads) += their wgrads */
+    qf_tensor db1, db2;         /* [Fin] (dh's dtype), [N] (dy's dtype), or data NULL */
+} qf_ln_mlp_grads;
+
+/* y [..., N] = the MLP of x [..., K] (numerics 6), bf16 with x's leading dims, in stages: both
+ * weights' quantization (when weight_changed, which is then cleared), norm + quantize of x,
+ * fc1 into mlp->h (bias b1), the activation into mlp->a, its quantization (input role) into
+ * mlp->aq, fc2 into y (bias b2). Every stage's arguments are checked before the first one
+ * launches; a message names the stage. Errors as the ops of the stages. */
+qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                               qf_ln_mlp *mlp, qf_tensor *y, void *stream);
+
+/* Its backward for dy [..., N]: q(dy); fc2's dgrad into g->da and wgrad into g->dw2; db2; the
+ * activation's backward into g->dh (from mlp->h); db1; q(dh); fc1's dgrad into g->dxn and wgrad
+ * into g->dw1; the norm backward into g->norm. The forward must have written the columnwise
+ * copies of mlp->xq, w1q, w2q and aq. Errors as the ops of the stages. */
+qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                               const qf_tensor *dy, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
+                               void *stream);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,7 @@ typedef enum qf_entry {
     QF_ENTRY_ALPHA = 7, /* <name>_alpha: device-side GEMM alpha (QF_ALPHA_ENTRY) */
     QF_ENTRY_DEQUANT = 8, /* <name>_dequant: one block-scaled copy to bf16 (QF_DEQUANT_ENTRY) */
     QF_ENTRY_REDUCE = 9,  /* <name>_reduce: column sums of per-block partials (QF_REDUCE_ENTRY) */
+    QF_ENTRY_GRAD = 10,   /* <name>_grad: the backward of an elementwise module (QF_GRAD_ENTRY) */
     QF_ENTRY_COUNT
 } qf_entry;
 #define QF_ENTRY_BIT(e) (1u << (e))

@@ -51,4 +51,7 @@
 #define QF_REDUCE_ENTRY(name, THREADS, P)                                                         \
     QF_DEV_ENTRY(QF_CAT(name, _reduce), THREADS, P, reduce_body(p))
 
+/* <name>_grad: grad_body, the backward of an elementwise module. */
+#define QF_GRAD_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _grad), THREADS, P, grad_body(p))
+
 #endif /* QF_DEV_MODULE_CUH */

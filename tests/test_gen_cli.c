@@ -56,7 +56,7 @@ static void test_cli_list(void **state) {
     int lines = 0;
     for (const char *s = out; *s; s++)
         lines += *s == '\n';
-    assert_int_equal(lines, 1 + 22 + 15); /* 22 forward variants, 12 norm backward, 3 dbias */
+    assert_int_equal(lines, 1 + 22 + 18); /* 22 forward; 12 norm backward, 3 dbias, 3 act */
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
     qf_test_dir_remove(d.path);

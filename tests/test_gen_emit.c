@@ -140,7 +140,7 @@ static void test_gen_reproducible(void **state) {
     qf_test_generate(d1.path);
     qf_test_generate(d2.path);
     /* no absolute (temp) path leaks into the output */
-    qf_test_same_trees(d1.path, d2.path, 22 + 15 + 4, d1.path);
+    qf_test_same_trees(d1.path, d2.path, 22 + 18 + 4, d1.path);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -176,7 +176,8 @@ static void qf_test_banner(const char *rel, char *text) {
     assert_true(defines >= 2); /* __KERNEL_NAME__ and __BLOCK_THREADS__ at least */
     assert_true(qf_test_starts(line, "#line 1 \"templates/smxx_fp8_") ||
                 qf_test_starts(line, "#line 1 \"templates/smxx_norm_backward.cu") ||
-                qf_test_starts(line, "#line 1 \"templates/smxx_dbias.cu"));
+                qf_test_starts(line, "#line 1 \"templates/smxx_dbias.cu") ||
+                qf_test_starts(line, "#line 1 \"templates/smxx_activation.cu"));
 }
 
 /* Every file opens with the banner; manifest.json carries it in "generated_by". */
@@ -186,7 +187,7 @@ static void test_gen_banners(void **state) {
     char p[512];
     qf_test_generate(d->path);
     qf_test_list(d->path, &t);
-    assert_int_equal(t.n, 22 + 15 + 4); /* kernels (forward, backward), other files */
+    assert_int_equal(t.n, 22 + 18 + 4); /* kernels (forward, backward), other files */
     for (int i = 0; i < t.n; i++) {
         snprintf(p, sizeof p, "%s/%s", d->path, t.rel[i]);
         char *text = qf_test_read(p, NULL);
@@ -316,7 +317,7 @@ static void test_gen_matches_registry(void **state) {
 
 /* ========================================================================= mxfp8 runs */
 
-/* Two runs give byte-identical trees of 2 x (22 + 15) kernels + 4 files; the stubs are filled
+/* Two runs give byte-identical trees of 2 x (22 + 18) kernels + 4 files; the stubs are filled
  * in. */
 static void test_gen_mxfp8_reproducible(void **state) {
     (void)state;
@@ -328,7 +329,7 @@ static void test_gen_mxfp8_reproducible(void **state) {
     qf_test_mx_generate(d2.path);
     snprintf(p1, sizeof p1, "%s/out", d1.path);
     snprintf(p2, sizeof p2, "%s/out", d2.path);
-    qf_test_same_trees(p1, p2, 2 * (22 + 15) + 4, NULL);
+    qf_test_same_trees(p1, p2, 2 * (22 + 18) + 4, NULL);
     qf_test_dir_remove(d1.path);
     qf_test_dir_remove(d2.path);
 }
@@ -414,20 +415,22 @@ static void test_gen_mxfp8_template_contract(void **state) {
 /* ========================================================================= nvfp4 runs */
 
 /* Without its templates the NVFP4 recipe is refused naming the missing file in its kernels'
- * order (dbias, the GEMM, the norm backward, the quantizers), and nothing is written. */
+ * order (the activation, dbias, the GEMM, the norm backward, the quantizers), and nothing is
+ * written. */
 static void test_gen_nvfp4_missing_template(void **state) {
     const qf_test_dir *d = *state;
     char outdir[512], what[128];
     snprintf(outdir, sizeof outdir, "%s/out", d->path);
     const char *args[] = {"-o", outdir, "--templates", d->path, QF_NV_RECIPE, NULL};
-    const char *const files[] = {"smxx_dbias.cu", "sm90_nvfp4_gemm.cu", "smxx_norm_backward.cu",
-                                 "smxx_nvfp4_norm_quantize.cu"};
-    const char *const stubs[] = {qf_test_dbias_stub, qf_test_nv_gemm_stub, qf_test_nbwd_stub};
-    for (int i = 0; i < 4; i++) {
+    const char *const files[] = {"smxx_activation.cu", "smxx_dbias.cu", "sm90_nvfp4_gemm.cu",
+                                 "smxx_norm_backward.cu", "smxx_nvfp4_norm_quantize.cu"};
+    const char *const stubs[] = {qf_test_act_stub, qf_test_dbias_stub, qf_test_nv_gemm_stub,
+                                 qf_test_nbwd_stub};
+    for (int i = 0; i < 5; i++) {
         snprintf(what, sizeof what, "%s: cannot open template (No such file or directory)",
                  files[i]);
         qf_test_cli_refused(args, d->path, what, "out");
-        if (i < 3)
+        if (i < 4)
             qf_test_dir_write(d->path, files[i], stubs[i]);
     }
 }

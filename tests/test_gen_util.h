@@ -151,11 +151,14 @@ static const char qf_test_nbwd_stub[] =
     "__BLOCK_THREADS__}; }\n";
 static const char qf_test_dbias_stub[] =
     "void __KERNEL_NAME__() { int a[] = {__IN_DTYPE__, __BLOCK_THREADS__}; }\n";
+static const char qf_test_act_stub[] =
+    "void __KERNEL_NAME__() { int a[] = {__IN_DTYPE__, __BLOCK_THREADS__}; }\n";
 
-/* Writes both backward stubs to dir. */
+/* Writes the shared stubs (norm backward, dbias, activation) to dir. */
 static inline void qf_test_bwd_templates(const char *dir) {
     qf_test_dir_write(dir, "smxx_norm_backward.cu", qf_test_nbwd_stub);
     qf_test_dir_write(dir, "smxx_dbias.cu", qf_test_dbias_stub);
+    qf_test_dir_write(dir, "smxx_activation.cu", qf_test_act_stub);
 }
 
 /* Writes a template dir whose norm-quantize template is `nq` and the scale-update and norm

@@ -20,7 +20,7 @@ static int qf_test_shipped_variants(qf_recipe *r, qf_gen_variant *v) {
     qf_gen_err e;
     assert_int_equal(qf_gen_recipe_load("recipes/fp8_delayed.lua", NULL, r, &e), 0);
     int n = qf_gen_variants_expand(r, v, QF_GEN_VARIANTS_MAX, &e);
-    assert_int_equal(n, 12 + 9 + 1 + 12 + 3); /* nq, quant, scale update, backward */
+    assert_int_equal(n, 12 + 9 + 1 + 12 + 3 + 3); /* nq, quant, scale update, backward */
     assert_int_equal(qf_gen_variants_check(r, v, n, &e), 0);
     for (int i = 1; i < n; i++)
         assert_true(strcmp(v[i - 1].desc.name, v[i].desc.name) < 0); /* sorted */
@@ -154,13 +154,16 @@ static int qf_test_block_scaled_variants(const char *path, const char *fam, qf_d
     snprintf(gemm_tpl, sizeof gemm_tpl, "sm90_%s_gemm.cu", fam);
     snprintf(nq_tpl, sizeof nq_tpl, "smxx_%s_norm_quantize.cu", fam);
     int n = qf_test_variants_of(path, r, v), f = 0;
-    assert_int_equal(n, 12 + 9 + 1 + 12 + 3); /* nq, quant, gemm, backward; no scale update */
+    assert_int_equal(n, 12 + 9 + 1 + 12 + 3 + 3); /* nq, quant, gemm, backward; no scale update */
     for (int i = 0; i < n; i++) {
-        if (v[i].desc.op == QF_OP_NORM_BACKWARD || v[i].desc.op == QF_OP_DBIAS) {
-            /* the shared backward modules: dx and dbias in the input's dtype */
+        if (v[i].desc.op == QF_OP_NORM_BACKWARD || v[i].desc.op == QF_OP_DBIAS ||
+            v[i].desc.op == QF_OP_ACTIVATION) {
+            /* the shared modules: dx, dbias, a and dh in the input's dtype */
             const int nb = v[i].desc.op == QF_OP_NORM_BACKWARD;
             assert_string_equal(v[i].cfg.template_name,
-                                nb ? "smxx_norm_backward.cu" : "smxx_dbias.cu");
+                                nb                                 ? "smxx_norm_backward.cu"
+                                : v[i].desc.op == QF_OP_DBIAS ? "smxx_dbias.cu"
+                                                                   : "smxx_activation.cu");
             assert_int_equal(v[i].desc.out_dtype, v[i].desc.in_dtype);
             assert_int_equal(v[i].desc.norm != QF_NORM_NONE, nb);
             continue;

@@ -141,11 +141,11 @@ typedef struct qtensor {
     int has[QF_SLOT_COUNT];
 } qtensor;
 
-/* Buffers of both copies of a [rows, cols] tensor of `role`: the input role through the fused
- * norm + quantize (norm: its statistics too), the others through the plain quantizer. */
+/* Buffers of both copies of a [rows, cols] tensor of `role`: through the fused norm + quantize
+ * with a norm (the input role; its statistics too), else through the plain quantizer. */
 static inline void qt_alloc(qtensor *t, const char *recipe, qf_role role, qf_norm norm,
                             int64_t rows, int64_t cols, qf_scale_layout layout) {
-    const int fused = role == QF_ROLE_INPUT;
+    const int fused = role == QF_ROLE_INPUT && norm != QF_NORM_NONE;
     const qf_shape_query q = {.op = fused ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = role,
                               .norm = fused ? norm : QF_NORM_NONE,
                               .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows,

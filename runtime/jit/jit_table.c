@@ -102,6 +102,8 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_ALPHA, &e->fn_alpha);
     if (s == QF_OK)
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_REDUCE, &e->fn_reduce);
+    if (s == QF_OK)
+        s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_GRAD, &e->fn_grad);
     if (s != QF_OK)
         cu->ModuleUnload(e->module);
     return s;

@@ -1,0 +1,97 @@
+/* op_act.c: layernorm_mlp's activation and its backward (numerics 6), the same module for every
+ * family (templates/smxx_activation.cu): checks against the fake shapes of a QF_OP_ACTIVATION
+ * query, then one elementwise launch (the main entry, or <name>_grad). */
+#include <string.h>
+
+#include "ctx.h"
+#include "validate.h"
+
+#define QF_ACT_SHAPES 4
+#define QF_ACT_WAVES 8 /* grid-stride launches: blocks per SM */
+
+/* One checked call: h [M, Fin] viewed 2-D, F the activation's width. */
+typedef struct qf_act_call {
+    const qf_recipe *r;
+    int64_t M, Fin, F;
+    qf_shape shapes[QF_ACT_SHAPES];
+    int n;
+} qf_act_call;
+
+/* act, h and the fake shapes of the call (QF_OUT_GATED for SwiGLU). */
+static qf_status qf_act_check(const char *op, const qf_ctx_t *ctx, const char *recipe,
+                              qf_activation act, const qf_tensor *h, qf_act_call *c) {
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &c->r));
+    if ((unsigned)act >= QF_ACT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
+                            (int)act);
+    QF_TRY(qf_check_activation(op, "h", h, &c->M, &c->Fin));
+    const int gated = act == QF_ACT_SWIGLU;
+    if (gated && c->Fin % 2)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
+                            "h = [h1 | h2] of [M, 2F]", op, (long long)c->Fin);
+    c->F = gated ? c->Fin / 2 : c->Fin;
+    const qf_shape_query q = {.op = QF_OP_ACTIVATION, .role = QF_ROLE_INPUT,
+                              .outputs = gated ? QF_OUT_GATED : 0u, .M = c->M, .N = c->F,
+                              .dtype = h->dtype};
+    return qf_query_shapes(op, c->r, &q, c->shapes, QF_ACT_SHAPES, &c->n);
+}
+
+/* Buffer t against the call's fake shape named `name`. */
+static qf_status qf_act_out(const char *op, const qf_act_call *c, const char *name,
+                            const qf_tensor *t) {
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->shapes[i].name, name) == 0)
+            return qf_check_buffer(op, name, t, &c->shapes[i]);
+    return qf_set_error(QF_ERR_INTERNAL, "%s: the shape function of '%s' lists no %s", op,
+                        c->r->name, name);
+}
+
+/* The module of h's dtype, loaded, and one grid-stride launch of fn_grad (grad) or fn. */
+static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call *c,
+                               qf_dtype dt, int grad, qf_act_params *p, void *stream) {
+    const qf_kernel_entry *k =
+        qf_registry_kernel(c->r, QF_OP_ACTIVATION, QF_ROLE_INPUT, QF_NORM_NONE, 0, dt);
+    if (!k)
+        return QF_ERR_NOT_FOUND;
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
+    const qf_kernel_instance inst = qf_kernel_instance_default(k);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    CUfunction fn = grad ? lk.fn_grad : lk.fn;
+    if (!fn)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _grad entry", op, k->name);
+    const int64_t n = c->M * c->F, per = k->block_threads;
+    int64_t blocks = (n + per - 1) / per;
+    if (blocks > (int64_t)ctx->sm_count * QF_ACT_WAVES)
+        blocks = (int64_t)ctx->sm_count * QF_ACT_WAVES;
+    return qf_ctx_launch(ctx, fn, (unsigned)(blocks > 0 ? blocks : 1), k->block_threads, 0, p,
+                         stream);
+}
+
+qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                            const qf_tensor *h, qf_tensor *a, void *stream) {
+    static const char op[] = "qf_activation_fwd";
+    qf_act_call c;
+    QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
+    QF_TRY(qf_act_out(op, &c, "a", a));
+    qf_act_params p = {.h = h->data, .out = a->data, .M = c.M, .F = c.F, .act = (int32_t)act};
+    return qf_act_launch(ctx, op, &c, h->dtype, 0, &p, stream);
+}
+
+qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                            const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
+                            void *stream) {
+    static const char op[] = "qf_activation_bwd";
+    qf_act_call c;
+    QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
+    if (!da || (da->dtype != QF_DTYPE_BF16 && da->dtype != QF_DTYPE_FP32))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da %s; the gradient of the activation's "
+                            "output is bf16 or fp32 [M, F]", op,
+                            da ? "has another dtype" : "is NULL");
+    const qf_shape sd = {"da", da->dtype, 2, {c.M, c.F}, 0};
+    QF_TRY(qf_check_buffer(op, "da", da, &sd));
+    QF_TRY(qf_act_out(op, &c, "dh", dh));
+    qf_act_params p = {.h = h->data, .da = da->data, .out = dh->data, .M = c.M, .F = c.F,
+                       .act = (int32_t)act, .da_fp32 = da->dtype == QF_DTYPE_FP32};
+    return qf_act_launch(ctx, op, &c, h->dtype, 1, &p, stream);
+}
