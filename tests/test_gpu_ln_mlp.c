@@ -8,7 +8,10 @@
  *      quantized GEMMs run in series, each carrying its operands' rounding (one layer: 0.15 for
  *      per-tensor FP8 and MXFP8, 0.40 for NVFP4, test_gpu_ln_linear.c); in quadrature that is
  *      sqrt(2) times one layer's: 0.25 and 0.60. A wrong or missing stage gives an error near 1 or
- *      more. db2, from the unquantized dy: 2^-8.
+ *      more. db2, from the unquantized dy: 2^-8;
+ *   3. CUDA graphs (SPEC 6): the same step (both weights' quantization, forward, backward)
+ *      captured on a stream in global capture mode (an allocation or synchronization inside fails
+ *      it) and replayed twice writes the eager step's bytes into every output, poisoned before.
  * Without a GPU it skips. */
 #include "test_gpu_util.h"
 
@@ -94,6 +97,46 @@ static double *tr(const double *a, int64_t R, int64_t C) {
         for (int64_t c = 0; c < C; c++)
             t[c * R + r] = a[r * C + c];
     return t;
+}
+
+/* 3.: outs[0..n) hold the eager step's results; the step captured and replayed must match. */
+static void check_graph(qf_ctx_t *ctx, const qf_recipe *r, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
+                        const qf_tensor *x, const qf_tensor *dy, qf_tensor *y, dual **outs,
+                        int n) {
+    void *eager[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        eager[i] = malloc(outs[i]->bytes);
+        dual_down(outs[i]);
+        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
+        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
+    }
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    mlp->weight_changed = 1;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ctx, r->name, x, mlp, y, st));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(ctx, r->name, x, dy, mlp, g, st));
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i < n; i++) {
+            dual_down(outs[i]);
+            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
+            if (bad)
+                fail_msg("%s: graph replay %d: output %d differs from eager in %lld bytes",
+                         r->name, rep, i, (long long)bad);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(eager[i]);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(st));
 }
 
 static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activation act) {
@@ -240,6 +283,22 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         assert_true(e[i] <= bound);
     assert_true(e_db2 <= 0x1p-8);
+
+    dual *outs[64];
+    int n_out = 0;
+    dual *plain[] = {&h, &a, &y, &da, &dh, &dxn, &dx, &dg, &dw1, &dw2, &db1, &db2};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        outs[n_out++] = plain[i];
+    if (ln)
+        outs[n_out++] = &db;
+    qtensor *saved[] = {&xq, &w1q, &w2q, &aq, &dyq, &dhq};
+    for (size_t q = 0; q < sizeof saved / sizeof saved[0]; q++)
+        for (int sl = 0; sl < QF_SLOT_COUNT; sl++)
+            if (saved[q]->has[sl])
+                outs[n_out++] = &saved[q]->buf[sl];
+    check_graph(ctx, r, &mlp, &g, &tx, &tdy, &ty, outs, n_out);
+    printf("%-12s %-6s: captured step, 2 replays bit-identical to eager (%d outputs)\n", r->name,
+           act_names[act], n_out);
 
     double *frees[] = {hv, dav, ra, rdh, xv, w1v, w2v, b1v, b2v, dyv, gv, bv, xh, xn, rs, he, ae,
                        ye, w2t, dae, dhe, dyt, at, dw2e, db1e, db2e, w1t, dxne, dht, xnt, dw1e,
