@@ -24,43 +24,26 @@ static void qf_gen_push(qf_gen_variant *out, int cap, int *n, const qf_gen_varia
     (*n)++;
 }
 
-/* norm_quantize: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, output in the input role's format.
- */
-static void qf_gen_expand_nq(const qf_recipe *r, const qf_gen_kernel_config *cfg,
-                             qf_gen_variant *out, int cap, int *n) {
+/* The ops with a norm: {layernorm, rmsnorm} x zcg {0, 1} x in dtype, named qf_<r>_<infix>_...:
+ * norm_quantize ("nq", output in the input role's format) and norm_backward ("nbwd", dx in x's
+ * dtype, numerics 6). */
+static void qf_gen_expand_norm_op(const qf_recipe *r, const qf_gen_kernel_config *cfg, qf_op op,
+                                  const char *infix, qf_gen_variant *out, int cap, int *n) {
     for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
         for (int z = 0; z <= 1; z++)
             for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
                 qf_gen_variant v = {.cfg = *cfg};
-                v.desc = (qf_kernel_desc){.op = QF_OP_NORM_QUANTIZE,
-                                              .role = QF_ROLE_INPUT,
-                                              .norm = qf_gen_nq_norms[i],
-                                              .zero_centered_gamma = z,
-                                              .in_dtype = qf_gen_in_dtypes[d],
-                                              .out_dtype = r->fmt[QF_ROLE_INPUT]};
-                snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_nq_%s%s_%s", r->name,
+                const qf_dtype in = qf_gen_in_dtypes[d];
+                v.desc = (qf_kernel_desc){
+                    .op = op,
+                    .role = QF_ROLE_INPUT,
+                    .norm = qf_gen_nq_norms[i],
+                    .zero_centered_gamma = z,
+                    .in_dtype = in,
+                    .out_dtype = op == QF_OP_NORM_QUANTIZE ? r->fmt[QF_ROLE_INPUT] : in};
+                snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_%s_%s%s_%s", r->name, infix,
                          qf_enum_name(QF_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
-                         qf_enum_name(QF_ENUM_DTYPE, v.desc.in_dtype));
-                qf_gen_push(out, cap, n, &v);
-            }
-}
-
-/* norm_backward: {layernorm, rmsnorm} x zcg {0, 1} x x dtype, dx in x's dtype (numerics 6). */
-static void qf_gen_expand_nbwd(const qf_recipe *r, const qf_gen_kernel_config *cfg,
-                               qf_gen_variant *out, int cap, int *n) {
-    for (int i = 0; i < QF_GEN_COUNTOF(qf_gen_nq_norms); i++)
-        for (int z = 0; z <= 1; z++)
-            for (int d = 0; d < QF_GEN_COUNTOF(qf_gen_in_dtypes); d++) {
-                qf_gen_variant v = {.cfg = *cfg};
-                v.desc = (qf_kernel_desc){.op = QF_OP_NORM_BACKWARD,
-                                          .role = QF_ROLE_INPUT,
-                                          .norm = qf_gen_nq_norms[i],
-                                          .zero_centered_gamma = z,
-                                          .in_dtype = qf_gen_in_dtypes[d],
-                                          .out_dtype = qf_gen_in_dtypes[d]};
-                snprintf(v.desc.name, sizeof v.desc.name, "qf_%s_nbwd_%s%s_%s", r->name,
-                         qf_enum_name(QF_ENUM_NORM, v.desc.norm), z ? "_zcg" : "",
-                         qf_enum_name(QF_ENUM_DTYPE, v.desc.in_dtype));
+                         qf_enum_name(QF_ENUM_DTYPE, in));
                 qf_gen_push(out, cap, n, &v);
             }
 }
@@ -110,7 +93,7 @@ static void qf_gen_expand_op(const qf_recipe *r, qf_op op, const qf_family_op *f
                                       .template_name = fo->tpl};
     switch (op) {
     case QF_OP_NORM_QUANTIZE:
-        qf_gen_expand_nq(r, &cfg, out, cap, n);
+        qf_gen_expand_norm_op(r, &cfg, op, "nq", out, cap, n);
         break;
     case QF_OP_QUANTIZE:
         qf_gen_expand_quant(r, &cfg, out, cap, n);
@@ -122,7 +105,7 @@ static void qf_gen_expand_op(const qf_recipe *r, qf_op op, const qf_family_op *f
         qf_gen_push_single(r, &cfg, op, r->fmt[QF_ROLE_INPUT], QF_DTYPE_BF16, "gemm", out, cap, n);
         break;
     case QF_OP_NORM_BACKWARD:
-        qf_gen_expand_nbwd(r, &cfg, out, cap, n);
+        qf_gen_expand_norm_op(r, &cfg, op, "nbwd", out, cap, n);
         break;
     case QF_OP_DBIAS:      /* dy in dtype, dbias in dy's dtype */
     case QF_OP_ACTIVATION: /* h, a, dh in dtype (the activation is a run-time argument) */

@@ -12,41 +12,52 @@
 
 /* {===================================================================== common */
 
-/* Rows per block and block count for M rows: at most QF_NB_MAX_BLOCKS blocks. */
-static void qf_bwd_blocks(int64_t M, int64_t *rows, int32_t *blocks) {
-    *rows = (M + QF_NB_MAX_BLOCKS - 1) / QF_NB_MAX_BLOCKS;
-    *blocks = (int32_t)((M + *rows - 1) / *rows);
-}
+/* One run of a backward module: its kernel, the blocks of rows and their partials' scratch. */
+typedef struct qf_bwd_run {
+    qf_loaded_kernel lk;
+    int64_t rows;   /* rows per block */
+    int32_t blocks; /* at most QF_NB_MAX_BLOCKS */
+    float *part;    /* [blocks, width] fp32 scratch */
+} qf_bwd_run;
 
-/* The module's kernel (instance inst) loaded after the device checks, with its _reduce entry. */
-static qf_status qf_bwd_kernel(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
-                               const qf_kernel_instance *inst, qf_loaded_kernel *lk,
-                               void *stream) {
+/* Loads k (instance inst; after the device checks, with its _reduce entry), splits M rows into
+ * blocks and takes scratch for width fp32 partials per block (`what` names it in errors). */
+static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                              const qf_kernel_instance *inst, int64_t M, int64_t width,
+                              const char *what, qf_bwd_run *b, void *stream) {
     if (!k)
         return QF_ERR_NOT_FOUND;
     QF_TRY(qf_ctx_ready(ctx, op, stream));
-    QF_TRY(qf_ctx_kernel(ctx, k, inst, lk));
-    if (!lk->fn_reduce)
+    QF_TRY(qf_ctx_kernel(ctx, k, inst, &b->lk));
+    if (!b->lk.fn_reduce)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
-    return QF_OK;
+    b->rows = (M + QF_NB_MAX_BLOCKS - 1) / QF_NB_MAX_BLOCKS;
+    b->blocks = (int32_t)((M + b->rows - 1) / b->rows);
+    return qf_ctx_scratch(ctx, (size_t)(b->blocks * width) * sizeof(float), (void **)&b->part,
+                          what, stream);
 }
 
-/* The partial-sums entry on `blocks` blocks with smem bytes of dynamic shared memory, then the
- * _reduce entry on one thread per column of `cols`; both take the parameter block p. */
-static qf_status qf_bwd_launch(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
-                               const qf_loaded_kernel *lk, int32_t blocks, unsigned smem,
-                               int64_t cols, void *p, void *stream) {
+/* The partial-sums entry on b's blocks with smem bytes of dynamic shared memory, then the _reduce
+ * entry on one thread per column of `cols` (both take the parameter block p), then the scratch is
+ * released. */
+static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                               const qf_bwd_run *b, unsigned smem, int64_t cols, void *p,
+                               void *stream) {
     const qf_cu_api *cu = qf_cu();
-    if (!cu)
-        return QF_ERR_NO_DEVICE;
-    if (cu->FuncSetAttribute(lk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem) !=
-        CUDA_SUCCESS)
-        return qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
-                            op, smem, k->name);
-    QF_TRY(qf_ctx_launch(ctx, lk->fn, (unsigned)blocks, k->block_threads, smem, p, stream));
-    return qf_ctx_launch(ctx, lk->fn_reduce,
-                         (unsigned)((cols + k->block_threads - 1) / k->block_threads),
-                         k->block_threads, 0, p, stream);
+    qf_status s = cu ? QF_OK : QF_ERR_NO_DEVICE;
+    if (s == QF_OK &&
+        cu->FuncSetAttribute(b->lk.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                             (int)smem) != CUDA_SUCCESS)
+        s = qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
+                         op, smem, k->name);
+    if (s == QF_OK)
+        s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)b->blocks, k->block_threads, smem, p, stream);
+    if (s == QF_OK)
+        s = qf_ctx_launch(ctx, b->lk.fn_reduce,
+                          (unsigned)((cols + k->block_threads - 1) / k->block_threads),
+                          k->block_threads, 0, p, stream);
+    const qf_status f = qf_ctx_scratch_free(ctx, b->part, stream);
+    return s != QF_OK ? s : f;
 }
 
 /* =====================================================================} */
@@ -129,26 +140,19 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
                                                   x->dtype);
     qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
     inst.gamma_dtype = norm->gamma.dtype;
-    qf_loaded_kernel lk;
-    QF_TRY(qf_bwd_kernel(ctx, op, k, &inst, &lk, stream));
-    int64_t rows;
-    int32_t blocks;
-    qf_bwd_blocks(M, &rows, &blocks);
-    float *part = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, (size_t)(2 * blocks * K) * sizeof(float), (void **)&part,
-                          "the norm backward's partial column sums", stream));
+    qf_bwd_run b = {0};
+    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, 2 * K, "the norm backward's partial column sums",
+                        &b, stream));
     const int layernorm = norm->norm == QF_NORM_LAYERNORM;
     qf_nb_params p = {.x = x->data, .dxn = dxn->data, .gamma = norm->gamma.data,
                       .mu = layernorm ? mu->data : NULL, .rsigma = rsigma->data,
-                      .dx = out->dx.data, .part = part, .dgamma = out->dgamma.data,
+                      .dx = out->dx.data, .part = b.part, .dgamma = out->dgamma.data,
                       .dbeta = layernorm ? out->dbeta.data : NULL, .M = M, .K = K,
-                      .rows_per_block = rows, .blocks = blocks,
+                      .rows_per_block = b.rows, .blocks = b.blocks,
                       .dxn_fp32 = dxn->dtype == QF_DTYPE_FP32,
                       .gamma_fp32 = norm->gamma.dtype == QF_DTYPE_FP32};
-    const qf_status s = qf_bwd_launch(ctx, op, k, &lk, blocks,
-                                      (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p, stream);
-    const qf_status f = qf_ctx_scratch_free(ctx, part, stream);
-    return s != QF_OK ? s : f;
+    return qf_bwd_finish(ctx, op, k, &b, (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p,
+                         stream);
 }
 
 /* =====================================================================} */
@@ -177,20 +181,11 @@ qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_te
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0,
                                                   dy->dtype);
     const qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
-    qf_loaded_kernel lk;
-    QF_TRY(qf_bwd_kernel(ctx, op, k, &inst, &lk, stream));
-    int64_t rows;
-    int32_t blocks;
-    qf_bwd_blocks(M, &rows, &blocks);
-    float *part = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, (size_t)(blocks * N) * sizeof(float), (void **)&part,
-                          "dbias's partial column sums", stream));
-    qf_db_params p = {.dy = dy->data, .part = part, .dbias = dbias->data, .M = M, .N = N,
-                      .rows_per_block = rows, .blocks = blocks};
-    const qf_status s = qf_bwd_launch(ctx, op, k, &lk, blocks,
-                                      (unsigned)(N * (int64_t)sizeof(float)), N, &p, stream);
-    const qf_status f = qf_ctx_scratch_free(ctx, part, stream);
-    return s != QF_OK ? s : f;
+    qf_bwd_run b = {0};
+    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, N, "dbias's partial column sums", &b, stream));
+    qf_db_params p = {.dy = dy->data, .part = b.part, .dbias = dbias->data, .M = M, .N = N,
+                      .rows_per_block = b.rows, .blocks = b.blocks};
+    return qf_bwd_finish(ctx, op, k, &b, (unsigned)(N * (int64_t)sizeof(float)), N, &p, stream);
 }
 
 /* =====================================================================} */

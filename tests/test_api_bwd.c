@@ -146,6 +146,71 @@ static void test_dbias_args(void **state) {
     assert_int_equal(sh[0].bytes, 2u * 9);
 }
 
+/* The activation's checks: h [4, 64] bf16 -> a [4, 64] (gelu) or [4, 32] (swiglu); dh as h. */
+static void test_activation_args(void **state) {
+    qf_ctx_t *ctx = *state;
+    const qf_tensor h = t2(slot(0), QF_DTYPE_BF16, M, K);
+    qf_tensor a = t2(slot(1), QF_DTYPE_BF16, M, K), ah = t2(slot(1), QF_DTYPE_BF16, M, K / 2);
+    const qf_tensor da = t2(slot(2), QF_DTYPE_FP32, M, K / 2);
+    qf_tensor dh = t2(slot(3), QF_DTYPE_BF16, M, K);
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_GELU, &h, &a, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &ah, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &dh, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &a, NULL), QF_ERR_INVALID_ARG,
+           "a has 256 elements");
+    expect(qf_activation_fwd(ctx, kRecipe, (qf_activation)9, &h, &a, NULL), QF_ERR_INVALID_ARG,
+           "act 9 is not a qf_activation");
+    const qf_tensor odd = t2(slot(0), QF_DTYPE_BF16, M, 7);
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_SWIGLU, &odd, &a, NULL), QF_ERR_INVALID_ARG,
+           "is odd");
+    expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, &dh, NULL),
+           QF_ERR_INVALID_ARG, "da is NULL");
+    const qf_tensor da16 = t2(slot(2), QF_DTYPE_FP16, M, K / 2);
+    expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da16, &dh, NULL),
+           QF_ERR_INVALID_ARG, "da has another dtype");
+    a.dtype = QF_DTYPE_FP32;
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_RELU, &h, &a, NULL), QF_ERR_INVALID_ARG,
+           "a.dtype is fp32; expected bf16");
+    qf_shape sh[4];
+    int n = 0;
+    /* {op, role, norm, outputs, M, N, K, dtype}: swiglu, F = 5: a [3, 5], dh [3, 2, 5] */
+    const qf_shape_query q = {QF_OP_ACTIVATION, QF_ROLE_INPUT, QF_NORM_NONE, QF_OUT_GATED, 3, 5,
+                              0, QF_DTYPE_BF16};
+    assert_int_equal(qf_fake_shapes("mxfp8", &q, sh, 4, &n), QF_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(sh[0].name, "a");
+    assert_int_equal(sh[0].bytes, 2u * 3 * 5);
+    assert_string_equal(sh[1].name, "dh");
+    assert_int_equal(sh[1].bytes, 2u * 3 * 2 * 5);
+}
+
+/* The MLP's first checks, before any stage: NULL arguments, the norm, W1's K. */
+static void test_mlp_args(void **state) {
+    qf_ctx_t *ctx = *state;
+    const qf_tensor x = t2(slot(0), QF_DTYPE_BF16, M, K), dy = t2(slot(1), QF_DTYPE_BF16, M, N);
+    qf_tensor y = t2(slot(2), QF_DTYPE_BF16, M, N);
+    qf_ln_mlp mlp = {.norm = {.norm = QF_NORM_RMSNORM}, .w1 = t2(slot(3), QF_DTYPE_BF16, N, K)};
+    qf_ln_mlp_grads g = {0};
+    expect(qf_layernorm_mlp_fwd(ctx, kRecipe, NULL, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
+           "x is NULL");
+    expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, NULL, NULL), QF_ERR_INVALID_ARG,
+           "g is NULL");
+    mlp.norm.norm = QF_NORM_NONE;
+    expect(qf_layernorm_mlp_fwd(ctx, kRecipe, &x, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
+           "mlp->norm.norm 0 is not QF_NORM_LAYERNORM");
+    mlp.norm.norm = QF_NORM_RMSNORM;
+    mlp.w1.dims[1] = K + 1;
+    expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
+           "mlp->w1 is [32, 65]; its last dimension must equal x's K = 64");
+    mlp.w1.dims[1] = K;
+    /* a stage's own check, named with its stage: no gamma for the norm + quantize */
+    expect(qf_layernorm_mlp_fwd(ctx, kRecipe, &x, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
+           "qf_layernorm_mlp_fwd: norm + quantize of x into mlp->xq (qf_quantize)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_nb_valid_reaches_device),
@@ -166,6 +231,8 @@ int main(void) {
         T(test_nb_unknown_recipe),
         cmocka_unit_test(test_nb_fake_shapes),
         T(test_dbias_args),
+        T(test_activation_args),
+        T(test_mlp_args),
     };
     return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);
 }

@@ -30,22 +30,6 @@ static double grad_bound(qf_family f) {
     return f == QF_FAMILY_NVFP4 ? 0.40 : 0.15;
 }
 
-/* sqrt(sum (got - want)^2 / sum want^2) of got (dtype dt). */
-static double rel(const void *got, qf_dtype dt, const double *want, int64_t n) {
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double v = qf_load_as_float(got, dt, i);
-        num += (v - want[i]) * (v - want[i]);
-        den += want[i] * want[i];
-    }
-    return sqrt(num / (den > 0.0 ? den : 1.0));
-}
-
-static void fill_uniform(void *p, int64_t n, float scale, float offset, uint64_t seed) {
-    for (int64_t i = 0; i < n; i++)
-        store_as(p, QF_DTYPE_BF16, i, offset + scale * qf_test_rng_uniform(&seed));
-}
-
 static double bf(const dual *b, int64_t i) {
     return qf_load_as_float(b->h, QF_DTYPE_BF16, i);
 }
@@ -182,9 +166,11 @@ static void layer_make(qf_ctx_t *ctx, layer *L, const qf_recipe *r, qf_norm norm
     L->x = dual_alloc(M * K * 2), L->w = dual_alloc(N * K * 2), L->dy = dual_alloc(M * N * 2);
     L->gamma = dual_alloc(K * 2), L->beta = dual_alloc(K * 2), L->bias = dual_alloc(N * 2);
     L->y = dual_alloc(M * N * 2), L->one = dual_alloc(4);
-    fill_uniform(L->x.h, M * K, 1.0f, 0.2f, 1), fill_uniform(L->w.h, N * K, 0.5f, 0.0f, 2);
-    fill_uniform(L->dy.h, M * N, 1.0f, 0.05f, 3), fill_uniform(L->gamma.h, K, 0.3f, 1.0f, 4);
-    fill_uniform(L->beta.h, K, 0.2f, 0.0f, 5), fill_uniform(L->bias.h, N, 0.5f, 0.0f, 6);
+    fill_uniform_bf16(L->x.h, M * K, 1.0f, 0.2f, 1);
+    fill_uniform_bf16(L->w.h, N * K, 0.5f, 0.0f, 2);
+    fill_uniform_bf16(L->dy.h, M * N, 1.0f, 0.05f, 3);
+    fill_uniform_bf16(L->gamma.h, K, 0.3f, 1.0f, 4);
+    fill_uniform_bf16(L->beta.h, K, 0.2f, 0.0f, 5), fill_uniform_bf16(L->bias.h, N, 0.5f, 0.0f, 6);
     *(float *)L->one.h = 1.0f; /* fp8_delayed's scales of x, W and dy */
     dual *up[] = {&L->x, &L->w, &L->dy, &L->gamma, &L->beta, &L->bias, &L->one};
     for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
@@ -274,12 +260,12 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
     /* 2. against the unquantized layer */
     exact e = exact_grads(norm, &x, &w, &gamma, &beta, &dy);
     const double bound = grad_bound(r->family);
-    const double r_dxn = rel(a.dxn.h, QF_DTYPE_FP32, e.dxn, M * K);
-    const double r_dw = rel(a.dw.h, QF_DTYPE_FP32, e.dw, N * K);
-    const double r_dx = rel(a.dx.h, QF_DTYPE_BF16, e.dx, M * K);
-    const double r_dg = rel(a.dg.h, QF_DTYPE_FP32, e.dg, K);
-    const double r_db = ln ? rel(a.db.h, QF_DTYPE_FP32, e.db, K) : 0.0;
-    const double r_bias = rel(a.dbias.h, QF_DTYPE_BF16, e.dbias, N);
+    const double r_dxn = rel_frob(a.dxn.h, QF_DTYPE_FP32, e.dxn, M * K);
+    const double r_dw = rel_frob(a.dw.h, QF_DTYPE_FP32, e.dw, N * K);
+    const double r_dx = rel_frob(a.dx.h, QF_DTYPE_BF16, e.dx, M * K);
+    const double r_dg = rel_frob(a.dg.h, QF_DTYPE_FP32, e.dg, K);
+    const double r_db = ln ? rel_frob(a.db.h, QF_DTYPE_FP32, e.db, K) : 0.0;
+    const double r_bias = rel_frob(a.dbias.h, QF_DTYPE_BF16, e.dbias, N);
     printf("%-12s %-9s rel err against fp64 of the unquantized layer: dxn %.3f, dW %.3f, dx %.3f, "
            "dgamma %.3f, dbeta %.3f (bound %.2f), dbias %.1e (bound %.1e)\n", r->name,
            ln ? "layernorm" : "rmsnorm", r_dxn, r_dw, r_dx, r_dg, r_db, bound, r_bias, 0x1p-8);
@@ -310,7 +296,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
     QF_OK_OR_FAIL(qf_layernorm_linear_wgrad(ctx, r->name, &ll, &gb, NULL));
     CK(cudaDeviceSynchronize());
     dual_down(&b.dw);
-    const double r_acc = rel(b.dw.h, QF_DTYPE_FP32, acc, N * K);
+    const double r_acc = rel_frob(b.dw.h, QF_DTYPE_FP32, acc, N * K);
     printf("%-12s deferred wgrad bit-identical; main_grad += dW rel err %.1e (bound 1e-6)\n",
            r->name, r_acc);
     assert_true(r_acc <= 1e-6);

@@ -21,21 +21,6 @@ static double mlp_bound(qf_family f) {
     return f == QF_FAMILY_NVFP4 ? 0.60 : 0.25;
 }
 
-static double rel(const void *got, qf_dtype dt, const double *want, int64_t n) {
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double v = qf_load_as_float(got, dt, i);
-        num += (v - want[i]) * (v - want[i]);
-        den += want[i] * want[i];
-    }
-    return sqrt(num / (den > 0.0 ? den : 1.0));
-}
-
-static void fill_uniform(void *p, int64_t n, float scale, float offset, uint64_t seed) {
-    for (int64_t i = 0; i < n; i++)
-        store_as(p, QF_DTYPE_BF16, i, offset + scale * qf_test_rng_uniform(&seed));
-}
-
 /* The activations in double (numerics 6). */
 static double d_silu(double v) {
     return v / (1.0 + exp(-v));
@@ -149,10 +134,11 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     dual w2 = dual_alloc(N * F * 2), b2 = dual_alloc(N * 2), dy = dual_alloc(M * N * 2);
     dual h = dual_alloc((size_t)M * Fin * 2), a = dual_alloc(M * F * 2), y = dual_alloc(M * N * 2);
     dual one = dual_alloc(4);
-    fill_uniform(x.h, M * K, 1.0f, 0.2f, 1), fill_uniform(gamma.h, K, 0.3f, 1.0f, 2);
-    fill_uniform(beta.h, K, 0.2f, 0.0f, 3), fill_uniform(w1.h, (int64_t)Fin * K, 0.15f, 0.0f, 4);
-    fill_uniform(b1.h, Fin, 0.3f, 0.0f, 5), fill_uniform(w2.h, N * F, 0.15f, 0.0f, 6);
-    fill_uniform(b2.h, N, 0.3f, 0.0f, 7), fill_uniform(dy.h, M * N, 1.0f, 0.05f, 8);
+    fill_uniform_bf16(x.h, M * K, 1.0f, 0.2f, 1), fill_uniform_bf16(gamma.h, K, 0.3f, 1.0f, 2);
+    fill_uniform_bf16(beta.h, K, 0.2f, 0.0f, 3);
+    fill_uniform_bf16(w1.h, (int64_t)Fin * K, 0.15f, 0.0f, 4);
+    fill_uniform_bf16(b1.h, Fin, 0.3f, 0.0f, 5), fill_uniform_bf16(w2.h, N * F, 0.15f, 0.0f, 6);
+    fill_uniform_bf16(b2.h, N, 0.3f, 0.0f, 7), fill_uniform_bf16(dy.h, M * N, 1.0f, 0.05f, 8);
     *(float *)one.h = 1.0f; /* fp8_delayed's scales */
     dual *up[] = {&x, &gamma, &beta, &w1, &b1, &w2, &b2, &dy, &one};
     for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
@@ -209,8 +195,8 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
             ra[m * F + f] = d_act(act, hv + m * Fin, Fin, f);
         d_act_bwd(act, hv + m * Fin, dav + m * F, rdh + m * Fin);
     }
-    const double e_a = rel(a.h, QF_DTYPE_BF16, ra, M * F);
-    const double e_dh = rel(dh.h, QF_DTYPE_BF16, rdh, (int64_t)M * Fin);
+    const double e_a = rel_frob(a.h, QF_DTYPE_BF16, ra, M * F);
+    const double e_dh = rel_frob(dh.h, QF_DTYPE_BF16, rdh, (int64_t)M * Fin);
 
     /* 2. the unquantized MLP in fp64 */
     double *xv = to_f64(&x, QF_DTYPE_BF16, M * K), *w1v = to_f64(&w1, QF_DTYPE_BF16, Fin * K);
@@ -267,12 +253,14 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
                                       xh[m * K + k] * s2 / K);
     }
     const double bound = mlp_bound(r->family);
-    const double e[] = {rel(y.h, QF_DTYPE_BF16, ye, M * N), rel(dw2.h, QF_DTYPE_FP32, dw2e, N * F),
-                        rel(dw1.h, QF_DTYPE_FP32, dw1e, (int64_t)Fin * K),
-                        rel(dx.h, QF_DTYPE_BF16, dxe, M * K), rel(dg.h, QF_DTYPE_FP32, dge, K),
-                        ln ? rel(db.h, QF_DTYPE_FP32, dbe, K) : 0.0,
-                        rel(db1.h, QF_DTYPE_BF16, db1e, Fin)};
-    const double e_db2 = rel(db2.h, QF_DTYPE_BF16, db2e, N);
+    const double e[] = {rel_frob(y.h, QF_DTYPE_BF16, ye, M * N),
+                        rel_frob(dw2.h, QF_DTYPE_FP32, dw2e, N * F),
+                        rel_frob(dw1.h, QF_DTYPE_FP32, dw1e, (int64_t)Fin * K),
+                        rel_frob(dx.h, QF_DTYPE_BF16, dxe, M * K),
+                        rel_frob(dg.h, QF_DTYPE_FP32, dge, K),
+                        ln ? rel_frob(db.h, QF_DTYPE_FP32, dbe, K) : 0.0,
+                        rel_frob(db1.h, QF_DTYPE_BF16, db1e, Fin)};
+    const double e_db2 = rel_frob(db2.h, QF_DTYPE_BF16, db2e, N);
     static const char *const act_names[] = {"gelu", "swiglu", "relu"};
     printf("%-12s %-9s %-6s: act %.1e, act' %.1e (bound %.1e); against the unquantized MLP: "
            "y %.3f, dW2 %.3f, dW1 %.3f, dx %.3f, dgamma %.3f, dbeta %.3f, db1 %.3f (bound %.2f), "

@@ -134,6 +134,24 @@ static inline void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t see
     }
 }
 
+/* sqrt(sum (got - want)^2 / sum want^2) of n host values got of dtype dt against want. */
+static inline double rel_frob(const void *got, qf_dtype dt, const double *want, int64_t n) {
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = qf_load_as_float(got, dt, i);
+        num += (v - want[i]) * (v - want[i]);
+        den += want[i] * want[i];
+    }
+    return sqrt(num / (den > 0.0 ? den : 1.0));
+}
+
+/* n bf16 values offset + scale * U[-1, 1) from seed. */
+static inline void fill_uniform_bf16(void *p, int64_t n, float scale, float offset,
+                                     uint64_t seed) {
+    for (int64_t i = 0; i < n; i++)
+        store_as(p, QF_DTYPE_BF16, i, offset + scale * qf_test_rng_uniform(&seed));
+}
+
 /* A quantized tensor with one host/device buffer per slot its fake shapes list. */
 typedef struct qtensor {
     qf_quantized q;
