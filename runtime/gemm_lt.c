@@ -255,6 +255,10 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL or empty", op,
                             !a || na < 1 ? g->a_arg : g->b_arg);
     want->K = a->dims[a->ndim - 1];
+    if (b->dims[b->ndim - 1] != want->K)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has K = %lld but %s has K = %lld; both "
+                            "operands are K-major with the same K", op, g->b_arg,
+                            (long long)b->dims[b->ndim - 1], g->a_arg, (long long)want->K);
     want->M = na / want->K;
     want->N = nb / want->K;
     want->ta = a->dtype;

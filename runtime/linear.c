@@ -364,7 +364,8 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
 static const qf_stages qf_mlp_stages = {qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage,
                                         QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2)};
 
-/* The checks the MLP's entry points make first: non-NULL arguments, a fused norm, dims. */
+/* The checks the MLP's entry points make first: non-NULL arguments, a fused norm, W1's K, h and
+ * a in bf16, and out (y or dy) [..., N] with W2's N and x's leading dims. */
 static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
                               const qf_ln_mlp *mlp, const qf_tensor *out, const char *out_name,
                               const void *g) {
@@ -382,6 +383,20 @@ static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: mlp->w1 is [%lld, %lld]; its last dimension "
                             "must equal x's K = %lld", op, (long long)F1, (long long)K1,
                             (long long)K);
+    if (mlp->h.dtype != QF_DTYPE_BF16 || mlp->a.dtype != QF_DTYPE_BF16)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: mlp->%s.dtype is %s; the MLP keeps fc1's "
+                            "output h and the activation a in bf16", op,
+                            mlp->h.dtype != QF_DTYPE_BF16 ? "h" : "a",
+                            qf_dtype_name(mlp->h.dtype != QF_DTYPE_BF16 ? mlp->h.dtype
+                                                                        : mlp->a.dtype));
+    int64_t N2, F2;
+    QF_TRY(qf_check_activation(op, "mlp->w2", &mlp->w2, &N2, &F2));
+    const int64_t last = out->ndim >= 1 && out->ndim <= QF_MAX_DIMS ? out->dims[out->ndim - 1] : 0;
+    if (qf_tensor_numel(out) != M * N2 || last != N2)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements (last dim %lld); "
+                            "expected [..., N = %lld] (mlp->w2's rows) with x's %lld rows", op,
+                            out_name, (long long)qf_tensor_numel(out), (long long)last,
+                            (long long)N2, (long long)M);
     return QF_OK;
 }
 

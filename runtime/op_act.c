@@ -84,10 +84,12 @@ qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
     static const char op[] = "qf_activation_bwd";
     qf_act_call c;
     QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
-    if (!da || (da->dtype != QF_DTYPE_BF16 && da->dtype != QF_DTYPE_FP32))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da %s; the gradient of the activation's "
-                            "output is bf16 or fp32 [M, F]", op,
-                            da ? "has another dtype" : "is NULL");
+    if (!da)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da is NULL", op);
+    if (da->dtype != QF_DTYPE_BF16 && da->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da.dtype is %s; the gradient of the "
+                            "activation's output is bf16 or fp32 [M, F]", op,
+                            qf_dtype_name(da->dtype));
     const qf_shape sd = {"da", da->dtype, 2, {c.M, c.F}, 0};
     QF_TRY(qf_check_buffer(op, "da", da, &sd));
     QF_TRY(qf_act_out(op, &c, "dh", dh));

@@ -74,10 +74,11 @@ static qf_status qf_nb_check_inputs(const char *op, const qf_norm_desc *nd, cons
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm->norm %d is not QF_NORM_LAYERNORM or "
                             "QF_NORM_RMSNORM", op, (int)nd->norm);
     QF_TRY(qf_check_vector(op, "norm->gamma", &nd->gamma, K, x->dtype));
-    if (!dxn || (dxn->dtype != QF_DTYPE_BF16 && dxn->dtype != QF_DTYPE_FP32))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn %s; the gradient of the norm's output "
-                            "is bf16 or fp32 [M, K]", op,
-                            dxn ? "has another dtype" : "is NULL");
+    if (!dxn)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn is NULL", op);
+    if (dxn->dtype != QF_DTYPE_BF16 && dxn->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn.dtype is %s; the gradient of the norm's "
+                            "output is bf16 or fp32 [M, K]", op, qf_dtype_name(dxn->dtype));
     const qf_shape sd = {"dxn", dxn->dtype, 2, {M, K}, 0};
     QF_TRY(qf_check_buffer(op, "dxn", dxn, &sd));
     const qf_shape sv = {"rsigma", QF_DTYPE_FP32, 1, {M}, 0};

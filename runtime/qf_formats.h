@@ -104,7 +104,8 @@ typedef enum qf_fp8_format {
 #define QF_OUT_ROWWISE 1u
 #define QF_OUT_COLUMNWISE 2u
 #define QF_OUT_FP32 4u /* QF_OP_GEMM: y in fp32 (a wgrad into its main_grad) */
-#define QF_OUT_GATED 8u /* QF_OP_ACTIVATION: a gated activation (SwiGLU): h and dh are [M, 2N] */
+#define QF_OUT_GATED 8u /* QF_OP_ACTIVATION: a gated activation (SwiGLU): h and dh are [M, 2N]
+                         * (dh's fake shape [M, 2, N]: the same bytes) */
 
 /* Largest finite magnitudes (numerics 1). */
 #define QF_E4M3_MAX 448.0f

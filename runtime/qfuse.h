@@ -333,14 +333,16 @@ typedef struct qf_norm_grads {
  *           beta are not used.
  *   x:      [..., K] bf16, fp16 or fp32, the forward's input, viewed as [M, K]; K <= 24576.
  *   dxn:    [M, K] bf16 or fp32 (the dgrad GEMM's output).
- *   mu:     [M] fp32 (LayerNorm; ignored for RMSNorm), rsigma: [M] fp32: the MU and RSIGMA slots
- *           the forward's norm + quantize wrote.
+ *   mu:     [M] fp32 (LayerNorm; ignored, and may be NULL, for RMSNorm), rsigma: [M] fp32: the
+ *           MU and RSIGMA slots the forward's norm + quantize wrote.
+ * No output may overlap an input.
  *   out:    dx, dgamma, dbeta as the fake shapes list them.
  * Uses stream-ordered scratch of 2 cdiv(M, cdiv(M, 512)) K floats from the context's pool. Sums
  * over M run per block of rows, then in block order: deterministic, not the reference's row order
  * (within rel 1e-5 of fp64, numerics 6). Errors: QF_ERR_INVALID_ARG (names the argument: NULL
  * ctx, recipe, norm, x, dxn, mu, rsigma or out, a norm other than layernorm or rmsnorm, a wrong
- * dtype, size or alignment, dbeta given for rmsnorm, a stream of another context),
+ * dtype, size or alignment, dbeta given for rmsnorm, a stream of another context; mu only for
+ * layernorm),
  * QF_ERR_UNSUPPORTED (K > 24576), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE
  * (a device-less context, after every check), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on
  * stream. Does not own any buffer. */

@@ -71,7 +71,7 @@ NB_TEST(test_nb_gamma_length, a.nd.gamma.dims[0] = K - 1, QF_ERR_INVALID_ARG,
 NB_TEST(test_nb_gamma_dtype, a.nd.gamma.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
         "norm->gamma.dtype is fp16; expected bf16 or fp32")
 NB_TEST(test_nb_dxn_dtype, a.dxn.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
-        "dxn has another dtype; the gradient of the norm's output is bf16 or fp32")
+        "dxn.dtype is fp16; the gradient of the norm's output is bf16 or fp32")
 NB_TEST(test_nb_dxn_shape, a.dxn.dims[1] = K / 2, QF_ERR_INVALID_ARG, "dxn has 128 elements")
 NB_TEST(test_nb_rsigma_missing, a.rsigma.data = NULL, QF_ERR_INVALID_ARG, "rsigma.data is NULL")
 NB_TEST(test_nb_mu_short, a.mu.dims[0] = M - 1, QF_ERR_INVALID_ARG, "mu has 3 elements")
@@ -170,7 +170,7 @@ static void test_activation_args(void **state) {
            QF_ERR_INVALID_ARG, "da is NULL");
     const qf_tensor da16 = t2(slot(2), QF_DTYPE_FP16, M, K / 2);
     expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da16, &dh, NULL),
-           QF_ERR_INVALID_ARG, "da has another dtype");
+           QF_ERR_INVALID_ARG, "da.dtype is fp16");
     a.dtype = QF_DTYPE_FP32;
     expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_RELU, &h, &a, NULL), QF_ERR_INVALID_ARG,
            "a.dtype is fp32; expected bf16");
@@ -206,6 +206,13 @@ static void test_mlp_args(void **state) {
     expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
            "mlp->w1 is [32, 65]; its last dimension must equal x's K = 64");
     mlp.w1.dims[1] = K;
+    expect(qf_layernorm_mlp_fwd(ctx, kRecipe, &x, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
+           "mlp->h.dtype is fp32; the MLP keeps fc1's output h and the activation a in bf16");
+    mlp.h = t2(slot(4), QF_DTYPE_BF16, M, N), mlp.a = t2(slot(5), QF_DTYPE_BF16, M, 16);
+    mlp.w2 = t2(slot(6), QF_DTYPE_BF16, N + 1, 16);
+    expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
+           "dy has 128 elements (last dim 32); expected [..., N = 33] (mlp->w2's rows)");
+    mlp.w2.dims[0] = N;
     /* a stage's own check, named with its stage: no gamma for the norm + quantize */
     expect(qf_layernorm_mlp_fwd(ctx, kRecipe, &x, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
            "qf_layernorm_mlp_fwd: norm + quantize of x into mlp->xq (qf_quantize)");

@@ -137,7 +137,8 @@ static int parse_shape(const char *v, bench_opts *o) {
                 o->shape = (int)i + 1;
                 return 0;
             }
-    fprintf(stderr, "qfuse-bench: --shape '%s': expected MxKxN, one of", v);
+    fprintf(stderr, "qfuse-bench: --shape '%s' is not one of the GEMM section's shapes (MxKxN):",
+            v);
     for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
         fprintf(stderr, " %lldx%lldx%lld", (long long)gemm_shapes_full[i].s[0],
                 (long long)gemm_shapes_full[i].s[1], (long long)gemm_shapes_full[i].s[2]);
