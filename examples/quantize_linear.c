@@ -179,7 +179,9 @@ static int layer_run(qf_ctx_t *ctx, const char *recipe, qf_ln_linear *ll, qf_ten
     if (!step_ok("qf_quantize (weight)", qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight,
                                                      NULL, ll->w_scale, NULL, &ll->wq, NULL)))
         return -1;
-    ll->weight_changed = 0; /* reuse ll->wq instead of quantizing W again */
+    /* The layer keeps a weight cache (ll->cached): its first call quantizes W into ll->wq, later
+     * ones reuse it until W's storage, ll->weight_version or the recipe changes. */
+    ll->weight_changed = 0;
     if (!step_ok("qf_layernorm_linear_fwd", qf_layernorm_linear_fwd(ctx, recipe, x, ll, y, NULL)))
         return -1;
     ll->bias.dims[0] = N - 1; /* one element short: refused before anything launches */

@@ -169,6 +169,17 @@ static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t
     return QF_OK;
 }
 
+qf_weight_key qf_weight_key_of(const void *d0, const void *d1, uint64_t version,
+                               const qf_recipe *r) {
+    return (qf_weight_key){.data = {d0, d1}, .version = version, .recipe = r, .valid = 1};
+}
+
+int qf_weights_stale(const qf_weight_key *cached, int changed, const qf_weight_key *now) {
+    return changed || !cached->valid || cached->data[0] != now->data[0] ||
+           cached->data[1] != now->data[1] || cached->version != now->version ||
+           cached->recipe != now->recipe;
+}
+
 static const qf_stages qf_ll_stages = {qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage,
                                        QF_LL_BIT(QF_LL_WEIGHT)};
 
@@ -190,10 +201,17 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     static const char op[] = "qf_layernorm_linear_fwd";
     QF_TRY(qf_ll_begin(op, ctx, x, ll, y, "y"));
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y, "y"));
-    const unsigned mask = (ll->weight_changed ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) |
-                          QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->weight_version, r);
+    const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
+    const unsigned mask =
+        (stale ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) | QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
     const qf_ll_call c = {recipe, x, ll, y, NULL, NULL};
-    return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream);
+    QF_TRY(qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream));
+    if (stale)
+        ll->cached = key;
+    return QF_OK;
 }
 
 qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -404,12 +422,19 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
                                qf_ln_mlp *mlp, qf_tensor *y, void *stream) {
     static const char op[] = "qf_layernorm_mlp_fwd";
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, y, "y", y));
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    const qf_weight_key key =
+        qf_weight_key_of(mlp->w1.data, mlp->w2.data, mlp->weight_version, r);
+    const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
     const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2);
-    const unsigned mask = (mlp->weight_changed ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) |
-                          QF_LL_BIT(QF_MLP_FC1) | QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ) |
-                          QF_LL_BIT(QF_MLP_FC2);
+    const unsigned mask = (stale ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) | QF_LL_BIT(QF_MLP_FC1) |
+                          QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ) | QF_LL_BIT(QF_MLP_FC2);
     const qf_mlp_call c = {recipe, x, mlp, y, NULL, NULL};
-    return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
+    QF_TRY(qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream));
+    if (stale)
+        mlp->cached = key;
+    return QF_OK;
 }
 
 qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,

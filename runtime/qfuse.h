@@ -378,6 +378,18 @@ qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
                             const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
                             void *stream);
 
+/* The weight cache of a layer (SPEC 6): what its weights' quantized copies were made from, the
+ * weights' storage, the caller's weight_version and the recipe. The ops keep it; zero means
+ * nothing is cached yet. A layer's weights are quantized again when any of these changes (or
+ * when the caller sets weight_changed), and only then: the copies are reused across the
+ * micro-batches of a step, bit-identical to quantizing again. */
+typedef struct qf_weight_key {
+    const void *data[2];  /* the weights' data pointers (W; W1 and W2) */
+    uint64_t version;
+    const void *recipe;   /* the recipe the copies are quantized under */
+    int valid;
+} qf_weight_key;
+
 /* State and scratch of one LayerNorm/RMSNorm + Linear under any recipe (numerics 3, 6). All device
  * memory, owned by the caller, shaped as the fake-shape functions say. */
 typedef struct qf_ln_linear {
@@ -390,15 +402,21 @@ typedef struct qf_ln_linear {
                                  * scales and amax, and the MU / RSIGMA slots; layout as wq */
     qf_quantized wq;            /* rowwise copy of the weight (32x32 / 16x16 tiles under
                                  * weight_2d), its scales and amax */
-    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq */
+    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq unless the
+                                 * weight cache's key differs (cached) */
+    uint64_t weight_version;    /* the caller's version of the weight: bump it after an update */
+    qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_linear;
 
 /* y[..., N] = gemm(quant(norm(x)), quant(W)) + bias with x [..., K] (numerics 3, 6); y is bf16 with
  * the leading dims of x. Every stage (weight quantize when weight_changed, norm + quantize, GEMM)
  * is checked before the first one launches; a message names the stage and the argument
  * ("qf_layernorm_linear_fwd: GEMM of ll->xq and ll->wq into y (qf_gemm): qf_gemm: bias has 31
- * elements; ..."). weight_changed is cleared once the weight is quantized. Errors as qf_quantize
- * and qf_gemm; ll->weight [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
+ * elements; ..."). The weight is quantized when weight_changed is set (then cleared) or the
+ * weight cache's key (ll->cached: the weight's data pointer, weight_version, the recipe) differs
+ * from the last quantization's, so a zeroed ll quantizes on its first call; captured in a CUDA
+ * graph, a call keeps what it did at capture. Errors as qf_quantize and qf_gemm; ll->weight
+ * [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream);
 
@@ -457,7 +475,10 @@ typedef struct qf_ln_mlp {
     qf_quantized aq;            /* q(a), input role: rowwise (+ columnwise for the backward) */
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization */
-    int weight_changed;         /* nonzero: quantize both weights this call; 0: reuse w1q, w2q */
+    int weight_changed;         /* nonzero: quantize both weights this call; 0: reuse w1q, w2q
+                                 * unless the weight cache's key differs (cached) */
+    uint64_t weight_version;    /* the caller's version of the weights: bump it after an update */
+    qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_mlp;
 
 /* The gradients and scratch of qf_layernorm_mlp_bwd. */
@@ -476,7 +497,8 @@ typedef struct qf_ln_mlp_grads {
 } qf_ln_mlp_grads;
 
 /* y [..., N] = the MLP of x [..., K] (numerics 6), bf16 with x's leading dims, in stages: both
- * weights' quantization (when weight_changed, which is then cleared), norm + quantize of x,
+ * weights' quantization (when weight_changed, which is then cleared, or when the weight cache's
+ * key, mlp->cached, differs: as qf_layernorm_linear_fwd), norm + quantize of x,
  * fc1 into mlp->h (bias b1), the activation into mlp->a, its quantization (input role) into
  * mlp->aq, fc2 into y (bias b2). Every stage's arguments are checked before the first one
  * launches; a message names the stage. Errors as the ops of the stages. */

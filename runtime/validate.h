@@ -68,4 +68,13 @@ QF_INTERNAL qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int
 QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
 
+/* The weight cache of the composed ops (linear.c, SPEC 6): the key of weights d0 (and d1, or
+ * NULL) at the caller's version under recipe r, and whether a layer's weights must be quantized
+ * (again): the caller says so (changed), or its cached copies were made from other storage,
+ * another version or another recipe, or nothing is cached. */
+QF_INTERNAL qf_weight_key qf_weight_key_of(const void *d0, const void *d1, uint64_t version,
+                                           const qf_recipe *r);
+QF_INTERNAL int qf_weights_stale(const qf_weight_key *cached, int changed,
+                                 const qf_weight_key *now);
+
 #endif /* QF_VALIDATE_H */

@@ -2,6 +2,9 @@
  * context (no GPU needed): valid arguments reach the device check (QF_ERR_NO_DEVICE), and each
  * bad argument gets QF_ERR_INVALID_ARG (or QF_ERR_UNSUPPORTED) naming it, before anything
  * launches. The fake shapes of both ops are checked too. */
+#include "registry.h"
+#include "validate.h"
+
 #include "test_api_util.h"
 
 typedef struct nb_args {
@@ -213,9 +216,27 @@ static void test_mlp_args(void **state) {
     expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
            "dy has 128 elements (last dim 32); expected [..., N = 33] (mlp->w2's rows)");
     mlp.w2.dims[0] = N;
-    /* a stage's own check, named with its stage: no gamma for the norm + quantize */
+    /* a stage's own check, named with its stage: nothing is cached, so the first stage is W1's
+     * quantization, and mlp->w1q has no buffers */
     expect(qf_layernorm_mlp_fwd(ctx, kRecipe, &x, &mlp, &y, NULL), QF_ERR_INVALID_ARG,
-           "qf_layernorm_mlp_fwd: norm + quantize of x into mlp->xq (qf_quantize)");
+           "qf_layernorm_mlp_fwd: quantizing mlp->w1 into mlp->w1q (qf_quantize)");
+}
+
+/* The weight cache's decision (SPEC 6): reuse while the weights' storage, version and recipe are
+ * those of the cached copies; quantize when any differs, when nothing is cached, or on request. */
+static void test_weight_cache_key(void **state) {
+    (void)state;
+    const qf_recipe *r1 = &qf_recipes[0], *r2 = &qf_recipes[1];
+    const qf_weight_key now = qf_weight_key_of(slot(0), slot(1), 7, r1), none = {0};
+    assert_true(qf_weights_stale(&none, 0, &now));   /* nothing cached: quantize */
+    assert_false(qf_weights_stale(&now, 0, &now));   /* same storage, version, recipe: reuse */
+    assert_true(qf_weights_stale(&now, 1, &now));    /* weight_changed */
+    const qf_weight_key later[] = {qf_weight_key_of(slot(0), slot(1), 8, r1),
+                                   qf_weight_key_of(slot(2), slot(1), 7, r1),
+                                   qf_weight_key_of(slot(0), slot(2), 7, r1),
+                                   qf_weight_key_of(slot(0), slot(1), 7, r2)};
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+        assert_true(qf_weights_stale(&now, 0, &later[i]));
 }
 
 int main(void) {
@@ -240,6 +261,7 @@ int main(void) {
         T(test_dbias_args),
         T(test_activation_args),
         T(test_mlp_args),
+        cmocka_unit_test(test_weight_cache_key),
     };
     return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);
 }
