@@ -307,6 +307,17 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
     layer_free(&L);
 }
 
+/* The step of capture_recipe (graph_check's step_fn). */
+typedef struct layer_run {
+    qf_ctx_t *ctx;
+    layer *L;
+} layer_run;
+
+static void layer_step_on(void *arg, cudaStream_t st) {
+    const layer_run *lr = arg;
+    layer_step(lr->ctx, lr->L, st);
+}
+
 /* 4.: one eager step, then the step captured and replayed twice, every output compared. */
 static void capture_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, const char *way) {
     layer L;
@@ -317,39 +328,13 @@ static void capture_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, cons
     CK(cudaStreamSynchronize(st));
     dual *outs[64];
     const int n = layer_outputs(&L, outs);
-    void *eager[64];
-    for (int i = 0; i < n; i++) {
-        eager[i] = malloc(outs[i]->bytes);
-        dual_down(outs[i]);
-        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
-        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
-    }
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    layer_step(ctx, &L, st);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    size_t nodes = 0;
-    CK(cudaGraphGetNodes(graph, NULL, &nodes));
-    for (int rep = 0; rep < 2; rep++) {
-        CK(cudaGraphLaunch(exec, st));
-        CK(cudaStreamSynchronize(st));
-        for (int i = 0; i < n; i++) {
-            dual_down(outs[i]);
-            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
-            if (bad)
-                fail_msg("%s (%s): replay %d: output %d differs from eager in %lld bytes",
-                         r->name, way, rep, i, (long long)bad);
-        }
-    }
+    layer_run lr = {ctx, &L};
+    char what[64];
+    snprintf(what, sizeof what, "%s (%s)", r->name, way);
+    const size_t nodes = graph_check(layer_step_on, &lr, st, outs, n, what);
     printf("%-12s %-9s QFUSE_HOPPER_GEMM=%-6s: captured step of %zu nodes, 2 replays "
            "bit-identical to eager (%d outputs)\n", r->name,
            norm == QF_NORM_LAYERNORM ? "layernorm" : "rmsnorm", way, nodes, n);
-    for (int i = 0; i < n; i++)
-        free(eager[i]);
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
     CK(cudaStreamDestroy(st));
     layer_free(&L);
 }

@@ -84,44 +84,21 @@ static double *tr(const double *a, int64_t R, int64_t C) {
     return t;
 }
 
-/* 3.: outs[0..n) hold the eager step's results; the step captured and replayed must match. */
-static void check_graph(qf_ctx_t *ctx, const qf_recipe *r, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
-                        const qf_tensor *x, const qf_tensor *dy, qf_tensor *y, dual **outs,
-                        int n) {
-    void *eager[64];
-    assert_true(n <= 64);
-    for (int i = 0; i < n; i++) {
-        eager[i] = malloc(outs[i]->bytes);
-        dual_down(outs[i]);
-        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
-        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
-    }
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    mlp->weight_changed = 1;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ctx, r->name, x, mlp, y, st));
-    QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(ctx, r->name, x, dy, mlp, g, st));
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int rep = 0; rep < 2; rep++) {
-        CK(cudaGraphLaunch(exec, st));
-        CK(cudaStreamSynchronize(st));
-        for (int i = 0; i < n; i++) {
-            dual_down(outs[i]);
-            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
-            if (bad)
-                fail_msg("%s: graph replay %d: output %d differs from eager in %lld bytes",
-                         r->name, rep, i, (long long)bad);
-        }
-    }
-    for (int i = 0; i < n; i++)
-        free(eager[i]);
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    CK(cudaStreamDestroy(st));
+/* One MLP step (graph_check's step_fn): both weights (weight_changed), forward, backward. */
+typedef struct mlp_step {
+    qf_ctx_t *ctx;
+    const qf_recipe *r;
+    qf_ln_mlp *mlp;
+    qf_ln_mlp_grads *g;
+    const qf_tensor *x, *dy;
+    qf_tensor *y;
+} mlp_step;
+
+static void mlp_step_on(void *arg, cudaStream_t st) {
+    const mlp_step *m = arg;
+    m->mlp->weight_changed = 1;
+    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(m->ctx, m->r->name, m->x, m->mlp, m->y, st));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(m->ctx, m->r->name, m->x, m->dy, m->mlp, m->g, st));
 }
 
 static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activation act) {
@@ -284,7 +261,11 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
         for (int sl = 0; sl < QF_SLOT_COUNT; sl++)
             if (saved[q]->has[sl])
                 outs[n_out++] = &saved[q]->buf[sl];
-    check_graph(ctx, r, &mlp, &g, &tx, &tdy, &ty, outs, n_out);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    mlp_step ms = {ctx, r, &mlp, &g, &tx, &tdy, &ty};
+    graph_check(mlp_step_on, &ms, st, outs, n_out, r->name);
+    CK(cudaStreamDestroy(st));
     printf("%-12s %-6s: captured step, 2 replays bit-identical to eager (%d outputs)\n", r->name,
            act_names[act], n_out);
 

@@ -152,6 +152,52 @@ static inline void fill_uniform_bf16(void *p, int64_t n, float scale, float offs
         store_as(p, QF_DTYPE_BF16, i, offset + scale * qf_test_rng_uniform(&seed));
 }
 
+/* One step of work queued on a stream (graph_check). */
+typedef void (*step_fn)(void *arg, cudaStream_t st);
+
+/* A step captured as a CUDA graph against the same step run eagerly (SPEC 6): outs[0..n) hold
+ * the eager step's results; their bytes are saved and the buffers poisoned (0xFF), then run(arg)
+ * is captured on st in global capture mode (an allocation or synchronization inside fails the
+ * capture), replayed twice, and every output compared with the saved bytes. Returns the graph's
+ * node count. */
+static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual **outs, int n,
+                                 const char *what) {
+    void **eager = malloc((size_t)n * sizeof *eager);
+    assert_non_null(eager);
+    for (int i = 0; i < n; i++) {
+        eager[i] = malloc(outs[i]->bytes);
+        assert_non_null(eager[i]);
+        dual_down(outs[i]);
+        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
+        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    run(arg, st);
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    size_t nodes = 0;
+    CK(cudaGraphGetNodes(graph, NULL, &nodes));
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaStreamSynchronize(st));
+        for (int i = 0; i < n; i++) {
+            dual_down(outs[i]);
+            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
+            if (bad)
+                fail_msg("%s: graph replay %d: output %d differs from eager in %lld bytes", what,
+                         rep, i, (long long)bad);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(eager[i]);
+    free(eager);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    return nodes;
+}
+
 /* A quantized tensor with one host/device buffer per slot its fake shapes list. */
 typedef struct qtensor {
     qf_quantized q;
