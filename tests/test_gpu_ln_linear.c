@@ -18,7 +18,10 @@
  *      the same step captured (global capture mode: an allocation or synchronization inside
  *      fails it) and replayed twice writes the eager step's bytes into every output, poisoned
  *      before; families whose Hopper GEMM runs either way capture under QFUSE_HOPPER_GEMM=staged
- *      (scratch) and =direct.
+ *      (scratch) and =direct;
+ *   5. the weight cache (SPEC 6): new values in W's buffer are not seen while weight_version stays
+ *      (y bit-identical to before), and are once it is bumped (y bit-identical to a fresh layer
+ *      quantizing the new W).
  * Without a GPU it skips. */
 #include "test_gpu_util.h"
 
@@ -339,6 +342,50 @@ static void capture_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, cons
     layer_free(&L);
 }
 
+/* 5.: reuse while the key holds, quantize again once weight_version is bumped. */
+static void cache_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
+    layer L, F;
+    layer_make(ctx, &L, r, QF_NORM_LAYERNORM);
+    L.ll.weight_changed = 0; /* a zeroed cache: the first call quantizes anyway */
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &L.tx, &L.ll, &L.ty, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&L.y);
+    uint8_t *y1 = malloc(L.y.bytes);
+    memcpy(y1, L.y.h, L.y.bytes);
+    fill_uniform_bf16(L.w.h, N * K, 0.5f, 0.1f, 42); /* new weights, same storage */
+    dual_up(&L.w);
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &L.tx, &L.ll, &L.ty, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&L.y);
+    const int64_t reused = count_mismatches(y1, L.y.h, (int64_t)L.y.bytes);
+    L.ll.weight_version++;
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &L.tx, &L.ll, &L.ty, NULL));
+    layer_make(ctx, &F, r, QF_NORM_LAYERNORM); /* a fresh layer with the new weights */
+    memcpy(F.w.h, L.w.h, L.w.bytes);
+    dual_up(&F.w);
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &F.tx, &F.ll, &F.ty, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&L.y), dual_down(&F.y);
+    const int64_t changed = count_mismatches(y1, L.y.h, (int64_t)L.y.bytes);
+    const int64_t fresh = count_mismatches(F.y.h, L.y.h, (int64_t)L.y.bytes);
+    printf("%-12s weight cache: same version %lld bytes of y changed; bumped %lld changed, %lld "
+           "differ from a fresh layer\n", r->name, (long long)reused, (long long)changed,
+           (long long)fresh);
+    assert_int_equal(reused, 0);
+    assert_true(changed > 0);
+    assert_int_equal(fresh, 0);
+    free(y1);
+    layer_free(&L), layer_free(&F);
+}
+
+static void test_ln_linear_weight_cache(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    for (int i = 0; i < qf_recipe_count; i++)
+        cache_recipe(ctx, &qf_recipes[i]);
+    qf_ctx_free(ctx);
+}
+
 static void test_ln_linear_backward(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
@@ -372,6 +419,7 @@ static void test_ln_linear_graph(void **state) {
 int main(void) {
     qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward),
-                                       cmocka_unit_test(test_ln_linear_graph)};
+                                       cmocka_unit_test(test_ln_linear_graph),
+                                       cmocka_unit_test(test_ln_linear_weight_cache)};
     return cmocka_run_group_tests_name("gpu_ln_linear", tests, NULL, NULL);
 }
