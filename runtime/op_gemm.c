@@ -499,9 +499,13 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
 
 /* =====================================================================} */
 
-/* The options' own rules: accumulate is 0 or 1, adds into an fp32 y and takes no bias. */
+/* The options' own rules: reserved fields 0; accumulate 0 or 1, into an fp32 y, without a bias. */
 static qf_status qf_g_opts(const char *op, const qf_gemm_opts *o, const qf_tensor *bias,
                            const qf_tensor *y) {
+    for (size_t i = 0; i < sizeof o->reserved / sizeof o->reserved[0]; i++)
+        if (o->reserved[i])
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->reserved[%zu] is %d; it must be 0 "
+                                "(zero-initialize qf_gemm_opts)", op, i, o->reserved[i]);
     if (o->accumulate != 0 && o->accumulate != 1)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->accumulate is %d; 0 (y = A B^T) or 1 "
                             "(y += A B^T)", op, o->accumulate);

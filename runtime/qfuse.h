@@ -304,13 +304,15 @@ qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const 
 
 /* Options of qf_gemm_ex; all zero (or a NULL pointer) is qf_gemm. */
 typedef struct qf_gemm_opts {
-    int accumulate; /* 1: y += A B^T (beta = 1) into an fp32 y, such as a wgrad's main_grad
-                     * [N, K] (numerics 6); takes no bias. Not tuned (qf_gemm's first-call
-                     * timing would add up in y). */
+    int accumulate;  /* 1: y += A B^T (beta = 1) into an fp32 y [M, N] (in a wgrad, y is the
+                      * layer's main_grad [N, K]; numerics 6); takes no bias. Not tuned
+                      * (qf_gemm's first-call timing would add up in y). */
+    int reserved[7]; /* for later options, so that the struct keeps its size: must be 0 */
 } qf_gemm_opts;
 
 /* qf_gemm with options (opts may be NULL). Errors as qf_gemm, and QF_ERR_INVALID_ARG for
- * opts->accumulate other than 0 or 1, or set with a y that is not fp32 or with a bias. */
+ * opts->accumulate other than 0 or 1, or set with a y that is not fp32 or with a bias, and for a
+ * nonzero opts->reserved. */
 qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                      const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *opts,
                      void *stream);

@@ -355,6 +355,7 @@ static void test_nvg_fp32_and_accumulate(void **state) {
     NVG_EXPECT((a.y.dtype = QF_DTYPE_FP32, a.opts.accumulate = 1), QF_ERR_INVALID_ARG,
                "a bias with opts->accumulate");
     NVG_EXPECT(a.opts.accumulate = 2, QF_ERR_INVALID_ARG, "opts->accumulate is 2");
+    NVG_EXPECT(a.opts.reserved[3] = 1, QF_ERR_INVALID_ARG, "opts->reserved[3] is 1; it must be 0");
     qf_shape sh[2];
     int n = 0;
     /* {op, role, norm, outputs, M, N, K, dtype} (test_api_util.h defines M, N and K) */
