@@ -64,12 +64,11 @@ static qf_status qf_ctx_open_blas(qf_ctx_t *c) {
     return QF_OK;
 }
 
-/* 1 when stream is being captured into a CUDA graph. */
-static int qf_ctx_capturing(void *stream) {
+int qf_stream_capturing(void *stream) {
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
         (void)cudaGetLastError();
-        return 0;
+        return -1;
     }
     return cs != cudaStreamCaptureStatusNone;
 }
@@ -106,7 +105,7 @@ static void qf_ctx_graph_grow(qf_ctx_t *ctx, size_t n) {
 
 qf_status qf_ctx_scratch(qf_ctx_t *ctx, size_t n, void **p, const char *what, void *stream) {
     *p = NULL;
-    if (qf_ctx_capturing(stream)) {
+    if (qf_stream_capturing(stream) == 1) {
         pthread_mutex_lock(&ctx->lock);
         const qf_status s = qf_ctx_graph_take(ctx, n, p, what);
         pthread_mutex_unlock(&ctx->lock);

@@ -328,12 +328,8 @@ static float qf_lt_time(qf_ctx_t *ctx, const qf_gemm_plan *p, const cublasLtMatm
 #define QF_LT_TUNE_ALGOS 8
 #define QF_LT_TUNE_REPS 3
 static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, void *stream) {
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone) {
-        (void)cudaGetLastError();
+    if (qf_stream_capturing(stream) != 0) /* capturing, or the runtime cannot say */
         return;
-    }
     p->tuned = 1;
     if (qf_env_flag("QFUSE_GEMM_NO_TUNE"))
         return;

@@ -82,6 +82,30 @@ static qf_status qf_ll_fail(const char *op, const char *stage, qf_status s) {
     return qf_set_error(s, "%s: %s: %s", op, stage, inner);
 }
 
+/* The GEMM of copies (qa, ca) and (qb, cb) into out (2-D view), with the options opts. */
+static qf_status qf_stage_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quantized *qa,
+                              qf_copy ca, const qf_quantized *qb, qf_copy cb,
+                              const qf_tensor *bias, const qf_tensor *out,
+                              const qf_gemm_opts *opts, void *stream) {
+    qf_quantized a = *qa;
+    a.t[QF_SLOT_ROWWISE_DATA] = qf_flat2d(&qa->t[QF_SLOT_ROWWISE_DATA]);
+    qf_tensor y = qf_flat2d(out);
+    const qf_operand oa = {&a, ca}, ob = {qb, cb};
+    return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
+}
+
+/* The norm backward of a composition from the statistics its forward saved in xq (MU, RSIGMA),
+ * with x, dxn and dx viewed 2-D. */
+static qf_status qf_stage_norm_bwd(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc *norm,
+                                   const qf_quantized *xq, const qf_tensor *x,
+                                   const qf_tensor *dxn, const qf_norm_grads *out, void *stream) {
+    const qf_tensor x2 = qf_flat2d(x), dxn2 = qf_flat2d(dxn);
+    qf_norm_grads ng = *out;
+    ng.dx = qf_flat2d(&out->dx);
+    return qf_norm_backward(ctx, recipe, norm, &x2, &dxn2, &xq->t[QF_SLOT_MU],
+                            &xq->t[QF_SLOT_RSIGMA], &ng, stream);
+}
+
 /* One stage; the family does not matter here: each op dispatches on the recipe itself. */
 static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *stream) {
     const qf_ll_call *c = call;
@@ -95,39 +119,28 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *strea
     case QF_LL_NORM:
         return qf_quantize(ctx, recipe, QF_ROLE_INPUT, c->x, &ll->norm, ll->x_scale, NULL,
                            &ll->xq, stream);
-    case QF_LL_GEMM: {
-        qf_quantized xq = ll->xq;
-        xq.t[QF_SLOT_ROWWISE_DATA] = qf_flat2d(&ll->xq.t[QF_SLOT_ROWWISE_DATA]);
-        qf_tensor y2 = qf_flat2d(c->y);
-        const qf_operand a = {&xq, QF_COPY_ROWWISE}, b = {&ll->wq, QF_COPY_ROWWISE};
-        return qf_gemm(ctx, recipe, &a, &b, ll->bias.data ? &ll->bias : NULL, &y2, stream);
-    }
+    case QF_LL_GEMM:
+        return qf_stage_gemm(ctx, recipe, &ll->xq, QF_COPY_ROWWISE, &ll->wq, QF_COPY_ROWWISE,
+                             &ll->bias, c->y, NULL, stream);
     case QF_LL_DY: {
         const qf_tensor dy2 = qf_flat2d(c->dy);
         return qf_quantize(ctx, recipe, QF_ROLE_GRAD, &dy2, NULL, g->dy_scale, &g->rng, &g->dyq,
                            stream);
     }
-    case QF_LL_DGRAD: {
-        const qf_operand a = {&g->dyq, QF_COPY_ROWWISE}, b = {&ll->wq, QF_COPY_COLUMNWISE};
-        qf_tensor dxn = qf_flat2d(&g->dxn);
-        return qf_gemm(ctx, recipe, &a, &b, NULL, &dxn, stream);
-    }
+    case QF_LL_DGRAD:
+        return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_ROWWISE, &ll->wq, QF_COPY_COLUMNWISE,
+                             NULL, &g->dxn, NULL, stream);
     case QF_LL_WGRAD: {
-        const qf_operand a = {&g->dyq, QF_COPY_COLUMNWISE}, b = {&ll->xq, QF_COPY_COLUMNWISE};
         const qf_gemm_opts o = {.accumulate = g->accumulate_wgrad};
-        return qf_gemm_ex(ctx, recipe, &a, &b, NULL, &g->dweight, &o, stream);
+        return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_COLUMNWISE, &ll->xq,
+                             QF_COPY_COLUMNWISE, NULL, &g->dweight, &o, stream);
     }
     case QF_LL_DBIAS: {
         const qf_tensor dy2 = qf_flat2d(c->dy);
         return qf_dbias(ctx, recipe, &dy2, &g->dbias, stream);
     }
-    default: { /* from the statistics the forward saved in ll->xq */
-        const qf_tensor x2 = qf_flat2d(c->x), dxn = qf_flat2d(&g->dxn);
-        qf_norm_grads ng = g->norm;
-        ng.dx = qf_flat2d(&g->norm.dx);
-        return qf_norm_backward(ctx, recipe, &ll->norm, &x2, &dxn, &ll->xq.t[QF_SLOT_MU],
-                                &ll->xq.t[QF_SLOT_RSIGMA], &ng, stream);
-    }
+    default:
+        return qf_stage_norm_bwd(ctx, recipe, &ll->norm, &ll->xq, c->x, &g->dxn, &g->norm, stream);
     }
 }
 
@@ -190,10 +203,7 @@ static qf_status qf_ll_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
     if (!ctx || !ll || !out || !x)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !ctx ? "ctx" : !x ? "x" : !ll ? "ll" : out_name);
-    if (ll->norm.norm != QF_NORM_LAYERNORM && ll->norm.norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: ll->norm.norm %d is not QF_NORM_LAYERNORM or "
-                            "QF_NORM_RMSNORM", op, (int)ll->norm.norm);
-    return QF_OK;
+    return qf_check_fused_norm(op, "ll->norm.norm", ll->norm.norm);
 }
 
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -296,18 +306,6 @@ typedef struct qf_mlp_call {
     qf_ln_mlp_grads *g;
 } qf_mlp_call;
 
-/* The GEMM of copies (qa, ca) and (qb, cb) into out (2-D view), with the options opts. */
-static qf_status qf_mlp_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quantized *qa,
-                             qf_copy ca, const qf_quantized *qb, qf_copy cb,
-                             const qf_tensor *bias, const qf_tensor *out,
-                             const qf_gemm_opts *opts, void *stream) {
-    qf_quantized a = *qa;
-    a.t[QF_SLOT_ROWWISE_DATA] = qf_flat2d(&qa->t[QF_SLOT_ROWWISE_DATA]);
-    qf_tensor y = qf_flat2d(out);
-    const qf_operand oa = {&a, ca}, ob = {qb, cb};
-    return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
-}
-
 static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stream) {
     const qf_mlp_call *c = call;
     qf_ln_mlp *m = c->mlp;
@@ -326,7 +324,7 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         return qf_quantize(ctx, r, QF_ROLE_INPUT, c->x, &m->norm, m->x_scale, NULL, &m->xq,
                            stream);
     case QF_MLP_FC1:
-        return qf_mlp_gemm(ctx, r, &m->xq, R, &m->w1q, R, &m->b1, &m->h, NULL, stream);
+        return qf_stage_gemm(ctx, r, &m->xq, R, &m->w1q, R, &m->b1, &m->h, NULL, stream);
     case QF_MLP_ACT: {
         const qf_tensor h = qf_flat2d(&m->h);
         qf_tensor a = qf_flat2d(&m->a);
@@ -337,16 +335,16 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         return qf_quantize(ctx, r, QF_ROLE_INPUT, &a, NULL, m->a_scale, NULL, &m->aq, stream);
     }
     case QF_MLP_FC2:
-        return qf_mlp_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
+        return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
     case QF_MLP_DY: {
         const qf_tensor dy = qf_flat2d(c->dy);
         return qf_quantize(ctx, r, QF_ROLE_GRAD, &dy, NULL, g->dy_scale, &g->rng_dy, &g->dyq,
                            stream);
     }
     case QF_MLP_DGRAD2:
-        return qf_mlp_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, NULL, stream);
+        return qf_stage_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, NULL, stream);
     case QF_MLP_WGRAD2:
-        return qf_mlp_gemm(ctx, r, &g->dyq, C, &m->aq, C, NULL, &g->dw2, &acc, stream);
+        return qf_stage_gemm(ctx, r, &g->dyq, C, &m->aq, C, NULL, &g->dw2, &acc, stream);
     case QF_MLP_DB2: {
         const qf_tensor dy = qf_flat2d(c->dy);
         return qf_dbias(ctx, r, &dy, &g->db2, stream);
@@ -366,16 +364,11 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
                            stream);
     }
     case QF_MLP_DGRAD1:
-        return qf_mlp_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, NULL, stream);
+        return qf_stage_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, NULL, stream);
     case QF_MLP_WGRAD1:
-        return qf_mlp_gemm(ctx, r, &g->dhq, C, &m->xq, C, NULL, &g->dw1, &acc, stream);
-    default: {
-        const qf_tensor x = qf_flat2d(c->x), dxn = qf_flat2d(&g->dxn);
-        qf_norm_grads ng = g->norm;
-        ng.dx = qf_flat2d(&g->norm.dx);
-        return qf_norm_backward(ctx, r, &m->norm, &x, &dxn, &m->xq.t[QF_SLOT_MU],
-                                &m->xq.t[QF_SLOT_RSIGMA], &ng, stream);
-    }
+        return qf_stage_gemm(ctx, r, &g->dhq, C, &m->xq, C, NULL, &g->dw1, &acc, stream);
+    default:
+        return qf_stage_norm_bwd(ctx, r, &m->norm, &m->xq, c->x, &g->dxn, &g->norm, stream);
     }
 }
 
@@ -391,9 +384,7 @@ static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
     if (!ctx || !x || !mlp || !out || !g)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !ctx ? "ctx" : !x ? "x" : !mlp ? "mlp" : !out ? out_name : "g");
-    if (mlp->norm.norm != QF_NORM_LAYERNORM && mlp->norm.norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: mlp->norm.norm %d is not QF_NORM_LAYERNORM "
-                            "or QF_NORM_RMSNORM", op, (int)mlp->norm.norm);
+    QF_TRY(qf_check_fused_norm(op, "mlp->norm.norm", mlp->norm.norm));
     int64_t M, K, F1, K1;
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_check_activation(op, "mlp->w1", &mlp->w1, &F1, &K1));

@@ -84,14 +84,8 @@ qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
     static const char op[] = "qf_activation_bwd";
     qf_act_call c;
     QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
-    if (!da)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da is NULL", op);
-    if (da->dtype != QF_DTYPE_BF16 && da->dtype != QF_DTYPE_FP32)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da.dtype is %s; the gradient of the "
-                            "activation's output is bf16 or fp32 [M, F]", op,
-                            qf_dtype_name(da->dtype));
-    const qf_shape sd = {"da", da->dtype, 2, {c.M, c.F}, 0};
-    QF_TRY(qf_check_buffer(op, "da", da, &sd));
+    QF_TRY(qf_check_grad_input(op, "da", da, c.M, c.F, "the gradient of the activation's output",
+                               "[M, F]"));
     QF_TRY(qf_act_out(op, &c, "dh", dh));
     qf_act_params p = {.h = h->data, .da = da->data, .out = dh->data, .M = c.M, .F = c.F,
                        .act = (int32_t)act, .da_fp32 = da->dtype == QF_DTYPE_FP32};

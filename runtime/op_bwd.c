@@ -70,17 +70,10 @@ static qf_status qf_nb_check_inputs(const char *op, const qf_norm_desc *nd, cons
                                     const qf_tensor *rsigma, int64_t M, int64_t K) {
     if (!nd)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm is NULL", op);
-    if (nd->norm != QF_NORM_LAYERNORM && nd->norm != QF_NORM_RMSNORM)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm->norm %d is not QF_NORM_LAYERNORM or "
-                            "QF_NORM_RMSNORM", op, (int)nd->norm);
+    QF_TRY(qf_check_fused_norm(op, "norm->norm", nd->norm));
     QF_TRY(qf_check_vector(op, "norm->gamma", &nd->gamma, K, x->dtype));
-    if (!dxn)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn is NULL", op);
-    if (dxn->dtype != QF_DTYPE_BF16 && dxn->dtype != QF_DTYPE_FP32)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dxn.dtype is %s; the gradient of the norm's "
-                            "output is bf16 or fp32 [M, K]", op, qf_dtype_name(dxn->dtype));
-    const qf_shape sd = {"dxn", dxn->dtype, 2, {M, K}, 0};
-    QF_TRY(qf_check_buffer(op, "dxn", dxn, &sd));
+    QF_TRY(qf_check_grad_input(op, "dxn", dxn, M, K, "the gradient of the norm's output",
+                               "[M, K]"));
     const qf_shape sv = {"rsigma", QF_DTYPE_FP32, 1, {M}, 0};
     QF_TRY(qf_check_buffer(op, "rsigma", rsigma, &sv));
     if (nd->norm == QF_NORM_LAYERNORM) {

@@ -165,6 +165,24 @@ qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd, const qf_te
     return QF_OK;
 }
 
+qf_status qf_check_fused_norm(const char *op, const char *arg, qf_norm norm) {
+    if (norm != QF_NORM_LAYERNORM && norm != QF_NORM_RMSNORM)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s %d is not QF_NORM_LAYERNORM or "
+                            "QF_NORM_RMSNORM", op, arg, (int)norm);
+    return QF_OK;
+}
+
+qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *t, int64_t rows,
+                              int64_t cols, const char *what, const char *dims) {
+    if (!t)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, arg);
+    if (t->dtype != QF_DTYPE_BF16 && t->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; %s is bf16 or fp32 %s", op,
+                            arg, qf_dtype_name(t->dtype), what, dims);
+    const qf_shape s = {arg, t->dtype, 2, {rows, cols}, 0};
+    return qf_check_buffer(op, arg, t, &s);
+}
+
 qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out, unsigned *outputs) {
     *outputs = (out->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0) |
                (out->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0);

@@ -41,6 +41,15 @@ QF_INTERNAL qf_status qf_family_unsupported(const char *op, const qf_recipe *r);
 QF_INTERNAL qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd,
                                          const qf_tensor *x, int64_t K, const qf_quantized *out);
 
+/* A fused norm's kind, named arg in the message ("ll->norm.norm"): layernorm or rmsnorm. */
+QF_INTERNAL qf_status qf_check_fused_norm(const char *op, const char *arg, qf_norm norm);
+
+/* A gradient input t (named arg) of [rows, cols] in bf16 or fp32 (dxn, da: a dgrad GEMM's
+ * output); what and dims name it in the message ("the gradient of the norm's output", "[M, K]"). */
+QF_INTERNAL qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *t,
+                                          int64_t rows, int64_t cols, const char *what,
+                                          const char *dims);
+
 /* The copies a quantizer was asked for: QF_OUT_ROWWISE when the ROWWISE_DATA slot has data, plus
  * QF_OUT_COLUMNWISE when COLUMNWISE_DATA has; QF_ERR_INVALID_ARG when neither has. */
 QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out,

@@ -26,21 +26,6 @@ typedef struct nb_case {
     int64_t M, K;
 } nb_case;
 
-/* ||got - ref|| / ||size|| (Frobenius; size = ref when NULL) of got (dtype dt); *bad counts
- * non-finite elements. */
-static double frob(const void *got, qf_dtype dt, const double *ref, const double *size,
-                   int64_t n, int64_t *bad) {
-    double num = 0.0, den = 0.0;
-    *bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double v = qf_load_as_float(got, dt, i), z = size ? size[i] : ref[i];
-        *bad += !isfinite(v);
-        num += (v - ref[i]) * (v - ref[i]);
-        den += z * z;
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* The formulas of numerics 6 in double over the given inputs (as fp32 values); dx_size: the size
  * of the terms of each dx (the top of this file). */
 static void nb_f64(const nb_case *c, const void *x, const void *gamma, const void *dxn,
@@ -139,11 +124,11 @@ static void nb_run(qf_ctx_t *ctx, const char *recipe, const nb_case *c, uint64_t
     qf_norm_backward_ref(c->norm, c->zcg, c->xdt, x.h, c->gdt, gamma.h, dxn32, mu.h, rs.h, M, K,
                          cdx, cdg, cdb);
     int64_t b0, b1, b2 = 0, b3;
-    const double e_dx = frob(dx.h, c->xdt, rdx, zdx, M * K, &b0);
-    const double e_dg = frob(dg.h, QF_DTYPE_FP32, rdg, NULL, K, &b1);
-    const double e_db = ln ? frob(db.h, QF_DTYPE_FP32, rdb, NULL, K, &b2) : 0.0;
+    const double e_dx = rel_frob_sized(dx.h, c->xdt, rdx, zdx, M * K, &b0);
+    const double e_dg = rel_frob_sized(dg.h, QF_DTYPE_FP32, rdg, NULL, K, &b1);
+    const double e_db = ln ? rel_frob_sized(db.h, QF_DTYPE_FP32, rdb, NULL, K, &b2) : 0.0;
     /* the C reference against the same fp64 values: both within the bound, or the bound is wrong */
-    const double e_ref = frob(cdx, QF_DTYPE_FP32, rdx, zdx, M * K, &b3);
+    const double e_ref = rel_frob_sized(cdx, QF_DTYPE_FP32, rdx, zdx, M * K, &b3);
     printf("norm_bwd %-9s zcg=%d x=%-4s gamma=%-4s dxn=%-4s M=%-5lld K=%-5lld: rel err dx %.2e "
            "(bound %.1e; C reference %.2e), dgamma %.2e, dbeta %.2e\n",
            ln ? "layernorm" : "rmsnorm", c->zcg, qf_dtype_name(c->xdt), qf_dtype_name(c->gdt),
@@ -191,8 +176,8 @@ static void db_run(qf_ctx_t *ctx, const char *recipe, qf_dtype dt, int64_t M, in
             ref[n] += qf_load_as_float(dy.h, dt, r * N + n);
     qf_dbias_ref(dt, dy.h, M, N, cref);
     int64_t bad, bad_ref;
-    const double e = frob(db.h, dt, ref, NULL, N, &bad), e_ref = frob(cref, QF_DTYPE_FP32, ref,
-                                                                       NULL, N, &bad_ref);
+    const double e = rel_frob_sized(db.h, dt, ref, NULL, N, &bad);
+    const double e_ref = rel_frob_sized(cref, QF_DTYPE_FP32, ref, NULL, N, &bad_ref);
     printf("dbias %-11s dy=%-4s M=%-6lld N=%-6lld: rel err %.2e (bound %.1e; C reference %.2e)\n",
            recipe, qf_dtype_name(dt), (long long)M, (long long)N, e, dx_bound(dt), e_ref);
     assert_int_equal(bad + bad_ref, 0);

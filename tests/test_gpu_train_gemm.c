@@ -112,21 +112,6 @@ static void gemm_ref(qf_family f, const train_gemm *g, const qtensor *a, const q
     }
 }
 
-/* sqrt(sum (got - want)^2 / sum want^2) of got (bf16 or fp32); *bad counts non-finite outputs. */
-static double rel_err(const void *got, qf_dtype dt, const double *want, int64_t n, int64_t *bad) {
-    double num = 0, den = 0;
-    *bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double v = dt == QF_DTYPE_FP32 ? ((const float *)got)[i]
-                                             : qf_bf16_to_float(((const uint16_t *)got)[i]);
-        if (!isfinite(v))
-            (*bad)++;
-        num += (v - want[i]) * (v - want[i]);
-        den += want[i] * want[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
-
 /* dW = dy^T xn of the bf16 inputs, xn = x * rsigma (the rsigma the forward wrote), double
  * [N, K]. */
 static void wgrad_exact(const train_dims *d, const uint16_t *dy, const uint16_t *x,
@@ -161,7 +146,7 @@ static void check_fp32(qf_ctx_t *ctx, const qf_recipe *r, const train_gemm *g, c
     for (int64_t i = 0; i < n; i++)
         acc[i] = want[i] + (bias ? qf_bf16_to_float(((const uint16_t *)bias->h)[i % g->cols]) : 0);
     int64_t bad;
-    const double e = rel_err(y.h, QF_DTYPE_FP32, acc, n, &bad);
+    const double e = rel_frob_sized(y.h, QF_DTYPE_FP32, acc, NULL, n, &bad);
     double rms = 0;
     for (int64_t i = 0; i < n; i++)
         rms += want[i] * want[i] / (double)n;
@@ -178,7 +163,7 @@ static void check_fp32(qf_ctx_t *ctx, const qf_recipe *r, const train_gemm *g, c
     CK(cudaDeviceSynchronize());
     dual_down(&y);
     int64_t bad_acc;
-    const double ea = rel_err(y.h, QF_DTYPE_FP32, acc, n, &bad_acc);
+    const double ea = rel_frob_sized(y.h, QF_DTYPE_FP32, acc, NULL, n, &bad_acc);
     printf("; fp32 y%s %.3e, main_grad += twice %.3e (bound %.0e)", bias ? " + bias" : "", e, ea,
            fp32_bound(r->family));
     assert_int_equal(bad, 0);
@@ -251,7 +236,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, const train_dims *d) {
         assert_non_null(want);
         gemm_ref(r->family, g, &q[g->a], &q[g->b], want);
         int64_t bad;
-        const double e = rel_err(y.h, QF_DTYPE_BF16, want, n, &bad);
+        const double e = rel_frob_sized(y.h, QF_DTYPE_BF16, want, NULL, n, &bad);
         printf("%-12s %s [%lld, %lld] (k %lld): rel err %.3e against the reference of its "
                "copies, non-finite %lld", r->name, g->name, (long long)g->rows,
                (long long)g->cols, (long long)g->k, e, (long long)bad);
@@ -261,7 +246,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, const train_dims *d) {
         if (g->a_copy == QF_COPY_COLUMNWISE) {
             wgrad_exact(d, in[T_DY].h, in[T_X].h,
                         (const float *)qt_host(&q[T_X], QF_SLOT_RSIGMA), want);
-            const double ex = rel_err(y.h, QF_DTYPE_BF16, want, n, &bad);
+            const double ex = rel_frob_sized(y.h, QF_DTYPE_BF16, want, NULL, n, &bad);
             printf("; %.3e against dy^T xn (bound %.2f)", ex, wgrad_bound(r->family));
             assert_true(ex <= wgrad_bound(r->family));
         }

@@ -134,15 +134,26 @@ static inline void fill(void *p, qf_dtype dt, int64_t M, int64_t K, uint64_t see
     }
 }
 
+/* ||got - want|| / ||size|| (Frobenius; size = want when NULL; ||got - want|| when the norm is 0)
+ * of n host values got of dtype dt; *bad, when not NULL, counts the non-finite ones. */
+static inline double rel_frob_sized(const void *got, qf_dtype dt, const double *want,
+                                    const double *size, int64_t n, int64_t *bad) {
+    double num = 0.0, den = 0.0;
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = qf_load_as_float(got, dt, i), z = size ? size[i] : want[i];
+        nonfinite += !isfinite(v);
+        num += (v - want[i]) * (v - want[i]);
+        den += z * z;
+    }
+    if (bad)
+        *bad = nonfinite;
+    return sqrt(num / (den > 0.0 ? den : 1.0));
+}
+
 /* sqrt(sum (got - want)^2 / sum want^2) of n host values got of dtype dt against want. */
 static inline double rel_frob(const void *got, qf_dtype dt, const double *want, int64_t n) {
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double v = qf_load_as_float(got, dt, i);
-        num += (v - want[i]) * (v - want[i]);
-        den += want[i] * want[i];
-    }
-    return sqrt(num / (den > 0.0 ? den : 1.0));
+    return rel_frob_sized(got, dt, want, NULL, n, NULL);
 }
 
 /* n bf16 values offset + scale * U[-1, 1) from seed. */
