@@ -194,9 +194,9 @@ $(QFUSE_BENCH): $(BENCH_OBJS) $(LIB_TOOLS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS_ALL) -fopenmp -o $@ $^ $(LDLIBS_ALL)
 $(BENCH_OBJS): | $(GEN_DIR)/.stamp
-# The two tools use OpenMP for host-side references; compiled by their own rule so that -fopenmp
-# never reaches the flags record that every other object depends on.
-OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(BENCH_OBJS)
+# The two tools and the fp64 MLP model use OpenMP for host-side references; compiled by their
+# own rule so that -fopenmp never reaches the flags record that every other object depends on.
+OMP_OBJS := $(B)/runtime/tools/qfuse_demo.o $(B)/runtime/tools/mlp_model.o $(BENCH_OBJS)
 $(OMP_OBJS): $(B)/%.o: %.c $(FLAGS_FILE) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
@@ -283,8 +283,11 @@ bench: $(QFUSE_BENCH)
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
 demo: all
 	$(Q)scripts/get-real-weights --if-possible $(OUT)/data
-	$(Q)w=$(OUT)/data/block.safetensors; \
-	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w"; else $(QFUSE_DEMO); fi
+	$(Q)w=$(OUT)/data/block.safetensors; rm -f $(OUT)/loss.csv; \
+	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w" --loss-csv $(OUT)/loss.csv; \
+	else $(QFUSE_DEMO); fi
+	$(Q)if [ -f $(OUT)/loss.csv ]; then scripts/install-deps --tool plot || true; \
+	scripts/plot-loss $(OUT)/loss.csv $(OUT)/loss.png; fi
 
 # ---- fuzzing (docs/testing.md): clang + libFuzzer with ASan and UBSan, in $(FUZZ_DIR).
 # New inputs go to $(FUZZ_DIR)/corpus; `make fuzz-merge` minimizes them into tests/fuzz/corpus.

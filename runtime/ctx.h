@@ -40,6 +40,17 @@ typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */
 
 #define QF_GRAPH_SCRATCH_OLD 8 /* outgrown graph scratch buffers a context keeps */
 
+/* Device times of the stages of the compositions (layernorm_linear, layernorm_mlp): while one is
+ * attached to a context (qf_stage_times_attach), each stage run records a CUDA event before and
+ * after itself on the call's stream. For tools (qfuse-bench's step split), not thread-safe. */
+#define QF_STAGE_TIMES_MAX 64
+typedef struct qf_stage_times {
+    int n;                                  /* stages recorded (at most QF_STAGE_TIMES_MAX) */
+    const char *name[QF_STAGE_TIMES_MAX];   /* each stage's name (static strings) */
+    int is_gemm[QF_STAGE_TIMES_MAX];        /* 1: a GEMM stage */
+    cudaEvent_t ev[2 * QF_STAGE_TIMES_MAX]; /* start and end of stage i: ev[2i], ev[2i + 1] */
+} qf_stage_times;
+
 struct qf_ctx {
     int host;                   /* 1: qf_ctx_init_host, 2: silent twin (qf_ctx_twin); 0: a device */
     int device;
@@ -63,6 +74,7 @@ struct qf_ctx {
     qf_gemm_plan *plans;
     int n_plans;
     qf_kernel_info last;
+    qf_stage_times *stage_times; /* NULL unless a tool attached one */
 };
 
 /* Finds kernel k as instance inst, compiling or loading it from the disk cache on first use
@@ -169,6 +181,14 @@ QF_INTERNAL void qf_ctx_twin_free(qf_ctx_t *twin);
  * belongs to ctx's CUDA context. Returns QF_ERR_NO_DEVICE for a device-less context,
  * QF_ERR_INVALID_ARG for a stream of another context, QF_ERR_CUDA when the driver fails. */
 QF_INTERNAL qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream);
+
+/* Attaches t to ctx (its events created, n = 0): the compositions' stages are timed from then
+ * on, until qf_stage_times_detach (which destroys the events). Errors: QF_ERR_INVALID_ARG (NULL,
+ * a host context, one already attached), QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_stage_times_attach(qf_ctx_t *ctx, qf_stage_times *t);
+QF_INTERNAL void qf_stage_times_detach(qf_ctx_t *ctx);
+/* Milliseconds of recorded stage i, once its stream has passed it (after a synchronize). */
+QF_INTERNAL float qf_stage_times_ms(const qf_stage_times *t, int i);
 
 /* Registry lookups (registry.c). Return NULL (and set QF_ERR_NOT_FOUND naming what was asked)
  * when absent. The entries are not owned by the caller and live as long as the program. */

@@ -2,6 +2,8 @@
  * "Ops", numerics 6), as stages of the public ops. Linear forward: y = gemm(quant(norm(x)),
  * quant(W)) + bias, the weight quantized only when it changed; backward: q(dy) -> dgrad, wgrad,
  * dbias -> the norm's backward. The MLP: the same with fc1, the activation and fc2. */
+#include <string.h>
+
 #include "ctx.h"
 #include "validate.h"
 
@@ -151,7 +153,54 @@ typedef struct qf_stages {
     int n;
     qf_stage_fn run;
     unsigned weights; /* the stages that quantize weights: *weight_changed is cleared after them */
+    unsigned gemms;   /* the GEMM stages (qf_stage_times) */
 } qf_stages;
+
+qf_status qf_stage_times_attach(qf_ctx_t *ctx, qf_stage_times *t) {
+    if (!ctx || !t || ctx->host || ctx->stage_times)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_stage_times_attach: %s",
+                            !ctx || !t ? "NULL argument" : ctx->host ? "a host context"
+                                                                     : "one is attached");
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < 2 * QF_STAGE_TIMES_MAX; i++)
+        if (cudaEventCreate(&t->ev[i]) != cudaSuccess) {
+            while (i-- > 0)
+                cudaEventDestroy(t->ev[i]);
+            return qf_set_error(QF_ERR_CUDA, "qf_stage_times_attach: cudaEventCreate failed");
+        }
+    ctx->stage_times = t;
+    return QF_OK;
+}
+
+void qf_stage_times_detach(qf_ctx_t *ctx) {
+    if (!ctx || !ctx->stage_times)
+        return;
+    for (int i = 0; i < 2 * QF_STAGE_TIMES_MAX; i++)
+        cudaEventDestroy(ctx->stage_times->ev[i]);
+    ctx->stage_times = NULL;
+}
+
+float qf_stage_times_ms(const qf_stage_times *t, int i) {
+    float ms = 0.0f;
+    if (i < 0 || i >= t->n || cudaEventElapsedTime(&ms, t->ev[2 * i], t->ev[2 * i + 1]) !=
+                                  cudaSuccess)
+        return -1.0f;
+    return ms;
+}
+
+/* Stage i of t on ctx, timed when a qf_stage_times is attached and has room. */
+static qf_status qf_stage_timed(qf_ctx_t *ctx, const qf_stages *t, int i, const void *call,
+                                void *stream) {
+    qf_stage_times *st = ctx->stage_times;
+    if (!st || st->n >= QF_STAGE_TIMES_MAX)
+        return t->run(ctx, i, call, stream);
+    const int k = st->n++;
+    st->name[k] = t->names[i], st->is_gemm[k] = (t->gemms & QF_LL_BIT(i)) != 0;
+    cudaEventRecord(st->ev[2 * k], (cudaStream_t)stream);
+    const qf_status s = t->run(ctx, i, call, stream);
+    cudaEventRecord(st->ev[2 * k + 1], (cudaStream_t)stream);
+    return s;
+}
 
 /* Runs the stages of mask in order; after the weight stages, clears *weight_changed.
  * NOTES: "bad input launches nothing" must hold for the composition too, so every stage is first
@@ -174,7 +223,7 @@ static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t
     for (i = 0; i < t->n; i++) {
         if (!(mask & QF_LL_BIT(i)))
             continue;
-        if ((s = t->run(ctx, i, call, stream)) != QF_OK)
+        if ((s = qf_stage_timed(ctx, t, i, call, stream)) != QF_OK)
             return qf_ll_fail(op, t->names[i], s);
         if (left && !(left &= ~QF_LL_BIT(i)))
             *weight_changed = 0;
@@ -193,8 +242,9 @@ int qf_weights_stale(const qf_weight_key *cached, int changed, const qf_weight_k
            cached->recipe != now->recipe;
 }
 
-static const qf_stages qf_ll_stages = {qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage,
-                                       QF_LL_BIT(QF_LL_WEIGHT)};
+static const qf_stages qf_ll_stages = {
+    qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage, QF_LL_BIT(QF_LL_WEIGHT),
+    QF_LL_BIT(QF_LL_GEMM) | QF_LL_BIT(QF_LL_DGRAD) | QF_LL_BIT(QF_LL_WGRAD)};
 
 /* The checks every entry point makes first: non-NULL arguments (named) and a fused norm. */
 static qf_status qf_ll_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
@@ -372,8 +422,10 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     }
 }
 
-static const qf_stages qf_mlp_stages = {qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage,
-                                        QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2)};
+static const qf_stages qf_mlp_stages = {
+    qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage, QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2),
+    QF_LL_BIT(QF_MLP_FC1) | QF_LL_BIT(QF_MLP_FC2) | QF_LL_BIT(QF_MLP_DGRAD2) |
+        QF_LL_BIT(QF_MLP_WGRAD2) | QF_LL_BIT(QF_MLP_DGRAD1) | QF_LL_BIT(QF_MLP_WGRAD1)};
 
 /* The checks the MLP's entry points make first: non-NULL arguments, a fused norm, W1's K, h and
  * a in bf16, and out (y or dy) [..., N] with W2's N and x's leading dims. */

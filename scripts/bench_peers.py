@@ -8,7 +8,10 @@ torch.compile (dynamic=False, compile time excluded by the warm-up):
   - RMSNorm + MXFP8 1x32 with E8M0 scales, ceil rounding (numerics 2.3; compact scales [M, K/32]);
   - RMSNorm + NVFP4: 16-element E2M1 blocks, E4M3 block scales, fp32 global scale (numerics 2.4;
     rowwise, no RHT or stochastic rounding, compact scales [M, K/16]);
-  - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales.
+  - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales;
+  - one LayerNorm + MLP training step in bf16 (--section step): LayerNorm, fc1 [2F, K] + bias,
+    SwiGLU, fc2 [K, F] + bias, forward and backward (torch.autograd.grad of every parameter and x
+    for a given dy), at qfuse-bench's step shape (tokens 16384, hidden 4096, ffn 14336).
 Every quantizer is written in torch ops with the numerics of docs/numerics.md (statistics and y in fp32, one
 rounding to the element format). Times: CUDA events around batches of back-to-back calls, median
 over batches of the batch time / batch size, after a warm-up; inputs rotated between sets that
@@ -40,6 +43,9 @@ GEMM_SHAPES_FULL = [(8192, 8192, 8192),
                     (16384, 4096, 14336), (16384, 14336, 4096), (14336, 16384, 4096),
                     (2048, 4096, 14336), (2048, 14336, 4096), (14336, 2048, 4096)]
 GEMM_SHAPES_QUICK = [(8192, 8192, 8192)]
+# qfuse-bench's LayerNorm + MLP step (tokens, hidden, ffn), runtime/tools/bench_step.c.
+STEP_SHAPE_FULL = (16384, 4096, 14336)
+STEP_SHAPE_QUICK = (2048, 4096, 14336)
 WARMUP = 5
 EPS = 1e-5
 E4M3_MAX = 448.0
@@ -379,6 +385,33 @@ def bench_block_gemm_emulated(rows, shape, l2, args):
 # ============================================================================ output
 
 
+def mlp_block(x, gamma, beta, w1, b1, w2, b2):
+    """The LayerNorm + SwiGLU MLP of qf_layernorm_mlp_fwd (h = [h1 | h2], a = silu(h1) h2)."""
+    xn = torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
+    h1, h2 = torch.nn.functional.linear(xn, w1, b1).chunk(2, dim=-1)
+    return torch.nn.functional.linear(torch.nn.functional.silu(h1) * h2, w2, b2)
+
+
+def bench_mlp_step(rows, args):
+    """bf16 training step of the block, eager and compiled: forward, then every gradient."""
+    m, k, f = STEP_SHAPE_QUICK if args.quick else STEP_SHAPE_FULL
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(m, k, **bf).requires_grad_()
+    params = [torch.randn(k, **bf), torch.randn(k, **bf), torch.randn(2 * f, k, **bf) / 64,
+              torch.randn(2 * f, **bf), torch.randn(k, f, **bf) / 64, torch.randn(k, **bf)]
+    params = [p.requires_grad_() for p in params]
+    dy = torch.randn(m, k, **bf) / 16
+    flops = 3 * (2 * m * k * 2 * f + 2 * m * f * k)
+    for kind, block in (("peer_eager", mlp_block), ("peer_compile", compiled(mlp_block))):
+        def step(block=block):
+            y = block(x, *params)
+            return torch.autograd.grad(y, [x] + params, dy)
+        row = new_row(kind, "bf16", "mlp_step_swiglu", "layernorm", "bf16", "", m, k, f)
+        args_one = argparse.Namespace(iters=min(args.iters, 20), batch=1)
+        run_peer(rows, row, step, [()], args_one, 0, flops)
+        row["note"] = row["note"] or "fwd+bwd in bf16, N = ffn"
+
+
 def print_row(r):
     shape = "%s x %s" % (r["M"], r["K"]) + (" -> %s" % r["N"] if r["N"] != "" else "")
     print("| %-12s | %-11s | %-15s | %-9s | %-18s | %-22s | %10s | %8s | %8s | %s" % (
@@ -416,10 +449,10 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
     p.add_argument("--iters", type=int, default=0, help="timed batches (default 50, quick 10)")
     p.add_argument("--batch", type=int, default=10, help="calls per timed batch (default 10)")
-    p.add_argument("--section", action="append", choices=("quant", "gemm"),
-                   help="only this section (repeatable; default both), as qfuse-bench's")
+    p.add_argument("--section", action="append", choices=("quant", "gemm", "step"),
+                   help="only this section (repeatable; default all), as qfuse-bench's")
     args = p.parse_args(argv)
-    args.section = args.section or ["quant", "gemm"]
+    args.section = args.section or ["quant", "gemm", "step"]
     args.iters = args.iters or (10 if args.quick else 50)
     return args
 
@@ -444,6 +477,9 @@ def main(argv):
         torch.cuda.empty_cache()
     for shape in gemm_shapes if "gemm" in args.section else []:
         bench_gemm_shape(rows, shape, l2, args)
+        torch.cuda.empty_cache()
+    if "step" in args.section:
+        bench_mlp_step(rows, args)
         torch.cuda.empty_cache()
     write_csv(args.csv, header_lines(l2), rows)
     print("wrote %s" % args.csv)

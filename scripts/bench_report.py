@@ -234,6 +234,27 @@ def block_gemm_table(qrows, prows, families):
     return lines if len(lines) > 2 else []
 
 
+def step_table(qrows, prows):
+    """The LayerNorm + MLP training step of every recipe beside PyTorch bf16 eager and compiled of
+    the same block (peer rows recipe bf16, op mlp_step_swiglu), with its GEMM / other split."""
+    peers = {r["kind"]: r for r in prows if r["op"] == "mlp_step_swiglu"}
+    e, c = (num(peers.get(k, {}), "us_median") for k in ("peer_eager", "peer_compile"))
+    lines = ["| recipe | tokens x hidden -> ffn | step ms | TFLOP/s (GEMM FLOPs / step) | vs bf16 eager (%s ms) | "
+             "vs bf16 torch.compile (%s ms) | GEMM stages / other |" % (
+                 fmt(e / 1e3 if e else None, "%.1f"), fmt(c / 1e3 if c else None, "%.1f")),
+             "|---|---|---|---|---|---|---|"]
+    for r in qrows:
+        if r["kind"] != "qfuse" or r["op"] != "mlp_step_swiglu":
+            continue
+        us = num(r, "us_median")
+        split = (r.get("note") or "").split("GEMM stages ", 1)[-1].split("; most", 1)[0] + ")"
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["recipe"], shape_of(r), fmt(us / 1e3 if us else None, "%.1f"),
+            fmt(num(r, "tflops"), "%.0f"), fmt(e / us if e and us else None, "%.2fx"),
+            fmt(c / us if c and us else None, "%.2fx"), split))
+    return lines if len(lines) > 2 else []
+
+
 def jit_summary(qrows):
     """One line per JIT kind: median and range over kernels."""
     out = []
@@ -285,6 +306,10 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     block = block_gemm_table(qrows, prows, families)
     if block:
         lines += ["", "Block-scaled GEMMs on this GPU:", ""] + block
+    step = step_table(qrows, prows)
+    if step:
+        lines += ["", "One LayerNorm + MLP training step (SwiGLU; forward + backward, weights "
+                  "quantized every step):", ""] + step
     lines += ["", "JIT (per kernel):", ""] + jit_summary(qrows)
     return lines
 

@@ -13,6 +13,7 @@
  *      captured on a stream in global capture mode (an allocation or synchronization inside fails
  *      it) and replayed twice writes the eager step's bytes into every output, poisoned before.
  * Without a GPU it skips. */
+#include "mlp_model.h"
 #include "test_gpu_util.h"
 
 enum { M = 256, K = 192, F = 128, N = 192 };
@@ -21,67 +22,12 @@ static double mlp_bound(qf_family f) {
     return f == QF_FAMILY_NVFP4 ? 0.60 : 0.25;
 }
 
-/* The activations in double (numerics 6). */
-static double d_silu(double v) {
-    return v / (1.0 + exp(-v));
-}
-
-static double d_act(qf_activation act, const double *h, int64_t fin, int64_t f) {
-    const double v = h[f];
-    if (act == QF_ACT_GELU)
-        return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-    if (act == QF_ACT_RELU)
-        return v > 0.0 ? v : 0.0;
-    (void)fin;
-    return d_silu(v) * h[F + f];
-}
-
-/* dh of one row (fin elements) from da (F) and h. */
-static void d_act_bwd(qf_activation act, const double *h, const double *da, double *dh) {
-    for (int64_t f = 0; f < F; f++) {
-        const double v = h[f], d = da[f];
-        if (act == QF_ACT_GELU) {
-            const double c = 0.7978845608028654, a = 0.044715;
-            const double t = tanh(c * (v + a * v * v * v));
-            dh[f] = d * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v));
-        } else if (act == QF_ACT_RELU) {
-            dh[f] = v > 0.0 ? d : 0.0;
-        } else {
-            const double s = 1.0 / (1.0 + exp(-v));
-            dh[f] = d * h[F + f] * s * (1.0 + v * (1.0 - s));
-            dh[F + f] = d * d_silu(v);
-        }
-    }
-}
-
-/* out[r, c] = sum_k a[r, k] b[c, k] (+ bias[c]) for a [R, Kd], b [C, Kd]. */
-static void mm_nt(const double *a, const double *b, const double *bias, int64_t R, int64_t C,
-                  int64_t Kd, double *out) {
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t c = 0; c < C; c++) {
-            double s = bias ? bias[c] : 0.0;
-            for (int64_t k = 0; k < Kd; k++)
-                s += a[r * Kd + k] * b[c * Kd + k];
-            out[r * C + c] = s;
-        }
-}
-
 static double *to_f64(const dual *b, qf_dtype dt, int64_t n) {
     double *v = malloc((size_t)n * sizeof *v);
     assert_non_null(v);
     for (int64_t i = 0; i < n; i++)
         v[i] = qf_load_as_float(b->h, dt, i);
     return v;
-}
-
-/* [C, R] = transpose of [R, C]. */
-static double *tr(const double *a, int64_t R, int64_t C) {
-    double *t = malloc((size_t)(R * C) * sizeof *t);
-    assert_non_null(t);
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t c = 0; c < C; c++)
-            t[c * R + r] = a[r * C + c];
-    return t;
 }
 
 /* One MLP step (graph_check's step_fn): both weights (weight_changed), forward, backward. */
@@ -168,9 +114,8 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     double *dav = to_f64(&da, QF_DTYPE_FP32, M * F);
     double *ra = malloc(M * F * 8), *rdh = malloc((size_t)M * Fin * 8);
     for (int64_t m = 0; m < M; m++) {
-        for (int64_t f = 0; f < F; f++)
-            ra[m * F + f] = d_act(act, hv + m * Fin, Fin, f);
-        d_act_bwd(act, hv + m * Fin, dav + m * F, rdh + m * Fin);
+        qf_mlp_act_row(act, hv + m * Fin, F, ra + m * F);
+        qf_mlp_act_bwd_row(act, hv + m * Fin, dav + m * F, F, rdh + m * Fin);
     }
     const double e_a = rel_frob(a.h, QF_DTYPE_BF16, ra, M * F);
     const double e_dh = rel_frob(dh.h, QF_DTYPE_BF16, rdh, (int64_t)M * Fin);
@@ -180,55 +125,18 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     double *w2v = to_f64(&w2, QF_DTYPE_BF16, N * F), *b1v = to_f64(&b1, QF_DTYPE_BF16, Fin);
     double *b2v = to_f64(&b2, QF_DTYPE_BF16, N), *dyv = to_f64(&dy, QF_DTYPE_BF16, M * N);
     double *gv = to_f64(&gamma, QF_DTYPE_BF16, K), *bv = to_f64(&beta, QF_DTYPE_BF16, K);
-    double *xh = malloc(M * K * 8), *xn = malloc(M * K * 8), *rs = malloc(M * 8);
-    for (int64_t m = 0; m < M; m++) {
-        double mu = 0.0, var = 0.0;
-        for (int64_t k = 0; ln && k < K; k++)
-            mu += xv[m * K + k] / K;
-        for (int64_t k = 0; k < K; k++)
-            var += (xv[m * K + k] - mu) * (xv[m * K + k] - mu) / K;
-        rs[m] = 1.0 / sqrt(var + 1e-5);
-        for (int64_t k = 0; k < K; k++) {
-            xh[m * K + k] = (xv[m * K + k] - mu) * rs[m];
-            xn[m * K + k] = xh[m * K + k] * gv[k] + (ln ? bv[k] : 0.0);
-        }
-    }
-    double *he = malloc((size_t)M * Fin * 8), *ae = malloc(M * F * 8), *ye = malloc(M * N * 8);
-    mm_nt(xn, w1v, b1v, M, Fin, K, he);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t f = 0; f < F; f++)
-            ae[m * F + f] = d_act(act, he + m * Fin, Fin, f);
-    mm_nt(ae, w2v, b2v, M, N, F, ye);
-    double *w2t = tr(w2v, N, F), *dae = malloc(M * F * 8), *dhe = malloc((size_t)M * Fin * 8);
-    mm_nt(dyv, w2t, NULL, M, F, N, dae); /* da = dy W2 */
-    double *dyt = tr(dyv, M, N), *at = tr(ae, M, F), *dw2e = malloc(N * F * 8);
-    mm_nt(dyt, at, NULL, N, F, M, dw2e); /* dW2 = dy^T a */
-    for (int64_t m = 0; m < M; m++)
-        d_act_bwd(act, he + m * Fin, dae + m * F, dhe + m * Fin);
-    double *db1e = calloc((size_t)Fin, 8), *db2e = calloc(N, 8);
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t f = 0; f < Fin; f++)
-            db1e[f] += dhe[m * Fin + f];
-        for (int64_t n = 0; n < N; n++)
-            db2e[n] += dyv[m * N + n];
-    }
-    double *w1t = tr(w1v, Fin, K), *dxne = malloc(M * K * 8);
-    mm_nt(dhe, w1t, NULL, M, K, Fin, dxne); /* dxn = dh W1 */
-    double *dht = tr(dhe, M, Fin), *xnt = tr(xn, M, K), *dw1e = malloc((size_t)Fin * K * 8);
-    mm_nt(dht, xnt, NULL, Fin, K, M, dw1e); /* dW1 = dh^T xn */
-    double *dxe = malloc(M * K * 8), *dge = calloc(K, 8), *dbe = calloc(K, 8);
-    for (int64_t m = 0; m < M; m++) {
-        double s1 = 0.0, s2 = 0.0;
-        for (int64_t k = 0; k < K; k++) {
-            const double dxh = dxne[m * K + k] * gv[k];
-            s1 += dxh, s2 += dxh * xh[m * K + k];
-            dge[k] += dxne[m * K + k] * xh[m * K + k];
-            dbe[k] += dxne[m * K + k];
-        }
-        for (int64_t k = 0; k < K; k++)
-            dxe[m * K + k] = rs[m] * (dxne[m * K + k] * gv[k] - (ln ? s1 / K : 0.0) -
-                                      xh[m * K + k] * s2 / K);
-    }
+    const qf_mlp_params mp = {.K = K, .F = F, .N = N, .norm = norm, .act = act, .eps = 1e-5,
+                              .gamma = gv, .beta = ln ? bv : NULL, .w1 = w1v, .b1 = b1v,
+                              .w2 = w2v, .b2 = b2v};
+    double *ye = malloc(M * N * 8), *dw1e = malloc((size_t)Fin * K * 8), *dw2e = malloc(N * F * 8);
+    double *db1e = malloc((size_t)Fin * 8), *db2e = malloc(N * 8), *dxe = malloc(M * K * 8);
+    double *dge = malloc(K * 8), *dbe = malloc(K * 8);
+    qf_mlp_saved sv;
+    assert_int_equal(qf_mlp_forward(&mp, xv, M, ye, &sv), 0);
+    const qf_mlp_grads mg = {.dx = dxe, .dgamma = dge, .dbeta = dbe, .dw1 = dw1e, .db1 = db1e,
+                             .dw2 = dw2e, .db2 = db2e};
+    assert_int_equal(qf_mlp_backward(&mp, &sv, dyv, &mg), 0);
+    qf_mlp_saved_free(&sv);
     const double bound = mlp_bound(r->family);
     const double e[] = {rel_frob(y.h, QF_DTYPE_BF16, ye, M * N),
                         rel_frob(dw2.h, QF_DTYPE_FP32, dw2e, N * F),
@@ -269,9 +177,8 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     printf("%-12s %-6s: captured step, 2 replays bit-identical to eager (%d outputs)\n", r->name,
            act_names[act], n_out);
 
-    double *frees[] = {hv, dav, ra, rdh, xv, w1v, w2v, b1v, b2v, dyv, gv, bv, xh, xn, rs, he, ae,
-                       ye, w2t, dae, dhe, dyt, at, dw2e, db1e, db2e, w1t, dxne, dht, xnt, dw1e,
-                       dxe, dge, dbe};
+    double *frees[] = {hv, dav, ra, rdh, xv, w1v, w2v, b1v, b2v, dyv, gv, bv, ye, dw1e, dw2e,
+                       db1e, db2e, dxe, dge, dbe};
     for (size_t i = 0; i < sizeof frees / sizeof frees[0]; i++)
         free(frees[i]);
     qtensor *qts[] = {&xq, &w1q, &w2q, &aq, &dyq, &dhq};

@@ -30,7 +30,7 @@
     } while (0)
 
 /* Sections of the run (--section); the copy ceiling always runs. */
-enum { SEC_QUANT = 1, SEC_GEMM = 2, SEC_JIT = 4, SEC_ALL = 7 };
+enum { SEC_QUANT = 1, SEC_GEMM = 2, SEC_JIT = 4, SEC_STEP = 8, SEC_ALL = 15 };
 
 typedef struct bench_opts {
     const char *csv;
@@ -136,6 +136,9 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us);
 /* bench_jit.c: cold compile, disk-cache and memory lookups of every kernel of the first selected
  * recipe. */
 void bench_jit(bench *b);
+/* bench_step.c: one LayerNorm + MLP training step (SwiGLU) of every selected recipe, its time
+ * split into the GEMM stages and the rest. */
+void bench_steps(bench *b);
 
 /* =====================================================================} */
 

@@ -76,15 +76,17 @@ static void usage(FILE *f) {
                "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs), the\n"
                "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
                "bytes, FLOPs, median microseconds, TB/s, TFLOP/s and the ratios; then the JIT:\n"
-               "cold NVRTC compile, disk-cache load and in-memory lookup of every kernel.\n"
+               "cold NVRTC compile, disk-cache load and in-memory lookup of every kernel; then one\n"
+               "LayerNorm + MLP training step (SwiGLU, tokens 16384, hidden 4096, ffn 14336) per\n"
+               "recipe, split into its GEMM stages and the rest.\n"
                "  --csv FILE  CSV output (default out/bench/qfuse.csv)\n"
                "  --quick     one shape per section, 10 iterations (smoke run)\n"
                "  --iters N   timed batches per row, median reported (default 50)\n"
                "  --batch N   back-to-back launches per timed batch (default 10)\n"
                "  --recipe R  only recipe R (repeatable; default: every recipe)\n"
                "  --dtype D   only norm + quantize rows with x in dtype D\n"
-               "  --section S only section S: quant (norm + quantize), gemm or jit (repeatable;\n"
-               "              default: all; the copy ceiling always runs)\n"
+               "  --section S only section S: quant (norm + quantize), gemm, jit or step\n"
+               "              (repeatable; default: all; the copy ceiling always runs)\n"
                "  --shape S   only the GEMM rows of shape S = MxKxN, one of the GEMM section's\n"
                "              (8192x8192x8192, 16384x4096x14336, ...; for profiling one GEMM)\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
@@ -113,16 +115,16 @@ static int parse_dtype(const char *v) {
     return -1;
 }
 
-/* --section: adds quant, gemm or jit to *mask; 0, or -1 with a message. */
+/* --section: adds quant, gemm, jit or step to *mask; 0, or -1 with a message. */
 static int parse_section(const char *v, unsigned *mask) {
-    static const char *const names[] = {"quant", "gemm", "jit"};
-    static const unsigned bits[] = {SEC_QUANT, SEC_GEMM, SEC_JIT};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"quant", "gemm", "jit", "step"};
+    static const unsigned bits[] = {SEC_QUANT, SEC_GEMM, SEC_JIT, SEC_STEP};
+    for (int i = 0; i < 4; i++)
         if (strcmp(v, names[i]) == 0) {
             *mask |= bits[i];
             return 0;
         }
-    fprintf(stderr, "qfuse-bench: --section '%s': expected quant, gemm or jit\n", v);
+    fprintf(stderr, "qfuse-bench: --section '%s': expected quant, gemm, jit or step\n", v);
     return -1;
 }
 
@@ -220,6 +222,8 @@ int main(int argc, char **argv) {
         bench_block_gemms(&b, &gs[i], bench_gemm_shape(&b, &gs[i]));
     if (b.o.sections & SEC_JIT)
         bench_jit(&b);
+    if (b.o.sections & SEC_STEP)
+        bench_steps(&b);
     bench_close(&b);
     qf_ctx_free(b.ctx);
     printf("\nwrote %s\n", b.o.csv);

@@ -23,15 +23,17 @@
 #include "tool_compile.h"
 #include "tool_util.h"
 #include "safetensors.h"
+#include "demo_train.h"
+#include "tool_dbuf.h"
 
-#define GUARD_BYTES 4096
-#define GUARD_BYTE 0xA5
 #define REF_ROWS 32
 
 typedef struct demo_opts {
     const char *weights;
     int64_t tokens;
     int iters;
+    int train_steps;                        /* --train-steps (0: no training) */
+    const char *loss_csv;                   /* --loss-csv */
     tool_recipes recipes;                   /* --recipe */
 } demo_opts;
 
@@ -89,134 +91,27 @@ static void synth_layer(layer *L, int64_t M, int64_t K, int64_t N, qf_norm norm)
         L->bias[n] = qf_float_to_bf16(0.01f * rng_normal(&s));
 }
 
-/* The checkpoint block the demo reads: at most this many bytes (one layer's weights and
- * activations; the reader holds the whole file in memory). */
-#define DEMO_CHECKPOINT_MAX_BYTES (2ull << 30)
-
-/* Tensor `name` of f: its dims (ndim want_ndim, each at least 1) and data; exits with a message
- * otherwise. */
-static const void *st_tensor(qf_st_file *f, const char *path, const char *name, int want_ndim,
-                             int64_t *dims, qf_dtype *dt) {
-    int ndim;
-    const void *data;
-    QF_OR_DIE(qf_st_get(f, name, dt, &ndim, dims, &data));
-    if (ndim != want_ndim) {
-        fprintf(stderr, "qfuse-demo: %s: tensor '%s' has %d dims; expected %d\n", path, name,
-                ndim, want_ndim);
-        exit(1);
-    }
-    for (int i = 0; i < ndim; i++)
-        if (dims[i] < 1) {
-            fprintf(stderr, "qfuse-demo: %s: tensor '%s' has dim %d = %lld; every dim must be at "
-                    "least 1\n", path, name, i, (long long)dims[i]);
-            exit(1);
-        }
-    return data;
-}
-
-/* A new bf16 array of the n elements of data (dtype dt). */
-static uint16_t *to_bf16_array(const void *data, qf_dtype dt, int64_t n) {
+/* A new bf16 array of the n doubles v. */
+static uint16_t *to_bf16_array(const double *v, int64_t n) {
     uint16_t *p = bf16_alloc(n);
     for (int64_t i = 0; i < n; i++)
-        p[i] = qf_float_to_bf16(qf_load_as_float(data, dt, i));
+        p[i] = qf_float_to_bf16((float)v[i]);
     return p;
 }
 
-/* The checkpoint block at path (at most DEMO_CHECKPOINT_MAX_BYTES): every tensor's presence and
- * shape is checked before any is converted. */
-static void weights_layer(layer *L, const char *path) {
-    qf_st_file *f = NULL;
-    static const char *const names[5] = {"x", "fc1.weight", "ln.weight", "ln.bias", "fc1.bias"};
-    static const int ndims[5] = {2, 2, 1, 1, 1};
-    int64_t d[5][8];
-    const void *data[5];
-    qf_dtype dt[5];
-    QF_OR_DIE(qf_st_open_max(path, DEMO_CHECKPOINT_MAX_BYTES, &f));
-    for (int i = 0; i < 5; i++)
-        data[i] = st_tensor(f, path, names[i], ndims[i], d[i], &dt[i]);
-    const int64_t M = d[0][0], K = d[0][1], N = d[1][0];
-    if (d[1][1] != K || d[2][0] != K || d[3][0] != K || d[4][0] != N) {
-        fprintf(stderr, "qfuse-demo: %s: x is [%lld, %lld], fc1.weight [%lld, %lld], ln.weight "
-                "[%lld], ln.bias [%lld], fc1.bias [%lld]; expected x [M, K], fc1.weight [N, K], "
-                "ln.weight and ln.bias [K], fc1.bias [N]\n", path, (long long)M, (long long)K,
-                (long long)N, (long long)d[1][1], (long long)d[2][0], (long long)d[3][0],
-                (long long)d[4][0]);
-        exit(1);
-    }
-    *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = 1e-12f, .M = M, .K = K,
-                 .N = N};
-    L->x = to_bf16_array(data[0], dt[0], M * K);
-    L->w = to_bf16_array(data[1], dt[1], N * K);
-    L->gamma = to_bf16_array(data[2], dt[2], K);
-    L->beta = to_bf16_array(data[3], dt[3], K);
-    L->bias = to_bf16_array(data[4], dt[4], N);
-    qf_st_close(f);
+/* The forward table's layer of the checkpoint block: its LayerNorm and fc1. */
+static void weights_layer(layer *L, const demo_block *b) {
+    *L = (layer){.label = "checkpoint", .norm = QF_NORM_LAYERNORM, .eps = (float)b->eps,
+                 .M = b->M, .K = b->K, .N = b->F};
+    L->x = to_bf16_array(b->x, b->M * b->K);
+    L->w = to_bf16_array(b->w1, b->F * b->K);
+    L->gamma = to_bf16_array(b->ln_w, b->K);
+    L->beta = to_bf16_array(b->ln_b, b->K);
+    L->bias = to_bf16_array(b->b1, b->F);
 }
 
 static void layer_free(layer *L) {
     free(L->x), free(L->gamma), free(L->beta), free(L->w), free(L->bias);
-}
-
-/* ==================================================================== device buffers */
-
-/* A device buffer of exactly the bytes a fake shape names, followed by a poisoned guard. */
-typedef struct dbuf {
-    void *d;
-    size_t bytes;
-} dbuf;
-
-static dbuf dbuf_alloc(size_t bytes) {
-    dbuf b = {NULL, bytes};
-    CUDA_OR_DIE(cudaMalloc(&b.d, bytes + GUARD_BYTES));
-    CUDA_OR_DIE(cudaMemset((char *)b.d + bytes, GUARD_BYTE, GUARD_BYTES));
-    return b;
-}
-
-static int dbuf_guard_ok(const dbuf *b) {
-    unsigned char g[GUARD_BYTES];
-    CUDA_OR_DIE(cudaMemcpy(g, (char *)b->d + b->bytes, GUARD_BYTES, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < GUARD_BYTES; i++)
-        if (g[i] != GUARD_BYTE)
-            return 0;
-    return 1;
-}
-
-static dbuf dbuf_upload(const void *h, size_t bytes) {
-    dbuf b = dbuf_alloc(bytes);
-    CUDA_OR_DIE(cudaMemcpy(b.d, h, bytes, cudaMemcpyHostToDevice));
-    return b;
-}
-
-static qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
-    qf_tensor t = {.data = b->d, .dtype = dt, .ndim = ndim, .dims = {d0, d1}};
-    return t;
-}
-
-#define MAX_SHAPES 12
-
-/* Allocates one output per fake shape and returns how many; shapes and dbufs in parallel. */
-static int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh,
-                             dbuf *bufs, int cap) {
-    int n = r->shapes(q, sh, cap);
-    if (n < 0) {
-        fprintf(stderr, "qfuse-demo: shape function of %s rejected the query\n", r->name);
-        exit(1);
-    }
-    for (int i = 0; i < n; i++)
-        bufs[i] = dbuf_alloc(sh[i].bytes);
-    return n;
-}
-
-/* Binds every fake-shape buffer to the slot of q with its name (the quantizer outputs). */
-static void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized *q) {
-    for (int i = 0; i < n; i++) {
-        int slot = qf_slot_from_name(sh[i].name);
-        if (slot < 0) {
-            fprintf(stderr, "qfuse-demo: fake shape '%s' names no qf_slot\n", sh[i].name);
-            exit(1);
-        }
-        q->t[slot] = tens(&bufs[i], sh[i].dtype, sh[i].ndim, sh[i].dims[0], sh[i].dims[1]);
-    }
 }
 
 /* ==================================================================== one run */
@@ -226,8 +121,8 @@ typedef struct run_state {
     layer *L;
     dbuf x, gamma, beta, w, bias, y;
     dbuf amax, hist, scale, sinv, fmt;        /* delayed-scaling state of [x, w] */
-    qf_shape xs[MAX_SHAPES], ws[MAX_SHAPES];
-    dbuf xb[MAX_SHAPES], wb[MAX_SHAPES];
+    qf_shape xs[TOOL_MAX_SHAPES], ws[TOOL_MAX_SHAPES];
+    dbuf xb[TOOL_MAX_SHAPES], wb[TOOL_MAX_SHAPES];
     int nx, nw;
     qf_ln_linear ll;
     qf_tensor tx, ty;
@@ -237,14 +132,6 @@ typedef struct run_state {
  * other family computes its scales from the data. */
 static int delayed_scaling(const run_state *st) {
     return st->r->family == QF_FAMILY_FP8_DELAYED;
-}
-
-/* Block scales compact for qfuse's Hopper GEMMs, swizzled for cuBLASLt on Blackwell. */
-static qf_scale_layout gemm_scale_layout(void) {
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    return major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
 }
 
 static void run_alloc_state(run_state *st) {
@@ -266,14 +153,14 @@ static void run_alloc_outputs(run_state *st) {
                          .outputs = QF_OUT_ROWWISE, .M = L->M, .K = L->K};
     qf_shape_query qw = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
                          .outputs = QF_OUT_ROWWISE, .M = L->N, .K = L->K};
-    st->nx = alloc_from_shapes(st->r, &qx, st->xs, st->xb, MAX_SHAPES);
-    st->nw = alloc_from_shapes(st->r, &qw, st->ws, st->wb, MAX_SHAPES);
+    st->nx = alloc_from_shapes(st->r, &qx, st->xs, st->xb, TOOL_MAX_SHAPES);
+    st->nw = alloc_from_shapes(st->r, &qw, st->ws, st->wb, TOOL_MAX_SHAPES);
     qf_shape_query qy = {.op = QF_OP_GEMM, .M = L->M, .N = L->N, .K = L->K};
     qf_shape ys[1];
     alloc_from_shapes(st->r, &qy, ys, &st->y, 1);
     bind_slots(st->xs, st->xb, st->nx, &st->ll.xq);
     bind_slots(st->ws, st->wb, st->nw, &st->ll.wq);
-    st->ll.xq.layout = st->ll.wq.layout = gemm_scale_layout();
+    st->ll.xq.layout = st->ll.wq.layout = tool_gemm_scale_layout();
     if (delayed_scaling(st)) {
         st->ll.xq.t[QF_SLOT_AMAX].data = st->amax.d;
         st->ll.wq.t[QF_SLOT_AMAX].data = (float *)st->amax.d + 1;
@@ -450,14 +337,14 @@ static const char *norm_name(qf_norm n) {
  * layer on a device-less context of ctx's arch accepts every argument (e.g. NVFP4 needs M and K
  * multiples of 16 and its GEMM K % 32 == 0); otherwise prints the row as skipped, with why. */
 static int run_accepted(qf_ctx_t *ctx, run_state *st, const layer *L) {
-    qf_shape sh[MAX_SHAPES];
+    qf_shape sh[TOOL_MAX_SHAPES];
     const qf_shape_query q[2] = {
         {.op = QF_OP_NORM_QUANTIZE, .role = QF_ROLE_INPUT, .norm = L->norm,
          .outputs = QF_OUT_ROWWISE, .M = L->M, .K = L->K},
         {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT, .outputs = QF_OUT_ROWWISE, .M = L->N,
          .K = L->K}};
     for (int i = 0; i < 2; i++)
-        if (st->r->shapes(&q[i], sh, MAX_SHAPES) < 0) {
+        if (st->r->shapes(&q[i], sh, TOOL_MAX_SHAPES) < 0) {
             printf("| %-12s | %-10s | skipped: the recipe's fake shapes reject %s [%lld, %lld]\n",
                    st->r->name, L->label, i ? "W" : "x", (long long)q[i].M, (long long)L->K);
             return 0;
@@ -596,15 +483,20 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-demo [--weights FILE.safetensors] [--tokens M] [--iters N]\n"
-               "                  [--recipe NAME]...\n"
+               "                  [--train-steps S] [--loss-csv FILE] [--recipe NAME]...\n"
                "Runs LayerNorm/RMSNorm + Linear forward for every generated recipe at real layer\n"
                "shapes (hidden 4096 -> 14336 and 12288) on synthetic activations with outlier\n"
                "channels, and on a checkpoint's block with --weights (tensors x, ln.weight,\n"
-               "ln.bias, fc1.weight, fc1.bias; see scripts/get-real-weights).\n"
-               "  --tokens M   tokens of the synthetic runs (default 16384)\n"
-               "  --iters N    timed iterations per op, median reported (default 20)\n"
-               "  --recipe R   only recipe R (repeatable; default: every recipe, see qfuse-gen\n"
-               "               --list)\n");
+               "ln.bias, fc1.weight, fc1.bias, fc2.weight, fc2.bias; see scripts/get-real-weights).\n"
+               "With --weights it then trains that LayerNorm + MLP block with every recipe and an\n"
+               "fp64 baseline (recover the block's output from perturbed weights) and prints the\n"
+               "losses side by side.\n"
+               "  --tokens M       tokens of the synthetic runs (default 16384)\n"
+               "  --iters N        timed iterations per op, median reported (default 20)\n"
+               "  --train-steps S  Adam steps per training run (default 300; 0: no training)\n"
+               "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE\n"
+               "  --recipe R       only recipe R (repeatable; default: every recipe, see\n"
+               "                   qfuse-gen --list)\n");
 }
 
 /* A positive integer option value no larger than max, or -1 (with a message naming the option). */
@@ -624,17 +516,25 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
                                           {"tokens", required_argument, 0, 't'},
                                           {"iters", required_argument, 0, 'i'},
                                           {"recipe", required_argument, 0, 'r'},
+                                          {"train-steps", required_argument, 0, 's'},
+                                          {"loss-csv", required_argument, 0, 'l'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
-    *o = (demo_opts){.tokens = 16384, .iters = 20};
+    *o = (demo_opts){.tokens = 16384, .iters = 20, .train_steps = 300};
     int c;
-    while ((c = getopt_long(argc, argv, "w:t:i:r:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:t:i:r:s:l:h", longs, NULL)) != -1) {
         if (c == 'w')
             o->weights = optarg;
         else if (c == 't')
             o->tokens = parse_count("--tokens", optarg, 1LL << 24);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
+        else if (c == 's')
+            o->train_steps = strcmp(optarg, "0") == 0 ? 0
+                                                      : (int)parse_count("--train-steps", optarg,
+                                                                         1000000);
+        else if (c == 'l')
+            o->loss_csv = optarg;
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;
         else if (c != 'r') {
@@ -642,7 +542,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             return c == 'h' ? 0 : 2;
         }
     }
-    if (o->tokens < 1 || o->iters < 1)
+    if (o->tokens < 1 || o->iters < 1 || o->train_steps < 0)
         return 2;
     if (optind != argc) {
         fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
@@ -669,16 +569,19 @@ int main(int argc, char **argv) {
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
     layer real = {0};
+    demo_block block = {0};
     if (o.weights) { /* read and checked on the CPU, GPU or not */
-        weights_layer(&real, o.weights);
-        printf("checkpoint %s: x [%lld, %lld], fc1.weight [%lld, %lld]\n", o.weights,
-               (long long)real.M, (long long)real.K, (long long)real.N, (long long)real.K);
+        demo_block_load(o.weights, &block);
+        weights_layer(&real, &block);
+        printf("checkpoint %s: x [%lld, %lld], fc1.weight [%lld, %lld], fc2.weight [%lld, "
+               "%lld]\n", o.weights, (long long)block.M, (long long)block.K, (long long)block.F,
+               (long long)block.K, (long long)block.N, (long long)block.F);
     }
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
         if (o.weights)
-            layer_free(&real);
+            layer_free(&real), demo_block_free(&block);
         return run_without_gpu(&o, qf_last_error());
     }
     QF_OR_DIE(s);
@@ -708,8 +611,14 @@ int main(int argc, char **argv) {
            "rel err: ||y - y_ref|| / ||y_ref|| over %d rows, y_ref in fp64 from the bf16 inputs.\n"
            "fake shapes: every buffer sized by the shape functions, validated by the op, guard\n"
            "bytes after each intact.\n", o.iters, REF_ROWS);
+    int failed = 0;
+    if (o.weights && o.train_steps > 0) {
+        const demo_train_opts to = {.steps = o.train_steps, .lr = 1e-3, .noise = 0.5,
+                                    .seed = 20261201, .csv = o.loss_csv, .recipes = &o.recipes};
+        failed = demo_train(ctx, &block, &to);
+    }
     if (o.weights)
-        layer_free(&real);
+        layer_free(&real), demo_block_free(&block);
     qf_ctx_free(ctx);
-    return 0;
+    return failed ? 1 : 0;
 }

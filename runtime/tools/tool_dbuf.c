@@ -1,0 +1,76 @@
+/* tool_dbuf.c: device buffers of the tools (tool_dbuf.h). */
+#include "tool_dbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#define QF_TOOL_NAME "qfuse"
+#include "tool_util.h"
+
+dbuf dbuf_alloc(size_t bytes) {
+    dbuf b = {NULL, bytes};
+    CUDA_OR_DIE(cudaMalloc(&b.d, bytes + TOOL_GUARD_BYTES));
+    CUDA_OR_DIE(cudaMemset((char *)b.d + bytes, TOOL_GUARD_BYTE, TOOL_GUARD_BYTES));
+    return b;
+}
+
+int dbuf_guard_ok(const dbuf *b) {
+    unsigned char g[TOOL_GUARD_BYTES];
+    CUDA_OR_DIE(cudaMemcpy(g, (char *)b->d + b->bytes, TOOL_GUARD_BYTES, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < TOOL_GUARD_BYTES; i++)
+        if (g[i] != TOOL_GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+dbuf dbuf_upload(const void *h, size_t bytes) {
+    dbuf b = dbuf_alloc(bytes);
+    CUDA_OR_DIE(cudaMemcpy(b.d, h, bytes, cudaMemcpyHostToDevice));
+    return b;
+}
+
+void dbuf_free(dbuf *b) {
+    cudaFree(b->d);
+    b->d = NULL;
+}
+
+qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    qf_tensor t = {.data = b->d, .dtype = dt, .ndim = ndim, .dims = {d0, d1}};
+    return t;
+}
+
+/* Allocates one output per fake shape and returns how many; shapes and dbufs in parallel. */
+int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh,
+                             dbuf *bufs, int cap) {
+    int n = r->shapes(q, sh, cap);
+    if (n < 0) {
+        fprintf(stderr, QF_TOOL_NAME ": shape function of %s rejected the query\n", r->name);
+        exit(1);
+    }
+    for (int i = 0; i < n; i++)
+        bufs[i] = dbuf_alloc(sh[i].bytes);
+    return n;
+}
+
+/* Binds every fake-shape buffer to the slot of q with its name (the quantizer outputs). */
+void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized *q) {
+    for (int i = 0; i < n; i++) {
+        int slot = qf_slot_from_name(sh[i].name);
+        if (slot < 0) {
+            fprintf(stderr, QF_TOOL_NAME ": fake shape '%s' names no qf_slot\n", sh[i].name);
+            exit(1);
+        }
+        q->t[slot] = tens(&bufs[i], sh[i].dtype, sh[i].ndim, sh[i].dims[0], sh[i].dims[1]);
+    }
+}
+
+/* Block scales compact for qfuse's Hopper GEMMs, swizzled for cuBLASLt on Blackwell. */
+qf_scale_layout tool_gemm_scale_layout(void) {
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    return major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
+}
+

@@ -1,0 +1,43 @@
+/* tool_dbuf.h: device buffers of the tools (qfuse-demo): each sized by a fake shape and followed
+ * by a poisoned guard that a later check reads back, and the binding of fake-shape buffers to the
+ * slots of a qf_quantized. Every failure prints a message and exits (tool code). */
+#ifndef QF_TOOL_DBUF_H
+#define QF_TOOL_DBUF_H
+
+#include <stddef.h>
+
+#include "qfuse.h"
+#include "registry.h"
+
+#define TOOL_GUARD_BYTES 4096
+#define TOOL_GUARD_BYTE 0xA5
+#define TOOL_MAX_SHAPES 12
+
+/* A device buffer of `bytes`, followed by TOOL_GUARD_BYTES of TOOL_GUARD_BYTE. */
+typedef struct dbuf {
+    void *d;
+    size_t bytes;
+} dbuf;
+
+dbuf dbuf_alloc(size_t bytes);
+/* A new dbuf holding the host bytes h. */
+dbuf dbuf_upload(const void *h, size_t bytes);
+/* 1 when b's guard is intact. */
+int dbuf_guard_ok(const dbuf *b);
+void dbuf_free(dbuf *b);
+
+/* A qf_tensor view of b: ndim 1 ([d0]) or 2 ([d0, d1]). */
+qf_tensor tens(const dbuf *b, qf_dtype dt, int ndim, int64_t d0, int64_t d1);
+
+/* One dbuf per fake shape of query q under recipe r (at most cap); returns how many. */
+int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh, dbuf *bufs,
+                      int cap);
+
+/* Binds each of the n fake-shape buffers to the slot of q its shape names. */
+void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized *q);
+
+/* The block-scale layout the current device's GEMMs read: compact for qfuse's Hopper GEMMs,
+ * swizzled for cuBLASLt on Blackwell. */
+qf_scale_layout tool_gemm_scale_layout(void);
+
+#endif /* QF_TOOL_DBUF_H */
