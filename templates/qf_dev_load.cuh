@@ -35,19 +35,47 @@ __device__ __forceinline__ float load_elem(const void *p, long long i) {
     return f;
 }
 
-/* Stores v as element i of a bf16/fp16/fp32 array (rounded to nearest even). */
+/* The bf16 or fp16 bits of v, rounded to nearest even. */
 template <int DT>
-__device__ __forceinline__ void store_elem(void *out, long long i, float v) {
-    if (DT == QF_DTYPE_FP32) {
-        static_cast<float *>(out)[i] = v;
-        return;
-    }
+__device__ __forceinline__ unsigned short float_to_half_bits(float v) {
     unsigned short h;
     if (DT == QF_DTYPE_BF16)
         asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
     else
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    static_cast<unsigned short *>(out)[i] = h;
+    return h;
+}
+
+/* Stores v as element i of a bf16/fp16/fp32 array (rounded to nearest even). */
+template <int DT>
+__device__ __forceinline__ void store_elem(void *out, long long i, float v) {
+    if (DT == QF_DTYPE_FP32)
+        static_cast<float *>(out)[i] = v;
+    else
+        static_cast<unsigned short *>(out)[i] = float_to_half_bits<DT>(v);
+}
+
+/* Stores elements i..i+N-1 (N = 1 or 8) of a bf16/fp16/fp32 array, each rounded as store_elem;
+ * for N = 8, i is a multiple of 8 and the array 16-byte aligned: one 16-byte store (16-bit
+ * types) or two (fp32). */
+template <int DT, int N>
+__device__ __forceinline__ void store_n(void *out, long long i, const float (&v)[N]) {
+    static_assert(N == 1 || N == 8, "1 or 8 elements");
+    if constexpr (N == 1) {
+        store_elem<DT>(out, i, v[0]);
+    } else if constexpr (DT == QF_DTYPE_FP32) {
+        float4 *q = reinterpret_cast<float4 *>(static_cast<float *>(out) + i);
+        q[0] = make_float4(v[0], v[1], v[2], v[3]);
+        q[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        unsigned w[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            w[j] = static_cast<unsigned>(float_to_half_bits<DT>(v[2 * j])) |
+                   static_cast<unsigned>(float_to_half_bits<DT>(v[2 * j + 1])) << 16;
+        *reinterpret_cast<uint4 *>(static_cast<unsigned short *>(out) + i) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+    }
 }
 
 /* Elements i..i+N-1 (N = 1, 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); for N > 1, i is

@@ -6,7 +6,9 @@
  * a[m, f] = silu(h[m, f]) * h[m, F + f] for h = [h1 | h2] of [M, 2F]. <name>_grad (backward):
  * dh from da [M, F] (bf16, or fp32 when da_fp32) and the forward's h: gelu dh = da gelu'(h), relu
  * dh = da where h > 0 (else 0), swiglu dh1 = da h2 silu'(h1), dh2 = da silu(h1). Elementwise,
- * one thread per (m, f), grid-stride; h, a and dh in the kernel's dtype, rounded once. */
+ * grid-stride over groups of 8 consecutive f (16-byte loads and stores) when F is a multiple of
+ * 8 and every array is 16-byte aligned, else of one; h, a and dh in the kernel's dtype, rounded
+ * once. */
 #include "qf_dev_load.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_formats.h"
@@ -40,40 +42,91 @@ __device__ __forceinline__ float silu_grad(float v) {
     return s * (1.0f + v * (1.0f - s));
 }
 
+/* 1 when the launch can work in groups of kVec elements: F a multiple of kVec and every array
+ * 16-byte aligned (else one element per group). */
+constexpr int kVec = 8;
+__device__ __forceinline__ bool vec_ok(const qf_act_params &p, bool grad) {
+    const unsigned long long a = reinterpret_cast<unsigned long long>(p.h) |
+                                 reinterpret_cast<unsigned long long>(p.out) |
+                                 (grad ? reinterpret_cast<unsigned long long>(p.da) : 0ull);
+    return p.F % kVec == 0 && (a & 15ull) == 0;
+}
+
+/* a of the V elements of group g (elements g V .. g V + V - 1 of a, within one row). */
+template <int V>
+__device__ __forceinline__ void fwd_group(const qf_act_params &p, long long g) {
+    const long long fin = p.act == QF_ACT_SWIGLU ? 2 * p.F : p.F;
+    const long long i = g * V, m = i / p.F, f = i - m * p.F;
+    float v[V], a[V];
+    load_n<kDtype, V>(p.h, m * fin + f, v);
+    if (p.act == QF_ACT_SWIGLU) {
+        float u[V];
+        load_n<kDtype, V>(p.h, m * fin + p.F + f, u);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            a[j] = silu(v[j]) * u[j];
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            a[j] = p.act == QF_ACT_GELU ? gelu(v[j]) : v[j] > 0.0f ? v[j] : 0.0f;
+    }
+    store_n<kDtype, V>(p.out, i, a);
+}
+
+/* dh of the V elements of group g of da. */
+template <int V>
+__device__ __forceinline__ void grad_group(const qf_act_params &p, long long g) {
+    const long long fin = p.act == QF_ACT_SWIGLU ? 2 * p.F : p.F;
+    const long long i = g * V, m = i / p.F, f = i - m * p.F, hi = m * fin + f;
+    float v[V], d[V], o[V];
+    load_n<kDtype, V>(p.h, hi, v);
+    if (p.da_fp32)
+        load_n<QF_DTYPE_FP32, V>(p.da, i, d);
+    else
+        load_n<QF_DTYPE_BF16, V>(p.da, i, d);
+    if (p.act == QF_ACT_SWIGLU) {
+        float u[V], o2[V];
+        load_n<kDtype, V>(p.h, hi + p.F, u);
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            o[j] = d[j] * u[j] * silu_grad(v[j]), o2[j] = d[j] * silu(v[j]);
+        store_n<kDtype, V>(p.out, hi + p.F, o2);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            o[j] = p.act == QF_ACT_GELU ? d[j] * gelu_grad(v[j]) : v[j] > 0.0f ? d[j] : 0.0f;
+    }
+    store_n<kDtype, V>(p.out, hi, o);
+}
+
+/* Every group of the launch, grid-stride. */
+template <int V, bool Grad>
+__device__ __forceinline__ void run_groups(const qf_act_params &p) {
+    const long long groups = p.M * p.F / V;
+    for (long long g = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; g < groups;
+         g += static_cast<long long>(gridDim.x) * kThreads) {
+        if (Grad)
+            grad_group<V>(p, g);
+        else
+            fwd_group<V>(p, g);
+    }
+}
+
 /* <name>_grad: dh of every (m, f). */
 __device__ __forceinline__ void grad_body(const qf_act_params &p) {
-    const long long n = p.M * p.F, fin = p.act == QF_ACT_SWIGLU ? 2 * p.F : p.F;
-    for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-         i += static_cast<long long>(gridDim.x) * kThreads) {
-        const long long m = i / p.F, f = i - m * p.F, hi = m * fin + f;
-        const float v = load_elem<kDtype>(p.h, hi);
-        const float d = p.da_fp32 ? load_elem<QF_DTYPE_FP32>(p.da, i)
-                                  : load_elem<QF_DTYPE_BF16>(p.da, i);
-        if (p.act == QF_ACT_GELU) {
-            store_elem<kDtype>(p.out, hi, d * gelu_grad(v));
-        } else if (p.act == QF_ACT_RELU) {
-            store_elem<kDtype>(p.out, hi, v > 0.0f ? d : 0.0f);
-        } else {
-            const float h2 = load_elem<kDtype>(p.h, hi + p.F);
-            store_elem<kDtype>(p.out, hi, d * h2 * silu_grad(v));
-            store_elem<kDtype>(p.out, hi + p.F, d * silu(v));
-        }
-    }
+    if (vec_ok(p, true))
+        run_groups<kVec, true>(p);
+    else
+        run_groups<1, true>(p);
 }
 
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_act_params p) {
-    const long long n = p.M * p.F, fin = p.act == QF_ACT_SWIGLU ? 2 * p.F : p.F;
-    for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-         i += static_cast<long long>(gridDim.x) * kThreads) {
-        const long long m = i / p.F, f = i - m * p.F;
-        const float v = load_elem<kDtype>(p.h, m * fin + f);
-        float a = p.act == QF_ACT_GELU ? gelu(v) : v > 0.0f ? v : 0.0f;
-        if (p.act == QF_ACT_SWIGLU)
-            a = silu(v) * load_elem<kDtype>(p.h, m * fin + p.F + f);
-        store_elem<kDtype>(p.out, i, a);
-    }
+    if (vec_ok(p, false))
+        run_groups<kVec, false>(p);
+    else
+        run_groups<1, false>(p);
 }
 
 QF_GRAD_ENTRY(__KERNEL_NAME__, kThreads, qf_act_params)

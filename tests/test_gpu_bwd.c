@@ -13,6 +13,11 @@
  *   rsigma * (|dxh| + |mean(dxh)| + |xh * mean(dxh * xh)|): where they cancel (RMSNorm with K = 1:
  *   xh^2 = x^2 / (x^2 + eps), dx = rsigma dxh (1 - xh^2)), no fp32 evaluation keeps 1e-5 of the
  *   result, and the C reference in fp32 would fail a bound relative to ||ref|| as well.
+ * qf_activation_fwd / _bwd (gelu, swiglu, relu) against the C references qf_activation_ref and
+ * qf_activation_backward_ref (fp32, then rounded once to h's dtype): rel err 2^-8 in bf16, 1e-6
+ * in fp32 (the kernel may contract a multiply and an add), with F a multiple of 8 (the kernel's
+ * 16-byte vector path) and not (one element at a time), h in bf16 and fp32, da in bf16 and fp32;
+ * outputs poisoned first.
  * One recipe runs every variant (the module is the same in every family); every other recipe
  * runs one case, through its own registry entry. Without a GPU it skips. */
 #include "test_gpu_util.h"
@@ -236,9 +241,74 @@ static void test_norm_backward(void **state) {
     qf_ctx_free(ctx);
 }
 
+/* The activation and its backward of h [M, Fin] (dtype hdt), da [M, F] (ddt) against the C
+ * references; the bound of h's dtype. */
+static void act_run(qf_ctx_t *ctx, const char *recipe, qf_activation act, qf_dtype hdt,
+                    qf_dtype ddt, int64_t M, int64_t F, uint64_t seed) {
+    const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
+    const size_t hs = qf_dtype_size(hdt);
+    dual h = dual_alloc((size_t)(M * Fin) * hs);
+    dual da = dual_alloc((size_t)(M * F) * qf_dtype_size(ddt));
+    dual a = dual_alloc((size_t)(M * F) * hs), dh = dual_alloc((size_t)(M * Fin) * hs);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < M * Fin; i++)
+        store_as(h.h, hdt, i, 3.0f * qf_test_rng_uniform(&s));
+    for (int64_t i = 0; i < M * F; i++)
+        store_as(da.h, ddt, i, qf_test_rng_uniform(&s));
+    dual_up(&h), dual_up(&da);
+    CK(cudaMemset(a.d, 0xFF, a.bytes)), CK(cudaMemset(dh.d, 0xFF, dh.bytes));
+    const qf_tensor th = tv(&h, hdt, 2, M, Fin), tda = tv(&da, ddt, 2, M, F);
+    qf_tensor ta = tv(&a, hdt, 2, M, F), tdh = tv(&dh, hdt, 2, M, Fin);
+    QF_OK_OR_FAIL(qf_activation_fwd(ctx, recipe, act, &th, &ta, NULL));
+    QF_OK_OR_FAIL(qf_activation_bwd(ctx, recipe, act, &th, &tda, &tdh, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&a), dual_down(&dh);
+    float *hf = malloc((size_t)(M * Fin) * 4), *df = malloc((size_t)(M * F) * 4);
+    float *ra = malloc((size_t)(M * F) * 4), *rdh = malloc((size_t)(M * Fin) * 4);
+    double *wa = malloc((size_t)(M * F) * 8), *wdh = malloc((size_t)(M * Fin) * 8);
+    assert_true(hf && df && ra && rdh && wa && wdh);
+    for (int64_t i = 0; i < M * Fin; i++)
+        hf[i] = qf_load_as_float(h.h, hdt, i);
+    for (int64_t i = 0; i < M * F; i++)
+        df[i] = qf_load_as_float(da.h, ddt, i);
+    qf_activation_ref(act, hf, M, F, ra);
+    qf_activation_backward_ref(act, hf, df, M, F, rdh);
+    for (int64_t i = 0; i < M * F; i++)
+        wa[i] = ra[i];
+    for (int64_t i = 0; i < M * Fin; i++)
+        wdh[i] = rdh[i];
+    int64_t bad_a, bad_dh;
+    const double ea = rel_frob_sized(a.h, hdt, wa, NULL, M * F, &bad_a);
+    const double edh = rel_frob_sized(dh.h, hdt, wdh, NULL, M * Fin, &bad_dh);
+    const double bound = hdt == QF_DTYPE_FP32 ? 1e-6 : 0x1p-8;
+    if (bad_a || bad_dh || !(ea <= bound) || !(edh <= bound))
+        fail_msg("activation %d h=%s da=%s M=%lld F=%lld: a rel err %.2e (%lld not finite), dh "
+                 "%.2e (%lld), bound %.1e", (int)act, qf_dtype_name(hdt), qf_dtype_name(ddt),
+                 (long long)M, (long long)F, ea, (long long)bad_a, edh, (long long)bad_dh, bound);
+    free(hf), free(df), free(ra), free(rdh), free(wa), free(wdh);
+    dual_free(&h), dual_free(&da), dual_free(&a), dual_free(&dh);
+}
+
+static void test_activation(void **state) {
+    (void)state;
+    static const int64_t shapes[][2] = {{7, 13}, {33, 128}, {3, 1}, {300, 1000}, {64, 4100}};
+    static const qf_dtype hdts[] = {QF_DTYPE_BF16, QF_DTYPE_FP32};
+    qf_ctx_t *ctx = gpu_ctx();
+    int cases = 0;
+    for (int act = 0; act < QF_ACT_COUNT; act++)
+        for (int d = 0; d < 2; d++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++, cases++)
+                act_run(ctx, qf_recipes[0].name, (qf_activation)act, hdts[d],
+                        sh % 2 ? QF_DTYPE_FP32 : QF_DTYPE_BF16, shapes[sh][0], shapes[sh][1],
+                        7u + (uint64_t)cases);
+    printf("test_activation: %d cases (F %% 8 == 0 and not)\n", cases);
+    qf_ctx_free(ctx);
+}
+
 int main(void) {
     qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_dbias),
-                                       cmocka_unit_test(test_norm_backward)};
+                                       cmocka_unit_test(test_norm_backward),
+                                       cmocka_unit_test(test_activation)};
     return cmocka_run_group_tests_name("gpu_bwd", tests, NULL, NULL);
 }
