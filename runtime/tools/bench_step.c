@@ -1,8 +1,8 @@
 /* bench_step.c: one LayerNorm + MLP training step per recipe (qfuse-bench --section step):
  * qf_layernorm_mlp_fwd + qf_layernorm_mlp_bwd with SwiGLU at tokens M, hidden K, ffn F (fc1
- * [2F, K], fc2 [K, F]), both weights quantized every step (one optimizer step per training step),
- * wgrad into fp32, dgrads (da, dxn) in bf16 as TE's. The step's time is split into its GEMM stages and the rest by CUDA events
- * around each stage (qf_stage_times). PyTorch's bf16 eager and torch.compile of the same block
+ * [2F, K], fc2 [K, F]), both weights quantized in every step (as after each optimizer update),
+ * wgrad into fp32, dgrads (da, dxn) in bf16 as TE's. The step's time is split into its GEMM
+ * stages and the rest by CUDA events around each stage (qf_stage_times). PyTorch's bf16 eager and torch.compile of the same block
  * are scripts/bench_peers.py --section step, same shapes. */
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "ctx.h"
+#include "tool_dbuf.h"
 
 #define STEP_K 4096
 #define STEP_F 14336
@@ -18,7 +19,7 @@
 #define STEP_WARMUP 3
 #define STEP_SPLIT_STEPS 3 /* steps timed stage by stage (17 stages each, QF_STAGE_TIMES_MAX) */
 
-enum { Q_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT };
+enum { Q_X = TOOL_MLP_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT = TOOL_MLP_COUNT };
 
 typedef struct step_bench {
     const qf_recipe *r;
@@ -50,18 +51,12 @@ static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
     memset(s, 0, sizeof *s);
     s->r = r, s->M = M, s->K = STEP_K, s->F = STEP_F, s->N = STEP_K;
     const int64_t K = s->K, F = s->F, N = s->N, Fin = 2 * F;
-    static const qf_role roles[Q_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_INPUT,
-                                           QF_ROLE_WEIGHT, QF_ROLE_GRAD, QF_ROLE_GRAD};
-    const int64_t rows[Q_COUNT] = {M, Fin, M, N, M, M}, cols[Q_COUNT] = {K, K, F, F, N, Fin};
     qf_quantized *dst[Q_COUNT] = {&s->mlp.xq, &s->mlp.w1q, &s->mlp.aq, &s->mlp.w2q, &s->g.dyq,
                                   &s->g.dhq};
+    qf_shape_query qs[TOOL_MLP_COUNT];
+    tool_mlp_queries(M, K, F, N, QF_ACT_SWIGLU, QF_NORM_LAYERNORM, qs);
     for (int i = 0; i < Q_COUNT; i++) {
-        const qf_shape_query q = {.op = i == Q_X ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
-                                  .role = roles[i],
-                                  .norm = i == Q_X ? QF_NORM_LAYERNORM : QF_NORM_NONE,
-                                  .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows[i],
-                                  .K = cols[i]};
-        bench_out_alloc(&s->q[i], r, &q);
+        bench_out_alloc(&s->q[i], r, &qs[i]);
         *dst[i] = bench_out_quantized(&s->q[i], QF_SCALE_LAYOUT_COMPACT);
     }
     const float ones[Q_COUNT] = {1, 1, 1, 1, 1, 1}; /* fp8_delayed's scales */
@@ -183,7 +178,8 @@ void bench_steps(bench *b) {
                          2.0 * (double)M * (double)s->F * (double)s->N);
         r.us = med * 1e3;
         snprintf(r.note, sizeof r.note, "fwd+bwd, N = ffn; GEMM stages %.2f ms (%.1f%%), other "
-                 "%.2f ms (%.1f%%; most: %.2f ms %.40s); mean of %d steps", gemm, 100.0 * gemm / (gemm + other),
+                 "%.2f ms (%.1f%%; most: %.2f ms %.40s); mean of %d steps", gemm,
+                 100.0 * gemm / (gemm + other),
                  other, 100.0 * other / (gemm + other), worst, worst_name, STEP_SPLIT_STEPS);
         bench_row_emit(b, &r);
         step_free(s);

@@ -214,7 +214,7 @@ static double base_loss(runner *rr, trainee *t, int grads) {
 
 /* A recipe: qf_layernorm_mlp_fwd / _bwd on the GPU. The quantized tensors in the order of
  * delayed scaling's arrays: x, W1, a, W2, dy, dh. */
-enum { Q_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT };
+enum { Q_X = TOOL_MLP_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT = TOOL_MLP_COUNT };
 
 typedef struct gpu_run {
     runner base;
@@ -265,7 +265,8 @@ static double gpu_loss(runner *rr, trainee *t, int grads) {
     const double l = loss_of(rr->tk, r->yh, grads ? r->dyh : NULL);
     if (grads) {
         upload_bf16(r, &r->dy, r->dyh, b->M * b->N);
-        r->g.rng_dy = (qf_rng){r->seed, 2 * r->step}, r->g.rng_dh = (qf_rng){r->seed, 2 * r->step + 1};
+        r->g.rng_dy = (qf_rng){r->seed, 2 * r->step};
+        r->g.rng_dh = (qf_rng){r->seed, 2 * r->step + 1};
         QF_OR_DIE(qf_layernorm_mlp_bwd(r->ctx, rn, &r->tx, &r->tdy, &r->mlp, &r->g, NULL));
         for (int i = 0; i < P_COUNT; i++)
             download(r, &r->grad[i], grad_dtype(i), t->n[i], t->g[i]);
@@ -279,21 +280,14 @@ static double gpu_loss(runner *rr, trainee *t, int grads) {
 
 /* Both copies of every quantized tensor, sized by the fake shapes, and their slots. */
 static void gpu_alloc_quantized(gpu_run *r, const demo_block *b) {
-    const int64_t M = b->M, K = b->K, F = b->F, N = b->N;
-    static const qf_role roles[Q_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_INPUT,
-                                           QF_ROLE_WEIGHT, QF_ROLE_GRAD, QF_ROLE_GRAD};
-    const int64_t rows[Q_COUNT] = {M, F, M, N, M, M}, cols[Q_COUNT] = {K, K, F, F, N, F};
     qf_quantized *dst[Q_COUNT] = {&r->mlp.xq, &r->mlp.w1q, &r->mlp.aq, &r->mlp.w2q, &r->g.dyq,
                                   &r->g.dhq};
+    qf_shape_query qs[TOOL_MLP_COUNT];
+    tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     const qf_scale_layout layout = tool_gemm_scale_layout();
     const int delayed = r->r->family == QF_FAMILY_FP8_DELAYED;
     for (int i = 0; i < Q_COUNT; i++) {
-        const qf_shape_query q = {.op = i == Q_X ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
-                                  .role = roles[i],
-                                  .norm = i == Q_X ? QF_NORM_LAYERNORM : QF_NORM_NONE,
-                                  .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows[i],
-                                  .K = cols[i]};
-        r->nq[i] = alloc_from_shapes(r->r, &q, r->qs[i], r->qb[i], TOOL_MAX_SHAPES);
+        r->nq[i] = alloc_from_shapes(r->r, &qs[i], r->qs[i], r->qb[i], TOOL_MAX_SHAPES);
         bind_slots(r->qs[i], r->qb[i], r->nq[i], dst[i]);
         dst[i]->layout = layout;
         if (delayed) /* each amax into its entry of the scale update's array */
@@ -328,10 +322,10 @@ static void gpu_setup(gpu_run *r, qf_ctx_t *ctx, const qf_recipe *rec, const tas
     const int H = rec->amax_history_len > 0 ? rec->amax_history_len : 1;
     float ones[Q_COUNT];
     uint8_t fmt[Q_COUNT];
-    static const qf_role roles[Q_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_INPUT,
-                                           QF_ROLE_WEIGHT, QF_ROLE_GRAD, QF_ROLE_GRAD};
+    qf_shape_query qs[TOOL_MLP_COUNT];
+    tool_mlp_queries(M, K, F, N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     for (int i = 0; i < Q_COUNT; i++)
-        ones[i] = 1.0f, fmt[i] = (uint8_t)rec->fmt[roles[i]];
+        ones[i] = 1.0f, fmt[i] = (uint8_t)rec->fmt[qs[i].role];
     r->amax = dbuf_alloc(sizeof ones), r->hist = dbuf_alloc((size_t)Q_COUNT * H * 4);
     r->scale = dbuf_upload(ones, sizeof ones), r->sinv = dbuf_upload(ones, sizeof ones);
     r->fmt = dbuf_upload(fmt, sizeof fmt);
@@ -418,6 +412,27 @@ static double train(runner *rn, const demo_block *b, const demo_train_opts *o, d
     return ms;
 }
 
+/* 1 when recipe r's fake shapes accept every quantized tensor of the block's step; else a line
+ * saying why the recipe is left out of the training. */
+static int block_fits(const qf_recipe *r, const demo_block *b) {
+    qf_shape_query qs[TOOL_MLP_COUNT];
+    tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
+    for (int i = 0; i < TOOL_MLP_COUNT; i++) {
+        qf_shape sh[TOOL_MAX_SHAPES];
+        int n = 0;
+        if (qf_fake_shapes(r->name, &qs[i], sh, TOOL_MAX_SHAPES, &n) != QF_OK) {
+            printf("| %-12s | not trained: %s\n", r->name, qf_last_error());
+            return 0;
+        }
+    }
+    if (b->K > QF_NB_MAX_K) {
+        printf("| %-12s | not trained: the norm backward needs K <= %d (K = %lld)\n", r->name,
+               QF_NB_MAX_K, (long long)b->K);
+        return 0;
+    }
+    return 1;
+}
+
 int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     const int64_t M = b->M, N = b->N;
     task tk = {.b = b, .ystar = xmalloc((size_t)(M * N) * 8)};
@@ -437,9 +452,7 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
            "(lr %g) on fp64 master weights, all six parameters trained.\n",
            (long long)M, (long long)b->K, (long long)b->F, (long long)b->K, (long long)N,
            (long long)b->F, o->noise, o->steps, o->lr);
-    FILE *csv = NULL;
-    if (o->csv && !(csv = fopen(o->csv, "w")))
-        fprintf(stderr, "qfuse-demo: cannot write %s; loss curves not saved\n", o->csv);
+    FILE *csv = o->csv;
     if (csv)
         fprintf(csv, "run,step,loss\n");
     double *base = xmalloc((size_t)(o->steps + 1) * 8), *loss = xmalloc((size_t)(o->steps + 1) * 8);
@@ -453,6 +466,8 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     int failed = 0;
     for (int ri = -1; ri < qf_recipe_count; ri++) {
         if (ri >= 0 && !tool_recipe_selected(o->recipes, ri))
+            continue;
+        if (ri >= 0 && !block_fits(&qf_recipes[ri], b))
             continue;
         double ms, l64 = 0.0;
         const char *name = ri < 0 ? "fp64 (none)" : qf_recipes[ri].name;
@@ -480,9 +495,9 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
            "loss over the fp64\nbaseline's. its weights in fp64: the final loss of the run's "
            "trained weights through the unquantized\nfp64 model. ms/step: forward + backward + "
            "Adam, host transfers included (the baseline runs on\nthe CPU).\n");
-    if (csv) {
-        fclose(csv);
-        printf("loss curves: %s\n", o->csv);
+    if (csv && (fflush(csv) != 0 || ferror(csv))) {
+        fprintf(stderr, "qfuse-demo: writing the loss curves failed\n");
+        failed++;
     }
     free(base), free(loss), free(tk.ystar);
     return failed;

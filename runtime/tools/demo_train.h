@@ -5,6 +5,7 @@
 #define QF_DEMO_TRAIN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "qfuse.h"
 
@@ -26,7 +27,7 @@ typedef struct demo_train_opts {
     double lr;               /* Adam's learning rate (default 1e-3) */
     double noise;            /* W1, W2 start at W + noise * rms(W) * N(0, 1) (default 0.5) */
     uint64_t seed;           /* of the perturbation and of NVFP4's stochastic rounding */
-    const char *csv;         /* loss curves (step, run, loss), or NULL */
+    FILE *csv;               /* loss curves (run,step,loss) written here (open), or NULL */
     const struct tool_recipes *recipes; /* which registry recipes run (tool_util.h) */
 } demo_train_opts;
 
@@ -35,8 +36,9 @@ typedef struct demo_train_opts {
  * ||y - y*||^2 / ||y*||^2 over all M rows, full batch; every parameter (W1, b1, W2, b2, gamma,
  * beta) trained by Adam on fp64 master weights, the recipes' runs through qf_layernorm_mlp_fwd /
  * _bwd on the GPU (weights re-quantized once per step through the weight cache, delayed scaling's
- * scales updated once per step). Prints a table; returns the number of runs whose loss became
- * NaN or did not fall below half its start. */
+ * scales updated once per step). A recipe whose fake shapes reject the block's tensors is left
+ * out with a line saying why. Prints a table; returns the number of runs whose loss became NaN
+ * or did not fall below half its start, plus 1 when writing o->csv failed. */
 int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o);
 
 #endif /* QF_DEMO_TRAIN_H */

@@ -487,7 +487,8 @@ static void usage(FILE *f) {
                "Runs LayerNorm/RMSNorm + Linear forward for every generated recipe at real layer\n"
                "shapes (hidden 4096 -> 14336 and 12288) on synthetic activations with outlier\n"
                "channels, and on a checkpoint's block with --weights (tensors x, ln.weight,\n"
-               "ln.bias, fc1.weight, fc1.bias, fc2.weight, fc2.bias; see scripts/get-real-weights).\n"
+               "ln.bias, fc1.weight, fc1.bias, fc2.weight, fc2.bias; see\n"
+               "scripts/get-real-weights).\n"
                "With --weights it then trains that LayerNorm + MLP block with every recipe and an\n"
                "fp64 baseline (recover the block's output from perturbed weights) and prints the\n"
                "losses side by side.\n"
@@ -529,10 +530,17 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             o->tokens = parse_count("--tokens", optarg, 1LL << 24);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
-        else if (c == 's')
-            o->train_steps = strcmp(optarg, "0") == 0 ? 0
-                                                      : (int)parse_count("--train-steps", optarg,
-                                                                         1000000);
+        else if (c == 's') {
+            char *end = NULL;
+            errno = 0;
+            const long long n = strtoll(optarg, &end, 10);
+            if (errno || end == optarg || *end || n < 0 || n > 1000000) {
+                fprintf(stderr, "qfuse-demo: --train-steps '%s': expected 0 (no training) or a "
+                        "step count up to 1000000\n", optarg);
+                return 2;
+            }
+            o->train_steps = (int)n;
+        }
         else if (c == 'l')
             o->loss_csv = optarg;
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
@@ -568,6 +576,14 @@ int main(int argc, char **argv) {
         return rc;
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
+    if (!o.weights && (o.loss_csv || o.train_steps != 300))
+        fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
+                "without --weights there is nothing to train\n");
+    FILE *loss_csv = NULL; /* opened first: a bad path fails before any work */
+    if (o.weights && o.loss_csv && o.train_steps > 0 && !(loss_csv = fopen(o.loss_csv, "w"))) {
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", o.loss_csv, strerror(errno));
+        return 2;
+    }
     layer real = {0};
     demo_block block = {0};
     if (o.weights) { /* read and checked on the CPU, GPU or not */
@@ -580,6 +596,8 @@ int main(int argc, char **argv) {
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
+        if (loss_csv)
+            fclose(loss_csv), remove(o.loss_csv); /* nothing trained: no empty curves file */
         if (o.weights)
             layer_free(&real), demo_block_free(&block);
         return run_without_gpu(&o, qf_last_error());
@@ -614,8 +632,14 @@ int main(int argc, char **argv) {
     int failed = 0;
     if (o.weights && o.train_steps > 0) {
         const demo_train_opts to = {.steps = o.train_steps, .lr = 1e-3, .noise = 0.5,
-                                    .seed = 20261201, .csv = o.loss_csv, .recipes = &o.recipes};
+                                    .seed = 20261201, .csv = loss_csv, .recipes = &o.recipes};
         failed = demo_train(ctx, &block, &to);
+    }
+    if (loss_csv && fclose(loss_csv) != 0) {
+        fprintf(stderr, "qfuse-demo: writing %s failed\n", o.loss_csv);
+        failed++;
+    } else if (loss_csv && failed == 0) {
+        printf("loss curves: %s\n", o.loss_csv);
     }
     if (o.weights)
         layer_free(&real), demo_block_free(&block);

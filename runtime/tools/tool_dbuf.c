@@ -74,3 +74,17 @@ qf_scale_layout tool_gemm_scale_layout(void) {
     return major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
 }
 
+
+void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
+                      qf_norm norm, qf_shape_query q[TOOL_MLP_COUNT]) {
+    static const qf_role roles[TOOL_MLP_COUNT] = {QF_ROLE_INPUT, QF_ROLE_WEIGHT, QF_ROLE_INPUT,
+                                                  QF_ROLE_WEIGHT, QF_ROLE_GRAD, QF_ROLE_GRAD};
+    const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
+    const int64_t rows[TOOL_MLP_COUNT] = {M, Fin, M, N, M, M};
+    const int64_t cols[TOOL_MLP_COUNT] = {K, K, F, F, N, Fin};
+    for (int i = 0; i < TOOL_MLP_COUNT; i++)
+        q[i] = (qf_shape_query){.op = i == TOOL_MLP_X ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
+                                .role = roles[i], .norm = i == TOOL_MLP_X ? norm : QF_NORM_NONE,
+                                .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows[i],
+                                .K = cols[i]};
+}

@@ -36,6 +36,15 @@ int alloc_from_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *sh,
 /* Binds each of the n fake-shape buffers to the slot of q its shape names. */
 void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized *q);
 
+/* The quantized tensors of a LayerNorm + MLP training step (qf_ln_mlp, qf_ln_mlp_grads), both
+ * copies each, in the order of delayed scaling's arrays: x (norm + quantize) [M, K], W1 [Fin, K],
+ * a [M, F], W2 [N, F], dy [M, N], dh [M, Fin], with Fin = 2F for swiglu, else F. */
+enum { TOOL_MLP_X, TOOL_MLP_W1, TOOL_MLP_A, TOOL_MLP_W2, TOOL_MLP_DY, TOOL_MLP_DH, TOOL_MLP_COUNT };
+
+/* The fake-shape query of each of them (its role in q[i].role). */
+void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
+                      qf_norm norm, qf_shape_query q[TOOL_MLP_COUNT]);
+
 /* The block-scale layout the current device's GEMMs read: compact for qfuse's Hopper GEMMs,
  * swizzled for cuBLASLt on Blackwell. */
 qf_scale_layout tool_gemm_scale_layout(void);
