@@ -182,6 +182,13 @@ QF_INTERNAL void qf_ctx_twin_free(qf_ctx_t *twin);
  * QF_ERR_INVALID_ARG for a stream of another context, QF_ERR_CUDA when the driver fails. */
 QF_INTERNAL qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream);
 
+/* What every op does after its argument checks: qf_ctx_ready, then kernel k as instance inst
+ * (NULL: k's default) through qf_ctx_kernel. k NULL (no registry entry) is QF_ERR_NOT_FOUND.
+ * Errors as the two. */
+QF_INTERNAL qf_status qf_ctx_load(qf_ctx_t *ctx, const char *op, void *stream,
+                                  const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                                  qf_loaded_kernel *out);
+
 /* Attaches t to ctx (its events created, n = 0): the compositions' stages are timed from then
  * on, until qf_stage_times_detach (which destroys the events). Errors: QF_ERR_INVALID_ARG (NULL,
  * a host context, one already attached), QF_ERR_CUDA. */

@@ -35,6 +35,15 @@ qf_status qf_ctx_ready(qf_ctx_t *ctx, const char *op, void *stream) {
     return QF_OK;
 }
 
+qf_status qf_ctx_load(qf_ctx_t *ctx, const char *op, void *stream, const qf_kernel_entry *k,
+                      const qf_kernel_instance *inst, qf_loaded_kernel *out) {
+    if (!k)
+        return QF_ERR_NOT_FOUND;
+    QF_TRY(qf_ctx_ready(ctx, op, stream));
+    const qf_kernel_instance def = qf_kernel_instance_default(k);
+    return qf_ctx_kernel(ctx, k, inst ? inst : &def, out);
+}
+
 qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                         unsigned smem, void *params, void *stream) {
     const qf_cu_api *cu = qf_cu();

@@ -51,12 +51,8 @@ static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call 
                                qf_dtype dt, int grad, qf_act_params *p, void *stream) {
     const qf_kernel_entry *k =
         qf_registry_kernel(c->r, QF_OP_ACTIVATION, QF_ROLE_INPUT, QF_NORM_NONE, 0, dt);
-    if (!k)
-        return QF_ERR_NOT_FOUND;
-    QF_TRY(qf_ctx_ready(ctx, op, stream));
-    const qf_kernel_instance inst = qf_kernel_instance_default(k);
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    QF_TRY(qf_ctx_load(ctx, op, stream, k, NULL, &lk));
     CUfunction fn = grad ? lk.fn_grad : lk.fn;
     if (!fn)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _grad entry", op, k->name);

@@ -25,10 +25,7 @@ typedef struct qf_bwd_run {
 static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                               const qf_kernel_instance *inst, int64_t M, int64_t width,
                               const char *what, qf_bwd_run *b, void *stream) {
-    if (!k)
-        return QF_ERR_NOT_FOUND;
-    QF_TRY(qf_ctx_ready(ctx, op, stream));
-    QF_TRY(qf_ctx_kernel(ctx, k, inst, &b->lk));
+    QF_TRY(qf_ctx_load(ctx, op, stream, k, inst, &b->lk));
     if (!b->lk.fn_reduce)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
     b->rows = (M + QF_NB_MAX_BLOCKS - 1) / QF_NB_MAX_BLOCKS;

@@ -169,11 +169,7 @@ static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                              qf_dtype in, const qf_kernel_entry **k, qf_loaded_kernel *lk,
                              void *stream) {
     *k = qf_registry_kernel(r, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, in);
-    if (!*k)
-        return QF_ERR_NOT_FOUND;
-    QF_TRY(qf_ctx_ready(ctx, op, stream));
-    const qf_kernel_instance inst = qf_kernel_instance_default(*k);
-    return qf_ctx_kernel(ctx, *k, &inst, lk);
+    return qf_ctx_load(ctx, op, stream, *k, NULL, lk);
 }
 
 /* =====================================================================} */

@@ -118,8 +118,7 @@ static qf_q_params qf_q_params_of(const qf_qcall *c) {
 static qf_status qf_q_load(qf_ctx_t *ctx, const qf_qcall *c, const qf_kernel_entry *k,
                            qf_scale_layout layout, void *stream, qf_loaded_kernel *lk) {
     const qf_kernel_instance inst = qf_q_instance(c, k, layout);
-    QF_TRY(qf_ctx_ready(ctx, c->op, stream));
-    return qf_ctx_kernel(ctx, k, &inst, lk);
+    return qf_ctx_load(ctx, c->op, stream, k, &inst, lk);
 }
 
 /* cudaMemsetAsync of a selected copy's slot (its scale matrix or amax), checked beforehand. */

@@ -29,12 +29,8 @@ static qf_status qf_su_delayed(qf_ctx_t *ctx, const char *op, const qf_recipe *r
                             (long long)r->amax_history_len);
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_SCALE_UPDATE, QF_ROLE_INPUT,
                                                   QF_NORM_NONE, 0, QF_DTYPE_FP32);
-    if (!k)
-        return QF_ERR_NOT_FOUND;
-    const qf_kernel_instance inst = qf_kernel_instance_default(k);
-    QF_TRY(qf_ctx_ready(ctx, op, stream));
     qf_loaded_kernel lk;
-    QF_TRY(qf_ctx_kernel(ctx, k, &inst, &lk));
+    QF_TRY(qf_ctx_load(ctx, op, stream, k, NULL, &lk));
     return qf_ctx_launch(ctx, lk.fn, (unsigned)p->n, k->block_threads,
                          (unsigned)p->H * sizeof(float), p, stream);
 }

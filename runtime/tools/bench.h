@@ -54,7 +54,6 @@ typedef struct bench {
 
 /* {===================================================================== bench_util.c */
 
-void *bench_xmalloc(size_t n);
 /* Median of v[0..n-1] (sorts v). */
 double bench_median(double *v, int n);
 

@@ -269,7 +269,7 @@ static void block_gemm_fill(out_set *o, uint64_t seed) {
         size_t n = o->sh[i].bytes;
         const char *name = o->sh[i].name;
         if (strcmp(name, "rowwise_data") == 0 || strcmp(name, "columnwise_data") == 0) {
-            uint8_t *h = bench_xmalloc(n);
+            uint8_t *h = tool_xmalloc(n);
             for (size_t j = 0; j < n; j++) {
                 seed = seed * 6364136223846793005ull + 1442695040888963407ull;
                 h[j] = (uint8_t)(seed >> 56) & 0xF7u;

@@ -32,7 +32,17 @@ typedef struct step_bench {
     qf_tensor tx, ty, tdy;
 } step_bench;
 
-/* A device tensor of random N(0, 1) elements (dtype dt) times 2^-scale_log2 (bf16 only). */
+/* Keeps device buffer d for step_free. */
+static void *step_keep(step_bench *s, void *d) {
+    if (s->n_dense == (int)(sizeof s->dense / sizeof s->dense[0])) {
+        fprintf(stderr, "qfuse-bench: step_bench holds too many buffers\n");
+        exit(1);
+    }
+    return s->dense[s->n_dense++] = d;
+}
+
+/* A device tensor of random N(0, 1) elements (dtype dt) times 2^-scale_log2 (bf16 only: an
+ * exponent shift; the few values too small to shift keep theirs). An input of the step. */
 static void *step_dense(step_bench *s, qf_dtype dt, int64_t n, uint64_t seed, int scale_log2) {
     void *h = bench_host_random(dt, n, seed);
     if (dt == QF_DTYPE_BF16 && scale_log2) /* exact: an exponent shift of each bf16 */
@@ -43,25 +53,23 @@ static void *step_dense(step_bench *s, qf_dtype dt, int64_t n, uint64_t seed, in
         }
     void *d = bench_dev_upload(h, (size_t)n * qf_dtype_size(dt));
     free(h);
-    s->dense[s->n_dense++] = d;
-    return d;
+    return step_keep(s, d);
+}
+
+/* A zeroed device tensor of n elements of dt: an output of the step (no host data to make). */
+static void *step_out(step_bench *s, qf_dtype dt, int64_t n) {
+    void *d = NULL;
+    CUDA_OR_DIE(cudaMalloc(&d, (size_t)n * qf_dtype_size(dt)));
+    CUDA_OR_DIE(cudaMemset(d, 0, (size_t)n * qf_dtype_size(dt)));
+    return step_keep(s, d);
 }
 
 static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
     memset(s, 0, sizeof *s);
     s->r = r, s->M = M, s->K = STEP_K, s->F = STEP_F, s->N = STEP_K;
     const int64_t K = s->K, F = s->F, N = s->N, Fin = 2 * F;
-    qf_quantized *dst[Q_COUNT] = {&s->mlp.xq, &s->mlp.w1q, &s->mlp.aq, &s->mlp.w2q, &s->g.dyq,
-                                  &s->g.dhq};
-    qf_shape_query qs[TOOL_MLP_COUNT];
-    tool_mlp_queries(M, K, F, N, QF_ACT_SWIGLU, QF_NORM_LAYERNORM, qs);
-    for (int i = 0; i < Q_COUNT; i++) {
-        bench_out_alloc(&s->q[i], r, &qs[i]);
-        *dst[i] = bench_out_quantized(&s->q[i], QF_SCALE_LAYOUT_COMPACT);
-    }
     const float ones[Q_COUNT] = {1, 1, 1, 1, 1, 1}; /* fp8_delayed's scales */
-    float *sc = bench_dev_upload(ones, sizeof ones);
-    s->dense[s->n_dense++] = sc;
+    float *sc = step_keep(s, bench_dev_upload(ones, sizeof ones));
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
     /* weights N(0, 1) / 64 (about 1 / sqrt(K)), so that h and a stay in range */
     s->mlp = (qf_ln_mlp){
@@ -74,25 +82,31 @@ static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
         .w2 = bench_tensor_2d(step_dense(s, bf, N * F, 5, 6), bf, N, F),
         .b2 = bench_tensor_1d(step_dense(s, bf, N, 6, 0), bf, N),
         .x_scale = sc + Q_X, .w1_scale = sc + Q_W1, .a_scale = sc + Q_A, .w2_scale = sc + Q_W2,
-        .xq = s->mlp.xq, .w1q = s->mlp.w1q, .w2q = s->mlp.w2q, .aq = s->mlp.aq,
-        .h = bench_tensor_2d(step_dense(s, bf, M * Fin, 7, 0), bf, M, Fin),
-        .a = bench_tensor_2d(step_dense(s, bf, M * F, 8, 0), bf, M, F)};
+        .h = bench_tensor_2d(step_out(s, bf, M * Fin), bf, M, Fin),
+        .a = bench_tensor_2d(step_out(s, bf, M * F), bf, M, F)};
     s->g = (qf_ln_mlp_grads){
-        .dyq = s->g.dyq, .dhq = s->g.dhq, .dy_scale = sc + Q_DY, .dh_scale = sc + Q_DH,
-        .rng_dy = {1, 0}, .rng_dh = {2, 0},
-        .da = bench_tensor_2d(step_dense(s, bf, M * F, 9, 0), bf, M, F),
-        .dh = bench_tensor_2d(step_dense(s, bf, M * Fin, 10, 0), bf, M, Fin),
-        .dxn = bench_tensor_2d(step_dense(s, bf, M * K, 11, 0), bf, M, K),
-        .dw1 = bench_tensor_2d(step_dense(s, f32, Fin * K, 12, 0), f32, Fin, K),
-        .dw2 = bench_tensor_2d(step_dense(s, f32, N * F, 13, 0), f32, N, F),
-        .db1 = bench_tensor_1d(step_dense(s, bf, Fin, 14, 0), bf, Fin),
-        .db2 = bench_tensor_1d(step_dense(s, bf, N, 15, 0), bf, N)};
-    s->g.norm.dx = bench_tensor_2d(step_dense(s, bf, M * K, 16, 0), bf, M, K);
-    s->g.norm.dgamma = bench_tensor_1d(step_dense(s, f32, K, 17, 0), f32, K);
-    s->g.norm.dbeta = bench_tensor_1d(step_dense(s, f32, K, 18, 0), f32, K);
+        .dy_scale = sc + Q_DY, .dh_scale = sc + Q_DH, .rng_dy = {1, 0}, .rng_dh = {2, 0},
+        .da = bench_tensor_2d(step_out(s, bf, M * F), bf, M, F),
+        .dh = bench_tensor_2d(step_out(s, bf, M * Fin), bf, M, Fin),
+        .dxn = bench_tensor_2d(step_out(s, bf, M * K), bf, M, K),
+        .dw1 = bench_tensor_2d(step_out(s, f32, Fin * K), f32, Fin, K),
+        .dw2 = bench_tensor_2d(step_out(s, f32, N * F), f32, N, F),
+        .db1 = bench_tensor_1d(step_out(s, bf, Fin), bf, Fin),
+        .db2 = bench_tensor_1d(step_out(s, bf, N), bf, N)};
+    s->g.norm.dx = bench_tensor_2d(step_out(s, bf, M * K), bf, M, K);
+    s->g.norm.dgamma = bench_tensor_1d(step_out(s, f32, K), f32, K);
+    s->g.norm.dbeta = bench_tensor_1d(step_out(s, f32, K), f32, K);
     s->tx = bench_tensor_2d(step_dense(s, bf, M * K, 19, 0), bf, M, K);
-    s->ty = bench_tensor_2d(step_dense(s, bf, M * N, 20, 0), bf, M, N);
+    s->ty = bench_tensor_2d(step_out(s, bf, M * N), bf, M, N);
     s->tdy = bench_tensor_2d(step_dense(s, bf, M * N, 21, 4), bf, M, N);
+    qf_quantized *dst[Q_COUNT] = {&s->mlp.xq, &s->mlp.w1q, &s->mlp.aq, &s->mlp.w2q, &s->g.dyq,
+                                  &s->g.dhq};
+    qf_shape_query qs[TOOL_MLP_COUNT];
+    tool_mlp_queries(M, K, F, N, QF_ACT_SWIGLU, QF_NORM_LAYERNORM, qs);
+    for (int i = 0; i < Q_COUNT; i++) {
+        bench_out_alloc(&s->q[i], r, &qs[i]);
+        *dst[i] = bench_out_quantized(&s->q[i], QF_SCALE_LAYOUT_COMPACT);
+    }
 }
 
 static void step_free(step_bench *s) {
@@ -118,7 +132,7 @@ static double step_median_ms(bench *b, step_bench *s) {
     for (int i = 0; i < STEP_WARMUP; i++)
         step_run(b, s);
     const int n = b->o.iters < 20 ? b->o.iters : 20;
-    double *ms = bench_xmalloc((size_t)n * sizeof *ms);
+    double *ms = tool_xmalloc((size_t)n * sizeof *ms);
     for (int i = 0; i < n; i++) {
         CUDA_OR_DIE(cudaEventRecord(e0, NULL));
         step_run(b, s);

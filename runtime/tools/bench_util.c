@@ -12,15 +12,6 @@
 #include "jit_compile.h"
 #include "ref.h"
 
-void *bench_xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "qfuse-bench: out of host memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -54,7 +45,7 @@ static void store_random(void *p, qf_dtype dt, int64_t i, uint64_t *s) {
 
 /* n random elements of dt in a new host array. Deterministic for a seed. */
 void *bench_host_random(qf_dtype dt, int64_t n, uint64_t seed) {
-    void *p = bench_xmalloc((size_t)n * qf_dtype_size(dt));
+    void *p = tool_xmalloc((size_t)n * qf_dtype_size(dt));
     const int64_t chunk = 1 << 14;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < (n + chunk - 1) / chunk; c++) {
@@ -94,7 +85,7 @@ int bench_rotation_count(const bench *b, double set_bytes) {
  * launches between two CUDA events on the legacy default stream, cycling through n_rot sets. */
 double bench_time_launches(const bench *b, launch_fn fn, void *arg, int n_rot) {
     cudaEvent_t e0, e1;
-    double *t = bench_xmalloc((size_t)b->o.iters * sizeof *t);
+    double *t = tool_xmalloc((size_t)b->o.iters * sizeof *t);
     CUDA_OR_DIE(cudaEventCreate(&e0));
     CUDA_OR_DIE(cudaEventCreate(&e1));
     int k = 0;

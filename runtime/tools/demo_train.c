@@ -18,15 +18,6 @@
 
 #define BLOCK_MAX_BYTES (2ull << 30)
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "qfuse-demo: out of host memory (%zu bytes)\n", n);
-        exit(1);
-    }
-    return p;
-}
-
 /* ==================================================================== the block file */
 
 enum { T_X, T_LN_W, T_LN_B, T_W1, T_B1, T_W2, T_B2, T_COUNT };
@@ -68,7 +59,7 @@ void demo_block_load(const char *path, demo_block *b) {
     double **dst[T_COUNT] = {&b->x, &b->ln_w, &b->ln_b, &b->w1, &b->b1, &b->w2, &b->b2};
     for (int i = 0; i < T_COUNT; i++) {
         const int64_t n = d[i][0] * (ndims[i] == 2 ? d[i][1] : 1);
-        double *v = xmalloc((size_t)n * sizeof *v);
+        double *v = tool_xmalloc((size_t)n * sizeof *v);
         for (int64_t j = 0; j < n; j++) {
             const float e = qf_load_as_float(data[i], dt[i], j);
             v[j] = i == T_X ? qf_bf16_to_float(qf_float_to_bf16(e)) : e;
@@ -105,20 +96,24 @@ static double rms(const double *v, int64_t n) {
     return sqrt(s / (double)n);
 }
 
+/* Elements of each parameter of the block (W1 [F, K], b1 [F], W2 [N, F], b2 [N], gamma, beta). */
+static void param_sizes(const demo_block *b, int64_t n[P_COUNT]) {
+    const int64_t v[P_COUNT] = {b->F * b->K, b->F, b->N * b->F, b->N, b->K, b->K};
+    memcpy(n, v, sizeof v);
+}
+
 /* The block's parameters with W1 and W2 perturbed (the same start for every run). */
 static void trainee_init(trainee *t, const demo_block *b, const demo_train_opts *o) {
     memset(t, 0, sizeof *t);
     const double *src[P_COUNT] = {b->w1, b->b1, b->w2, b->b2, b->ln_w, b->ln_b};
-    const int64_t n[P_COUNT] = {b->F * b->K, b->F, b->N * b->F, b->N, b->K, b->K};
+    int64_t *n = t->n;
+    param_sizes(b, n);
     uint64_t s = o->seed;
     for (int i = 0; i < P_COUNT; i++) {
-        t->n[i] = n[i];
-        t->p[i] = xmalloc((size_t)n[i] * 8), t->g[i] = xmalloc((size_t)n[i] * 8);
-        t->m1[i] = calloc((size_t)n[i], 8), t->m2[i] = calloc((size_t)n[i], 8);
-        if (!t->m1[i] || !t->m2[i]) {
-            fprintf(stderr, "qfuse-demo: out of host memory\n");
-            exit(1);
-        }
+        const size_t bytes = (size_t)n[i] * 8;
+        t->p[i] = tool_xmalloc(bytes), t->g[i] = tool_xmalloc(bytes);
+        t->m1[i] = memset(tool_xmalloc(bytes), 0, bytes);
+        t->m2[i] = memset(tool_xmalloc(bytes), 0, bytes);
         const double sd = i == P_W1 || i == P_W2 ? o->noise * rms(src[i], n[i]) : 0.0;
         for (int64_t j = 0; j < n[i]; j++)
             t->p[i][j] = src[i][j] + (sd > 0.0 ? sd * rng_normal(&s) : 0.0);
@@ -174,6 +169,15 @@ static qf_mlp_params model_of(const demo_block *b, const double *const *p) {
                            .b2 = p[P_B2]};
 }
 
+/* y [M, N] = the fp64 block with parameters p on the block's x (qf_mlp_forward; its tensors kept
+ * in *sv when sv is not NULL). */
+static void model_forward(const demo_block *b, const double *const *p, double *y,
+                          qf_mlp_saved *sv) {
+    const qf_mlp_params mp = model_of(b, p);
+    if (qf_mlp_forward(&mp, b->x, b->M, y, sv) != 0)
+        tool_out_of_memory(0);
+}
+
 /* ==================================================================== one run */
 
 /* A run computes the loss of the trainee's parameters and, when asked, their gradients. */
@@ -191,23 +195,18 @@ typedef struct base_run {
 static double base_loss(runner *rr, trainee *t, int grads) {
     base_run *r = (base_run *)rr;
     const demo_block *b = rr->tk->b;
-    const qf_mlp_params mp = model_of(b, (const double *const *)t->p);
     qf_mlp_saved sv;
-    if (qf_mlp_forward(&mp, b->x, b->M, r->y, grads ? &sv : NULL) != 0) {
-        fprintf(stderr, "qfuse-demo: out of host memory\n");
-        exit(1);
-    }
+    model_forward(b, (const double *const *)t->p, r->y, grads ? &sv : NULL);
     const double l = loss_of(rr->tk, r->y, grads ? r->dy : NULL);
     if (grads) {
         const qf_mlp_grads g = {.dgamma = t->g[P_GAMMA], .dbeta = t->g[P_BETA],
                                 .dw1 = t->g[P_W1], .db1 = t->g[P_B1], .dw2 = t->g[P_W2],
                                 .db2 = t->g[P_B2]};
+        const qf_mlp_params mp = model_of(b, (const double *const *)t->p);
         const int rc = qf_mlp_backward(&mp, &sv, r->dy, &g);
         qf_mlp_saved_free(&sv);
-        if (rc != 0) {
-            fprintf(stderr, "qfuse-demo: out of host memory\n");
-            exit(1);
-        }
+        if (rc != 0)
+            tool_out_of_memory(0);
     }
     return l;
 }
@@ -279,11 +278,9 @@ static double gpu_loss(runner *rr, trainee *t, int grads) {
 }
 
 /* Both copies of every quantized tensor, sized by the fake shapes, and their slots. */
-static void gpu_alloc_quantized(gpu_run *r, const demo_block *b) {
+static void gpu_alloc_quantized(gpu_run *r, const qf_shape_query qs[Q_COUNT]) {
     qf_quantized *dst[Q_COUNT] = {&r->mlp.xq, &r->mlp.w1q, &r->mlp.aq, &r->mlp.w2q, &r->g.dyq,
                                   &r->g.dhq};
-    qf_shape_query qs[TOOL_MLP_COUNT];
-    tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     const qf_scale_layout layout = tool_gemm_scale_layout();
     const int delayed = r->r->family == QF_FAMILY_FP8_DELAYED;
     for (int i = 0; i < Q_COUNT; i++) {
@@ -306,11 +303,12 @@ static void gpu_setup(gpu_run *r, qf_ctx_t *ctx, const qf_recipe *rec, const tas
     const int64_t sizes[] = {M * K, M * F, F * K, N * F, M * N};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         big = sizes[i] > big ? sizes[i] : big;
-    r->stage = xmalloc((size_t)big * 2), r->fstage = xmalloc((size_t)big * 4);
-    r->yh = xmalloc((size_t)(M * N) * 8), r->dyh = xmalloc((size_t)(M * N) * 8);
+    r->stage = tool_xmalloc((size_t)big * 2), r->fstage = tool_xmalloc((size_t)big * 4);
+    r->yh = tool_xmalloc((size_t)(M * N) * 8), r->dyh = tool_xmalloc((size_t)(M * N) * 8);
     r->x = dbuf_alloc((size_t)(M * K) * 2);
     upload_bf16(r, &r->x, b->x, M * K);
-    const int64_t pn[P_COUNT] = {F * K, F, N * F, N, K, K};
+    int64_t pn[P_COUNT];
+    param_sizes(b, pn);
     for (int i = 0; i < P_COUNT; i++) {
         r->prm[i] = dbuf_alloc((size_t)pn[i] * 2);
         r->grad[i] = dbuf_alloc((size_t)pn[i] * qf_dtype_size(grad_dtype(i)));
@@ -354,7 +352,7 @@ static void gpu_setup(gpu_run *r, qf_ctx_t *ctx, const qf_recipe *rec, const tas
     r->g.norm.dx = tens(&r->dx, QF_DTYPE_BF16, 2, M, K);
     r->g.norm.dgamma = tens(&r->grad[P_GAMMA], QF_DTYPE_FP32, 1, K, 0);
     r->g.norm.dbeta = tens(&r->grad[P_BETA], QF_DTYPE_FP32, 1, K, 0);
-    gpu_alloc_quantized(r, b);
+    gpu_alloc_quantized(r, qs);
     r->tx = tens(&r->x, QF_DTYPE_BF16, 2, M, K);
     r->ty = tens(&r->y, QF_DTYPE_BF16, 2, M, N), r->tdy = tens(&r->dy, QF_DTYPE_BF16, 2, M, N);
 }
@@ -373,16 +371,6 @@ static void gpu_free(gpu_run *r) {
 }
 
 /* ==================================================================== training */
-
-/* The loss of t's parameters through the fp64 model (y: [M, N] scratch). */
-static double fp64_loss(const task *tk, const trainee *t, double *y) {
-    const qf_mlp_params mp = model_of(tk->b, (const double *const *)t->p);
-    if (qf_mlp_forward(&mp, tk->b->x, tk->b->M, y, NULL) != 0) {
-        fprintf(stderr, "qfuse-demo: out of host memory\n");
-        exit(1);
-    }
-    return loss_of(tk, y, NULL);
-}
 
 /* Trains from the common start; loss[s] for s < steps is the loss before update s, loss[steps]
  * the final parameters', *loss64 theirs through the fp64 model. Returns the milliseconds per
@@ -405,8 +393,9 @@ static double train(runner *rn, const demo_block *b, const demo_train_opts *o, d
     }
     const double ms = (now_ms() - t0) / o->steps;
     loss[o->steps] = rn->loss(rn, &t, 0);
-    double *y = xmalloc((size_t)(b->M * b->N) * 8);
-    *loss64 = fp64_loss(rn->tk, &t, y);
+    double *y = tool_xmalloc((size_t)(b->M * b->N) * 8); /* through the fp64 model */
+    model_forward(b, (const double *const *)t.p, y, NULL);
+    *loss64 = loss_of(rn->tk, y, NULL);
     free(y);
     trainee_free(&t);
     return ms;
@@ -435,13 +424,9 @@ static int block_fits(const qf_recipe *r, const demo_block *b) {
 
 int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     const int64_t M = b->M, N = b->N;
-    task tk = {.b = b, .ystar = xmalloc((size_t)(M * N) * 8)};
+    task tk = {.b = b, .ystar = tool_xmalloc((size_t)(M * N) * 8)};
     const double *orig[P_COUNT] = {b->w1, b->b1, b->w2, b->b2, b->ln_w, b->ln_b};
-    const qf_mlp_params mp = model_of(b, orig);
-    if (qf_mlp_forward(&mp, b->x, M, tk.ystar, NULL) != 0) {
-        fprintf(stderr, "qfuse-demo: out of host memory\n");
-        exit(1);
-    }
+    model_forward(b, orig, tk.ystar, NULL);
     tk.ss = 0.0;
     for (int64_t i = 0; i < M * N; i++)
         tk.ss += tk.ystar[i] * tk.ystar[i];
@@ -455,7 +440,8 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     FILE *csv = o->csv;
     if (csv)
         fprintf(csv, "run,step,loss\n");
-    double *base = xmalloc((size_t)(o->steps + 1) * 8), *loss = xmalloc((size_t)(o->steps + 1) * 8);
+    double *base = tool_xmalloc((size_t)(o->steps + 1) * 8);
+    double *loss = tool_xmalloc((size_t)(o->steps + 1) * 8);
     const int marks[] = {0, o->steps / 10, o->steps / 4, o->steps / 2, o->steps};
     printf("\n| run          | loss at step %-5d| %-8d | %-8d | %-8d | %-8d | vs fp64 | its weights"
            " | ms/step |\n", marks[0], marks[1], marks[2], marks[3], marks[4]);
@@ -473,8 +459,8 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
         const char *name = ri < 0 ? "fp64 (none)" : qf_recipes[ri].name;
         double *l = ri < 0 ? base : loss;
         if (ri < 0) {
-            base_run br = {.base = {base_loss, &tk}, .y = xmalloc((size_t)(M * N) * 8),
-                           .dy = xmalloc((size_t)(M * N) * 8)};
+            base_run br = {.base = {base_loss, &tk}, .y = tool_xmalloc((size_t)(M * N) * 8),
+                           .dy = tool_xmalloc((size_t)(M * N) * 8)};
             ms = train(&br.base, b, o, l, &l64);
             free(br.y), free(br.dy);
         } else {

@@ -49,12 +49,7 @@ typedef struct layer {
 /* ==================================================================== inputs */
 
 static uint16_t *bf16_alloc(int64_t n) {
-    uint16_t *p = malloc((size_t)n * 2);
-    if (!p) {
-        fprintf(stderr, "qfuse-demo: out of host memory\n");
-        exit(1);
-    }
-    return p;
+    return tool_xmalloc((size_t)n * 2);
 }
 
 /* Synthetic activations with the structure of real LLM residual streams: most channels N(0,1),

@@ -41,6 +41,23 @@
         }                                                                                     \
     } while (0)
 
+/* Exits with a message: host memory ran out (tool code); n, when known, the failed request. */
+static inline void tool_out_of_memory(size_t n) {
+    if (n)
+        fprintf(stderr, QF_TOOL_NAME ": out of host memory (%zu bytes)\n", n);
+    else
+        fprintf(stderr, QF_TOOL_NAME ": out of host memory\n");
+    exit(1);
+}
+
+/* malloc(n), never NULL (tool_out_of_memory instead; n = 0 allocates one byte). */
+static inline void *tool_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        tool_out_of_memory(n);
+    return p;
+}
+
 /* Monotonic wall clock in milliseconds. */
 static inline double now_ms(void) {
     struct timespec ts;
