@@ -7,6 +7,7 @@
  * Without a GPU it compiles every kernel with NVRTC and prints keys and fake shapes instead. */
 #include <errno.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ typedef struct demo_opts {
     int64_t tokens;
     int iters;
     int train_steps;                        /* --train-steps (0: no training) */
+    int train_steps_given;                  /* --train-steps was on the command line */
     const char *loss_csv;                   /* --loss-csv */
     tool_recipes recipes;                   /* --recipe */
 } demo_opts;
@@ -476,6 +478,20 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
 
 /* ==================================================================== main */
 
+/* 0 when the --loss-csv file at path can be written, checked without changing a file that is
+ * there (opened for appending, nothing written); *created: the check made a new, empty file.
+ * -1 with errno otherwise. */
+static int loss_csv_check(const char *path, int *created) {
+    struct stat st;
+    const int existed = stat(path, &st) == 0;
+    FILE *f = fopen(path, "a");
+    if (!f)
+        return -1;
+    fclose(f);
+    *created = !existed;
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-demo [--weights FILE.safetensors] [--tokens M] [--iters N]\n"
                "                  [--train-steps S] [--loss-csv FILE] [--recipe NAME]...\n"
@@ -534,7 +550,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
                         "step count up to 1000000\n", optarg);
                 return 2;
             }
-            o->train_steps = (int)n;
+            o->train_steps = (int)n, o->train_steps_given = 1;
         }
         else if (c == 'l')
             o->loss_csv = optarg;
@@ -571,14 +587,13 @@ int main(int argc, char **argv) {
         return rc;
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
-    if (!o.weights && (o.loss_csv || o.train_steps != 300))
+    if (!o.weights && (o.loss_csv || o.train_steps_given))
         fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
                 "without --weights there is nothing to train\n");
-    FILE *loss_csv = NULL; /* opened first: a bad path fails before any work */
-    if (o.weights && o.loss_csv && o.train_steps > 0 && !(loss_csv = fopen(o.loss_csv, "w"))) {
-        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", o.loss_csv, strerror(errno));
-        return 2;
-    }
+    else if (o.loss_csv && o.train_steps == 0)
+        fprintf(stderr, "qfuse-demo: --train-steps 0: no training, so no loss curves for "
+                "--loss-csv %s\n", o.loss_csv);
+    const char *csv_path = o.weights && o.train_steps > 0 ? o.loss_csv : NULL;
     layer real = {0};
     demo_block block = {0};
     if (o.weights) { /* read and checked on the CPU, GPU or not */
@@ -588,11 +603,17 @@ int main(int argc, char **argv) {
                "%lld]\n", o.weights, (long long)block.M, (long long)block.K, (long long)block.F,
                (long long)block.K, (long long)block.N, (long long)block.F);
     }
+    int csv_created = 0; /* a bad --loss-csv fails before the GPU work */
+    if (csv_path && loss_csv_check(csv_path, &csv_created) != 0) {
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path, strerror(errno));
+        layer_free(&real), demo_block_free(&block);
+        return 2;
+    }
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
-        if (loss_csv)
-            fclose(loss_csv), remove(o.loss_csv); /* nothing trained: no empty curves file */
+        if (csv_created) /* nothing trained: no empty file of ours left behind */
+            remove(csv_path);
         if (o.weights)
             layer_free(&real), demo_block_free(&block);
         return run_without_gpu(&o, qf_last_error());
@@ -625,10 +646,16 @@ int main(int argc, char **argv) {
            "fake shapes: every buffer sized by the shape functions, validated by the op, guard\n"
            "bytes after each intact.\n", o.iters, REF_ROWS);
     int failed = 0;
+    FILE *loss_csv = csv_path ? fopen(csv_path, "w") : NULL;
+    if (csv_path && !loss_csv) {
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s; the curves are not written\n", csv_path,
+                strerror(errno));
+        failed++;
+    }
     if (o.weights && o.train_steps > 0) {
         const demo_train_opts to = {.steps = o.train_steps, .lr = 1e-3, .noise = 0.5,
                                     .seed = 20261201, .csv = loss_csv, .recipes = &o.recipes};
-        failed = demo_train(ctx, &block, &to);
+        failed += demo_train(ctx, &block, &to);
     }
     if (loss_csv && fclose(loss_csv) != 0) {
         fprintf(stderr, "qfuse-demo: writing %s failed\n", o.loss_csv);
