@@ -74,12 +74,19 @@ static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
         !qf_aligned16(p->x) || !qf_aligned16(p->out_row) || !qf_aligned16(p->gamma) ||
         !qf_aligned16(p->beta))
         return -1;
+    /* a SwiGLU dh prologue: a vector must lie in one half of dh (qf_dev_act.cuh) */
+    if (lk->inst.prologue == QF_PROLOGUE_DACT(QF_ACT_SWIGLU) && (p->K / 2 * esz) % 16 != 0)
+        return -1;
     const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
     static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
-    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
+    /* without a norm the widest entry allowed walks a longer row in chunks (qf_dev_norm.cuh
+     * rows_load); an activation prologue holds two or three input vectors per output vector, so
+     * its chunks stay at 2 vectors per thread (more would cost occupancy, not save a read) */
+    const int last = lk->inst.prologue != QF_PROLOGUE_NONE ? 1 : QF_ROWS_VARIANTS - 1;
+    for (int i = 0; i <= last; i++)
         if (vecs_per_thread <= its[i] && lk->fn_rows[i])
             return i;
-    return -1;
+    return k->norm == QF_NORM_NONE && lk->fn_rows[last] ? last : -1;
 }
 
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,

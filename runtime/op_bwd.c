@@ -9,6 +9,9 @@
 #include "validate.h"
 
 #define QF_NB_SHAPES 4
+#define QF_DB_TILE(k) ((int64_t)(k)->block_threads * 8) /* dbias columns per block (smxx_dbias) */
+/* dbias: the grid (QF_NB_MAX_BLOCKS blocks of rows x column tiles of 256 x 8) fits 2^31 - 1 */
+#define QF_DB_MAX_N ((int64_t)1 << 30)
 
 /* {===================================================================== common */
 
@@ -34,12 +37,12 @@ static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_ent
                           what, stream);
 }
 
-/* The partial-sums entry on b's blocks with smem bytes of dynamic shared memory, then the _reduce
- * entry on one thread per column of `cols` (both take the parameter block p), then the scratch is
- * released. */
+/* The partial-sums entry on b's blocks times `tiles` (column tiles per block of rows) with smem
+ * bytes of dynamic shared memory, then the _reduce entry on one thread per column of `cols` (both
+ * take the parameter block p), then the scratch is released. */
 static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
-                               const qf_bwd_run *b, unsigned smem, int64_t cols, void *p,
-                               void *stream) {
+                               const qf_bwd_run *b, int64_t tiles, unsigned smem, int64_t cols,
+                               void *p, void *stream) {
     const qf_cu_api *cu = qf_cu();
     qf_status s = cu ? QF_OK : QF_ERR_NO_DEVICE;
     if (s == QF_OK &&
@@ -48,7 +51,8 @@ static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_en
         s = qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
                          op, smem, k->name);
     if (s == QF_OK)
-        s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)b->blocks, k->block_threads, smem, p, stream);
+        s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)(b->blocks * tiles), k->block_threads, smem, p,
+                          stream);
     if (s == QF_OK)
         s = qf_ctx_launch(ctx, b->lk.fn_reduce,
                           (unsigned)((cols + k->block_threads - 1) / k->block_threads),
@@ -142,7 +146,7 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
                       .rows_per_block = b.rows, .blocks = b.blocks,
                       .dxn_fp32 = dxn->dtype == QF_DTYPE_FP32,
                       .gamma_fp32 = norm->gamma.dtype == QF_DTYPE_FP32};
-    return qf_bwd_finish(ctx, op, k, &b, (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p,
+    return qf_bwd_finish(ctx, op, k, &b, 1, (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p,
                          stream);
 }
 
@@ -150,16 +154,13 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 
 /* {===================================================================== dbias */
 
-qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
-                   void *stream) {
-    static const char op[] = "qf_dbias";
-    const qf_recipe *r = NULL;
-    int64_t M = 0, N = 0;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    QF_TRY(qf_check_activation(op, "dy", dy, &M, &N));
-    if (N > 2 * QF_NB_MAX_K)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: N = %lld; dbias keeps N fp32 column sums in "
-                            "shared memory, N <= %d", op, (long long)N, 2 * QF_NB_MAX_K);
+/* dbias [N] of dy [M, N], or (prologue QF_PROLOGUE_DACT, dy = h) of dh [M, N] from h and da. */
+static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
+                              const qf_tensor *dy, int64_t M, int64_t N, int prologue,
+                              const qf_tensor *da, qf_tensor *dbias, void *stream) {
+    if (N > QF_DB_MAX_N)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: N = %lld is too large for one launch (N <= "
+                            "%lld)", op, (long long)N, (long long)QF_DB_MAX_N);
     const qf_shape_query q = {.op = QF_OP_DBIAS, .role = QF_ROLE_GRAD, .M = M, .N = N,
                               .dtype = dy->dtype};
     qf_shape sh[QF_NB_SHAPES];
@@ -171,12 +172,45 @@ qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_te
     QF_TRY(qf_check_buffer(op, "dbias", dbias, &sh[0]));
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0,
                                                   dy->dtype);
-    const qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
+    qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
+    inst.prologue = prologue;
     qf_bwd_run b = {0};
     QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, N, "dbias's partial column sums", &b, stream));
     qf_db_params p = {.dy = dy->data, .part = b.part, .dbias = dbias->data, .M = M, .N = N,
-                      .rows_per_block = b.rows, .blocks = b.blocks};
-    return qf_bwd_finish(ctx, op, k, &b, (unsigned)(N * (int64_t)sizeof(float)), N, &p, stream);
+                      .rows_per_block = b.rows, .blocks = b.blocks,
+                      .da = da ? da->data : NULL,
+                      .da_fp32 = da && da->dtype == QF_DTYPE_FP32};
+    const int64_t tiles = (N + QF_DB_TILE(k) - 1) / QF_DB_TILE(k);
+    return qf_bwd_finish(ctx, op, k, &b, tiles, 0, N, &p, stream);
+}
+
+qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
+                   void *stream) {
+    static const char op[] = "qf_dbias";
+    const qf_recipe *r = NULL;
+    int64_t M = 0, N = 0;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_activation(op, "dy", dy, &M, &N));
+    return qf_dbias_run(ctx, op, r, dy, M, N, QF_PROLOGUE_NONE, NULL, dbias, stream);
+}
+
+qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, const qf_tensor *h,
+                       const qf_tensor *da, qf_tensor *dbias, void *stream) {
+    static const char op[] = "qf_dbias_act";
+    const qf_recipe *r = NULL;
+    int64_t M = 0, N = 0;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    if ((unsigned)act >= QF_ACT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
+                            (int)act);
+    QF_TRY(qf_check_activation(op, "h", h, &M, &N));
+    const int gated = act == QF_ACT_SWIGLU;
+    if (gated && N % 2)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
+                            "h = [h1 | h2] of [M, 2F]", op, (long long)N);
+    QF_TRY(qf_check_grad_input(op, "da", da, M, gated ? N / 2 : N,
+                               "the gradient of the activation's output", "[M, F]"));
+    return qf_dbias_run(ctx, op, r, h, M, N, QF_PROLOGUE_DACT(act), da, dbias, stream);
 }
 
 /* =====================================================================} */

@@ -17,6 +17,9 @@ typedef struct qf_qcall {
     unsigned outputs;       /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
     qf_quantized *out;
     unsigned slots;         /* 1u << qf_slot for each slot the call's fake shapes list */
+    int prologue;           /* QF_PROLOGUE_*: x is h, the input a = act(h) or dh (qf_quantize_act) */
+    const qf_tensor *da;    /* QF_PROLOGUE_DACT: [M, F] */
+    const char *x_name;     /* x's name in messages: "x", or "h" for qf_quantize_act */
 } qf_qcall;
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
@@ -38,7 +41,7 @@ static qf_status qf_q_check_role(const char *op, qf_role role, const qf_norm_des
 
 static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe) {
     QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
-    QF_TRY(qf_check_activation(c->op, "x", c->x, &c->M, &c->K));
+    QF_TRY(qf_check_activation(c->op, c->x_name ? c->x_name : "x", c->x, &c->M, &c->K));
     if ((unsigned)c->nd->norm < QF_NORM_COUNT)
         QF_TRY(qf_q_check_role(c->op, c->role, c->nd));
     if (!c->out)
@@ -74,6 +77,7 @@ static qf_kernel_instance qf_q_instance(const qf_qcall *c, const qf_kernel_entry
     inst.outputs = c->outputs;
     inst.gamma_dtype = c->nd->norm != QF_NORM_NONE ? c->nd->gamma.dtype : c->x->dtype;
     inst.layout = layout;
+    inst.prologue = c->prologue;
     return inst;
 }
 
@@ -104,6 +108,8 @@ static qf_q_params qf_q_params_of(const qf_qcall *c) {
                      .K = c->K,
                      .eps = c->nd->eps};
     p.amax = qf_q_data(c, qf_q_listed(c, QF_SLOT_AMAX) ? QF_SLOT_AMAX : QF_SLOT_AMAX_ROWWISE);
+    if (c->da) /* no norm: the gamma storage carries da */
+        p.da = c->da->data, p.da_fp32 = c->da->dtype == QF_DTYPE_FP32;
     if (qf_q_listed(c, QF_SLOT_SCALE_INV)) { /* per-tensor FP8 */
         p.scale_inv = qf_q_data(c, QF_SLOT_SCALE_INV);
     } else { /* block scales */
@@ -140,7 +146,8 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
  * allows one (qf_ctx_launch_rows). Current scaling (numerics 2.2): amax slot zeroed, then pass 0
  * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
  * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
- * x, so that x is read twice in all. */
+ * x, so that x is read twice in all (with an activation prologue: the rows and columnwise
+ * entries, when the call allows them). */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
@@ -155,7 +162,11 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
-    qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1};
+    /* both copies from one read of x (the tiled entry): current scaling's cast pass, and an
+     * activation prologue, whose input is two or three arrays */
+    const int one_read = (c->outputs & QF_OUT_COLUMNWISE) &&
+                         (current || c->prologue != QF_PROLOGUE_NONE);
+    qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = !one_read};
     if (!current)
         return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
@@ -163,7 +174,7 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     QF_TRY(qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream));
     p.pass = 1;
     rc.no_cols = 0;
-    rc.rows_ok = !(c->outputs & QF_OUT_COLUMNWISE);
+    rc.rows_ok = !one_read;
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 
@@ -203,9 +214,10 @@ static qf_status qf_q_nv_check(const qf_qcall *c) {
                             "needs M and K to be multiples of 16 (numerics 2.4)",
                             c->op, (long long)c->M, (long long)c->K);
     const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
-                                c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL};
-    static const char *const names[] = {"x", "gamma", "beta"};
-    for (int i = 0; i < 3; i++)
+                                c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
+                                c->da ? c->da->data : NULL};
+    static const char *const names[] = {"x", "gamma", "beta", "da"};
+    for (int i = 0; i < 4; i++)
         if ((uintptr_t)ptrs[i] % QF_NV_ALIGN)
             return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data %p is not 16-byte aligned",
                                 c->op, names[i], ptrs[i]);
@@ -248,21 +260,54 @@ static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void 
 
 /* =====================================================================} */
 
+/* The family's launcher for a checked call. */
+static qf_status qf_q_run(qf_ctx_t *ctx, qf_qcall *c, const float *scale, const qf_rng *rng,
+                          void *stream) {
+    switch (c->r->family) {
+    case QF_FAMILY_FP8_DELAYED:
+    case QF_FAMILY_FP8_CURRENT:
+        return qf_q_fp8(ctx, c, scale, stream);
+    case QF_FAMILY_MXFP8:
+        return qf_q_mxfp8(ctx, c, stream);
+    case QF_FAMILY_NVFP4:
+        return qf_q_nvfp4(ctx, c, rng, stream);
+    default:
+        return qf_family_unsupported(c->op, c->r);
+    }
+}
+
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
                       const qf_norm_desc *norm, const float *scale, const qf_rng *rng,
                       qf_quantized *out, void *stream) {
     qf_qcall c = {.op = "qf_quantize", .role = role, .nd = norm ? norm : &qf_norm_none, .x = x,
                   .out = out};
     QF_TRY(qf_q_check(&c, ctx, recipe));
-    switch (c.r->family) {
-    case QF_FAMILY_FP8_DELAYED:
-    case QF_FAMILY_FP8_CURRENT:
-        return qf_q_fp8(ctx, &c, scale, stream);
-    case QF_FAMILY_MXFP8:
-        return qf_q_mxfp8(ctx, &c, stream);
-    case QF_FAMILY_NVFP4:
-        return qf_q_nvfp4(ctx, &c, rng, stream);
-    default:
-        return qf_family_unsupported(c.op, c.r);
-    }
+    return qf_q_run(ctx, &c, scale, rng, stream);
+}
+
+qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                          const qf_tensor *h, const qf_tensor *da, const float *scale,
+                          const qf_rng *rng, qf_quantized *out, void *stream) {
+    static const char op[] = "qf_quantize_act";
+    if ((unsigned)act >= QF_ACT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
+                            (int)act);
+    qf_qcall c = {.op = op, .role = da ? QF_ROLE_GRAD : QF_ROLE_INPUT, .nd = &qf_norm_none,
+                  .x = h, .x_name = "h", .out = out, .da = da,
+                  .prologue = da ? QF_PROLOGUE_DACT(act) : QF_PROLOGUE_ACT(act)};
+    QF_TRY(qf_q_check(&c, ctx, recipe)); /* c.M, c.K: h's [M, Fin] */
+    const int gated = act == QF_ACT_SWIGLU;
+    if (gated && c.K % 2)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
+                            "h = [h1 | h2] of [M, 2F]", op, (long long)c.K);
+    if (h->dtype != QF_DTYPE_BF16 && h->dtype != QF_DTYPE_FP16 && h->dtype != QF_DTYPE_FP32)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h.dtype is %s; bf16, fp16 or fp32", op,
+                            qf_dtype_name(h->dtype));
+    const int64_t F = gated ? c.K / 2 : c.K;
+    if (da)
+        QF_TRY(qf_check_grad_input(op, "da", da, c.M, F, "the gradient of the activation's "
+                                   "output", "[M, F]"));
+    else
+        c.K = F; /* the quantized a is [M, F] */
+    return qf_q_run(ctx, &c, scale, rng, stream);
 }

@@ -54,6 +54,14 @@ typedef enum qf_activation {
     QF_ACT_COUNT
 } qf_activation;
 
+/* The activation prologue of a quantizer or dbias instance (templates/qf_dev_act.cuh): none, the
+ * input is a = act(h) (QF_PROLOGUE_ACT), or it is dh = da act'(h) (QF_PROLOGUE_DACT). */
+#define QF_PROLOGUE_NONE 0
+#define QF_PROLOGUE_ACT(act) (1 + (act))
+#define QF_PROLOGUE_DACT(act) (4 + (act))
+#define QF_PROLOGUE_COUNT 7
+QF_STATIC_ASSERT(QF_ACT_COUNT == 3, "QF_PROLOGUE_DACT(0) follows the QF_PROLOGUE_ACT values");
+
 /* Recipe families (numerics 2). */
 typedef enum qf_family {
     QF_FAMILY_FP8_DELAYED = 0,
@@ -122,7 +130,10 @@ typedef enum qf_fp8_format {
  * Layouts and shapes: qfuse.h (qf_slot) and numerics 2.1-2.4. */
 typedef struct qf_q_params {
     const void *x;        /* [M, K] input dtype */
-    const void *gamma;    /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
+    union {
+        const void *gamma; /* [K] input dtype or fp32; NULL for QF_NORM_NONE */
+        const void *da;    /* QF_PROLOGUE_DACT (no norm): [M, F] bf16, or fp32 when da_fp32 */
+    };
     const void *beta;     /* [K] same dtype as gamma; layernorm only */
     uint8_t *out_row;     /* ROWWISE_DATA: FP8 [M, K]; NVFP4 [M, K/2] packed E2M1 */
     uint8_t *out_col;     /* COLUMNWISE_DATA: per-tensor FP8 [K, M] (transposed); MXFP8 [M, K]
@@ -162,7 +173,7 @@ typedef struct qf_q_params {
         };
     };
     float eps;
-    int32_t pad0;
+    int32_t da_fp32;      /* QF_PROLOGUE_DACT: 1 = da is fp32 */
 } qf_q_params;
 QF_STATIC_ASSERT(sizeof(qf_q_params) == 128, "qf_q_params ABI: at most 128 bytes (see above)");
 
@@ -313,9 +324,10 @@ typedef struct qf_db_params {
     int64_t N;
     int64_t rows_per_block;
     int32_t blocks;
-    int32_t pad_;
+    int32_t da_fp32;         /* QF_PROLOGUE_DACT: 1 = da is fp32 */
+    const void *da;          /* QF_PROLOGUE_DACT: [M, F] (dy is then h, the sums are dh's) */
 } qf_db_params;
-QF_STATIC_ASSERT(sizeof(qf_db_params) == 7 * 8, "qf_db_params ABI");
+QF_STATIC_ASSERT(sizeof(qf_db_params) == 8 * 8, "qf_db_params ABI");
 
 /* Parameter block of the NVFP4 GEMM on Hopper (numerics 2.4): y[M, N] = alpha * A B^T (+ bias),
  * both operands rowwise NVFP4 (packed E2M1, 1x16 blocks along K) with compact E4M3 scales, and

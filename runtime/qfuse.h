@@ -354,10 +354,10 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 
 /* dbias [N] = sum over the M rows of dy [..., N] (viewed as [M, N]; bf16, fp16 or fp32), in fp32,
  * stored in dy's dtype (numerics 6; the fake shapes of a QF_OP_DBIAS query with N and dtype).
- * N <= 49152. Uses stream-ordered scratch of cdiv(M, cdiv(M, 512)) N floats; the sums over M run
+ * N <= 2^30. Uses stream-ordered scratch of cdiv(M, cdiv(M, 512)) N floats; the sums over M run
  * per block of rows, then in block order (deterministic). Errors: QF_ERR_INVALID_ARG (NULL ctx,
  * recipe, dy or dbias, a wrong dtype, size or alignment, a stream of another context),
- * QF_ERR_UNSUPPORTED (N > 49152), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE,
+ * QF_ERR_UNSUPPORTED (N > 2^30), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE,
  * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
                    void *stream);
@@ -379,6 +379,32 @@ qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
 qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                             const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
                             void *stream);
+
+/* The activation fused with the quantization of its output, or its derivative with the gradient
+ * quantization (numerics 6): a or dh is computed from h (and da) inside the quantizer and never
+ * stored.
+ *   h:   [..., Fin] bf16, fp16 or fp32 (fc1's output), viewed as [M, Fin]; swiglu: Fin = 2F,
+ *        else F = Fin.
+ *   da:  NULL: quantize a = act(h) [M, F] under the recipe's input role (fc2's input). Else
+ *        [..., F] bf16 or fp32 (fc2's dgrad): quantize dh = da act'(h) [M, Fin] under the grad
+ *        role (dh as qf_activation_bwd defines it).
+ *   scale, rng, out: as qf_quantize for that role and [M, F] or [M, Fin] (no norm, no MU/RSIGMA).
+ * Each value of a or dh is rounded to h's dtype first, as qf_activation_fwd / _bwd store it, so
+ * the bytes equal qf_quantize of their output. Alignment and shapes as qf_quantize of that
+ * tensor; every shape runs (16-byte vectors where h, da and the rows allow, else one element at
+ * a time). Errors as qf_quantize, and QF_ERR_INVALID_ARG for act, an odd swiglu Fin, h's dtype,
+ * da (dtype, size). Asynchronous on stream. Does not own any buffer. */
+qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                          const qf_tensor *h, const qf_tensor *da, const float *scale,
+                          const qf_rng *rng, qf_quantized *out, void *stream);
+
+/* dbias [Fin] of dh = da act'(h) (numerics 6) without dh in memory: the column sums of the dh
+ * qf_activation_bwd would write (each value rounded to h's dtype, then summed in fp32 as
+ * qf_dbias: the same bytes), stored in h's dtype. h [..., Fin] and da [..., F] as
+ * qf_quantize_act; limits, scratch and errors as qf_dbias, and QF_ERR_INVALID_ARG for act, an odd
+ * swiglu Fin, da (NULL, dtype, size). */
+qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, const qf_tensor *h,
+                       const qf_tensor *da, qf_tensor *dbias, void *stream);
 
 /* The weight cache of a layer (SPEC 6): what its weights' quantized copies were made from, the
  * weights' storage, the caller's weight_version and the recipe. The ops keep it; zero means

@@ -5,6 +5,7 @@
 #ifndef QF_DEV_NORM_CUH
 #define QF_DEV_NORM_CUH
 
+#include "qf_dev_act.cuh"
 #include "qf_dev_load.cuh"
 #include "qf_dev_reduce.cuh"
 
@@ -130,16 +131,19 @@ __device__ __forceinline__ void tile_stats(const P &p, long long m0, float *s_mu
     }
 }
 
-/* Row m of x (dtype DT, K elements) into the registers of a block of THREADS threads, as
- * rows_stats holds it: vector it * THREADS + tid of EPV elements, 0 past K. */
-template <int IT, int DT, int EPV, int THREADS>
-__device__ __forceinline__ void rows_load(const void *x, long long m, long long K, int tid,
+/* Columns k0 .. k0 + IT THREADS EPV - 1 of row m of the input (p.x of dtype DT through the
+ * activation prologue, p.K elements; src_n) into the registers of a block of THREADS threads, as
+ * rows_stats holds them: vector it * THREADS + tid of EPV elements from k0, 0 past K. A rows
+ * entry with a norm holds the whole row (k0 = 0); without one it walks the row in such chunks,
+ * so any K runs. */
+template <int IT, int DT, int EPV, int THREADS, typename P>
+__device__ __forceinline__ void rows_load(const P &p, long long m, long long k0, int tid,
                                           float (&v)[IT][EPV]) {
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        const long long k = static_cast<long long>(it * THREADS + tid) * EPV;
-        if (k < K)
-            load_n<DT, EPV>(x, m * K + k, v[it]);
+        const long long k = k0 + static_cast<long long>(it * THREADS + tid) * EPV;
+        if (k < p.K)
+            src_n<DT, EPV>(p, m, k, v[it]);
         else
 #pragma unroll
             for (int j = 0; j < EPV; j++)
@@ -189,7 +193,7 @@ __device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu,
 }
 
 /* The normalized x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (x of
- * dtype DT) per thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; gamma (+1 when
+ * dtype DT through the activation prologue, src_n) per thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; gamma (+1 when
  * ZCG) and beta of dtype GDT, mu and rsigma as the rows entry wrote them (stats_of_row). */
 template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
 __device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
@@ -197,7 +201,7 @@ __device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0
     float g[EPV], b[EPV];
 #pragma unroll
     for (int i = 0; i < PASSES; i++)
-        load_n<DT, EPV>(p.x, (m0 + r0 + i * ROWS_PER_PASS) * p.K + k0 + c, y[i]);
+        src_n<DT, EPV>(p, m0 + r0 + i * ROWS_PER_PASS, k0 + c, y[i]);
     if (NORM != QF_NORM_NONE)
         load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k0 + c, g);
     if (NORM == QF_NORM_LAYERNORM)

@@ -8,7 +8,9 @@
  * dh = da where h > 0 (else 0), swiglu dh1 = da h2 silu'(h1), dh2 = da silu(h1). Elementwise,
  * grid-stride over groups of 8 consecutive f (16-byte loads and stores) when F is a multiple of
  * 8 and every array is 16-byte aligned, else of one; h, a and dh in the kernel's dtype, rounded
- * once. */
+ * once. The scalar functions are qf_dev_act.cuh's, which the quantizers' activation prologue
+ * shares. */
+#include "qf_dev_act.cuh"
 #include "qf_dev_load.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_formats.h"
@@ -17,30 +19,6 @@ namespace {
 
 constexpr int kDtype = __IN_DTYPE__;
 constexpr int kThreads = __BLOCK_THREADS__;
-constexpr float kGeluC = 0.7978845608028654f; /* fl(sqrt(2 / pi)) */
-constexpr float kGeluA = 0.044715f;
-
-/* The scalar functions, in the references' operation order (the compiler may contract a multiply
- * and an add into one rounding: within a few ulps of the references). */
-__device__ __forceinline__ float gelu(float h) {
-    const float u = kGeluC * (h + kGeluA * h * h * h);
-    return 0.5f * h * (1.0f + tanhf(u));
-}
-
-__device__ __forceinline__ float gelu_grad(float h) {
-    const float u = kGeluC * (h + kGeluA * h * h * h), t = tanhf(u);
-    const float du = kGeluC * (1.0f + 3.0f * kGeluA * h * h);
-    return 0.5f * (1.0f + t) + 0.5f * h * (1.0f - t * t) * du;
-}
-
-__device__ __forceinline__ float silu(float v) {
-    return v / (1.0f + expf(-v));
-}
-
-__device__ __forceinline__ float silu_grad(float v) {
-    const float s = 1.0f / (1.0f + expf(-v));
-    return s * (1.0f + v * (1.0f - s));
-}
 
 /* 1 when the launch can work in groups of kVec elements: F a multiple of kVec and every array
  * 16-byte aligned (else one element per group). */
@@ -64,11 +42,11 @@ __device__ __forceinline__ void fwd_group(const qf_act_params &p, long long g) {
         load_n<kDtype, V>(p.h, m * fin + p.F + f, u);
 #pragma unroll
         for (int j = 0; j < V; j++)
-            a[j] = silu(v[j]) * u[j];
+            a[j] = act_fwd(QF_ACT_SWIGLU, v[j], u[j]);
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++)
-            a[j] = p.act == QF_ACT_GELU ? gelu(v[j]) : v[j] > 0.0f ? v[j] : 0.0f;
+            a[j] = act_fwd(p.act, v[j], 0.0f);
     }
     store_n<kDtype, V>(p.out, i, a);
 }
@@ -94,7 +72,7 @@ __device__ __forceinline__ void grad_group(const qf_act_params &p, long long g) 
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++)
-            o[j] = p.act == QF_ACT_GELU ? d[j] * gelu_grad(v[j]) : v[j] > 0.0f ? d[j] : 0.0f;
+            o[j] = act_grad(p.act, d[j], v[j]);
     }
     store_n<kDtype, V>(p.out, hi, o);
 }

@@ -59,6 +59,7 @@ constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
 constexpr int kInSize = kInDtype == QF_DTYPE_FP32 ? 4 : 2;
 constexpr int kEpv = 16 / kInSize; /* x elements per 16-byte vector: 8 (bf16/fp16) or 4 (fp32) */
 
+static_assert(!kHasPrologue || kNorm == QF_NORM_NONE, "an activation prologue has no norm");
 static_assert(kTileM == 32 && kThreads == 256, "sub-tile mapping assumes 32 rows x 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
 
@@ -150,28 +151,30 @@ __device__ void rows_body(const qf_q_params &p) {
     const float scale = amax_pass(p) ? 1.0f : scale_of(p);
     float amax = 0.0f;
     int red = 0;
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
-        float v[IT][kEpv];
-        rows_load<IT, kInDtype, kEpv, kThreads>(p.x, m, K, tid, v);
-        float mu = 0.0f, rs = 1.0f;
-        if (cast_pass(p)) {
-            stats_of_row<kNorm>(p, m, mu, rs);
-        } else if (kNorm != QF_NORM_NONE) {
-            rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
-                                                          tid);
-            if (tid == 0) {
-                if (kNorm == QF_NORM_LAYERNORM)
-                    p.mu[m] = mu;
-                p.rsigma[m] = rs;
+    constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv;
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
+        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
+            float v[IT][kEpv];
+            rows_load<IT, kInDtype, kEpv, kThreads>(p, m, k0, tid, v);
+            float mu = 0.0f, rs = 1.0f;
+            if (cast_pass(p)) {
+                stats_of_row<kNorm>(p, m, mu, rs);
+            } else if (kNorm != QF_NORM_NONE) {
+                rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
+                                                              tid);
+                if (tid == 0) {
+                    if (kNorm == QF_NORM_LAYERNORM)
+                        p.mu[m] = mu;
+                    p.rsigma[m] = rs;
+                }
+            }
+#pragma unroll
+            for (int it = 0; it < IT; it++) {
+                const long long k = k0 + static_cast<long long>(it * kThreads + tid) * kEpv;
+                if (k < K)
+                    amax = rows_emit(p, v[it], m, k, mu, rs, scale, amax);
             }
         }
-#pragma unroll
-        for (int it = 0; it < IT; it++) {
-            const long long k = static_cast<long long>(it * kThreads + tid) * kEpv;
-            if (k < K)
-                amax = rows_emit(p, v[it], m, k, mu, rs, scale, amax);
-        }
-    }
     block_amax_commit(p, amax, s_amax, scale);
 }
 
@@ -202,19 +205,29 @@ __KERNEL_NAME__(const qf_q_params p) {
     const float rs = (kNorm != QF_NORM_NONE && m < M) ? s_rsigma[r] : 1.0f;
     const bool row_aligned = (K & 3) == 0;
     const bool col_aligned = (M & 3) == 0;
+    /* whole groups of 4 load as one vector (8 or 16 bytes per array) when K % 4 == 0, the arrays
+     * are aligned to a group and a group lies in one half of a SwiGLU dh */
+    const unsigned long long align = reinterpret_cast<unsigned long long>(p.x) |
+                                     (kPrologueGrad ? reinterpret_cast<unsigned long long>(p.da)
+                                                    : 0ull);
+    const bool vec4 = row_aligned && (align & (kVec * kInSize - 1)) == 0 &&
+                      (!kPrologueGrad || (align & 15ull) == 0) &&
+                      (kPrologue != QF_PROLOGUE_DACT(QF_ACT_SWIGLU) || ((K / 2) & 3) == 0);
     float amax = 0.0f;
 
     for (long long k0 = 0; k0 < K; k0 += kSubK) {
         unsigned packed = 0;
         const int nk = (K - (k0 + c)) < kVec ? static_cast<int>(K - (k0 + c)) : kVec;
         if (m < M && nk > 0) {
-            float y[kVec];
+            float y[kVec], xs[kVec];
+            if (vec4 && nk == kVec)
+                src_n<kInDtype, kVec>(p, m, k0 + c, xs);
 #pragma unroll
             for (int i = 0; i < kVec; i++) {
                 y[i] = 0.0f;
                 if (i < nk) {
                     const long long k = k0 + c + i;
-                    float xv = load_elem<kInDtype>(p.x, m * K + k);
+                    float xv = vec4 && nk == kVec ? xs[i] : src_elem<kInDtype>(p, m, k);
                     float g = kNorm != QF_NORM_NONE
                                   ? load_gamma<kGammaDtype, kZeroCenteredGamma>(p.gamma, k)
                                   : 1.0f;

@@ -50,6 +50,7 @@ constexpr float kFp8Max = kOutDtype == QF_DTYPE_E4M3 ? QF_E4M3_MAX : QF_E5M2_MAX
 constexpr int kEmax = kOutDtype == QF_DTYPE_E4M3 ? 8 : 15;
 constexpr float kInvFp8Max = 1.0f / kFp8Max; /* fl(1/fp8_max), as the reference */
 
+static_assert(!kHasPrologue || kNorm == QF_NORM_NONE, "an activation prologue has no norm");
 static_assert(kTileM == QF_MX_BLOCK && kThreads == 256, "tile = one 32-row block, 256 threads");
 static_assert(kTileM * kSubK == kThreads * kVec, "each thread owns kVec elements of a sub-tile");
 
@@ -106,8 +107,9 @@ __device__ __forceinline__ void store_col_scale(const qf_q_params &p, long long 
 
 /* ---------------------------------------------------------------- rows path
  * Rowwise only, 1D blocks, K * sizeof(x) a multiple of 16, 16-byte aligned pointers (the runtime
- * checks all of these). Each block loops over rows (persistent grid); a row is held in registers
- * as IT 16-byte vectors per thread, vector i = it * kThreads + tid covering elements
+ * checks all of these). Each block loops over rows (persistent grid); a row (without a norm: each
+ * chunk of IT kThreads vectors of it, so any K) is held in registers as IT 16-byte vectors per
+ * thread, vector i = it * kThreads + tid covering elements
  * [i * kEpv, (i + 1) * kEpv), so x is read from memory once. The kTpb consecutive lanes whose
  * vectors make up one 1x32 block reduce its amax with shuffles; the group's first lane writes
  * the scale byte. A partial last block (K % 32 != 0) only sees its real elements: lanes past K
@@ -162,25 +164,27 @@ __device__ void rows_body(const qf_q_params &p) {
     int red = 0;
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
-        float v[IT][kEpv];
-        rows_load<IT, kInDtype, kEpv, kThreads>(p.x, m, K, tid, v);
-        float mu = 0.0f, rs = 1.0f;
-        if (kNorm != QF_NORM_NONE) {
-            rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
-                                                          threadIdx.x);
-            if (tid == 0) {
-                if (kNorm == QF_NORM_LAYERNORM)
-                    p.mu[m] = mu;
-                p.rsigma[m] = rs;
+    constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv; /* 32 | kChunk */
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
+        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
+            float v[IT][kEpv];
+            rows_load<IT, kInDtype, kEpv, kThreads>(p, m, k0, tid, v);
+            float mu = 0.0f, rs = 1.0f;
+            if (kNorm != QF_NORM_NONE) {
+                rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
+                                                              threadIdx.x);
+                if (tid == 0) {
+                    if (kNorm == QF_NORM_LAYERNORM)
+                        p.mu[m] = mu;
+                    p.rsigma[m] = rs;
+                }
             }
-        }
 #pragma unroll
-        for (int it = 0; it < IT; it++)
-            if (kRowwise && static_cast<long long>(it * kThreads) * kEpv < K) /* block-uniform */
-                rows_emit(p, v[it], m, static_cast<long long>(it * kThreads + tid) * kEpv, mu,
-                          rs);
-    }
+            for (int it = 0; it < IT; it++) /* the condition is block-uniform */
+                if (kRowwise && k0 + static_cast<long long>(it * kThreads) * kEpv < K)
+                    rows_emit(p, v[it], m, k0 + static_cast<long long>(it * kThreads + tid) * kEpv,
+                              mu, rs);
+        }
 }
 
 /* ---------------------------------------------------------------- columnwise entry
@@ -279,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
                     g = load_gamma<kGammaDtype, kZeroCenteredGamma>(p.gamma, k);
                 if (kNorm == QF_NORM_LAYERNORM)
                     b = load_elem<kGammaDtype>(p.beta, k);
-                y[i] = normalize<kNorm>(load_elem<kInDtype>(p.x, m * K + k), mu, rs, g, b);
+                y[i] = normalize<kNorm>(src_elem<kInDtype>(p, m, k), mu, rs, g, b);
                 ramax = amax_merge(ramax, y[i]);
             }
             s_abs[r][c + i] = i < nk ? fabsf(y[i]) : 0.0f;

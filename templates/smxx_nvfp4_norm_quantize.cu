@@ -68,6 +68,7 @@ constexpr bool kSwizzled = QF_SCALE_SWIZZLED != 0;
 constexpr float kFltMax = 3.40282346638528859812e+38f;
 constexpr unsigned kCanonicalNan = 0x7FC00000u; /* what the reference's NAN is */
 
+static_assert(!kHasPrologue || kNorm == QF_NORM_NONE, "an activation prologue has no norm");
 static_assert(kTileM == 2 * kGroup && kThreads == 256, "pass 1: 32-row tiles of 256 threads");
 static_assert(!(kBlock2d && kRht), "16x16 weight tiles and the RHT are exclusive (numerics 2.4)");
 
@@ -274,7 +275,7 @@ __device__ __forceinline__ void load_item(const qf_q_params &p, long long m0, lo
                                           float (&y)[kGroup][N]) {
 #pragma unroll
     for (int r = 0; r < kGroup; r++)
-        load_n<kInDtype, N>(p.x, (m0 + r) * p.K + k, y[r]);
+        src_n<kInDtype, N>(p, m0 + r, k, y[r]);
     if (kNorm == QF_NORM_NONE)
         return;
     float g[N], b[N];
@@ -335,7 +336,7 @@ __device__ void amax_row_pass(const qf_q_params &p, long long m, int r, float *s
 #pragma unroll 2
     for (long long v = lane; v < nvec; v += 32) {
         float x[kVec], g[kVec], b[kVec];
-        load_n<kInDtype, kVec>(p.x, m * p.K + v * kVec, x);
+        src_n<kInDtype, kVec>(p, m, v * kVec, x);
         load_affine(p, v * kVec, g, b);
 #pragma unroll
         for (int j = 0; j < kVec; j++)
@@ -428,7 +429,7 @@ __device__ __forceinline__ void quant_row(const qf_q_params &p, const float (&y)
 __device__ __forceinline__ void load_row(const qf_q_params &p, long long m, long long k,
                                          const float (&g)[kVec], const float (&b)[kVec],
                                          float (&y)[kVec]) {
-    load_n<kInDtype, kVec>(p.x, m * p.K + k, y);
+    src_n<kInDtype, kVec>(p, m, k, y);
     if (kNorm == QF_NORM_NONE)
         return;
     const float mu = kNorm == QF_NORM_LAYERNORM ? p.mu[m] : 0.0f, rs = p.rsigma[m];

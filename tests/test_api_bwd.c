@@ -1,7 +1,8 @@
 /* test_api_bwd.c: the argument checks of qf_norm_backward and qf_dbias on a device-less sm_90
  * context (no GPU needed): valid arguments reach the device check (QF_ERR_NO_DEVICE), and each
  * bad argument gets QF_ERR_INVALID_ARG (or QF_ERR_UNSUPPORTED) naming it, before anything
- * launches. The fake shapes of both ops are checked too. */
+ * launches. The fake shapes of both ops are checked too, and the checks of the activation, its
+ * fused quantization (qf_quantize_act, qf_dbias_act) and the MLP. */
 #include "registry.h"
 #include "validate.h"
 
@@ -137,8 +138,8 @@ static void test_dbias_args(void **state) {
     e4.dtype = QF_DTYPE_E4M3;
     expect(qf_dbias(ctx, kRecipe, &e4, &db, NULL), QF_ERR_INVALID_ARG,
            "dy.dtype is e4m3; expected bf16, fp16 or fp32");
-    const qf_tensor wide = t2(slot(0), QF_DTYPE_BF16, 1, 49153);
-    expect(qf_dbias(ctx, kRecipe, &wide, &db, NULL), QF_ERR_UNSUPPORTED, "N = 49153");
+    const qf_tensor wide = t2(slot(0), QF_DTYPE_BF16, 1, ((int64_t)1 << 30) + 1);
+    expect(qf_dbias(ctx, kRecipe, &wide, &db, NULL), QF_ERR_UNSUPPORTED, "N = 1073741825");
     qf_shape sh[2];
     int n = 0;
     /* {op, role, norm, outputs, M, N, K, dtype} */
@@ -189,6 +190,82 @@ static void test_activation_args(void **state) {
     assert_int_equal(sh[0].bytes, 2u * 3 * 5);
     assert_string_equal(sh[1].name, "dh");
     assert_int_equal(sh[1].bytes, 2u * 3 * 2 * 5);
+}
+
+/* Both copies of a [rows, cols] tensor of `role` (QF_OP_QUANTIZE's fake shapes) in slots first..;
+ * returns the next free slot. */
+static int q_slots(const char *recipe, qf_role role, int64_t rows, int64_t cols, int first,
+                   qf_quantized *q) {
+    /* {op, role, norm, outputs, M, N, K, dtype} (M and K are macros here) */
+    const qf_shape_query sq = {QF_OP_QUANTIZE, role, QF_NORM_NONE,
+                               QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, rows, 0, cols, 0};
+    qf_shape sh[QF_SLOT_COUNT];
+    int n = 0;
+    assert_int_equal(qf_fake_shapes(recipe, &sq, sh, QF_SLOT_COUNT, &n), QF_OK);
+    memset(q, 0, sizeof *q);
+    for (int i = 0; i < n; i++) {
+        assert_true(sh[i].bytes <= 256);
+        const int sl = qf_slot_from_name(sh[i].name);
+        q->t[sl] = (qf_tensor){.data = slot(first + i), .dtype = sh[i].dtype, .ndim = sh[i].ndim};
+        memcpy(q->t[sl].dims, sh[i].dims, sizeof sh[i].dims);
+    }
+    return first + n;
+}
+
+/* qf_quantize_act and qf_dbias_act: h [4, 64] bf16; swiglu: a's copies [4, 32], dh's [4, 64],
+ * da [4, 32]. Valid calls reach the device check; each bad argument is named. */
+static void test_act_quantize_args(void **state) {
+    qf_ctx_t *ctx = *state;
+    const qf_tensor h = t2(slot(0), QF_DTYPE_BF16, M, K), da = t2(slot(1), QF_DTYPE_FP32, M, K / 2);
+    const float *scale = (const float *)slot(2);
+    const qf_rng rng = {1, 2};
+    qf_quantized aq, dhq, gq;
+    const int next = q_slots(kRecipe, QF_ROLE_INPUT, M, K / 2, 3, &aq);
+    q_slots(kRecipe, QF_ROLE_GRAD, M, K, next, &dhq);
+    q_slots(kRecipe, QF_ROLE_INPUT, M, K, next, &gq); /* a's copies for gelu: [4, 64] */
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_GELU, &h, NULL, scale, NULL, &gq, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_GELU, &h, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "out->rowwise_data", "elements");
+    expect(qf_quantize_act(ctx, kRecipe, (qf_activation)9, &h, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "act 9 is not a qf_activation");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, NULL, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "h is NULL");
+    const qf_tensor odd = t2(slot(0), QF_DTYPE_BF16, M, 7);
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &odd, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "h's last dimension 7 is odd");
+    qf_tensor h8 = h;
+    h8.dtype = QF_DTYPE_E4M3;
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h8, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "h.dtype is e4m3");
+    const qf_tensor da_wide = t2(slot(1), QF_DTYPE_FP32, M, K);
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da_wide, scale, &rng, &dhq, NULL),
+           QF_ERR_INVALID_ARG, "da");
+    const qf_tensor da16 = t2(slot(1), QF_DTYPE_FP16, M, K / 2);
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da16, scale, &rng, &dhq, NULL),
+           QF_ERR_INVALID_ARG, "da.dtype is fp16");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, NULL, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "scale is NULL");
+    /* a's input-role [4, 32] copies given for dh's grad-role [4, 64] ones: E4M3 for E5M2 */
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &aq, NULL),
+           QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3; expected e5m2");
+    qf_tensor db = t1(slot(15), QF_DTYPE_BF16, K);
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, &db, NULL), QF_ERR_INVALID_ARG,
+           "da is NULL");
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &odd, &da, &db, NULL), QF_ERR_INVALID_ARG,
+           "is odd");
+    expect(qf_dbias_act(ctx, kRecipe, (qf_activation)-1, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
+           "act -1 is not a qf_activation");
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_GELU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG, "da");
+    db = t1(slot(15), QF_DTYPE_BF16, K / 2);
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
+           "dbias has 32 elements");
 }
 
 /* The MLP's first checks, before any stage: NULL arguments, the norm, W1's K. */
@@ -261,6 +338,7 @@ int main(void) {
         cmocka_unit_test(test_nb_fake_shapes),
         T(test_dbias_args),
         T(test_activation_args),
+        T(test_act_quantize_args),
         T(test_mlp_args),
         cmocka_unit_test(test_weight_cache_key),
     };

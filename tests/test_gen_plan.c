@@ -91,7 +91,8 @@ static void test_kernel_key_layout(void **state) {
     assert_null(strstr(buf, "layout"));
 }
 
-/* qfuse-cache warm's instance lists: MXFP8 quantizers twice over (compact, swizzled). */
+/* qfuse-cache warm's instance lists: MXFP8 quantizers twice over (compact, swizzled), the
+ * activation prologues of the plain quantizers and dbias. */
 static void test_kernel_instances_mxfp8(void **state) {
     (void)state;
     qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES];
@@ -106,8 +107,35 @@ static void test_kernel_instances_mxfp8(void **state) {
     assert_int_equal(swizzled, 6);
     k.in_dtype = QF_DTYPE_FP32;
     assert_int_equal(qf_kernel_instances(&k, out), 6);
+    /* plain quantizers: the input role also has a = act(h) and the grad role dh = da act'(h)
+     * for each activation and layout, both copies; the weight role none */
     k.op = QF_OP_QUANTIZE;
+    k.role = QF_ROLE_WEIGHT;
     assert_int_equal(qf_kernel_instances(&k, out), 6);
+    const qf_role roles[] = {QF_ROLE_INPUT, QF_ROLE_GRAD};
+    for (int r = 0; r < 2; r++) {
+        k.role = roles[r];
+        assert_int_equal(qf_kernel_instances(&k, out), 12);
+        int pro[QF_PROLOGUE_COUNT] = {0};
+        for (int i = 0; i < 12; i++) {
+            assert_true(out[i].prologue >= 0 && out[i].prologue < QF_PROLOGUE_COUNT);
+            pro[out[i].prologue]++;
+            if (out[i].prologue)
+                assert_int_equal(out[i].outputs, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE);
+        }
+        assert_int_equal(pro[QF_PROLOGUE_NONE], 6);
+        for (int a = 0; a < QF_ACT_COUNT; a++)
+            assert_int_equal(pro[r ? QF_PROLOGUE_DACT(a) : QF_PROLOGUE_ACT(a)], 2);
+    }
+    /* the prologue is in the key's variant only when set */
+    char buf[256];
+    qf_kernel_variant_string(&k, &out[0], buf, sizeof buf);
+    assert_null(strstr(buf, "prologue"));
+    qf_kernel_variant_string(&k, &out[11], buf, sizeof buf);
+    assert_non_null(strstr(buf, ";prologue="));
+    k.op = QF_OP_DBIAS;
+    assert_int_equal(qf_kernel_instances(&k, out), 1 + QF_ACT_COUNT);
+    assert_int_equal(out[1 + QF_ACT_SWIGLU].prologue, QF_PROLOGUE_DACT(QF_ACT_SWIGLU));
     k.op = QF_OP_GEMM;
     assert_int_equal(qf_kernel_instances(&k, out), 1);
     k = (qf_kernel_entry){.family = QF_FAMILY_FP8_DELAYED, .op = QF_OP_NORM_QUANTIZE,

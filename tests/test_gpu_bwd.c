@@ -18,6 +18,14 @@
  * in fp32 (the kernel may contract a multiply and an add), with F a multiple of 8 (the kernel's
  * 16-byte vector path) and not (one element at a time), h in bf16 and fp32, da in bf16 and fp32;
  * outputs poisoned first.
+ * qf_quantize_act and qf_dbias_act (the activation fused with the quantization of a, its
+ * derivative with the gradient quantization and db1; numerics 6) against the unfused ops on the
+ * same h and da (qf_activation_fwd / _bwd, then qf_quantize / qf_dbias, each checked against the C
+ * references above and in test_gpu_quantize): every byte of every slot identical, for every
+ * recipe and activation, at shapes that take the 16-byte row path with the columnwise entry, the
+ * tiled path, a SwiGLU dh whose halves are not whole vectors, and a dh wider than any row entry
+ * holds; the two sides' buffers are poisoned with different bytes first (amaxes zeroed: delayed
+ * scaling merges into them).
  * One recipe runs every variant (the module is the same in every family); every other recipe
  * runs one case, through its own registry entry. Without a GPU it skips. */
 #include "test_gpu_util.h"
@@ -289,6 +297,104 @@ static void act_run(qf_ctx_t *ctx, const char *recipe, qf_activation act, qf_dty
     dual_free(&h), dual_free(&da), dual_free(&a), dual_free(&dh);
 }
 
+/* Poisons every slot of t with byte (amax slots zeroed). */
+static void qt_poison(qtensor *t, int byte) {
+    for (int sl = 0; sl < QF_SLOT_COUNT; sl++)
+        if (t->has[sl]) {
+            const int amax = sl == QF_SLOT_AMAX || sl == QF_SLOT_AMAX_ROWWISE ||
+                             sl == QF_SLOT_AMAX_COLUMNWISE;
+            CK(cudaMemset(t->buf[sl].d, amax ? 0 : byte, t->buf[sl].bytes));
+        }
+}
+
+/* Bytes that differ between two quantized tensors of one shape, over every slot. */
+static int64_t qt_diff(qtensor *a, qtensor *b) {
+    qt_down(a), qt_down(b);
+    int64_t n = 0;
+    for (int sl = 0; sl < QF_SLOT_COUNT; sl++)
+        if (a->has[sl])
+            n += count_mismatches(a->buf[sl].h, b->buf[sl].h, (int64_t)a->buf[sl].bytes);
+    return n;
+}
+
+/* Fused against unfused for h [M, Fin] bf16 and da [M, F] (ddt) under recipe r. */
+static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_dtype ddt,
+                      int64_t M, int64_t F, uint64_t seed) {
+    const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
+    const qf_dtype bf = QF_DTYPE_BF16;
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    if (qf_family_get(r->family)->scale_layout)
+        QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
+    dual h = dual_alloc((size_t)(M * Fin) * 2), da = dual_alloc((size_t)(M * F) * qf_dtype_size(ddt));
+    dual a = dual_alloc((size_t)(M * F) * 2), dh = dual_alloc((size_t)(M * Fin) * 2);
+    dual dbf = dual_alloc((size_t)Fin * 2), dbu = dual_alloc((size_t)Fin * 2), one = dual_alloc(4);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < M * Fin; i++)
+        store_as(h.h, bf, i, 3.0f * qf_test_rng_uniform(&s));
+    for (int64_t i = 0; i < M * F; i++)
+        store_as(da.h, ddt, i, qf_test_rng_uniform(&s));
+    *(float *)one.h = 1.0f;
+    dual_up(&h), dual_up(&da), dual_up(&one);
+    qtensor fa, ua, fd, ud;
+    qt_alloc(&fa, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
+    qt_alloc(&ua, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
+    qt_alloc(&fd, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
+    qt_alloc(&ud, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
+    qt_poison(&fa, 0x5A), qt_poison(&ua, 0xC3), qt_poison(&fd, 0x5A), qt_poison(&ud, 0xC3);
+    CK(cudaMemset(dbf.d, 0x5A, dbf.bytes)), CK(cudaMemset(dbu.d, 0xC3, dbu.bytes));
+    const qf_tensor th = tv(&h, bf, 2, M, Fin), tda = tv(&da, ddt, 2, M, F);
+    qf_tensor ta = tv(&a, bf, 2, M, F), tdh = tv(&dh, bf, 2, M, Fin);
+    qf_tensor tdbf = tv(&dbf, bf, 1, Fin, 0), tdbu = tv(&dbu, bf, 1, Fin, 0);
+    const qf_rng rng = {11, seed};
+    QF_OK_OR_FAIL(qf_activation_fwd(ctx, r->name, act, &th, &ta, NULL));
+    QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_INPUT, &ta, NULL, one.d, NULL, &ua.q, NULL));
+    QF_OK_OR_FAIL(qf_quantize_act(ctx, r->name, act, &th, NULL, one.d, NULL, &fa.q, NULL));
+    QF_OK_OR_FAIL(qf_activation_bwd(ctx, r->name, act, &th, &tda, &tdh, NULL));
+    QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_GRAD, &tdh, NULL, one.d, &rng, &ud.q, NULL));
+    QF_OK_OR_FAIL(qf_quantize_act(ctx, r->name, act, &th, &tda, one.d, &rng, &fd.q, NULL));
+    QF_OK_OR_FAIL(qf_dbias(ctx, r->name, &tdh, &tdbu, NULL));
+    QF_OK_OR_FAIL(qf_dbias_act(ctx, r->name, act, &th, &tda, &tdbf, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&dbf), dual_down(&dbu);
+    const int64_t da_diff = qt_diff(&fa, &ua), dd_diff = qt_diff(&fd, &ud);
+    const int64_t db_diff = count_mismatches(dbu.h, dbf.h, (int64_t)dbf.bytes);
+    if (da_diff || dd_diff || db_diff)
+        fail_msg("%s act %d da=%s M=%lld F=%lld: fused differs from unfused in %lld bytes of "
+                 "q(a), %lld of q(dh), %lld of db1", r->name, (int)act, qf_dtype_name(ddt),
+                 (long long)M, (long long)F, (long long)da_diff, (long long)dd_diff,
+                 (long long)db_diff);
+    qtensor *qts[] = {&fa, &ua, &fd, &ud};
+    for (size_t i = 0; i < sizeof qts / sizeof qts[0]; i++)
+        qt_free(qts[i]);
+    dual *all[] = {&h, &da, &a, &dh, &dbf, &dbu, &one};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dual_free(all[i]);
+}
+
+static void test_act_quantize(void **state) {
+    (void)state;
+    /* {M, F}: 16-byte rows with the columnwise entry; the tiled columnwise path (M % 64 != 0);
+     * K * 2 % 16 != 0 (tiled everywhere) with a SwiGLU dh of 104 columns whose halves of 52 are
+     * not whole vectors (not NVFP4: multiples of 16 only); dh of 16416 columns, wider than the
+     * row entries hold */
+    static const int64_t shapes[][2] = {{256, 128}, {96, 48}, {100, 52}, {32, 8208}};
+    qf_ctx_t *ctx = gpu_ctx();
+    int cases = 0;
+    for (int i = 0; i < qf_recipe_count; i++)
+        for (int act = 0; act < QF_ACT_COUNT; act++)
+            for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+                const qf_recipe *r = &qf_recipes[i];
+                if (r->family == QF_FAMILY_NVFP4 && (shapes[sh][0] % 16 || shapes[sh][1] % 16))
+                    continue;
+                act_q_run(ctx, r, (qf_activation)act, sh % 2 ? QF_DTYPE_FP32 : QF_DTYPE_BF16,
+                          shapes[sh][0], shapes[sh][1], 100u + (uint64_t)cases);
+                cases++;
+            }
+    printf("test_act_quantize: %d cases, fused bit-identical to unfused\n", cases);
+    assert_true(cases >= qf_recipe_count * QF_ACT_COUNT * 3);
+    qf_ctx_free(ctx);
+}
+
 static void test_activation(void **state) {
     (void)state;
     static const int64_t shapes[][2] = {{7, 13}, {33, 128}, {3, 1}, {300, 1000}, {64, 4100}};
@@ -309,6 +415,7 @@ int main(void) {
     qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_dbias),
                                        cmocka_unit_test(test_norm_backward),
-                                       cmocka_unit_test(test_activation)};
+                                       cmocka_unit_test(test_activation),
+                                       cmocka_unit_test(test_act_quantize)};
     return cmocka_run_group_tests_name("gpu_bwd", tests, NULL, NULL);
 }

@@ -40,7 +40,8 @@ static int qf_kernel_has_layout(const qf_kernel_entry *k) {
 }
 
 int qf_kernel_instance_equal(const qf_kernel_instance *a, const qf_kernel_instance *b) {
-    return a->outputs == b->outputs && a->gamma_dtype == b->gamma_dtype && a->layout == b->layout;
+    return a->outputs == b->outputs && a->gamma_dtype == b->gamma_dtype &&
+           a->layout == b->layout && a->prologue == b->prologue;
 }
 
 qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k) {
@@ -59,6 +60,11 @@ int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERN
         out[1].gamma_dtype = QF_DTYPE_FP32;
         return 2;
     }
+    if (k->op == QF_OP_DBIAS) {
+        for (int a = 0; a < QF_ACT_COUNT; a++)
+            out[1 + a] = out[0], out[1 + a].prologue = QF_PROLOGUE_DACT(a);
+        return 1 + QF_ACT_COUNT;
+    }
     if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
         return 1;
     /* NOTES: fp32 gamma is a distinct instance only when x is not fp32 already. */
@@ -71,6 +77,14 @@ int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERN
                     .outputs = outputs[o],
                     .gamma_dtype = g ? QF_DTYPE_FP32 : k->in_dtype,
                     .layout = l ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT};
+    const int fwd = k->role == QF_ROLE_INPUT, grad = k->role == QF_ROLE_GRAD;
+    if (k->op == QF_OP_QUANTIZE && (fwd || grad))
+        for (int l = 0; l < n_layout; l++)
+            for (int a = 0; a < QF_ACT_COUNT; a++)
+                out[n++] = (qf_kernel_instance){
+                    .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .gamma_dtype = k->in_dtype,
+                    .layout = l ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT,
+                    .prologue = fwd ? QF_PROLOGUE_ACT(a) : QF_PROLOGUE_DACT(a)};
     return n;
 }
 
@@ -86,7 +100,9 @@ void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance
                      k->block_threads, k->tile_m);
     const char *layout = qf_enum_name(QF_ENUM_SCALE_LAYOUT, (int)inst->layout);
     if (qf_kernel_has_layout(k) && w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ";layout=%s", layout ? layout : "?");
+        w += snprintf(buf + w, n - (size_t)w, ";layout=%s", layout ? layout : "?");
+    if (inst->prologue != QF_PROLOGUE_NONE && w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, ";prologue=%d", inst->prologue);
 }
 
 int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
@@ -107,6 +123,11 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
     if (qf_kernel_has_layout(k)) {
         snprintf(store[n], 48, "-DQF_SCALE_SWIZZLED=%d",
                  inst->layout == QF_SCALE_LAYOUT_SWIZZLED);
+        opts[n] = store[n];
+        n++;
+    }
+    if (inst->prologue != QF_PROLOGUE_NONE) {
+        snprintf(store[n], 48, "-DQF_PROLOGUE=%d", inst->prologue);
         opts[n] = store[n];
         n++;
     }

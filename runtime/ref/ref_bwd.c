@@ -66,20 +66,25 @@ void qf_dbias_ref(qf_dtype dydt, const void *dy, int64_t M, int64_t N, float *db
 #define QF_GELU_C 0.7978845608028654f /* fl(sqrt(2 / pi)) */
 #define QF_GELU_A 0.044715f
 
+/* 0.5 (1 + tanh(u)) = sigmoid(2 u): gelu = h s with s = 1 / (1 + exp(-2 u)), an identity that
+ * keeps its relative accuracy where 1 + tanh(u) cancels (h << 0) and costs one exponential. */
 float qf_gelu_ref(float h) {
     const float u = QF_GELU_C * (h + QF_GELU_A * h * h * h);
-    return 0.5f * h * (1.0f + tanhf(u));
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
+    return h * s;
 }
 
-/* d/dh of 0.5 h (1 + tanh(u)), u = c (h + a h^3): 0.5 (1 + t) + 0.5 h (1 - t^2) c (1 + 3 a h^2). */
+/* d/dh of h sigmoid(2 u), u = c (h + a h^3): s + 2 h s (1 - s) u', u' = c (1 + 3 a h^2) (the
+ * derivative of 0.5 h (1 + tanh(u)): 0.5 (1 + t) = s, 0.5 (1 - t^2) = 2 s (1 - s)). */
 float qf_gelu_grad_ref(float h) {
-    const float u = QF_GELU_C * (h + QF_GELU_A * h * h * h), t = tanhf(u);
+    const float u = QF_GELU_C * (h + QF_GELU_A * h * h * h);
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
     const float du = QF_GELU_C * (1.0f + 3.0f * QF_GELU_A * h * h);
-    return 0.5f * (1.0f + t) + 0.5f * h * (1.0f - t * t) * du;
+    return s + 2.0f * h * s * (1.0f - s) * du;
 }
 
 float qf_silu_ref(float v) {
-    return v / (1.0f + expf(-v));
+    return v * (1.0f / (1.0f + expf(-v)));
 }
 
 float qf_silu_grad_ref(float v) {

@@ -176,10 +176,18 @@ void bench_steps(bench *b) {
             else
                 other += t;
         }
-        for (int i = 0; i < st.n; i++) { /* the costliest non-GEMM stage, summed over the steps */
+        fprintf(stderr, "qfuse-bench: %s step, mean of %d steps per stage:\n", s->r->name,
+                STEP_SPLIT_STEPS);
+        for (int i = 0; i < st.n; i++) { /* each stage summed over the steps; the costliest */
             double t = 0.0;
-            for (int j = i; j < st.n; j++)
+            int first = 1;
+            for (int j = 0; j < st.n; j++) {
+                first &= !(j < i && st.name[j] == st.name[i]);
                 t += st.name[j] == st.name[i] ? qf_stage_times_ms(&st, j) : 0.0;
+            }
+            if (first)
+                fprintf(stderr, "  %8.3f ms  %s%s\n", t / STEP_SPLIT_STEPS, st.name[i],
+                        st.is_gemm[i] ? " [GEMM]" : "");
             if (!st.is_gemm[i] && t > worst)
                 worst = t, worst_name = st.name[i];
         }

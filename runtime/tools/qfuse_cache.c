@@ -185,20 +185,27 @@ static int qf_tool_key_instance(int kidx, int arch, const char *key, qf_kernel_i
 
 /* What sets instance inst of kernel k apart from the kernel's other entries, naming only what
  * applies: the copies a quantizer writes, the gamma dtype of a norm, the scale layout of a
- * block-scaled quantizer ("rowwise+columnwise, gamma fp32, swizzled scales"); "" for the GEMM and
- * the scale update, which have one instance. */
+ * block-scaled quantizer, an activation prologue ("rowwise+columnwise, swizzled scales, dh of
+ * swiglu"); "" for the GEMM and the scale update, which have one instance. */
 static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                   char *buf, size_t n) {
     static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
     buf[0] = '\0';
-    if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
-        return;
-    int w = snprintf(buf, n, "%s", outs[inst->outputs & 3u]);
-    if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
-        w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
-    if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ", %s scales",
-                 qf_enum_name(QF_ENUM_SCALE_LAYOUT, inst->layout));
+    int w = 0;
+    if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
+        w = snprintf(buf, n, "%s", outs[inst->outputs & 3u]);
+        if (k->op == QF_OP_NORM_QUANTIZE && w >= 0 && (size_t)w < n)
+            w += snprintf(buf + w, n - (size_t)w, ", gamma %s", qf_dtype_name(inst->gamma_dtype));
+        if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
+            w += snprintf(buf + w, n - (size_t)w, ", %s scales",
+                          qf_enum_name(QF_ENUM_SCALE_LAYOUT, inst->layout));
+    }
+    if (inst->prologue != QF_PROLOGUE_NONE && w >= 0 && (size_t)w < n) {
+        const int grad = inst->prologue >= QF_PROLOGUE_DACT(0);
+        const int act = inst->prologue - (grad ? QF_PROLOGUE_DACT(0) : QF_PROLOGUE_ACT(0));
+        snprintf(buf + w, n - (size_t)w, "%s%s of %s", w ? ", " : "", grad ? "dh" : "a",
+                 qf_enum_name(QF_ENUM_ACTIVATION, act));
+    }
 }
 
 /* =====================================================================} */
