@@ -158,9 +158,12 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                               const qf_tensor *dy, int64_t M, int64_t N, int prologue,
                               const qf_tensor *da, qf_tensor *dbias, void *stream) {
+    if (!dbias)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dbias is NULL", op);
     if (N > QF_DB_MAX_N)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: N = %lld is too large for one launch (N <= "
-                            "%lld)", op, (long long)N, (long long)QF_DB_MAX_N);
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s's last dimension N = %lld is too large "
+                            "for one launch (N <= %lld)", op, da ? "h" : "dy", (long long)N,
+                            (long long)QF_DB_MAX_N);
     const qf_shape_query q = {.op = QF_OP_DBIAS, .role = QF_ROLE_GRAD, .M = M, .N = N,
                               .dtype = dy->dtype};
     qf_shape sh[QF_NB_SHAPES];

@@ -190,13 +190,13 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
     qf_q_params p = qf_q_params_of(c);
+    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, c->out->layout, stream, &lk));
     const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
     const qf_rows_call rc = {.xdt = k->in_dtype, .rows_ok = !block_2d};
-    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
-                            c->op, (long long)p.M);
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
     QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
@@ -208,15 +208,19 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 
 /* M and K multiples of 16 (numerics 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
 static qf_status qf_q_nv_check(const qf_qcall *c) {
+    const char *xn = c->x_name ? c->x_name : "x";
     if (c->M % 16 != 0 || c->K % 16 != 0)
         return qf_set_error(QF_ERR_INVALID_ARG,
-                            "%s: x is viewed as [M, K] = [%lld, %lld]; NVFP4 "
-                            "needs M and K to be multiples of 16 (numerics 2.4)",
-                            c->op, (long long)c->M, (long long)c->K);
+                            "%s: %s [M, K] = [%lld, %lld]; NVFP4 "
+                            "needs M and K to be multiples of 16 (numerics 2.4)", c->op,
+                            c->prologue >= QF_PROLOGUE_ACT(0) && c->prologue < QF_PROLOGUE_DACT(0)
+                                ? "the quantized a = act(h) is"
+                                : c->x_name ? "the quantized dh is" : "x is viewed as",
+                            (long long)c->M, (long long)c->K);
     const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
                                 c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
                                 c->da ? c->da->data : NULL};
-    static const char *const names[] = {"x", "gamma", "beta", "da"};
+    const char *const names[] = {xn, "gamma", "beta", "da"};
     for (int i = 0; i < 4; i++)
         if ((uintptr_t)ptrs[i] % QF_NV_ALIGN)
             return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.data %p is not 16-byte aligned",
@@ -240,16 +244,16 @@ static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void 
     qf_q_params p = qf_q_params_of(c);
     if (sr)
         p.sr_seed = rng->seed, p.sr_offset = rng->offset;
+    const int64_t grid1 = (p.M + k->tile_m - 1) / k->tile_m;
+    const int64_t grid2 = ((p.M / 16) * (p.K / 8) + k->block_threads - 1) / k->block_threads;
+    if (grid1 > 0x7fffffff || grid2 > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M * K = %lld * %lld is too large for one "
+                            "launch", c->op, (long long)p.M, (long long)p.K);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, c->out->layout, stream, &lk));
     if (!lk.fn_amax)
         return qf_set_error(QF_ERR_INTERNAL, "%s: kernel %s has no %s_amax entry", c->op, k->name,
                             k->name);
-    const int64_t grid1 = (p.M + k->tile_m - 1) / k->tile_m;
-    const int64_t grid2 = ((p.M / 16) * (p.K / 8) + k->block_threads - 1) / k->block_threads;
-    if (grid1 > 0x7fffffff || grid2 > 0x7fffffff)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M * K = %lld * %lld is too large for one "
-                            "launch", c->op, (long long)p.M, (long long)p.K);
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_ROWWISE_SCALE_INV, stream));
     QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_COLUMNWISE_SCALE_INV, stream));
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
@@ -289,6 +293,8 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                           const qf_tensor *h, const qf_tensor *da, const float *scale,
                           const qf_rng *rng, qf_quantized *out, void *stream) {
     static const char op[] = "qf_quantize_act";
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     if ((unsigned)act >= QF_ACT_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
                             (int)act);
@@ -300,9 +306,6 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
     if (gated && c.K % 2)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
                             "h = [h1 | h2] of [M, 2F]", op, (long long)c.K);
-    if (h->dtype != QF_DTYPE_BF16 && h->dtype != QF_DTYPE_FP16 && h->dtype != QF_DTYPE_FP32)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h.dtype is %s; bf16, fp16 or fp32", op,
-                            qf_dtype_name(h->dtype));
     const int64_t F = gated ? c.K / 2 : c.K;
     if (da)
         QF_TRY(qf_check_grad_input(op, "da", da, c.M, F, "the gradient of the activation's "

@@ -390,10 +390,12 @@ qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
  *        role (dh as qf_activation_bwd defines it).
  *   scale, rng, out: as qf_quantize for that role and [M, F] or [M, Fin] (no norm, no MU/RSIGMA).
  * Each value of a or dh is rounded to h's dtype first, as qf_activation_fwd / _bwd store it, so
- * the bytes equal qf_quantize of their output. Alignment and shapes as qf_quantize of that
- * tensor; every shape runs (16-byte vectors where h, da and the rows allow, else one element at
- * a time). Errors as qf_quantize, and QF_ERR_INVALID_ARG for act, an odd swiglu Fin, h's dtype,
- * da (dtype, size). Asynchronous on stream. Does not own any buffer. */
+ * the bytes equal qf_quantize of their output. h's alignment and the shapes as qf_quantize of
+ * that tensor (NVFP4: a or dh [M, F or Fin] in multiples of 16); da 16-byte aligned. Every shape
+ * runs (16-byte vectors where h, da and the rows allow, else one element at a time). No output
+ * may overlap an input. Errors as qf_quantize, and QF_ERR_INVALID_ARG for act, an odd swiglu
+ * Fin, h's dtype, da (NULL, dtype, size, alignment). Asynchronous on stream. Does not own any
+ * buffer. */
 qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                           const qf_tensor *h, const qf_tensor *da, const float *scale,
                           const qf_rng *rng, qf_quantized *out, void *stream);
@@ -401,8 +403,9 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
 /* dbias [Fin] of dh = da act'(h) (numerics 6) without dh in memory: the column sums of the dh
  * qf_activation_bwd would write (each value rounded to h's dtype, then summed in fp32 as
  * qf_dbias: the same bytes), stored in h's dtype. h [..., Fin] and da [..., F] as
- * qf_quantize_act; limits, scratch and errors as qf_dbias, and QF_ERR_INVALID_ARG for act, an odd
- * swiglu Fin, da (NULL, dtype, size). */
+ * qf_quantize_act (da 16-byte aligned; the fake shapes of a QF_OP_DBIAS query with N = Fin and
+ * h's dtype); dbias may not overlap h or da. Limits, scratch and errors as qf_dbias, and
+ * QF_ERR_INVALID_ARG for act, an odd swiglu Fin, da (NULL, dtype, size, alignment). */
 qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, const qf_tensor *h,
                        const qf_tensor *da, qf_tensor *dbias, void *stream);
 

@@ -180,7 +180,16 @@ qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; %s is bf16 or fp32 %s", op,
                             arg, qf_dtype_name(t->dtype), what, dims);
     const qf_shape s = {arg, t->dtype, 2, {rows, cols}, 0};
-    return qf_check_buffer(op, arg, t, &s);
+    const qf_status st = qf_check_buffer(op, arg, t, &s);
+    if (st == QF_OK || t->ndim < 1 || t->ndim > QF_MAX_DIMS)
+        return st;
+    const int64_t last = t->dims[t->ndim - 1], n = qf_tensor_numel(t);
+    if (n <= 0 || (n == rows * cols && last == cols))
+        return st; /* not a shape mismatch: the buffer check's own message */
+    /* a shape mismatch: say the expected shape in the caller's terms */
+    return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements (last dim %lld); %s is %s "
+                        "= [%lld, %lld]", op, arg, (long long)qf_tensor_numel(t),
+                        (long long)last, what, dims, (long long)rows, (long long)cols);
 }
 
 qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out, unsigned *outputs) {

@@ -244,7 +244,11 @@ static void test_act_quantize_args(void **state) {
            QF_ERR_INVALID_ARG, "h.dtype is e4m3");
     const qf_tensor da_wide = t2(slot(1), QF_DTYPE_FP32, M, K);
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da_wide, scale, &rng, &dhq, NULL),
-           QF_ERR_INVALID_ARG, "da");
+           QF_ERR_INVALID_ARG, "da has 256 elements (last dim 64); the gradient of the "
+           "activation's output is [M, F] = [4, 32]");
+    const qf_tensor da_same = t2(slot(1), QF_DTYPE_FP32, 2 * M, K / 4); /* 128 elements too */
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da_same, scale, &rng, &dhq, NULL),
+           QF_ERR_INVALID_ARG, "da has 128 elements (last dim 16)", "[M, F] = [4, 32]");
     const qf_tensor da16 = t2(slot(1), QF_DTYPE_FP16, M, K / 2);
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da16, scale, &rng, &dhq, NULL),
            QF_ERR_INVALID_ARG, "da.dtype is fp16");
@@ -253,7 +257,20 @@ static void test_act_quantize_args(void **state) {
     /* a's input-role [4, 32] copies given for dh's grad-role [4, 64] ones: E4M3 for E5M2 */
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &aq, NULL),
            QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3; expected e5m2");
+    expect(qf_quantize_act(NULL, kRecipe, (qf_activation)7, &h, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "ctx is NULL"); /* ctx and recipe first, as every op */
+    /* NVFP4 names the quantized tensor: a = act(h) is [4, 32] for h [4, 64] */
+    expect(qf_quantize_act(ctx, "nvfp4", QF_ACT_SWIGLU, &h, NULL, scale, NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "the quantized a = act(h) is [M, K] = [4, 32]");
+    expect(qf_quantize_act(ctx, "nvfp4", QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, NULL),
+           QF_ERR_INVALID_ARG, "the quantized dh is [M, K] = [4, 64]");
     qf_tensor db = t1(slot(15), QF_DTYPE_BF16, K);
+    const qf_tensor h_wide = t2(slot(0), QF_DTYPE_BF16, 1, ((int64_t)1 << 31));
+    const qf_tensor da_wide2 = t2(slot(1), QF_DTYPE_FP32, 1, ((int64_t)1 << 30));
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h_wide, &da_wide2, NULL, NULL),
+           QF_ERR_INVALID_ARG, "dbias is NULL");
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h_wide, &da_wide2, &db, NULL),
+           QF_ERR_UNSUPPORTED, "h's last dimension N = 2147483648 is too large");
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_NO_DEVICE,
            "arguments are valid");
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, &db, NULL), QF_ERR_INVALID_ARG,
