@@ -17,7 +17,7 @@ typedef struct qf_qcall {
     unsigned outputs;       /* QF_OUT_ROWWISE | QF_OUT_COLUMNWISE */
     qf_quantized *out;
     unsigned slots;         /* 1u << qf_slot for each slot the call's fake shapes list */
-    int prologue;           /* QF_PROLOGUE_*: x is h, the input a = act(h) or dh (qf_quantize_act) */
+    int prologue;           /* QF_PROLOGUE_*: x is h; the input is a = act(h) or dh */
     const qf_tensor *da;    /* QF_PROLOGUE_DACT: [M, F] */
     const char *x_name;     /* x's name in messages: "x", or "h" for qf_quantize_act */
 } qf_qcall;
