@@ -503,7 +503,9 @@ static void usage(FILE *f) {
                "With --weights it then trains that LayerNorm + MLP block with every recipe and an\n"
                "fp64 baseline (recover the block's output from perturbed weights) and prints the\n"
                "losses side by side.\n"
-               "  --tokens M       tokens of the synthetic runs (default 16384)\n"
+               "  --tokens M       tokens of the synthetic runs (default 16384, at most\n"
+               "                   1048576: x [M, 4096] and its outputs live in host and GPU\n"
+               "                   memory, 8 GiB of bf16 x at the most)\n"
                "  --iters N        timed iterations per op, median reported (default 20)\n"
                "  --train-steps S  Adam steps per training run (default 300; 0: no training)\n"
                "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE\n"
@@ -512,6 +514,9 @@ static void usage(FILE *f) {
 }
 
 /* A positive integer option value no larger than max, or -1 (with a message naming the option). */
+/* --tokens' upper bound: x [M, 4096] bf16 is 8 GiB there, in host and device memory. */
+#define DEMO_MAX_TOKENS (1LL << 20)
+
 static long long parse_count(const char *opt, const char *v, long long max) {
     char *end = NULL;
     errno = 0;
@@ -538,7 +543,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         if (c == 'w')
             o->weights = optarg;
         else if (c == 't')
-            o->tokens = parse_count("--tokens", optarg, 1LL << 24);
+            o->tokens = parse_count("--tokens", optarg, DEMO_MAX_TOKENS);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
         else if (c == 's') {
