@@ -2,7 +2,8 @@
  * context (no GPU needed): valid arguments reach the device check (QF_ERR_NO_DEVICE), and each
  * bad argument gets QF_ERR_INVALID_ARG (or QF_ERR_UNSUPPORTED) naming it, before anything
  * launches. The fake shapes of both ops are checked too, and the checks of the activation, its
- * fused quantization (qf_quantize_act, qf_dbias_act) and the MLP. */
+ * fused quantization (qf_quantize_act, qf_dbias_act) and the MLP, and the shapes a whole MLP step
+ * accepts per recipe. */
 #include "registry.h"
 #include "validate.h"
 
@@ -285,6 +286,108 @@ static void test_act_quantize_args(void **state) {
            "dbias has 32 elements");
 }
 
+/* Device-like addresses that a host context checks but never dereferences (256-byte aligned). */
+static void *fake_buf(size_t bytes) {
+    static uintptr_t next = (uintptr_t)1 << 40;
+    void *p = (void *)next;
+    next += (bytes + 511) / 256 * 256;
+    return p;
+}
+
+static qf_tensor fake_t(qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    qf_tensor t = {.data = fake_buf((size_t)(d0 * (ndim > 1 ? d1 : 1)) * qf_dtype_size(dt)),
+                   .dtype = dt, .ndim = ndim};
+    t.dims[0] = d0, t.dims[1] = d1;
+    return t;
+}
+
+/* Both copies of a [rows, cols] tensor (with a norm's statistics for the input role's x) at fake
+ * addresses, as the fake shapes list them; *st keeps the first refusal of the shape function. */
+static qf_quantized fake_q(const char *recipe, qf_role role, qf_norm norm, int64_t rows,
+                           int64_t cols, qf_scale_layout layout, qf_status *st) {
+    /* {op, role, norm, outputs, M, N, K, dtype} (M and K are macros here) */
+    const qf_shape_query sq = {norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, role, norm,
+                               QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, rows, 0, cols, 0};
+    qf_shape sh[QF_SLOT_COUNT];
+    int n = 0;
+    qf_quantized q = {.layout = layout};
+    const qf_status s = qf_fake_shapes(recipe, &sq, sh, QF_SLOT_COUNT, &n);
+    if (s != QF_OK) {
+        *st = *st != QF_OK ? *st : s;
+        return q;
+    }
+    for (int i = 0; i < n; i++) {
+        const int sl = qf_slot_from_name(sh[i].name);
+        q.t[sl] = (qf_tensor){.data = fake_buf(sh[i].bytes), .dtype = sh[i].dtype,
+                              .ndim = sh[i].ndim};
+        memcpy(q.t[sl].dims, sh[i].dims, sizeof sh[i].dims);
+    }
+    return q;
+}
+
+/* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
+ * [n, f] under recipe on a host context: QF_ERR_NO_DEVICE when every stage accepts the shapes. */
+static qf_status mlp_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
+                               int64_t f, int64_t n) {
+    const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
+    const char *recipe = r->name;
+    const int64_t fin = 2 * f;
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    qf_status st = QF_OK;
+    if (qf_family_get(r->family)->scale_layout)
+        assert_int_equal(qf_gemm_scale_layout(recipe, 90, &layout), QF_OK);
+    const float *sc = fake_buf(64);
+    qf_ln_mlp mlp = {
+        .norm = {.norm = QF_NORM_LAYERNORM, .eps = 1e-5f, .gamma = fake_t(bf, 1, k, 0),
+                 .beta = fake_t(bf, 1, k, 0)},
+        .act = QF_ACT_SWIGLU, .w1 = fake_t(bf, 2, fin, k), .b1 = fake_t(bf, 1, fin, 0),
+        .w2 = fake_t(bf, 2, n, f), .b2 = fake_t(bf, 1, n, 0),
+        .x_scale = sc, .w1_scale = sc + 1, .a_scale = sc + 2, .w2_scale = sc + 3,
+        .xq = fake_q(recipe, QF_ROLE_INPUT, QF_NORM_LAYERNORM, m, k, layout, &st),
+        .w1q = fake_q(recipe, QF_ROLE_WEIGHT, QF_NORM_NONE, fin, k, layout, &st),
+        .w2q = fake_q(recipe, QF_ROLE_WEIGHT, QF_NORM_NONE, n, f, layout, &st),
+        .aq = fake_q(recipe, QF_ROLE_INPUT, QF_NORM_NONE, m, f, layout, &st),
+        .h = fake_t(bf, 2, m, fin), .a = fake_t(bf, 2, m, f), .weight_changed = 1};
+    qf_ln_mlp_grads g = {
+        .dyq = fake_q(recipe, QF_ROLE_GRAD, QF_NORM_NONE, m, n, layout, &st),
+        .dhq = fake_q(recipe, QF_ROLE_GRAD, QF_NORM_NONE, m, fin, layout, &st),
+        .dy_scale = sc + 4, .dh_scale = sc + 5, .rng_dy = {1, 2}, .rng_dh = {3, 4},
+        .da = fake_t(bf, 2, m, f), .dh = fake_t(bf, 2, m, fin), .dxn = fake_t(bf, 2, m, k),
+        .dw1 = fake_t(f32, 2, fin, k), .dw2 = fake_t(f32, 2, n, f),
+        .db1 = fake_t(bf, 1, fin, 0), .db2 = fake_t(bf, 1, n, 0)};
+    g.norm.dx = fake_t(bf, 2, m, k);
+    g.norm.dgamma = fake_t(f32, 1, k, 0), g.norm.dbeta = fake_t(f32, 1, k, 0);
+    const qf_tensor x = fake_t(bf, 2, m, k), dy = fake_t(bf, 2, m, n);
+    qf_tensor y = fake_t(bf, 2, m, n);
+    if (st != QF_OK) /* the fake shapes refuse a tensor of the step (message set) */
+        return st;
+    const qf_status s = qf_layernorm_mlp_fwd(ctx, recipe, &x, &mlp, &y, NULL);
+    return s != QF_ERR_NO_DEVICE ? s : qf_layernorm_mlp_bwd(ctx, recipe, &x, &dy, &mlp, &g, NULL);
+}
+
+/* The shapes a whole MLP step accepts per recipe, on a host context (sm_90): the GPU test's
+ * shape and one of multiples of 32 only (not of 64: the tiled columnwise paths) for every recipe;
+ * multiples of 16 only (per-tensor FP8 only: the block-scaled GEMMs take whole 32-element K
+ * blocks) and odd sizes, printed with the stage that refuses them. */
+static void test_mlp_shapes_host(void **state) {
+    qf_ctx_t *ctx = *state;
+    static const int64_t shapes[][4] = {
+        {256, 192, 128, 192}, {96, 160, 96, 224}, {48, 80, 48, 112}, {40, 72, 24, 56}};
+    for (int i = 0; i < qf_recipe_count; i++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+            const int64_t *d = shapes[sh];
+            const qf_status s = mlp_host_step(ctx, &qf_recipes[i], d[0], d[1], d[2], d[3]);
+            printf("%-12s x [%lld, %lld], F %lld, N %lld: %s\n", qf_recipes[i].name,
+                   (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
+                   s == QF_ERR_NO_DEVICE ? "accepted" : qf_last_error());
+            if (sh < 2)
+                assert_int_equal(s, QF_ERR_NO_DEVICE);
+            else
+                assert_true(s == QF_ERR_NO_DEVICE || s == QF_ERR_INVALID_ARG ||
+                            s == QF_ERR_UNSUPPORTED);
+        }
+}
+
 /* The MLP's first checks, before any stage: NULL arguments, the norm, W1's K. */
 static void test_mlp_args(void **state) {
     qf_ctx_t *ctx = *state;
@@ -357,6 +460,7 @@ int main(void) {
         T(test_activation_args),
         T(test_act_quantize_args),
         T(test_mlp_args),
+        T(test_mlp_shapes_host),
         cmocka_unit_test(test_weight_cache_key),
     };
     return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);
