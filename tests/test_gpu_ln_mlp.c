@@ -1,6 +1,6 @@
 /* test_gpu_ln_mlp.c: qf_layernorm_mlp_fwd + qf_layernorm_mlp_bwd (numerics 6) for every recipe
  * on the GPU, with gelu, swiglu and relu in turn (LayerNorm, RMSNorm for every other case),
- * x [M, K], W1 [Fin, K], W2 [N, F] and dy [M, N] in bf16:
+ * x [M, K], W1 [Fin, K], W2 [N, F] and dy [M, N] in bf16, at two shapes (kShapes):
  *   1. the activation and its backward against fp64 of the same h and da: a and dh are rounded
  *      once to bf16, so rel err <= 2^-8;
  *   2. y and every gradient against the unquantized MLP in fp64 (xn, h = xn W1^T + b1, a = act(h),
@@ -16,7 +16,13 @@
 #include "mlp_model.h"
 #include "test_gpu_util.h"
 
-enum { M = 256, K = 192, F = 128, N = 192 };
+/* The shape of the current run: {M, K, F, N} from kShapes (test_ln_mlp). */
+static int64_t M, K, F, N;
+
+/* 256 x 192 -> 128 -> 192, and one of multiples of 32 only (not of 64: the quantizers' tiled
+ * columnwise paths instead of the 64x64 columnwise entries), which every recipe's step accepts
+ * (test_api_bwd: test_mlp_shapes_host). */
+static const int64_t kShapes[][4] = {{256, 192, 128, 192}, {96, 160, 96, 224}};
 
 static double mlp_bound(qf_family f) {
     return f == QF_FAMILY_NVFP4 ? 0.60 : 0.25;
@@ -48,7 +54,8 @@ static void mlp_step_on(void *arg, cudaStream_t st) {
 }
 
 static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activation act) {
-    const int ln = norm == QF_NORM_LAYERNORM, Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
+    const int ln = norm == QF_NORM_LAYERNORM;
+    const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
     qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
     if (qf_family_get(r->family)->scale_layout)
         QF_OK_OR_FAIL(qf_gemm_scale_layout(r->name, qf_ctx_arch(ctx), &layout));
@@ -194,13 +201,20 @@ static void test_ln_mlp(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
     int runs = 0;
-    for (int i = 0; i < qf_recipe_count; i++)
-        for (int act = 0; act < QF_ACT_COUNT; act++, runs++)
-            run_recipe(ctx, &qf_recipes[i], (i + act) % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM,
-                       (qf_activation)act);
-    printf("test_gpu_ln_mlp: %d recipes x %d activations, forward + backward\n", qf_recipe_count,
-           (int)QF_ACT_COUNT);
-    assert_int_equal(runs, qf_recipe_count * QF_ACT_COUNT);
+    const int n_shapes = (int)(sizeof kShapes / sizeof kShapes[0]);
+    for (int sh = 0; sh < n_shapes; sh++) {
+        M = kShapes[sh][0], K = kShapes[sh][1], F = kShapes[sh][2], N = kShapes[sh][3];
+        printf("shape: x [%lld, %lld], F %lld, N %lld\n", (long long)M, (long long)K,
+               (long long)F, (long long)N);
+        for (int i = 0; i < qf_recipe_count; i++)
+            for (int act = 0; act < QF_ACT_COUNT; act++, runs++)
+                run_recipe(ctx, &qf_recipes[i],
+                           (i + act + sh) % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM,
+                           (qf_activation)act);
+    }
+    printf("test_gpu_ln_mlp: %d shapes x %d recipes x %d activations, forward + backward\n",
+           n_shapes, qf_recipe_count, (int)QF_ACT_COUNT);
+    assert_int_equal(runs, n_shapes * qf_recipe_count * QF_ACT_COUNT);
     qf_ctx_free(ctx);
 }
 
