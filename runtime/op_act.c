@@ -21,15 +21,8 @@ typedef struct qf_act_call {
 static qf_status qf_act_check(const char *op, const qf_ctx_t *ctx, const char *recipe,
                               qf_activation act, const qf_tensor *h, qf_act_call *c) {
     QF_TRY(qf_check_recipe(op, ctx, recipe, &c->r));
-    if ((unsigned)act >= QF_ACT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
-                            (int)act);
-    QF_TRY(qf_check_activation(op, "h", h, &c->M, &c->Fin));
+    QF_TRY(qf_check_act_input(op, act, h, &c->M, &c->Fin, &c->F));
     const int gated = act == QF_ACT_SWIGLU;
-    if (gated && c->Fin % 2)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
-                            "h = [h1 | h2] of [M, 2F]", op, (long long)c->Fin);
-    c->F = gated ? c->Fin / 2 : c->Fin;
     const qf_shape_query q = {.op = QF_OP_ACTIVATION, .role = QF_ROLE_INPUT,
                               .outputs = gated ? QF_OUT_GATED : 0u, .M = c->M, .N = c->F,
                               .dtype = h->dtype};

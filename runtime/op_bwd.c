@@ -202,17 +202,11 @@ qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, con
     static const char op[] = "qf_dbias_act";
     const qf_recipe *r = NULL;
     int64_t M = 0, N = 0;
+    int64_t F = 0;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    if ((unsigned)act >= QF_ACT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
-                            (int)act);
-    QF_TRY(qf_check_activation(op, "h", h, &M, &N));
-    const int gated = act == QF_ACT_SWIGLU;
-    if (gated && N % 2)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
-                            "h = [h1 | h2] of [M, 2F]", op, (long long)N);
-    QF_TRY(qf_check_grad_input(op, "da", da, M, gated ? N / 2 : N,
-                               "the gradient of the activation's output", "[M, F]"));
+    QF_TRY(qf_check_act_input(op, act, h, &M, &N, &F));
+    QF_TRY(qf_check_grad_input(op, "da", da, M, F, "the gradient of the activation's output",
+                               "[M, F]"));
     return qf_dbias_run(ctx, op, r, h, M, N, QF_PROLOGUE_DACT(act), da, dbias, stream);
 }
 

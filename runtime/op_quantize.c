@@ -19,7 +19,6 @@ typedef struct qf_qcall {
     unsigned slots;         /* 1u << qf_slot for each slot the call's fake shapes list */
     int prologue;           /* QF_PROLOGUE_*: x is h; the input is a = act(h) or dh */
     const qf_tensor *da;    /* QF_PROLOGUE_DACT: [M, F] */
-    const char *x_name;     /* x's name in messages: "x", or "h" for qf_quantize_act */
 } qf_qcall;
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
@@ -39,15 +38,21 @@ static qf_status qf_q_check_role(const char *op, qf_role role, const qf_norm_des
     return QF_OK;
 }
 
-static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe) {
-    QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
-    QF_TRY(qf_check_activation(c->op, c->x_name ? c->x_name : "x", c->x, &c->M, &c->K));
+/* The checks after the input's (c->r, c->M, c->K set): the role, out, the norm's arguments and
+ * the copies asked for. */
+static qf_status qf_q_check_out(qf_qcall *c) {
     if ((unsigned)c->nd->norm < QF_NORM_COUNT)
         QF_TRY(qf_q_check_role(c->op, c->role, c->nd));
     if (!c->out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", c->op);
     QF_TRY(qf_check_norm_args(c->op, c->nd, c->x, c->K, c->out));
     return qf_check_outputs_selected(c->op, c->out, &c->outputs);
+}
+
+static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe) {
+    QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
+    QF_TRY(qf_check_activation(c->op, "x", c->x, &c->M, &c->K));
+    return qf_q_check_out(c);
 }
 
 /* Every slot the recipe's fake shapes list for this call (checked, and noted in c->slots), then
@@ -146,8 +151,8 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
  * allows one (qf_ctx_launch_rows). Current scaling (numerics 2.2): amax slot zeroed, then pass 0
  * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
  * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
- * x, so that x is read twice in all (with an activation prologue: the rows and columnwise
- * entries, when the call allows them). */
+ * x, so that x is read twice in all; with an activation prologue both copies come from the
+ * tiled entry too (its input is two or three arrays). */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
@@ -206,16 +211,17 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 
 /* {===================================================================== NVFP4 */
 
-/* M and K multiples of 16 (numerics 2.4); x, gamma and beta 16-byte aligned (the vector loads). */
+/* M and K multiples of 16 (numerics 2.4); x (h), gamma, beta and da 16-byte aligned (the vector
+ * loads). */
 static qf_status qf_q_nv_check(const qf_qcall *c) {
-    const char *xn = c->x_name ? c->x_name : "x";
+    const int act = c->prologue != QF_PROLOGUE_NONE;
+    const char *xn = act ? "h" : "x";
     if (c->M % 16 != 0 || c->K % 16 != 0)
         return qf_set_error(QF_ERR_INVALID_ARG,
                             "%s: %s [M, K] = [%lld, %lld]; NVFP4 "
                             "needs M and K to be multiples of 16 (numerics 2.4)", c->op,
-                            c->prologue >= QF_PROLOGUE_ACT(0) && c->prologue < QF_PROLOGUE_DACT(0)
-                                ? "the quantized a = act(h) is"
-                                : c->x_name ? "the quantized dh is" : "x is viewed as",
+                            !act ? "x is viewed as"
+                            : c->da ? "the quantized dh is" : "the quantized a = act(h) is",
                             (long long)c->M, (long long)c->K);
     const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
                                 c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
@@ -293,24 +299,17 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                           const qf_tensor *h, const qf_tensor *da, const float *scale,
                           const qf_rng *rng, qf_quantized *out, void *stream) {
     static const char op[] = "qf_quantize_act";
-    const qf_recipe *r = NULL;
-    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    if ((unsigned)act >= QF_ACT_COUNT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
-                            (int)act);
     qf_qcall c = {.op = op, .role = da ? QF_ROLE_GRAD : QF_ROLE_INPUT, .nd = &qf_norm_none,
-                  .x = h, .x_name = "h", .out = out, .da = da,
-                  .prologue = da ? QF_PROLOGUE_DACT(act) : QF_PROLOGUE_ACT(act)};
-    QF_TRY(qf_q_check(&c, ctx, recipe)); /* c.M, c.K: h's [M, Fin] */
-    const int gated = act == QF_ACT_SWIGLU;
-    if (gated && c.K % 2)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
-                            "h = [h1 | h2] of [M, 2F]", op, (long long)c.K);
-    const int64_t F = gated ? c.K / 2 : c.K;
+                  .x = h, .out = out, .da = da};
+    int64_t F = 0;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &c.r));
+    QF_TRY(qf_check_act_input(op, act, h, &c.M, &c.K, &F)); /* c.K: h's Fin */
+    c.prologue = da ? QF_PROLOGUE_DACT(act) : QF_PROLOGUE_ACT(act);
     if (da)
         QF_TRY(qf_check_grad_input(op, "da", da, c.M, F, "the gradient of the activation's "
                                    "output", "[M, F]"));
     else
         c.K = F; /* the quantized a is [M, F] */
+    QF_TRY(qf_q_check_out(&c));
     return qf_q_run(ctx, &c, scale, rng, stream);
 }

@@ -172,6 +172,20 @@ qf_status qf_check_fused_norm(const char *op, const char *arg, qf_norm norm) {
     return QF_OK;
 }
 
+qf_status qf_check_act_input(const char *op, qf_activation act, const qf_tensor *h,
+                             int64_t *M, int64_t *Fin, int64_t *F) {
+    if ((unsigned)act >= QF_ACT_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: act %d is not a qf_activation", op,
+                            (int)act);
+    QF_TRY(qf_check_activation(op, "h", h, M, Fin));
+    const int gated = act == QF_ACT_SWIGLU;
+    if (gated && *Fin % 2)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: h's last dimension %lld is odd; swiglu takes "
+                            "h = [h1 | h2] of [M, 2F]", op, (long long)*Fin);
+    *F = gated ? *Fin / 2 : *Fin;
+    return QF_OK;
+}
+
 qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *t, int64_t rows,
                               int64_t cols, const char *what, const char *dims) {
     if (!t)
@@ -188,7 +202,7 @@ qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *
         return st; /* not a shape mismatch: the buffer check's own message */
     /* a shape mismatch: say the expected shape in the caller's terms */
     return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements (last dim %lld); %s is %s "
-                        "= [%lld, %lld]", op, arg, (long long)qf_tensor_numel(t),
+                        "= [%lld, %lld]", op, arg, (long long)n,
                         (long long)last, what, dims, (long long)rows, (long long)cols);
 }
 

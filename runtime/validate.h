@@ -6,6 +6,12 @@
 #include "registry.h"
 #include "status.h"
 
+/* An activation act and its input h [..., Fin] (qf_check_activation, named "h"), viewed as
+ * [M, Fin]: act a qf_activation, Fin even for swiglu (h = [h1 | h2]); *F, the activation's
+ * output width: Fin / 2 for swiglu, else Fin. */
+QF_INTERNAL qf_status qf_check_act_input(const char *op, qf_activation act, const qf_tensor *h,
+                                         int64_t *M, int64_t *Fin, int64_t *F);
+
 /* x: non-NULL, data non-NULL, 1 <= ndim <= QF_MAX_DIMS, all dims >= 1, dtype bf16/fp16/fp32,
  * element-aligned. Returns the [M, K] view (M = product of leading dims). */
 QF_INTERNAL qf_status qf_check_activation(const char *op, const char *arg, const qf_tensor *t,

@@ -45,7 +45,8 @@ QF_INTERNAL void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_ker
                                           char *buf, size_t n);
 
 /* The -D options that select inst (QF_OUTPUTS, QF_GAMMA_DTYPE, QF_SCALE_SWIZZLED for MXFP8
- * and NVFP4 quantizers, QF_PROLOGUE for an activation prologue). Returns the count; strings are written to store and pointed to by opts. */
+ * and NVFP4 quantizers, QF_PROLOGUE for an activation prologue). Returns the count; strings are
+ * written to store and pointed to by opts. */
 QF_INTERNAL int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                         char store[QF_KERNEL_MAX_EXTRA][48],
                                         const char *opts[QF_KERNEL_MAX_EXTRA]);
