@@ -193,24 +193,43 @@ static void test_activation_args(void **state) {
     assert_int_equal(sh[1].bytes, 2u * 3 * 2 * 5);
 }
 
-/* Both copies of a [rows, cols] tensor of `role` (QF_OP_QUANTIZE's fake shapes) in slots first..;
- * returns the next free slot. */
-static int q_slots(const char *recipe, qf_role role, int64_t rows, int64_t cols, int first,
-                   qf_quantized *q) {
+/* Device-like addresses that a host context checks but never dereferences (256-byte aligned). */
+static void *fake_buf(size_t bytes) {
+    static uintptr_t next = (uintptr_t)1 << 40;
+    void *p = (void *)next;
+    next += (bytes + 511) / 256 * 256;
+    return p;
+}
+
+static qf_tensor fake_t(qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
+    qf_tensor t = {.data = fake_buf((size_t)(d0 * (ndim > 1 ? d1 : 1)) * qf_dtype_size(dt)),
+                   .dtype = dt, .ndim = ndim};
+    t.dims[0] = d0, t.dims[1] = d1;
+    return t;
+}
+
+/* Both copies of a [rows, cols] tensor (with a norm's statistics for the input role's x) at fake
+ * addresses, as the fake shapes list them; *st keeps the first refusal of the shape function. */
+static qf_quantized fake_q(const char *recipe, qf_role role, qf_norm norm, int64_t rows,
+                           int64_t cols, qf_scale_layout layout, qf_status *st) {
     /* {op, role, norm, outputs, M, N, K, dtype} (M and K are macros here) */
-    const qf_shape_query sq = {QF_OP_QUANTIZE, role, QF_NORM_NONE,
+    const qf_shape_query sq = {norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, role, norm,
                                QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, rows, 0, cols, 0};
     qf_shape sh[QF_SLOT_COUNT];
     int n = 0;
-    assert_int_equal(qf_fake_shapes(recipe, &sq, sh, QF_SLOT_COUNT, &n), QF_OK);
-    memset(q, 0, sizeof *q);
-    for (int i = 0; i < n; i++) {
-        assert_true(sh[i].bytes <= 256);
-        const int sl = qf_slot_from_name(sh[i].name);
-        q->t[sl] = (qf_tensor){.data = slot(first + i), .dtype = sh[i].dtype, .ndim = sh[i].ndim};
-        memcpy(q->t[sl].dims, sh[i].dims, sizeof sh[i].dims);
+    qf_quantized q = {.layout = layout};
+    const qf_status s = qf_fake_shapes(recipe, &sq, sh, QF_SLOT_COUNT, &n);
+    if (s != QF_OK) {
+        *st = *st != QF_OK ? *st : s;
+        return q;
     }
-    return first + n;
+    for (int i = 0; i < n; i++) {
+        const int sl = qf_slot_from_name(sh[i].name);
+        q.t[sl] = (qf_tensor){.data = fake_buf(sh[i].bytes), .dtype = sh[i].dtype,
+                              .ndim = sh[i].ndim};
+        memcpy(q.t[sl].dims, sh[i].dims, sizeof sh[i].dims);
+    }
+    return q;
 }
 
 /* qf_quantize_act and qf_dbias_act: h [4, 64] bf16; swiglu: a's copies [4, 32], dh's [4, 64],
@@ -220,10 +239,12 @@ static void test_act_quantize_args(void **state) {
     const qf_tensor h = t2(slot(0), QF_DTYPE_BF16, M, K), da = t2(slot(1), QF_DTYPE_FP32, M, K / 2);
     const float *scale = (const float *)slot(2);
     const qf_rng rng = {1, 2};
-    qf_quantized aq, dhq, gq;
-    const int next = q_slots(kRecipe, QF_ROLE_INPUT, M, K / 2, 3, &aq);
-    q_slots(kRecipe, QF_ROLE_GRAD, M, K, next, &dhq);
-    q_slots(kRecipe, QF_ROLE_INPUT, M, K, next, &gq); /* a's copies for gelu: [4, 64] */
+    const qf_scale_layout cl = QF_SCALE_LAYOUT_COMPACT;
+    qf_status st = QF_OK;
+    qf_quantized aq = fake_q(kRecipe, QF_ROLE_INPUT, QF_NORM_NONE, M, K / 2, cl, &st);
+    qf_quantized dhq = fake_q(kRecipe, QF_ROLE_GRAD, QF_NORM_NONE, M, K, cl, &st);
+    qf_quantized gq = fake_q(kRecipe, QF_ROLE_INPUT, QF_NORM_NONE, M, K, cl, &st); /* gelu's a */
+    assert_int_equal(st, QF_OK);
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, scale, NULL, &aq, NULL),
            QF_ERR_NO_DEVICE, "arguments are valid");
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_GELU, &h, NULL, scale, NULL, &gq, NULL),
@@ -284,45 +305,6 @@ static void test_act_quantize_args(void **state) {
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");
-}
-
-/* Device-like addresses that a host context checks but never dereferences (256-byte aligned). */
-static void *fake_buf(size_t bytes) {
-    static uintptr_t next = (uintptr_t)1 << 40;
-    void *p = (void *)next;
-    next += (bytes + 511) / 256 * 256;
-    return p;
-}
-
-static qf_tensor fake_t(qf_dtype dt, int ndim, int64_t d0, int64_t d1) {
-    qf_tensor t = {.data = fake_buf((size_t)(d0 * (ndim > 1 ? d1 : 1)) * qf_dtype_size(dt)),
-                   .dtype = dt, .ndim = ndim};
-    t.dims[0] = d0, t.dims[1] = d1;
-    return t;
-}
-
-/* Both copies of a [rows, cols] tensor (with a norm's statistics for the input role's x) at fake
- * addresses, as the fake shapes list them; *st keeps the first refusal of the shape function. */
-static qf_quantized fake_q(const char *recipe, qf_role role, qf_norm norm, int64_t rows,
-                           int64_t cols, qf_scale_layout layout, qf_status *st) {
-    /* {op, role, norm, outputs, M, N, K, dtype} (M and K are macros here) */
-    const qf_shape_query sq = {norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, role, norm,
-                               QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, rows, 0, cols, 0};
-    qf_shape sh[QF_SLOT_COUNT];
-    int n = 0;
-    qf_quantized q = {.layout = layout};
-    const qf_status s = qf_fake_shapes(recipe, &sq, sh, QF_SLOT_COUNT, &n);
-    if (s != QF_OK) {
-        *st = *st != QF_OK ? *st : s;
-        return q;
-    }
-    for (int i = 0; i < n; i++) {
-        const int sl = qf_slot_from_name(sh[i].name);
-        q.t[sl] = (qf_tensor){.data = fake_buf(sh[i].bytes), .dtype = sh[i].dtype,
-                              .ndim = sh[i].ndim};
-        memcpy(q.t[sl].dims, sh[i].dims, sizeof sh[i].dims);
-    }
-    return q;
 }
 
 /* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
