@@ -14,7 +14,9 @@
  *   QF_GEMM_STAGED_MIN), where writing and reading the bf16 copies would cost more than the
  *   kernel's lower tensor throughput (measured on an H200: the direct MXFP8 kernel runs 300
  *   TFLOP/s at 8192^3, bf16 cuBLASLt over 700).
- * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind). */
+ * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind).
+ * A caller that keeps b's bf16 copy (qf_dequantize, qf_gemm_opts.b_dequantized) saves the staged
+ * path b's dequantization; the same module entry writes that copy. */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -216,12 +218,35 @@ typedef struct qf_g_stage {
     int block_rows, block_cols;
     int mn;                 /* 1: stored [K, M] (or [K, N]): MXFP8's columnwise copies */
     int out_fp32;           /* the bias broadcast into an fp32 y */
+    const void *bf16;       /* the caller's bf16 copy [rows, cols] (qf_dequantize), or NULL */
 } qf_g_stage;
 
+/* A bf16 copy of stage st ([st->rows, st->cols] bf16, 16-byte aligned), named arg: the output of
+ * qf_dequantize or opts->b_dequantized. */
+static qf_status qf_g_bf16_copy(const char *op, const char *arg, const qf_tensor *t,
+                                const qf_g_stage *st) {
+    if (!t || !t->data)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL (its data); expected bf16 [%lld, "
+                            "%lld], the dims of the copy in elements", op, arg,
+                            (long long)st->rows, (long long)st->cols);
+    const qf_shape s = {arg, QF_DTYPE_BF16, 2, {st->rows, st->cols}, 0};
+    return qf_check_buffer(op, arg, t, &s);
+}
+
+/* opts->b_dequantized, when set, checked against b's stage and recorded in it. */
+static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, qf_g_stage *sb) {
+    if (!o->b_dequantized)
+        return QF_OK;
+    QF_TRY(qf_g_bf16_copy(op, "opts->b_dequantized", o->b_dequantized, sb));
+    sb->bf16 = o->b_dequantized->data;
+    return QF_OK;
+}
+
 /* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL): always for an fp32
- * y or an accumulation (the direct kernels write bf16 only). */
+ * y or an accumulation (the direct kernels write bf16 only); at every size when b's bf16 copy is
+ * kept (only a's dequantization is left), unless QFUSE_HOPPER_GEMM=direct. */
 static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N,
-                           const qf_tensor *y, int acc) {
+                           const qf_tensor *y, int acc, int b_kept) {
     static const char *const ways[] = {"auto", "staged", "direct"};
     if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || y->dtype != QF_DTYPE_BF16 || acc)
         return 1;
@@ -231,17 +256,25 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
     case 2:
         return 0;
     default:
-        return M >= QF_GEMM_STAGED_MIN && N >= QF_GEMM_STAGED_MIN;
+        return b_kept || (M >= QF_GEMM_STAGED_MIN && N >= QF_GEMM_STAGED_MIN);
     }
 }
 
-static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
-                              const qf_g_stage *v, void *out, void *stream) {
+/* Whether one <name>_dequant launch covers stage v (checked before any kernel load, so that a
+ * device-less context refuses what a GPU refuses). */
+static qf_status qf_g_dequant_fits(const char *op, const qf_g_stage *v) {
     const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
     if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS * QF_DQ_CHUNKS)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: an operand of [%lld, %lld] elements is too "
                             "large for one dequantize launch", op, (long long)v->rows,
                             (long long)v->cols);
+    return QF_OK;
+}
+
+static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+                              const qf_g_stage *v, void *out, void *stream) {
+    const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+    QF_TRY(qf_g_dequant_fits(op, v));
     qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
                       .block_rows = v->block_rows, .block_cols = v->block_cols,
@@ -260,8 +293,21 @@ static qf_status qf_g_beta_one(qf_ctx_t *ctx, const char *op, const qf_loaded_ke
     return qf_g_dequant(ctx, op, lk, &none, NULL, stream);
 }
 
-/* y[M, N] = alpha * deq(a) deq(b)^T (+ bias, or + y when acc): both operands dequantized into
- * one scratch buffer, then the bf16 GEMM (gemm_lt.c), y bf16 or fp32. nv: NVFP4's parameter
+/* Scratch bytes for stage v's bf16 copy: none when the caller keeps one. */
+static size_t qf_g_stage_bytes(const qf_g_stage *v) {
+    return v->bf16 ? 0 : ((size_t)(v->rows * v->cols) * 2 + 255) / 256 * 256;
+}
+
+/* Stage v in bf16 on stream: the caller's copy, or dequantized into scratch at *at. */
+static qf_status qf_g_stage_bf16(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
+                                 const qf_g_stage *v, char *at, const void **out, void *stream) {
+    *out = v->bf16 ? v->bf16 : at;
+    return v->bf16 ? QF_OK : qf_g_dequant(ctx, op, lk, v, at, stream);
+}
+
+/* y[M, N] = alpha * deq(a) deq(b)^T (+ bias, or + y when acc): each operand dequantized into
+ * one scratch buffer (unless its stage carries the caller's bf16 copy), then the bf16 GEMM
+ * (gemm_lt.c), y bf16 or fp32. nv: NVFP4's parameter
  * block, whose <name>_alpha entry writes {alpha, 0} into the scratch first; NULL for alpha 1. A
  * bias is broadcast into y by the <name>_dequant entry (which also sets the device beta to 1) and
  * the GEMM accumulates onto it: one rounding after the bias (numerics 2.3, 2.4). The caller has
@@ -273,14 +319,14 @@ static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
     if (!lk->fn_dequant || (nv && !lk->fn_alpha))
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no %s entry", op, k->name,
                             lk->fn_dequant ? "_alpha" : "_dequant");
-    const size_t na = (size_t)(a->rows * a->cols), nb = (size_t)(b->rows * b->cols);
-    const size_t off_b = (na * 2 + 255) / 256 * 256, off_ab = off_b + (nb * 2 + 255) / 256 * 256;
+    const size_t off_b = qf_g_stage_bytes(a), off_ab = off_b + qf_g_stage_bytes(b);
     char *buf = NULL;
     QF_TRY(qf_ctx_scratch(ctx, off_ab + 2 * sizeof(float), (void **)&buf,
                           "the bf16 copies of the operands", stream));
-    qf_status s = qf_g_dequant(ctx, op, lk, a, (uint16_t *)buf, stream);
+    const void *pa = NULL, *pb = NULL;
+    qf_status s = qf_g_stage_bf16(ctx, op, lk, a, buf, &pa, stream);
     if (s == QF_OK)
-        s = qf_g_dequant(ctx, op, lk, b, (uint16_t *)(buf + off_b), stream);
+        s = qf_g_stage_bf16(ctx, op, lk, b, buf + off_b, &pb, stream);
     float *ab = nv ? (float *)(buf + off_ab) : NULL;
     if (s == QF_OK && nv) {
         nv->alpha_out = ab;
@@ -295,7 +341,7 @@ static qf_status qf_g_staged(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
     if (s == QF_OK && acc && ab)
         s = qf_g_beta_one(ctx, op, lk, ab + 1, stream);
     if (s == QF_OK) {
-        const qf_gemm_lt_bf16_args g = {buf, buf + off_b, a->mn, b->mn, ab, bias || acc,
+        const qf_gemm_lt_bf16_args g = {pa, pb, a->mn, b->mn, ab, bias || acc,
                                         y->data, y->dtype, M, N, K};
         s = qf_gemm_lt_bf16(ctx, &g, stream);
     }
@@ -370,11 +416,14 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
 
 static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
-                            const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
+                            const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *o,
+                            void *stream) {
+    const int acc = o->accumulate;
     qf_mx_gemm_params p = {0};
     qf_g_stage sa, sb;
     qf_gemm_path path;
     QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
+    QF_TRY(qf_g_kept_b(op, o, &sb));
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
@@ -384,7 +433,7 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc))
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
     /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
      * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
@@ -408,13 +457,33 @@ static qf_status qf_g_nv_amax(const char *op, const qf_g_opnd *v) {
     return qf_check_buffer(op, v->amax_arg, v->amax, &s);
 }
 
-/* Checks every argument and fills the kernel's parameter block: packed E2M1 [rows, K/2] bytes
- * (the quantizers' fake shapes count packed dims in bytes), K a whole number of 16-byte rows. */
+/* An NVFP4 operand's data: packed E2M1 [rows, K/2] bytes (the quantizers' fake shapes count
+ * packed dims in bytes; both copies K-major, the columnwise one transposed). */
+static qf_status qf_g_nv_data(const char *op, const qf_g_opnd *v, int64_t *rows, int64_t *K) {
+    static const char why[] = "packed, two elements per byte: the output of an NVFP4 quantizer";
+    int64_t bytes;
+    QF_TRY(qf_g_data(op, v, QF_DTYPE_E2M1, why, rows, &bytes));
+    *K = 2 * bytes;
+    return QF_OK;
+}
+
+/* The compact E4M3 scales of 1x16 blocks of an NVFP4 operand [rows, K] (elements), checked; *st
+ * is the operand as the staged path reads it. */
+static qf_status qf_g_nv_stage(const char *op, const qf_g_opnd *v, int64_t rows, int64_t K,
+                               qf_g_stage *st) {
+    const int64_t blocks = (K + 15) / 16;
+    *st = (qf_g_stage){.data = v->data->data, .scale = v->scale->data, .rows = rows, .cols = K,
+                       .scale_ld = (blocks + 3) / 4 * 4, .elem = QF_DTYPE_E2M1, .block_rows = 1,
+                       .block_cols = 16};
+    return qf_g_scales(op, v, QF_DTYPE_E4M3, rows, blocks);
+}
+
+/* Checks every argument, fills the kernel's parameter block and the staged operands: K a whole
+ * number of 16-byte rows of packed data. */
 static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
                                const qf_tensor *bias, qf_tensor *y, qf_nv_gemm_params *p,
-                               qf_gemm_path *path) {
-    static const char why[] = "packed, two elements per byte: the output of an NVFP4 quantizer";
+                               qf_g_stage *sa, qf_g_stage *sb, qf_gemm_path *path) {
     const qf_gemm_kind_traits *g = &qf_gemm_kinds[kind];
     /* The RHT of a columnwise copy is orthogonal along M: it cancels in dy^T x only when both
      * operands carry it (numerics 2.4). */
@@ -425,17 +494,16 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
                             "rht_grad)", op, r->name,
                             qf_enum_name(QF_ENUM_ROLE, r->rht[g->a_role] ? g->a_role : g->b_role),
                             qf_enum_name(QF_ENUM_ROLE, r->rht[g->a_role] ? g->b_role : g->a_role));
-    int64_t ka, kb;
-    QF_TRY(qf_g_data(op, a, QF_DTYPE_E2M1, why, &p->M, &ka));
-    QF_TRY(qf_g_data(op, b, QF_DTYPE_E2M1, why, &p->N, &kb));
-    p->K = 2 * ka;
-    QF_TRY(qf_g_same_k(op, a, b, p->K, p->N, 2 * kb, 1));
+    int64_t kb;
+    QF_TRY(qf_g_nv_data(op, a, &p->M, &p->K));
+    QF_TRY(qf_g_nv_data(op, b, &p->N, &kb));
+    QF_TRY(qf_g_same_k(op, a, b, p->K, p->N, kb, 1));
     if (p->K % QF_NV_GEMM_K_ALIGN)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: K = %lld is not a multiple of %d: each row "
                             "of packed data must be whole 16-byte units; pad K with zeros", op,
                             (long long)p->K, QF_NV_GEMM_K_ALIGN);
-    QF_TRY(qf_g_scales(op, a, QF_DTYPE_E4M3, p->M, p->K / 16));
-    QF_TRY(qf_g_scales(op, b, QF_DTYPE_E4M3, p->N, p->K / 16));
+    QF_TRY(qf_g_nv_stage(op, a, p->M, p->K, sa));
+    QF_TRY(qf_g_nv_stage(op, b, p->N, p->K, sb));
     QF_TRY(qf_g_nv_amax(op, a));
     QF_TRY(qf_g_nv_amax(op, b));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
@@ -473,21 +541,21 @@ static qf_status qf_g_nv_lt(qf_ctx_t *ctx, const char *op, const qf_loaded_kerne
 
 static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                             qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
-                            const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
+                            const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *o,
+                            void *stream) {
+    const int acc = o->accumulate;
     qf_nv_gemm_params p = {0};
+    qf_g_stage sa, sb;
     qf_gemm_path path;
-    QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &path));
+    QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
+    QF_TRY(qf_g_kept_b(op, o, &sb));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc)) {
-        /* both copies K-major (the columnwise ones are transposed), 1x16 blocks */
-        const qf_g_stage sa = {p.a, p.a_scale, p.M, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0, 0};
-        const qf_g_stage sb = {p.b, p.b_scale, p.N, p.K, p.scale_cols, QF_DTYPE_E2M1, 1, 16, 0, 0};
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
-    }
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);
     return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_NV_GEMM_TILE_N, smem, &p, stream);
@@ -537,11 +605,15 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
     case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (numerics 2.2) */
+        if (o->b_dequantized)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->b_dequantized is set, but recipe "
+                                "'%s' (%s) multiplies its FP8 operands directly; pass NULL", op,
+                                r->name, qf_family_name(r->family));
         return qf_g_fp8(ctx, op, r, &va, &vb, bias, y, o->accumulate, stream);
     case QF_FAMILY_MXFP8:
-        return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, o->accumulate, stream);
+        return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, o, stream);
     case QF_FAMILY_NVFP4:
-        return qf_g_nvfp4(ctx, op, r, kind, &va, &vb, bias, y, o->accumulate, stream);
+        return qf_g_nvfp4(ctx, op, r, kind, &va, &vb, bias, y, o, stream);
     default:
         return qf_family_unsupported(op, r);
     }
@@ -550,4 +622,46 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
 qf_status qf_gemm(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                   const qf_tensor *bias, qf_tensor *y, void *stream) {
     return qf_gemm_ex(ctx, recipe, a, b, bias, y, NULL, stream);
+}
+
+qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_operand *x,
+                        qf_tensor *out, void *stream) {
+    static const char op[] = "qf_dequantize";
+    const qf_recipe *r = NULL;
+    qf_g_opnd v;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    if ((unsigned)role >= QF_ROLE_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not a qf_role", op, (int)role);
+    QF_TRY(qf_g_operand(op, "x", x, &v));
+    if (v.layout != QF_SCALE_LAYOUT_COMPACT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: x has scale layout %d; it reads compact "
+                            "scales (QF_SCALE_LAYOUT_COMPACT), the layout of the staged GEMM", op,
+                            (int)v.layout);
+    qf_g_stage st;
+    int64_t rows, K;
+    qf_dtype in;
+    switch (r->family) {
+    case QF_FAMILY_MXFP8:
+        QF_TRY(qf_g_mx_data(op, r, role, x->copy, &v, &rows, &K, &st));
+        QF_TRY(qf_g_mx_scales(op, &v, &st));
+        in = r->fmt[QF_ROLE_INPUT]; /* one module per recipe (qf_g_mxfp8) */
+        break;
+    case QF_FAMILY_NVFP4:
+        QF_TRY(qf_g_nv_data(op, &v, &rows, &K));
+        QF_TRY(qf_g_nv_stage(op, &v, rows, K, &st));
+        in = QF_DTYPE_E2M1;
+        break;
+    default:
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s): only MXFP8 and NVFP4 "
+                            "copies have a bf16 form for the staged GEMM", op, r->name,
+                            qf_family_name(r->family));
+    }
+    QF_TRY(qf_g_bf16_copy(op, "out", out, &st));
+    QF_TRY(qf_g_dequant_fits(op, &st));
+    const qf_kernel_entry *k;
+    qf_loaded_kernel lk;
+    QF_TRY(qf_g_kernel(ctx, op, r, in, &k, &lk, stream));
+    if (!lk.fn_dequant)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _dequant entry", op, k->name);
+    return qf_g_dequant(ctx, op, &lk, &st, out->data, stream);
 }

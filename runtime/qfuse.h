@@ -307,15 +307,42 @@ typedef struct qf_gemm_opts {
     int accumulate;  /* 1: y += A B^T (beta = 1) into an fp32 y [M, N] (in a wgrad, y is the
                       * layer's main_grad [N, K]; numerics 6); takes no bias. Not tuned
                       * (qf_gemm's first-call timing would add up in y). */
-    int reserved[7]; /* for later options, so that the struct keeps its size: must be 0 */
+    /* b's bf16 copy, written by qf_dequantize from the same operand b (same recipe and role)
+     * and kept by the caller, e.g. a weight's across the micro-batches of a step (numerics 7):
+     * a staged GEMM (MXFP8, NVFP4 on sm_89..99) reads it instead of dequantizing b, and runs
+     * staged at every size unless QFUSE_HOPPER_GEMM=direct; the result is bit-identical to the
+     * GEMM without it. Other paths ignore it; per-tensor FP8 recipes refuse it. bf16, the dims
+     * of b's stored copy in elements ([N, K], or MXFP8's columnwise [K, N]), 16-byte aligned.
+     * b itself is still checked and read (its shapes, NVFP4's amax); that b_dequantized holds
+     * b's values is the caller's promise. NULL: dequantize b in the call. */
+    const qf_tensor *b_dequantized;
+    int reserved[4]; /* for later options, so that the struct keeps its size: must be 0 */
 } qf_gemm_opts;
 
 /* qf_gemm with options (opts may be NULL). Errors as qf_gemm, and QF_ERR_INVALID_ARG for
- * opts->accumulate other than 0 or 1, or set with a y that is not fp32 or with a bias, and for a
- * nonzero opts->reserved. */
+ * opts->accumulate other than 0 or 1, or set with a y that is not fp32 or with a bias, for an
+ * opts->b_dequantized of the wrong dtype, dims or alignment or under a per-tensor FP8 recipe, and
+ * for a nonzero opts->reserved. */
 qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, const qf_operand *b,
                      const qf_tensor *bias, qf_tensor *y, const qf_gemm_opts *opts,
                      void *stream);
+
+/* The bf16 values of one copy of an MXFP8 or NVFP4 tensor, as the staged Hopper GEMM multiplies
+ * them (numerics 7): out = bf16(decode(element) * decode(block scale)), exact for MXFP8 scale
+ * exponents in [-117, 119] and every NVFP4 product; NVFP4's global alpha is not applied (the
+ * GEMM applies it to its sums). A NaN scale makes its block NaN; scale padding is never read.
+ *   role: the role x was quantized for (its element dtype is the recipe's format for it).
+ *   x:    one copy of a quantized tensor (not owned): its data and scale_inv slots of the
+ *         copy, compact scales (numerics 2.3, 2.4).
+ *   out:  [R, C] bf16, 16-byte aligned: the dims of the copy's data in elements (for NVFP4 C is
+ *         twice the packed bytes), e.g. a weight's rowwise [N, K], MXFP8's columnwise [K, N].
+ *         Caller memory, not owned; may be passed as qf_gemm_opts.b_dequantized.
+ * Errors: QF_ERR_INVALID_ARG (NULL or wrongly sized x, its data or scales, out not bf16 of the
+ * copy's dims or misaligned, a stream of another context), QF_ERR_UNSUPPORTED (a recipe whose
+ * family is not MXFP8 or NVFP4, a copy too large for one launch), QF_ERR_NOT_FOUND,
+ * QF_ERR_NO_DEVICE, QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_operand *x,
+                        qf_tensor *out, void *stream);
 
 /* The gradients of a fused norm (numerics 6), caller memory sized by the fake shapes of a
  * QF_OP_NORM_BACKWARD query (norm, M, K, dtype = x's dtype). */

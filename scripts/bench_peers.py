@@ -39,10 +39,14 @@ NQ_SHAPES_FULL = [(16384, 4096), (16384, 8192), (4096, 12288), (8192, 4096), (20
 NQ_SHAPES_QUICK = [(8192, 4096)]
 # qfuse-bench's GEMM shapes (M, K, N): real layers' fprop and the TN GEMMs of their backward
 # (dgrad M, N -> K; wgrad N, M -> K).
-GEMM_SHAPES_FULL = [(8192, 8192, 8192),
-                    (16384, 4096, 14336), (16384, 14336, 4096), (14336, 16384, 4096),
-                    (2048, 4096, 14336), (2048, 14336, 4096), (14336, 2048, 4096)]
-GEMM_SHAPES_QUICK = [(8192, 8192, 8192)]
+# (M, K, N, weight): weight when the GEMM's second operand is a weight (fprop, dgrad), whose
+# dequantized copy can be kept across micro-batches: those shapes also get "weight kept" rows.
+GEMM_SHAPES_FULL = [(8192, 8192, 8192, True),
+                    (16384, 4096, 14336, True), (16384, 14336, 4096, True),
+                    (14336, 16384, 4096, False),
+                    (2048, 4096, 14336, True), (2048, 14336, 4096, True),
+                    (14336, 2048, 4096, False)]
+GEMM_SHAPES_QUICK = [(8192, 8192, 8192, True)]
 # qfuse-bench's LayerNorm + MLP step (tokens, hidden, ffn), runtime/tools/bench_step.c.
 STEP_SHAPE_FULL = (16384, 4096, 14336)
 STEP_SHAPE_QUICK = (2048, 4096, 14336)
@@ -201,6 +205,15 @@ def gemm_nvfp4_emulated(a, sa, w, sw, alpha, table):
     return torch.matmul(nvfp4_dequant(a, sa, table), nvfp4_dequant(w, sw, table).t()) * alpha
 
 
+def gemm_mxfp8_wkept(a, sa, w_bf16):
+    """The MXFP8 emulation with the weight dequantized once and kept (w_bf16 [N, K])."""
+    return torch.matmul(mxfp8_dequant(a, sa), w_bf16.t())
+
+
+def gemm_nvfp4_wkept(a, sa, w_bf16, alpha, table):
+    return torch.matmul(nvfp4_dequant(a, sa, table), w_bf16.t()) * alpha
+
+
 def nq_bytes(recipe, op, norm, columnwise, m, k):
     """Bytes moved, counted as qfuse_bench.c counts them: x and gamma/beta read, outputs written."""
     n = 2 * m * k + {"layernorm": 4 * k, "rmsnorm": 2 * k, "none": 0}[norm]
@@ -331,7 +344,7 @@ def bench_nq_case(rows, case, inputs, m, k, args):
 
 
 def bench_gemm_shape(rows, shape, l2, args):
-    m, k, n = shape
+    m, k, n, _ = shape
     sets = rotation_count(m * k + n * k, l2)
     arg_sets = []
     for _ in range(sets):
@@ -350,10 +363,11 @@ def bench_gemm_shape(rows, shape, l2, args):
 def bench_block_gemm_emulated(rows, shape, l2, args):
     """The emulation peers of the MXFP8 and NVFP4 GEMMs: dequantize + bf16 matmul as one
     torch.compile'd sequence (and eager), on the same operand bytes as qfuse-bench's rows (random
-    data bytes, every block scale 1.0, NVFP4 alpha 1)."""
-    m, k, n = shape
+    data bytes, every block scale 1.0, NVFP4 alpha 1). Where the second operand is a weight, also
+    with its bf16 copy dequantized once, outside the timing, and kept (op gemm_<family>_wkept,
+    beside qfuse-bench's rows of that name)."""
+    m, k, n, weight = shape
     table = torch.tensor(E2M1_VALUES, device="cuda")
-    flops = 2 * m * n * k
     mx_sets, nv_sets = [], []
     for _ in range(rotation_count(m * k + n * k, l2)):
         a = torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7
@@ -362,11 +376,12 @@ def bench_block_gemm_emulated(rows, shape, l2, args):
                         dtype=torch.uint8), w.view(torch.float8_e4m3fn),
                         torch.full((n, k // 32), 127, device="cuda", dtype=torch.uint8)))
     nbytes = m * k + n * k + (m + n) * (k // 32) + 2 * m * n
-    for kind, fn in (("peer_eager", gemm_mxfp8_emulated),
-                     ("peer_compile", compiled(gemm_mxfp8_emulated))):
-        row = new_row(kind, "mxfp8", "gemm_mxfp8", "", "e4m3", "", m, k, n)
-        run_peer(rows, row, fn, mx_sets, args, nbytes, flops)
-        row["note"] = row["note"] or "dequantize to bf16 + bf16 matmul, one sequence"
+    emulated_peers(rows, "mxfp8", "e4m3", gemm_mxfp8_emulated, mx_sets, (m, k, n), args, nbytes)
+    if weight:
+        kept = [(a, sa, mxfp8_dequant(w, sw)) for a, sa, w, sw in mx_sets]
+        emulated_peers(rows, "mxfp8", "e4m3", gemm_mxfp8_wkept, kept, (m, k, n), args, nbytes,
+                       "_wkept")
+        del kept
     del mx_sets
     for _ in range(rotation_count((m * k + n * k) // 2, l2)):
         a = torch.randint(0, 256, (m, k // 2), device="cuda", dtype=torch.uint8)
@@ -375,11 +390,21 @@ def bench_block_gemm_emulated(rows, shape, l2, args):
                         torch.full((n, k // 16), 0x38, device="cuda", dtype=torch.uint8),
                         torch.ones((), device="cuda"), table))
     nbytes = (m * k + n * k) // 2 + (m + n) * (k // 16) + 2 * m * n
-    for kind, fn in (("peer_eager", gemm_nvfp4_emulated),
-                     ("peer_compile", compiled(gemm_nvfp4_emulated))):
-        row = new_row(kind, "nvfp4", "gemm_nvfp4", "", "e2m1", "", m, k, n)
-        run_peer(rows, row, fn, nv_sets, args, nbytes, flops)
-        row["note"] = row["note"] or "dequantize to bf16 + bf16 matmul, one sequence"
+    emulated_peers(rows, "nvfp4", "e2m1", gemm_nvfp4_emulated, nv_sets, (m, k, n), args, nbytes)
+    if weight:
+        kept = [(a, sa, nvfp4_dequant(w, sw, t), alpha, t) for a, sa, w, sw, alpha, t in nv_sets]
+        emulated_peers(rows, "nvfp4", "e2m1", gemm_nvfp4_wkept, kept, (m, k, n), args, nbytes,
+                       "_wkept")
+
+
+def emulated_peers(rows, family, dtype, fn, arg_sets, shape, args, nbytes, suffix=""):
+    """The eager and torch.compile'd rows of one emulation fn (op gemm_<family><suffix>)."""
+    m, k, n = shape
+    for kind, f in (("peer_eager", fn), ("peer_compile", compiled(fn))):
+        row = new_row(kind, family, "gemm_" + family + suffix, "", dtype, "", m, k, n)
+        run_peer(rows, row, f, arg_sets, args, nbytes, 2 * m * n * k)
+        row["note"] = row["note"] or ("dequantize to bf16 + bf16 matmul, one sequence" + (
+            "; the weight dequantized once, outside the timing" if suffix else ""))
 
 
 # ============================================================================ output

@@ -221,14 +221,17 @@ def gemm_table(qrows, prows, families):
 
 def block_gemm_table(qrows, prows, families):
     """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
-    its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence)."""
+    its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence);
+    the "weight kept" rows read the weight's bf16 copy made once (qfuse: qf_dequantize and
+    qf_gemm_opts.b_dequantized), beside the emulation that keeps it too."""
     lines = ["| GEMM | M x K -> N | training GEMM | qfuse TFLOP/s | cuBLASLt bf16 | "
              "emulation eager | emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for r, lt, e, c in gemm_rows(qrows, prows, families, ("gemm_mxfp8", "gemm_nvfp4")):
+    ops = tuple("gemm_" + f + s for f in ("mxfp8", "nvfp4") for s in ("", "_wkept"))
+    for r, lt, e, c in gemm_rows(qrows, prows, families, ops):
         q, b, ce = num(r, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops"), num(c, "tflops")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["op"][5:], shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
+            r["op"][5:].replace("_wkept", ", weight kept"), shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
             fmt(num(e, "tflops"), "%.0f"), fmt(ce, "%.0f"),
             fmt(q / b if q and b else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
     return lines if len(lines) > 2 else []

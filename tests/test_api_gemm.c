@@ -442,6 +442,77 @@ static void test_recipe_file_same_api(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* opts->b_dequantized, b's bf16 copy [N, K] in elements: valid with a matching bf16 tensor,
+ * refused with the wrong dims, dtype or alignment, and under a per-tensor FP8 recipe. */
+static void test_nvg_b_dequantized(void **state) {
+    qf_tensor kept = t2(slot(8), QF_DTYPE_BF16, NVG_N, NVG_K), bad = kept;
+    NVG_EXPECT(a.opts.b_dequantized = &kept, QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    NVG_EXPECT((a.opts.b_dequantized = &kept, a.y.dtype = QF_DTYPE_FP32, a.bias.data = NULL,
+                a.opts.accumulate = 1), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    bad.dims[1] = NVG_K / 2; /* the packed bytes, not the elements */
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
+               "qf_gemm: opts->b_dequantized has 3072 elements (last dim 48); the shape function "
+               "requires 6144 (last dim 96)");
+    bad = kept, bad.dtype = QF_DTYPE_FP32;
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
+               "opts->b_dequantized.dtype is fp32; expected bf16");
+    bad = kept, bad.data = (char *)slot(8) + 2;
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
+               "opts->b_dequantized.data", "is not 16-byte aligned");
+    bad = kept, bad.data = NULL;
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
+               "opts->b_dequantized is NULL (its data); expected bf16 [64, 96]");
+    gemm_args g = gemm_valid(state); /* fp8_delayed: cuBLASLt multiplies the FP8 bytes */
+    const qf_operand fa = {&g.qa, g.copy_a}, fb = {&g.qb, g.copy_b};
+    const qf_tensor fk = t2(slot(8), QF_DTYPE_BF16, N, K);
+    const qf_gemm_opts o = {.b_dequantized = &fk};
+    expect(qf_gemm_ex(g.ctx, kRecipe, &fa, &fb, &g.bias, &g.y, &o, NULL), QF_ERR_INVALID_ARG,
+           "qf_gemm: opts->b_dequantized is set, but recipe 'fp8_delayed' (fp8_delayed) "
+           "multiplies its FP8 operands directly");
+}
+
+/* qf_dequantize of one copy: the NVFP4 rowwise copy [100, 96] (elements) and an MXFP8
+ * columnwise copy stored [K, N] = [64, 32] (32x1 blocks, E8M0 scales [4, 128]) reach the device
+ * with an out of their dims; bad arguments are named. */
+static void test_dequantize_args(void **state) {
+    nvg_args g = nvg_valid(state);
+    qf_tensor out = t2(slot(8), QF_DTYPE_BF16, NVG_M, NVG_K);
+    qf_operand x = {&g.qa, QF_COPY_ROWWISE};
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_NO_DEVICE,
+           "qf_dequantize: arguments are valid");
+    out.dims[0] = NVG_M - 1;
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: out has 9504 elements", "requires 9600 (last dim 96)");
+    out.dims[0] = NVG_M;
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, NULL, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: out is NULL (its data); expected bf16 [100, 96]");
+    expect(qf_dequantize(g.ctx, "nvfp4", (qf_role)7, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: role 7 is not a qf_role");
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, NULL, &out, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: x is NULL");
+    expect(qf_dequantize(g.ctx, "fp8_delayed", QF_ROLE_INPUT, &x, &out, NULL),
+           QF_ERR_UNSUPPORTED, "recipe 'fp8_delayed' (fp8_delayed): only MXFP8 and NVFP4");
+    g.qa.t[QF_SLOT_ROWWISE_SCALE_INV].dims[0] = 64;
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "x.rowwise_scale_inv has 512 elements");
+    g.qa.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: x has scale layout 1; it reads compact scales");
+    qf_quantized q = {0};
+    q.t[QF_SLOT_COLUMNWISE_DATA] = t2(slot(9), QF_DTYPE_E4M3, K, N);
+    q.t[QF_SLOT_COLUMNWISE_SCALE_INV] = t2(slot(10), QF_DTYPE_E8M0, 4, 128);
+    const qf_operand xc = {&q, QF_COPY_COLUMNWISE};
+    qf_tensor oc = t2(slot(11), QF_DTYPE_BF16, K, N);
+    expect(qf_dequantize(g.ctx, "mxfp8", QF_ROLE_WEIGHT, &xc, &oc, NULL), QF_ERR_NO_DEVICE,
+           "qf_dequantize: arguments are valid");
+    oc = t2(slot(11), QF_DTYPE_BF16, N, K); /* as the GEMM multiplies it, not as stored */
+    expect(qf_dequantize(g.ctx, "mxfp8", QF_ROLE_WEIGHT, &xc, &oc, NULL), QF_ERR_INVALID_ARG,
+           "out has 2048 elements (last dim 64); the shape function requires 2048 (last dim 32)");
+    q.t[QF_SLOT_COLUMNWISE_DATA].dtype = QF_DTYPE_E2M1;
+    expect(qf_dequantize(g.ctx, "mxfp8", QF_ROLE_WEIGHT, &xc, &oc, NULL), QF_ERR_INVALID_ARG,
+           "x.columnwise_data.dtype is e2m1; expected e4m3");
+}
+
 /* =====================================================================} */
 
 /* {===================================================================== slot names */
@@ -493,6 +564,8 @@ int main(void) {
         T(test_nvg_wrong_sizes),
         T(test_nvg_layout_for_arch),
         T(test_nvg_arch_and_family),
+        T(test_nvg_b_dequantized),
+        T(test_dequantize_args),
         T(test_recipe_file_same_api),
         T(test_slot_names),
     };

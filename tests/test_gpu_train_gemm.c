@@ -11,7 +11,9 @@
  * the kinds it runs) runs under QFUSE_HOPPER_GEMM=staged and =direct. Each GEMM also writes an fp32
  * y (fp32 sums, no output rounding: rel err <= fp32_bound against the same reference; fprop with
  * a bias) and accumulates twice into an fp32 main_grad (qf_gemm_ex, y = y0 + 2 A B^T, the same
- * bound), at two sizes: small, and a reduction of 8192 for fprop. Without a GPU it skips. */
+ * bound), at two sizes: small, and a reduction of 8192 for fprop. For MXFP8 and NVFP4, b's bf16
+ * copy from qf_dequantize matches the reference values exactly, and the GEMM reading it
+ * (opts.b_dequantized) is bit-identical to the one without it. Without a GPU it skips. */
 #include "test_gpu_util.h"
 
 #include <math.h>
@@ -174,6 +176,58 @@ static void check_fp32(qf_ctx_t *ctx, const qf_recipe *r, const train_gemm *g, c
     dual_free(&y);
 }
 
+/* MXFP8 and NVFP4: b's bf16 copy from qf_dequantize (the dims of its stored copy) equals the
+ * reference values of that copy exactly (numerics 7: bf16(element * scale) is exact here), and
+ * qf_gemm_ex reading it as opts.b_dequantized writes y bit-identical to y_plain, the same GEMM
+ * without it (under the same QFUSE_HOPPER_GEMM way). Other families refuse qf_dequantize. */
+static void check_b_dequantized(qf_ctx_t *ctx, const qf_recipe *r, const train_gemm *g,
+                                qf_role b_role, const qf_operand *a, const qf_operand *b,
+                                const qtensor *bq, const dual *y_plain) {
+    const int mx = r->family == QF_FAMILY_MXFP8;
+    if (!mx && r->family != QF_FAMILY_NVFP4) {
+        const qf_tensor none = {0};
+        assert_int_equal(qf_dequantize(ctx, r->name, b_role, b, (qf_tensor *)&none, NULL),
+                         QF_ERR_UNSUPPORTED);
+        return;
+    }
+    const int col = g->b_copy == QF_COPY_COLUMNWISE;
+    const qf_slot ds = col ? QF_SLOT_COLUMNWISE_DATA : QF_SLOT_ROWWISE_DATA;
+    const qf_slot ss = col ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+    /* stored copy [R, C] elements: MXFP8's columnwise copy is [k, cols], every other [cols, k] */
+    const int64_t R = mx && col ? g->k : g->cols, C = mx && col ? g->cols : g->k;
+    dual kept = dual_alloc((size_t)(R * C) * 2);
+    CK(cudaMemset(kept.d, 0xFF, kept.bytes));
+    qf_tensor kt = tv(&kept, QF_DTYPE_BF16, 2, R, C);
+    QF_OK_OR_FAIL(qf_dequantize(ctx, r->name, b_role, b, &kt, NULL));
+    double *want = malloc((size_t)(R * C) * sizeof *want);
+    assert_non_null(want);
+    if (mx)
+        qf_mx_dequant_ref(bq->q.t[ds].dtype, col, qt_host(bq, ds), qt_host(bq, ss), R, C, want);
+    else
+        qf_nvfp4_dequant_ref(qt_host(bq, ds), qt_host(bq, ss), R, C, want);
+    dual y = dual_alloc(y_plain->bytes);
+    CK(cudaMemset(y.d, 0xA5, y.bytes));
+    qf_tensor yt = tv(&y, QF_DTYPE_BF16, 2, g->rows, g->cols);
+    const qf_gemm_opts o = {.b_dequantized = &kt};
+    QF_OK_OR_FAIL(qf_gemm_ex(ctx, r->name, a, b, NULL, &yt, &o, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&kept);
+    dual_down(&y);
+    int64_t off = 0;
+    for (int64_t i = 0; i < R * C; i++) {
+        const double v = qf_bf16_to_float(((const uint16_t *)kept.h)[i]);
+        off += !(v == want[i] || (isnan(v) && isnan(want[i])));
+    }
+    const int same = memcmp(y.h, y_plain->h, y.bytes) == 0;
+    printf("; b_dequantized [%lld, %lld]: %lld values off the reference, y %s", (long long)R,
+           (long long)C, (long long)off, same ? "bit-identical" : "DIFFERS");
+    assert_int_equal(off, 0);
+    assert_true(same);
+    free(want);
+    dual_free(&kept);
+    dual_free(&y);
+}
+
 static void fill_const_bf16(void *p, int64_t n, float v) {
     for (int64_t i = 0; i < n; i++)
         store_as(p, QF_DTYPE_BF16, i, v);
@@ -243,6 +297,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, const train_dims *d) {
         assert_int_equal(bad, 0);
         assert_true(e <= 4e-3); /* bf16 output rounding (2^-9 at most, rms about 2^-10) */
         check_fp32(ctx, r, g, &a, &b, want, i == 0 ? &bias : NULL);
+        check_b_dequantized(ctx, r, g, roles[g->b], &a, &b, &q[g->b], &y);
         if (g->a_copy == QF_COPY_COLUMNWISE) {
             wgrad_exact(d, in[T_DY].h, in[T_X].h,
                         (const float *)qt_host(&q[T_X], QF_SLOT_RSIGMA), want);

@@ -252,7 +252,9 @@ double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
  * of an activation [M, K] and a weight [N, K]; a columnwise copy is that of a [K, M] (or [K, N])
  * tensor, as the backward quantizes dy and x. y is [M, N]. Element bytes are random with bit 3
  * clear (never an E4M3 NaN); every block scale is 1.0 in its dtype (E8M0 127, E4M3 0x38) and
- * every amax 2688, so an NVFP4 alpha is 1. */
+ * every amax 2688, so an NVFP4 alpha is 1. When kept is set, each set also has b's bf16 copy
+ * (qf_dequantize, before the timing) and the GEMM reads it (qf_gemm_opts.b_dequantized): a
+ * weight kept across the micro-batches of a step. */
 typedef struct block_gemm {
     bench *b;
     const qf_recipe *r;
@@ -261,6 +263,8 @@ typedef struct block_gemm {
     int n_rot;
     out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
     qf_quantized qa[MAX_ROT], qw[MAX_ROT];
+    int kept;
+    qf_tensor w_bf16[MAX_ROT]; /* b's bf16 copy per set, the dims of its stored copy */
 } block_gemm;
 
 /* Fills the buffers of o as the block_gemm comment says, by slot name and dtype. */
@@ -291,7 +295,25 @@ static void block_gemm_launch(void *arg, int i) {
     qf_tensor y = bench_out_tensor(&g->y[i], "y");
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
     const qf_operand a = {&g->qa[i], k->a_copy}, w = {&g->qw[i], k->b_copy};
-    QF_OR_DIE(qf_gemm(g->b->ctx, g->r->name, &a, &w, NULL, &y, NULL));
+    const qf_gemm_opts o = {.b_dequantized = g->kept ? &g->w_bf16[i] : NULL};
+    QF_OR_DIE(qf_gemm_ex(g->b->ctx, g->r->name, &a, &w, NULL, &y, &o, NULL));
+}
+
+/* b's bf16 copy of every set (qf_dequantize: the dims of b's stored copy, MXFP8's columnwise
+ * [K, N], every other [N, K]), and g->kept set. */
+static void block_gemm_keep_b(block_gemm *g) {
+    const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
+    const int mn = g->r->family == QF_FAMILY_MXFP8 && k->b_copy == QF_COPY_COLUMNWISE;
+    const int64_t R = mn ? g->K : g->N, C = mn ? g->N : g->K;
+    for (int i = 0; i < g->n_rot; i++) {
+        void *d = NULL;
+        CUDA_OR_DIE(cudaMalloc(&d, (size_t)(R * C) * 2));
+        g->w_bf16[i] = bench_tensor_2d(d, QF_DTYPE_BF16, R, C);
+        const qf_operand w = {&g->qw[i], k->b_copy};
+        QF_OR_DIE(qf_dequantize(g->b->ctx, g->r->name, k->b_role, &w, &g->w_bf16[i], NULL));
+    }
+    CUDA_OR_DIE(cudaDeviceSynchronize());
+    g->kept = 1;
 }
 
 /* 1 when recipe ri has a generated GEMM kernel (the registry lists it). */
@@ -368,16 +390,33 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         *g = (block_gemm){.b = b, .r = &qf_recipes[ri], .M = s[0], .K = s[1], .N = s[2],
                           .kind = c->gemm};
         block_gemm_alloc(g);
+        const char *way = getenv("QFUSE_HOPPER_GEMM"); /* qf_gemm decides (op_gemm.c) */
+        way = way && *way ? way : "auto";
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        const char *way = getenv("QFUSE_HOPPER_GEMM"); /* qf_gemm decides (op_gemm.c) */
         snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
-                 "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
-                 way && *way ? way : "auto", qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+                 "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
+                 qf_gemm_kinds[c->gemm].name, bf_us / q.us);
         bench_row_emit(b, &q);
-        for (int i = 0; i < g->n_rot; i++)
+        if (qf_gemm_kinds[c->gemm].b_role == QF_ROLE_WEIGHT) { /* the weight's bf16 copy kept */
+            block_gemm_keep_b(g);
+            char kop[64];
+            row k = block_gemm_row(g, op, sizeof op);
+            snprintf(kop, sizeof kop, "%s_wkept", op);
+            k.op = kop;
+            k.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
+            snprintf(k.note, sizeof k.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies "
+                     "with the weight's bf16 copy kept (qf_dequantize once, opts.b_dequantized); "
+                     "x%.3f of bf16 cuBLASLt in this run", c->kind, way,
+                     qf_gemm_kinds[c->gemm].name, bf_us / k.us);
+            bench_row_emit(b, &k);
+        }
+        for (int i = 0; i < g->n_rot; i++) {
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
+            if (g->kept)
+                cudaFree(g->w_bf16[i].data);
+        }
         free(g);
     }
 }
