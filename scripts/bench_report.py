@@ -225,15 +225,21 @@ def block_gemm_table(qrows, prows, families):
     the "weight kept" rows read the weight's bf16 copy made once (qfuse: qf_dequantize and
     qf_gemm_opts.b_dequantized), beside the emulation that keeps it too."""
     lines = ["| GEMM | M x K -> N | training GEMM | qfuse TFLOP/s | cuBLASLt bf16 | "
-             "emulation eager | emulation compiled | qfuse / bf16 | qfuse / compiled emulation |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "cuBLASLt bf16 on these values | emulation eager | emulation compiled | "
+             "qfuse / bf16 | qfuse / bf16 on these values | qfuse / compiled emulation |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    values = {(r["op"], r["M"], r["K"], r["N"]): r for r in qrows
+              if r["kind"] == "ceiling" and r["op"].endswith("_values")}
     ops = tuple("gemm_" + f + s for f in ("mxfp8", "nvfp4") for s in ("", "_wkept"))
     for r, lt, e, c in gemm_rows(qrows, prows, families, ops):
         q, b, ce = num(r, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops"), num(c, "tflops")
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["op"][5:].replace("_wkept", ", weight kept"), shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(b, "%.0f"),
-            fmt(num(e, "tflops"), "%.0f"), fmt(ce, "%.0f"),
-            fmt(q / b if q and b else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
+        v = num(values.get(("cublaslt_bf16_gemm_%s_values" % r["op"][5:].split("_")[0],
+                            r["M"], r["K"], r["N"]), {}), "tflops")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["op"][5:].replace("_wkept", ", weight kept"), shape_of(r), gemm_kind(r),
+            fmt(q, "%.0f"), fmt(b, "%.0f"), fmt(v, "%.0f"), fmt(num(e, "tflops"), "%.0f"),
+            fmt(ce, "%.0f"), fmt(q / b if q and b else None, "%.3f"),
+            fmt(q / v if q and v else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
     return lines if len(lines) > 2 else []
 
 

@@ -9,9 +9,9 @@
 
 /* ==================================================================== direct cuBLASLt */
 
-/* A cuBLASLt matmul y[M, N] = A[M, K] W[N, K]^T, both K-major (TN), fp32 compute, bf16 out; the
- * same layout as qf_gemm's per-tensor FP8 path (Lt's A is our W seen as [K, N] column-major,
- * Lt's B our A). */
+/* A cuBLASLt matmul y[M, N] = A[M, K] W[N, K]^T, fp32 compute, bf16 out, each operand K-major
+ * ([M, K], [N, K]: TN, qf_gemm's per-tensor FP8 layout) or MN-major ([K, M], [K, N]: MXFP8's
+ * columnwise copies); Lt's A is our W, Lt's B our A, as in runtime/gemm_lt.c. */
 #define LT_MAX_ALGOS 16 /* heuristic candidates timed for a ceiling */
 
 typedef struct lt_gemm {
@@ -42,10 +42,12 @@ static void lt_gemm_candidates(lt_gemm *g, const bench *b) {
     g->best = 0;
 }
 
-/* in: CUDA_R_16BF or CUDA_R_8F_E4M3; sa, sb: device scale_inv of A and W (FP8 only). */
+/* in: CUDA_R_16BF or CUDA_R_8F_E4M3; sa, sb: device scale_inv of A and W (FP8 only); a_mn, w_mn:
+ * A stored [K, M], W stored [K, N] (bf16 only). */
 static void lt_gemm_init(lt_gemm *g, const bench *b, cudaDataType_t in, int64_t M, int64_t K,
-                         int64_t N, const float *sa, const float *sb) {
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+                         int64_t N, const float *sa, const float *sb, int a_mn, int w_mn) {
+    const cublasOperation_t ta = w_mn ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cublasOperation_t tb = a_mn ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_OR_DIE(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -55,8 +57,10 @@ static void lt_gemm_init(lt_gemm *g, const bench *b, cudaDataType_t in, int64_t 
         LT_OR_DIE(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa,
                                                  sizeof sa));
     }
-    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->la, in, (uint64_t)K, (uint64_t)N, K));
-    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lb, in, (uint64_t)K, (uint64_t)M, K));
+    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->la, in, (uint64_t)(w_mn ? N : K),
+                                         (uint64_t)(w_mn ? K : N), w_mn ? N : K));
+    LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lb, in, (uint64_t)(a_mn ? M : K),
+                                         (uint64_t)(a_mn ? K : M), a_mn ? M : K));
     LT_OR_DIE(cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_16BF, (uint64_t)N, (uint64_t)M, N));
     lt_gemm_candidates(g, b);
 }
@@ -144,7 +148,7 @@ static void gemm_alloc(gemm_run *g, const bench *b, qf_dtype dt, const int64_t s
     g->sa = bench_dev_upload(&sa, sizeof sa);
     g->sb = bench_dev_upload(&sb, sizeof sb);
     cudaDataType_t t = dt == QF_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
-    lt_gemm_init(&g->lt, b, t, g->M, g->K, g->N, g->sa, g->sb);
+    lt_gemm_init(&g->lt, b, t, g->M, g->K, g->N, g->sa, g->sb, 0, 0);
 }
 
 static void gemm_free(gemm_run *g) {
@@ -252,9 +256,9 @@ double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
  * of an activation [M, K] and a weight [N, K]; a columnwise copy is that of a [K, M] (or [K, N])
  * tensor, as the backward quantizes dy and x. y is [M, N]. Element bytes are random with bit 3
  * clear (never an E4M3 NaN); every block scale is 1.0 in its dtype (E8M0 127, E4M3 0x38) and
- * every amax 2688, so an NVFP4 alpha is 1. When kept is set, each set also has b's bf16 copy
- * (qf_dequantize, before the timing) and the GEMM reads it (qf_gemm_opts.b_dequantized): a
- * weight kept across the micro-batches of a step. */
+ * every amax 2688, so an NVFP4 alpha is 1. bf16[0] and bf16[1] hold the sets' bf16 copies of a
+ * and b once block_gemm_bf16 made them (qf_dequantize); when kept is set, the GEMM reads b's
+ * (qf_gemm_opts.b_dequantized): a weight kept across the micro-batches of a step. */
 typedef struct block_gemm {
     bench *b;
     const qf_recipe *r;
@@ -264,7 +268,7 @@ typedef struct block_gemm {
     out_set a[MAX_ROT], w[MAX_ROT], y[MAX_ROT];
     qf_quantized qa[MAX_ROT], qw[MAX_ROT];
     int kept;
-    qf_tensor w_bf16[MAX_ROT]; /* b's bf16 copy per set, the dims of its stored copy */
+    qf_tensor bf16[2][MAX_ROT]; /* a's and b's bf16 copies per set, the dims of the stored copy */
 } block_gemm;
 
 /* Fills the buffers of o as the block_gemm comment says, by slot name and dtype. */
@@ -295,25 +299,75 @@ static void block_gemm_launch(void *arg, int i) {
     qf_tensor y = bench_out_tensor(&g->y[i], "y");
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
     const qf_operand a = {&g->qa[i], k->a_copy}, w = {&g->qw[i], k->b_copy};
-    const qf_gemm_opts o = {.b_dequantized = g->kept ? &g->w_bf16[i] : NULL};
+    const qf_gemm_opts o = {.b_dequantized = g->kept ? &g->bf16[1][i] : NULL};
     QF_OR_DIE(qf_gemm_ex(g->b->ctx, g->r->name, &a, &w, NULL, &y, &o, NULL));
 }
 
-/* b's bf16 copy of every set (qf_dequantize: the dims of b's stored copy, MXFP8's columnwise
- * [K, N], every other [N, K]), and g->kept set. */
-static void block_gemm_keep_b(block_gemm *g) {
+/* Whether operand `which` (0: a, 1: b) of g is stored MN-major: MXFP8's columnwise copies. */
+static int block_gemm_mn(const block_gemm *g, int which) {
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
-    const int mn = g->r->family == QF_FAMILY_MXFP8 && k->b_copy == QF_COPY_COLUMNWISE;
-    const int64_t R = mn ? g->K : g->N, C = mn ? g->N : g->K;
+    return g->r->family == QF_FAMILY_MXFP8 &&
+           (which ? k->b_copy : k->a_copy) == QF_COPY_COLUMNWISE;
+}
+
+/* The bf16 copy of operand `which` (0: a, 1: b) of every set, by qf_dequantize: the dims of the
+ * stored copy ([rows, K], or [K, rows] when MN-major), once. */
+static void block_gemm_bf16(block_gemm *g, int which) {
+    if (g->bf16[which][0].data)
+        return;
+    const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
+    const int64_t rows = which ? g->N : g->M;
+    const int mn = block_gemm_mn(g, which);
     for (int i = 0; i < g->n_rot; i++) {
         void *d = NULL;
-        CUDA_OR_DIE(cudaMalloc(&d, (size_t)(R * C) * 2));
-        g->w_bf16[i] = bench_tensor_2d(d, QF_DTYPE_BF16, R, C);
-        const qf_operand w = {&g->qw[i], k->b_copy};
-        QF_OR_DIE(qf_dequantize(g->b->ctx, g->r->name, k->b_role, &w, &g->w_bf16[i], NULL));
+        CUDA_OR_DIE(cudaMalloc(&d, (size_t)(rows * g->K) * 2));
+        g->bf16[which][i] = bench_tensor_2d(d, QF_DTYPE_BF16, mn ? g->K : rows, mn ? rows : g->K);
+        const qf_operand o = {which ? &g->qw[i] : &g->qa[i], which ? k->b_copy : k->a_copy};
+        QF_OR_DIE(qf_dequantize(g->b->ctx, g->r->name, which ? k->b_role : k->a_role, &o,
+                                &g->bf16[which][i], NULL));
     }
     CUDA_OR_DIE(cudaDeviceSynchronize());
-    g->kept = 1;
+}
+
+/* cuBLASLt bf16 alone on the bf16 copies of both operands of g (lt_gemm, the fastest of its
+ * heuristic's algorithms): the staged GEMM's last step without its dequantizations, on the
+ * same values. */
+typedef struct values_run {
+    const bench *b;
+    block_gemm *g;
+    lt_gemm lt;
+} values_run;
+
+static void values_launch(void *arg, int i) {
+    values_run *v = arg;
+    lt_gemm_run(&v->lt, v->b, v->g->bf16[0][i].data, v->g->bf16[1][i].data,
+                bench_out_tensor(&v->g->y[i], "y").data);
+}
+
+/* The ceiling row of g's values (kind ceiling, op cublaslt_bf16_gemm_<family>_values). */
+static void block_gemm_values_row(bench *b, block_gemm *g, const char *kind, double bf_us) {
+    block_gemm_bf16(g, 0);
+    block_gemm_bf16(g, 1);
+    values_run v = {.b = b, .g = g};
+    lt_gemm_init(&v.lt, b, CUDA_R_16BF, g->M, g->K, g->N, NULL, NULL, block_gemm_mn(g, 0),
+                 block_gemm_mn(g, 1));
+    lt_gemm_pick_best(&v.lt, b, g->bf16[0][0].data, g->bf16[1][0].data,
+                      bench_out_tensor(&g->y[0], "y").data);
+    char op[64];
+    snprintf(op, sizeof op, "cublaslt_bf16_gemm_%s_values", qf_family_name(g->r->family));
+    row r = bench_row_new("ceiling", g->r->name, op);
+    r.dtype = "bf16";
+    r.M = g->M, r.K = g->K, r.N = g->N;
+    r.bytes = (double)(g->M + g->N) * (double)g->K * 2.0 + (double)(g->M * g->N) * 2.0;
+    r.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
+    r.us = bench_time_launches(b, values_launch, &v, g->n_rot);
+    snprintf(r.note, sizeof r.note, "%s: cuBLASLt bf16 alone on the %s copies' dequantized "
+             "values (a %s, b %s); fastest of %d heuristic algorithms (#%d); x%.3f of bf16 "
+             "cuBLASLt on random data", kind, qf_gemm_kinds[g->kind].name,
+             block_gemm_mn(g, 0) ? "MN-major" : "K-major",
+             block_gemm_mn(g, 1) ? "MN-major" : "K-major", v.lt.n_cand, v.lt.best, bf_us / r.us);
+    bench_row_emit(b, &r);
+    lt_gemm_free(&v.lt);
 }
 
 /* 1 when recipe ri has a generated GEMM kernel (the registry lists it). */
@@ -400,7 +454,8 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
                  qf_gemm_kinds[c->gemm].name, bf_us / q.us);
         bench_row_emit(b, &q);
         if (qf_gemm_kinds[c->gemm].b_role == QF_ROLE_WEIGHT) { /* the weight's bf16 copy kept */
-            block_gemm_keep_b(g);
+            block_gemm_bf16(g, 1);
+            g->kept = 1;
             char kop[64];
             row k = block_gemm_row(g, op, sizeof op);
             snprintf(kop, sizeof kop, "%s_wkept", op);
@@ -412,10 +467,10 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
                      qf_gemm_kinds[c->gemm].name, bf_us / k.us);
             bench_row_emit(b, &k);
         }
+        block_gemm_values_row(b, g, c->kind, bf_us);
         for (int i = 0; i < g->n_rot; i++) {
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
-            if (g->kept)
-                cudaFree(g->w_bf16[i].data);
+            cudaFree(g->bf16[0][i].data), cudaFree(g->bf16[1][i].data);
         }
         free(g);
     }
