@@ -115,7 +115,8 @@ help:
 	@echo "make check-asan tests under AddressSanitizer + UBSan (objects in ASAN_DIR=$(ASAN_DIR))"
 	@echo "make check-valgrind  tests under valgrind memcheck (VALGRIND=$(VALGRIND))"
 	@echo "qfuse-cache     $(B)/qfuse-cache list|clear|prune|warm: the disk kernel cache (--help)"
-	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke"
+	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke,"
+	@echo "                SECTION=\"gemm step\" some sections (tables in out/bench/tables.md), ITERS=N"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
 	@echo "make gen        only regenerate build/generated/ from recipes/ and templates/"
@@ -273,11 +274,20 @@ check-valgrind: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_CACHE)
 PYTHON ?= python3
 BENCH_DIR := $(OUT)/bench
 BENCH_QUICK := $(if $(filter 1,$(QUICK)),--quick)
+# SECTION="gemm step" runs those sections only (quant, gemm, jit, step), ITERS=N sets the timed
+# batches; a run of some sections writes its tables to $(BENCH_DIR)/tables.md, not docs/bench.md.
+BENCH_ARGS := $(BENCH_QUICK) $(if $(ITERS),--iters $(ITERS))
+BENCH_PEER_SECTIONS := $(filter-out jit,$(SECTION))
 bench: $(QFUSE_BENCH)
 	$(Q)mkdir -p $(BENCH_DIR)
-	$(Q)$(QFUSE_BENCH) $(BENCH_QUICK) --csv $(BENCH_DIR)/qfuse.csv
-	$(Q)$(PYTHON) scripts/bench_peers.py $(BENCH_QUICK) --csv $(BENCH_DIR)/peers.csv
-	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) --dir $(BENCH_DIR) --doc docs/bench.md
+	$(Q)$(QFUSE_BENCH) $(BENCH_ARGS) $(foreach s,$(SECTION),--section $(s)) \
+	    --csv $(BENCH_DIR)/qfuse.csv
+	$(Q)rm -f $(BENCH_DIR)/peers.csv
+	$(Q)if [ -z "$(SECTION)" ] || [ -n "$(BENCH_PEER_SECTIONS)" ]; then \
+	    $(PYTHON) scripts/bench_peers.py $(BENCH_ARGS) \
+	        $(foreach s,$(BENCH_PEER_SECTIONS),--section $(s)) --csv $(BENCH_DIR)/peers.csv; fi
+	$(Q)$(PYTHON) scripts/bench_report.py $(BENCH_QUICK) $(if $(SECTION),--no-doc) \
+	    --dir $(BENCH_DIR) --doc docs/bench.md
 
 # ---- demo
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.

@@ -418,6 +418,9 @@ def main(argv):
     p.add_argument("--doc", "--readme", dest="doc", default="docs/bench.md",
                    help="page whose tables between the markers are rewritten")
     p.add_argument("--quick", action="store_true", help="smoke run: leave the page alone")
+    p.add_argument("--no-doc", action="store_true",
+                   help="some sections only: leave the page alone (the tables still go to "
+                        "tables.md in --dir)")
     args = p.parse_args(argv)
     qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
     if not os.path.exists(qpath):
@@ -432,10 +435,15 @@ def main(argv):
     write_results(os.path.join(args.dir, "results.csv"), qcomments, pcomments, columns,
                   qrows + prows)
     plot(os.path.join(args.dir, "bandwidth.png"), qrows, prows)
-    if args.quick:
-        print("%s not updated (--quick: smoke run)" % args.doc)
+    lines = doc_section(qmeta, pmeta, qrows, prows, families)
+    with open(os.path.join(args.dir, "tables.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote %s" % os.path.join(args.dir, "tables.md"))
+    if args.quick or args.no_doc:
+        print("%s not updated (%s)" % (args.doc, "--quick: smoke run" if args.quick else
+                                       "--no-doc: some sections only"))
     else:
-        update_doc(args.doc, doc_section(qmeta, pmeta, qrows, prows, families))
+        update_doc(args.doc, lines)
     return 0
 
 
