@@ -217,8 +217,11 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE) $(EXAMPLE_BINS)
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
+	    PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; py=$$?; \
 	    scripts/run-tests $(TEST_BINS); rc=$$?; \
-	    if [ -n "$$failed" ]; then echo "examples failed:$$failed"; exit 1; fi; exit $$rc
+	    if [ $$py -ne 0 ]; then echo "python tests failed (scripts/run-pytest: rc $$py)"; fi; \
+	    if [ -n "$$failed" ]; then echo "examples failed:$$failed"; exit 1; fi; \
+	    [ $$py -eq 0 ] && exit $$rc; exit 1
 
 # ---- examples (examples/*.c): built as a user builds against an installed qfuse: only the
 # headers `make install` installs (staged in $(STAGE_INC)), linked with the shared library (an

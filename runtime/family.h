@@ -266,6 +266,15 @@ qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
  * invalid query, -2 when cap is too small. Pure C. */
 int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
 
+/* The most outputs one fake-shape query has (a norm + quantize with both copies: 8). */
+#define QF_FAKE_MAX_OUTPUTS 16
+
+/* The formulas of the outputs qf_family_shapes gives for q (the same outputs, order, names and
+ * dtypes), into out[0..cap), cap <= QF_FAKE_MAX_OUTPUTS: the family table's strings. Returns
+ * the count, -1 for an invalid query, -2 when cap is too small. Pure C. */
+int qf_family_formulas(const qf_recipe *r, const qf_shape_query *q, qf_shape_formula *out,
+                       int cap);
+
 /* r's generated shape function when it has one, else qf_family_shapes. */
 int qf_recipe_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
 

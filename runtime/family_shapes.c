@@ -233,7 +233,10 @@ static int qf_fake_fill(const qf_fake_out *o, qf_dtype dt, const qf_shape_query 
     return 0;
 }
 
-int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {
+/* The outputs of q under r from its family's table: each into out[i] (evaluated) and, when f is
+ * not NULL, f[i] (its formulas), for i < cap; the count, -1 for an invalid query, -2 past cap. */
+static int qf_family_walk(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
+                          qf_shape_formula *f, int cap) {
     const qf_family_traits *t = r ? qf_family_get(r->family) : NULL;
     if (!t || !t->shapes || !q || cap < 0 || (cap > 0 && !out))
         return -1;
@@ -257,9 +260,25 @@ int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
             return -1;
         if (n < cap)
             out[n] = s;
+        if (n < cap && f) {
+            f[n] = (qf_shape_formula){.name = fo->name, .dtype = dt, .ndim = fo->ndim};
+            memcpy(f[n].dims, fo->dims, sizeof f[n].dims);
+        }
         n++;
     }
     return n > cap ? -2 : n;
+}
+
+int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {
+    return qf_family_walk(r, q, out, NULL, cap);
+}
+
+int qf_family_formulas(const qf_recipe *r, const qf_shape_query *q, qf_shape_formula *out,
+                       int cap) {
+    qf_shape s[QF_FAKE_MAX_OUTPUTS];
+    if (cap < 0 || cap > QF_FAKE_MAX_OUTPUTS || (cap > 0 && !out))
+        return -1;
+    return qf_family_walk(r, q, s, out, cap);
 }
 
 int qf_recipe_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {

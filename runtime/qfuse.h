@@ -176,6 +176,27 @@ typedef struct qf_shape_query qf_shape_query;
 qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
                          int *n);
 
+/* One output of a fake-shape query as formulas (numerics 4 notation): each dim is a symbol of the
+ * query ("M", "N", "K"), a decimal constant ("1"), or "roundup(a,b)" / "cdiv(a,b)" of formulas,
+ * which the query's sizes turn into qf_fake_shapes' dims. For shape planners that carry the sizes
+ * as symbols (torch.compile with dynamic dims). Strings are static, owned by qfuse. */
+typedef struct qf_shape_formula {
+    const char *name;
+    qf_dtype dtype;
+    int ndim;
+    const char *dims[4];
+} qf_shape_formula;
+
+/* The fake shapes of query q under `recipe` as formulas: the same outputs, in the same order,
+ * with the same names and dtypes as qf_fake_shapes for q (which checks q the same way), each dim
+ * as its formula in M, N and K. Errors as qf_fake_shapes. */
+qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
+                                 qf_shape_formula *out, int cap, int *n);
+
+/* The family of `recipe` (a shipped recipe's name or a .lua path, loaded as the ops load it).
+ * Errors as qf_fake_shapes. */
+qf_status qf_recipe_family(const char *recipe, qf_family *family);
+
 /* The block-scale layout the GEMM of compute capability arch reads for `recipe` (name or .lua
  * path): quantize with it the operands of that arch's GEMM (numerics 6). Errors as
  * qf_fake_shapes, and QF_ERR_UNSUPPORTED when the family has no GEMM on arch. */

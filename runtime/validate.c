@@ -292,6 +292,37 @@ qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *
     return qf_query_shapes(op, r, q, out, cap, n);
 }
 
+qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
+                                 qf_shape_formula *out, int cap, int *n) {
+    static const char op[] = "qf_fake_shape_formulas";
+    const qf_recipe *r = NULL;
+    qf_shape s[QF_FAKE_MAX_OUTPUTS];
+    qf_clear_error();
+    if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
+                            "be NULL, cap >= 0", op);
+    QF_TRY(qf_recipe_find(recipe, &r));
+    QF_TRY(qf_query_shapes(op, r, q, s, QF_FAKE_MAX_OUTPUTS, n)); /* checks q as qf_fake_shapes */
+    if (*n > cap)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: '%s' has %d outputs for this query, more than "
+                            "cap %d", op, r->name, *n, cap);
+    if (qf_family_formulas(r, q, out, *n) != *n)
+        return qf_set_error(QF_ERR_INTERNAL, "%s: the formulas of '%s' do not match its shape "
+                            "function", op, r->name);
+    return QF_OK;
+}
+
+qf_status qf_recipe_family(const char *recipe, qf_family *family) {
+    const qf_recipe *r = NULL;
+    qf_clear_error();
+    if (!recipe || !family)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_recipe_family: recipe and family must not be "
+                            "NULL");
+    QF_TRY(qf_recipe_find(recipe, &r));
+    *family = r->family;
+    return QF_OK;
+}
+
 qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *layout) {
     const qf_recipe *r = NULL;
     qf_clear_error();

@@ -217,6 +217,79 @@ static void test_registry_points_to_shapes(void **state) {
     assert_int_equal(listed, qf_kernel_count);
 }
 
+/* A formula of qf_fake_shape_formulas at (M, N, K), by its grammar (numerics 4): a symbol, a
+ * decimal constant, roundup(a,b) or cdiv(a,b). */
+static int64_t formula_eval(const char **s, int64_t M, int64_t N, int64_t K) {
+    const int up = strncmp(*s, "roundup(", 8) == 0, cd = strncmp(*s, "cdiv(", 5) == 0;
+    if (up || cd) {
+        *s += up ? 8 : 5;
+        const int64_t a = formula_eval(s, M, N, K);
+        assert_int_equal(*(*s)++, ',');
+        const int64_t b = formula_eval(s, M, N, K);
+        assert_int_equal(*(*s)++, ')');
+        return up ? (a + b - 1) / b * b : (a + b - 1) / b;
+    }
+    const char c = *(*s)++;
+    if (c == 'M' || c == 'N' || c == 'K')
+        return c == 'M' ? M : c == 'N' ? N : K;
+    assert_true(c >= '0' && c <= '9');
+    int64_t v = c - '0';
+    while (**s >= '0' && **s <= '9')
+        v = v * 10 + (*(*s)++ - '0');
+    return v;
+}
+
+/* Every recipe's formulas give qf_fake_shapes' outputs (names, dtypes, dims) for the queries of
+ * every op at two sizes, and refuse what it refuses. */
+static void test_shape_formulas(void **state) {
+    (void)state;
+    static const int64_t sizes[][3] = {{48, 96, 160}, {1024, 272, 4128}};
+    int checked = 0;
+    for (int r = 0; r < qf_recipe_count; r++)
+        for (int op = 0; op < QF_OP_COUNT; op++)
+            for (unsigned outputs = 0; outputs < 16; outputs++)
+                for (int norm = 0; norm < QF_NORM_COUNT; norm++)
+                    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+                        const int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
+                        const qf_shape_query q = {.op = (qf_op)op, .role = QF_ROLE_GRAD,
+                                                  .norm = (qf_norm)norm, .outputs = outputs,
+                                                  .M = M, .N = N, .K = K,
+                                                  .dtype = QF_DTYPE_BF16};
+                        qf_shape sh[CAP];
+                        qf_shape_formula f[CAP];
+                        int n = -1, nf = -1;
+                        const qf_status s = qf_fake_shapes(qf_recipes[r].name, &q, sh, CAP, &n);
+                        const qf_status sf =
+                            qf_fake_shape_formulas(qf_recipes[r].name, &q, f, CAP, &nf);
+                        assert_int_equal(sf, s);
+                        if (s != QF_OK)
+                            continue;
+                        assert_int_equal(nf, n);
+                        for (int i = 0; i < n; i++) {
+                            assert_string_equal(f[i].name, sh[i].name);
+                            assert_int_equal(f[i].dtype, sh[i].dtype);
+                            assert_int_equal(f[i].ndim, sh[i].ndim);
+                            for (int d = 0; d < f[i].ndim; d++) {
+                                const char *p = f[i].dims[d];
+                                assert_int_equal(formula_eval(&p, M, N, K), sh[i].dims[d]);
+                                assert_int_equal(*p, '\0');
+                            }
+                        }
+                        checked++;
+                    }
+    printf("formulas checked for %d valid queries\n", checked);
+    assert_true(checked > 50);
+    qf_shape_formula f[CAP];
+    int n = 0;
+    const qf_shape_query gemm = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    assert_int_equal(qf_fake_shape_formulas("fp8_delayed", &gemm, f, 0, &n), QF_ERR_INTERNAL);
+    assert_int_equal(qf_fake_shape_formulas("fp8_delayed", &gemm, f, 1, &n), QF_OK);
+    assert_string_equal(f[0].dims[0], "M");
+    assert_string_equal(f[0].dims[1], "N");
+    assert_int_equal(qf_fake_shape_formulas("nope", &gemm, f, 1, &n), QF_ERR_NOT_FOUND);
+    assert_int_equal(qf_fake_shape_formulas("fp8_delayed", NULL, f, 1, &n), QF_ERR_INVALID_ARG);
+}
+
 /* ========================================================================= mxfp8 */
 
 /* The registry entry of recipe `name`; fails when it is not generated. NOTES: looked up by name,
@@ -470,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_invalid_queries),
         cmocka_unit_test(test_small_cap),
         cmocka_unit_test(test_registry_points_to_shapes),
+        cmocka_unit_test(test_shape_formulas),
         cmocka_unit_test(test_mx_nq_padding_1x1),
         cmocka_unit_test(test_mx_nq_rowwise_993x8192),
         cmocka_unit_test(test_mx_quantize_32x32),

@@ -1,0 +1,323 @@
+"""libqfuse's ops as PyTorch custom ops (namespace `qfuse`), with fake implementations from
+libqfuse's fake-shape formulas (qfuse.shapes: no shape formula is written here) and autograd.
+
+Ops:
+  qfuse::quantize_weight_(weight, wq, layer, recipe)   the weight cache: quantizes `weight`
+      (weight role, both copies) into the buffers `wq` unless they already hold this weight's
+      values (same storage, same torch version counter, same recipe); always while a CUDA graph
+      is being captured, so that a replay never reads stale copies.
+  qfuse::layernorm_linear_fwd(x, weight, gamma, beta, wq, bias, recipe, norm, eps,
+      zero_centered_gamma, for_backward) -> [y, *xq]: norm + quantize of x (qf_quantize; the
+      columnwise copy too when for_backward) and the fprop GEMM y = q(xn) q(W)^T + bias
+      (qf_gemm_ex) in bf16. Autograd: qfuse::layernorm_linear_bwd.
+  qfuse::layernorm_linear_bwd(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps,
+      zero_centered_gamma, has_bias) -> [dx, dgamma, dbeta, dweight, dbias]: libqfuse's
+      qf_layernorm_linear_bwd (q(dy), dgrad, wgrad, dbias, the norm backward); dbeta and dbias
+      are 0-element tensors when absent.
+
+Recipes: every shipped or .lua recipe whose scales the quantizers compute (fp8_current, mxfp8,
+nvfp4, ...). Delayed scaling (fp8_delayed) needs scale state these ops do not carry yet.
+"""
+from typing import List, Optional
+
+import ctypes
+import threading
+
+import torch
+
+from . import _lib, shapes
+
+TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+               "e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "e8m0": torch.uint8,
+               "e2m1": torch.uint8}
+QF_DTYPE = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+NORM_NAMES = ("none", "layernorm", "rmsnorm")
+ROWWISE, COLUMNWISE = _lib.OUT_ROWWISE, _lib.OUT_COLUMNWISE
+
+
+# ------------------------------------------------------------------ layer state
+
+class _LayerState:
+    """Host state of one module: the weight cache's key and the stochastic-rounding stream of
+    its gradients (numerics 2.4: a fresh offset each backward)."""
+
+    def __init__(self, seed, advance_rng):
+        self.key = None
+        self.seed = seed
+        self.offset = 0
+        self.advance_rng = advance_rng
+
+
+_layers = {}
+_layers_lock = threading.Lock()
+
+
+def new_layer(seed=0, advance_rng=True):
+    """A layer id for the ops' host state (the weight cache, the rng offset). advance_rng=False
+    keeps the offset fixed (reproducible gradients, e.g. for torch.library.opcheck)."""
+    with _layers_lock:
+        i = len(_layers) + 1
+        _layers[i] = _LayerState(seed, advance_rng)
+        return i
+
+
+# ------------------------------------------------------------------ helpers
+
+def _c(t, dtype=None, dims=None):
+    """qf_tensor of torch tensor t (contiguous), its dtype (or the qfuse name given), its dims."""
+    return _lib.c_tensor(t.data_ptr(), dtype or _dtype_name(t), t.shape if dims is None else dims)
+
+
+def _dtype_name(t):
+    try:
+        return QF_DTYPE[t.dtype]
+    except KeyError:
+        raise TypeError("qfuse: %s tensors are not taken here (bf16, fp16 or fp32)" % t.dtype)
+
+
+def _layout(recipe, device):
+    """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
+    arch = _lib.lib.qf_ctx_arch(_lib.context(device.index))
+    lay = ctypes.c_int()
+    _lib.check(_lib.lib.qf_gemm_scale_layout(recipe.encode(), arch, ctypes.byref(lay)))
+    return lay.value
+
+
+def _quantized(outs, tensors, layout, dtypes=None):
+    """qf_quantized of the fake-shape outputs `outs` held in `tensors` (same order)."""
+    q = _lib.Quantized()
+    q.layout = layout
+    for o, t in zip(outs, tensors):
+        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(t.data_ptr(), o.dtype, o.dims)
+    return q
+
+
+def _alloc(outs, device):
+    """New tensors for fake-shape outputs (amax slots zeroed: per-tensor FP8 max-merges them)."""
+    res = []
+    for o in outs:
+        make = torch.zeros if o.name.startswith("amax") else torch.empty
+        res.append(make(o.dims, dtype=TORCH_DTYPE[o.dtype], device=device))
+    return res
+
+
+def _stream(device):
+    return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+
+
+def _norm_desc(norm, gamma, beta, eps, zero_centered_gamma):
+    d = _lib.NormDesc()
+    d.norm = norm
+    d.zero_centered_gamma = int(zero_centered_gamma)
+    d.eps = eps
+    d.gamma = _c(gamma)
+    if beta is not None:
+        d.beta = _c(beta)
+    return d
+
+
+def _weight_outs(recipe, n_out, k):
+    return shapes.outputs(recipe, "quantize", role="weight", outputs=ROWWISE | COLUMNWISE,
+                          M=n_out, K=k)
+
+
+def _x_outs(recipe, norm, m, k, for_backward):
+    return shapes.outputs(recipe, "norm_quantize", role="input", norm=NORM_NAMES[norm],
+                          outputs=ROWWISE | (COLUMNWISE if for_backward else 0), M=m, K=k)
+
+
+def recipe_family(recipe):
+    """The family of a recipe (a name or a .lua path): "mxfp8", "fp8_delayed", ..."""
+    fam = ctypes.c_int()
+    _lib.check(_lib.lib.qf_recipe_family(recipe.encode(), ctypes.byref(fam)))
+    return _lib.lib.qf_family_name(fam.value).decode()
+
+
+def weight_buffers(recipe, weight):
+    """New buffers for the weight cache of `weight` [N, K] (both copies, the recipe's fake
+    shapes), for qfuse::quantize_weight_."""
+    return _alloc(_weight_outs(recipe, weight.shape[0], weight.shape[1]), weight.device)
+
+
+# ------------------------------------------------------------------ qfuse::quantize_weight_
+
+@torch.library.custom_op("qfuse::quantize_weight_", mutates_args=("wq",))
+def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
+                     recipe: str) -> None:
+    st = _layers[layer]
+    key = (weight.data_ptr(), weight._version, recipe, tuple(t.data_ptr() for t in wq))
+    capturing = torch.cuda.is_current_stream_capturing()
+    if key == st.key and not capturing:
+        return
+    w = weight.contiguous()
+    outs = _weight_outs(recipe, w.shape[0], w.shape[1])
+    for o, t in zip(outs, wq):
+        if o.name.startswith("amax"):
+            t.zero_()
+    q = _quantized(outs, wq, _layout(recipe, w.device))
+    xt = _c(w)
+    _lib.check(_lib.lib.qf_quantize(_lib.context(w.device.index), recipe.encode(),
+                                    _lib.ROLES["weight"], ctypes.byref(xt), None, None, None,
+                                    ctypes.byref(q), _stream(w.device)))
+    st.key = None if capturing else key
+
+
+@quantize_weight_.register_fake
+def _(weight, wq, layer, recipe):
+    return None
+
+
+# ------------------------------------------------------------------ qfuse::layernorm_linear_fwd
+
+@torch.library.custom_op("qfuse::layernorm_linear_fwd", mutates_args=())
+def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Tensor,
+                         beta: Optional[torch.Tensor], wq: List[torch.Tensor],
+                         bias: Optional[torch.Tensor], layer: int, recipe: str, norm: int,
+                         eps: float, zero_centered_gamma: bool,
+                         for_backward: bool) -> List[torch.Tensor]:
+    k, n_out = x.shape[-1], weight.shape[0]
+    m = x.numel() // k
+    x2 = x.contiguous()
+    dev = x.device
+    ctx, stream, layout = _lib.context(dev.index), _stream(dev), _layout(recipe, dev)
+    xo = _x_outs(recipe, norm, m, k, for_backward)
+    xq = _alloc(xo, dev)
+    y = torch.empty(*x.shape[:-1], n_out, dtype=torch.bfloat16, device=dev)
+    qx = _quantized(xo, xq, layout)
+    qw = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
+    xt, nd = _c(x2, dims=(m, k)), _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
+    _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(), _lib.ROLES["input"], ctypes.byref(xt),
+                                    ctypes.byref(nd), None, None, ctypes.byref(qx), stream))
+    a = _lib.Operand(ctypes.pointer(qx), _lib.COPY_ROWWISE)
+    b = _lib.Operand(ctypes.pointer(qw), _lib.COPY_ROWWISE)
+    yt = _c(y, dims=(m, n_out))
+    bt = _c(bias) if bias is not None else None
+    _lib.check(_lib.lib.qf_gemm_ex(ctx, recipe.encode(), ctypes.byref(a), ctypes.byref(b),
+                                   ctypes.byref(bt) if bt is not None else None,
+                                   ctypes.byref(yt), None, stream))
+    return [y] + xq
+
+
+@layernorm_linear_fwd.register_fake
+def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_gamma,
+      for_backward):
+    k, n_out = x.shape[-1], weight.shape[0]
+    m = x.numel() // k
+    y_out = shapes.outputs(recipe, "gemm", M=m, N=n_out, K=k)[0]
+    y = x.new_empty((*x.shape[:-1], y_out.dims[1]), dtype=TORCH_DTYPE[y_out.dtype])
+    return [y] + [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
+                  for o in _x_outs(recipe, norm, m, k, for_backward)]
+
+
+# ------------------------------------------------------------------ qfuse::layernorm_linear_bwd
+
+def _bwd_outs(recipe, norm, x, n_out, dw_dtype):
+    """Fake-shape outputs of the backward: the norm backward's (dx, dgamma, dbeta), wgrad's y
+    ([N, K]) and dbias ([N])."""
+    k = x.shape[-1]
+    m = x.numel() // k
+    nb = shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm], M=m, K=k,
+                        dtype=QF_DTYPE[x.dtype])
+    dw = shapes.outputs(recipe, "gemm", M=n_out, N=k, K=m,
+                        outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
+    return {o.name: o for o in nb}, dw
+
+
+@torch.library.custom_op("qfuse::layernorm_linear_bwd", mutates_args=())
+def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                         gamma: torch.Tensor, beta: Optional[torch.Tensor],
+                         wq: List[torch.Tensor], xq: List[torch.Tensor], layer: int, recipe: str,
+                         norm: int, eps: float, zero_centered_gamma: bool,
+                         has_bias: bool) -> List[torch.Tensor]:
+    st = _layers[layer]
+    k, n_out = x.shape[-1], weight.shape[0]
+    m = x.numel() // k
+    dev = x.device
+    ctx, stream, layout = _lib.context(dev.index), _stream(dev), _layout(recipe, dev)
+    x2, dy2 = x.contiguous(), dy.contiguous()
+    dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
+    nb, dw_out = _bwd_outs(recipe, norm, x, n_out, dw_dtype)
+    ll = _lib.LnLinear()
+    ll.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
+    ll.weight = _c(weight)
+    ll.xq = _quantized(_x_outs(recipe, norm, m, k, True), xq, layout)
+    ll.wq = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
+    g = _lib.LnLinearGrads()
+    dyo = shapes.outputs(recipe, "quantize", role="grad", outputs=ROWWISE | COLUMNWISE, M=m,
+                         K=n_out)
+    dyq = _alloc(dyo, dev)
+    g.dyq = _quantized(dyo, dyq, layout)
+    g.rng = _lib.Rng(st.seed, st.offset)
+    if st.advance_rng:
+        st.offset += 1
+    dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
+    g.dxn = _c(dxn)
+    dx = torch.empty_like(x2)
+    dgamma = torch.empty(nb["dgamma"].dims, dtype=torch.float32, device=dev)
+    dbeta = torch.empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=torch.float32,
+                        device=dev)
+    g.norm.dx, g.norm.dgamma = _c(dx, dims=(m, k)), _c(dgamma)
+    if "dbeta" in nb:
+        g.norm.dbeta = _c(dbeta)
+    dweight = torch.empty(dw_out.dims, dtype=dw_dtype, device=dev)
+    g.dweight = _c(dweight)
+    dbias = torch.empty(n_out if has_bias else 0, dtype=dy.dtype, device=dev)
+    if has_bias:
+        g.dbias = _c(dbias)
+    xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
+    _lib.check(_lib.lib.qf_layernorm_linear_bwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                ctypes.byref(dyt), ctypes.byref(ll),
+                                                ctypes.byref(g), stream))
+    return [dx, dgamma, dbeta, dweight, dbias]
+
+
+@layernorm_linear_bwd.register_fake
+def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centered_gamma,
+      has_bias):
+    n_out = weight.shape[0]
+    dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
+    nb, dw_out = _bwd_outs(recipe, norm, x, n_out, dw_dtype)
+    fp32 = torch.float32
+    dx = torch.empty_like(x)
+    dgamma = x.new_empty(nb["dgamma"].dims, dtype=fp32)
+    dbeta = x.new_empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=fp32)
+    dweight = x.new_empty(dw_out.dims, dtype=dw_dtype)
+    db = shapes.outputs(recipe, "dbias", M=x.numel() // x.shape[-1], N=n_out,
+                        dtype=QF_DTYPE[dy.dtype])[0]
+    dbias = x.new_empty(db.dims if has_bias else (0,), dtype=dy.dtype)
+    return [dx, dgamma, dbeta, dweight, dbias]
+
+
+# ------------------------------------------------------------------ autograd
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zc, for_backward = inputs
+    ctx.cfg = (layer, recipe, norm, eps, zc, bias is not None, beta is not None, len(wq),
+               for_backward)
+    ctx.save_for_backward(x, weight, gamma, *([beta] if beta is not None else []), *wq,
+                          *output[1:])
+
+
+def _backward(ctx, *grads):
+    layer, recipe, norm, eps, zc, has_bias, has_beta, n_wq, for_backward = ctx.cfg
+    if not for_backward:
+        raise RuntimeError("qfuse: layernorm_linear_fwd ran with for_backward=False, so it kept "
+                           "no columnwise copies for the backward; run the forward with "
+                           "for_backward=True to differentiate it")
+    saved = list(ctx.saved_tensors)
+    x, weight, gamma = saved[:3]
+    i = 3
+    beta = None
+    if has_beta:
+        beta, i = saved[3], 4
+    wq, xq = saved[i:i + n_wq], saved[i + n_wq:]
+    dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
+    dx, dgamma, dbeta, dweight, dbias = layernorm_linear_bwd(
+        dy, x, weight, gamma, beta, list(wq), list(xq), layer, recipe, norm, eps, zc, has_bias)
+    return (dx, dweight.to(weight.dtype), dgamma.to(gamma.dtype),
+            dbeta.to(beta.dtype) if beta is not None else None, None,
+            dbias if has_bias else None, None, None, None, None, None, None)
+
+
+layernorm_linear_fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,104 @@
+"""Fake shapes (docs/numerics.md section 4) from libqfuse, for concrete or symbolic sizes.
+
+`outputs(recipe, op, M=..., K=...)` asks libqfuse's generated shape functions which outputs an op
+writes; each dim comes back as its formula (`qf_fake_shape_formulas`: "M", "roundup(cdiv(K,32),4)")
+and is evaluated here for the sizes given, which may be torch SymInts: the formulas are libqfuse's,
+this module only knows the two operators of their notation. Needs no torch and no GPU.
+"""
+import ctypes
+import collections
+
+from . import _lib
+
+Output = collections.namedtuple("Output", "name dtype dims")
+
+_formula_cache = {}
+
+
+def _hint(v):
+    """A concrete int for size v (an int, or a torch SymInt: its example value): libqfuse checks
+    the query with it; the output's dims are evaluated with v itself."""
+    if isinstance(v, int):
+        return v
+    node = getattr(v, "node", None)
+    hint = getattr(node, "hint", None) if node is not None else None
+    return int(hint) if hint is not None else int(v)
+
+
+def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
+    """[(name, dtype name, (dim formulas...))] of one query, in libqfuse's order. Raises
+    QfuseError for a query the recipe refuses (sizes not positive or not the multiples its family
+    needs, no copy asked of a quantizer, ...)."""
+    key = (recipe, op, role, norm, outputs, M, N, K, dtype)
+    hit = _formula_cache.get(key)
+    if hit is not None:
+        return hit
+    q = _lib.ShapeQuery(op=_lib.OPS[op], role=_lib.ROLES[role], norm=_lib.NORMS[norm],
+                        outputs=outputs, M=M, N=N, K=K, dtype=_lib.DTYPES[dtype])
+    out = (_lib.ShapeFormula * 16)()
+    n = ctypes.c_int()
+    _lib.check(_lib.lib.qf_fake_shape_formulas(recipe.encode(), ctypes.byref(q), out, 16,
+                                               ctypes.byref(n)))
+    res = [(out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
+            tuple(out[i].dims[d].decode() for d in range(out[i].ndim))) for i in range(n.value)]
+    if len(_formula_cache) > 4096:
+        _formula_cache.clear()
+    _formula_cache[key] = res
+    return res
+
+
+def evaluate(formula, sizes):
+    """The value of one formula for sizes {"M": ..., "N": ..., "K": ...} (ints or SymInts)."""
+    pos = [0]
+
+    def expr():
+        s = formula[pos[0]:]
+        for fn, name in (("roundup", "roundup("), ("cdiv", "cdiv(")):
+            if s.startswith(name):
+                pos[0] += len(name)
+                a = expr()
+                _expect(",")
+                b = expr()
+                _expect(")")
+                c = (a + b - 1) // b
+                return c * b if fn == "roundup" else c
+        ch = formula[pos[0]:pos[0] + 1]
+        if ch and ch in "MNK":
+            pos[0] += 1
+            return sizes[ch]
+        j = pos[0]
+        while pos[0] < len(formula) and formula[pos[0]].isdigit():
+            pos[0] += 1
+        if j == pos[0]:
+            raise ValueError("bad shape formula %r" % formula)
+        return int(formula[j:pos[0]])
+
+    def _expect(c):
+        if formula[pos[0]:pos[0] + 1] != c:
+            raise ValueError("bad shape formula %r" % formula)
+        pos[0] += 1
+
+    v = expr()
+    if pos[0] != len(formula):
+        raise ValueError("bad shape formula %r" % formula)
+    return v
+
+
+def outputs(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
+    """[Output(name, dtype name, dims)] of one query, dims evaluated for M, N, K as given (ints
+    or SymInts; libqfuse checks the query at their example values)."""
+    fs = formulas(recipe, op, role, norm, outputs, _hint(M), _hint(N), _hint(K), dtype)
+    sizes = {"M": M, "N": N, "K": K}
+    return [Output(name, dt, tuple(evaluate(f, sizes) for f in dims)) for name, dt, dims in fs]
+
+
+def concrete(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
+    """[Output(name, dtype name, dims)] from qf_fake_shapes itself (concrete ints only)."""
+    q = _lib.ShapeQuery(op=_lib.OPS[op], role=_lib.ROLES[role], norm=_lib.NORMS[norm],
+                        outputs=outputs, M=M, N=N, K=K, dtype=_lib.DTYPES[dtype])
+    out = (_lib.Shape * 16)()
+    n = ctypes.c_int()
+    _lib.check(_lib.lib.qf_fake_shapes(recipe.encode(), ctypes.byref(q), out, 16,
+                                       ctypes.byref(n)))
+    return [Output(out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
+                   tuple(out[i].dims[d] for d in range(out[i].ndim))) for i in range(n.value)]

@@ -1,0 +1,2 @@
+"""PyTorch modules over libqfuse's fused ops (docs/python.md)."""
+from .modules import LayerNormLinear  # noqa: F401

@@ -1,0 +1,189 @@
+"""qfuse.shapes and the ctypes view of libqfuse, without torch or a GPU: the formulas libqfuse
+gives evaluate to its own fake shapes, symbolic sizes stay symbolic, bad queries raise
+QfuseError, and the ctypes structs match the C ones (a device-less context accepts valid calls
+built from them, and names a wrong field)."""
+import ctypes
+import glob
+import os
+import types
+
+import pytest
+
+from qfuse import QfuseError, _lib, shapes
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+RECIPES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "recipes",
+                                                                          "*.lua")))
+SIZES = [(64, 96, 128), (1040, 48, 4128)]  # (M, N, K): multiples of 16, one of 128 and not
+
+
+def queries():
+    for recipe in RECIPES:
+        for m, n, k in SIZES:
+            for norm in ("layernorm", "rmsnorm"):
+                for outs in (1, 2, 3):
+                    yield recipe, dict(op="norm_quantize", norm=norm, outputs=outs, M=m, K=k)
+            for role in ("input", "weight", "grad"):
+                yield recipe, dict(op="quantize", role=role, outputs=3, M=m, K=k)
+            for outs in (0, _lib.OUT_FP32):
+                yield recipe, dict(op="gemm", outputs=outs, M=m, N=n, K=k)
+            yield recipe, dict(op="norm_backward", norm="layernorm", M=m, K=k, dtype="fp32")
+            yield recipe, dict(op="dbias", M=m, N=n, dtype="bf16")
+
+
+def test_recipes_found():
+    assert {"mxfp8", "nvfp4", "fp8_current", "fp8_delayed"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("recipe,q", list(queries()))
+def test_formulas_give_fake_shapes(recipe, q):
+    assert shapes.outputs(recipe, **q) == shapes.concrete(recipe, **q)
+
+
+class Sym:
+    """A stand-in for a symbolic size (a torch SymInt): records the arithmetic done on it,
+    refuses int(), and has an example value (node.hint) as a SymInt does."""
+
+    def __init__(self, s, hint=256):
+        self.s = s
+        self.node = types.SimpleNamespace(hint=hint)
+
+    def __add__(self, o):
+        return Sym("(%s+%s)" % (self.s, o.s if isinstance(o, Sym) else o))
+
+    def __sub__(self, o):
+        return Sym("(%s-%s)" % (self.s, o.s if isinstance(o, Sym) else o))
+
+    def __floordiv__(self, o):
+        return Sym("(%s//%s)" % (self.s, o.s if isinstance(o, Sym) else o))
+
+    def __mul__(self, o):
+        return Sym("(%s*%s)" % (self.s, o.s if isinstance(o, Sym) else o))
+
+    def __int__(self):
+        raise AssertionError("a symbolic size was made concrete")
+
+
+def test_symbolic_sizes_stay_symbolic():
+    m = Sym("M")
+    got = shapes.evaluate("roundup(cdiv(M,32),4)", {"M": m, "N": 1, "K": 1})
+    assert isinstance(got, Sym)
+    assert got.s == "(((((((M+32)-1)//32)+4)-1)//4)*4)"
+    assert shapes.evaluate("cdiv(K,2)", {"M": m, "N": 1, "K": 4128}) == 2064
+    outs = shapes.outputs("mxfp8", "norm_quantize", norm="layernorm", outputs=3, M=m, K=4096)
+    assert [o.name for o in outs] == ["rowwise_data", "rowwise_scale_inv", "columnwise_data",
+                                      "columnwise_scale_inv", "mu", "rsigma"]
+    assert outs[0].dims[0] is m and outs[0].dims[1] == 4096
+    assert isinstance(outs[3].dims[0], Sym) and outs[3].dims[1] == 4096
+
+
+def test_evaluate_rejects_bad_formulas():
+    for bad in ("", "roundup(M,128", "cdiv(M)", "Q", "M+1"):
+        with pytest.raises(ValueError):
+            shapes.evaluate(bad, {"M": 1, "N": 1, "K": 1})
+
+
+def test_bad_queries_raise():
+    with pytest.raises(QfuseError) as e:
+        shapes.outputs("nvfp4", "quantize", role="grad", outputs=3, M=20, K=64)
+    assert e.value.status == "QF_ERR_INVALID_ARG" and "rejects the shape query" in str(e.value)
+    with pytest.raises(QfuseError) as e:
+        shapes.outputs("no_such_recipe", "gemm", M=1, N=1, K=1)
+    assert e.value.status == "QF_ERR_NOT_FOUND"
+    with pytest.raises(QfuseError):
+        shapes.outputs("mxfp8", "quantize", role="weight", outputs=0, M=32, K=32)
+
+
+# ------------------------------------------------------------------ the structs, on a host ctx
+
+
+def fake_ptrs():
+    """Distinct 256-byte aligned fake device addresses (a host context never touches them)."""
+    addr = [0x100000]
+
+    def nxt(nbytes=0):
+        addr[0] += (max(int(nbytes), 1) + 255) // 256 * 256 + 256
+        return addr[0]
+    return nxt
+
+
+def quantized(outs, nxt, layout=_lib.LAYOUT_COMPACT):
+    q = _lib.Quantized()
+    q.layout = layout
+    for o in outs:
+        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(nxt(1 << 20), o.dtype, o.dims)
+    return q
+
+
+@pytest.fixture(scope="module")
+def host_ctx():
+    ctx = _lib.host_context(90)
+    yield ctx
+    _lib.lib.qf_ctx_free(ctx)
+
+
+def expect(status, want, *subs):
+    msg = (_lib.lib.qf_last_error() or b"").decode()
+    assert _lib.STATUS[status] == want, msg
+    for s in subs:
+        assert s in msg, msg
+
+
+@pytest.mark.parametrize("recipe", ["fp8_current", "mxfp8", "nvfp4"])
+def test_structs_on_host_context(host_ctx, recipe):
+    m, n, k = 64, 96, 128
+    nxt = fake_ptrs()
+    norm = _lib.NormDesc(norm=1, eps=1e-5)
+    norm.gamma = _lib.c_tensor(nxt(), "bf16", (k,))
+    norm.beta = _lib.c_tensor(nxt(), "bf16", (k,))
+    x = _lib.c_tensor(nxt(), "bf16", (m, k))
+    xq = quantized(shapes.concrete(recipe, "norm_quantize", norm="layernorm", outputs=3, M=m,
+                                   K=k), nxt)
+    st = _lib.lib.qf_quantize(host_ctx, recipe.encode(), 0, ctypes.byref(x), ctypes.byref(norm),
+                              None, None, ctypes.byref(xq), None)
+    expect(st, "QF_ERR_NO_DEVICE", "arguments are valid")
+    wq = quantized(shapes.concrete(recipe, "quantize", role="weight", outputs=3, M=n, K=k), nxt)
+    y = _lib.c_tensor(nxt(), "bf16", (m, n))
+    bias = _lib.c_tensor(nxt(), "bf16", (n,))
+    a = _lib.Operand(ctypes.pointer(xq), 0)
+    b = _lib.Operand(ctypes.pointer(wq), 0)
+    st = _lib.lib.qf_gemm_ex(host_ctx, recipe.encode(), ctypes.byref(a), ctypes.byref(b),
+                             ctypes.byref(bias), ctypes.byref(y), None, None)
+    expect(st, "QF_ERR_NO_DEVICE", "arguments are valid")
+    opts = _lib.GemmOpts()
+    opts.reserved[3] = 1  # the last field: a wrong layout would not reach it
+    st = _lib.lib.qf_gemm_ex(host_ctx, recipe.encode(), ctypes.byref(a), ctypes.byref(b),
+                             ctypes.byref(bias), ctypes.byref(y), ctypes.byref(opts), None)
+    expect(st, "QF_ERR_INVALID_ARG", "opts->reserved[3] is 1")
+    # the backward composition: every field of qf_ln_linear and qf_ln_linear_grads
+    ll = _lib.LnLinear(norm=norm, xq=xq, wq=wq)
+    ll.weight = _lib.c_tensor(nxt(), "bf16", (n, k))
+    ll.bias = bias
+    g = _lib.LnLinearGrads()
+    g.dyq = quantized(shapes.concrete(recipe, "quantize", role="grad", outputs=3, M=m, K=n), nxt)
+    g.rng = _lib.Rng(1, 2)
+    g.dxn = _lib.c_tensor(nxt(), "bf16", (m, k))
+    g.norm.dx = _lib.c_tensor(nxt(), "bf16", (m, k))
+    g.norm.dgamma = _lib.c_tensor(nxt(), "fp32", (k,))
+    g.norm.dbeta = _lib.c_tensor(nxt(), "fp32", (k,))
+    g.dweight = _lib.c_tensor(nxt(), "bf16", (n, k))
+    g.dbias = _lib.c_tensor(nxt(), "bf16", (n,))
+    dy = _lib.c_tensor(nxt(), "bf16", (m, n))
+    st = _lib.lib.qf_layernorm_linear_bwd(host_ctx, recipe.encode(), ctypes.byref(x),
+                                          ctypes.byref(dy), ctypes.byref(ll), ctypes.byref(g),
+                                          None)
+    expect(st, "QF_ERR_NO_DEVICE", "arguments are valid")
+    g.dbias = _lib.c_tensor(nxt(), "bf16", (n - 1,))  # the last field of the grads struct
+    st = _lib.lib.qf_layernorm_linear_bwd(host_ctx, recipe.encode(), ctypes.byref(x),
+                                          ctypes.byref(dy), ctypes.byref(ll), ctypes.byref(g),
+                                          None)
+    expect(st, "QF_ERR_INVALID_ARG", "dbias")
+
+
+def test_recipe_family():
+    fam = ctypes.c_int()
+    for recipe in RECIPES:
+        assert _lib.lib.qf_recipe_family(recipe.encode(), ctypes.byref(fam)) == 0
+        name = _lib.lib.qf_family_name(fam.value).decode()
+        assert recipe.startswith(name), (recipe, name)
+    assert _lib.lib.qf_recipe_family(b"no_such_recipe", ctypes.byref(fam)) == 9

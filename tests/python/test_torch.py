@@ -1,0 +1,205 @@
+"""qfuse.torch.LayerNormLinear and the qfuse custom ops on a GPU: gradients against the
+unquantized layer in fp64 (the bounds of test_gpu_ln_linear.c), eager equal to torch.compile
+(fullgraph, dynamic batch: one graph, no break, no recompile over three batch sizes), CUDA-graph
+capture under mode="reduce-overhead" without skips, torch.library.opcheck of every op, the
+weight cache, and clear errors. Skipped, saying why, without torch or a GPU."""
+import copy
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch): "
+                                            "the qfuse.torch tests need it")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU: the qfuse.torch tests run on one", allow_module_level=True)
+
+import qfuse.ops as qops  # noqa: E402
+from qfuse.torch import LayerNormLinear  # noqa: E402
+
+RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"]
+M, K, N = 256, 512, 384
+
+
+def bound(recipe):
+    """Rel err bound against the unquantized layer (test_gpu_ln_linear.c): two quantized
+    operands per GEMM; NVFP4's E2M1 codes with stochastic rounding of dy give 15-20%."""
+    return 0.40 if recipe.startswith("nvfp4") else 0.15
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def make(recipe, norm="LayerNorm", seed=0, bias=True):
+    torch.manual_seed(seed)
+    layer = LayerNormLinear(K, N, recipe=recipe, normalization=norm, bias=bias)
+    with torch.no_grad():
+        layer.layer_norm_weight.uniform_(0.7, 1.3)
+        if layer.layer_norm_bias is not None:
+            layer.layer_norm_bias.uniform_(-0.2, 0.2)
+        if layer.bias is not None:
+            layer.bias.uniform_(-0.5, 0.5)
+    return layer
+
+
+def clone(layer):
+    """A copy with host state of its own (weight cache, rng offset 0)."""
+    c = copy.deepcopy(layer)
+    c._layer = qops.new_layer()
+    return c
+
+
+def inputs(m, seed=1):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m // 2, 2, K, device="cuda", generator=g).to(torch.bfloat16)
+    dy = (torch.randn(m // 2, 2, N, device="cuda", generator=g) * 0.05).to(torch.bfloat16)
+    return x.requires_grad_(), dy
+
+
+def grads(layer, x, dy):
+    """y and the gradients of x and every parameter, after one backward."""
+    for p in layer.parameters():
+        p.grad = None
+    x.grad = None
+    y = layer(x)
+    y.backward(dy)
+    return [y.detach(), x.grad] + [p.grad for p in layer.parameters()]
+
+
+def reference(layer, x, dy):
+    """The same outputs from the unquantized layer in fp64."""
+    ref = copy.deepcopy(layer)
+    ref = ref.double()
+    ref.fused = False
+    xd = x.detach().double().requires_grad_()
+    g = ref.layer_norm_weight + 1 if ref.zero_centered_gamma else ref.layer_norm_weight
+    if ref.normalization == "LayerNorm":
+        xn = torch.nn.functional.layer_norm(xd, (K,), g, ref.layer_norm_bias, ref.eps)
+    else:
+        xn = torch.nn.functional.rms_norm(xd, (K,), g, ref.eps)
+    y = torch.nn.functional.linear(xn, ref.weight, ref.bias)
+    y.backward(dy.double())
+    return [y.detach(), xd.grad] + [p.grad for p in ref.parameters()]
+
+
+@pytest.mark.parametrize("norm", ["LayerNorm", "RMSNorm"])
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_against_fp64(recipe, norm):
+    layer = make(recipe, norm)
+    assert layer.fused, layer.fallback_reason
+    x, dy = inputs(M)
+    got, want = grads(layer, x, dy), reference(layer, x, dy)
+    names = ["y", "dx"] + [n for n, _ in layer.named_parameters()]
+    errs = {n: rel(g, w) for n, g, w in zip(names, got, want)}
+    print(recipe, norm, {n: "%.3f" % e for n, e in errs.items()})
+    assert got[0].dtype == torch.bfloat16 and got[0].shape == (M // 2, 2, N)
+    for n, e in errs.items():
+        if n == "bias":  # dbias = sum_M dy, exact up to its bf16 rounding
+            assert e <= 2 ** -8, (n, e)
+        else:
+            assert e <= bound(recipe), (n, e)
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_compile_equals_eager_dynamic_batch(recipe):
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    base = make(recipe)
+    compiled_layer = clone(base)
+    compiled = torch.compile(compiled_layer, fullgraph=True, dynamic=True)
+    for m in (M, 2 * M, 3 * M):
+        eager_layer = clone(base)  # rng offset 0, as the compiled one's
+        x, dy = inputs(m, seed=m)
+        want = grads(eager_layer, x, dy)
+        x2 = x.detach().clone().requires_grad_()
+        for p in compiled_layer.parameters():
+            p.grad = None
+        y = compiled(x2)
+        y.backward(dy)
+        got = [y.detach(), x2.grad] + [p.grad for p in compiled_layer.parameters()]
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+        qops._layers[compiled_layer._layer].offset = 0  # the eager copies start at 0 too
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+def test_reduce_overhead_captures():
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    layer = make("mxfp8")
+    eager = clone(layer)
+    compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    x, dy = inputs(M)
+    with torch.no_grad():
+        want = eager(x)
+        for _ in range(4):
+            got = compiled(x)
+    assert torch.equal(got, want)
+    assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+    with torch.no_grad():  # an update between replays: the captured graph quantizes again
+        layer.weight.mul_(0.5)
+        eager.weight.mul_(0.5)
+        assert torch.equal(compiled(x).clone(), eager(x))
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_opcheck(recipe):
+    layer = make(recipe)
+    qops._layers[layer._layer].advance_rng = False
+    x, dy = inputs(64)
+    x = x.detach().requires_grad_()
+    wq = [getattr(layer, n) for n in layer._wq_names]
+    torch.ops.qfuse.quantize_weight_(layer.weight, wq, layer._layer, recipe)
+    fwd_args = (x, layer.weight, layer.layer_norm_weight, layer.layer_norm_bias, wq, layer.bias,
+                layer._layer, recipe, 1, 1e-5, False, True)
+    torch.library.opcheck(torch.ops.qfuse.layernorm_linear_fwd.default, fwd_args)
+    out = torch.ops.qfuse.layernorm_linear_fwd(*fwd_args)
+    bwd_args = (dy, x.detach(), layer.weight.detach(), layer.layer_norm_weight.detach(),
+                layer.layer_norm_bias.detach(), wq, [t.detach() for t in out[1:]], layer._layer,
+                recipe, 1, 1e-5, False, True)
+    torch.library.opcheck(torch.ops.qfuse.layernorm_linear_bwd.default, bwd_args)
+    torch.library.opcheck(torch.ops.qfuse.quantize_weight_.default,
+                          (layer.weight.detach(), wq, layer._layer, recipe))
+
+
+def test_weight_cache():
+    layer = make("nvfp4")
+    x, _ = inputs(M)
+    st = qops._layers[layer._layer]
+    with torch.no_grad():
+        y1 = layer(x)
+        key = st.key
+        before = [getattr(layer, n).clone() for n in layer._wq_names]
+        y2 = layer(x)  # the same weight: its copies are reused
+        assert st.key == key and torch.equal(y1, y2)
+        layer.weight.mul_(0.5)  # an optimizer-style in-place update bumps the version
+        y3 = layer(x)
+        assert st.key != key
+        assert any(not torch.equal(b, getattr(layer, n)) for b, n in
+                   zip(before, layer._wq_names))
+        assert torch.equal(y3, clone(layer)(x))
+
+
+def test_errors_and_fallback():
+    layer = make("mxfp8")
+    with pytest.raises(ValueError, match="last dim 100, expected in_features=512"):
+        layer(torch.randn(4, 100, device="cuda", dtype=torch.bfloat16))
+    with pytest.warns(UserWarning, match="runs unfused in bf16 PyTorch.*not found"):
+        bad = LayerNormLinear(K, N, recipe="no_such_recipe")
+    assert not bad.fused
+    with pytest.warns(UserWarning, match="delayed scaling"):
+        delayed = LayerNormLinear(K, N, recipe="fp8_delayed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # decided once: no warning per call
+        for module in (bad, delayed):
+            y = module(torch.randn(8, K, device="cuda", dtype=torch.bfloat16))
+            assert y.shape == (8, N) and y.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="normalization"):
+        LayerNormLinear(K, N, normalization="BatchNorm")
+    nv = make("nvfp4")
+    with pytest.raises(qops._lib.QfuseError, match="rejects the shape query|multiple"):
+        nv(torch.randn(10, K, device="cuda", dtype=torch.bfloat16))
