@@ -367,17 +367,20 @@ static qf_status qf_g_mx_data(const char *op, const qf_recipe *r, qf_role role, 
     *rows = col ? C : R;
     *K = col ? R : C;
     *st = (qf_g_stage){.data = v->data->data, .scale = v->scale->data, .rows = R, .cols = C,
-                       .scale_ld = col ? (C + 127) / 128 * 128 : (C / QF_MX_BLOCK + 3) / 4 * 4,
+                       .scale_ld = col ? (C + 127) / 128 * 128
+                                       : ((C + QF_MX_BLOCK - 1) / QF_MX_BLOCK + 3) / 4 * 4,
                        .elem = r->fmt[role], .block_rows = col ? QF_MX_BLOCK : 1,
                        .block_cols = col ? 1 : QF_MX_BLOCK, .mn = col};
     return QF_OK;
 }
 
 /* The padded E8M0 scales of an operand (numerics 2.3): rowwise [roundup(R,128),
- * roundup(C/32,4)], columnwise [roundup(cdiv(R,32),4), roundup(C,128)] for data [R, C]. */
+ * roundup(cdiv(C,32),4)] (a last, shorter block when C % 32: qf_dequantize takes any K, the
+ * GEMM whole blocks), columnwise [roundup(cdiv(R,32),4), roundup(C,128)] for data [R, C]. */
 static qf_status qf_g_mx_scales(const char *op, const qf_g_opnd *v, const qf_g_stage *st) {
     if (!st->mn)
-        return qf_g_scales(op, v, QF_DTYPE_E8M0, st->rows, st->cols / QF_MX_BLOCK);
+        return qf_g_scales(op, v, QF_DTYPE_E8M0, st->rows,
+                           (st->cols + QF_MX_BLOCK - 1) / QF_MX_BLOCK);
     qf_shape sh = {v->scale_arg, QF_DTYPE_E8M0, 2,
                    {((st->rows + QF_MX_BLOCK - 1) / QF_MX_BLOCK + 3) / 4 * 4, st->scale_ld}, 0};
     return qf_check_buffer(op, v->scale_arg, v->scale, &sh);
@@ -633,10 +636,16 @@ qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const q
     if ((unsigned)role >= QF_ROLE_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: role %d is not a qf_role", op, (int)role);
     QF_TRY(qf_g_operand(op, "x", x, &v));
+    if (r->family != QF_FAMILY_MXFP8 && r->family != QF_FAMILY_NVFP4)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s): only MXFP8 and NVFP4 "
+                            "copies have a bf16 form for the staged GEMM", op, r->name,
+                            qf_family_name(r->family));
     if (v.layout != QF_SCALE_LAYOUT_COMPACT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: x has scale layout %d; it reads compact "
-                            "scales (QF_SCALE_LAYOUT_COMPACT), the layout of the staged GEMM", op,
-                            (int)v.layout);
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: x has scale layout %d (%s); it reads compact "
+                            "scales (QF_SCALE_LAYOUT_COMPACT, the staged Hopper GEMM's layout)",
+                            op, (int)v.layout,
+                            v.layout == QF_SCALE_LAYOUT_SWIZZLED ? "QF_SCALE_LAYOUT_SWIZZLED"
+                                                                 : "not a qf_scale_layout");
     qf_g_stage st;
     int64_t rows, K;
     qf_dtype in;
@@ -652,9 +661,7 @@ qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const q
         in = QF_DTYPE_E2M1;
         break;
     default:
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s): only MXFP8 and NVFP4 "
-                            "copies have a bf16 form for the staged GEMM", op, r->name,
-                            qf_family_name(r->family));
+        return qf_family_unsupported(op, r);
     }
     QF_TRY(qf_g_bf16_copy(op, "out", out, &st));
     QF_TRY(qf_g_dequant_fits(op, &st));

@@ -332,10 +332,12 @@ typedef struct qf_gemm_opts {
      * and kept by the caller, e.g. a weight's across the micro-batches of a step (numerics 7):
      * a staged GEMM (MXFP8, NVFP4 on sm_89..99) reads it instead of dequantizing b, and runs
      * staged at every size unless QFUSE_HOPPER_GEMM=direct; the result is bit-identical to the
-     * GEMM without it. Other paths ignore it; per-tensor FP8 recipes refuse it. bf16, the dims
-     * of b's stored copy in elements ([N, K], or MXFP8's columnwise [K, N]), 16-byte aligned.
-     * b itself is still checked and read (its shapes, NVFP4's amax); that b_dequantized holds
-     * b's values is the caller's promise. NULL: dequantize b in the call. */
+     * GEMM without it. Other paths (sm_100+) check it and do not read it; per-tensor FP8
+     * recipes refuse it. bf16, the dims of b's stored copy in elements (what qf_dequantize
+     * writes: [N, K] in this GEMM's terms, MXFP8's columnwise copy [K, N] as stored), 16-byte
+     * aligned, overlapping neither y nor a. b itself is still checked and read (its shapes,
+     * NVFP4's amax); that b_dequantized holds b's values is the caller's promise. NULL:
+     * dequantize b in the call. */
     const qf_tensor *b_dequantized;
     int reserved[4]; /* for later options, so that the struct keeps its size: must be 0 */
 } qf_gemm_opts;
@@ -355,13 +357,18 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
  *   role: the role x was quantized for (its element dtype is the recipe's format for it).
  *   x:    one copy of a quantized tensor (not owned): its data and scale_inv slots of the
  *         copy, compact scales (numerics 2.3, 2.4).
- *   out:  [R, C] bf16, 16-byte aligned: the dims of the copy's data in elements (for NVFP4 C is
- *         twice the packed bytes), e.g. a weight's rowwise [N, K], MXFP8's columnwise [K, N].
- *         Caller memory, not owned; may be passed as qf_gemm_opts.b_dequantized.
- * Errors: QF_ERR_INVALID_ARG (NULL or wrongly sized x, its data or scales, out not bf16 of the
- * copy's dims or misaligned, a stream of another context), QF_ERR_UNSUPPORTED (a recipe whose
- * family is not MXFP8 or NVFP4, a copy too large for one launch), QF_ERR_NOT_FOUND,
- * QF_ERR_NO_DEVICE, QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+ *   out:  [R, C] bf16 (any view with that element count and last dim C), 16-byte aligned: the
+ *         dims of the copy's data in elements (for NVFP4 C is twice the packed bytes), e.g. a
+ *         weight W [N, K]'s rowwise copy [N, K], and MXFP8's columnwise copy of W, stored [N, K]
+ *         too (32x1 blocks down N). Not overlapping x. Caller memory, not owned; may be passed as
+ *         qf_gemm_opts.b_dequantized. An NVFP4 columnwise copy with the RHT (numerics 2.4) comes
+ *         out in the transformed domain, as the GEMM multiplies it. MXFP8 takes any C (a last,
+ *         shorter block); the GEMM takes whole 32-element blocks of K.
+ * Errors: QF_ERR_INVALID_ARG (NULL or wrongly sized x, its data or scales, role not a qf_role,
+ * x->copy not a qf_copy, scales not compact, out not bf16 of the copy's dims or misaligned, a
+ * stream of another context), QF_ERR_UNSUPPORTED (a recipe whose family is not MXFP8 or NVFP4,
+ * a copy too large for one launch), QF_ERR_NOT_FOUND, QF_ERR_NO_DEVICE, QF_ERR_NVRTC,
+ * QF_ERR_CUDA. Asynchronous on stream. */
 qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_operand *x,
                         qf_tensor *out, void *stream);
 

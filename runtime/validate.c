@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 
 #define QF_BUFFER_ALIGN 16
@@ -58,8 +59,12 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s", op, arg,
                             qf_dtype_name(t->dtype), qf_dtype_name(s->dtype));
     int64_t want = 1;
-    for (int i = 0; i < s->ndim; i++)
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->dims[i] < 0 || (s->dims[i] > 0 && want > INT64_MAX / s->dims[i]))
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s would need more than 2^63 elements "
+                                "for this operand's size; the sizes are too large", op, arg);
         want *= s->dims[i];
+    }
     int64_t have = qf_tensor_numel(t);
     int64_t last = s->dims[s->ndim - 1];
     if (have != want || (s->ndim == 2 && t->dims[t->ndim - 1] != last))

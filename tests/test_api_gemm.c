@@ -497,7 +497,29 @@ static void test_dequantize_args(void **state) {
            "x.rowwise_scale_inv has 512 elements");
     g.qa.layout = QF_SCALE_LAYOUT_SWIZZLED;
     expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
-           "qf_dequantize: x has scale layout 1; it reads compact scales");
+           "qf_dequantize: x has scale layout 1 (QF_SCALE_LAYOUT_SWIZZLED); it reads compact "
+           "scales");
+    expect(qf_dequantize(g.ctx, "fp8_delayed", QF_ROLE_INPUT, &x, &out, NULL),
+           QF_ERR_UNSUPPORTED, "only MXFP8 and NVFP4"); /* the family first: FP8 has no layout */
+    g = nvg_valid(state);
+    g.qa.t[QF_SLOT_ROWWISE_DATA].dims[0] = 1; /* [1, 2^59 - 1] bytes: 2^60 - 2 elements */
+    g.qa.t[QF_SLOT_ROWWISE_DATA].dims[1] = ((int64_t)1 << 59) - 1;
+    out.dims[0] = 1, out.dims[1] = ((int64_t)1 << 60) - 2;
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "x.rowwise_scale_inv would need more than 2^63 elements");
+    /* MXFP8 takes any K, with a shorter last block: K = 144 has roundup(cdiv(144,32),4) = 8
+     * scale columns */
+    qf_quantized qr = {0};
+    qr.t[QF_SLOT_ROWWISE_DATA] = t2(slot(12), QF_DTYPE_E4M3, 128, 144);
+    qr.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(13), QF_DTYPE_E8M0, 128, 8);
+    const qf_operand xr = {&qr, QF_COPY_ROWWISE};
+    qf_tensor orow = t2(slot(14), QF_DTYPE_BF16, 128, 144);
+    expect(qf_dequantize(g.ctx, "mxfp8", QF_ROLE_INPUT, &xr, &orow, NULL), QF_ERR_NO_DEVICE,
+           "qf_dequantize: arguments are valid");
+    qr.t[QF_SLOT_ROWWISE_SCALE_INV].dims[1] = 4;
+    expect(qf_dequantize(g.ctx, "mxfp8", QF_ROLE_INPUT, &xr, &orow, NULL), QF_ERR_INVALID_ARG,
+           "x.rowwise_scale_inv has 512 elements (last dim 4); the shape function requires 1024 "
+           "(last dim 8)");
     qf_quantized q = {0};
     q.t[QF_SLOT_COLUMNWISE_DATA] = t2(slot(9), QF_DTYPE_E4M3, K, N);
     q.t[QF_SLOT_COLUMNWISE_SCALE_INV] = t2(slot(10), QF_DTYPE_E8M0, 4, 128);

@@ -75,9 +75,15 @@ def _dtype_name(t):
         raise TypeError("qfuse: %s tensors are not taken here (bf16, fp16 or fp32)" % t.dtype)
 
 
+def _ctx(device):
+    """The libqfuse context of a torch CUDA device ("cuda" means the current one)."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    return _lib.context(idx)
+
+
 def _layout(recipe, device):
     """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
-    arch = _lib.lib.qf_ctx_arch(_lib.context(device.index))
+    arch = _lib.lib.qf_ctx_arch(_ctx(device))
     lay = ctypes.c_int()
     _lib.check(_lib.lib.qf_gemm_scale_layout(recipe.encode(), arch, ctypes.byref(lay)))
     return lay.value
@@ -156,7 +162,7 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
             t.zero_()
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
-    _lib.check(_lib.lib.qf_quantize(_lib.context(w.device.index), recipe.encode(),
+    _lib.check(_lib.lib.qf_quantize(_ctx(w.device), recipe.encode(),
                                     _lib.ROLES["weight"], ctypes.byref(xt), None, None, None,
                                     ctypes.byref(q), _stream(w.device)))
     st.key = None if capturing else key
@@ -179,7 +185,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     m = x.numel() // k
     x2 = x.contiguous()
     dev = x.device
-    ctx, stream, layout = _lib.context(dev.index), _stream(dev), _layout(recipe, dev)
+    ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
     xo = _x_outs(recipe, norm, m, k, for_backward)
     xq = _alloc(xo, dev)
     y = torch.empty(*x.shape[:-1], n_out, dtype=torch.bfloat16, device=dev)
@@ -233,7 +239,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     dev = x.device
-    ctx, stream, layout = _lib.context(dev.index), _stream(dev), _layout(recipe, dev)
+    ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
     x2, dy2 = x.contiguous(), dy.contiguous()
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
     nb, dw_out = _bwd_outs(recipe, norm, x, n_out, dw_dtype)
