@@ -101,9 +101,11 @@ SOLIB_REAL := $(B)/libqfuse.so.$(VERSION)
 DEPS_OK := $(B)/.deps-ok
 FLAGS_FILE := $(B)/.flags
 
-.PHONY: all gen demo test check bench install clean distclean help FORCE fuzz fuzz-merge \
+.PHONY: all lib gen demo test check bench install clean distclean help FORCE fuzz fuzz-merge \
         fuzz-cc examples
 all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
+# libqfuse.so alone (what `pip install .` packages: setup.py)
+lib: $(SOLIB)
 
 help:
 	@echo "make            qfuse-gen, build/generated/ (kernels), libqfuse, qfuse-demo and tests"
@@ -111,6 +113,7 @@ help:
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
 	@echo "make check      same as test, with -Werror (objects in CHECK_DIR=$(CHECK_DIR))"
 	@echo "make examples   build examples/ against the library ($(B)/examples/)"
+	@echo "make lib        only libqfuse.so (what pip install . packages with the Python package)"
 	@echo "make install    install to PREFIX=$(PREFIX)"
 	@echo "make check-asan tests under AddressSanitizer + UBSan (objects in ASAN_DIR=$(ASAN_DIR))"
 	@echo "make check-valgrind  tests under valgrind memcheck (VALGRIND=$(VALGRIND))"
