@@ -1,0 +1,91 @@
+"""The qfuse custom ops without a GPU: on meta tensors an op runs its fake implementation, so
+this checks the shapes libqfuse's formulas give under symbolic tracing, the autograd wiring, and
+torch.compile (backend aot_eager) over three batch sizes: one graph, no break, no recompile.
+Skipped, saying why, without torch."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch): "
+                                            "the qfuse custom-op tests need it")
+
+import qfuse.ops as qops  # noqa: E402
+from qfuse import shapes  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"]
+K, N = 512, 384
+
+
+def params(recipe, device="meta"):
+    def p(*shape):
+        return torch.nn.Parameter(torch.empty(*shape, dtype=torch.bfloat16, device=device))
+    wq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device=device)
+          for o in qops._weight_outs(recipe, N, K)]
+    return p(N, K), p(K), p(K), p(N), wq
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_symbolic_shapes(recipe):
+    layer = qops.new_layer()
+
+    def f(x, w, g, b, bias, *wq):
+        out = torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, list(wq), bias, layer, recipe, 1,
+                                                   1e-5, False, True)
+        bw = torch.ops.qfuse.layernorm_linear_bwd(torch.empty_like(out[0]), x, w, g, b,
+                                                  list(wq), out[1:], layer, recipe, 1, 1e-5,
+                                                  False, True)
+        return out + bw
+
+    w, g, b, bias, wq = params(recipe, "cpu")
+    x = torch.empty(64, 2, K, dtype=torch.bfloat16)
+    gm = make_fx(f, tracing_mode="symbolic")(x, w.data, g.data, b.data, bias.data, *wq)
+    out = [n for n in gm.graph.nodes if n.op == "output"][0].args[0]
+    vals = [a.meta["val"] for a in out]
+    y = vals[0]
+    assert not any(isinstance(d, int) for d in y.shape[:2]), y.shape  # the batch dims stay symbolic
+    m_sym = y.shape[0] * y.shape[1]
+    want = shapes.outputs(recipe, "norm_quantize", norm="layernorm", outputs=3, M=m_sym,
+                          K=gm_k(vals))
+    assert len(vals) == 1 + len(want) + 5
+    for v, o in zip(vals[1:], want):
+        assert [str(d) for d in v.shape] == [str(d) for d in o.dims], (o.name, v.shape, o.dims)
+
+
+def gm_k(vals):
+    """K as the trace has it: the last dim of dx (x's shape)."""
+    return vals[-5].shape[-1]
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_autograd_on_meta(recipe):
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe)
+    x = torch.empty(64, 2, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    out = torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq, bias, layer, recipe, 1, 1e-5,
+                                               False, True)
+    assert out[0].shape == (64, 2, N) and out[0].dtype == torch.bfloat16
+    out[0].backward(torch.empty_like(out[0]))
+    for t, shape in ((x, (64, 2, K)), (w, (N, K)), (g, (K,)), (b, (K,)), (bias, (N,))):
+        assert t.grad is not None and t.grad.shape == shape and t.grad.dtype == t.dtype
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4"])
+def test_compile_one_graph_over_batch_sizes(recipe):
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe)
+
+    def f(x):
+        torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe)
+        return torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq, bias, layer, recipe, 1,
+                                                    1e-5, False, True)[0]
+
+    cf = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m in (64, 128, 192):
+        x = torch.empty(m, 2, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        y = cf(x)
+        y.sum().backward()
+        assert y.shape == (m, 2, N) and x.grad.shape == (m, 2, K)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
