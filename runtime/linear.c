@@ -237,6 +237,8 @@ qf_weight_key qf_weight_key_of(const void *d0, const void *d1, uint64_t version,
 }
 
 int qf_weights_stale(const qf_weight_key *cached, int changed, const qf_weight_key *now) {
+    if (changed < 0) /* the caller quantized the weights itself */
+        return 0;
     return changed || !cached->valid || cached->data[0] != now->data[0] ||
            cached->data[1] != now->data[1] || cached->version != now->version ||
            cached->recipe != now->recipe;

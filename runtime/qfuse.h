@@ -488,8 +488,10 @@ typedef struct qf_ln_linear {
                                  * scales and amax, and the MU / RSIGMA slots; layout as wq */
     qf_quantized wq;            /* rowwise copy of the weight (32x32 / 16x16 tiles under
                                  * weight_2d), its scales and amax */
-    int weight_changed;         /* nonzero: quantize the weight this call; 0: reuse wq unless the
-                                 * weight cache's key differs (cached) */
+    int weight_changed;         /* > 0: quantize the weight this call; 0: reuse wq unless the
+                                 * weight cache's key differs (cached); < 0: wq is current, the
+                                 * caller quantized it (qf_quantize, weight role, both copies):
+                                 * never quantize, the key is left as it is */
     uint64_t weight_version;    /* the caller's version of the weight: bump it after an update */
     qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_linear;
@@ -561,8 +563,9 @@ typedef struct qf_ln_mlp {
     qf_quantized aq;            /* q(a), input role: rowwise (+ columnwise for the backward) */
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization */
-    int weight_changed;         /* nonzero: quantize both weights this call; 0: reuse w1q, w2q
-                                 * unless the weight cache's key differs (cached) */
+    int weight_changed;         /* > 0: quantize both weights this call; 0: reuse w1q, w2q
+                                 * unless the weight cache's key differs (cached); < 0: both are
+                                 * current, quantized by the caller: never quantize */
     uint64_t weight_version;    /* the caller's version of the weights: bump it after an update */
     qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_mlp;

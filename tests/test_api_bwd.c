@@ -411,6 +411,8 @@ static void test_weight_cache_key(void **state) {
     assert_true(qf_weights_stale(&none, 0, &now));   /* nothing cached: quantize */
     assert_false(qf_weights_stale(&now, 0, &now));   /* same storage, version, recipe: reuse */
     assert_true(qf_weights_stale(&now, 1, &now));    /* weight_changed */
+    assert_false(qf_weights_stale(&none, -1, &now)); /* the caller's copies: never quantize */
+    assert_false(qf_weights_stale(&now, -1, &now));
     const qf_weight_key later[] = {qf_weight_key_of(slot(0), slot(1), 8, r1),
                                    qf_weight_key_of(slot(2), slot(1), 7, r1),
                                    qf_weight_key_of(slot(0), slot(2), 7, r1),

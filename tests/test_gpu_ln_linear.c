@@ -359,6 +359,13 @@ static void cache_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     dual_down(&L.y);
     const int64_t reused = count_mismatches(y1, L.y.h, (int64_t)L.y.bytes);
     L.ll.weight_version++;
+    L.ll.weight_changed = -1; /* the caller's word that ll.wq is current: not quantized */
+    QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &L.tx, &L.ll, &L.ty, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&L.y);
+    const int64_t trusted = count_mismatches(y1, L.y.h, (int64_t)L.y.bytes);
+    assert_int_equal(L.ll.weight_changed, -1);
+    L.ll.weight_changed = 0;
     QF_OK_OR_FAIL(qf_layernorm_linear_fwd(ctx, r->name, &L.tx, &L.ll, &L.ty, NULL));
     layer_make(ctx, &F, r, QF_NORM_LAYERNORM); /* a fresh layer with the new weights */
     memcpy(F.w.h, L.w.h, L.w.bytes);
@@ -372,6 +379,7 @@ static void cache_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
            "differ from a fresh layer\n", r->name, (long long)reused, (long long)changed,
            (long long)fresh);
     assert_int_equal(reused, 0);
+    assert_int_equal(trusted, 0);
     assert_true(changed > 0);
     assert_int_equal(fresh, 0);
     free(y1);

@@ -104,6 +104,27 @@ class LnLinearGrads(ctypes.Structure):  # qf_ln_linear_grads
                 ("dbias", Tensor)]
 
 
+class LnMlp(ctypes.Structure):  # qf_ln_mlp
+    _fields_ = [("norm", NormDesc), ("act", ctypes.c_int), ("w1", Tensor), ("b1", Tensor),
+                ("w2", Tensor), ("b2", Tensor), ("x_scale", ctypes.c_void_p),
+                ("w1_scale", ctypes.c_void_p), ("a_scale", ctypes.c_void_p),
+                ("w2_scale", ctypes.c_void_p), ("xq", Quantized), ("w1q", Quantized),
+                ("w2q", Quantized), ("aq", Quantized), ("h", Tensor), ("a", Tensor),
+                ("weight_changed", ctypes.c_int), ("weight_version", ctypes.c_uint64),
+                ("cached", WeightKey)]
+
+
+class LnMlpGrads(ctypes.Structure):  # qf_ln_mlp_grads
+    _fields_ = [("dyq", Quantized), ("dhq", Quantized), ("dy_scale", ctypes.c_void_p),
+                ("dh_scale", ctypes.c_void_p), ("rng_dy", Rng), ("rng_dh", Rng), ("da", Tensor),
+                ("dh", Tensor), ("dxn", Tensor), ("norm", NormGrads), ("dw1", Tensor),
+                ("dw2", Tensor), ("accumulate_wgrad", ctypes.c_int), ("db1", Tensor),
+                ("db2", Tensor)]
+
+
+ACTIVATIONS = {"gelu": 0, "swiglu": 1, "relu": 2}
+
+
 def _candidates():
     env = os.environ.get("QFUSE_LIB")
     if env:
@@ -148,6 +169,16 @@ _SIGNATURES = {
                                   ctypes.POINTER(Operand), ctypes.POINTER(Tensor),
                                   ctypes.POINTER(Tensor), ctypes.POINTER(GemmOpts),
                                   ctypes.c_void_p]),
+    "qf_layernorm_linear_fwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
+                                               ctypes.POINTER(Tensor), ctypes.POINTER(LnLinear),
+                                               ctypes.POINTER(Tensor), ctypes.c_void_p]),
+    "qf_layernorm_mlp_fwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
+                                            ctypes.POINTER(Tensor), ctypes.POINTER(LnMlp),
+                                            ctypes.POINTER(Tensor), ctypes.c_void_p]),
+    "qf_layernorm_mlp_bwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
+                                            ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+                                            ctypes.POINTER(LnMlp), ctypes.POINTER(LnMlpGrads),
+                                            ctypes.c_void_p]),
     "qf_layernorm_linear_bwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
                                                ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
                                                ctypes.POINTER(LnLinear),

@@ -7,13 +7,15 @@ Ops:
       values (same storage, same torch version counter, same recipe); always while a CUDA graph
       is being captured, so that a replay never reads stale copies.
   qfuse::layernorm_linear_fwd(x, weight, gamma, beta, wq, bias, recipe, norm, eps,
-      zero_centered_gamma, for_backward) -> [y, *xq]: norm + quantize of x (qf_quantize; the
-      columnwise copy too when for_backward) and the fprop GEMM y = q(xn) q(W)^T + bias
-      (qf_gemm_ex) in bf16. Autograd: qfuse::layernorm_linear_bwd.
+      zero_centered_gamma, for_backward) -> [y, *xq]: libqfuse's qf_layernorm_linear_fwd with the
+      weight's copies as given (norm + quantize of x, the columnwise copy too when for_backward,
+      and the fprop GEMM y = q(xn) q(W)^T + bias in bf16). Autograd: qfuse::layernorm_linear_bwd.
   qfuse::layernorm_linear_bwd(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps,
       zero_centered_gamma, has_bias) -> [dx, dgamma, dbeta, dweight, dbias]: libqfuse's
       qf_layernorm_linear_bwd (q(dy), dgrad, wgrad, dbias, the norm backward); dbeta and dbias
       are 0-element tensors when absent.
+  qfuse::layernorm_mlp_fwd / _bwd: the same for LayerNorm/RMSNorm + fc1 + activation (gelu,
+      swiglu, relu) + fc2 (qf_layernorm_mlp_fwd / _bwd); the forward returns [y, h, a, *xq, *aq].
 
 Recipes: every shipped or .lua recipe whose scales the quantizers compute (fp8_current, mxfp8,
 nvfp4, ...). Delayed scaling (fp8_delayed) needs scale state these ops do not carry yet.
@@ -190,18 +192,17 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     xo = _x_outs(recipe, norm, m, k, for_backward)
     xq = _alloc(xo, dev)
     y = torch.empty(*x.shape[:-1], n_out, dtype=torch.bfloat16, device=dev)
-    qx = _quantized(xo, xq, layout)
-    qw = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
-    xt, nd = _c(x2, dims=(m, k)), _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
-    _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(), _lib.ROLES["input"], ctypes.byref(xt),
-                                    ctypes.byref(nd), None, None, ctypes.byref(qx), stream))
-    a = _lib.Operand(ctypes.pointer(qx), _lib.COPY_ROWWISE)
-    b = _lib.Operand(ctypes.pointer(qw), _lib.COPY_ROWWISE)
-    yt = _c(y, dims=(m, n_out))
-    bt = _c(bias) if bias is not None else None
-    _lib.check(_lib.lib.qf_gemm_ex(ctx, recipe.encode(), ctypes.byref(a), ctypes.byref(b),
-                                   ctypes.byref(bt) if bt is not None else None,
-                                   ctypes.byref(yt), None, stream))
+    ll = _lib.LnLinear()
+    ll.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
+    ll.weight = _c(weight.contiguous())
+    if bias is not None:
+        ll.bias = _c(bias)
+    ll.xq = _quantized(xo, xq, layout)
+    ll.wq = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
+    ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
+    xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
+    _lib.check(_lib.lib.qf_layernorm_linear_fwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                ctypes.byref(ll), ctypes.byref(yt), stream))
     return [y] + xq
 
 
@@ -328,3 +329,192 @@ def _backward(ctx, *grads):
 
 
 layernorm_linear_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ------------------------------------------------------------------ qfuse::layernorm_mlp_fwd
+
+ACT_NAMES = ("gelu", "swiglu", "relu")
+
+
+def _mlp_dims(x, w1, w2, act):
+    """(M, K, Fin, F, N) of an MLP: x [..., K], W1 [Fin, K], W2 [N, F], Fin = 2F for swiglu."""
+    k, fin, n_out = x.shape[-1], w1.shape[0], w2.shape[0]
+    return x.numel() // k, k, fin, w2.shape[1], n_out
+
+
+def _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward):
+    """Fake-shape outputs of the forward: h (fc1's y), a (the activation's), q(a), y."""
+    both = ROWWISE | (COLUMNWISE if for_backward else 0)
+    h = shapes.outputs(recipe, "gemm", M=m, N=fin, K=k)[0]
+    a = shapes.outputs(recipe, "activation", M=m, N=f, dtype="bf16",
+                       outputs=_lib.OUT_GATED if ACT_NAMES[act] == "swiglu" else 0)[0]
+    aq = shapes.outputs(recipe, "quantize", role="input", outputs=both, M=m, K=f)
+    y = shapes.outputs(recipe, "gemm", M=m, N=n_out, K=f)[0]
+    return h, a, aq, y
+
+
+@torch.library.custom_op("qfuse::layernorm_mlp_fwd", mutates_args=())
+def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma: torch.Tensor,
+                      beta: Optional[torch.Tensor], w1q: List[torch.Tensor],
+                      w2q: List[torch.Tensor], b1: Optional[torch.Tensor],
+                      b2: Optional[torch.Tensor], layer: int, recipe: str, norm: int, eps: float,
+                      zero_centered_gamma: bool, act: int,
+                      for_backward: bool) -> List[torch.Tensor]:
+    m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
+    dev = x.device
+    ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
+    xo = _x_outs(recipe, norm, m, k, for_backward)
+    ho, ao, aqo, _ = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
+    xq, aq = _alloc(xo, dev), _alloc(aqo, dev)
+    h = torch.empty(ho.dims, dtype=TORCH_DTYPE[ho.dtype], device=dev)
+    a = torch.empty(ao.dims, dtype=TORCH_DTYPE[ao.dtype], device=dev)
+    y = torch.empty(*x.shape[:-1], n_out, dtype=torch.bfloat16, device=dev)
+    p = _lib.LnMlp()
+    p.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
+    p.act = act
+    p.w1, p.w2 = _c(w1.contiguous()), _c(w2.contiguous())
+    if b1 is not None:
+        p.b1 = _c(b1)
+    if b2 is not None:
+        p.b2 = _c(b2)
+    p.xq, p.aq = _quantized(xo, xq, layout), _quantized(aqo, aq, layout)
+    p.w1q = _quantized(_weight_outs(recipe, fin, k), w1q, layout)
+    p.w2q = _quantized(_weight_outs(recipe, n_out, f), w2q, layout)
+    p.h, p.a = _c(h), _c(a)
+    p.weight_changed = -1  # qfuse::quantize_weight_ keeps w1q, w2q current
+    xt, yt = _c(x.contiguous(), dims=(m, k)), _c(y, dims=(m, n_out))
+    _lib.check(_lib.lib.qf_layernorm_mlp_fwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                             ctypes.byref(p), ctypes.byref(yt), stream))
+    return [y, h, a] + xq + aq
+
+
+@layernorm_mlp_fwd.register_fake
+def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_centered_gamma,
+      act, for_backward):
+    m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
+    ho, ao, aqo, yo = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
+    y = x.new_empty((*x.shape[:-1], yo.dims[1]), dtype=TORCH_DTYPE[yo.dtype])
+    rest = [ho, ao] + _x_outs(recipe, norm, m, k, for_backward) + aqo
+    return [y] + [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype]) for o in rest]
+
+
+# ------------------------------------------------------------------ qfuse::layernorm_mlp_bwd
+
+@torch.library.custom_op("qfuse::layernorm_mlp_bwd", mutates_args=())
+def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+                      gamma: torch.Tensor, beta: Optional[torch.Tensor],
+                      w1q: List[torch.Tensor], w2q: List[torch.Tensor], xq: List[torch.Tensor],
+                      aq: List[torch.Tensor], h: torch.Tensor, a: torch.Tensor, layer: int,
+                      recipe: str, norm: int, eps: float, zero_centered_gamma: bool, act: int,
+                      has_b1: bool, has_b2: bool) -> List[torch.Tensor]:
+    st = _layers[layer]
+    m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
+    dev = x.device
+    ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
+    x2, dy2 = x.contiguous(), dy.contiguous()
+    p = _lib.LnMlp()
+    p.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
+    p.act = act
+    p.w1, p.w2 = _c(w1.contiguous()), _c(w2.contiguous())
+    p.xq = _quantized(_x_outs(recipe, norm, m, k, True), xq, layout)
+    _, _, aqo, _ = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, True)
+    p.aq = _quantized(aqo, aq, layout)
+    p.w1q = _quantized(_weight_outs(recipe, fin, k), w1q, layout)
+    p.w2q = _quantized(_weight_outs(recipe, n_out, f), w2q, layout)
+    p.h, p.a = _c(h), _c(a)
+    g = _lib.LnMlpGrads()
+    both = ROWWISE | COLUMNWISE
+    dyo = shapes.outputs(recipe, "quantize", role="grad", outputs=both, M=m, K=n_out)
+    dho = shapes.outputs(recipe, "quantize", role="grad", outputs=both, M=m, K=fin)
+    dyq, dhq = _alloc(dyo, dev), _alloc(dho, dev)
+    g.dyq, g.dhq = _quantized(dyo, dyq, layout), _quantized(dho, dhq, layout)
+    g.rng_dy, g.rng_dh = _lib.Rng(st.seed, 2 * st.offset), _lib.Rng(st.seed, 2 * st.offset + 1)
+    if st.advance_rng:
+        st.offset += 1
+    da = torch.empty(m, f, dtype=torch.bfloat16, device=dev)
+    dh = torch.empty(m, fin, dtype=torch.bfloat16, device=dev)
+    dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
+    g.da, g.dh, g.dxn = _c(da), _c(dh), _c(dxn)
+    nb = {o.name: o for o in shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm],
+                                              M=m, K=k, dtype=QF_DTYPE[x.dtype])}
+    dx = torch.empty_like(x2)
+    dgamma = torch.empty(nb["dgamma"].dims, dtype=torch.float32, device=dev)
+    dbeta = torch.empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=torch.float32,
+                        device=dev)
+    g.norm.dx, g.norm.dgamma = _c(dx, dims=(m, k)), _c(dgamma)
+    if "dbeta" in nb:
+        g.norm.dbeta = _c(dbeta)
+    dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16
+    dw1 = torch.empty(fin, k, dtype=dw_dtype, device=dev)
+    dw2 = torch.empty(n_out, f, dtype=dw_dtype, device=dev)
+    g.dw1, g.dw2 = _c(dw1), _c(dw2)
+    db1 = torch.empty(fin if has_b1 else 0, dtype=torch.bfloat16, device=dev)
+    db2 = torch.empty(n_out if has_b2 else 0, dtype=dy.dtype, device=dev)
+    if has_b1:
+        g.db1 = _c(db1)
+    if has_b2:
+        g.db2 = _c(db2)
+    xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
+    _lib.check(_lib.lib.qf_layernorm_mlp_bwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                             ctypes.byref(dyt), ctypes.byref(p), ctypes.byref(g),
+                                             stream))
+    return [dx, dgamma, dbeta, dw1, dw2, db1, db2]
+
+
+@layernorm_mlp_bwd.register_fake
+def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, eps,
+      zero_centered_gamma, act, has_b1, has_b2):
+    m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
+    nb = {o.name: o for o in shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm],
+                                              M=m, K=k, dtype=QF_DTYPE[x.dtype])}
+    dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16
+    w1_out = shapes.outputs(recipe, "gemm", M=fin, N=k, K=m,
+                            outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
+    w2_out = shapes.outputs(recipe, "gemm", M=n_out, N=f, K=m,
+                            outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
+    fp32 = torch.float32
+    return [torch.empty_like(x), x.new_empty(nb["dgamma"].dims, dtype=fp32),
+            x.new_empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=fp32),
+            x.new_empty(w1_out.dims, dtype=dw_dtype), x.new_empty(w2_out.dims, dtype=dw_dtype),
+            x.new_empty((fin,) if has_b1 else (0,), dtype=torch.bfloat16),
+            x.new_empty((n_out,) if has_b2 else (0,), dtype=dy.dtype)]
+
+
+def _mlp_setup_context(ctx, inputs, output):
+    (x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zc, act,
+     for_backward) = inputs
+    ctx.cfg = (layer, recipe, norm, eps, zc, act, b1.dtype if b1 is not None else None,
+               b2 is not None, beta is not None, len(w1q), len(w2q), for_backward)
+    ctx.n_xq = len(_x_outs(recipe, norm, 16, x.shape[-1], True)) if for_backward else 0
+    ctx.save_for_backward(x, w1, w2, gamma, *([beta] if beta is not None else []), *w1q, *w2q,
+                          *output[1:])
+
+
+def _mlp_backward(ctx, *grads):
+    (layer, recipe, norm, eps, zc, act, b1_dtype, has_b2, has_beta, n1, n2,
+     for_backward) = ctx.cfg
+    has_b1 = b1_dtype is not None
+    if not for_backward:
+        raise RuntimeError("qfuse: layernorm_mlp_fwd ran with for_backward=False, so it kept no "
+                           "columnwise copies for the backward")
+    saved = list(ctx.saved_tensors)
+    x, w1, w2, gamma = saved[:4]
+    i = 4
+    beta = None
+    if has_beta:
+        beta, i = saved[4], 5
+    w1q, w2q = saved[i:i + n1], saved[i + n1:i + n1 + n2]
+    i += n1 + n2
+    h, a = saved[i], saved[i + 1]
+    xq, aq = saved[i + 2:i + 2 + ctx.n_xq], saved[i + 2 + ctx.n_xq:]
+    dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
+    dx, dgamma, dbeta, dw1, dw2, db1, db2 = layernorm_mlp_bwd(
+        dy, x, w1, w2, gamma, beta, list(w1q), list(w2q), list(xq), list(aq), h, a, layer,
+        recipe, norm, eps, zc, act, has_b1, has_b2)
+    return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dgamma.to(gamma.dtype),
+            dbeta.to(beta.dtype) if beta is not None else None, [None] * n1, [None] * n2,
+            db1.to(b1_dtype) if has_b1 else None, db2 if has_b2 else None, None, None, None, None, None,
+            None, None)
+
+
+layernorm_mlp_fwd.register_autograd(_mlp_backward, setup_context=_mlp_setup_context)

@@ -14,7 +14,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU: the qfuse.torch tests run on one", allow_module_level=True)
 
 import qfuse.ops as qops  # noqa: E402
-from qfuse.torch import LayerNormLinear  # noqa: E402
+from qfuse.torch import LayerNormLinear, LayerNormMLP  # noqa: E402
 
 RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"]
 M, K, N = 256, 512, 384
@@ -50,10 +50,10 @@ def clone(layer):
     return c
 
 
-def inputs(m, seed=1):
+def inputs(m, seed=1, n_out=N):
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(m // 2, 2, K, device="cuda", generator=g).to(torch.bfloat16)
-    dy = (torch.randn(m // 2, 2, N, device="cuda", generator=g) * 0.05).to(torch.bfloat16)
+    dy = (torch.randn(m // 2, 2, n_out, device="cuda", generator=g) * 0.05).to(torch.bfloat16)
     return x.requires_grad_(), dy
 
 
@@ -203,3 +203,105 @@ def test_errors_and_fallback():
     nv = make("nvfp4")
     with pytest.raises(qops._lib.QfuseError, match="rejects the shape query|multiple"):
         nv(torch.randn(10, K, device="cuda", dtype=torch.bfloat16))
+
+
+# ------------------------------------------------------------------ LayerNormMLP
+
+F = 256
+
+
+def make_mlp(recipe, act, norm="LayerNorm", seed=0):
+    torch.manual_seed(seed)
+    mlp = LayerNormMLP(K, F, recipe=recipe, normalization=norm, activation=act)
+    with torch.no_grad():
+        mlp.layer_norm_weight.uniform_(0.7, 1.3)
+        if mlp.layer_norm_bias is not None:
+            mlp.layer_norm_bias.uniform_(-0.2, 0.2)
+        mlp.fc1_bias.uniform_(-0.5, 0.5)
+        mlp.fc2_bias.uniform_(-0.5, 0.5)
+    return mlp
+
+
+def mlp_bound(recipe):
+    """test_gpu_ln_mlp.c's bound: two quantized GEMMs in series, each with one layer's error
+    (bound()), in quadrature sqrt(2) times one layer's."""
+    return 0.60 if recipe.startswith("nvfp4") else 0.25
+
+
+def reference_mlp(mlp, x, dy):
+    ref = copy.deepcopy(mlp).double()
+    xd = x.detach().double().requires_grad_()
+    if ref.normalization == "LayerNorm":
+        xn = torch.nn.functional.layer_norm(xd, (K,), ref.layer_norm_weight, ref.layer_norm_bias,
+                                            ref.eps)
+    else:
+        xn = torch.nn.functional.rms_norm(xd, (K,), ref.layer_norm_weight, ref.eps)
+    h = torch.nn.functional.linear(xn, ref.fc1_weight, ref.fc1_bias)
+    y = torch.nn.functional.linear(ref._act(h), ref.fc2_weight, ref.fc2_bias)
+    y.backward(dy.double())
+    return [y.detach(), xd.grad] + [p.grad for p in ref.parameters()]
+
+
+@pytest.mark.parametrize("act", ["gelu", "swiglu", "relu"])
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_mlp_against_fp64(recipe, act):
+    mlp = make_mlp(recipe, act)
+    assert mlp.fused, mlp.fallback_reason
+    x, dy = inputs(M, n_out=K)
+    got, want = grads(mlp, x, dy), reference_mlp(mlp, x, dy)
+    names = ["y", "dx"] + [n for n, _ in mlp.named_parameters()]
+    errs = {n: rel(g, w) for n, g, w in zip(names, got, want)}
+    print(recipe, act, {n: "%.3f" % e for n, e in errs.items()})
+    assert got[0].dtype == torch.bfloat16 and got[0].shape == (M // 2, 2, K)
+    for n, e in errs.items():
+        assert e <= (2 ** -8 if n == "fc2_bias" else mlp_bound(recipe)), (n, e)
+
+
+@pytest.mark.parametrize("recipe,act", [("mxfp8", "swiglu"), ("nvfp4", "gelu"),
+                                        ("fp8_current", "relu")])
+def test_mlp_compile_equals_eager(recipe, act):
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    base = make_mlp(recipe, act)
+    compiled_mlp = clone(base)
+    compiled_mlp._layer_w2 = qops.new_layer()
+    compiled = torch.compile(compiled_mlp, fullgraph=True, dynamic=True)
+    for m in (M, 2 * M, 3 * M):
+        eager = clone(base)
+        eager._layer_w2 = qops.new_layer()
+        x, dy = inputs(m, seed=m, n_out=K)
+        want = grads(eager, x, dy)
+        x2 = x.detach().clone().requires_grad_()
+        for p in compiled_mlp.parameters():
+            p.grad = None
+        y = compiled(x2)
+        y.backward(dy)
+        got = [y.detach(), x2.grad] + [p.grad for p in compiled_mlp.parameters()]
+        for g, w in zip(got, want):
+            assert torch.equal(g, w)
+        qops._layers[compiled_mlp._layer].offset = 0
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+def test_mlp_opcheck():
+    mlp = make_mlp("mxfp8", "swiglu")
+    qops._layers[mlp._layer].advance_rng = False
+    x, dy = inputs(64, n_out=K)
+    x = x.detach().requires_grad_()
+    w1q = [getattr(mlp, n) for n in mlp._w1_names]
+    w2q = [getattr(mlp, n) for n in mlp._w2_names]
+    torch.ops.qfuse.quantize_weight_(mlp.fc1_weight, w1q, mlp._layer, "mxfp8")
+    torch.ops.qfuse.quantize_weight_(mlp.fc2_weight, w2q, mlp._layer_w2, "mxfp8")
+    args = (x, mlp.fc1_weight, mlp.fc2_weight, mlp.layer_norm_weight, mlp.layer_norm_bias, w1q,
+            w2q, mlp.fc1_bias, mlp.fc2_bias, mlp._layer, "mxfp8", 1, 1e-5, False, 1, True)
+    torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_fwd.default, args)
+    out = torch.ops.qfuse.layernorm_mlp_fwd(*args)
+    n_x = len(qops._x_outs("mxfp8", 1, 64, K, True))
+    det = [t.detach() for t in out]
+    bwd = (dy, x.detach(), mlp.fc1_weight.detach(), mlp.fc2_weight.detach(),
+           mlp.layer_norm_weight.detach(), mlp.layer_norm_bias.detach(), w1q, w2q,
+           det[3:3 + n_x], det[3 + n_x:], det[1], det[2], mlp._layer, "mxfp8", 1, 1e-5, False, 1,
+           True, True)
+    torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_bwd.default, bwd)

@@ -89,3 +89,40 @@ def test_compile_one_graph_over_batch_sizes(recipe):
         assert y.shape == (m, 2, N) and x.grad.shape == (m, 2, K)
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+@pytest.mark.parametrize("act", ["gelu", "swiglu", "relu"])
+@pytest.mark.parametrize("recipe", ["fp8_current", "mxfp8", "nvfp4"])
+def test_mlp_autograd_and_compile_on_meta(recipe, act):
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    F = 256
+    fin = 2 * F if act == "swiglu" else F
+    layer = qops.new_layer()
+
+    def p(*shape):
+        return torch.nn.Parameter(torch.empty(*shape, dtype=torch.bfloat16, device="meta"))
+    w1, w2, g, b, b1, b2 = p(fin, K), p(K, F), p(K), p(K), p(fin), p(K)
+    w1q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+           for o in qops._weight_outs(recipe, fin, K)]
+    w2q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+           for o in qops._weight_outs(recipe, K, F)]
+
+    def f(x):
+        return torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
+                                                 recipe, 1, 1e-5, False,
+                                                 qops.ACT_NAMES.index(act), True)[0]
+
+    cf = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m in (64, 128, 192):
+        x = torch.empty(m, 2, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        for t in (w1, w2, g, b, b1, b2):
+            t.grad = None
+        y = cf(x)
+        y.sum().backward()
+        assert y.shape == (m, 2, K) and x.grad.shape == (m, 2, K)
+        for t in (w1, w2, g, b, b1, b2):
+            assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])

@@ -1,2 +1,2 @@
 """PyTorch modules over libqfuse's fused ops (docs/python.md)."""
-from .modules import LayerNormLinear  # noqa: F401
+from .modules import LayerNormLinear, LayerNormMLP  # noqa: F401

@@ -1,5 +1,6 @@
-"""qfuse.torch.LayerNormLinear: LayerNorm or RMSNorm + Linear under a qfuse recipe, forward and
-backward through the qfuse custom ops (qfuse.ops), usable under torch.compile(fullgraph=True)."""
+"""qfuse.torch.LayerNormLinear and LayerNormMLP: LayerNorm or RMSNorm followed by a Linear (or a
+two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
+(qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
 import warnings
 
 import torch
@@ -9,10 +10,85 @@ from .. import _lib, ops, shapes
 _NORMS = {"LayerNorm": 1, "RMSNorm": 2}
 
 
-class LayerNormLinear(torch.nn.Module):
+class _FusedNorm(torch.nn.Module):
+    """What both modules share: the norm's parameters, the fused-or-fallback decision (made once,
+    at construction, and reported once), the weight cache's buffers and the host state."""
+
+    def __init__(self, in_features, recipe, normalization, eps, zero_centered_gamma, params_dtype,
+                 device, rng_seed):
+        super().__init__()
+        if normalization not in _NORMS:
+            raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
+                             % (normalization,))
+        self.in_features = int(in_features)
+        self.recipe, self.normalization = str(recipe), normalization
+        self.eps, self.zero_centered_gamma = float(eps), bool(zero_centered_gamma)
+        self._dev = torch.device(device)
+        self._dtype = params_dtype
+        self.layer_norm_weight = self._param(in_features, fill=0.0 if zero_centered_gamma else 1.0)
+        self.layer_norm_bias = (self._param(in_features, fill=0.0)
+                                if normalization == "LayerNorm" else None)
+        self._layer = ops.new_layer(rng_seed)
+
+    def _param(self, *shape, fill=None):
+        t = torch.empty(*shape, dtype=self._dtype, device=self._dev)
+        if fill is None:
+            torch.nn.init.normal_(t, std=shape[-1] ** -0.5)
+        else:
+            t.fill_(fill)
+        return torch.nn.Parameter(t)
+
+    def _decide(self, gemms):
+        """(fused, reason) for GEMMs [(N, K)]: whether the recipe's fused path takes them here."""
+        try:
+            if self._dev.type != "cuda":
+                raise ValueError("the fused path runs on CUDA devices, not %s" % self._dev)
+            if self._dtype not in ops.QF_DTYPE:
+                raise ValueError("params_dtype %s (bf16, fp16 or fp32)" % self._dtype)
+            for n, k in gemms:
+                ops._weight_outs(self.recipe, n, k)
+                shapes.outputs(self.recipe, "gemm", M=128, N=n, K=k)
+            ops._layout(self.recipe, self._dev)
+            if ops.recipe_family(self.recipe) == "fp8_delayed":
+                raise ValueError("delayed scaling keeps scale state the module does not carry "
+                                 "yet; use fp8_current")
+            return True, ""
+        except (_lib.QfuseError, ValueError, OSError) as e:
+            warnings.warn("qfuse.torch.%s(recipe=%r): runs unfused in bf16 PyTorch: %s"
+                          % (type(self).__name__, self.recipe, e), stacklevel=3)
+            return False, str(e)
+
+    def _cache_buffers(self, prefix, weight):
+        """Registers the weight cache's buffers of `weight` (non-persistent); their names."""
+        names = []
+        for o, t in zip(ops._weight_outs(self.recipe, *weight.shape),
+                        ops.weight_buffers(self.recipe, weight)):
+            names.append("_%s_%s" % (prefix, o.name))
+            self.register_buffer(names[-1], t, persistent=False)
+        return names
+
+    def _norm(self, x):
+        g = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
+        if self.normalization == "LayerNorm":
+            return torch.nn.functional.layer_norm(x, (self.in_features,), g,
+                                                  self.layer_norm_bias, self.eps)
+        return torch.nn.functional.rms_norm(x, (self.in_features,), g, self.eps)
+
+    def _check_x(self, x):
+        if x.shape[-1] != self.in_features:
+            raise ValueError("qfuse.torch.%s: x has last dim %d, expected in_features=%d"
+                             % (type(self).__name__, x.shape[-1], self.in_features))
+
+    def _for_backward(self, x):
+        return torch.is_grad_enabled() and (x.requires_grad or any(
+            p.requires_grad for p in self.parameters()))
+
+
+class LayerNormLinear(_FusedNorm):
     """y = norm(x) W^T + b with the norm fused with x's quantization and the GEMM run on the
     quantized copies (docs/numerics.md sections 3 and 6). x [..., in_features] bf16/fp16/fp32, y
-    [..., out_features] bf16.
+    [..., out_features] bf16. Parameters: layer_norm_weight, layer_norm_bias (LayerNorm), weight
+    [out_features, in_features], bias.
 
     recipe: a shipped recipe name ("mxfp8", "nvfp4", "fp8_current", ...) or the path of a .lua
     recipe. The weight's quantized copies are kept in buffers and made again only when the
@@ -27,83 +103,89 @@ class LayerNormLinear(torch.nn.Module):
     def __init__(self, in_features, out_features, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", eps=1e-5, zero_centered_gamma=False,
                  params_dtype=torch.bfloat16, device="cuda", rng_seed=0):
-        super().__init__()
-        if normalization not in _NORMS:
-            raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
-                             % (normalization,))
-        self.in_features, self.out_features = int(in_features), int(out_features)
-        self.recipe, self.normalization = str(recipe), normalization
-        self.eps, self.zero_centered_gamma = float(eps), bool(zero_centered_gamma)
-        dev = torch.device(device)
-        g0 = 0.0 if zero_centered_gamma else 1.0
-        self.layer_norm_weight = torch.nn.Parameter(
-            torch.full((in_features,), g0, dtype=params_dtype, device=dev))
-        self.layer_norm_bias = (torch.nn.Parameter(torch.zeros(in_features, dtype=params_dtype,
-                                                               device=dev))
-                                if normalization == "LayerNorm" else None)
-        self.weight = torch.nn.Parameter(torch.empty(out_features, in_features,
-                                                     dtype=params_dtype, device=dev))
-        torch.nn.init.normal_(self.weight, std=in_features ** -0.5)
-        self.bias = (torch.nn.Parameter(torch.zeros(out_features, dtype=params_dtype,
-                                                    device=dev)) if bias else None)
-        self.fused, self.fallback_reason = self._decide(dev)
-        self._layer = ops.new_layer(rng_seed)
-        self._wq_names = []
-        if self.fused:
-            for o, t in zip(ops._weight_outs(self.recipe, out_features, in_features),
-                            ops.weight_buffers(self.recipe, self.weight)):
-                name = "_wq_" + o.name
-                self.register_buffer(name, t, persistent=False)
-                self._wq_names.append(name)
-
-    def _decide(self, dev):
-        """(fused, reason): whether the recipe's fused path takes this layer on this GPU."""
-        try:
-            if dev.type != "cuda":
-                raise ValueError("the fused path runs on CUDA devices, not %s" % dev)
-            if self.weight.dtype not in ops.QF_DTYPE:
-                raise ValueError("params_dtype %s (bf16, fp16 or fp32)" % self.weight.dtype)
-            ops._weight_outs(self.recipe, self.out_features, self.in_features)
-            shapes.outputs(self.recipe, "gemm", M=128, N=self.out_features,
-                           K=self.in_features)
-            ops._layout(self.recipe, dev)
-            fam = ops.recipe_family(self.recipe)
-            if fam == "fp8_delayed":
-                raise ValueError("delayed scaling keeps scale state the module does not "
-                                 "carry yet; use fp8_current")
-            return True, ""
-        except (_lib.QfuseError, ValueError, OSError) as e:
-            warnings.warn("qfuse.torch.LayerNormLinear(recipe=%r, %d -> %d): runs unfused in "
-                          "bf16 PyTorch: %s" % (self.recipe, self.in_features, self.out_features,
-                                                e), stacklevel=3)
-            return False, str(e)
+        super().__init__(in_features, recipe, normalization, eps, zero_centered_gamma,
+                         params_dtype, device, rng_seed)
+        self.out_features = int(out_features)
+        self.weight = self._param(out_features, in_features)
+        self.bias = self._param(out_features, fill=0.0) if bias else None
+        self.fused, self.fallback_reason = self._decide([(out_features, in_features)])
+        self._wq_names = self._cache_buffers("wq", self.weight) if self.fused else []
 
     def extra_repr(self):
         return "%d -> %d, recipe=%r, normalization=%s, bias=%s, fused=%s" % (
             self.in_features, self.out_features, self.recipe, self.normalization,
             self.bias is not None, self.fused)
 
-    def _norm(self, x):
-        g = self.layer_norm_weight + 1 if self.zero_centered_gamma else self.layer_norm_weight
-        if self.normalization == "LayerNorm":
-            return torch.nn.functional.layer_norm(x, (self.in_features,), g,
-                                                  self.layer_norm_bias, self.eps)
-        return torch.nn.functional.rms_norm(x, (self.in_features,), g, self.eps)
-
     def forward(self, x):
-        if x.shape[-1] != self.in_features:
-            raise ValueError("qfuse LayerNormLinear: x has last dim %d, expected in_features=%d"
-                             % (x.shape[-1], self.in_features))
+        self._check_x(x)
         if not self.fused:
             xn = self._norm(x.to(self.weight.dtype))
             return torch.nn.functional.linear(xn, self.weight, self.bias).to(torch.bfloat16)
         wq = [getattr(self, n) for n in self._wq_names]
         torch.ops.qfuse.quantize_weight_(self.weight, wq, self._layer, self.recipe)
-        for_backward = torch.is_grad_enabled() and any(
-            t is not None and t.requires_grad
-            for t in (x, self.weight, self.layer_norm_weight, self.layer_norm_bias, self.bias))
         out = torch.ops.qfuse.layernorm_linear_fwd(
             x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq, self.bias,
             self._layer, self.recipe, _NORMS[self.normalization], self.eps,
-            self.zero_centered_gamma, for_backward)
+            self.zero_centered_gamma, self._for_backward(x))
+        return out[0]
+
+
+class LayerNormMLP(_FusedNorm):
+    """y = fc2(act(fc1(norm(x)))) (docs/numerics.md section 6): the norm fused with x's
+    quantization, both GEMMs on quantized copies, activation "gelu" (tanh), "swiglu" (fc1 of
+    width 2 ffn_hidden_size) or "relu". x [..., hidden_size], y [..., hidden_size] bf16.
+    Parameters: layer_norm_weight, layer_norm_bias (LayerNorm), fc1_weight [Fin, hidden_size],
+    fc1_bias, fc2_weight [hidden_size, ffn_hidden_size], fc2_bias. Recipes, the weight cache,
+    stochastic rounding and the fused-or-fallback decision as LayerNormLinear."""
+
+    def __init__(self, hidden_size, ffn_hidden_size, recipe="mxfp8", bias=True,
+                 normalization="LayerNorm", activation="gelu", eps=1e-5,
+                 zero_centered_gamma=False, params_dtype=torch.bfloat16, device="cuda",
+                 rng_seed=0):
+        super().__init__(hidden_size, recipe, normalization, eps, zero_centered_gamma,
+                         params_dtype, device, rng_seed)
+        if activation not in ops.ACT_NAMES:
+            raise ValueError("activation must be one of %s, not %r" % (ops.ACT_NAMES,
+                                                                       activation))
+        self.activation, self.ffn_hidden_size = activation, int(ffn_hidden_size)
+        fin = 2 * self.ffn_hidden_size if activation == "swiglu" else self.ffn_hidden_size
+        self.fc1_weight = self._param(fin, hidden_size)
+        self.fc1_bias = self._param(fin, fill=0.0) if bias else None
+        self.fc2_weight = self._param(hidden_size, ffn_hidden_size)
+        self.fc2_bias = self._param(hidden_size, fill=0.0) if bias else None
+        self.fused, self.fallback_reason = self._decide([(fin, hidden_size),
+                                                         (hidden_size, ffn_hidden_size)])
+        self._w1_names = self._cache_buffers("w1q", self.fc1_weight) if self.fused else []
+        self._w2_names = self._cache_buffers("w2q", self.fc2_weight) if self.fused else []
+        self._layer_w2 = ops.new_layer(rng_seed)  # the second weight's cache slot
+
+    def extra_repr(self):
+        return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
+            self.in_features, self.ffn_hidden_size, self.in_features, self.recipe,
+            self.normalization, self.activation, self.fc1_bias is not None, self.fused)
+
+    def _act(self, h):
+        if self.activation == "gelu":
+            return torch.nn.functional.gelu(h, approximate="tanh")
+        if self.activation == "relu":
+            return torch.relu(h)
+        h1, h2 = h.chunk(2, dim=-1)
+        return torch.nn.functional.silu(h1) * h2
+
+    def forward(self, x):
+        self._check_x(x)
+        if not self.fused:
+            xn = self._norm(x.to(self.fc1_weight.dtype))
+            h = torch.nn.functional.linear(xn, self.fc1_weight, self.fc1_bias)
+            y = torch.nn.functional.linear(self._act(h), self.fc2_weight, self.fc2_bias)
+            return y.to(torch.bfloat16)
+        w1q = [getattr(self, n) for n in self._w1_names]
+        w2q = [getattr(self, n) for n in self._w2_names]
+        torch.ops.qfuse.quantize_weight_(self.fc1_weight, w1q, self._layer, self.recipe)
+        torch.ops.qfuse.quantize_weight_(self.fc2_weight, w2q, self._layer_w2, self.recipe)
+        out = torch.ops.qfuse.layernorm_mlp_fwd(
+            x, self.fc1_weight, self.fc2_weight, self.layer_norm_weight, self.layer_norm_bias,
+            w1q, w2q, self.fc1_bias, self.fc2_bias, self._layer, self.recipe,
+            _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
+            ops.ACT_NAMES.index(self.activation), self._for_backward(x))
         return out[0]
