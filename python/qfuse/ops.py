@@ -513,8 +513,8 @@ def _mlp_backward(ctx, *grads):
         recipe, norm, eps, zc, act, has_b1, has_b2)
     return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dgamma.to(gamma.dtype),
             dbeta.to(beta.dtype) if beta is not None else None, [None] * n1, [None] * n2,
-            db1.to(b1_dtype) if has_b1 else None, db2 if has_b2 else None, None, None, None, None, None,
-            None, None)
+            db1.to(b1_dtype) if has_b1 else None, db2 if has_b2 else None, None, None, None,
+            None, None, None, None)
 
 
 layernorm_mlp_fwd.register_autograd(_mlp_backward, setup_context=_mlp_setup_context)

@@ -79,6 +79,12 @@ class _FusedNorm(torch.nn.Module):
             raise ValueError("qfuse.torch.%s: x has last dim %d, expected in_features=%d"
                              % (type(self).__name__, x.shape[-1], self.in_features))
 
+    @staticmethod
+    def _bias(b):
+        """A bias as the ops take it: bf16 (a cast of fp32/fp16 parameters, which autograd
+        follows back)."""
+        return None if b is None else b.to(torch.bfloat16)
+
     def _for_backward(self, x):
         return torch.is_grad_enabled() and (x.requires_grad or any(
             p.requires_grad for p in self.parameters()))
@@ -124,9 +130,9 @@ class LayerNormLinear(_FusedNorm):
         wq = [getattr(self, n) for n in self._wq_names]
         torch.ops.qfuse.quantize_weight_(self.weight, wq, self._layer, self.recipe)
         out = torch.ops.qfuse.layernorm_linear_fwd(
-            x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq, self.bias,
-            self._layer, self.recipe, _NORMS[self.normalization], self.eps,
-            self.zero_centered_gamma, self._for_backward(x))
+            x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
+            self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
+            self.eps, self.zero_centered_gamma, self._for_backward(x))
         return out[0]
 
 
@@ -185,7 +191,7 @@ class LayerNormMLP(_FusedNorm):
         torch.ops.qfuse.quantize_weight_(self.fc2_weight, w2q, self._layer_w2, self.recipe)
         out = torch.ops.qfuse.layernorm_mlp_fwd(
             x, self.fc1_weight, self.fc2_weight, self.layer_norm_weight, self.layer_norm_bias,
-            w1q, w2q, self.fc1_bias, self.fc2_bias, self._layer, self.recipe,
-            _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
+            w1q, w2q, self._bias(self.fc1_bias), self._bias(self.fc2_bias), self._layer,
+            self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
             ops.ACT_NAMES.index(self.activation), self._for_backward(x))
         return out[0]
