@@ -135,6 +135,36 @@ def _x_outs(recipe, norm, m, k, for_backward):
                           outputs=ROWWISE | (COLUMNWISE if for_backward else 0), M=m, K=k)
 
 
+def _norm_grad_outs(recipe, norm, x):
+    """Fake-shape outputs of the norm backward of x (dx, dgamma, dbeta), by name."""
+    k = x.shape[-1]
+    return {o.name: o for o in shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm],
+                                              M=x.numel() // k, K=k, dtype=QF_DTYPE[x.dtype])}
+
+
+def _norm_grads(recipe, norm, x):
+    """New dx, dgamma, dbeta (0 elements for RMSNorm) for the norm backward of contiguous x, and
+    their qf_norm_grads."""
+    nb, k, dev = _norm_grad_outs(recipe, norm, x), x.shape[-1], x.device
+    dx = torch.empty_like(x)
+    dgamma = torch.empty(nb["dgamma"].dims, dtype=torch.float32, device=dev)
+    dbeta = torch.empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=torch.float32,
+                        device=dev)
+    ng = _lib.NormGrads()
+    ng.dx, ng.dgamma = _c(dx, dims=(x.numel() // k, k)), _c(dgamma)
+    if "dbeta" in nb:
+        ng.dbeta = _c(dbeta)
+    return ng, dx, dgamma, dbeta
+
+
+def _rng(st):
+    """The stochastic-rounding stream of this backward (seed, offset), advancing the layer's."""
+    rng = _lib.Rng(st.seed, st.offset)
+    if st.advance_rng:
+        st.offset += 1
+    return rng
+
+
 def recipe_family(recipe):
     """The family of a recipe (a name or a .lua path): "mxfp8", "fp8_delayed", ..."""
     fam = ctypes.c_int()
@@ -219,16 +249,10 @@ def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_
 
 # ------------------------------------------------------------------ qfuse::layernorm_linear_bwd
 
-def _bwd_outs(recipe, norm, x, n_out, dw_dtype):
-    """Fake-shape outputs of the backward: the norm backward's (dx, dgamma, dbeta), wgrad's y
-    ([N, K]) and dbias ([N])."""
-    k = x.shape[-1]
-    m = x.numel() // k
-    nb = shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm], M=m, K=k,
-                        dtype=QF_DTYPE[x.dtype])
-    dw = shapes.outputs(recipe, "gemm", M=n_out, N=k, K=m,
-                        outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
-    return {o.name: o for o in nb}, dw
+def _wgrad_out(recipe, n_out, k, m, dw_dtype):
+    """Fake-shape output of a wgrad: dW [N, K] (bf16, or fp32)."""
+    return shapes.outputs(recipe, "gemm", M=n_out, N=k, K=m,
+                          outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
 
 
 @torch.library.custom_op("qfuse::layernorm_linear_bwd", mutates_args=())
@@ -244,7 +268,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
     x2, dy2 = x.contiguous(), dy.contiguous()
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
-    nb, dw_out = _bwd_outs(recipe, norm, x, n_out, dw_dtype)
+    dw_out = _wgrad_out(recipe, n_out, k, m, dw_dtype)
     ll = _lib.LnLinear()
     ll.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)
     ll.weight = _c(weight)
@@ -255,18 +279,10 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
                          K=n_out)
     dyq = _alloc(dyo, dev)
     g.dyq = _quantized(dyo, dyq, layout)
-    g.rng = _lib.Rng(st.seed, st.offset)
-    if st.advance_rng:
-        st.offset += 1
+    g.rng = _rng(st)
     dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
     g.dxn = _c(dxn)
-    dx = torch.empty_like(x2)
-    dgamma = torch.empty(nb["dgamma"].dims, dtype=torch.float32, device=dev)
-    dbeta = torch.empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=torch.float32,
-                        device=dev)
-    g.norm.dx, g.norm.dgamma = _c(dx, dims=(m, k)), _c(dgamma)
-    if "dbeta" in nb:
-        g.norm.dbeta = _c(dbeta)
+    g.norm, dx, dgamma, dbeta = _norm_grads(recipe, norm, x2)
     dweight = torch.empty(dw_out.dims, dtype=dw_dtype, device=dev)
     g.dweight = _c(dweight)
     dbias = torch.empty(n_out if has_bias else 0, dtype=dy.dtype, device=dev)
@@ -282,9 +298,10 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
 @layernorm_linear_bwd.register_fake
 def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centered_gamma,
       has_bias):
-    n_out = weight.shape[0]
+    k, n_out = x.shape[-1], weight.shape[0]
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
-    nb, dw_out = _bwd_outs(recipe, norm, x, n_out, dw_dtype)
+    nb, dw_out = _norm_grad_outs(recipe, norm, x), _wgrad_out(recipe, n_out, k, x.numel() // k,
+                                                              dw_dtype)
     fp32 = torch.float32
     dx = torch.empty_like(x)
     dgamma = x.new_empty(nb["dgamma"].dims, dtype=fp32)
@@ -428,25 +445,17 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     dho = shapes.outputs(recipe, "quantize", role="grad", outputs=both, M=m, K=fin)
     dyq, dhq = _alloc(dyo, dev), _alloc(dho, dev)
     g.dyq, g.dhq = _quantized(dyo, dyq, layout), _quantized(dho, dhq, layout)
-    g.rng_dy, g.rng_dh = _lib.Rng(st.seed, 2 * st.offset), _lib.Rng(st.seed, 2 * st.offset + 1)
-    if st.advance_rng:
-        st.offset += 1
+    g.rng_dy = _rng(st)  # dy's and dh's streams: two offsets of the layer's
+    g.rng_dh = _rng(st)
     da = torch.empty(m, f, dtype=torch.bfloat16, device=dev)
     dh = torch.empty(m, fin, dtype=torch.bfloat16, device=dev)
     dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
     g.da, g.dh, g.dxn = _c(da), _c(dh), _c(dxn)
-    nb = {o.name: o for o in shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm],
-                                              M=m, K=k, dtype=QF_DTYPE[x.dtype])}
-    dx = torch.empty_like(x2)
-    dgamma = torch.empty(nb["dgamma"].dims, dtype=torch.float32, device=dev)
-    dbeta = torch.empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=torch.float32,
-                        device=dev)
-    g.norm.dx, g.norm.dgamma = _c(dx, dims=(m, k)), _c(dgamma)
-    if "dbeta" in nb:
-        g.norm.dbeta = _c(dbeta)
+    g.norm, dx, dgamma, dbeta = _norm_grads(recipe, norm, x2)
     dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16
-    dw1 = torch.empty(fin, k, dtype=dw_dtype, device=dev)
-    dw2 = torch.empty(n_out, f, dtype=dw_dtype, device=dev)
+    dw1 = torch.empty(_wgrad_out(recipe, fin, k, m, dw_dtype).dims, dtype=dw_dtype, device=dev)
+    dw2 = torch.empty(_wgrad_out(recipe, n_out, f, m, dw_dtype).dims, dtype=dw_dtype,
+                      device=dev)
     g.dw1, g.dw2 = _c(dw1), _c(dw2)
     db1 = torch.empty(fin if has_b1 else 0, dtype=torch.bfloat16, device=dev)
     db2 = torch.empty(n_out if has_b2 else 0, dtype=dy.dtype, device=dev)
@@ -465,13 +474,10 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
 def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, eps,
       zero_centered_gamma, act, has_b1, has_b2):
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
-    nb = {o.name: o for o in shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm],
-                                              M=m, K=k, dtype=QF_DTYPE[x.dtype])}
+    nb = _norm_grad_outs(recipe, norm, x)
     dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16
-    w1_out = shapes.outputs(recipe, "gemm", M=fin, N=k, K=m,
-                            outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
-    w2_out = shapes.outputs(recipe, "gemm", M=n_out, N=f, K=m,
-                            outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
+    w1_out = _wgrad_out(recipe, fin, k, m, dw_dtype)
+    w2_out = _wgrad_out(recipe, n_out, f, m, dw_dtype)
     fp32 = torch.float32
     return [torch.empty_like(x), x.new_empty(nb["dgamma"].dims, dtype=fp32),
             x.new_empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=fp32),

@@ -5,8 +5,9 @@ writes; each dim comes back as its formula (`qf_fake_shape_formulas`: "M", "roun
 and is evaluated here for the sizes given, which may be torch SymInts: the formulas are libqfuse's,
 this module only knows the two operators of their notation. Needs no torch and no GPU.
 """
-import ctypes
 import collections
+import ctypes
+import os
 
 from . import _lib
 
@@ -25,6 +26,35 @@ def _hint(v):
     return int(hint) if hint is not None else int(v)
 
 
+def _recipe(recipe):
+    """A recipe name or .lua path as bytes for libqfuse."""
+    if isinstance(recipe, os.PathLike):
+        recipe = os.fspath(recipe)
+    if not isinstance(recipe, str):
+        raise TypeError("qfuse: recipe must be a name or a .lua path (str), not %s"
+                        % type(recipe).__name__)
+    return recipe.encode()
+
+
+def _query(op, role, norm, outputs, M, N, K, dtype):
+    """A qf_shape_query; unknown names raise ValueError, naming the choices."""
+    def pick(table, what, name):
+        try:
+            return table[name]
+        except (KeyError, TypeError):
+            raise ValueError("qfuse.shapes: %s %r is not one of %s" % (what, name,
+                                                                       ", ".join(table)))
+    def size(what, v):
+        v = int(v)
+        if not -2 ** 63 <= v < 2 ** 63:
+            raise ValueError("qfuse.shapes: %s = %d does not fit in int64" % (what, v))
+        return v
+    return _lib.ShapeQuery(op=pick(_lib.OPS, "op", op), role=pick(_lib.ROLES, "role", role),
+                           norm=pick(_lib.NORMS, "norm", norm),
+                           outputs=size("outputs", outputs) & 0xFFFFFFFF, M=size("M", M),
+                           N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
+
+
 def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
     """[(name, dtype name, (dim formulas...))] of one query, in libqfuse's order. Raises
     QfuseError for a query the recipe refuses (sizes not positive or not the multiples its family
@@ -33,11 +63,10 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dt
     hit = _formula_cache.get(key)
     if hit is not None:
         return hit
-    q = _lib.ShapeQuery(op=_lib.OPS[op], role=_lib.ROLES[role], norm=_lib.NORMS[norm],
-                        outputs=outputs, M=M, N=N, K=K, dtype=_lib.DTYPES[dtype])
+    q = _query(op, role, norm, outputs, M, N, K, dtype)
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
-    _lib.check(_lib.lib.qf_fake_shape_formulas(recipe.encode(), ctypes.byref(q), out, 16,
+    _lib.check(_lib.lib.qf_fake_shape_formulas(_recipe(recipe), ctypes.byref(q), out, 16,
                                                ctypes.byref(n)))
     res = [(out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
             tuple(out[i].dims[d].decode() for d in range(out[i].ndim))) for i in range(n.value)]
@@ -94,11 +123,10 @@ def outputs(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dty
 
 def concrete(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
     """[Output(name, dtype name, dims)] from qf_fake_shapes itself (concrete ints only)."""
-    q = _lib.ShapeQuery(op=_lib.OPS[op], role=_lib.ROLES[role], norm=_lib.NORMS[norm],
-                        outputs=outputs, M=M, N=N, K=K, dtype=_lib.DTYPES[dtype])
+    q = _query(op, role, norm, outputs, M, N, K, dtype)
     out = (_lib.Shape * 16)()
     n = ctypes.c_int()
-    _lib.check(_lib.lib.qf_fake_shapes(recipe.encode(), ctypes.byref(q), out, 16,
+    _lib.check(_lib.lib.qf_fake_shapes(_recipe(recipe), ctypes.byref(q), out, 16,
                                        ctypes.byref(n)))
     return [Output(out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
                    tuple(out[i].dims[d] for d in range(out[i].ndim))) for i in range(n.value)]

@@ -44,9 +44,11 @@ def make(recipe, norm="LayerNorm", seed=0, bias=True):
 
 
 def clone(layer):
-    """A copy with host state of its own (weight cache, rng offset 0)."""
+    """A copy with host state of its own (weight caches, rng offset 0)."""
     c = copy.deepcopy(layer)
     c._layer = qops.new_layer()
+    if hasattr(c, "_layer_w2"):
+        c._layer_w2 = qops.new_layer()
     return c
 
 
@@ -101,17 +103,17 @@ def test_against_fp64(recipe, norm):
             assert e <= bound(recipe), (n, e)
 
 
-@pytest.mark.parametrize("recipe", RECIPES)
-def test_compile_equals_eager_dynamic_batch(recipe):
+def check_compile_equals_eager(base, n_out):
+    """A compiled copy of module `base` (fullgraph, dynamic) against fresh eager copies at three
+    batch sizes: y and every gradient bit for bit, one graph, no graph break."""
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
-    base = make(recipe)
     compiled_layer = clone(base)
     compiled = torch.compile(compiled_layer, fullgraph=True, dynamic=True)
     for m in (M, 2 * M, 3 * M):
         eager_layer = clone(base)  # rng offset 0, as the compiled one's
-        x, dy = inputs(m, seed=m)
+        x, dy = inputs(m, seed=m, n_out=n_out)
         want = grads(eager_layer, x, dy)
         x2 = x.detach().clone().requires_grad_()
         for p in compiled_layer.parameters():
@@ -124,6 +126,11 @@ def test_compile_equals_eager_dynamic_batch(recipe):
         qops._layers[compiled_layer._layer].offset = 0  # the eager copies start at 0 too
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_compile_equals_eager_dynamic_batch(recipe):
+    check_compile_equals_eager(make(recipe), N)
 
 
 def test_reduce_overhead_captures():
@@ -260,29 +267,7 @@ def test_mlp_against_fp64(recipe, act):
 @pytest.mark.parametrize("recipe,act", [("mxfp8", "swiglu"), ("nvfp4", "gelu"),
                                         ("fp8_current", "relu")])
 def test_mlp_compile_equals_eager(recipe, act):
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    base = make_mlp(recipe, act)
-    compiled_mlp = clone(base)
-    compiled_mlp._layer_w2 = qops.new_layer()
-    compiled = torch.compile(compiled_mlp, fullgraph=True, dynamic=True)
-    for m in (M, 2 * M, 3 * M):
-        eager = clone(base)
-        eager._layer_w2 = qops.new_layer()
-        x, dy = inputs(m, seed=m, n_out=K)
-        want = grads(eager, x, dy)
-        x2 = x.detach().clone().requires_grad_()
-        for p in compiled_mlp.parameters():
-            p.grad = None
-        y = compiled(x2)
-        y.backward(dy)
-        got = [y.detach(), x2.grad] + [p.grad for p in compiled_mlp.parameters()]
-        for g, w in zip(got, want):
-            assert torch.equal(g, w)
-        qops._layers[compiled_mlp._layer].offset = 0
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    check_compile_equals_eager(make_mlp(recipe, act), K)
 
 
 def test_mlp_opcheck():

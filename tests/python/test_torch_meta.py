@@ -126,3 +126,69 @@ def test_mlp_autograd_and_compile_on_meta(recipe, act):
             assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+# ------------------------------------------------------------------ the ops' C calls, no GPU
+
+@pytest.fixture
+def host_ops(monkeypatch):
+    """The ops' real implementations on CPU tensors against a device-less sm_90 context:
+    libqfuse checks every argument they build (shapes, dtypes, alignment of every slot and
+    stage) and answers QF_ERR_NO_DEVICE, "arguments are valid", instead of launching."""
+    from qfuse import _lib
+    ctx = _lib.host_context(90)
+    monkeypatch.setattr(qops, "_ctx", lambda dev: ctx)
+    monkeypatch.setattr(qops, "_stream", lambda dev: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    yield
+    _lib.lib.qf_ctx_free(ctx)
+
+
+def expect_valid(fn, *args):
+    with pytest.raises(qops._lib.QfuseError) as e:
+        fn(*args)
+    assert e.value.status == "QF_ERR_NO_DEVICE" and "arguments are valid" in str(e.value), e.value
+
+
+@pytest.mark.parametrize("norm", [1, 2])
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_linear_ops_arguments_on_host_context(host_ops, recipe, norm):
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe, "cpu")
+    beta = b.data if norm == 1 else None
+    expect_valid(torch.ops.qfuse.quantize_weight_, w.data, wq, layer, recipe)
+    x = torch.randn(32, 2, K).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_linear_fwd, x, w.data, g.data, beta, wq, bias.data,
+                 layer, recipe, norm, 1e-5, False, True)
+    xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+          for o in qops._x_outs(recipe, norm, 64, K, True)]
+    dy = torch.randn(32, 2, N).to(torch.bfloat16)
+    for has_bias in (True, False):
+        expect_valid(torch.ops.qfuse.layernorm_linear_bwd, dy, x, w.data, g.data, beta, wq, xq,
+                     layer, recipe, norm, 1e-5, False, has_bias)
+
+
+@pytest.mark.parametrize("act", [0, 1, 2])
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_mlp_ops_arguments_on_host_context(host_ops, recipe, act):
+    F = 256
+    fin = 2 * F if act == 1 else F
+    layer = qops.new_layer()
+
+    def p(*shape):
+        return torch.randn(*shape).to(torch.bfloat16)
+    w1, w2, g, b, b1, b2 = p(fin, K), p(K, F), p(K), p(K), p(fin), p(K)
+    w1q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+           for o in qops._weight_outs(recipe, fin, K)]
+    w2q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+           for o in qops._weight_outs(recipe, K, F)]
+    x = torch.randn(64, K).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_mlp_fwd, x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
+                 recipe, 1, 1e-5, False, act, True)
+    h, a = p(64, fin), p(64, F)
+    xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+          for o in qops._x_outs(recipe, 1, 64, K, True)]
+    _, _, aqo, _ = qops._mlp_outs(recipe, 1, act, 64, K, fin, F, K, True)
+    aq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in aqo]
+    expect_valid(torch.ops.qfuse.layernorm_mlp_bwd, p(64, K), x, w1, w2, g, b, w1q, w2q, xq, aq,
+                 h, a, layer, recipe, 1, 1e-5, False, act, True, True)
