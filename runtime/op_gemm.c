@@ -104,10 +104,8 @@ static qf_status qf_g_kind(const char *op, const qf_ctx_t *ctx, const qf_recipe 
 static qf_status qf_g_data(const char *op, const qf_g_opnd *v, qf_dtype dt, const char *why,
                            int64_t *rows, int64_t *cols) {
     const qf_tensor *t = v->data;
+    QF_TRY(qf_check_tensor_struct(op, v->data_arg, t));
     const int64_t n = qf_tensor_numel(t);
-    if (!t->data || n < 1)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL or has no elements (ndim 1..%d, "
-                            "every dim >= 1)", op, v->data_arg, QF_MAX_DIMS);
     if (t->dtype != dt)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s (%s)", op,
                             v->data_arg, qf_dtype_name(t->dtype), qf_dtype_name(dt), why);

@@ -17,7 +17,7 @@ static int qf_is_hp_dtype(qf_dtype dt) {
     return dt == QF_DTYPE_BF16 || dt == QF_DTYPE_FP16 || dt == QF_DTYPE_FP32;
 }
 
-static qf_status qf_check_tensor_struct(const char *op, const char *arg, const qf_tensor *t) {
+qf_status qf_check_tensor_struct(const char *op, const char *arg, const qf_tensor *t) {
     if (!t)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, arg);
     if (!t->data)
@@ -134,12 +134,24 @@ qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_que
     return QF_OK;
 }
 
+/* qf_recipe_find, its message prefixed with the op that asked ("qf_gemm: recipe 'x' not
+ * found ..."). */
+static qf_status qf_recipe_find_for(const char *op, const char *recipe, const qf_recipe **r) {
+    const qf_status s = qf_recipe_find(recipe, r);
+    if (s != QF_OK) {
+        static _Thread_local char msg[8192];
+        snprintf(msg, sizeof msg, "%s", qf_last_error());
+        qf_set_error(s, "%s: %s", op, msg);
+    }
+    return s;
+}
+
 qf_status qf_check_recipe(const char *op, const qf_ctx_t *ctx, const char *recipe,
                           const qf_recipe **r) {
     qf_clear_error();
     if (!ctx || !recipe)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !ctx ? "ctx" : "recipe");
-    return qf_recipe_find(recipe, r);
+    return qf_recipe_find_for(op, recipe, r);
 }
 
 qf_status qf_family_unsupported(const char *op, const qf_recipe *r) {
@@ -293,7 +305,7 @@ qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *
     if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
                             "be NULL, cap >= 0", op);
-    QF_TRY(qf_recipe_find(recipe, &r));
+    QF_TRY(qf_recipe_find_for(op, recipe, &r));
     return qf_query_shapes(op, r, q, out, cap, n);
 }
 
@@ -306,7 +318,7 @@ qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
     if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
                             "be NULL, cap >= 0", op);
-    QF_TRY(qf_recipe_find(recipe, &r));
+    QF_TRY(qf_recipe_find_for(op, recipe, &r));
     QF_TRY(qf_query_shapes(op, r, q, s, QF_FAKE_MAX_OUTPUTS, n)); /* checks q as qf_fake_shapes */
     if (*n > cap)
         return qf_set_error(QF_ERR_INTERNAL, "%s: '%s' has %d outputs for this query, more than "
@@ -318,23 +330,25 @@ qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
 }
 
 qf_status qf_recipe_family(const char *recipe, qf_family *family) {
+    static const char op[] = "qf_recipe_family";
     const qf_recipe *r = NULL;
     qf_clear_error();
     if (!recipe || !family)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_recipe_family: recipe and family must not be "
                             "NULL");
-    QF_TRY(qf_recipe_find(recipe, &r));
+    QF_TRY(qf_recipe_find_for(op, recipe, &r));
     *family = r->family;
     return QF_OK;
 }
 
 qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *layout) {
+    static const char op[] = "qf_gemm_scale_layout";
     const qf_recipe *r = NULL;
     qf_clear_error();
     if (!recipe || !layout)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_scale_layout: recipe and layout must not "
                             "be NULL");
-    QF_TRY(qf_recipe_find(recipe, &r));
+    QF_TRY(qf_recipe_find_for(op, recipe, &r));
     const qf_gemm_path path = qf_family_gemm_path(r->family, arch);
     if (path.engine == QF_GEMM_NONE)
         return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_scale_layout: recipe '%s' (%s) has no GEMM "

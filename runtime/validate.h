@@ -19,6 +19,10 @@ QF_INTERNAL qf_status qf_check_activation(const char *op, const char *arg, const
 
 /* t must be a non-NULL tensor with data, dtype s->dtype, the same element count as s and, for a
  * 2-D shape, the same last dimension; data aligned to 16 bytes (2-D) or to its element (1-D). */
+/* A tensor's struct: not NULL, data set, ndim 1..QF_MAX_DIMS, every dim >= 1, a qf_dtype, at
+ * most 2^59 elements; a message names arg and the field. */
+QF_INTERNAL qf_status qf_check_tensor_struct(const char *op, const char *arg, const qf_tensor *t);
+
 QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t,
                                       const qf_shape *s);
 

@@ -454,7 +454,7 @@ static const arg_check kArgChecks[] = {
     {ARGS_SM90, .K = 80, .text = "K = 80 is not a multiple of 32"},
     {ARGS_SM90, EDIT(b, DIM1, 64), .text = "but a.rowwise_data has K = 96"},
     {ARGS_SM90, .swizzled = 1, .text = "reads compact scales"},
-    {ARGS_SM90, EDIT(a, NO_DATA, 0), .text = "a.rowwise_data is NULL"},
+    {ARGS_SM90, EDIT(a, NO_DATA, 0), .text = "a.rowwise_data.data is NULL"},
     /* scales (unpadded rows, unpadded blocks), output, bias: shapes, dtypes and alignment */
     {ARGS_BUFFERS, EDIT(as, DIM0, 100), .text = "a.rowwise_scale_inv has 400 elements"},
     {ARGS_BUFFERS, EDIT(bs, DIM1, 3), .text = "b.rowwise_scale_inv has"},
