@@ -2,6 +2,11 @@
 libqfuse's fake-shape formulas (qfuse.shapes: no shape formula is written here) and autograd.
 
 Ops:
+  qfuse::quantize(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs,
+      seed, offset) -> [slots...]: qf_quantize (with a fused norm or none), the slots in the
+      recipe's fake-shape order.
+  qfuse::gemm(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32) -> y: qf_gemm_ex
+      on one copy of each of two qfuse::quantize outputs (fprop, dgrad or wgrad).
   qfuse::quantize_weight_(weight, wq, layer, recipe)   the weight cache: quantizes `weight`
       (weight role, both copies) into the buffers `wq` unless they already hold this weight's
       values (same storage, same torch version counter, same recipe); always while a CUDA graph
@@ -204,6 +209,99 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
 @quantize_weight_.register_fake
 def _(weight, wq, layer, recipe):
     return None
+
+
+# ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
+
+def _q_outs(recipe, role, norm, outputs, m, k):
+    """The fake-shape outputs of one quantization of x [m, k] (norm + quantize, or plain)."""
+    return shapes.outputs(recipe, "norm_quantize" if norm else "quantize", role=_lib_role(role),
+                          norm=NORM_NAMES[norm], outputs=outputs, M=m, K=k)
+
+
+def _lib_role(role):
+    return ("input", "weight", "grad")[role]
+
+
+@torch.library.custom_op("qfuse::quantize", mutates_args=())
+def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torch.Tensor],
+             scale: Optional[torch.Tensor], recipe: str, role: int, norm: int, eps: float,
+             zero_centered_gamma: bool, outputs: int, seed: int,
+             offset: int) -> List[torch.Tensor]:
+    """x [..., K] quantized under the recipe's rules for `role` (0 input, 1 weight, 2 grad), with
+    a fused norm (1 LayerNorm, 2 RMSNorm; input role) or none (0): the copies `outputs` asks for
+    (1 rowwise, 2 columnwise, 3 both) and their scales, amaxes, mu and rsigma, in the order of
+    the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale; seed, offset:
+    the stochastic-rounding stream (NVFP4 gradients)."""
+    k = x.shape[-1]
+    m = x.numel() // k
+    dev = x.device
+    outs = _q_outs(recipe, role, norm, outputs, m, k)
+    q = _alloc(outs, dev)
+    qs = _quantized(outs, q, _layout(recipe, dev))
+    xt = _c(x.contiguous(), dims=(m, k))
+    nd = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma) if norm else None
+    rng = _lib.Rng(seed, offset)
+    _lib.check(_lib.lib.qf_quantize(_ctx(dev), recipe.encode(), role, ctypes.byref(xt),
+                                    ctypes.byref(nd) if nd is not None else None,
+                                    ctypes.c_void_p(scale.data_ptr()) if scale is not None
+                                    else None, ctypes.byref(rng), ctypes.byref(qs),
+                                    _stream(dev)))
+    return q
+
+
+@quantize.register_fake
+def _(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs, seed,
+      offset):
+    k = x.shape[-1]
+    return [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
+            for o in _q_outs(recipe, role, norm, outputs, x.numel() // k, k)]
+
+
+def _operand(recipe, q, spec, copy):
+    """The fake-shape outputs of one GEMM operand and its (rows, K) in GEMM terms: spec is the
+    quantization that made q (role, norm, outputs, M, K of the tensor quantized)."""
+    role, norm, outputs, m, k = spec
+    outs = _q_outs(recipe, role, norm, outputs, m, k)
+    if len(outs) != len(q):
+        raise ValueError("qfuse::gemm: an operand has %d tensors; its quantization (role %d, "
+                         "norm %d, outputs %d) gives %d" % (len(q), role, norm, outputs,
+                                                            len(outs)))
+    return outs, ((m, k) if copy == _lib.COPY_ROWWISE else (k, m))
+
+
+@torch.library.custom_op("qfuse::gemm", mutates_args=())
+def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tensor],
+         recipe: str, a_spec: List[int], b_spec: List[int], a_copy: int, b_copy: int,
+         out_fp32: bool) -> torch.Tensor:
+    """y [M, N] = A B^T (+ bias) from one copy each of two quantized tensors (the outputs of
+    qfuse::quantize; a_spec / b_spec: its role, norm, outputs and the [M, K] it quantized), the
+    training GEMM the copies name (fprop: both rowwise; dgrad: a rowwise, b columnwise; wgrad:
+    both columnwise; qf_gemm). bf16 y, or fp32 with out_fp32."""
+    dev = a[0].device
+    ao, (m, k) = _operand(recipe, a, a_spec, a_copy)
+    bo, (n, _) = _operand(recipe, b, b_spec, b_copy)
+    layout = _layout(recipe, dev)
+    qa, qb = _quantized(ao, a, layout), _quantized(bo, b, layout)
+    y = torch.empty(m, n, dtype=torch.float32 if out_fp32 else torch.bfloat16, device=dev)
+    oa = _lib.Operand(ctypes.pointer(qa), a_copy)
+    ob = _lib.Operand(ctypes.pointer(qb), b_copy)
+    yt = _c(y)
+    bt = _c(bias) if bias is not None else None
+    _lib.check(_lib.lib.qf_gemm_ex(_ctx(dev), recipe.encode(), ctypes.byref(oa),
+                                   ctypes.byref(ob),
+                                   ctypes.byref(bt) if bt is not None else None,
+                                   ctypes.byref(yt), None, _stream(dev)))
+    return y
+
+
+@gemm.register_fake
+def _(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
+    _, (m, k) = _operand(recipe, a, a_spec, a_copy)
+    _, (n, _) = _operand(recipe, b, b_spec, b_copy)
+    y = shapes.outputs(recipe, "gemm", M=m, N=n, K=k,
+                       outputs=_lib.OUT_FP32 if out_fp32 else 0)[0]
+    return a[0].new_empty(y.dims, dtype=TORCH_DTYPE[y.dtype])
 
 
 # ------------------------------------------------------------------ qfuse::layernorm_linear_fwd

@@ -290,3 +290,29 @@ def test_mlp_opcheck():
            det[3:3 + n_x], det[3 + n_x:], det[1], det[2], mlp._layer, "mxfp8", 1, 1e-5, False, 1,
            True, True)
     torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_bwd.default, bwd)
+
+
+# ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
+
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_quantize_gemm_ops_equal_the_layer(recipe):
+    """qfuse::gemm of qfuse::quantize's copies (x with the layer's LayerNorm, W) is the layer's
+    fprop bit for bit; opcheck passes for both ops."""
+    layer = make(recipe)
+    x, _ = inputs(M)
+    x = x.detach()
+    with torch.no_grad():
+        want = layer(x).reshape(M, N)
+        xs = [0, 1, 1, M, K]  # role input, LayerNorm, rowwise
+        ws = [1, 0, 1, N, K]  # role weight, rowwise
+        qx = torch.ops.qfuse.quantize(x, layer.layer_norm_weight, layer.layer_norm_bias, None,
+                                      recipe, 0, 1, layer.eps, False, 1, 0, 0)
+        qw = torch.ops.qfuse.quantize(layer.weight, None, None, None, recipe, 1, 0, 0.0, False, 1,
+                                      0, 0)
+        y = torch.ops.qfuse.gemm(qx, qw, layer.bias, recipe, xs, ws, 0, 0, False)
+    assert torch.equal(y, want)
+    torch.library.opcheck(torch.ops.qfuse.quantize.default,
+                          (x, layer.layer_norm_weight.detach(), layer.layer_norm_bias.detach(),
+                           None, recipe, 0, 1, layer.eps, False, 3, 0, 0))
+    torch.library.opcheck(torch.ops.qfuse.gemm.default,
+                          (qx, qw, layer.bias.detach(), recipe, xs, ws, 0, 0, False))

@@ -192,3 +192,56 @@ def test_mlp_ops_arguments_on_host_context(host_ops, recipe, act):
     aq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in aqo]
     expect_valid(torch.ops.qfuse.layernorm_mlp_bwd, p(64, K), x, w1, w2, g, b, w1q, w2q, xq, aq,
                  h, a, layer, recipe, 1, 1e-5, False, act, True, True)
+
+
+KINDS = {"fprop": (0, 0), "dgrad": (0, 1), "wgrad": (1, 1)}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_quantize_gemm_ops(host_ops, recipe, kind):
+    """qfuse::quantize of each GEMM operand (its role, both copies) and qfuse::gemm of the copies
+    the training GEMM reads: real implementations against the device-less context, fake ones on
+    meta tensors with libqfuse's shapes."""
+    m, k, n = 64, 256, 96  # x [m, k], W [n, k], dy [m, n]
+    operands = {"fprop": (("input", m, k), ("weight", n, k)),
+                "dgrad": (("grad", m, n), ("weight", n, k)),
+                "wgrad": (("grad", m, n), ("input", m, k))}[kind]
+    a_copy, b_copy = KINDS[kind]
+    roles = {"input": 0, "weight": 1, "grad": 2}
+    specs, slots = [], []
+    for role, rows, cols in operands:
+        spec = [roles[role], 0, 3, rows, cols]
+        x = torch.randn(rows, cols).to(torch.bfloat16)
+        expect_valid(torch.ops.qfuse.quantize, x, None, None, None, recipe, roles[role], 0, 0.0,
+                     False, 3, 1, 0)
+        outs = qops._q_outs(recipe, roles[role], 0, 3, rows, cols)
+        slots.append([torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in outs])
+        meta = torch.ops.qfuse.quantize(x.to("meta"), None, None, None, recipe, roles[role], 0,
+                                        0.0, False, 3, 1, 0)
+        assert [tuple(t.shape) for t in meta] == [o.dims for o in outs]
+        specs.append(spec)
+    expect_valid(torch.ops.qfuse.gemm, slots[0], slots[1], None, recipe, specs[0], specs[1],
+                 a_copy, b_copy, kind == "wgrad")
+    y = torch.ops.qfuse.gemm([t.to("meta") for t in slots[0]], [t.to("meta") for t in slots[1]],
+                             None, recipe, specs[0], specs[1], a_copy, b_copy, kind == "wgrad")
+    want = {"fprop": (m, n), "dgrad": (m, k), "wgrad": (n, k)}[kind]
+    assert tuple(y.shape) == want
+    assert y.dtype == (torch.float32 if kind == "wgrad" else torch.bfloat16)
+    with pytest.raises(ValueError, match="an operand has"):
+        torch.ops.qfuse.gemm(slots[0][:-1], slots[1], None, recipe, specs[0], specs[1], a_copy,
+                             b_copy, False)
+
+
+def test_quantize_with_norm(host_ops):
+    x = torch.randn(64, K).to(torch.bfloat16)
+    g, b = torch.ones(K, dtype=torch.bfloat16), torch.zeros(K, dtype=torch.bfloat16)
+    for recipe in RECIPES:
+        expect_valid(torch.ops.qfuse.quantize, x, g, b, None, recipe, 0, 1, 1e-5, False, 3, 0, 0)
+        expect_valid(torch.ops.qfuse.quantize, x, g, None, None, recipe, 0, 2, 1e-5, True, 1, 0,
+                     0)
+    scale = torch.ones(1)
+    expect_valid(torch.ops.qfuse.quantize, x, None, None, scale, "fp8_delayed", 1, 0, 0.0, False,
+                 3, 0, 0)
+    with pytest.raises(qops._lib.QfuseError, match="scale"):  # delayed scaling needs its scale
+        torch.ops.qfuse.quantize(x, None, None, None, "fp8_delayed", 1, 0, 0.0, False, 3, 0, 0)
