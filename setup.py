@@ -7,6 +7,7 @@ import subprocess
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -22,4 +23,11 @@ class BuildWithLib(build_py):
         shutil.copyfile(os.path.realpath(lib), dest)
 
 
-setup(cmdclass={"build_py": BuildWithLib})
+class BinaryDistribution(Distribution):
+    """The package ships a compiled library: the wheel is tagged for this platform."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildWithLib}, distclass=BinaryDistribution)

@@ -135,10 +135,20 @@ def _candidates():
 
 
 def _load():
+    env = os.environ.get("QFUSE_LIB")
+    if env and not os.path.isfile(env):
+        raise OSError("QFUSE_LIB=%s is not a file: point it at a libqfuse.so, or unset it" % env)
     tried = []
     for path in _candidates():
-        if os.path.exists(path):
-            return ctypes.CDLL(path)
+        if os.path.isfile(path):
+            try:
+                dll = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError("cannot load %s: %s" % (path, e)) from e
+            if not hasattr(dll, "qf_fake_shape_formulas"):
+                raise OSError("%s is not a libqfuse of this version (no qf_fake_shape_formulas):"
+                              " rebuild it with `make`" % path)
+            return dll
         tried.append(path)
     raise OSError("libqfuse.so not found (looked at %s): run `make` in the qfuse checkout, "
                   "install the package with pip, or set QFUSE_LIB" % ", ".join(tried))

@@ -85,8 +85,56 @@ def _dtype_name(t):
 
 def _ctx(device):
     """The libqfuse context of a torch CUDA device ("cuda" means the current one)."""
+    if device.type != "cuda":
+        raise ValueError("qfuse: the ops run on CUDA tensors; these are on %s" % device)
     idx = device.index if device.index is not None else torch.cuda.current_device()
     return _lib.context(idx)
+
+
+def _layer_state(layer):
+    try:
+        return _layers[layer]
+    except KeyError:
+        raise ValueError("qfuse: layer %r is not a layer id of this process (qfuse.ops.new_layer)"
+                         % (layer,)) from None
+
+
+def _check_layer(op, x, gamma, beta, norm, weights, biases, buffers, recipe):
+    """The argument checks both implementations of an op make (so that a bad call fails at
+    trace time too): x [..., K] bf16/fp16/fp32; norm 1 (LayerNorm) or 2 (RMSNorm); gamma and
+    beta [K] on x's device; each weight 2-D [N_i, K_i] with K_0 = K; its bias [N_i] or None;
+    its cache buffers the recipe's weight outputs. Raises ValueError or TypeError naming the
+    argument."""
+    def fail(msg, *a):
+        raise ValueError("qfuse::%s: %s" % (op, msg % a))
+    if x.dim() < 1 or x.dtype not in QF_DTYPE:
+        raise TypeError("qfuse::%s: x must be [..., K] bf16, fp16 or fp32, not %s %s"
+                        % (op, tuple(x.shape), x.dtype))
+    if norm not in (1, 2):
+        fail("norm is %r: 1 (LayerNorm) or 2 (RMSNorm)", norm)
+    k = x.shape[-1]
+    tensors = [("gamma", gamma), ("beta", beta)] + [("weight %d" % i, w)
+                                                    for i, w in enumerate(weights)]
+    tensors += [("bias %d" % i, b) for i, b in enumerate(biases)]
+    tensors += [("buffer", t) for ts in buffers for t in ts]
+    for name, t in tensors:
+        if t is not None and t.device != x.device:
+            fail("%s is on %s, x on %s", name, t.device, x.device)
+    for name, t in (("gamma", gamma), ("beta", beta)):
+        if t is not None and (t.dim() != 1 or t.shape[0] != k):
+            fail("%s is %s; expected [K] = [%s] (x's last dim)", name, tuple(t.shape), k)
+    for i, (w, b, wq) in enumerate(zip(weights, biases, buffers)):
+        if w.dim() != 2:
+            fail("weight %d is %s; expected 2-D [N, K]", i, tuple(w.shape))
+        if b is not None and (b.dim() != 1 or b.shape[0] != w.shape[0]):
+            fail("bias %d is %s; expected [%s]", i, tuple(b.shape), w.shape[0])
+        outs = _weight_outs(recipe, w.shape[0], w.shape[1])
+        if len(wq) != len(outs) or any(tuple(t.shape) != tuple(o.dims) for t, o in
+                                       zip(wq, outs)):
+            fail("weight %d's cache buffers are %s; recipe %r keeps %s", i,
+                 [tuple(t.shape) for t in wq], recipe, [o.dims for o in outs])
+    if weights and weights[0].shape[1] != k:
+        fail("weight 0 is %s but x's last dim is %s", tuple(weights[0].shape), k)
 
 
 def _layout(recipe, device):
@@ -173,7 +221,7 @@ def _rng(st):
 def recipe_family(recipe):
     """The family of a recipe (a name or a .lua path): "mxfp8", "fp8_delayed", ..."""
     fam = ctypes.c_int()
-    _lib.check(_lib.lib.qf_recipe_family(recipe.encode(), ctypes.byref(fam)))
+    _lib.check(_lib.lib.qf_recipe_family(shapes._recipe(recipe), ctypes.byref(fam)))
     return _lib.lib.qf_family_name(fam.value).decode()
 
 
@@ -188,7 +236,9 @@ def weight_buffers(recipe, weight):
 @torch.library.custom_op("qfuse::quantize_weight_", mutates_args=("wq",))
 def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
                      recipe: str) -> None:
-    st = _layers[layer]
+    _check_weight_cache(weight, wq, recipe)
+    st = _layer_state(layer)
+    ctx = _ctx(weight.device)
     key = (weight.data_ptr(), weight._version, recipe, tuple(t.data_ptr() for t in wq))
     capturing = torch.cuda.is_current_stream_capturing()
     if key == st.key and not capturing:
@@ -200,7 +250,7 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
             t.zero_()
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
-    _lib.check(_lib.lib.qf_quantize(_ctx(w.device), recipe.encode(),
+    _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(),
                                     _lib.ROLES["weight"], ctypes.byref(xt), None, None, None,
                                     ctypes.byref(q), _stream(w.device)))
     st.key = None if capturing else key
@@ -208,7 +258,16 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
 
 @quantize_weight_.register_fake
 def _(weight, wq, layer, recipe):
+    _check_weight_cache(weight, wq, recipe)
     return None
+
+
+def _check_weight_cache(weight, wq, recipe):
+    """quantize_weight_'s arguments: a 2-D weight and its cache buffers (_check_layer's rules)."""
+    if weight.dim() != 2 or weight.dtype not in QF_DTYPE:
+        raise ValueError("qfuse::quantize_weight_: weight is %s %s; expected [N, K] bf16, fp16 "
+                         "or fp32" % (tuple(weight.shape), weight.dtype))
+    _check_layer("quantize_weight_", weight, None, None, 1, [weight], [None], [wq], recipe)
 
 
 # ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
@@ -312,6 +371,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
                          bias: Optional[torch.Tensor], layer: int, recipe: str, norm: int,
                          eps: float, zero_centered_gamma: bool,
                          for_backward: bool) -> List[torch.Tensor]:
+    _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     x2 = x.contiguous()
@@ -337,6 +397,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
 @layernorm_linear_fwd.register_fake
 def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_gamma,
       for_backward):
+    _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     y_out = shapes.outputs(recipe, "gemm", M=m, N=n_out, K=k)[0]
@@ -359,7 +420,9 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
                          wq: List[torch.Tensor], xq: List[torch.Tensor], layer: int, recipe: str,
                          norm: int, eps: float, zero_centered_gamma: bool,
                          has_bias: bool) -> List[torch.Tensor]:
-    st = _layers[layer]
+    _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
+    _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
+    st = _layer_state(layer)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     dev = x.device
@@ -396,6 +459,8 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
 @layernorm_linear_bwd.register_fake
 def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centered_gamma,
       has_bias):
+    _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
+    _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
     k, n_out = x.shape[-1], weight.shape[0]
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
     nb, dw_out = _norm_grad_outs(recipe, norm, x), _wgrad_out(recipe, n_out, k, x.numel() // k,
@@ -451,6 +516,25 @@ layernorm_linear_fwd.register_autograd(_backward, setup_context=_setup_context)
 ACT_NAMES = ("gelu", "swiglu", "relu")
 
 
+def _check_mlp(op, x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act):
+    """_check_layer for both weights, and the activation between them: act 0 gelu, 1 swiglu
+    (W1 [2F, K]), 2 relu, with W2 [N, F]."""
+    _check_layer(op, x, gamma, beta, norm, [w1, w2], [b1, b2], [w1q, w2q], recipe)
+    if act not in (0, 1, 2):
+        raise ValueError("qfuse::%s: act is %r: 0 gelu, 1 swiglu, 2 relu" % (op, act))
+    fin = w1.shape[0]
+    if (act == 1 and fin % 2) or w2.shape[1] != (fin // 2 if act == 1 else fin):
+        raise ValueError("qfuse::%s: fc1 is %s and fc2 %s: under %s fc2's input is %s wide"
+                         % (op, tuple(w1.shape), tuple(w2.shape), ACT_NAMES[act],
+                            "half of fc1's output" if act == 1 else "fc1's output"))
+
+
+def _check_dy(op, dy, x, n_out):
+    if tuple(dy.shape[:-1]) != tuple(x.shape[:-1]) or dy.shape[-1] != n_out:
+        raise ValueError("qfuse::%s: dy is %s; expected x's leading dims and %s: %s"
+                         % (op, tuple(dy.shape), n_out, (*x.shape[:-1], n_out)))
+
+
 def _mlp_dims(x, w1, w2, act):
     """(M, K, Fin, F, N) of an MLP: x [..., K], W1 [Fin, K], W2 [N, F], Fin = 2F for swiglu."""
     k, fin, n_out = x.shape[-1], w1.shape[0], w2.shape[0]
@@ -475,6 +559,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
                       b2: Optional[torch.Tensor], layer: int, recipe: str, norm: int, eps: float,
                       zero_centered_gamma: bool, act: int,
                       for_backward: bool) -> List[torch.Tensor]:
+    _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
     ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
@@ -506,6 +591,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
 @layernorm_mlp_fwd.register_fake
 def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_centered_gamma,
       act, for_backward):
+    _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     ho, ao, aqo, yo = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
     y = x.new_empty((*x.shape[:-1], yo.dims[1]), dtype=TORCH_DTYPE[yo.dtype])
@@ -522,7 +608,10 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
                       aq: List[torch.Tensor], h: torch.Tensor, a: torch.Tensor, layer: int,
                       recipe: str, norm: int, eps: float, zero_centered_gamma: bool, act: int,
                       has_b1: bool, has_b2: bool) -> List[torch.Tensor]:
-    st = _layers[layer]
+    _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
+               act)
+    _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
+    st = _layer_state(layer)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
     ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
@@ -571,6 +660,9 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
 @layernorm_mlp_bwd.register_fake
 def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, eps,
       zero_centered_gamma, act, has_b1, has_b2):
+    _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
+               act)
+    _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     nb = _norm_grad_outs(recipe, norm, x)
     dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16

@@ -16,14 +16,21 @@ Output = collections.namedtuple("Output", "name dtype dims")
 _formula_cache = {}
 
 
-def _hint(v):
+def _hint(v, what="a size"):
     """A concrete int for size v (an int, or a torch SymInt: its example value): libqfuse checks
-    the query with it; the output's dims are evaluated with v itself."""
-    if isinstance(v, int):
+    the query with it; the output's dims are evaluated with v itself. Anything else (a float, a
+    bool, a str) is a TypeError."""
+    if isinstance(v, int) and not isinstance(v, bool):
         return v
     node = getattr(v, "node", None)
     hint = getattr(node, "hint", None) if node is not None else None
-    return int(hint) if hint is not None else int(v)
+    if hint is None:
+        raise TypeError("qfuse.shapes: %s must be an int (or a torch SymInt), not %r"
+                        % (what, v))
+    return int(hint)
+
+
+_OUTPUT_BITS = _lib.OUT_ROWWISE | _lib.OUT_COLUMNWISE | _lib.OUT_FP32 | _lib.OUT_GATED
 
 
 def _recipe(recipe):
@@ -45,31 +52,35 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
             raise ValueError("qfuse.shapes: %s %r is not one of %s" % (what, name,
                                                                        ", ".join(table)))
     def size(what, v):
-        v = int(v)
+        v = _hint(v, what)
         if not -2 ** 63 <= v < 2 ** 63:
             raise ValueError("qfuse.shapes: %s = %d does not fit in int64" % (what, v))
         return v
+    out = _hint(outputs, "outputs")
+    if out & ~_OUTPUT_BITS or out < 0:
+        raise ValueError("qfuse.shapes: outputs = %r has bits other than rowwise 1, columnwise "
+                         "2, fp32 4, gated 8" % (outputs,))
     return _lib.ShapeQuery(op=pick(_lib.OPS, "op", op), role=pick(_lib.ROLES, "role", role),
-                           norm=pick(_lib.NORMS, "norm", norm),
-                           outputs=size("outputs", outputs) & 0xFFFFFFFF, M=size("M", M),
+                           norm=pick(_lib.NORMS, "norm", norm), outputs=out, M=size("M", M),
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
 
 
 def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
-    """[(name, dtype name, (dim formulas...))] of one query, in libqfuse's order. Raises
+    """((name, dtype name, (dim formulas...)), ...) of one query, in libqfuse's order. Raises
     QfuseError for a query the recipe refuses (sizes not positive or not the multiples its family
-    needs, no copy asked of a quantizer, ...)."""
+    needs, no copy asked of a quantizer, ...), ValueError or TypeError for bad arguments."""
+    q = _query(op, role, norm, outputs, M, N, K, dtype)  # checks the arguments, every call
     key = (recipe, op, role, norm, outputs, M, N, K, dtype)
     hit = _formula_cache.get(key)
     if hit is not None:
         return hit
-    q = _query(op, role, norm, outputs, M, N, K, dtype)
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
     _lib.check(_lib.lib.qf_fake_shape_formulas(_recipe(recipe), ctypes.byref(q), out, 16,
                                                ctypes.byref(n)))
-    res = [(out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
-            tuple(out[i].dims[d].decode() for d in range(out[i].ndim))) for i in range(n.value)]
+    res = tuple((out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
+                 tuple(out[i].dims[d].decode() for d in range(out[i].ndim)))
+                for i in range(n.value))
     if len(_formula_cache) > 4096:
         _formula_cache.clear()
     _formula_cache[key] = res
@@ -78,6 +89,8 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dt
 
 def evaluate(formula, sizes):
     """The value of one formula for sizes {"M": ..., "N": ..., "K": ...} (ints or SymInts)."""
+    if not isinstance(formula, str):
+        raise TypeError("a shape formula is a str, not %s" % type(formula).__name__)
     pos = [0]
 
     def expr():
@@ -89,11 +102,15 @@ def evaluate(formula, sizes):
                 _expect(",")
                 b = expr()
                 _expect(")")
+                if isinstance(b, int) and b <= 0:
+                    raise ValueError("bad shape formula %r: %s by %d" % (formula, fn, b))
                 c = (a + b - 1) // b
                 return c * b if fn == "roundup" else c
         ch = formula[pos[0]:pos[0] + 1]
         if ch and ch in "MNK":
             pos[0] += 1
+            if ch not in sizes:
+                raise ValueError("shape formula %r needs a value of %s" % (formula, ch))
             return sizes[ch]
         j = pos[0]
         while pos[0] < len(formula) and formula[pos[0]].isdigit():

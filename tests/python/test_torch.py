@@ -195,16 +195,20 @@ def test_errors_and_fallback():
     layer = make("mxfp8")
     with pytest.raises(ValueError, match="last dim 100, expected in_features=512"):
         layer(torch.randn(4, 100, device="cuda", dtype=torch.bfloat16))
-    with pytest.warns(UserWarning, match="runs unfused in bf16 PyTorch.*not found"):
-        bad = LayerNormLinear(K, N, recipe="no_such_recipe")
-    assert not bad.fused
-    with pytest.warns(UserWarning, match="delayed scaling"):
+    with pytest.raises(ValueError, match="recipe 'no_such_recipe'.*not found"):
+        LayerNormLinear(K, N, recipe="no_such_recipe")  # an unknown recipe is an error
+    with pytest.warns(UserWarning, match="runs unfused in PyTorch.*delayed scaling"):
         delayed = LayerNormLinear(K, N, recipe="fp8_delayed")
+    assert not delayed.fused
+    with pytest.warns(UserWarning, match="runs unfused in PyTorch.*CUDA devices"):
+        on_cpu = LayerNormMLP(K, 256, device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # decided once: no warning per call
-        for module in (bad, delayed):
+        for module in (delayed,):
             y = module(torch.randn(8, K, device="cuda", dtype=torch.bfloat16))
             assert y.shape == (8, N) and y.dtype == torch.bfloat16
+        y = on_cpu(torch.randn(8, K, dtype=torch.bfloat16))
+        assert y.shape == (8, K) and y.dtype == torch.bfloat16
     with pytest.raises(ValueError, match="normalization"):
         LayerNormLinear(K, N, normalization="BatchNorm")
     nv = make("nvfp4")

@@ -245,3 +245,85 @@ def test_quantize_with_norm(host_ops):
                  3, 0, 0)
     with pytest.raises(qops._lib.QfuseError, match="scale"):  # delayed scaling needs its scale
         torch.ops.qfuse.quantize(x, None, None, None, "fp8_delayed", 1, 0, 0.0, False, 3, 0, 0)
+
+
+def test_bad_arguments_fail_at_trace_time():
+    """The fake implementations check what the real ones check: a bad call fails while
+    torch.compile traces it, with the argument named, not at run time."""
+    recipe = "mxfp8"
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe)
+    x = torch.empty(64, K, dtype=torch.bfloat16, device="meta")
+
+    def fwd(**kw):
+        a = dict(x=x, weight=w, gamma=g, beta=b, wq=wq, bias=bias, layer=layer, recipe=recipe,
+                 norm=1, eps=1e-5, zero_centered_gamma=False, for_backward=True)
+        a.update(kw)
+        return torch.ops.qfuse.layernorm_linear_fwd(**a)
+
+    cases = [
+        (dict(x=torch.empty(64, 500, dtype=torch.bfloat16, device="meta")), "gamma is"),
+        (dict(gamma=torch.empty(7, dtype=torch.bfloat16, device="meta")), "gamma is (7,)"),
+        (dict(bias=torch.empty(N - 1, dtype=torch.bfloat16, device="meta")), "bias 0 is"),
+        (dict(wq=wq[:1]), "cache buffers are"),
+        (dict(wq=[]), "cache buffers are"),
+        (dict(weight=torch.empty(N, dtype=torch.bfloat16, device="meta")), "expected 2-D"),
+        (dict(norm=3), "norm is 3"),
+        (dict(norm=-1), "norm is -1"),
+        (dict(x=torch.empty(64, K, dtype=torch.int32, device="meta")), "bf16, fp16 or fp32"),
+        (dict(x=torch.empty(64, K, dtype=torch.bfloat16)), "is on meta, x on cpu"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises((ValueError, TypeError), match=msg.replace("(", r"\(").replace(
+                ")", r"\)")):
+            fwd(**kw)
+    with pytest.raises(ValueError, match="dy is"):
+        out = fwd()
+        torch.ops.qfuse.layernorm_linear_bwd(torch.empty(64, N + 1, dtype=torch.bfloat16,
+                                                         device="meta"), x, w, g, b, wq, out[1:],
+                                             layer, recipe, 1, 1e-5, False, True)
+    F = 128
+    w1 = torch.empty(2 * F, K, dtype=torch.bfloat16, device="meta")
+    w2 = torch.empty(K, 2 * F, dtype=torch.bfloat16, device="meta")
+    w1q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+           for o in qops._weight_outs(recipe, 2 * F, K)]
+    w2q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+           for o in qops._weight_outs(recipe, K, 2 * F)]
+    for act, msg in ((1, "under swiglu fc2's input is half"), (-1, "act is -1"),
+                     (3, "act is 3")):
+        with pytest.raises(ValueError, match=msg):
+            torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, None, None, layer,
+                                              recipe, 1, 1e-5, False, act, True)
+    with pytest.raises(ValueError, match="CUDA tensors"):  # the real op, on CPU tensors
+        wc, gc, bc, biasc, wqc = params(recipe, "cpu")
+        torch.ops.qfuse.quantize_weight_(wc.data, wqc, layer, recipe)
+    with pytest.raises(ValueError, match="not a layer id"):
+        qops._layer_state(987654)
+
+
+def test_module_arguments_and_cpu_fallback():
+    import warnings
+    from qfuse.torch import LayerNormLinear, LayerNormMLP
+    with pytest.raises(ValueError, match="recipe 'nope'.*not found"):
+        LayerNormLinear(K, N, recipe="nope", device="cpu")
+    with pytest.raises(TypeError, match="recipe must be"):
+        LayerNormLinear(K, N, recipe=None, device="cpu")
+    with pytest.raises(ValueError, match="params_dtype"):
+        LayerNormLinear(K, N, params_dtype=torch.int32, device="cpu")
+    with pytest.raises(ValueError, match="in_features must be a positive int"):
+        LayerNormLinear(0, N, device="cpu")
+    with pytest.raises(ValueError, match="ffn_hidden_size must be a positive int"):
+        LayerNormMLP(K, 0, device="cpu")
+    with pytest.raises(ValueError, match="activation"):
+        LayerNormMLP(K, 64, activation="tanh", device="cpu")
+    with pytest.warns(UserWarning, match="runs unfused in PyTorch.*CUDA devices"):
+        mlp = LayerNormMLP(K, 64, activation="swiglu", device="cpu")
+    assert not mlp.fused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reported once, at construction
+        x = torch.randn(4, 3, K, requires_grad=True)
+        y = mlp(x)
+        y.float().sum().backward()
+    assert y.shape == (4, 3, K) and y.dtype == torch.bfloat16 and x.grad.shape == x.shape
+    with pytest.raises(ValueError, match="last dim 5"):
+        mlp(torch.randn(2, 5))

@@ -10,6 +10,23 @@ from .. import _lib, ops, shapes
 _NORMS = {"LayerNorm": 1, "RMSNorm": 2}
 
 
+def _size(what, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError("%s must be a positive int, not %r" % (what, v))
+    return v
+
+
+def _recipe(recipe):
+    """The recipe, checked: a shipped name or a .lua file libqfuse loads (ValueError if not)."""
+    if not isinstance(recipe, str):
+        raise TypeError("recipe must be a recipe name or a .lua path (str), not %r" % (recipe,))
+    try:
+        ops.recipe_family(recipe)
+    except _lib.QfuseError as e:
+        raise ValueError("recipe %r: %s" % (recipe, e)) from None
+    return recipe
+
+
 class _FusedNorm(torch.nn.Module):
     """What both modules share: the norm's parameters, the fused-or-fallback decision (made once,
     at construction, and reported once), the weight cache's buffers and the host state."""
@@ -20,8 +37,11 @@ class _FusedNorm(torch.nn.Module):
         if normalization not in _NORMS:
             raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
                              % (normalization,))
-        self.in_features = int(in_features)
-        self.recipe, self.normalization = str(recipe), normalization
+        if params_dtype not in ops.QF_DTYPE:
+            raise ValueError("params_dtype must be torch.bfloat16, torch.float16 or "
+                             "torch.float32, not %r" % (params_dtype,))
+        self.in_features = _size("in_features", in_features)
+        self.recipe, self.normalization = _recipe(recipe), normalization
         self.eps, self.zero_centered_gamma = float(eps), bool(zero_centered_gamma)
         self._dev = torch.device(device)
         self._dtype = params_dtype
@@ -43,8 +63,6 @@ class _FusedNorm(torch.nn.Module):
         try:
             if self._dev.type != "cuda":
                 raise ValueError("the fused path runs on CUDA devices, not %s" % self._dev)
-            if self._dtype not in ops.QF_DTYPE:
-                raise ValueError("params_dtype %s (bf16, fp16 or fp32)" % self._dtype)
             for n, k in gemms:
                 ops._weight_outs(self.recipe, n, k)
                 shapes.outputs(self.recipe, "gemm", M=128, N=n, K=k)
@@ -54,8 +72,9 @@ class _FusedNorm(torch.nn.Module):
                                  "yet; use fp8_current")
             return True, ""
         except (_lib.QfuseError, ValueError, OSError) as e:
-            warnings.warn("qfuse.torch.%s(recipe=%r): runs unfused in bf16 PyTorch: %s"
-                          % (type(self).__name__, self.recipe, e), stacklevel=3)
+            warnings.warn("qfuse.torch.%s(recipe=%r): runs unfused in PyTorch (in params_dtype, "
+                          "bf16 output): %s" % (type(self).__name__, self.recipe, e),
+                          stacklevel=3)
             return False, str(e)
 
     def _cache_buffers(self, prefix, weight):
@@ -102,16 +121,18 @@ class LayerNormLinear(_FusedNorm):
     bumps): micro-batches between two optimizer steps reuse them. Gradients of NVFP4 recipes
     round stochastically with seed `rng_seed` and an offset that advances every backward.
 
-    Whether this configuration runs fused is decided once, here: a recipe or size the fused path
-    refuses (its message is reported once, as a warning) makes the module run the same math in
-    plain PyTorch (bf16), never re-deciding per call."""
+    Whether this configuration runs fused is decided once, here: a device, dtype, recipe or size
+    the fused path refuses (its message is reported once, as a warning) makes the module run the
+    same math in plain PyTorch (in params_dtype, bf16 output), never re-deciding per call. An
+    unknown recipe is an error (ValueError). device defaults to "cuda"; on a machine without a
+    GPU pass device="cpu" (unfused)."""
 
     def __init__(self, in_features, out_features, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", eps=1e-5, zero_centered_gamma=False,
                  params_dtype=torch.bfloat16, device="cuda", rng_seed=0):
         super().__init__(in_features, recipe, normalization, eps, zero_centered_gamma,
                          params_dtype, device, rng_seed)
-        self.out_features = int(out_features)
+        self.out_features = _size("out_features", out_features)
         self.weight = self._param(out_features, in_features)
         self.bias = self._param(out_features, fill=0.0) if bias else None
         self.fused, self.fallback_reason = self._decide([(out_features, in_features)])
@@ -153,7 +174,8 @@ class LayerNormMLP(_FusedNorm):
         if activation not in ops.ACT_NAMES:
             raise ValueError("activation must be one of %s, not %r" % (ops.ACT_NAMES,
                                                                        activation))
-        self.activation, self.ffn_hidden_size = activation, int(ffn_hidden_size)
+        self.activation = activation
+        self.ffn_hidden_size = _size("ffn_hidden_size", ffn_hidden_size)
         fin = 2 * self.ffn_hidden_size if activation == "swiglu" else self.ffn_hidden_size
         self.fc1_weight = self._param(fin, hidden_size)
         self.fc1_bias = self._param(fin, fill=0.0) if bias else None
