@@ -31,16 +31,23 @@ def rel(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
+def randomize(module):
+    """The norm's parameters near their defaults and the biases nonzero, so that every gradient
+    is exercised."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name == "layer_norm_weight":
+                p.uniform_(0.7, 1.3)
+            elif name == "layer_norm_bias":
+                p.uniform_(-0.2, 0.2)
+            elif name.endswith("bias"):
+                p.uniform_(-0.5, 0.5)
+    return module
+
+
 def make(recipe, norm="LayerNorm", seed=0, bias=True):
     torch.manual_seed(seed)
-    layer = LayerNormLinear(K, N, recipe=recipe, normalization=norm, bias=bias)
-    with torch.no_grad():
-        layer.layer_norm_weight.uniform_(0.7, 1.3)
-        if layer.layer_norm_bias is not None:
-            layer.layer_norm_bias.uniform_(-0.2, 0.2)
-        if layer.bias is not None:
-            layer.bias.uniform_(-0.5, 0.5)
-    return layer
+    return randomize(LayerNormLinear(K, N, recipe=recipe, normalization=norm, bias=bias))
 
 
 def clone(layer):
@@ -223,14 +230,7 @@ F = 256
 
 def make_mlp(recipe, act, norm="LayerNorm", seed=0):
     torch.manual_seed(seed)
-    mlp = LayerNormMLP(K, F, recipe=recipe, normalization=norm, activation=act)
-    with torch.no_grad():
-        mlp.layer_norm_weight.uniform_(0.7, 1.3)
-        if mlp.layer_norm_bias is not None:
-            mlp.layer_norm_bias.uniform_(-0.2, 0.2)
-        mlp.fc1_bias.uniform_(-0.5, 0.5)
-        mlp.fc2_bias.uniform_(-0.5, 0.5)
-    return mlp
+    return randomize(LayerNormMLP(K, F, recipe=recipe, normalization=norm, activation=act))
 
 
 def mlp_bound(recipe):
