@@ -23,6 +23,7 @@ says so and exits 0.
 import argparse
 import csv
 import datetime
+import os
 import statistics
 import sys
 
@@ -437,6 +438,40 @@ def bench_mlp_step(rows, args):
         row["note"] = row["note"] or "fwd+bwd in bf16, N = ffn"
 
 
+def bench_module_step(rows, args):
+    """The same step through qfuse.torch.LayerNormMLP compiled (fullgraph), per recipe: kind
+    qfuse_torch, recipe the qfuse recipe. Both weights are bumped (in place, by 0) before every
+    step, so each step quantizes them again, as qfuse-bench's step does."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    try:
+        import qfuse.torch as qt
+    except Exception as exc:  # noqa: BLE001 - the C rows and peers do not need it
+        print("qfuse.torch not importable (%s): no qfuse_torch step rows" % exc)
+        return
+    m, k, f = STEP_SHAPE_QUICK if args.quick else STEP_SHAPE_FULL
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16).requires_grad_()
+    dy = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) / 16
+    flops = 3 * (2 * m * k * 2 * f + 2 * m * f * k)
+    for recipe in ("fp8_current", "mxfp8", "nvfp4"):
+        mlp = qt.LayerNormMLP(k, f, recipe=recipe, activation="swiglu")
+        step_mlp = torch.compile(mlp, fullgraph=True)
+        params = list(mlp.parameters())
+
+        def step(step_mlp=step_mlp, mlp=mlp, params=params):
+            with torch.no_grad():
+                mlp.fc1_weight.add_(0)
+                mlp.fc2_weight.add_(0)
+            y = step_mlp(x)
+            return torch.autograd.grad(y, [x] + params, dy)
+        row = new_row("qfuse_torch", recipe, "mlp_step_swiglu", "layernorm", "bf16", "", m, k, f)
+        run_peer(rows, row, step, [()], argparse.Namespace(iters=min(args.iters, 20), batch=1),
+                 0, flops)
+        row["note"] = row["note"] or ("qfuse.torch.LayerNormMLP under torch.compile(fullgraph), "
+                                      "fwd+bwd, weights quantized every step")
+        del mlp, step_mlp
+        torch.cuda.empty_cache()
+
+
 def print_row(r):
     shape = "%s x %s" % (r["M"], r["K"]) + (" -> %s" % r["N"] if r["N"] != "" else "")
     print("| %-12s | %-11s | %-15s | %-9s | %-18s | %-22s | %10s | %8s | %8s | %s" % (
@@ -506,6 +541,7 @@ def main(argv):
     if "step" in args.section:
         bench_mlp_step(rows, args)
         torch.cuda.empty_cache()
+        bench_module_step(rows, args)
     write_csv(args.csv, header_lines(l2), rows)
     print("wrote %s" % args.csv)
     return 0

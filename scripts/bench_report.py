@@ -252,13 +252,18 @@ def step_table(qrows, prows):
              "vs bf16 torch.compile (%s ms) | GEMM stages / other |" % (
                  fmt(e / 1e3 if e else None, "%.1f"), fmt(c / 1e3 if c else None, "%.1f")),
              "|---|---|---|---|---|---|---|"]
-    for r in qrows:
-        if r["kind"] != "qfuse" or r["op"] != "mlp_step_swiglu":
+    torch_rows = [r for r in prows if r["kind"] == "qfuse_torch" and r["op"] == "mlp_step_swiglu"]
+    for r in [r for r in qrows if r["kind"] == "qfuse"] + torch_rows:
+        if r["op"] != "mlp_step_swiglu":
             continue
         us = num(r, "us_median")
-        split = (r.get("note") or "").split("GEMM stages ", 1)[-1].split("; most", 1)[0] + ")"
+        name = r["recipe"]
+        if r["kind"] == "qfuse_torch":
+            name, split = name + ", qfuse.torch.LayerNormMLP compiled", "(not split)"
+        else:
+            split = (r.get("note") or "").split("GEMM stages ", 1)[-1].split("; most", 1)[0] + ")"
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            r["recipe"], shape_of(r), fmt(us / 1e3 if us else None, "%.1f"),
+            name, shape_of(r), fmt(us / 1e3 if us else None, "%.1f"),
             fmt(num(r, "tflops"), "%.0f"), fmt(e / us if e and us else None, "%.2fx"),
             fmt(c / us if c and us else None, "%.2fx"), split))
     return lines if len(lines) > 2 else []
