@@ -7,6 +7,8 @@ Ops:
       recipe's fake-shape order.
   qfuse::gemm(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32) -> y: qf_gemm_ex
       on one copy of each of two qfuse::quantize outputs (fprop, dgrad or wgrad).
+  qfuse::scale_update_(amax, history, scale, scale_inv, fmt, recipe): delayed scaling's update
+      of n tensors (qf_scale_update), in place.
   qfuse::quantize_weight_(weight, wq, layer, recipe)   the weight cache: quantizes `weight`
       (weight role, both copies) into the buffers `wq` unless they already hold this weight's
       values (same storage, same torch version counter, same recipe); always while a CUDA graph
@@ -361,6 +363,47 @@ def _(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
     y = shapes.outputs(recipe, "gemm", M=m, N=n, K=k,
                        outputs=_lib.OUT_FP32 if out_fp32 else 0)[0]
     return a[0].new_empty(y.dims, dtype=TORCH_DTYPE[y.dtype])
+
+
+# ------------------------------------------------------------------ qfuse::scale_update_
+
+@torch.library.custom_op("qfuse::scale_update_",
+                         mutates_args=("amax", "history", "scale", "scale_inv"))
+def scale_update_(amax: torch.Tensor, history: torch.Tensor, scale: torch.Tensor,
+                  scale_inv: torch.Tensor, fmt: torch.Tensor, recipe: str) -> None:
+    """Delayed scaling's update of n tensors in one launch (qf_scale_update, numerics 2.1):
+    amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 (H the recipe's
+    amax_history_len, newest first), scale and scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3
+    3 or E5M2 4), all on one CUDA device, contiguous."""
+    _check_scale_state(amax, history, scale, scale_inv, fmt)
+    n, hist = history.shape
+    dev = amax.device
+    ctx = _ctx(dev)
+    _lib.check(_lib.lib.qf_scale_update(ctx, recipe.encode(), n, hist, amax.data_ptr(),
+                                        history.data_ptr(), scale.data_ptr(),
+                                        scale_inv.data_ptr(), fmt.data_ptr(), _stream(dev)))
+
+
+@scale_update_.register_fake
+def _(amax, history, scale, scale_inv, fmt, recipe):
+    _check_scale_state(amax, history, scale, scale_inv, fmt)
+    return None
+
+
+def _check_scale_state(amax, history, scale, scale_inv, fmt):
+    if history.dim() != 2:
+        raise ValueError("qfuse::scale_update_: history is %s; expected [n, H]"
+                         % (tuple(history.shape),))
+    n = history.shape[0]
+    for name, t, dt in (("amax", amax, torch.float32), ("history", history, torch.float32),
+                        ("scale", scale, torch.float32), ("scale_inv", scale_inv, torch.float32),
+                        ("fmt", fmt, torch.uint8)):
+        if t.dtype != dt or not t.is_contiguous() or t.device != history.device:
+            raise ValueError("qfuse::scale_update_: %s must be a contiguous %s tensor on %s"
+                             % (name, dt, history.device))
+        if name != "history" and tuple(t.shape) != (n,):
+            raise ValueError("qfuse::scale_update_: %s is %s; expected [n] = [%s]"
+                             % (name, tuple(t.shape), n))
 
 
 # ------------------------------------------------------------------ qfuse::layernorm_linear_fwd

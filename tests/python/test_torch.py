@@ -320,3 +320,29 @@ def test_quantize_gemm_ops_equal_the_layer(recipe):
                            None, recipe, 0, 1, layer.eps, False, 3, 0, 0))
     torch.library.opcheck(torch.ops.qfuse.gemm.default,
                           (qx, qw, layer.bias.detach(), recipe, xs, ws, 0, 0, False))
+
+
+def test_scale_update_matches_numerics():
+    """qfuse::scale_update_ against delayed scaling's rule (numerics 2.1, written out here as an
+    independent reference): a tensor whose amax is 0 keeps its history and scale; otherwise the
+    history rolls (newest first), scale = fp8_max / max(history), inf -> FLT_MAX; amax reset."""
+    n, hist = 4, 1024
+    g = torch.Generator().manual_seed(3)
+    history = torch.rand(n, hist, generator=g) * 10
+    amax = torch.tensor([5.0, 0.0, 1e-38, 700.0])
+    scale, fmt = torch.full((n,), 2.0), torch.tensor([3, 3, 4, 4], dtype=torch.uint8)
+    want_h, want_s = history.clone(), scale.clone()
+    for i in range(n):
+        if amax[i] == 0:
+            continue
+        want_h[i] = torch.cat([amax[i:i + 1], history[i, :-1]])
+        fp8_max = 448.0 if fmt[i] == 3 else 57344.0
+        s = torch.tensor(fp8_max, dtype=torch.float32) / want_h[i].max()
+        want_s[i] = s if torch.isfinite(s) else torch.finfo(torch.float32).max
+    st = [t.cuda() for t in (amax, history, scale, torch.ones(n), fmt)]
+    torch.ops.qfuse.scale_update_(*st, "fp8_delayed")
+    a, h, s, si, _ = [t.cpu() for t in st]
+    assert torch.equal(a, torch.zeros(n))
+    assert torch.equal(h, want_h)
+    assert torch.equal(s, want_s)
+    assert torch.equal(si[0], 1 / want_s[0]) and si[1] == 1.0  # the skipped tensor: unchanged

@@ -327,3 +327,26 @@ def test_module_arguments_and_cpu_fallback():
     assert y.shape == (4, 3, K) and y.dtype == torch.bfloat16 and x.grad.shape == x.shape
     with pytest.raises(ValueError, match="last dim 5"):
         mlp(torch.randn(2, 5))
+
+
+def test_scale_update_op(host_ops):
+    """qfuse::scale_update_: valid state reaches libqfuse (device-less context); a bad state is
+    named, in the fake implementation too; a recipe without delayed scaling is refused."""
+    n, hist = 3, 1024  # fp8_delayed.lua's amax_history_len
+
+    def state(device="cpu", **bad):
+        s = dict(amax=torch.zeros(n), history=torch.zeros(n, hist), scale=torch.ones(n),
+                 scale_inv=torch.ones(n), fmt=torch.tensor([3, 3, 4], dtype=torch.uint8))
+        s.update(bad)
+        return [s[k].to(device) for k in ("amax", "history", "scale", "scale_inv", "fmt")]
+    expect_valid(torch.ops.qfuse.scale_update_, *state(), "fp8_delayed")
+    with pytest.raises(qops._lib.QfuseError, match="amax_history_len|H"):
+        torch.ops.qfuse.scale_update_(*state(history=torch.zeros(n, 16)), "fp8_delayed")
+    with pytest.raises(qops._lib.QfuseError) as e:
+        torch.ops.qfuse.scale_update_(*state(), "mxfp8")
+    assert e.value.status == "QF_ERR_UNSUPPORTED"
+    for bad, msg in ((dict(amax=torch.zeros(n + 1)), "amax is"),
+                     (dict(fmt=torch.zeros(n)), "fmt must be"),
+                     (dict(history=torch.zeros(n)), "history is")):
+        with pytest.raises(ValueError, match=msg):
+            torch.ops.qfuse.scale_update_(*state("meta", **bad), "fp8_delayed")
