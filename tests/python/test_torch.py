@@ -347,3 +347,23 @@ def test_scale_update_matches_numerics():
     assert torch.equal(h, want_h)
     assert torch.equal(s, want_s)
     assert torch.equal(si[0], 1 / want_s[0]) and si[1] == 1.0  # the skipped tensor: unchanged
+
+
+def test_return_layernorm_output():
+    """return_layernorm_output: y as without it, bit for bit, and norm(x) as PyTorch computes it;
+    the gradient of x takes both paths."""
+    layer = make("mxfp8")
+    with_ln = clone(layer)
+    with_ln.return_layernorm_output = True
+    x, dy = inputs(M)
+    y = layer(x)
+    y2, xn = with_ln(x)
+    assert torch.equal(y, y2)
+    assert torch.equal(xn, torch.nn.functional.layer_norm(x, (K,), layer.layer_norm_weight,
+                                                          layer.layer_norm_bias, layer.eps))
+    x.grad = None
+    y2.backward(dy, retain_graph=True)
+    g1 = x.grad.clone()
+    x.grad = None
+    (y2.float() * dy.float()).sum().add(xn.float().sum()).backward()
+    assert not torch.equal(x.grad, g1)  # the norm output's gradient reached x too

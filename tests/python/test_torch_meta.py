@@ -350,3 +350,18 @@ def test_scale_update_op(host_ops):
                      (dict(history=torch.zeros(n)), "history is")):
         with pytest.raises(ValueError, match=msg):
             torch.ops.qfuse.scale_update_(*state("meta", **bad), "fp8_delayed")
+
+
+def test_return_layernorm_output_unfused():
+    import warnings
+    from qfuse.torch import LayerNormLinear
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unfused on the CPU
+        layer = LayerNormLinear(K, N, device="cpu", return_layernorm_output=True)
+    x = torch.randn(6, K, dtype=torch.bfloat16, requires_grad=True)
+    y, xn = layer(x)
+    want = torch.nn.functional.layer_norm(x, (K,), layer.layer_norm_weight,
+                                          layer.layer_norm_bias, layer.eps)
+    assert y.shape == (6, N) and torch.equal(xn, want)
+    (y.float().sum() + xn.float().sum()).backward()
+    assert x.grad is not None and layer.layer_norm_bias.grad is not None

@@ -32,7 +32,7 @@ class _FusedNorm(torch.nn.Module):
     at construction, and reported once), the weight cache's buffers and the host state."""
 
     def __init__(self, in_features, recipe, normalization, eps, zero_centered_gamma, params_dtype,
-                 device, rng_seed):
+                 device, rng_seed, return_layernorm_output):
         super().__init__()
         if normalization not in _NORMS:
             raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
@@ -43,6 +43,7 @@ class _FusedNorm(torch.nn.Module):
         self.in_features = _size("in_features", in_features)
         self.recipe, self.normalization = _recipe(recipe), normalization
         self.eps, self.zero_centered_gamma = float(eps), bool(zero_centered_gamma)
+        self.return_layernorm_output = bool(return_layernorm_output)
         self._dev = torch.device(device)
         self._dtype = params_dtype
         self.layer_norm_weight = self._param(in_features, fill=0.0 if zero_centered_gamma else 1.0)
@@ -93,6 +94,16 @@ class _FusedNorm(torch.nn.Module):
                                                   self.layer_norm_bias, self.eps)
         return torch.nn.functional.rms_norm(x, (self.in_features,), g, self.eps)
 
+    def _out(self, y, x, xn=None):
+        """y, or (y, norm(x)) with return_layernorm_output: the norm's output in x's dtype,
+        computed by PyTorch (in params_dtype) beside the fused path, or the fallback's xn; its
+        gradient flows into x and the norm's parameters."""
+        if not self.return_layernorm_output:
+            return y
+        if xn is None:
+            xn = self._norm(x.to(self.layer_norm_weight.dtype))
+        return y, xn.to(x.dtype)
+
     def _check_x(self, x):
         if x.shape[-1] != self.in_features:
             raise ValueError("qfuse.torch.%s: x has last dim %d, expected in_features=%d"
@@ -121,6 +132,9 @@ class LayerNormLinear(_FusedNorm):
     bumps): micro-batches between two optimizer steps reuse them. Gradients of NVFP4 recipes
     round stochastically with seed `rng_seed` and an offset that advances every backward.
 
+    return_layernorm_output=True makes forward return (y, norm(x)): the norm's output in x's
+    dtype, computed by PyTorch beside the fused path, for residual connections that need it.
+
     Whether this configuration runs fused is decided once, here: a device, dtype, recipe or size
     the fused path refuses (its message is reported once, as a warning) makes the module run the
     same math in plain PyTorch (in params_dtype, bf16 output), never re-deciding per call. An
@@ -129,9 +143,10 @@ class LayerNormLinear(_FusedNorm):
 
     def __init__(self, in_features, out_features, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", eps=1e-5, zero_centered_gamma=False,
-                 params_dtype=torch.bfloat16, device="cuda", rng_seed=0):
+                 params_dtype=torch.bfloat16, device="cuda", rng_seed=0,
+                 return_layernorm_output=False):
         super().__init__(in_features, recipe, normalization, eps, zero_centered_gamma,
-                         params_dtype, device, rng_seed)
+                         params_dtype, device, rng_seed, return_layernorm_output)
         self.out_features = _size("out_features", out_features)
         self.weight = self._param(out_features, in_features)
         self.bias = self._param(out_features, fill=0.0) if bias else None
@@ -147,14 +162,15 @@ class LayerNormLinear(_FusedNorm):
         self._check_x(x)
         if not self.fused:
             xn = self._norm(x.to(self.weight.dtype))
-            return torch.nn.functional.linear(xn, self.weight, self.bias).to(torch.bfloat16)
+            y = torch.nn.functional.linear(xn, self.weight, self.bias)
+            return self._out(y.to(torch.bfloat16), x, xn)
         wq = [getattr(self, n) for n in self._wq_names]
         torch.ops.qfuse.quantize_weight_(self.weight, wq, self._layer, self.recipe)
         out = torch.ops.qfuse.layernorm_linear_fwd(
             x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
             self.eps, self.zero_centered_gamma, self._for_backward(x))
-        return out[0]
+        return self._out(out[0], x)
 
 
 class LayerNormMLP(_FusedNorm):
@@ -163,14 +179,15 @@ class LayerNormMLP(_FusedNorm):
     width 2 ffn_hidden_size) or "relu". x [..., hidden_size], y [..., hidden_size] bf16.
     Parameters: layer_norm_weight, layer_norm_bias (LayerNorm), fc1_weight [Fin, hidden_size],
     fc1_bias, fc2_weight [hidden_size, ffn_hidden_size], fc2_bias. Recipes, the weight cache,
-    stochastic rounding and the fused-or-fallback decision as LayerNormLinear."""
+    stochastic rounding, return_layernorm_output and the fused-or-fallback decision as
+    LayerNormLinear."""
 
     def __init__(self, hidden_size, ffn_hidden_size, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", activation="gelu", eps=1e-5,
                  zero_centered_gamma=False, params_dtype=torch.bfloat16, device="cuda",
-                 rng_seed=0):
+                 rng_seed=0, return_layernorm_output=False):
         super().__init__(hidden_size, recipe, normalization, eps, zero_centered_gamma,
-                         params_dtype, device, rng_seed)
+                         params_dtype, device, rng_seed, return_layernorm_output)
         if activation not in ops.ACT_NAMES:
             raise ValueError("activation must be one of %s, not %r" % (ops.ACT_NAMES,
                                                                        activation))
@@ -206,7 +223,7 @@ class LayerNormMLP(_FusedNorm):
             xn = self._norm(x.to(self.fc1_weight.dtype))
             h = torch.nn.functional.linear(xn, self.fc1_weight, self.fc1_bias)
             y = torch.nn.functional.linear(self._act(h), self.fc2_weight, self.fc2_bias)
-            return y.to(torch.bfloat16)
+            return self._out(y.to(torch.bfloat16), x, xn)
         w1q = [getattr(self, n) for n in self._w1_names]
         w2q = [getattr(self, n) for n in self._w2_names]
         torch.ops.qfuse.quantize_weight_(self.fc1_weight, w1q, self._layer, self.recipe)
@@ -216,4 +233,4 @@ class LayerNormMLP(_FusedNorm):
             w1q, w2q, self._bias(self.fc1_bias), self._bias(self.fc2_bias), self._layer,
             self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
             ops.ACT_NAMES.index(self.activation), self._for_backward(x))
-        return out[0]
+        return self._out(out[0], x)
