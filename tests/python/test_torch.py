@@ -95,19 +95,21 @@ def reference(layer, x, dy):
 @pytest.mark.parametrize("norm", ["LayerNorm", "RMSNorm"])
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_against_fp64(recipe, norm):
-    layer = make(recipe, norm)
-    assert layer.fused, layer.fallback_reason
-    x, dy = inputs(M)
-    got, want = grads(layer, x, dy), reference(layer, x, dy)
-    names = ["y", "dx"] + [n for n, _ in layer.named_parameters()]
+    check_against_fp64(make(recipe, norm), reference, N, "bias", bound(recipe), (recipe, norm))
+
+
+def check_against_fp64(module, reference_fn, n_out, out_bias, limit, label):
+    """y and every gradient of `module` against reference_fn's fp64 ones: within `limit`, and
+    the output bias's gradient (sum_M dy, exact up to its bf16 rounding) within 2^-8."""
+    assert module.fused, module.fallback_reason
+    x, dy = inputs(M, n_out=n_out)
+    got, want = grads(module, x, dy), reference_fn(module, x, dy)
+    names = ["y", "dx"] + [n for n, _ in module.named_parameters()]
     errs = {n: rel(g, w) for n, g, w in zip(names, got, want)}
-    print(recipe, norm, {n: "%.3f" % e for n, e in errs.items()})
-    assert got[0].dtype == torch.bfloat16 and got[0].shape == (M // 2, 2, N)
+    print(*label, {n: "%.3f" % e for n, e in errs.items()})
+    assert got[0].dtype == torch.bfloat16 and got[0].shape == (M // 2, 2, n_out)
     for n, e in errs.items():
-        if n == "bias":  # dbias = sum_M dy, exact up to its bf16 rounding
-            assert e <= 2 ** -8, (n, e)
-        else:
-            assert e <= bound(recipe), (n, e)
+        assert e <= (2 ** -8 if n == out_bias else limit), (n, e)
 
 
 def check_compile_equals_eager(base, n_out):
@@ -256,16 +258,8 @@ def reference_mlp(mlp, x, dy):
 @pytest.mark.parametrize("act", ["gelu", "swiglu", "relu"])
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_mlp_against_fp64(recipe, act):
-    mlp = make_mlp(recipe, act)
-    assert mlp.fused, mlp.fallback_reason
-    x, dy = inputs(M, n_out=K)
-    got, want = grads(mlp, x, dy), reference_mlp(mlp, x, dy)
-    names = ["y", "dx"] + [n for n, _ in mlp.named_parameters()]
-    errs = {n: rel(g, w) for n, g, w in zip(names, got, want)}
-    print(recipe, act, {n: "%.3f" % e for n, e in errs.items()})
-    assert got[0].dtype == torch.bfloat16 and got[0].shape == (M // 2, 2, K)
-    for n, e in errs.items():
-        assert e <= (2 ** -8 if n == "fc2_bias" else mlp_bound(recipe)), (n, e)
+    check_against_fp64(make_mlp(recipe, act), reference_mlp, K, "fc2_bias", mlp_bound(recipe),
+                       (recipe, act))
 
 
 @pytest.mark.parametrize("recipe,act", [("mxfp8", "swiglu"), ("nvfp4", "gelu"),
