@@ -193,9 +193,18 @@ typedef struct qf_shape_formula {
 qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
                                  qf_shape_formula *out, int cap, int *n);
 
-/* The family of `recipe` (a shipped recipe's name or a .lua path, loaded as the ops load it).
- * Errors as qf_fake_shapes. */
-qf_status qf_recipe_family(const char *recipe, qf_family *family);
+/* What a caller that keeps a recipe's state needs to know of it (qf_recipe_query). */
+typedef struct qf_recipe_info {
+    qf_family family;
+    qf_dtype fmt[QF_ROLE_COUNT]; /* element format of each role's data */
+    int64_t amax_history_len;    /* fp8_delayed: the history length qf_scale_update takes (H);
+                                  * 0 for the families that compute their own scales */
+    int reserved[8];             /* for later fields: written 0 */
+} qf_recipe_info;
+
+/* The family, formats and delayed-scaling history length of `recipe` (a shipped recipe's name or
+ * a .lua path, loaded as the ops load it) into *info. Errors as qf_fake_shapes. */
+qf_status qf_recipe_query(const char *recipe, qf_recipe_info *info);
 
 /* The block-scale layout the GEMM of compute capability arch reads for `recipe` (name or .lua
  * path): quantize with it the operands of that arch's GEMM (numerics 6). Errors as

@@ -329,15 +329,19 @@ qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
     return QF_OK;
 }
 
-qf_status qf_recipe_family(const char *recipe, qf_family *family) {
-    static const char op[] = "qf_recipe_family";
+qf_status qf_recipe_query(const char *recipe, qf_recipe_info *info) {
+    static const char op[] = "qf_recipe_query";
     const qf_recipe *r = NULL;
     qf_clear_error();
-    if (!recipe || !family)
-        return qf_set_error(QF_ERR_INVALID_ARG, "qf_recipe_family: recipe and family must not be "
-                            "NULL");
+    if (!recipe || !info)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe and info must not be NULL", op);
     QF_TRY(qf_recipe_find_for(op, recipe, &r));
-    *family = r->family;
+    *info = (qf_recipe_info){.family = r->family,
+                             .amax_history_len = r->family == QF_FAMILY_FP8_DELAYED
+                                                     ? r->amax_history_len
+                                                     : 0};
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        info->fmt[i] = r->fmt[i];
     return QF_OK;
 }
 

@@ -122,6 +122,11 @@ class LnMlpGrads(ctypes.Structure):  # qf_ln_mlp_grads
                 ("db2", Tensor)]
 
 
+class RecipeInfo(ctypes.Structure):  # qf_recipe_info
+    _fields_ = [("family", ctypes.c_int), ("fmt", ctypes.c_int * 3),
+                ("amax_history_len", ctypes.c_int64), ("reserved", ctypes.c_int * 8)]
+
+
 ACTIVATIONS = {"gelu": 0, "swiglu": 1, "relu": 2}
 
 
@@ -167,7 +172,7 @@ _SIGNATURES = {
     "qf_fake_shape_formulas": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ShapeQuery),
                                               ctypes.POINTER(ShapeFormula), ctypes.c_int,
                                               ctypes.POINTER(ctypes.c_int)]),
-    "qf_recipe_family": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)]),
+    "qf_recipe_query": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(RecipeInfo)]),
     "qf_family_name": (ctypes.c_char_p, [ctypes.c_int]),
     "qf_gemm_scale_layout": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int,
                                             ctypes.POINTER(ctypes.c_int)]),

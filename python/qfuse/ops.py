@@ -220,11 +220,18 @@ def _rng(st):
     return rng
 
 
+def recipe_info(recipe):
+    """(family, {role: format}, amax_history_len) of a recipe (a name or a .lua path):
+    ("fp8_delayed", {"input": "e4m3", ...}, 1024), ("mxfp8", ..., 0), ..."""
+    info = _lib.RecipeInfo()
+    _lib.check(_lib.lib.qf_recipe_query(shapes._recipe(recipe), ctypes.byref(info)))
+    fmts = {role: _lib.DTYPE_NAMES[info.fmt[i]] for role, i in _lib.ROLES.items()}
+    return _lib.lib.qf_family_name(info.family).decode(), fmts, info.amax_history_len
+
+
 def recipe_family(recipe):
     """The family of a recipe (a name or a .lua path): "mxfp8", "fp8_delayed", ..."""
-    fam = ctypes.c_int()
-    _lib.check(_lib.lib.qf_recipe_family(shapes._recipe(recipe), ctypes.byref(fam)))
-    return _lib.lib.qf_family_name(fam.value).decode()
+    return recipe_info(recipe)[0]
 
 
 def weight_buffers(recipe, weight):

@@ -180,10 +180,19 @@ def test_structs_on_host_context(host_ctx, recipe):
     expect(st, "QF_ERR_INVALID_ARG", "dbias")
 
 
-def test_recipe_family():
-    fam = ctypes.c_int()
+def test_recipe_query():
+    info = _lib.RecipeInfo()
     for recipe in RECIPES:
-        assert _lib.lib.qf_recipe_family(recipe.encode(), ctypes.byref(fam)) == 0
-        name = _lib.lib.qf_family_name(fam.value).decode()
+        assert _lib.lib.qf_recipe_query(recipe.encode(), ctypes.byref(info)) == 0
+        name = _lib.lib.qf_family_name(info.family).decode()
         assert recipe.startswith(name), (recipe, name)
-    assert _lib.lib.qf_recipe_family(b"no_such_recipe", ctypes.byref(fam)) == 9
+        hist = info.amax_history_len
+        assert hist == (1024 if recipe == "fp8_delayed" else 0), (recipe, hist)
+        fmts = [_lib.DTYPE_NAMES[info.fmt[i]] for i in range(3)]
+        want = {"fp8_delayed": ["e4m3", "e4m3", "e5m2"], "fp8_current": ["e4m3", "e4m3", "e5m2"],
+                "nvfp4": ["e2m1"] * 3, "nvfp4_nort": ["e2m1"] * 3}.get(recipe, ["e4m3"] * 3)
+        assert fmts == want, (recipe, fmts)
+        assert list(info.reserved) == [0] * 8
+    assert _lib.lib.qf_recipe_query(b"no_such_recipe", ctypes.byref(info)) == 9
+    assert "qf_recipe_query: recipe 'no_such_recipe' not found" in \
+        _lib.lib.qf_last_error().decode()
