@@ -27,7 +27,7 @@ Ops:
 Recipes: every shipped or .lua recipe whose scales the quantizers compute (fp8_current, mxfp8,
 nvfp4, ...). Delayed scaling (fp8_delayed) needs scale state these ops do not carry yet.
 """
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import ctypes
 import threading
@@ -42,6 +42,9 @@ TORCH_DTYPE = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloa
                "e4m3": torch.uint8, "e5m2": torch.uint8, "e8m0": torch.uint8, "e2m1": torch.uint8}
 QF_DTYPE = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 NORM_NAMES = ("none", "layernorm", "rmsnorm")
+# Delayed scaling's tensors of each module, in the order of its scale, amax and history rows.
+LINEAR_TENSORS = ("x", "w", "dy")
+MLP_TENSORS = ("x", "w1", "a", "w2", "dy", "dh")
 ROWWISE, COLUMNWISE = _lib.OUT_ROWWISE, _lib.OUT_COLUMNWISE
 
 
@@ -91,6 +94,51 @@ def _ctx(device):
         raise ValueError("qfuse: the ops run on CUDA tensors; these are on %s" % device)
     idx = device.index if device.index is not None else torch.cuda.current_device()
     return _lib.context(idx)
+
+
+def _ptr(t, index=0):
+    """The device address of element `index` of fp32 tensor t (a delayed-scaling scale), or
+    None."""
+    return None if t is None else ctypes.c_void_p(t.data_ptr() + 4 * index)
+
+
+def _merge_amax(amax, index, outs, tensors):
+    """amax[index] = max(amax[index], the "amax" slot among `tensors` (fake-shape `outs`)): the
+    delayed-scaling amax of one tensor of a step. No-op when amax is None."""
+    if amax is None:
+        return
+    for o, t in zip(outs, tensors):
+        if o.name == "amax":
+            amax[index:index + 1].copy_(torch.maximum(amax[index:index + 1], t))
+
+
+def _save(ctx, **parts):
+    """Saves tensors, lists of tensors and Nones for the backward; _saved(ctx) returns them by
+    name."""
+    flat, layout = [], []
+    for name, v in parts.items():
+        if v is None:
+            layout.append((name, None))
+        elif isinstance(v, (list, tuple)):
+            layout.append((name, len(v)))
+            flat += list(v)
+        else:
+            layout.append((name, -1))
+            flat.append(v)
+    ctx.layout = layout
+    ctx.save_for_backward(*flat)
+
+
+def _saved(ctx):
+    t, out, i = list(ctx.saved_tensors), {}, 0
+    for name, n in ctx.layout:
+        if n is None:
+            out[name] = None
+        elif n == -1:
+            out[name], i = t[i], i + 1
+        else:
+            out[name], i = list(t[i:i + n]), i + n
+    return out
 
 
 def _layer_state(layer):
@@ -243,12 +291,13 @@ def weight_buffers(recipe, weight):
 # ------------------------------------------------------------------ qfuse::quantize_weight_
 
 @torch.library.custom_op("qfuse::quantize_weight_", mutates_args=("wq",))
-def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
-                     recipe: str) -> None:
+def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, recipe: str,
+                     scale: Optional[torch.Tensor] = None) -> None:
     _check_weight_cache(weight, wq, recipe)
     st = _layer_state(layer)
     ctx = _ctx(weight.device)
-    key = (weight.data_ptr(), weight._version, recipe, tuple(t.data_ptr() for t in wq))
+    key = (weight.data_ptr(), weight._version, recipe, tuple(t.data_ptr() for t in wq),
+           None if scale is None else (scale.data_ptr(), scale._version))
     capturing = torch.cuda.is_current_stream_capturing()
     if key == st.key and not capturing:
         return
@@ -260,13 +309,13 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int,
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
     _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(),
-                                    _lib.ROLES["weight"], ctypes.byref(xt), None, None, None,
-                                    ctypes.byref(q), _stream(w.device)))
+                                    _lib.ROLES["weight"], ctypes.byref(xt), None, _ptr(scale),
+                                    None, ctypes.byref(q), _stream(w.device)))
     st.key = None if capturing else key
 
 
 @quantize_weight_.register_fake
-def _(weight, wq, layer, recipe):
+def _(weight, wq, layer, recipe, scale=None):
     _check_weight_cache(weight, wq, recipe)
     return None
 
@@ -419,8 +468,9 @@ def _check_scale_state(amax, history, scale, scale_inv, fmt):
 def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Tensor,
                          beta: Optional[torch.Tensor], wq: List[torch.Tensor],
                          bias: Optional[torch.Tensor], layer: int, recipe: str, norm: int,
-                         eps: float, zero_centered_gamma: bool,
-                         for_backward: bool) -> List[torch.Tensor]:
+                         eps: float, zero_centered_gamma: bool, for_backward: bool,
+                         scales: Optional[torch.Tensor],
+                         amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
     _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
@@ -438,6 +488,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     ll.xq = _quantized(xo, xq, layout)
     ll.wq = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
     ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
+    ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
     _lib.check(_lib.lib.qf_layernorm_linear_fwd(ctx, recipe.encode(), ctypes.byref(xt),
                                                 ctypes.byref(ll), ctypes.byref(yt), stream))
@@ -446,7 +497,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
 
 @layernorm_linear_fwd.register_fake
 def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_gamma,
-      for_backward):
+      for_backward, scales, amax):
     _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
@@ -464,12 +515,15 @@ def _wgrad_out(recipe, n_out, k, m, dw_dtype):
                           outputs=_lib.OUT_FP32 if dw_dtype == torch.float32 else 0)[0]
 
 
-@torch.library.custom_op("qfuse::layernorm_linear_bwd", mutates_args=())
+@torch.library.custom_op("qfuse::layernorm_linear_bwd", mutates_args=("amax",))
 def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                          gamma: torch.Tensor, beta: Optional[torch.Tensor],
                          wq: List[torch.Tensor], xq: List[torch.Tensor], layer: int, recipe: str,
-                         norm: int, eps: float, zero_centered_gamma: bool,
-                         has_bias: bool) -> List[torch.Tensor]:
+                         norm: int, eps: float, zero_centered_gamma: bool, has_bias: bool,
+                         scales: Optional[torch.Tensor],
+                         amax: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor,
+                                                                torch.Tensor, torch.Tensor,
+                                                                torch.Tensor]:
     _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
     _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
     st = _layer_state(layer)
@@ -490,6 +544,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
                          K=n_out)
     dyq = _alloc(dyo, dev)
     g.dyq = _quantized(dyo, dyq, layout)
+    g.dy_scale = _ptr(scales, LINEAR_TENSORS.index("dy"))
     g.rng = _rng(st)
     dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
     g.dxn = _c(dxn)
@@ -503,12 +558,13 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     _lib.check(_lib.lib.qf_layernorm_linear_bwd(ctx, recipe.encode(), ctypes.byref(xt),
                                                 ctypes.byref(dyt), ctypes.byref(ll),
                                                 ctypes.byref(g), stream))
-    return [dx, dgamma, dbeta, dweight, dbias]
+    _merge_amax(amax, LINEAR_TENSORS.index("dy"), dyo, dyq)
+    return dx, dgamma, dbeta, dweight, dbias
 
 
 @layernorm_linear_bwd.register_fake
 def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centered_gamma,
-      has_bias):
+      has_bias, scales, amax):
     _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
     _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
     k, n_out = x.shape[-1], weight.shape[0]
@@ -523,39 +579,39 @@ def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centere
     db = shapes.outputs(recipe, "dbias", M=x.numel() // x.shape[-1], N=n_out,
                         dtype=QF_DTYPE[dy.dtype])[0]
     dbias = x.new_empty(db.dims if has_bias else (0,), dtype=dy.dtype)
-    return [dx, dgamma, dbeta, dweight, dbias]
+    return dx, dgamma, dbeta, dweight, dbias
 
 
 # ------------------------------------------------------------------ autograd
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zc, for_backward = inputs
-    ctx.cfg = (layer, recipe, norm, eps, zc, bias is not None, beta is not None, len(wq),
-               for_backward)
-    ctx.save_for_backward(x, weight, gamma, *([beta] if beta is not None else []), *wq,
-                          *output[1:])
+    (x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zc, for_backward, scales,
+     amax) = inputs
+    ctx.cfg = (layer, recipe, norm, eps, zc, bias is not None, len(wq), for_backward)
+    _save(ctx, x=x, weight=weight, gamma=gamma, beta=beta, wq=wq, xq=output[1:], scales=scales,
+          amax=amax)
+
+
+def _no_backward(op):
+    raise RuntimeError("qfuse: %s ran with for_backward=False, so it kept no columnwise copies "
+                       "for the backward; run the forward with for_backward=True to "
+                       "differentiate it" % op)
 
 
 def _backward(ctx, *grads):
-    layer, recipe, norm, eps, zc, has_bias, has_beta, n_wq, for_backward = ctx.cfg
+    layer, recipe, norm, eps, zc, has_bias, n_wq, for_backward = ctx.cfg
     if not for_backward:
-        raise RuntimeError("qfuse: layernorm_linear_fwd ran with for_backward=False, so it kept "
-                           "no columnwise copies for the backward; run the forward with "
-                           "for_backward=True to differentiate it")
-    saved = list(ctx.saved_tensors)
-    x, weight, gamma = saved[:3]
-    i = 3
-    beta = None
-    if has_beta:
-        beta, i = saved[3], 4
-    wq, xq = saved[i:i + n_wq], saved[i + n_wq:]
+        _no_backward("layernorm_linear_fwd")
+    t = _saved(ctx)
     dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
     dx, dgamma, dbeta, dweight, dbias = layernorm_linear_bwd(
-        dy, x, weight, gamma, beta, list(wq), list(xq), layer, recipe, norm, eps, zc, has_bias)
-    return (dx, dweight.to(weight.dtype), dgamma.to(gamma.dtype),
+        dy, t["x"], t["weight"], t["gamma"], t["beta"], t["wq"], t["xq"], layer, recipe, norm,
+        eps, zc, has_bias, t["scales"], t["amax"])
+    beta = t["beta"]
+    return (dx, dweight.to(t["weight"].dtype), dgamma.to(t["gamma"].dtype),
             dbeta.to(beta.dtype) if beta is not None else None, [None] * n_wq,
-            dbias if has_bias else None, None, None, None, None, None, None)
+            dbias if has_bias else None, None, None, None, None, None, None, None, None)
 
 
 layernorm_linear_fwd.register_autograd(_backward, setup_context=_setup_context)

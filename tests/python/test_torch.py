@@ -171,12 +171,12 @@ def test_opcheck(recipe):
     wq = [getattr(layer, n) for n in layer._wq_names]
     torch.ops.qfuse.quantize_weight_(layer.weight, wq, layer._layer, recipe)
     fwd_args = (x, layer.weight, layer.layer_norm_weight, layer.layer_norm_bias, wq, layer.bias,
-                layer._layer, recipe, 1, 1e-5, False, True)
+                layer._layer, recipe, 1, 1e-5, False, True, None, None)
     torch.library.opcheck(torch.ops.qfuse.layernorm_linear_fwd.default, fwd_args)
     out = torch.ops.qfuse.layernorm_linear_fwd(*fwd_args)
     bwd_args = (dy, x.detach(), layer.weight.detach(), layer.layer_norm_weight.detach(),
                 layer.layer_norm_bias.detach(), wq, [t.detach() for t in out[1:]], layer._layer,
-                recipe, 1, 1e-5, False, True)
+                recipe, 1, 1e-5, False, True, None, None)
     torch.library.opcheck(torch.ops.qfuse.layernorm_linear_bwd.default, bwd_args)
     torch.library.opcheck(torch.ops.qfuse.quantize_weight_.default,
                           (layer.weight.detach(), wq, layer._layer, recipe))

@@ -29,11 +29,11 @@ def test_symbolic_shapes(recipe):
 
     def f(x, w, g, b, bias, *wq):
         out = torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, list(wq), bias, layer, recipe, 1,
-                                                   1e-5, False, True)
+                                                   1e-5, False, True, None, None)
         bw = torch.ops.qfuse.layernorm_linear_bwd(torch.empty_like(out[0]), x, w, g, b,
                                                   list(wq), out[1:], layer, recipe, 1, 1e-5,
-                                                  False, True)
-        return out + bw
+                                                  False, True, None, None)
+        return out + list(bw)
 
     w, g, b, bias, wq = params(recipe, "cpu")
     x = torch.empty(64, 2, K, dtype=torch.bfloat16)
@@ -61,7 +61,7 @@ def test_autograd_on_meta(recipe):
     w, g, b, bias, wq = params(recipe)
     x = torch.empty(64, 2, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
     out = torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq, bias, layer, recipe, 1, 1e-5,
-                                               False, True)
+                                               False, True, None, None)
     assert out[0].shape == (64, 2, N) and out[0].dtype == torch.bfloat16
     out[0].backward(torch.empty_like(out[0]))
     for t, shape in ((x, (64, 2, K)), (w, (N, K)), (g, (K,)), (b, (K,)), (bias, (N,))):
@@ -79,7 +79,7 @@ def test_compile_one_graph_over_batch_sizes(recipe):
     def f(x):
         torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe)
         return torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq, bias, layer, recipe, 1,
-                                                    1e-5, False, True)[0]
+                                                    1e-5, False, True, None, None)[0]
 
     cf = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
     for m in (64, 128, 192):
@@ -159,13 +159,13 @@ def test_linear_ops_arguments_on_host_context(host_ops, recipe, norm):
     expect_valid(torch.ops.qfuse.quantize_weight_, w.data, wq, layer, recipe)
     x = torch.randn(32, 2, K).to(torch.bfloat16)
     expect_valid(torch.ops.qfuse.layernorm_linear_fwd, x, w.data, g.data, beta, wq, bias.data,
-                 layer, recipe, norm, 1e-5, False, True)
+                 layer, recipe, norm, 1e-5, False, True, None, None)
     xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
           for o in qops._x_outs(recipe, norm, 64, K, True)]
     dy = torch.randn(32, 2, N).to(torch.bfloat16)
     for has_bias in (True, False):
         expect_valid(torch.ops.qfuse.layernorm_linear_bwd, dy, x, w.data, g.data, beta, wq, xq,
-                     layer, recipe, norm, 1e-5, False, has_bias)
+                     layer, recipe, norm, 1e-5, False, has_bias, None, None)
 
 
 @pytest.mark.parametrize("act", [0, 1, 2])
@@ -257,7 +257,8 @@ def test_bad_arguments_fail_at_trace_time():
 
     def fwd(**kw):
         a = dict(x=x, weight=w, gamma=g, beta=b, wq=wq, bias=bias, layer=layer, recipe=recipe,
-                 norm=1, eps=1e-5, zero_centered_gamma=False, for_backward=True)
+                 norm=1, eps=1e-5, zero_centered_gamma=False, for_backward=True, scales=None,
+                 amax=None)
         a.update(kw)
         return torch.ops.qfuse.layernorm_linear_fwd(**a)
 
@@ -281,7 +282,7 @@ def test_bad_arguments_fail_at_trace_time():
         out = fwd()
         torch.ops.qfuse.layernorm_linear_bwd(torch.empty(64, N + 1, dtype=torch.bfloat16,
                                                          device="meta"), x, w, g, b, wq, out[1:],
-                                             layer, recipe, 1, 1e-5, False, True)
+                                             layer, recipe, 1, 1e-5, False, True, None, None)
     F = 128
     w1 = torch.empty(2 * F, K, dtype=torch.bfloat16, device="meta")
     w2 = torch.empty(K, 2 * F, dtype=torch.bfloat16, device="meta")

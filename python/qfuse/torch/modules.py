@@ -169,7 +169,7 @@ class LayerNormLinear(_FusedNorm):
         out = torch.ops.qfuse.layernorm_linear_fwd(
             x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
-            self.eps, self.zero_centered_gamma, self._for_backward(x))
+            self.eps, self.zero_centered_gamma, self._for_backward(x), None, None)
         return self._out(out[0], x)
 
 
