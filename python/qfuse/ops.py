@@ -663,8 +663,9 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
                       beta: Optional[torch.Tensor], w1q: List[torch.Tensor],
                       w2q: List[torch.Tensor], b1: Optional[torch.Tensor],
                       b2: Optional[torch.Tensor], layer: int, recipe: str, norm: int, eps: float,
-                      zero_centered_gamma: bool, act: int,
-                      for_backward: bool) -> List[torch.Tensor]:
+                      zero_centered_gamma: bool, act: int, for_backward: bool,
+                      scales: Optional[torch.Tensor],
+                      amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
     _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
@@ -688,6 +689,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     p.w2q = _quantized(_weight_outs(recipe, n_out, f), w2q, layout)
     p.h, p.a = _c(h), _c(a)
     p.weight_changed = -1  # qfuse::quantize_weight_ keeps w1q, w2q current
+    p.x_scale = _ptr(scales, MLP_TENSORS.index("x"))
+    p.a_scale = _ptr(scales, MLP_TENSORS.index("a"))
     xt, yt = _c(x.contiguous(), dims=(m, k)), _c(y, dims=(m, n_out))
     _lib.check(_lib.lib.qf_layernorm_mlp_fwd(ctx, recipe.encode(), ctypes.byref(xt),
                                              ctypes.byref(p), ctypes.byref(yt), stream))
@@ -696,7 +699,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
 
 @layernorm_mlp_fwd.register_fake
 def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_centered_gamma,
-      act, for_backward):
+      act, for_backward, scales, amax):
     _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     ho, ao, aqo, yo = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
@@ -707,13 +710,17 @@ def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_c
 
 # ------------------------------------------------------------------ qfuse::layernorm_mlp_bwd
 
-@torch.library.custom_op("qfuse::layernorm_mlp_bwd", mutates_args=())
+@torch.library.custom_op("qfuse::layernorm_mlp_bwd", mutates_args=("amax",))
 def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
                       gamma: torch.Tensor, beta: Optional[torch.Tensor],
                       w1q: List[torch.Tensor], w2q: List[torch.Tensor], xq: List[torch.Tensor],
                       aq: List[torch.Tensor], h: torch.Tensor, a: torch.Tensor, layer: int,
                       recipe: str, norm: int, eps: float, zero_centered_gamma: bool, act: int,
-                      has_b1: bool, has_b2: bool) -> List[torch.Tensor]:
+                      has_b1: bool, has_b2: bool, scales: Optional[torch.Tensor],
+                      amax: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor,
+                                                             torch.Tensor, torch.Tensor,
+                                                             torch.Tensor, torch.Tensor,
+                                                             torch.Tensor]:
     _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
                act)
     _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
@@ -740,6 +747,8 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     g.dyq, g.dhq = _quantized(dyo, dyq, layout), _quantized(dho, dhq, layout)
     g.rng_dy = _rng(st)  # dy's and dh's streams: two offsets of the layer's
     g.rng_dh = _rng(st)
+    g.dy_scale = _ptr(scales, MLP_TENSORS.index("dy"))
+    g.dh_scale = _ptr(scales, MLP_TENSORS.index("dh"))
     da = torch.empty(m, f, dtype=torch.bfloat16, device=dev)
     dh = torch.empty(m, fin, dtype=torch.bfloat16, device=dev)
     dxn = torch.empty(m, k, dtype=torch.bfloat16, device=dev)
@@ -760,12 +769,14 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     _lib.check(_lib.lib.qf_layernorm_mlp_bwd(ctx, recipe.encode(), ctypes.byref(xt),
                                              ctypes.byref(dyt), ctypes.byref(p), ctypes.byref(g),
                                              stream))
-    return [dx, dgamma, dbeta, dw1, dw2, db1, db2]
+    _merge_amax(amax, MLP_TENSORS.index("dy"), dyo, dyq)
+    _merge_amax(amax, MLP_TENSORS.index("dh"), dho, dhq)
+    return dx, dgamma, dbeta, dw1, dw2, db1, db2
 
 
 @layernorm_mlp_bwd.register_fake
 def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, eps,
-      zero_centered_gamma, act, has_b1, has_b2):
+      zero_centered_gamma, act, has_b1, has_b2, scales, amax):
     _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
                act)
     _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
@@ -775,48 +786,39 @@ def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, e
     w1_out = _wgrad_out(recipe, fin, k, m, dw_dtype)
     w2_out = _wgrad_out(recipe, n_out, f, m, dw_dtype)
     fp32 = torch.float32
-    return [torch.empty_like(x), x.new_empty(nb["dgamma"].dims, dtype=fp32),
+    return (torch.empty_like(x), x.new_empty(nb["dgamma"].dims, dtype=fp32),
             x.new_empty(nb["dbeta"].dims if "dbeta" in nb else (0,), dtype=fp32),
             x.new_empty(w1_out.dims, dtype=dw_dtype), x.new_empty(w2_out.dims, dtype=dw_dtype),
             x.new_empty((fin,) if has_b1 else (0,), dtype=torch.bfloat16),
-            x.new_empty((n_out,) if has_b2 else (0,), dtype=dy.dtype)]
+            x.new_empty((n_out,) if has_b2 else (0,), dtype=dy.dtype))
 
 
 def _mlp_setup_context(ctx, inputs, output):
-    (x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zc, act,
-     for_backward) = inputs
+    (x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zc, act, for_backward,
+     scales, amax) = inputs
     ctx.cfg = (layer, recipe, norm, eps, zc, act, b1.dtype if b1 is not None else None,
-               b2 is not None, beta is not None, len(w1q), len(w2q), for_backward)
-    ctx.n_xq = len(_x_outs(recipe, norm, 16, x.shape[-1], True)) if for_backward else 0
-    ctx.save_for_backward(x, w1, w2, gamma, *([beta] if beta is not None else []), *w1q, *w2q,
-                          *output[1:])
+               b2 is not None, len(w1q), len(w2q), for_backward)
+    n_xq = len(_x_outs(recipe, norm, 16, x.shape[-1], True)) if for_backward else 0
+    _save(ctx, x=x, w1=w1, w2=w2, gamma=gamma, beta=beta, w1q=w1q, w2q=w2q, h=output[1],
+          a=output[2], xq=output[3:3 + n_xq], aq=output[3 + n_xq:], scales=scales, amax=amax)
 
 
 def _mlp_backward(ctx, *grads):
-    (layer, recipe, norm, eps, zc, act, b1_dtype, has_b2, has_beta, n1, n2,
-     for_backward) = ctx.cfg
+    layer, recipe, norm, eps, zc, act, b1_dtype, has_b2, n1, n2, for_backward = ctx.cfg
     has_b1 = b1_dtype is not None
     if not for_backward:
-        raise RuntimeError("qfuse: layernorm_mlp_fwd ran with for_backward=False, so it kept no "
-                           "columnwise copies for the backward")
-    saved = list(ctx.saved_tensors)
-    x, w1, w2, gamma = saved[:4]
-    i = 4
-    beta = None
-    if has_beta:
-        beta, i = saved[4], 5
-    w1q, w2q = saved[i:i + n1], saved[i + n1:i + n1 + n2]
-    i += n1 + n2
-    h, a = saved[i], saved[i + 1]
-    xq, aq = saved[i + 2:i + 2 + ctx.n_xq], saved[i + 2 + ctx.n_xq:]
+        _no_backward("layernorm_mlp_fwd")
+    t = _saved(ctx)
     dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
     dx, dgamma, dbeta, dw1, dw2, db1, db2 = layernorm_mlp_bwd(
-        dy, x, w1, w2, gamma, beta, list(w1q), list(w2q), list(xq), list(aq), h, a, layer,
-        recipe, norm, eps, zc, act, has_b1, has_b2)
-    return (dx, dw1.to(w1.dtype), dw2.to(w2.dtype), dgamma.to(gamma.dtype),
+        dy, t["x"], t["w1"], t["w2"], t["gamma"], t["beta"], t["w1q"], t["w2q"], t["xq"],
+        t["aq"], t["h"], t["a"], layer, recipe, norm, eps, zc, act, has_b1, has_b2,
+        t["scales"], t["amax"])
+    beta = t["beta"]
+    return (dx, dw1.to(t["w1"].dtype), dw2.to(t["w2"].dtype), dgamma.to(t["gamma"].dtype),
             dbeta.to(beta.dtype) if beta is not None else None, [None] * n1, [None] * n2,
             db1.to(b1_dtype) if has_b1 else None, db2 if has_b2 else None, None, None, None,
-            None, None, None, None)
+            None, None, None, None, None, None)
 
 
 layernorm_mlp_fwd.register_autograd(_mlp_backward, setup_context=_mlp_setup_context)

@@ -278,7 +278,8 @@ def test_mlp_opcheck():
     torch.ops.qfuse.quantize_weight_(mlp.fc1_weight, w1q, mlp._layer, "mxfp8")
     torch.ops.qfuse.quantize_weight_(mlp.fc2_weight, w2q, mlp._layer_w2, "mxfp8")
     args = (x, mlp.fc1_weight, mlp.fc2_weight, mlp.layer_norm_weight, mlp.layer_norm_bias, w1q,
-            w2q, mlp.fc1_bias, mlp.fc2_bias, mlp._layer, "mxfp8", 1, 1e-5, False, 1, True)
+            w2q, mlp.fc1_bias, mlp.fc2_bias, mlp._layer, "mxfp8", 1, 1e-5, False, 1, True, None,
+            None)
     torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_fwd.default, args)
     out = torch.ops.qfuse.layernorm_mlp_fwd(*args)
     n_x = len(qops._x_outs("mxfp8", 1, 64, K, True))
@@ -286,7 +287,7 @@ def test_mlp_opcheck():
     bwd = (dy, x.detach(), mlp.fc1_weight.detach(), mlp.fc2_weight.detach(),
            mlp.layer_norm_weight.detach(), mlp.layer_norm_bias.detach(), w1q, w2q,
            det[3:3 + n_x], det[3 + n_x:], det[1], det[2], mlp._layer, "mxfp8", 1, 1e-5, False, 1,
-           True, True)
+           True, True, None, None)
     torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_bwd.default, bwd)
 
 

@@ -112,7 +112,7 @@ def test_mlp_autograd_and_compile_on_meta(recipe, act):
     def f(x):
         return torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
                                                  recipe, 1, 1e-5, False,
-                                                 qops.ACT_NAMES.index(act), True)[0]
+                                                 qops.ACT_NAMES.index(act), True, None, None)[0]
 
     cf = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
     for m in (64, 128, 192):
@@ -184,14 +184,14 @@ def test_mlp_ops_arguments_on_host_context(host_ops, recipe, act):
            for o in qops._weight_outs(recipe, K, F)]
     x = torch.randn(64, K).to(torch.bfloat16)
     expect_valid(torch.ops.qfuse.layernorm_mlp_fwd, x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
-                 recipe, 1, 1e-5, False, act, True)
+                 recipe, 1, 1e-5, False, act, True, None, None)
     h, a = p(64, fin), p(64, F)
     xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
           for o in qops._x_outs(recipe, 1, 64, K, True)]
     _, _, aqo, _ = qops._mlp_outs(recipe, 1, act, 64, K, fin, F, K, True)
     aq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in aqo]
     expect_valid(torch.ops.qfuse.layernorm_mlp_bwd, p(64, K), x, w1, w2, g, b, w1q, w2q, xq, aq,
-                 h, a, layer, recipe, 1, 1e-5, False, act, True, True)
+                 h, a, layer, recipe, 1, 1e-5, False, act, True, True, None, None)
 
 
 KINDS = {"fprop": (0, 0), "dgrad": (0, 1), "wgrad": (1, 1)}
@@ -294,7 +294,7 @@ def test_bad_arguments_fail_at_trace_time():
                      (3, "act is 3")):
         with pytest.raises(ValueError, match=msg):
             torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, None, None, layer,
-                                              recipe, 1, 1e-5, False, act, True)
+                                              recipe, 1, 1e-5, False, act, True, None, None)
     with pytest.raises(ValueError, match="CUDA tensors"):  # the real op, on CPU tensors
         wc, gc, bc, biasc, wqc = params(recipe, "cpu")
         torch.ops.qfuse.quantize_weight_(wc.data, wqc, layer, recipe)

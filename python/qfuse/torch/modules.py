@@ -232,5 +232,5 @@ class LayerNormMLP(_FusedNorm):
             x, self.fc1_weight, self.fc2_weight, self.layer_norm_weight, self.layer_norm_bias,
             w1q, w2q, self._bias(self.fc1_bias), self._bias(self.fc2_bias), self._layer,
             self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
-            ops.ACT_NAMES.index(self.activation), self._for_backward(x))
+            ops.ACT_NAMES.index(self.activation), self._for_backward(x), None, None)
         return self._out(out[0], x)
