@@ -366,3 +366,50 @@ def test_return_layernorm_output_unfused():
     assert y.shape == (6, N) and torch.equal(xn, want)
     (y.float().sum() + xn.float().sum()).backward()
     assert x.grad is not None and layer.layer_norm_bias.grad is not None
+
+
+def test_delayed_scaling_ops(host_ops):
+    """fp8_delayed through the ops: the real implementations take the scales (device-less
+    context: every argument valid), and on meta tensors a compiled step (aot_eager) runs the
+    backward op that max-merges dy's amax into the state: one graph over two batch sizes."""
+    recipe = "fp8_delayed"
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe, "cpu")
+    scales, amax = torch.ones(3), torch.zeros(3)
+    expect_valid(torch.ops.qfuse.quantize_weight_, w.data, wq, layer, recipe, scales[1:2])
+    x = torch.randn(32, K).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_linear_fwd, x, w.data, g.data, b.data, wq, bias.data,
+                 layer, recipe, 1, 1e-5, False, True, scales, amax)
+    with pytest.raises(qops._lib.QfuseError, match="scale"):  # delayed scaling needs its scales
+        torch.ops.qfuse.layernorm_linear_fwd(x, w.data, g.data, b.data, wq, bias.data, layer,
+                                             recipe, 1, 1e-5, False, True, None, None)
+    xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+          for o in qops._x_outs(recipe, 1, 32, K, True)]
+    dy = torch.randn(32, N).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_linear_bwd, dy, x, w.data, g.data, b.data, wq, xq,
+                 layer, recipe, 1, 1e-5, False, True, scales, amax)
+
+
+def test_delayed_scaling_compiles_on_meta():
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    recipe = "fp8_delayed"
+    layer = qops.new_layer()
+    w, g, b, bias, wq = params(recipe)
+    scales = torch.ones(3, device="meta")
+    amax = torch.zeros(3, device="meta")
+
+    def f(x):
+        torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe, scales[1:2])
+        out = torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq, bias, layer, recipe, 1,
+                                                   1e-5, False, True, scales, amax)
+        return out[0]
+
+    cf = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=True)
+    for m in (64, 128):
+        x = torch.empty(m, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        cf(x).sum().backward()
+        assert x.grad.shape == (m, K)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])

@@ -1,2 +1,11 @@
 """PyTorch modules over libqfuse's fused ops (docs/python.md)."""
 from .modules import LayerNormLinear, LayerNormMLP  # noqa: F401
+
+
+def update_scales(model):
+    """Delayed scaling's once-per-step update of every qfuse module in `model` (its amaxes into
+    the histories, new scales; numerics 2.1): call it after each optimizer step. Modules of
+    other recipes have nothing to update."""
+    for m in model.modules():
+        if isinstance(m, (LayerNormLinear, LayerNormMLP)):
+            m.update_scales()

@@ -68,15 +68,64 @@ class _FusedNorm(torch.nn.Module):
                 ops._weight_outs(self.recipe, n, k)
                 shapes.outputs(self.recipe, "gemm", M=128, N=n, K=k)
             ops._layout(self.recipe, self._dev)
-            if ops.recipe_family(self.recipe) == "fp8_delayed":
-                raise ValueError("delayed scaling keeps scale state the module does not carry "
-                                 "yet; use fp8_current")
             return True, ""
         except (_lib.QfuseError, ValueError, OSError) as e:
             warnings.warn("qfuse.torch.%s(recipe=%r): runs unfused in PyTorch (in params_dtype, "
                           "bf16 output): %s" % (type(self).__name__, self.recipe, e),
                           stacklevel=3)
             return False, str(e)
+
+    def _delayed_state(self, tensors):
+        """Delayed scaling's state (fp8_delayed recipes), one row per tensor of a step in the
+        order `tensors` names them (ops.LINEAR_TENSORS, ops.MLP_TENSORS): fp8_amax [n] (this
+        step's, max-merged by the forward and backward), fp8_history [n, amax_history_len],
+        fp8_scale, fp8_scale_inv [n] and fp8_fmt [n] (the E4M3 / E5M2 code of each tensor's
+        role). Persistent buffers; update_scales() rolls them once per step."""
+        family, fmts, hist = ops.recipe_info(self.recipe)
+        self._delayed = self.fused and family == "fp8_delayed"
+        if not self._delayed:
+            return
+        roles = {"x": "input", "a": "input", "dy": "grad", "dh": "grad"}
+        codes = [_lib.DTYPES[fmts[roles.get(t, "weight")]] for t in tensors]
+        n, dev = len(tensors), self._dev
+        f32 = dict(dtype=torch.float32, device=dev)
+        self.register_buffer("fp8_amax", torch.zeros(n, **f32))
+        self.register_buffer("fp8_history", torch.zeros(n, hist, **f32))
+        self.register_buffer("fp8_scale", torch.ones(n, **f32))
+        self.register_buffer("fp8_scale_inv", torch.ones(n, **f32))
+        self.register_buffer("fp8_fmt", torch.tensor(codes, dtype=torch.uint8, device=dev))
+
+    def _scales(self):
+        """(scales, amax) for the ops: the delayed-scaling buffers, or (None, None)."""
+        return (self.fp8_scale, self.fp8_amax) if self._delayed else (None, None)
+
+    def _quantize_weight(self, weight, names, layer, index):
+        """The weight cache of `weight` (qfuse::quantize_weight_), and under delayed scaling its
+        scale (row `index`) and its amax merged into fp8_amax."""
+        wq = [getattr(self, n) for n in names]
+        scale = self.fp8_scale[index:index + 1] if self._delayed else None
+        torch.ops.qfuse.quantize_weight_(weight, wq, layer, self.recipe, scale)
+        if self._delayed:
+            ops._merge_amax(self.fp8_amax, index, ops._weight_outs(self.recipe, *weight.shape),
+                            wq)
+        return wq
+
+    def _merge_x_amax(self, x, outs, first, for_backward, index):
+        """Under delayed scaling, x's amax (in the op's outputs from `first`) into fp8_amax."""
+        if self._delayed:
+            k = x.shape[-1]
+            xo = ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
+                             for_backward)
+            ops._merge_amax(self.fp8_amax, index, xo, outs[first:first + len(xo)])
+
+    def update_scales(self):
+        """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
+        (qfuse::scale_update_, numerics 2.1); the amaxes start again from 0. Call once per
+        training step, after the optimizer step (or use qfuse.torch.update_scales(model)).
+        Nothing to do for recipes that compute their own scales."""
+        if self._delayed:
+            torch.ops.qfuse.scale_update_(self.fp8_amax, self.fp8_history, self.fp8_scale,
+                                          self.fp8_scale_inv, self.fp8_fmt, self.recipe)
 
     def _cache_buffers(self, prefix, weight):
         """Registers the weight cache's buffers of `weight` (non-persistent); their names."""
@@ -126,10 +175,13 @@ class LayerNormLinear(_FusedNorm):
     [..., out_features] bf16. Parameters: layer_norm_weight, layer_norm_bias (LayerNorm), weight
     [out_features, in_features], bias.
 
-    recipe: a shipped recipe name ("mxfp8", "nvfp4", "fp8_current", ...) or the path of a .lua
-    recipe. The weight's quantized copies are kept in buffers and made again only when the
-    weight changed (its storage or torch's version counter, which every in-place optimizer step
-    bumps): micro-batches between two optimizer steps reuse them. Gradients of NVFP4 recipes
+    recipe: a shipped recipe name ("mxfp8", "nvfp4", "fp8_current", "fp8_delayed", ...) or the
+    path of a .lua recipe. Under delayed scaling (fp8_delayed) the module keeps each tensor's
+    amax history and scale in buffers (fp8_amax, fp8_history, fp8_scale, fp8_scale_inv) and
+    update_scales() advances them: call it once per training step. The weight's quantized copies
+    are kept in buffers and made again only when the weight changed (its storage or torch's
+    version counter, which every in-place optimizer step bumps) or, under delayed scaling, its
+    scale did: micro-batches between two optimizer steps reuse them. Gradients of NVFP4 recipes
     round stochastically with seed `rng_seed` and an offset that advances every backward.
 
     return_layernorm_output=True makes forward return (y, norm(x)): the norm's output in x's
@@ -152,6 +204,7 @@ class LayerNormLinear(_FusedNorm):
         self.bias = self._param(out_features, fill=0.0) if bias else None
         self.fused, self.fallback_reason = self._decide([(out_features, in_features)])
         self._wq_names = self._cache_buffers("wq", self.weight) if self.fused else []
+        self._delayed_state(ops.LINEAR_TENSORS)
 
     def extra_repr(self):
         return "%d -> %d, recipe=%r, normalization=%s, bias=%s, fused=%s" % (
@@ -164,12 +217,14 @@ class LayerNormLinear(_FusedNorm):
             xn = self._norm(x.to(self.weight.dtype))
             y = torch.nn.functional.linear(xn, self.weight, self.bias)
             return self._out(y.to(torch.bfloat16), x, xn)
-        wq = [getattr(self, n) for n in self._wq_names]
-        torch.ops.qfuse.quantize_weight_(self.weight, wq, self._layer, self.recipe)
+        t = ops.LINEAR_TENSORS
+        wq = self._quantize_weight(self.weight, self._wq_names, self._layer, t.index("w"))
+        for_backward = self._for_backward(x)
         out = torch.ops.qfuse.layernorm_linear_fwd(
             x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
-            self.eps, self.zero_centered_gamma, self._for_backward(x), None, None)
+            self.eps, self.zero_centered_gamma, for_backward, *self._scales())
+        self._merge_x_amax(x, out, 1, for_backward, t.index("x"))
         return self._out(out[0], x)
 
 
@@ -203,6 +258,7 @@ class LayerNormMLP(_FusedNorm):
         self._w1_names = self._cache_buffers("w1q", self.fc1_weight) if self.fused else []
         self._w2_names = self._cache_buffers("w2q", self.fc2_weight) if self.fused else []
         self._layer_w2 = ops.new_layer(rng_seed)  # the second weight's cache slot
+        self._delayed_state(ops.MLP_TENSORS)
 
     def extra_repr(self):
         return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
@@ -224,13 +280,24 @@ class LayerNormMLP(_FusedNorm):
             h = torch.nn.functional.linear(xn, self.fc1_weight, self.fc1_bias)
             y = torch.nn.functional.linear(self._act(h), self.fc2_weight, self.fc2_bias)
             return self._out(y.to(torch.bfloat16), x, xn)
-        w1q = [getattr(self, n) for n in self._w1_names]
-        w2q = [getattr(self, n) for n in self._w2_names]
-        torch.ops.qfuse.quantize_weight_(self.fc1_weight, w1q, self._layer, self.recipe)
-        torch.ops.qfuse.quantize_weight_(self.fc2_weight, w2q, self._layer_w2, self.recipe)
+        t = ops.MLP_TENSORS
+        w1q = self._quantize_weight(self.fc1_weight, self._w1_names, self._layer, t.index("w1"))
+        w2q = self._quantize_weight(self.fc2_weight, self._w2_names, self._layer_w2,
+                                    t.index("w2"))
+        for_backward = self._for_backward(x)
+        act = ops.ACT_NAMES.index(self.activation)
         out = torch.ops.qfuse.layernorm_mlp_fwd(
             x, self.fc1_weight, self.fc2_weight, self.layer_norm_weight, self.layer_norm_bias,
             w1q, w2q, self._bias(self.fc1_bias), self._bias(self.fc2_bias), self._layer,
-            self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma,
-            ops.ACT_NAMES.index(self.activation), self._for_backward(x), None, None)
+            self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma, act,
+            for_backward, *self._scales())
+        if self._delayed:  # [y, h, a, *xq, *aq]: x's amax, then a's
+            self._merge_x_amax(x, out, 3, for_backward, t.index("x"))
+            k, fin = x.shape[-1], self.fc1_weight.shape[0]
+            n_xq = len(ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
+                                   for_backward))
+            _, _, aqo, _ = ops._mlp_outs(self.recipe, _NORMS[self.normalization], act,
+                                         x.numel() // k, k, fin, self.ffn_hidden_size,
+                                         self.in_features, for_backward)
+            ops._merge_amax(self.fp8_amax, t.index("a"), aqo, out[3 + n_xq:])
         return self._out(out[0], x)
