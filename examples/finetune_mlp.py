@@ -8,7 +8,7 @@ out/data/block.safetensors). The task, as the demo's: start from the block's wei
 by 0.5 rms(W) N(0, 1) and recover the block's own output y* = fc2(gelu(fc1(ln(x)))) (fp32, tanh
 gelu) with Adam on fp32 weights. The loss is ||y - y*||^2 / ||y*||^2.
 
-    python3 examples/finetune_mlp.py [--recipes mxfp8,nvfp4,fp8_current] [--steps 200]
+    python3 examples/finetune_mlp.py [--recipes mxfp8,nvfp4,fp8_current,fp8_delayed] [--steps 200]
                                      [--block out/data/block.safetensors] [--csv F] [--plot F]
 
 Needs a CUDA GPU, PyTorch and safetensors (pip install safetensors); run from the checkout after
@@ -27,7 +27,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--block", default=os.path.join(HERE, "..", "out", "data",
                                                    "block.safetensors"))
-    p.add_argument("--recipes", default="mxfp8,nvfp4,fp8_current",
+    p.add_argument("--recipes", default="mxfp8,nvfp4,fp8_current,fp8_delayed",
                    help="comma-separated qfuse recipes (names or .lua paths)")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -83,6 +83,8 @@ def train(torch, name, module, forward, x, target, args):
         loss = (y.float() - target).pow(2).sum() / denom
         loss.backward()
         opt.step()
+        if hasattr(module, "update_scales"):  # delayed scaling (fp8_delayed): once per step
+            module.update_scales()
         losses.append(loss.item())
     torch.cuda.synchronize()
     print("%-12s %d steps in %.1f s (the first includes compiling)" % (name, args.steps,
