@@ -405,3 +405,23 @@ def test_delayed_scaling_mlp():
     qt.update_scales(mlp)
     check_against_fp64(mlp, reference_mlp, K, "fc2_bias", mlp_bound("fp8_delayed"),
                        ("fp8_delayed", "swiglu"))
+
+
+def test_delayed_scaling_amax_reduced_over_a_group():
+    """update_scales(group): the amaxes are MAX-reduced over the process group first (one rank
+    here, NCCL: the reduction is the identity, the call path is the one several ranks take)."""
+    import os
+    import qfuse.torch as qt
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        layer = make("fp8_delayed")
+        x, dy = inputs(M)
+        grads(layer, x, dy)
+        amax = layer.fp8_amax.clone()
+        qt.update_scales(layer, group=dist.group.WORLD)
+        assert torch.equal(layer.fp8_history[:, 0], amax)
+    finally:
+        dist.destroy_process_group()

@@ -2,10 +2,11 @@
 from .modules import LayerNormLinear, LayerNormMLP  # noqa: F401
 
 
-def update_scales(model):
-    """Delayed scaling's once-per-step update of every qfuse module in `model` (its amaxes into
-    the histories, new scales; numerics 2.1): call it after each optimizer step. Modules of
-    other recipes have nothing to update."""
+def update_scales(model, group=None):
+    """Delayed scaling's once-per-step update of every qfuse module in `model` (its amaxes,
+    MAX-reduced over the torch.distributed `group` when one is given, into the histories, new
+    scales; numerics 2.1): call it after each optimizer step. Modules of other recipes have
+    nothing to update."""
     for m in model.modules():
         if isinstance(m, (LayerNormLinear, LayerNormMLP)):
-            m.update_scales()
+            m.update_scales(group)

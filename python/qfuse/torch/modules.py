@@ -118,14 +118,20 @@ class _FusedNorm(torch.nn.Module):
                              for_backward)
             ops._merge_amax(self.fp8_amax, index, xo, outs[first:first + len(xo)])
 
-    def update_scales(self):
+    def update_scales(self, group=None):
         """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
-        (qfuse::scale_update_, numerics 2.1); the amaxes start again from 0. Call once per
-        training step, after the optimizer step (or use qfuse.torch.update_scales(model)).
-        Nothing to do for recipes that compute their own scales."""
-        if self._delayed:
-            torch.ops.qfuse.scale_update_(self.fp8_amax, self.fp8_history, self.fp8_scale,
-                                          self.fp8_scale_inv, self.fp8_fmt, self.recipe)
+        (qfuse::scale_update_, numerics 2.1); the amaxes start again from 0. With a
+        torch.distributed process group, the amaxes are first MAX-reduced over it, so that every
+        rank gets the same scales. Call once per training step, after the optimizer step (or use
+        qfuse.torch.update_scales(model, group)). Nothing to do for recipes that compute their
+        own scales."""
+        if not self._delayed:
+            return
+        if group is not None:
+            torch.distributed.all_reduce(self.fp8_amax, op=torch.distributed.ReduceOp.MAX,
+                                         group=group)
+        torch.ops.qfuse.scale_update_(self.fp8_amax, self.fp8_history, self.fp8_scale,
+                                      self.fp8_scale_inv, self.fp8_fmt, self.recipe)
 
     def _cache_buffers(self, prefix, weight):
         """Registers the weight cache's buffers of `weight` (non-persistent); their names."""
