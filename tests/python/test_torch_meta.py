@@ -169,8 +169,10 @@ def test_linear_ops_arguments_on_host_context(host_ops, recipe, norm):
 
 
 @pytest.mark.parametrize("act", [0, 1, 2])
-@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("recipe", RECIPES + ["fp8_delayed"])
 def test_mlp_ops_arguments_on_host_context(host_ops, recipe, act):
+    """Every argument the MLP ops build is valid for libqfuse (device-less context); under
+    fp8_delayed with the six tensors' scales, and the forward is refused without them."""
     F = 256
     fin = 2 * F if act == 1 else F
     layer = qops.new_layer()
@@ -183,15 +185,22 @@ def test_mlp_ops_arguments_on_host_context(host_ops, recipe, act):
     w2q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
            for o in qops._weight_outs(recipe, K, F)]
     x = torch.randn(64, K).to(torch.bfloat16)
+    delayed = recipe == "fp8_delayed"
+    scales, amax = (torch.ones(6), torch.zeros(6)) if delayed else (None, None)
+    if delayed:
+        expect_valid(torch.ops.qfuse.quantize_weight_, w1, w1q, layer, recipe, scales[1:2])
+        with pytest.raises(qops._lib.QfuseError, match="scale"):
+            torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, b1, b2, layer, recipe,
+                                              1, 1e-5, False, act, True, None, None)
     expect_valid(torch.ops.qfuse.layernorm_mlp_fwd, x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
-                 recipe, 1, 1e-5, False, act, True, None, None)
+                 recipe, 1, 1e-5, False, act, True, scales, amax)
     h, a = p(64, fin), p(64, F)
     xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
           for o in qops._x_outs(recipe, 1, 64, K, True)]
     _, _, aqo, _ = qops._mlp_outs(recipe, 1, act, 64, K, fin, F, K, True)
     aq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in aqo]
     expect_valid(torch.ops.qfuse.layernorm_mlp_bwd, p(64, K), x, w1, w2, g, b, w1q, w2q, xq, aq,
-                 h, a, layer, recipe, 1, 1e-5, False, act, True, True, None, None)
+                 h, a, layer, recipe, 1, 1e-5, False, act, True, True, scales, amax)
 
 
 KINDS = {"fprop": (0, 0), "dgrad": (0, 1), "wgrad": (1, 1)}
@@ -413,35 +422,3 @@ def test_delayed_scaling_compiles_on_meta():
         assert x.grad.shape == (m, K)
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
-
-
-@pytest.mark.parametrize("act", [0, 1])
-def test_delayed_scaling_mlp_ops(host_ops, act):
-    """fp8_delayed through the MLP ops: with the six tensors' scales every argument is valid
-    (device-less context); without them the forward is refused."""
-    recipe, F = "fp8_delayed", 256
-    fin = 2 * F if act == 1 else F
-    layer = qops.new_layer()
-
-    def p(*shape):
-        return torch.randn(*shape).to(torch.bfloat16)
-    w1, w2, g, b, b1, b2 = p(fin, K), p(K, F), p(K), p(K), p(fin), p(K)
-    w1q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
-           for o in qops._weight_outs(recipe, fin, K)]
-    w2q = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
-           for o in qops._weight_outs(recipe, K, F)]
-    scales, amax = torch.ones(6), torch.zeros(6)
-    expect_valid(torch.ops.qfuse.quantize_weight_, w1, w1q, layer, recipe, scales[1:2])
-    x = torch.randn(64, K).to(torch.bfloat16)
-    expect_valid(torch.ops.qfuse.layernorm_mlp_fwd, x, w1, w2, g, b, w1q, w2q, b1, b2, layer,
-                 recipe, 1, 1e-5, False, act, True, scales, amax)
-    with pytest.raises(qops._lib.QfuseError, match="scale"):
-        torch.ops.qfuse.layernorm_mlp_fwd(x, w1, w2, g, b, w1q, w2q, b1, b2, layer, recipe, 1,
-                                          1e-5, False, act, True, None, None)
-    h, a = p(64, fin), p(64, F)
-    xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
-          for o in qops._x_outs(recipe, 1, 64, K, True)]
-    _, _, aqo, _ = qops._mlp_outs(recipe, 1, act, 64, K, fin, F, K, True)
-    aq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in aqo]
-    expect_valid(torch.ops.qfuse.layernorm_mlp_bwd, p(64, K), x, w1, w2, g, b, w1q, w2q, xq, aq,
-                 h, a, layer, recipe, 1, 1e-5, False, act, True, True, scales, amax)
