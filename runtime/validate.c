@@ -297,15 +297,21 @@ qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int arch, qf_sc
 
 /* {===================================================================== public shape queries */
 
-qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
-                         int *n) {
-    static const char op[] = "qf_fake_shapes";
-    const qf_recipe *r = NULL;
+/* The argument checks and recipe lookup of both public shape queries. */
+static qf_status qf_fake_begin(const char *op, const char *recipe, const qf_shape_query *q,
+                               const void *out, int cap, const int *n, const qf_recipe **r) {
     qf_clear_error();
     if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
                             "be NULL, cap >= 0", op);
-    QF_TRY(qf_recipe_find_for(op, recipe, &r));
+    return qf_recipe_find_for(op, recipe, r);
+}
+
+qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
+                         int *n) {
+    static const char op[] = "qf_fake_shapes";
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_fake_begin(op, recipe, q, out, cap, n, &r));
     return qf_query_shapes(op, r, q, out, cap, n);
 }
 
@@ -314,11 +320,7 @@ qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
     static const char op[] = "qf_fake_shape_formulas";
     const qf_recipe *r = NULL;
     qf_shape s[QF_FAKE_MAX_OUTPUTS];
-    qf_clear_error();
-    if (!recipe || !q || !n || cap < 0 || (cap > 0 && !out))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe, q, n (and out when cap > 0) must not "
-                            "be NULL, cap >= 0", op);
-    QF_TRY(qf_recipe_find_for(op, recipe, &r));
+    QF_TRY(qf_fake_begin(op, recipe, q, out, cap, n, &r));
     QF_TRY(qf_query_shapes(op, r, q, s, QF_FAKE_MAX_OUTPUTS, n)); /* checks q as qf_fake_shapes */
     if (*n > cap)
         return qf_set_error(QF_ERR_INTERNAL, "%s: '%s' has %d outputs for this query, more than "
@@ -350,13 +352,12 @@ qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *la
     const qf_recipe *r = NULL;
     qf_clear_error();
     if (!recipe || !layout)
-        return qf_set_error(QF_ERR_INVALID_ARG, "qf_gemm_scale_layout: recipe and layout must not "
-                            "be NULL");
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe and layout must not be NULL", op);
     QF_TRY(qf_recipe_find_for(op, recipe, &r));
     const qf_gemm_path path = qf_family_gemm_path(r->family, arch);
     if (path.engine == QF_GEMM_NONE)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "qf_gemm_scale_layout: recipe '%s' (%s) has no GEMM "
-                            "on sm_%d", r->name, qf_family_name(r->family), arch);
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s) has no GEMM on sm_%d", op,
+                            r->name, qf_family_name(r->family), arch);
     *layout = path.layout;
     return QF_OK;
 }

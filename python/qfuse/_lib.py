@@ -27,7 +27,6 @@ SLOTS = ("rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_sca
 STATUS = ("QF_OK", "QF_ERR_INVALID_ARG", "QF_ERR_UNSUPPORTED", "QF_ERR_NO_DEVICE", "QF_ERR_CUDA",
           "QF_ERR_NVRTC", "QF_ERR_CUBLAS", "QF_ERR_CACHE", "QF_ERR_OUT_OF_MEMORY",
           "QF_ERR_NOT_FOUND", "QF_ERR_INTERNAL")
-ERR_NO_DEVICE = 3
 
 
 class QfuseError(RuntimeError):
@@ -126,8 +125,6 @@ class RecipeInfo(ctypes.Structure):  # qf_recipe_info
     _fields_ = [("family", ctypes.c_int), ("fmt", ctypes.c_int * 3),
                 ("amax_history_len", ctypes.c_int64), ("reserved", ctypes.c_int * 8)]
 
-
-ACTIVATIONS = {"gelu": 0, "swiglu": 1, "relu": 2}
 
 
 def _candidates():

@@ -111,12 +111,13 @@ class _FusedNorm(torch.nn.Module):
         return wq
 
     def _merge_x_amax(self, x, outs, first, for_backward, index):
-        """Under delayed scaling, x's amax (in the op's outputs from `first`) into fp8_amax."""
-        if self._delayed:
-            k = x.shape[-1]
-            xo = ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
-                             for_backward)
-            ops._merge_amax(self.fp8_amax, index, xo, outs[first:first + len(xo)])
+        """Delayed scaling: x's amax (in the op's outputs from `first`) into fp8_amax; returns
+        how many of the outputs are x's quantization's."""
+        k = x.shape[-1]
+        xo = ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
+                         for_backward)
+        ops._merge_amax(self.fp8_amax, index, xo, outs[first:first + len(xo)])
+        return len(xo)
 
     def update_scales(self, group=None):
         """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
@@ -230,7 +231,8 @@ class LayerNormLinear(_FusedNorm):
             x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
             self.eps, self.zero_centered_gamma, for_backward, *self._scales())
-        self._merge_x_amax(x, out, 1, for_backward, t.index("x"))
+        if self._delayed:
+            self._merge_x_amax(x, out, 1, for_backward, t.index("x"))
         return self._out(out[0], x)
 
 
@@ -298,10 +300,8 @@ class LayerNormMLP(_FusedNorm):
             self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma, act,
             for_backward, *self._scales())
         if self._delayed:  # [y, h, a, *xq, *aq]: x's amax, then a's
-            self._merge_x_amax(x, out, 3, for_backward, t.index("x"))
+            n_xq = self._merge_x_amax(x, out, 3, for_backward, t.index("x"))
             k, fin = x.shape[-1], self.fc1_weight.shape[0]
-            n_xq = len(ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
-                                   for_backward))
             _, _, aqo, _ = ops._mlp_outs(self.recipe, _NORMS[self.normalization], act,
                                          x.numel() // k, k, fin, self.ffn_hidden_size,
                                          self.in_features, for_backward)
