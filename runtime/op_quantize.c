@@ -145,6 +145,31 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
 
 /* =====================================================================} */
 
+/* {===================================================================== amax reduction */
+
+/* The calling thread's amax reduction (qf_set_amax_reduce), or NULL. */
+static _Thread_local qf_amax_reduce_fn qf_amax_reduce_hook;
+static _Thread_local void *qf_amax_reduce_user;
+
+void qf_set_amax_reduce(qf_amax_reduce_fn fn, void *user) {
+    qf_amax_reduce_hook = fn;
+    qf_amax_reduce_user = fn ? user : NULL;
+}
+
+/* Runs the thread's amax reduction on a selected copy's amax slot s, between a two-pass
+ * quantization's amax pass and its cast pass. */
+static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *stream) {
+    if (!qf_amax_reduce_hook || !(c->outputs & copy))
+        return QF_OK;
+    const qf_status st = qf_amax_reduce_hook(qf_amax_reduce_user, c->out->t[s].data, stream);
+    if (st != QF_OK)
+        return qf_set_error(st, "%s: the amax reduction (qf_set_amax_reduce) of out->%s failed "
+                            "(status %d)", c->op, qf_slot_name(s), (int)st);
+    return QF_OK;
+}
+
+/* =====================================================================} */
+
 /* {===================================================================== per-tensor FP8 */
 
 /* Delayed scaling: one launch of the tiled entry, or a row-in-registers entry when the call
@@ -152,7 +177,8 @@ static qf_status qf_q_zero(const qf_qcall *c, unsigned copy, qf_slot s, void *st
  * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics); a
  * columnwise copy in pass 1 comes from the tiled entry, which writes both copies from one read of
  * x, so that x is read twice in all; with an activation prologue both copies come from the
- * tiled entry too (its input is two or three arrays). */
+ * tiled entry too (its input is two or three arrays). The thread's amax reduction runs between
+ * the passes. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
@@ -177,6 +203,7 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
     rc.no_cols = 1;
     QF_TRY(qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream));
+    QF_TRY(qf_q_reduce(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
     p.pass = 1;
     rc.no_cols = 0;
     rc.rows_ok = !one_read;
@@ -235,8 +262,8 @@ static qf_status qf_q_nv_check(const qf_qcall *c) {
 }
 
 /* Zeroes the selected scale matrices (padding is 0x00; pass 2 writes every real entry) and amax
- * slots (pass 1 max-merges into them), then runs pass 1 on cdiv(M, tile_m) blocks and pass 2 on
- * one thread per 16x8 work item. */
+ * slots (pass 1 max-merges into them), then runs pass 1 on cdiv(M, tile_m) blocks, the thread's
+ * amax reduction, and pass 2 on one thread per 16x8 work item. */
 static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void *stream) {
     QF_TRY(qf_q_nv_check(c));
     QF_TRY(qf_check_layout(c->op, c->out));
@@ -265,6 +292,8 @@ static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void 
     QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
     QF_TRY(qf_q_zero(c, QF_OUT_COLUMNWISE, QF_SLOT_AMAX_COLUMNWISE, stream));
     QF_TRY(qf_ctx_launch(ctx, lk.fn_amax, (unsigned)grid1, k->block_threads, 0, &p, stream));
+    QF_TRY(qf_q_reduce(c, QF_OUT_ROWWISE, QF_SLOT_AMAX_ROWWISE, stream));
+    QF_TRY(qf_q_reduce(c, QF_OUT_COLUMNWISE, QF_SLOT_AMAX_COLUMNWISE, stream));
     return qf_ctx_launch(ctx, lk.fn, (unsigned)grid2, k->block_threads, 0, &p, stream);
 }
 

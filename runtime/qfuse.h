@@ -280,6 +280,22 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
                       const qf_norm_desc *norm, const float *scale, const qf_rng *rng,
                       qf_quantized *out, void *stream);
 
+/* An amax reduction: called with one device fp32 amax [1] of a quantization and the stream the
+ * op runs on, it must enqueue on that stream whatever makes *amax the MAX over a group (an NCCL
+ * all-reduce over the data- or tensor-parallel ranks, numerics 2.2), and return QF_OK, or an
+ * error status, which the op then returns with a message naming the slot. */
+typedef qf_status (*qf_amax_reduce_fn)(void *user, float *amax, void *stream);
+
+/* Sets the calling thread's amax reduction (fn NULL: none, the default). Every quantization the
+ * thread runs afterwards whose scale comes from a per-tensor amax of the tensor itself (its
+ * amax pass, then its cast pass) calls fn(user, amax, stream) between the two passes, so that
+ * the scale is computed from the reduced amax: fp8_current (the AMAX slot) and NVFP4's global
+ * amaxes (AMAX_ROWWISE and AMAX_COLUMNWISE, one call each), including those inside
+ * qf_quantize_act and the layernorm_linear / layernorm_mlp compositions. Delayed scaling reduces
+ * its amaxes before qf_scale_update instead; MXFP8 has no per-tensor amax. Not called by a
+ * device-less context. fn runs on the calling thread, inside the op; user is not owned. */
+void qf_set_amax_reduce(qf_amax_reduce_fn fn, void *user);
+
 /* Delayed-scaling update of all n tensors of a step in one launch (numerics 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.

@@ -573,6 +573,104 @@ static void test_nv_sr_streams(void **state) {
     qf_ctx_free(ctx);
 }
 
+/* The thread's amax reduction (qf_set_amax_reduce). x [M, K] is one rank's rows of a tensor
+ * cat = [x; x2] whose other rows x2 (8x larger) sit on another rank; a reduction that writes
+ * cat's amax (what a MAX all-reduce gives) makes x's quantization the first M rows of cat's:
+ * rowwise data and scales identical (fp8_current: the columnwise copy's first M columns too),
+ * the reduced amax in the slot, one call per amax slot. Without it they differ; a failing
+ * reduction fails the op, naming it. */
+typedef struct amax_src {
+    int calls;
+    const void *src[2]; /* cat's amax slots, in call order */
+} amax_src;
+
+static qf_status amax_from_cat(void *user, float *amax, void *stream) {
+    amax_src *a = user;
+    if (a->calls >= 2)
+        return QF_ERR_INTERNAL;
+    const cudaError_t e = cudaMemcpyAsync(amax, a->src[a->calls++], sizeof *amax,
+                                          cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    return e == cudaSuccess ? QF_OK : QF_ERR_CUDA;
+}
+
+static qf_status amax_fails(void *user, float *amax, void *stream) {
+    (void)user, (void)amax, (void)stream;
+    return QF_ERR_CUDA;
+}
+
+static void test_amax_reduce(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    static const struct {
+        const char *recipe;
+        qf_role role;
+        qf_slot amax[2];
+        int n_amax;
+        int fp8; /* per-element scale: the columnwise copy compares too */
+    } cases[] = {
+        {"fp8_current", QF_ROLE_GRAD, {QF_SLOT_AMAX}, 1, 1},
+        {"fp8_current", QF_ROLE_WEIGHT, {QF_SLOT_AMAX}, 1, 1},
+        {"nvfp4", QF_ROLE_WEIGHT, {QF_SLOT_AMAX_ROWWISE, QF_SLOT_AMAX_COLUMNWISE}, 2, 0},
+    };
+    const int64_t M = 64, M2 = 32, K = 256;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *recipe = cases[i].recipe;
+        dual x = dual_alloc((size_t)(M + M2) * K * 2);
+        fill(x.h, QF_DTYPE_BF16, M, K, 11 + i, 0.1f);
+        fill((uint16_t *)x.h + M * K, QF_DTYPE_BF16, M2, K, 12 + i, 0.8f);
+        dual_up(&x);
+        qtensor cat, mine, plain;
+        qt_alloc(&cat, recipe, cases[i].role, QF_NORM_NONE, M + M2, K, QF_SCALE_LAYOUT_COMPACT);
+        qt_alloc(&mine, recipe, cases[i].role, QF_NORM_NONE, M, K, QF_SCALE_LAYOUT_COMPACT);
+        qt_alloc(&plain, recipe, cases[i].role, QF_NORM_NONE, M, K, QF_SCALE_LAYOUT_COMPACT);
+        const qf_role role = cases[i].role;
+        const qf_tensor xc = tv(&x, QF_DTYPE_BF16, 2, M + M2, K);
+        const qf_tensor xm = tv(&x, QF_DTYPE_BF16, 2, M, K);
+        QF_OK_OR_FAIL(qf_quantize(ctx, recipe, role, &xc, NULL, NULL, NULL, &cat.q, NULL));
+        amax_src src = {0, {cat.q.t[cases[i].amax[0]].data, cat.q.t[cases[i].amax[1]].data}};
+        qf_set_amax_reduce(amax_from_cat, &src);
+        const qf_status st = qf_quantize(ctx, recipe, role, &xm, NULL, NULL, NULL, &mine.q, NULL);
+        qf_set_amax_reduce(amax_fails, NULL);
+        const qf_status bad = qf_quantize(ctx, recipe, role, &xm, NULL, NULL, NULL, &plain.q, NULL);
+        const char *msg = qf_last_error();
+        qf_set_amax_reduce(NULL, NULL);
+        assert_int_equal(bad, QF_ERR_CUDA);
+        assert_non_null(strstr(msg, "amax reduction"));
+        QF_OK_OR_FAIL(st);
+        QF_OK_OR_FAIL(qf_quantize(ctx, recipe, role, &xm, NULL, NULL, NULL, &plain.q, NULL));
+        CK(cudaDeviceSynchronize());
+        qt_down(&cat), qt_down(&mine), qt_down(&plain);
+        assert_int_equal(src.calls, cases[i].n_amax);
+        for (int a = 0; a < cases[i].n_amax; a++) {
+            const qf_slot s = cases[i].amax[a];
+            assert_true(qt_float(&mine, s) == qt_float(&cat, s));
+            assert_true(qt_float(&plain, s) < qt_float(&cat, s));
+        }
+        const qf_slot rows[] = {QF_SLOT_ROWWISE_DATA, QF_SLOT_ROWWISE_SCALE_INV};
+        for (int r = 0; r < 2; r++) { /* row-major: x's rows are cat's first M */
+            if (cases[i].fp8 && r == 1)
+                continue; /* one scale_inv per tensor, compared below */
+            const size_t row = mine.buf[rows[r]].bytes / (size_t)mine.q.t[rows[r]].dims[0];
+            assert_true(row == cat.buf[rows[r]].bytes / (size_t)cat.q.t[rows[r]].dims[0]);
+            assert_memory_equal(qt_host(&mine, rows[r]), qt_host(&cat, rows[r]), row * M);
+        }
+        if (memcmp(qt_host(&plain, QF_SLOT_ROWWISE_DATA), qt_host(&mine, QF_SLOT_ROWWISE_DATA),
+                   mine.buf[QF_SLOT_ROWWISE_DATA].bytes) == 0)
+            fail_msg("%s: the reduction changed nothing", recipe);
+        if (cases[i].fp8) {
+            assert_memory_equal(qt_host(&mine, QF_SLOT_SCALE_INV), qt_host(&cat, QF_SLOT_SCALE_INV),
+                                4);
+            for (int64_t k = 0; k < K; k++) /* columnwise [K, M]: cat's rows are M + M2 wide */
+                assert_memory_equal(qt_host(&mine, QF_SLOT_COLUMNWISE_DATA) + k * M,
+                                    qt_host(&cat, QF_SLOT_COLUMNWISE_DATA) + k * (M + M2),
+                                    (size_t)M);
+        }
+        qt_free(&cat), qt_free(&mine), qt_free(&plain);
+        dual_free(&x);
+    }
+    qf_ctx_free(ctx);
+}
+
 /* All-zero input: finite global scale (S_enc = 1), zero scale bytes and data, amax 0. */
 static void test_nv_zero_input(void **state) {
     (void)state;
@@ -684,6 +782,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nv_rht_changes_key),
         cmocka_unit_test(test_nv_sr_streams),
         cmocka_unit_test(test_nv_zero_input),
+        cmocka_unit_test(test_amax_reduce),
         cmocka_unit_test(test_nv_nan_input),
         cmocka_unit_test(test_nq_options),
         cmocka_unit_test(test_quantize),

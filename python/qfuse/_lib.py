@@ -202,6 +202,11 @@ _SIGNATURES = {
 }
 
 
+# qf_amax_reduce_fn: qf_status (*)(void *user, float *amax, void *stream)
+AMAX_REDUCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_SIGNATURES["qf_set_amax_reduce"] = (None, [AMAX_REDUCE_FN, ctypes.c_void_p])
+
+
 class _Lib:
     """The loaded library with typed functions, loaded on first use."""
 

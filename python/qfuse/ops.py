@@ -29,6 +29,7 @@ nvfp4, ...). Delayed scaling (fp8_delayed) needs scale state these ops do not ca
 """
 from typing import List, Optional, Tuple
 
+import contextlib
 import ctypes
 import threading
 
@@ -51,14 +52,16 @@ ROWWISE, COLUMNWISE = _lib.OUT_ROWWISE, _lib.OUT_COLUMNWISE
 # ------------------------------------------------------------------ layer state
 
 class _LayerState:
-    """Host state of one module: the weight cache's key and the stochastic-rounding stream of
-    its gradients (numerics 2.4: a fresh offset each backward)."""
+    """Host state of one module: the weight cache's key, the stochastic-rounding stream of its
+    gradients (numerics 2.4: a fresh offset each backward) and the torch.distributed group over
+    which its ops MAX-reduce per-tensor amaxes (None: none)."""
 
     def __init__(self, seed, advance_rng):
         self.key = None
         self.seed = seed
         self.offset = 0
         self.advance_rng = advance_rng
+        self.amax_group = None
 
 
 _layers = {}
@@ -72,6 +75,54 @@ def new_layer(seed=0, advance_rng=True):
         i = len(_layers) + 1
         _layers[i] = _LayerState(seed, advance_rng)
         return i
+
+
+def set_amax_group(layer, group):
+    """The ops of `layer` then MAX-reduce every amax a quantization computes for its own scale
+    (fp8_current, NVFP4's global amaxes; numerics 2.2) over torch.distributed `group` before
+    the scale is computed: an all-reduce inside the op, between its amax pass and its cast pass
+    (qf_set_amax_reduce), so every rank of the group quantizes with the same scale. None: no
+    reduction. Every rank must run the same ops in the same order."""
+    _layer_state(layer).amax_group = group
+
+
+class _DeviceFloat:
+    """One fp32 at a device address, for torch.as_tensor (__cuda_array_interface__)."""
+
+    def __init__(self, address):
+        self.__cuda_array_interface__ = {"shape": (1,), "typestr": "<f4",
+                                         "data": (address, False), "version": 3}
+
+
+@contextlib.contextmanager
+def _amax_reduced(layer, device):
+    """Within it, libqfuse calls on this thread all-reduce (MAX) each per-tensor amax over the
+    layer's group, if it has one; an exception raised by the all-reduce is re-raised."""
+    group = _layer_state(layer).amax_group
+    if group is None:
+        yield
+        return
+    failed = []
+
+    def reduce(user, amax, stream):
+        try:
+            t = torch.as_tensor(_DeviceFloat(amax), device=device)
+            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX, group=group)
+            return 0
+        except BaseException as e:  # noqa: B036 (a C callback must not raise)
+            failed.append(e)
+            return _lib.STATUS.index("QF_ERR_INVALID_ARG")
+
+    fn = _lib.AMAX_REDUCE_FN(reduce)
+    _lib.lib.qf_set_amax_reduce(fn, None)
+    try:
+        yield
+    except _lib.QfuseError as e:
+        if failed:
+            raise failed[0] from e
+        raise
+    finally:
+        _lib.lib.qf_set_amax_reduce(None, None)
 
 
 # ------------------------------------------------------------------ helpers
@@ -105,11 +156,22 @@ def _ptr(t, index=0):
 def _merge_amax(amax, index, outs, tensors):
     """amax[index] = max(amax[index], the "amax" slot among `tensors` (fake-shape `outs`)): the
     delayed-scaling amax of one tensor of a step. No-op when amax is None."""
-    if amax is None:
-        return
-    for o, t in zip(outs, tensors):
-        if o.name == "amax":
-            amax[index:index + 1].copy_(torch.maximum(amax[index:index + 1], t))
+    at = _amax_slot(outs)
+    if amax is not None and at is not None:
+        merge_amax(amax, index, tensors[at])
+
+
+def _amax_slot(outs):
+    """The position of the "amax" output among fake-shape `outs`, or None."""
+    return next((i for i, o in enumerate(outs) if o.name == "amax"), None)
+
+
+def merge_amax(amax, index, t):
+    """amax[index] = max(amax[index], t) for a one-element fp32 t: a delayed-scaling amax of one
+    tensor of a step merged into the state (plain torch ops, traceable by torch.compile; not
+    recorded by autograd: amaxes are state, not differentiable)."""
+    with torch.no_grad():
+        amax[index:index + 1].copy_(torch.maximum(amax[index:index + 1], t))
 
 
 def _save(ctx, **parts):
@@ -308,9 +370,10 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
             t.zero_()
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
-    _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(),
-                                    _lib.ROLES["weight"], ctypes.byref(xt), None, _ptr(scale),
-                                    None, ctypes.byref(q), _stream(w.device)))
+    with _amax_reduced(layer, w.device):
+        _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(), _lib.ROLES["weight"],
+                                        ctypes.byref(xt), None, _ptr(scale), None,
+                                        ctypes.byref(q), _stream(w.device)))
     st.key = None if capturing else key
 
 
@@ -490,8 +553,9 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
     ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
-    _lib.check(_lib.lib.qf_layernorm_linear_fwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                ctypes.byref(ll), ctypes.byref(yt), stream))
+    with _amax_reduced(layer, dev):
+        _lib.check(_lib.lib.qf_layernorm_linear_fwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                    ctypes.byref(ll), ctypes.byref(yt), stream))
     return [y] + xq
 
 
@@ -555,9 +619,10 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     if has_bias:
         g.dbias = _c(dbias)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    _lib.check(_lib.lib.qf_layernorm_linear_bwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                ctypes.byref(dyt), ctypes.byref(ll),
-                                                ctypes.byref(g), stream))
+    with _amax_reduced(layer, dev):
+        _lib.check(_lib.lib.qf_layernorm_linear_bwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                    ctypes.byref(dyt), ctypes.byref(ll),
+                                                    ctypes.byref(g), stream))
     _merge_amax(amax, LINEAR_TENSORS.index("dy"), dyo, dyq)
     return dx, dgamma, dbeta, dweight, dbias
 
@@ -589,8 +654,11 @@ def _setup_context(ctx, inputs, output):
     (x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zc, for_backward, scales,
      amax) = inputs
     ctx.cfg = (layer, recipe, norm, eps, zc, bias is not None, len(wq), for_backward)
-    _save(ctx, x=x, weight=weight, gamma=gamma, beta=beta, wq=wq, xq=output[1:], scales=scales,
-          amax=amax)
+    _save(ctx, x=x, weight=weight, gamma=gamma, beta=beta, xq=output[1:], scales=scales)
+    # Module state the ops mutate between this forward and its backward: the weight cache
+    # (quantize_weight_ of the next micro-batch, which keeps it unless `weight` changed, and a
+    # changed weight fails the saved weight's version check) and the amaxes (max-merged).
+    ctx.wq, ctx.amax = wq, amax
 
 
 def _no_backward(op):
@@ -606,8 +674,8 @@ def _backward(ctx, *grads):
     t = _saved(ctx)
     dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
     dx, dgamma, dbeta, dweight, dbias = layernorm_linear_bwd(
-        dy, t["x"], t["weight"], t["gamma"], t["beta"], t["wq"], t["xq"], layer, recipe, norm,
-        eps, zc, has_bias, t["scales"], t["amax"])
+        dy, t["x"], t["weight"], t["gamma"], t["beta"], ctx.wq, t["xq"], layer, recipe, norm,
+        eps, zc, has_bias, t["scales"], ctx.amax)
     beta = t["beta"]
     return (dx, dweight.to(t["weight"].dtype), dgamma.to(t["gamma"].dtype),
             dbeta.to(beta.dtype) if beta is not None else None, [None] * n_wq,
@@ -692,8 +760,9 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     p.x_scale = _ptr(scales, MLP_TENSORS.index("x"))
     p.a_scale = _ptr(scales, MLP_TENSORS.index("a"))
     xt, yt = _c(x.contiguous(), dims=(m, k)), _c(y, dims=(m, n_out))
-    _lib.check(_lib.lib.qf_layernorm_mlp_fwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                             ctypes.byref(p), ctypes.byref(yt), stream))
+    with _amax_reduced(layer, dev):
+        _lib.check(_lib.lib.qf_layernorm_mlp_fwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                 ctypes.byref(p), ctypes.byref(yt), stream))
     return [y, h, a] + xq + aq
 
 
@@ -766,9 +835,10 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     if has_b2:
         g.db2 = _c(db2)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    _lib.check(_lib.lib.qf_layernorm_mlp_bwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                             ctypes.byref(dyt), ctypes.byref(p), ctypes.byref(g),
-                                             stream))
+    with _amax_reduced(layer, dev):
+        _lib.check(_lib.lib.qf_layernorm_mlp_bwd(ctx, recipe.encode(), ctypes.byref(xt),
+                                                 ctypes.byref(dyt), ctypes.byref(p),
+                                                 ctypes.byref(g), stream))
     _merge_amax(amax, MLP_TENSORS.index("dy"), dyo, dyq)
     _merge_amax(amax, MLP_TENSORS.index("dh"), dho, dhq)
     return dx, dgamma, dbeta, dw1, dw2, db1, db2
@@ -799,8 +869,9 @@ def _mlp_setup_context(ctx, inputs, output):
     ctx.cfg = (layer, recipe, norm, eps, zc, act, b1.dtype if b1 is not None else None,
                b2 is not None, len(w1q), len(w2q), for_backward)
     n_xq = len(_x_outs(recipe, norm, 16, x.shape[-1], True)) if for_backward else 0
-    _save(ctx, x=x, w1=w1, w2=w2, gamma=gamma, beta=beta, w1q=w1q, w2q=w2q, h=output[1],
-          a=output[2], xq=output[3:3 + n_xq], aq=output[3 + n_xq:], scales=scales, amax=amax)
+    _save(ctx, x=x, w1=w1, w2=w2, gamma=gamma, beta=beta, h=output[1], a=output[2],
+          xq=output[3:3 + n_xq], aq=output[3 + n_xq:], scales=scales)
+    ctx.w1q, ctx.w2q, ctx.amax = w1q, w2q, amax  # as in _setup_context
 
 
 def _mlp_backward(ctx, *grads):
@@ -811,9 +882,9 @@ def _mlp_backward(ctx, *grads):
     t = _saved(ctx)
     dy = grads[0][0] if isinstance(grads[0], (list, tuple)) else grads[0]
     dx, dgamma, dbeta, dw1, dw2, db1, db2 = layernorm_mlp_bwd(
-        dy, t["x"], t["w1"], t["w2"], t["gamma"], t["beta"], t["w1q"], t["w2q"], t["xq"],
+        dy, t["x"], t["w1"], t["w2"], t["gamma"], t["beta"], ctx.w1q, ctx.w2q, t["xq"],
         t["aq"], t["h"], t["a"], layer, recipe, norm, eps, zc, act, has_b1, has_b2,
-        t["scales"], t["amax"])
+        t["scales"], ctx.amax)
     beta = t["beta"]
     return (dx, dw1.to(t["w1"].dtype), dw2.to(t["w2"].dtype), dgamma.to(t["gamma"].dtype),
             dbeta.to(beta.dtype) if beta is not None else None, [None] * n1, [None] * n2,

@@ -112,13 +112,15 @@ def check_against_fp64(module, reference_fn, n_out, out_bias, limit, label):
         assert e <= (2 ** -8 if n == out_bias else limit), (n, e)
 
 
-def check_compile_equals_eager(base, n_out):
-    """A compiled copy of module `base` (fullgraph, dynamic) against fresh eager copies at three
-    batch sizes: y and every gradient bit for bit, one graph, no graph break."""
+def check_compile_equals_eager(base, n_out, group=None):
+    """A compiled copy of module `base` (fullgraph, dynamic; amax_group `group`) against fresh
+    eager copies at three batch sizes: y and every gradient bit for bit, one graph, no graph
+    break."""
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     compiled_layer = clone(base)
+    compiled_layer.amax_group = group
     compiled = torch.compile(compiled_layer, fullgraph=True, dynamic=True)
     for m in (M, 2 * M, 3 * M):
         eager_layer = clone(base)  # rng offset 0, as the compiled one's
@@ -162,24 +164,33 @@ def test_reduce_overhead_captures():
         assert torch.equal(compiled(x).clone(), eager(x))
 
 
-@pytest.mark.parametrize("recipe", RECIPES)
+def state(layer, recipe):
+    """(scale row of w, scales, amax) for the ops: delayed scaling's state, scales of 1 under
+    fp8_delayed (every tensor then quantizes with scale 1), else Nones."""
+    if recipe != "fp8_delayed":
+        return None, None, None
+    return layer.fp8_scale[1:2], layer.fp8_scale, layer.fp8_amax
+
+
+@pytest.mark.parametrize("recipe", RECIPES + ["fp8_delayed"])
 def test_opcheck(recipe):
     layer = make(recipe)
     qops._layers[layer._layer].advance_rng = False
     x, dy = inputs(64)
     x = x.detach().requires_grad_()
     wq = [getattr(layer, n) for n in layer._wq_names]
-    torch.ops.qfuse.quantize_weight_(layer.weight, wq, layer._layer, recipe)
+    w_scale, scales, amax = state(layer, recipe)
+    torch.ops.qfuse.quantize_weight_(layer.weight, wq, layer._layer, recipe, w_scale)
     fwd_args = (x, layer.weight, layer.layer_norm_weight, layer.layer_norm_bias, wq, layer.bias,
-                layer._layer, recipe, 1, 1e-5, False, True, None, None)
+                layer._layer, recipe, 1, 1e-5, False, True, scales, amax)
     torch.library.opcheck(torch.ops.qfuse.layernorm_linear_fwd.default, fwd_args)
     out = torch.ops.qfuse.layernorm_linear_fwd(*fwd_args)
     bwd_args = (dy, x.detach(), layer.weight.detach(), layer.layer_norm_weight.detach(),
                 layer.layer_norm_bias.detach(), wq, [t.detach() for t in out[1:]], layer._layer,
-                recipe, 1, 1e-5, False, True, None, None)
+                recipe, 1, 1e-5, False, True, scales, amax)
     torch.library.opcheck(torch.ops.qfuse.layernorm_linear_bwd.default, bwd_args)
     torch.library.opcheck(torch.ops.qfuse.quantize_weight_.default,
-                          (layer.weight.detach(), wq, layer._layer, recipe))
+                          (layer.weight.detach(), wq, layer._layer, recipe, w_scale))
 
 
 def test_weight_cache():
@@ -198,6 +209,30 @@ def test_weight_cache():
         assert any(not torch.equal(b, getattr(layer, n)) for b, n in
                    zip(before, layer._wq_names))
         assert torch.equal(y3, clone(layer)(x))
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4", "fp8_delayed"])
+def test_pipelined_micro_batches(recipe, module):
+    """Two micro-batches forward before either backward (a pipeline schedule), through the weight
+    cache (and delayed scaling's amaxes, which both forwards and backwards merge): the gradients
+    and amaxes equal those of one forward and backward per micro-batch, bit for bit."""
+    a = make(recipe) if module == "LayerNormLinear" else make_mlp(recipe, "swiglu")
+    b = clone(a)
+    n_out = N if module == "LayerNormLinear" else K
+    batches = [inputs(M, seed=s, n_out=n_out) for s in (1, 2)]
+    for x, dy in batches:
+        a(x).backward(dy)
+    xs = [x.detach().clone().requires_grad_() for x, _ in batches]
+    ys = [b(x) for x in xs]
+    for y, (_, dy) in zip(ys, batches):
+        y.backward(dy)
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+    for (x, _), x2 in zip(batches, xs):
+        assert torch.equal(x.grad, x2.grad)
+    if recipe == "fp8_delayed":
+        assert torch.equal(a.fp8_amax, b.fp8_amax) and bool((a.fp8_amax > 0).all())
 
 
 def test_errors_and_fallback():
@@ -262,26 +297,34 @@ def test_mlp_compile_equals_eager(recipe, act):
     check_compile_equals_eager(make_mlp(recipe, act), K)
 
 
-def test_mlp_opcheck():
-    mlp = make_mlp("mxfp8", "swiglu")
+@pytest.mark.parametrize("recipe,act", [(r, a) for r in RECIPES + ["fp8_delayed"]
+                                        for a in ("gelu", "swiglu", "relu")])
+def test_mlp_opcheck(recipe, act):
+    mlp = make_mlp(recipe, act)
     qops._layers[mlp._layer].advance_rng = False
     x, dy = inputs(64, n_out=K)
     x = x.detach().requires_grad_()
     w1q = [getattr(mlp, n) for n in mlp._w1_names]
     w2q = [getattr(mlp, n) for n in mlp._w2_names]
-    torch.ops.qfuse.quantize_weight_(mlp.fc1_weight, w1q, mlp._layer, "mxfp8")
-    torch.ops.qfuse.quantize_weight_(mlp.fc2_weight, w2q, mlp._layer_w2, "mxfp8")
+    delayed = recipe == "fp8_delayed"
+    scales, amax = (mlp.fp8_scale, mlp.fp8_amax) if delayed else (None, None)
+    t = qops.MLP_TENSORS
+    for w, wq, layer, name in ((mlp.fc1_weight, w1q, mlp._layer, "w1"),
+                               (mlp.fc2_weight, w2q, mlp._layer_w2, "w2")):
+        i = t.index(name)
+        torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe, scales[i:i + 1] if delayed else None)
+    a = qops.ACT_NAMES.index(act)
     args = (x, mlp.fc1_weight, mlp.fc2_weight, mlp.layer_norm_weight, mlp.layer_norm_bias, w1q,
-            w2q, mlp.fc1_bias, mlp.fc2_bias, mlp._layer, "mxfp8", 1, 1e-5, False, 1, True, None,
-            None)
+            w2q, mlp.fc1_bias, mlp.fc2_bias, mlp._layer, recipe, 1, 1e-5, False, a, True,
+            scales, amax)
     torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_fwd.default, args)
     out = torch.ops.qfuse.layernorm_mlp_fwd(*args)
-    n_x = len(qops._x_outs("mxfp8", 1, 64, K, True))
+    n_x = len(qops._x_outs(recipe, 1, 64, K, True))
     det = [t.detach() for t in out]
     bwd = (dy, x.detach(), mlp.fc1_weight.detach(), mlp.fc2_weight.detach(),
            mlp.layer_norm_weight.detach(), mlp.layer_norm_bias.detach(), w1q, w2q,
-           det[3:3 + n_x], det[3 + n_x:], det[1], det[2], mlp._layer, "mxfp8", 1, 1e-5, False, 1,
-           True, True, None, None)
+           det[3:3 + n_x], det[3 + n_x:], det[1], det[2], mlp._layer, recipe, 1, 1e-5, False, a,
+           True, True, scales, amax)
     torch.library.opcheck(torch.ops.qfuse.layernorm_mlp_bwd.default, bwd)
 
 
@@ -407,21 +450,71 @@ def test_delayed_scaling_mlp():
                        ("fp8_delayed", "swiglu"))
 
 
-def test_delayed_scaling_amax_reduced_over_a_group():
-    """update_scales(group): the amaxes are MAX-reduced over the process group first (one rank
-    here, NCCL: the reduction is the identity, the call path is the one several ranks take)."""
+@pytest.fixture
+def one_rank_group():
+    """A one-rank NCCL process group: a MAX all-reduce over it is the identity, through the
+    call path several ranks take."""
     import os
-    import qfuse.torch as qt
     import torch.distributed as dist
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     dist.init_process_group("nccl", rank=0, world_size=1)
     try:
-        layer = make("fp8_delayed")
-        x, dy = inputs(M)
-        grads(layer, x, dy)
-        amax = layer.fp8_amax.clone()
-        qt.update_scales(layer, group=dist.group.WORLD)
-        assert torch.equal(layer.fp8_history[:, 0], amax)
+        yield dist.group.WORLD
     finally:
         dist.destroy_process_group()
+
+
+def test_delayed_scaling_amax_reduced_over_a_group(one_rank_group):
+    """update_scales(group): the amaxes are MAX-reduced over the process group first."""
+    import qfuse.torch as qt
+    layer = make("fp8_delayed")
+    x, dy = inputs(M)
+    grads(layer, x, dy)
+    amax = layer.fp8_amax.clone()
+    qt.update_scales(layer, group=one_rank_group)
+    assert torch.equal(layer.fp8_history[:, 0], amax)
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+@pytest.mark.parametrize("recipe", ["fp8_current", "nvfp4"])
+def test_amax_group_compiled(one_rank_group, recipe, module):
+    """amax_group: the all-reduce runs inside the ops (between each quantization's amax pass and
+    its cast pass), so torch.compile(fullgraph) sees no collective: compiled with the group
+    equals eager without it bit for bit (one rank), one graph, no break."""
+    base = make(recipe) if module == "LayerNormLinear" else make_mlp(recipe, "gelu")
+    check_compile_equals_eager(base, N if module == "LayerNormLinear" else K,
+                               group=one_rank_group)
+
+
+@pytest.mark.parametrize("recipe,calls", [("fp8_current", 3), ("nvfp4", 6)])
+def test_amax_group_reduces_before_the_scale(monkeypatch, recipe, calls):
+    """Each per-tensor amax (fp8_current: x, W, dy; NVFP4: both copies' of each) goes through
+    one MAX all-reduce over the module's group before its scale is computed: a stand-in
+    all-reduce that makes every amax 4x larger (another rank's larger values) changes y and
+    every gradient but dbias, which stay within the recipe's bound of the fp64 layer. A second
+    forward without grad reduces x's amax only (the weight cache keeps the weight)."""
+    seen = []
+
+    def all_reduce(t, op=None, group=None, async_op=False):
+        seen.append((tuple(t.shape), t.dtype, op, group))
+        t.mul_(4)
+
+    monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
+    layer = make(recipe)
+    plain = clone(layer)
+    layer.amax_group = "the group"
+    x, dy = inputs(M)
+    got, want = grads(layer, x, dy), grads(plain, x, dy)
+    assert len(seen) == calls, seen
+    assert all(s == ((1,), torch.float32, torch.distributed.ReduceOp.MAX, "the group")
+               for s in seen), seen
+    names = ["y", "x"] + [n for n, _ in layer.named_parameters()]
+    for name, g, w in zip(names, got, want):
+        assert torch.equal(g, w) == (name == "bias"), name  # dbias = sum of dy, unquantized
+    ref = reference(layer, x, dy)
+    for g, r in zip(got, ref):
+        assert rel(g, r) < bound(recipe)
+    with torch.no_grad():
+        layer(x)
+    assert len(seen) == calls + 1  # x's rowwise copy only

@@ -422,3 +422,33 @@ def test_delayed_scaling_compiles_on_meta():
         assert x.grad.shape == (m, K)
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+def test_delayed_scaling_modules_on_meta(monkeypatch, module):
+    """The fp8_delayed modules on meta tensors (their fused path forced on: the ops run their
+    fakes): two micro-batches forward, then both backwards, eager (the amax state the forwards
+    and backwards mutate is not a versioned saved tensor), then compiled (aot_eager) over three
+    batch sizes: forward() asks no shape query while traced, one graph, no break."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    m = (qt.LayerNormLinear(K, N, recipe="fp8_delayed", device="meta") if module ==
+         "LayerNormLinear" else qt.LayerNormMLP(K, 256, recipe="fp8_delayed", device="meta"))
+    assert m.fused and m._delayed
+    xs = [torch.empty(32 * i, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+          for i in (1, 2)]
+    ys = [m(x) for x in xs]  # micro-batches: both forwards merge amaxes before any backward
+    for x, y in zip(xs, ys):
+        y.sum().backward()
+        assert x.grad.shape == x.shape
+    cm = torch.compile(m, backend="aot_eager", fullgraph=True, dynamic=True)
+    for rows in (48, 96, 144):
+        x = torch.empty(rows, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        cm(x).sum().backward()
+        assert x.grad.shape == (rows, K)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])

@@ -8,6 +8,7 @@ import torch
 from .. import _lib, ops, shapes
 
 _NORMS = {"LayerNorm": 1, "RMSNorm": 2}
+_M_HINT = 128  # a token count every recipe's block shape divides (shape queries at construction)
 
 
 def _size(what, v):
@@ -34,6 +35,7 @@ class _FusedNorm(torch.nn.Module):
     def __init__(self, in_features, recipe, normalization, eps, zero_centered_gamma, params_dtype,
                  device, rng_seed, return_layernorm_output):
         super().__init__()
+        self._amax_group = None
         if normalization not in _NORMS:
             raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
                              % (normalization,))
@@ -101,33 +103,58 @@ class _FusedNorm(torch.nn.Module):
 
     def _quantize_weight(self, weight, names, layer, index):
         """The weight cache of `weight` (qfuse::quantize_weight_), and under delayed scaling its
-        scale (row `index`) and its amax merged into fp8_amax."""
+        scale (row `index`) and its amax (the buffer named *_amax) merged into fp8_amax."""
         wq = [getattr(self, n) for n in names]
         scale = self.fp8_scale[index:index + 1] if self._delayed else None
         torch.ops.qfuse.quantize_weight_(weight, wq, layer, self.recipe, scale)
         if self._delayed:
-            ops._merge_amax(self.fp8_amax, index, ops._weight_outs(self.recipe, *weight.shape),
-                            wq)
+            ops.merge_amax(self.fp8_amax, index,
+                           next(t for n, t in zip(names, wq) if n.endswith("_amax")))
         return wq
 
-    def _merge_x_amax(self, x, outs, first, for_backward, index):
-        """Delayed scaling: x's amax (in the op's outputs from `first`) into fp8_amax; returns
-        how many of the outputs are x's quantization's."""
-        k = x.shape[-1]
-        xo = ops._x_outs(self.recipe, _NORMS[self.normalization], x.numel() // k, k,
-                         for_backward)
-        ops._merge_amax(self.fp8_amax, index, xo, outs[first:first + len(xo)])
-        return len(xo)
+    def _x_outs(self, for_backward):
+        return ops._x_outs(self.recipe, _NORMS[self.normalization], _M_HINT, self.in_features,
+                           for_backward)
+
+    def _slots(self, outs):
+        """(count, position of the amax) of the fake-shape outputs of one quantization: asked
+        at construction, so that forward() runs no shape query (neither depends on M)."""
+        return len(outs), ops._amax_slot(outs)
+
+    def _merge(self, out, first, slots, index):
+        """Delayed scaling: the amax among out[first:] (at slots[1]) into fp8_amax row `index`;
+        returns the position after that quantization's outputs."""
+        n, at = slots
+        ops.merge_amax(self.fp8_amax, index, out[first + at])
+        return first + n
+
+    @property
+    def amax_group(self):
+        """The torch.distributed group over which amaxes are MAX-reduced (None: none): current
+        scaling's and NVFP4's per-tensor amaxes inside every op, before the scale is computed
+        from them (numerics 2.2), and delayed scaling's in update_scales(). Every rank of the
+        group must run the module's forward and backward in the same order."""
+        return self._amax_group
+
+    @amax_group.setter
+    def amax_group(self, group):
+        self._amax_group = group
+        for layer in self._layers():
+            ops.set_amax_group(layer, group)
+
+    def _layers(self):
+        return [self._layer]
 
     def update_scales(self, group=None):
         """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
-        (qfuse::scale_update_, numerics 2.1); the amaxes start again from 0. With a
-        torch.distributed process group, the amaxes are first MAX-reduced over it, so that every
-        rank gets the same scales. Call once per training step, after the optimizer step (or use
-        qfuse.torch.update_scales(model, group)). Nothing to do for recipes that compute their
-        own scales."""
+        (qfuse::scale_update_, numerics 2.1); the amaxes start again from 0. The amaxes are
+        first MAX-reduced over torch.distributed `group` (default: the module's amax_group), so
+        that every rank gets the same scales. Call once per training step, after the optimizer
+        step (or use qfuse.torch.update_scales(model, group)). Nothing to do for recipes that
+        compute their own scales."""
         if not self._delayed:
             return
+        group = self._amax_group if group is None else group
         if group is not None:
             torch.distributed.all_reduce(self.fp8_amax, op=torch.distributed.ReduceOp.MAX,
                                          group=group)
@@ -194,6 +221,11 @@ class LayerNormLinear(_FusedNorm):
     return_layernorm_output=True makes forward return (y, norm(x)): the norm's output in x's
     dtype, computed by PyTorch beside the fused path, for residual connections that need it.
 
+    amax_group (a torch.distributed group, also settable later as the attribute): every amax a
+    quantization takes its scale from is MAX-reduced over it first, so all ranks quantize alike:
+    current scaling's and NVFP4's inside the ops (no collective in the compiled graph), delayed
+    scaling's in update_scales().
+
     Whether this configuration runs fused is decided once, here: a device, dtype, recipe or size
     the fused path refuses (its message is reported once, as a warning) makes the module run the
     same math in plain PyTorch (in params_dtype, bf16 output), never re-deciding per call. An
@@ -203,7 +235,7 @@ class LayerNormLinear(_FusedNorm):
     def __init__(self, in_features, out_features, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", eps=1e-5, zero_centered_gamma=False,
                  params_dtype=torch.bfloat16, device="cuda", rng_seed=0,
-                 return_layernorm_output=False):
+                 return_layernorm_output=False, amax_group=None):
         super().__init__(in_features, recipe, normalization, eps, zero_centered_gamma,
                          params_dtype, device, rng_seed, return_layernorm_output)
         self.out_features = _size("out_features", out_features)
@@ -212,6 +244,9 @@ class LayerNormLinear(_FusedNorm):
         self.fused, self.fallback_reason = self._decide([(out_features, in_features)])
         self._wq_names = self._cache_buffers("wq", self.weight) if self.fused else []
         self._delayed_state(ops.LINEAR_TENSORS)
+        self.amax_group = amax_group
+        if self._delayed:
+            self._x_slots = {fb: self._slots(self._x_outs(fb)) for fb in (False, True)}
 
     def extra_repr(self):
         return "%d -> %d, recipe=%r, normalization=%s, bias=%s, fused=%s" % (
@@ -232,7 +267,7 @@ class LayerNormLinear(_FusedNorm):
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
             self.eps, self.zero_centered_gamma, for_backward, *self._scales())
         if self._delayed:
-            self._merge_x_amax(x, out, 1, for_backward, t.index("x"))
+            self._merge(out, 1, self._x_slots[for_backward], t.index("x"))
         return self._out(out[0], x)
 
 
@@ -248,7 +283,7 @@ class LayerNormMLP(_FusedNorm):
     def __init__(self, hidden_size, ffn_hidden_size, recipe="mxfp8", bias=True,
                  normalization="LayerNorm", activation="gelu", eps=1e-5,
                  zero_centered_gamma=False, params_dtype=torch.bfloat16, device="cuda",
-                 rng_seed=0, return_layernorm_output=False):
+                 rng_seed=0, return_layernorm_output=False, amax_group=None):
         super().__init__(hidden_size, recipe, normalization, eps, zero_centered_gamma,
                          params_dtype, device, rng_seed, return_layernorm_output)
         if activation not in ops.ACT_NAMES:
@@ -267,6 +302,15 @@ class LayerNormMLP(_FusedNorm):
         self._w2_names = self._cache_buffers("w2q", self.fc2_weight) if self.fused else []
         self._layer_w2 = ops.new_layer(rng_seed)  # the second weight's cache slot
         self._delayed_state(ops.MLP_TENSORS)
+        self.amax_group = amax_group
+        if self._delayed:  # x's and a's quantizations: (count, amax position) per for_backward
+            self._slots_xa = {fb: (self._slots(self._x_outs(fb)), self._slots(ops._mlp_outs(
+                self.recipe, _NORMS[normalization], ops.ACT_NAMES.index(activation), _M_HINT,
+                hidden_size, fin, self.ffn_hidden_size, hidden_size, fb)[2]))
+                for fb in (False, True)}
+
+    def _layers(self):
+        return [self._layer, self._layer_w2]
 
     def extra_repr(self):
         return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
@@ -300,10 +344,6 @@ class LayerNormMLP(_FusedNorm):
             self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma, act,
             for_backward, *self._scales())
         if self._delayed:  # [y, h, a, *xq, *aq]: x's amax, then a's
-            n_xq = self._merge_x_amax(x, out, 3, for_backward, t.index("x"))
-            k, fin = x.shape[-1], self.fc1_weight.shape[0]
-            _, _, aqo, _ = ops._mlp_outs(self.recipe, _NORMS[self.normalization], act,
-                                         x.numel() // k, k, fin, self.ffn_hidden_size,
-                                         self.in_features, for_backward)
-            ops._merge_amax(self.fp8_amax, t.index("a"), aqo, out[3 + n_xq:])
+            xs, as_ = self._slots_xa[for_backward]
+            self._merge(out, self._merge(out, 3, xs, t.index("x")), as_, t.index("a"))
         return self._out(out[0], x)
