@@ -617,7 +617,10 @@ static void test_amax_reduce(void **state) {
         const char *recipe = cases[i].recipe;
         dual x = dual_alloc((size_t)(M + M2) * K * 2);
         fill(x.h, QF_DTYPE_BF16, M, K, 11 + i, 0.1f);
-        fill((uint16_t *)x.h + M * K, QF_DTYPE_BF16, M2, K, 12 + i, 0.8f);
+        uint16_t *x2 = (uint16_t *)x.h + M * K;
+        fill(x2, QF_DTYPE_BF16, M2, K, 12 + i, 0.1f);
+        for (int64_t j = 0; j < M2 * K; j++) /* exact in bf16 */
+            store_as(x2, QF_DTYPE_BF16, j, 8.0f * qf_load_as_float(x2, QF_DTYPE_BF16, j));
         dual_up(&x);
         qtensor cat, mine, plain;
         qt_alloc(&cat, recipe, cases[i].role, QF_NORM_NONE, M + M2, K, QF_SCALE_LAYOUT_COMPACT);

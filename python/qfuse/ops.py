@@ -122,7 +122,7 @@ def _amax_reduced(layer, device):
             raise failed[0] from e
         raise
     finally:
-        _lib.lib.qf_set_amax_reduce(None, None)
+        _lib.lib.qf_set_amax_reduce(_lib.AMAX_REDUCE_FN(), None)  # NULL: none
 
 
 # ------------------------------------------------------------------ helpers
