@@ -122,8 +122,10 @@ def main():
         counters.clear()
         model = make(recipe, device, group)
         reference = copy.deepcopy(make(recipe, device, None)) if rank == 0 else None
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
-        step_fn = torch.compile(ddp, fullgraph=True, dynamic=False)
+        # the module compiled as one graph, DDP around it (DDP's own forward is not traceable
+        # as a full graph: its logger breaks it)
+        step_fn = torch.nn.parallel.DistributedDataParallel(
+            torch.compile(model, fullgraph=True, dynamic=False), device_ids=[device.index])
 
         def update(step, model=model):
             model.update_scales()  # its amax_group: MAX over the ranks first
