@@ -80,8 +80,8 @@ static const qf_error_case qf_error_cases[] = {
      "field 'description' (string expected, got number)", 0},
     {"x.lua", "return {margin = 1}", "field 'family' (string expected, got nil)", 0},
     {"x.lua", "return {family = \"fp9\"}",
-     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, "
-     "got 'fp9')",
+     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
+     "expected, got 'fp9')",
      0},
     {"x.lua", "return {family = \"fp8_current\", amax_epsilon = -1}",
      "field 'amax_epsilon' (value -1.0 out of range 0.0..3.4028234663853e+38)", 0},
@@ -93,7 +93,21 @@ static const qf_error_case qf_error_cases[] = {
      "unknown field 'margin' (this family's fields: family, description, amax_epsilon, format, "
      "power_2_scales)",
      0},
-    {"x.lua", "return {family = \"fp8_block\"}", "family 'fp8_block' is not implemented yet", 0},
+    /* fp8_block (numerics 2.5): TE's two scale options, E4M3 fixed (no format option) */
+    {"x.lua", "return {family = \"fp8_block\", format = \"e4m3\"}",
+     "unknown field 'format' (this family's fields: family, description, amax_epsilon, "
+     "power_2_scales)",
+     0},
+    {"x.lua", "return {family = \"fp8_block\", power_2_scales = \"false\"}",
+     "field 'power_2_scales' (boolean expected, got string)", 0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = -1e-12}",
+     "field 'amax_epsilon' (value -1e-12 out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 1/0}",
+     "field 'amax_epsilon' (value inf out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_block\", weight_2d = false}",
+     "unknown field 'weight_2d' (this family's fields: family, description, amax_epsilon, "
+     "power_2_scales)",
+     0},
     {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
      0},
     {"x.lua", "return 42", "recipe must return a table (got number)", 0},
