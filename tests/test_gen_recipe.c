@@ -419,6 +419,29 @@ static void test_recipe_nvfp4_options(void **state) {
     assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
 }
 
+/* fp8_block's defaults are TE's Float8BlockScaling (numerics 2.5): E4M3 for every role,
+ * amax_epsilon 0 and power_2_scales on, where fp8_current's default is off (same member, two
+ * defaults); the shipped file spells them out; given options reach the recipe and the options
+ * string (so the fusion key: test_gen_plan.c). */
+static void test_recipe_fp8_block(void **state) {
+    qf_recipe r, shipped;
+    qf_test_load_ok("recipes/fp8_block.lua", &shipped);
+    assert_int_equal(shipped.family, QF_FAMILY_FP8_BLOCK);
+    assert_string_equal(shipped.options, "amax_epsilon=0;family=fp8_block;power_2_scales=true");
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        assert_int_equal(shipped.fmt[i], QF_DTYPE_E4M3);
+    qf_test_load_text(state, "d.lua", "return {family = 'fp8_block'}", &r);
+    assert_true(r.power_2_scales == 1 && r.amax_epsilon == 0.0f);
+    assert_string_equal(r.options, shipped.options);
+    qf_test_load_text(state, "c.lua", "return {family = 'fp8_current'}", &r);
+    assert_int_equal(r.power_2_scales, 0);
+    qf_test_load_text(state, "o.lua",
+                      "return {family = 'fp8_block', power_2_scales = false, amax_epsilon = 0.5}",
+                      &r);
+    assert_true(r.power_2_scales == 0 && r.amax_epsilon == 0.5f);
+    assert_string_equal(r.options, "amax_epsilon=0.5;family=fp8_block;power_2_scales=false");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_recipe_empty_env),
@@ -432,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_recipe_mxfp8_shipped),
         T(test_recipe_mxfp8_defaults),
         T(test_recipe_fp8_current),
+        T(test_recipe_fp8_block),
         T(test_recipe_mxfp8_all_options),
         cmocka_unit_test(test_recipe_nvfp4_data),
         T(test_recipe_nvfp4_options),
