@@ -77,7 +77,9 @@ static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
             return qf_gen_fail(e, "shape table: output '%s' dim %d is not a formula of M, N, K, "
                                "constants, roundup and cdiv", o->name, d);
     const unsigned all_ops = QF_FAKE_OP(QF_OP_COUNT) - 1u;
+    const unsigned all_roles = QF_FAKE_ROLE(QF_ROLE_COUNT) - 1u;
     if ((unsigned)o->cond >= QF_FAKE_COND_COUNT || !o->ops || (o->ops & ~all_ops) != 0 ||
+        (o->roles & ~all_roles) != 0 ||
         (o->dtype != QF_FAKE_DTYPE_ROLE && o->dtype != QF_FAKE_DTYPE_QUERY &&
          (unsigned)o->dtype >= QF_DTYPE_COUNT))
         return qf_gen_fail(e, "shape table: output '%s' has an enum out of range", o->name);
@@ -200,14 +202,20 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_op *op) {
     }
 }
 
-/* One `if (cond) { dims; add }` block of output o. */
-static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o) {
+/* One `if (cond) { dims; add }` block of output o; query_role: the op takes the query's role,
+ * so o's roles (if any) are a run-time condition (a fixed role is decided by the caller). */
+static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o, int query_role) {
     const char *cond = qf_gen_cond_info[o->cond].c;
     const char *ind = "        ";
-    if (cond)
-        qf_gen_buf_addf(b, "    if (%s) {\n", cond);
+    const int roles = query_role && o->roles != 0;
+    if (cond || roles)
+        qf_gen_buf_addf(b, "    if (%s%s", cond ? cond : "", cond && roles ? " && " : "");
     else
         qf_gen_buf_adds(b, "    {\n");
+    if (roles)
+        qf_gen_buf_addf(b, "((0x%xu >> q->role) & 1u) != 0", o->roles);
+    if (cond || roles)
+        qf_gen_buf_adds(b, ") {\n");
     qf_gen_buf_addf(b, "%sconst int64_t d[] = {", ind);
     for (int d = 0; d < o->ndim; d++) {
         qf_gen_buf_adds(b, d ? ", " : "");
@@ -247,9 +255,11 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                         op->role == QF_FAKE_ROLE_QUERY ? "q->role"
                                                       : qf_enum_c(QF_ENUM_ROLE, op->role));
     qf_gen_buf_adds(b, "    int n = 0;\n");
+    const int query_role = op->role == QF_FAKE_ROLE_QUERY;
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].ops & QF_FAKE_OP(op->op))
-            qf_gen_emit_out(b, &t->outs[i]);
+        if ((t->outs[i].ops & QF_FAKE_OP(op->op)) &&
+            (query_role || qf_fake_out_has_role(&t->outs[i], op->role)))
+            qf_gen_emit_out(b, &t->outs[i], query_role);
     qf_gen_buf_adds(b, "    return n > cap ? -2 : n;\n}\n");
 }
 
@@ -335,9 +345,25 @@ static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_fake
         snprintf(buf, n, "1");
 }
 
+/* The manifest condition of output o of op: its cond's text, and for an op taking the query's
+ * role, the roles that have it ("rowwise && role in {weight}"). */
+static void qf_gen_cond_text(char *buf, size_t n, const qf_fake_op *op, const qf_fake_out *o) {
+    size_t used = (size_t)snprintf(buf, n, "%s", qf_gen_cond_info[o->cond].text);
+    if (o->roles == 0 || op->role != QF_FAKE_ROLE_QUERY)
+        return;
+    used = o->cond == QF_FAKE_COND_ALWAYS ? 0 : used; /* "role in {...}" alone */
+    used += (size_t)snprintf(buf + used, n - used, "%srole in {", used ? " && " : "");
+    for (int r = 0, k = 0; r < QF_ROLE_COUNT && used < n; r++)
+        if ((o->roles >> r) & 1u)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", k++ ? ", " : "",
+                                     qf_enum_name(QF_ENUM_ROLE, r));
+    if (used < n)
+        snprintf(buf + used, n - used, "}");
+}
+
 static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
                               const qf_fake_out *o) {
-    char dtype[64], bytes[128];
+    char dtype[64], bytes[128], cond[128];
     cJSON *j = cJSON_CreateObject(), *dims = cJSON_CreateArray();
     if (o->dtype == QF_FAKE_DTYPE_QUERY)
         snprintf(dtype, sizeof dtype, "dtype");
@@ -354,7 +380,8 @@ static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
     cJSON_AddStringToObject(j, "dtype", dtype);
     cJSON_AddItemToObject(j, "dims", dims);
     cJSON_AddStringToObject(j, "bytes", bytes);
-    cJSON_AddStringToObject(j, "condition", qf_gen_cond_info[o->cond].text);
+    qf_gen_cond_text(cond, sizeof cond, op, o);
+    cJSON_AddStringToObject(j, "condition", cond);
     if (qf_gen_out_packed(r, op, o))
         cJSON_AddStringToObject(j, "packing",
                                 "two E2M1 elements per byte, low nibble first; dims count bytes");
@@ -384,7 +411,8 @@ static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
         op->role == QF_FAKE_ROLE_QUERY ? "query" : qf_enum_name(QF_ENUM_ROLE, op->role));
     cJSON_AddStringToObject(j, "requires", req);
     for (int i = 0; i < t->n_outs; i++)
-        if (t->outs[i].ops & QF_FAKE_OP(op->op))
+        if ((t->outs[i].ops & QF_FAKE_OP(op->op)) &&
+            (op->role == QF_FAKE_ROLE_QUERY || qf_fake_out_has_role(&t->outs[i], op->role)))
             cJSON_AddItemToArray(outs, qf_gen_out_json(r, op, &t->outs[i]));
     cJSON_AddItemToObject(j, "outputs", outs);
     return j;

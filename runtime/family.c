@@ -14,7 +14,7 @@
 #define QF_TC_QUANT (QF_TC_NORM | QF_TC_ZCG | QF_TC_IN_DTYPE | QF_TC_OUT_DTYPE | QF_TC_TILE_M)
 
 /* Fake-shape tables of family_shapes.c. */
-extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4;
+extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4, qf_fake_fp8_block;
 
 /* ========================================================================= template values */
 
@@ -51,16 +51,34 @@ static const qf_field qf_fields_fp8_delayed[] = {
 
 /* ========================================================================= fp8_current */
 
+/* The scale options of FP8 current scaling and FP8 block scaling (numerics 2.2, 2.5), one pair of
+ * qf_recipe members; the families differ only in power_2_scales's default (TE's: off for
+ * Float8CurrentScaling, on for Float8BlockScaling). */
+#define QF_FIELD_AMAX_EPSILON                                                                      \
+    {.name = "amax_epsilon", .type = QF_FIELD_NUMBER, .offset = QF_OFF(amax_epsilon),              \
+     .member = "amax_epsilon", .min = 0.0, .max = FLT_MAX, .def = 0.0, .key = 1}
+#define QF_FIELD_POWER_2_SCALES(d)                                                                 \
+    {.name = "power_2_scales", .type = QF_FIELD_BOOLEAN, .offset = QF_OFF(power_2_scales),         \
+     .member = "power_2_scales", .def = (d), .key = 1}
+
 /* TE's Float8CurrentScaling defaults (numerics 2.2). amax_epsilon and power_2_scales reach the
  * kernels through their parameter block (qf_q_params), not as template constants: the template
  * is fp8_delayed's too, told apart by __FAMILY__. */
 static const qf_field qf_fields_fp8_current[] = {
-    {.name = "amax_epsilon", .type = QF_FIELD_NUMBER, .offset = QF_OFF(amax_epsilon),
-     .member = "amax_epsilon", .min = 0.0, .max = FLT_MAX, .def = 0.0, .key = 1},
+    QF_FIELD_AMAX_EPSILON,
     {.name = "format", .type = QF_FIELD_OPTION, .offset = QF_OFF(format), .member = "format",
      .names = QF_ENUM_FP8_FORMAT, .def = QF_FP8_FORMAT_HYBRID, .key = 1, .sets_formats = 1},
-    {.name = "power_2_scales", .type = QF_FIELD_BOOLEAN, .offset = QF_OFF(power_2_scales),
-     .member = "power_2_scales", .def = 0, .key = 1},
+    QF_FIELD_POWER_2_SCALES(0),
+};
+
+/* ========================================================================= fp8_block */
+
+/* TE's Float8BlockScaling defaults (numerics 2.5): E4M3 for every role (no `format` option),
+ * amax_epsilon 0, power-of-two scales. Both enter the fusion key like every key field; the block
+ * geometry (1x128 inputs and grads, 128x128 weights) is the family's, in its shape table. */
+static const qf_field qf_fields_fp8_block[] = {
+    QF_FIELD_AMAX_EPSILON,
+    QF_FIELD_POWER_2_SCALES(1),
 };
 
 /* ========================================================================= mxfp8 */
@@ -189,7 +207,16 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                   {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3",
                                    QF_SCALE_LAYOUT_SWIZZLED, 16, QF_GEMM_KINDS_ALL, 0}},
                          .check = qf_check_nvfp4},
-    [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block", .spec = "numerics 2.5"},
+    /* The quantizer and GEMM templates (cuBLASLt VEC128_32F / BLK128x128_32F) are the next step:
+     * until then qf_quantize answers "not implemented scaling mode" and qf_gemm "no GEMM", while
+     * the recipe loads, its fake shapes answer, and the backward ops every family shares run. */
+    [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block",
+                             .spec = "numerics 2.5",
+                             .implemented = 1,
+                             QF_FIELDS(qf_fields_fp8_block),
+                             .fmt = QF_E4M3_ALL,
+                             .ops = {QF_NORM_BWD_OP},
+                             .shapes = &qf_fake_fp8_block},
 };
 _Static_assert(QF_FAMILY_COUNT == 5, "a new family needs its row in qf_families");
 

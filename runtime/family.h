@@ -210,7 +210,18 @@ typedef struct qf_fake_out {
     const char *dims[4];
     qf_fake_cond cond;
     int scale_layout; /* 1: a block-scale matrix, compact or swizzled (same shape and bytes) */
+    unsigned roles;   /* 0: every role; else the QF_FAKE_ROLE bits of the roles that have this
+                       * output (the op's role, or the query's for QF_FAKE_ROLE_QUERY): FP8 block
+                       * scaling's weights have 128x128 scales, its inputs and grads 1x128 */
 } qf_fake_out;
+
+/* The bit of role r in qf_fake_out.roles. */
+#define QF_FAKE_ROLE(r) (1u << (r))
+
+/* 1 when output o exists for role (a qf_role; any other value matches only o->roles == 0). */
+static inline int qf_fake_out_has_role(const qf_fake_out *o, int role) {
+    return o->roles == 0 || (role >= 0 && role < QF_ROLE_COUNT && ((o->roles >> role) & 1u));
+}
 
 /* One op a shape function answers. */
 typedef struct qf_fake_op {

@@ -10,7 +10,7 @@
 #define QF_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define QF_FAKE_ROLE_FMT QF_FAKE_DTYPE_ROLE
 
-extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4;
+extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4, qf_fake_fp8_block;
 
 /* The backward ops of every family (numerics 6): the norm's, of x [M, K] of the query's dtype,
  * and dbias, of dy [M, N] of the query's dtype. */
@@ -28,36 +28,40 @@ static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
 
 /* The outputs of a fused norm (numerics 3), after the quantized copies. */
 #define QF_FAKE_NORM_OUTS                                                                          \
-    {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0},   \
-        {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0}
+    {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "mu", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_LAYERNORM, 0,    \
+     0},                                                                                           \
+        {QF_FAKE_OP(QF_OP_NORM_QUANTIZE), "rsigma", QF_DTYPE_FP32, 1, {"M"}, QF_FAKE_COND_NORM, 0, \
+         0}
 /* The norm backward's outputs (numerics 6): dx in x's dtype, fp32 dgamma and (LayerNorm) dbeta. */
 #define QF_FAKE_NORM_BWD_OUTS                                                                      \
-    {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dx", QF_FAKE_DTYPE_QUERY, 2, {"M", "K"},                   \
-     QF_FAKE_COND_ALWAYS, 0},                                                                      \
+    {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dx", QF_FAKE_DTYPE_QUERY, 2, {"M", "K"},                    \
+     QF_FAKE_COND_ALWAYS, 0, 0},                                                                   \
         {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dgamma", QF_DTYPE_FP32, 1, {"K"}, QF_FAKE_COND_ALWAYS,  \
-         0},                                                                                       \
+         0, 0},                                                                                    \
         {QF_FAKE_OP(QF_OP_NORM_BACKWARD), "dbeta", QF_DTYPE_FP32, 1, {"K"},                        \
-         QF_FAKE_COND_LAYERNORM, 0},                                                               \
-        {QF_FAKE_OP(QF_OP_DBIAS), "dbias", QF_FAKE_DTYPE_QUERY, 1, {"N"}, QF_FAKE_COND_ALWAYS, 0}, \
+         QF_FAKE_COND_LAYERNORM, 0, 0},                                                            \
+        {QF_FAKE_OP(QF_OP_DBIAS), "dbias", QF_FAKE_DTYPE_QUERY, 1, {"N"}, QF_FAKE_COND_ALWAYS, 0,  \
+         0},                                                                                       \
         {QF_FAKE_OP(QF_OP_ACTIVATION), "a", QF_FAKE_DTYPE_QUERY, 2, {"M", "N"},                    \
-         QF_FAKE_COND_ALWAYS, 0},                                                                  \
+         QF_FAKE_COND_ALWAYS, 0, 0},                                                               \
         {QF_FAKE_OP(QF_OP_ACTIVATION), "dh", QF_FAKE_DTYPE_QUERY, 2, {"M", "N"},                   \
-         QF_FAKE_COND_NOT_GATED, 0},                                                               \
+         QF_FAKE_COND_NOT_GATED, 0, 0},                                                            \
         {QF_FAKE_OP(QF_OP_ACTIVATION), "dh", QF_FAKE_DTYPE_QUERY, 3, {"M", "2", "N"},              \
-         QF_FAKE_COND_GATED, 0}
+         QF_FAKE_COND_GATED, 0, 0}
 /* A GEMM's y, bf16 or (QF_OUT_FP32) fp32. */
 #define QF_FAKE_GEMM_OUTS                                                                          \
-    {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_OUT_BF16, 0},         \
-        {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_FP32, 2, {"M", "N"}, QF_FAKE_COND_OUT_FP32, 0}
+    {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", "N"}, QF_FAKE_COND_OUT_BF16, 0, 0},      \
+        {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_FP32, 2, {"M", "N"}, QF_FAKE_COND_OUT_FP32, 0, 0}
 
 /* per-tensor FP8 (numerics 2.1, 2.2): data [M, K] rowwise, transposed [K, M] columnwise, one fp32
  * amax and scale_inv. */
 static const qf_fake_out qf_fake_fp8_delayed_outs[] = {
-    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0,
+     0},
     {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"},
-     QF_FAKE_COND_COLUMNWISE, 0},
-    {QF_FAKE_QUANTIZERS, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
-    {QF_FAKE_QUANTIZERS, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0},
+     QF_FAKE_COND_COLUMNWISE, 0, 0},
+    {QF_FAKE_QUANTIZERS, "amax", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0, 0},
+    {QF_FAKE_QUANTIZERS, "scale_inv", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ALWAYS, 0, 0},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
     QF_FAKE_NORM_BWD_OUTS,
@@ -71,13 +75,14 @@ const qf_fake_table qf_fake_fp8 = {
  * rowwise one per 1x32 block along K, columnwise one per 32x1 block along M. Same ops as
  * fp8_delayed. */
 static const qf_fake_out qf_fake_mxfp8_outs[] = {
-    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0},
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0,
+     0},
     {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_E8M0, 2,
-     {"roundup(M,128)", "roundup(cdiv(K,32),4)"}, QF_FAKE_COND_ROWWISE, 1},
+     {"roundup(M,128)", "roundup(cdiv(K,32),4)"}, QF_FAKE_COND_ROWWISE, 1, 0},
     {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"},
-     QF_FAKE_COND_COLUMNWISE, 0},
+     QF_FAKE_COND_COLUMNWISE, 0, 0},
     {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_E8M0, 2,
-     {"roundup(cdiv(M,32),4)", "roundup(K,128)"}, QF_FAKE_COND_COLUMNWISE, 1},
+     {"roundup(cdiv(M,32),4)", "roundup(K,128)"}, QF_FAKE_COND_COLUMNWISE, 1, 0},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
     QF_FAKE_NORM_BWD_OUTS,
@@ -100,15 +105,15 @@ static const qf_fake_op qf_fake_nvfp4_ops[] = {
 
 static const qf_fake_out qf_fake_nvfp4_outs[] = {
     {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "cdiv(K,2)"},
-     QF_FAKE_COND_ROWWISE, 0},
+     QF_FAKE_COND_ROWWISE, 0, 0},
     {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_E4M3, 2,
-     {"roundup(M,128)", "roundup(cdiv(K,16),4)"}, QF_FAKE_COND_ROWWISE, 1},
+     {"roundup(M,128)", "roundup(cdiv(K,16),4)"}, QF_FAKE_COND_ROWWISE, 1, 0},
     {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "cdiv(M,2)"},
-     QF_FAKE_COND_COLUMNWISE, 0},
+     QF_FAKE_COND_COLUMNWISE, 0, 0},
     {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_E4M3, 2,
-     {"roundup(K,128)", "roundup(cdiv(M,16),4)"}, QF_FAKE_COND_COLUMNWISE, 1},
-    {QF_FAKE_QUANTIZERS, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ROWWISE, 0},
-    {QF_FAKE_QUANTIZERS, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0},
+     {"roundup(K,128)", "roundup(cdiv(M,16),4)"}, QF_FAKE_COND_COLUMNWISE, 1, 0},
+    {QF_FAKE_QUANTIZERS, "amax_rowwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_ROWWISE, 0, 0},
+    {QF_FAKE_QUANTIZERS, "amax_columnwise", QF_DTYPE_FP32, 1, {"1"}, QF_FAKE_COND_COLUMNWISE, 0, 0},
     QF_FAKE_NORM_OUTS,
     QF_FAKE_GEMM_OUTS,
     QF_FAKE_NORM_BWD_OUTS,
@@ -117,6 +122,38 @@ static const qf_fake_out qf_fake_nvfp4_outs[] = {
 const qf_fake_table qf_fake_nvfp4 = {
     qf_fake_nvfp4_ops, QF_COUNTOF(qf_fake_nvfp4_ops), qf_fake_nvfp4_outs,
     QF_COUNTOF(qf_fake_nvfp4_outs)};
+
+/* fp8_block (numerics 2.5): E4M3 data, rowwise [M, K] and columnwise transposed [K, M] (TN-only
+ * Hopper GEMMs), fp32 scale_inv in TE's GEMM_READY layouts (what cuBLASLt's VEC128_32F and
+ * BLK128x128_32F read). Inputs and grads: 1x128 blocks along K for the rowwise copy, scale_inv
+ * [cdiv(K,128), roundup(M,4)] (M-major); 128x1 blocks along M for the columnwise copy, scale_inv
+ * [cdiv(M,128), roundup(K,4)] (the rowwise layout of x^T). Weights: 128x128 tiles, scale_inv
+ * [cdiv(M,128), roundup(cdiv(K,128),4)] rowwise and the same layout of the transposed tile grid
+ * for the columnwise copy, [cdiv(K,128), roundup(cdiv(M,128),4)] (TE's get_scale_shape). Any M
+ * and K (partial blocks use the elements that exist). Same ops as fp8_delayed. */
+#define QF_FAKE_BLOCK_1D (QF_FAKE_ROLE(QF_ROLE_INPUT) | QF_FAKE_ROLE(QF_ROLE_GRAD))
+#define QF_FAKE_BLOCK_2D QF_FAKE_ROLE(QF_ROLE_WEIGHT)
+static const qf_fake_out qf_fake_fp8_block_outs[] = {
+    {QF_FAKE_QUANTIZERS, "rowwise_data", QF_FAKE_ROLE_FMT, 2, {"M", "K"}, QF_FAKE_COND_ROWWISE, 0,
+     0},
+    {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_FP32, 2, {"cdiv(K,128)", "roundup(M,4)"},
+     QF_FAKE_COND_ROWWISE, 0, QF_FAKE_BLOCK_1D},
+    {QF_FAKE_QUANTIZERS, "rowwise_scale_inv", QF_DTYPE_FP32, 2,
+     {"cdiv(M,128)", "roundup(cdiv(K,128),4)"}, QF_FAKE_COND_ROWWISE, 0, QF_FAKE_BLOCK_2D},
+    {QF_FAKE_QUANTIZERS, "columnwise_data", QF_FAKE_ROLE_FMT, 2, {"K", "M"},
+     QF_FAKE_COND_COLUMNWISE, 0, 0},
+    {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_FP32, 2, {"cdiv(M,128)", "roundup(K,4)"},
+     QF_FAKE_COND_COLUMNWISE, 0, QF_FAKE_BLOCK_1D},
+    {QF_FAKE_QUANTIZERS, "columnwise_scale_inv", QF_DTYPE_FP32, 2,
+     {"cdiv(K,128)", "roundup(cdiv(M,128),4)"}, QF_FAKE_COND_COLUMNWISE, 0, QF_FAKE_BLOCK_2D},
+    QF_FAKE_NORM_OUTS,
+    QF_FAKE_GEMM_OUTS,
+    QF_FAKE_NORM_BWD_OUTS,
+};
+
+const qf_fake_table qf_fake_fp8_block = {
+    qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_fp8_block_outs,
+    QF_COUNTOF(qf_fake_fp8_block_outs)};
 
 /* ========================================================================= the interpreter */
 
@@ -246,11 +283,13 @@ static int qf_family_walk(const qf_recipe *r, const qf_shape_query *q, qf_shape 
             o = &t->shapes->ops[i];
     if (!o || !qf_fake_query_ok(t->shapes, o, q))
         return -1;
-    const qf_dtype fmt = r->fmt[o->role == QF_FAKE_ROLE_QUERY ? q->role : (qf_role)o->role];
+    const qf_role role = o->role == QF_FAKE_ROLE_QUERY ? q->role : (qf_role)o->role;
+    const qf_dtype fmt = r->fmt[role];
     int n = 0;
     for (int i = 0; i < t->shapes->n_outs; i++) {
         const qf_fake_out *fo = &t->shapes->outs[i];
-        if (!(fo->ops & QF_FAKE_OP(q->op)) || !qf_fake_cond_holds(fo->cond, q))
+        if (!(fo->ops & QF_FAKE_OP(q->op)) || !qf_fake_cond_holds(fo->cond, q) ||
+            !qf_fake_out_has_role(fo, role))
             continue;
         qf_shape s;
         const qf_dtype dt = fo->dtype == QF_FAKE_DTYPE_ROLE    ? fmt

@@ -362,7 +362,12 @@ static void test_mlp_shapes_host(void **state) {
             printf("%-12s x [%lld, %lld], F %lld, N %lld: %s\n", qf_recipes[i].name,
                    (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                    s == QF_ERR_NO_DEVICE ? "accepted" : qf_last_error());
-            if (sh < 2)
+            /* a family whose quantizer is not there yet (fp8_block) refuses the step at its
+             * first quantization, as its dispatch's default says */
+            if (!qf_family_get(qf_recipes[i].family)->ops[QF_OP_QUANTIZE].tpl) {
+                assert_int_equal(s, QF_ERR_UNSUPPORTED);
+                assert_non_null(strstr(qf_last_error(), "not implemented scaling mode"));
+            } else if (sh < 2)
                 assert_int_equal(s, QF_ERR_NO_DEVICE);
             else
                 assert_true(s == QF_ERR_NO_DEVICE || s == QF_ERR_INVALID_ARG ||

@@ -83,7 +83,8 @@ static const qf_hostile_case qf_hostile_cases[] = {
     /* NUL bytes: never a prefix match */
     {FAM "['margin\\0x'] = 5}", 0, 0, ": unknown field 'margin\\0x'" FAM_FIELDS, 0, 0},
     {"return {family = 'fp8_delayed\\0evil'}", 0, 0,
-     ": field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, got "
+     ": field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
+     "expected, got "
      "'fp8_delayed\\0evil')",
      0, 0},
     {FAM "format = 'e4m3\\0'}", 0, 0, "got 'e4m3\\0')", 1, 0},

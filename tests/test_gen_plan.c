@@ -207,12 +207,61 @@ static void test_gen_nvfp4_keys(void **state) {
     qf_gen_plan_free(&base);
 }
 
+/* ========================================================================= fp8_block keys */
+
+/* Builds a plan of recipe text written as dir/fbx.lua (one name: keys comparable across plans)
+ * with the real templates. */
+static void qf_test_text_plan(const char *dir, const char *text, qf_gen_plan *p) {
+    qf_gen_err e;
+    const qf_gen_opts o = {.templates_dir = "templates", .include_dir = "runtime"};
+    char path[512];
+    snprintf(path, sizeof path, "%s", qf_test_dir_write(dir, "fbx.lua", text));
+    const char *paths[] = {path};
+    if (qf_gen_plan_build(p, &o, paths, 1, &e) != 0)
+        fail_msg("%s", e.msg);
+}
+
+/* Fusion keys (numerics 5): fp8_block's two scale options change the key of every kernel of the
+ * recipe (its backward modules today, which take no constant from them: same source), and the
+ * same recipe twice gives the same keys. */
+static void test_gen_fp8_block_keys(void **state) {
+    static const char *const changed[] = {"power_2_scales = false", "amax_epsilon = 1e-6",
+                                          "amax_epsilon = 2e-6"};
+    static const char *const names[] = {"qf_fbx_dbias_bf16", "qf_fbx_nbwd_layernorm_fp16",
+                                        "qf_fbx_act_fp32"};
+    const qf_test_dir *d0 = *state;
+    qf_test_dir d1;
+    qf_gen_plan base, p;
+    char text[256], ka[33], kb[33];
+    qf_test_text_plan(d0->path, "return {family = 'fp8_block'}", &base);
+    for (size_t i = 0; i <= sizeof changed / sizeof changed[0]; i++) {
+        const int same = i == sizeof changed / sizeof changed[0]; /* the defaults, spelled out */
+        qf_test_dir_make_gen(&d1);
+        snprintf(text, sizeof text, "return {family = 'fp8_block', %s}",
+                 same ? "power_2_scales = true, amax_epsilon = 0" : changed[i]);
+        qf_test_text_plan(d1.path, text, &p);
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            const int va = qf_test_plan_variant(&base, 0, names[k]);
+            const int vb = qf_test_plan_variant(&p, 0, names[k]);
+            assert_string_equal(base.recipes[0].sources[va], p.recipes[0].sources[vb]);
+            qf_gen_plan_key(&base, 0, va, 90, ka);
+            qf_gen_plan_key(&p, 0, vb, 90, kb);
+            if ((strcmp(ka, kb) == 0) != same)
+                fail_msg("%s with '%s': keys %s", names[k], text, same ? "differ" : "are equal");
+        }
+        qf_gen_plan_free(&p);
+        qf_test_dir_remove(d1.path);
+    }
+    qf_gen_plan_free(&base);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_gen_mxfp8_keys),
         cmocka_unit_test(test_kernel_key_layout),
         cmocka_unit_test(test_kernel_instances_mxfp8),
         T(test_gen_nvfp4_keys),
+        T(test_gen_fp8_block_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,8 +80,8 @@ static const qf_error_case qf_error_cases[] = {
      "field 'description' (string expected, got number)", 0},
     {"x.lua", "return {margin = 1}", "field 'family' (string expected, got nil)", 0},
     {"x.lua", "return {family = \"fp9\"}",
-     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4' expected, "
-     "got 'fp9')",
+     "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
+     "expected, got 'fp9')",
      0},
     {"x.lua", "return {family = \"fp8_current\", amax_epsilon = -1}",
      "field 'amax_epsilon' (value -1.0 out of range 0.0..3.4028234663853e+38)", 0},
@@ -93,7 +93,21 @@ static const qf_error_case qf_error_cases[] = {
      "unknown field 'margin' (this family's fields: family, description, amax_epsilon, format, "
      "power_2_scales)",
      0},
-    {"x.lua", "return {family = \"fp8_block\"}", "family 'fp8_block' is not implemented yet", 0},
+    /* fp8_block (numerics 2.5): TE's two scale options, E4M3 fixed (no format option) */
+    {"x.lua", "return {family = \"fp8_block\", format = \"e4m3\"}",
+     "unknown field 'format' (this family's fields: family, description, amax_epsilon, "
+     "power_2_scales)",
+     0},
+    {"x.lua", "return {family = \"fp8_block\", power_2_scales = \"false\"}",
+     "field 'power_2_scales' (boolean expected, got string)", 0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = -1e-12}",
+     "field 'amax_epsilon' (value -1e-12 out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 1/0}",
+     "field 'amax_epsilon' (value inf out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_block\", weight_2d = false}",
+     "unknown field 'weight_2d' (this family's fields: family, description, amax_epsilon, "
+     "power_2_scales)",
+     0},
     {"x.lua", "return {" FAM "\"extra\"}", "unknown field [number] (fields are named: key = value)",
      0},
     {"x.lua", "return 42", "recipe must return a table (got number)", 0},
@@ -405,6 +419,29 @@ static void test_recipe_nvfp4_options(void **state) {
     assert_true(o[3].is_integer && o[1].is_boolean && o[5].is_boolean);
 }
 
+/* fp8_block's defaults are TE's Float8BlockScaling (numerics 2.5): E4M3 for every role,
+ * amax_epsilon 0 and power_2_scales on, where fp8_current's default is off (same member, two
+ * defaults); the shipped file spells them out; given options reach the recipe and the options
+ * string (so the fusion key: test_gen_plan.c). */
+static void test_recipe_fp8_block(void **state) {
+    qf_recipe r, shipped;
+    qf_test_load_ok("recipes/fp8_block.lua", &shipped);
+    assert_int_equal(shipped.family, QF_FAMILY_FP8_BLOCK);
+    assert_string_equal(shipped.options, "amax_epsilon=0;family=fp8_block;power_2_scales=true");
+    for (int i = 0; i < QF_ROLE_COUNT; i++)
+        assert_int_equal(shipped.fmt[i], QF_DTYPE_E4M3);
+    qf_test_load_text(state, "d.lua", "return {family = 'fp8_block'}", &r);
+    assert_true(r.power_2_scales == 1 && r.amax_epsilon == 0.0f);
+    assert_string_equal(r.options, shipped.options);
+    qf_test_load_text(state, "c.lua", "return {family = 'fp8_current'}", &r);
+    assert_int_equal(r.power_2_scales, 0);
+    qf_test_load_text(state, "o.lua",
+                      "return {family = 'fp8_block', power_2_scales = false, amax_epsilon = 0.5}",
+                      &r);
+    assert_true(r.power_2_scales == 0 && r.amax_epsilon == 0.5f);
+    assert_string_equal(r.options, "amax_epsilon=0.5;family=fp8_block;power_2_scales=false");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_recipe_empty_env),
@@ -418,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_recipe_mxfp8_shipped),
         T(test_recipe_mxfp8_defaults),
         T(test_recipe_fp8_current),
+        T(test_recipe_fp8_block),
         T(test_recipe_mxfp8_all_options),
         cmocka_unit_test(test_recipe_nvfp4_data),
         T(test_recipe_nvfp4_options),

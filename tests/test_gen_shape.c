@@ -223,7 +223,8 @@ static void test_shape_formula_check(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];
         const char *f = ok ? good[i - sizeof bad / sizeof bad[0]] : bad[i];
-        qf_fake_out o = {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", f}, QF_FAKE_COND_ALWAYS, 0};
+        qf_fake_out o = {QF_FAKE_OP(QF_OP_GEMM), "y", QF_DTYPE_BF16, 2, {"M", f},
+                         QF_FAKE_COND_ALWAYS, 0, 0};
         qf_fake_table t = {&op, 1, &o, 1};
         if ((qf_gen_shape_table_check(&t, &e) == 0) != ok)
             fail_msg("formula '%s' is %s", f, ok ? "refused" : "accepted");

@@ -390,7 +390,8 @@ static void test_ln_linear_weight_cache(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
     for (int i = 0; i < qf_recipe_count; i++)
-        cache_recipe(ctx, &qf_recipes[i]);
+        if (recipe_quantizes(&qf_recipes[i], "test_ln_linear_weight_cache"))
+            cache_recipe(ctx, &qf_recipes[i]);
     qf_ctx_free(ctx);
 }
 
@@ -398,8 +399,9 @@ static void test_ln_linear_backward(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
     for (int i = 0; i < qf_recipe_count; i++)
-        run_recipe(ctx, &qf_recipes[i], i % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM);
-    printf("test_gpu_ln_linear: %d recipes, forward + backward\n", qf_recipe_count);
+        if (recipe_quantizes(&qf_recipes[i], "test_ln_linear_backward"))
+            run_recipe(ctx, &qf_recipes[i], i % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM);
+    printf("test_gpu_ln_linear: %d recipes, forward + backward\n", recipes_quantizing());
     qf_ctx_free(ctx);
 }
 
@@ -410,6 +412,8 @@ static void test_ln_linear_graph(void **state) {
     int runs = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
         const qf_recipe *r = &qf_recipes[i];
+        if (!recipe_quantizes(r, "test_ln_linear_graph"))
+            continue;
         const int n_ways =
             qf_family_gemm_path(r->family, qf_ctx_arch(ctx)).engine == QF_GEMM_KERNEL ? 2 : 1;
         for (int w = 0; w < n_ways; w++, runs++) {

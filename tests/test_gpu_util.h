@@ -57,6 +57,26 @@ static inline const qf_recipe *recipe_of(const char *name) {
     return NULL;
 }
 
+/* 1 when r's family has its quantizer (a quantize template in its row), so that a whole forward
+ * and backward step runs; else 0, after printing (once per test and recipe) that `test` skips r:
+ * a family whose kernels are a later step (fp8_block: recipe, reference and fake shapes first,
+ * STYLE 7) answers "not implemented scaling mode" from every quantizing op. */
+static inline int recipe_quantizes(const qf_recipe *r, const char *test) {
+    if (qf_family_get(r->family)->ops[QF_OP_QUANTIZE].tpl)
+        return 1;
+    printf("%s: recipe %s skipped: family %s has no quantizer yet\n", test, r->name,
+           qf_family_name(r->family));
+    return 0;
+}
+
+/* How many of the registry's recipes quantize (recipe_quantizes, silently). */
+static inline int recipes_quantizing(void) {
+    int n = 0;
+    for (int i = 0; i < qf_recipe_count; i++)
+        n += qf_family_get(qf_recipes[i].family)->ops[QF_OP_QUANTIZE].tpl != NULL;
+    return n;
+}
+
 /* The rank of r among the registry's recipes of its family (registry order), and their count. */
 static inline int recipe_rank(const qf_recipe *r, int *n_family) {
     int rank = -1, n = 0;

@@ -1,8 +1,10 @@
 /* test_shapes.c: the generated fake-shape functions (build/generated/shapes.c, numerics 4) of
  * fp8_delayed, of mxfp8 / mxfp8_2d (padded E8M0 scales, numerics 2.3) and of the nvfp4 recipes
- * (packed E2M1, numerics 2.4), and their place in the registry. */
+ * (packed E2M1, numerics 2.4), of fp8_block (fp32 GEMM_READY block scales, numerics 2.5), and
+ * their place in the registry. */
 #include "test_util.h"
 
+#include "ref_fp8_block.h"
 #include "registry.h"
 #include "shapes.h"
 
@@ -248,10 +250,13 @@ static void test_shape_formulas(void **state) {
     for (int r = 0; r < qf_recipe_count; r++)
         for (int op = 0; op < QF_OP_COUNT; op++)
             for (unsigned outputs = 0; outputs < 16; outputs++)
-                for (int norm = 0; norm < QF_NORM_COUNT; norm++)
+                for (int nr = 0; nr < QF_NORM_COUNT * QF_ROLE_COUNT; nr++)
                     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
                         const int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
-                        const qf_shape_query q = {.op = (qf_op)op, .role = QF_ROLE_GRAD,
+                        const int norm = nr % QF_NORM_COUNT; /* every role: fp8_block's weight
+                                                              * scales differ from the others' */
+                        const qf_shape_query q = {.op = (qf_op)op,
+                                                  .role = (qf_role)(nr / QF_NORM_COUNT),
                                                   .norm = (qf_norm)norm, .outputs = outputs,
                                                   .M = M, .N = N, .K = K,
                                                   .dtype = QF_DTYPE_BF16};
@@ -493,6 +498,104 @@ static void test_nv_multiple_of_16(void **state) {
  * query exactly as each shipped recipe's generated function: counts (-1, -2 included), names,
  * dtypes, dims and bytes, over ops, roles, norms, outputs, small caps and odd, aligned, zero,
  * negative and huge sizes. */
+/* ========================================================================= fp8_block */
+
+/* x [5, 130], both copies (numerics 2.5, TE's get_scale_shape): input and grad have 1x128 rowwise
+ * scales [cdiv(K,128), roundup(M,4)] = [2, 8] and 128x1 columnwise [cdiv(M,128), roundup(K,4)]
+ * = [1, 132]; the weight's 128x128 tiles [cdiv(M,128), roundup(cdiv(K,128),4)] = [1, 4] and, for
+ * the transposed copy, [cdiv(K,128), roundup(cdiv(M,128),4)] = [2, 4]. fp32 scales, E4M3 data,
+ * the columnwise copy transposed. */
+static void test_blk_quantize_roles(void **state) {
+    (void)state;
+    static const qf_test_out one_d[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 5, 130, 650},
+        {"rowwise_scale_inv", QF_DTYPE_FP32, 2, 2, 8, 64},
+        {"columnwise_data", QF_DTYPE_E4M3, 2, 130, 5, 650},
+        {"columnwise_scale_inv", QF_DTYPE_FP32, 2, 1, 132, 528},
+    };
+    static const qf_test_out two_d[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 5, 130, 650},
+        {"rowwise_scale_inv", QF_DTYPE_FP32, 2, 1, 4, 16},
+        {"columnwise_data", QF_DTYPE_E4M3, 2, 130, 5, 650},
+        {"columnwise_scale_inv", QF_DTYPE_FP32, 2, 2, 4, 32},
+    };
+    const qf_recipe *r = qf_test_recipe("fp8_block");
+    qf_shape out[CAP];
+    for (int role = 0; role < QF_ROLE_COUNT; role++) {
+        qf_shape_query q =
+            qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, 5, 130);
+        q.role = (qf_role)role;
+        int n = r->shapes(&q, out, CAP);
+        assert_int_equal(n, 4);
+        if (role == QF_ROLE_WEIGHT)
+            QF_TEST_EXPECT_OUTS(out, n, two_d, 1);
+        else
+            QF_TEST_EXPECT_OUTS(out, n, one_d, 1);
+        q.outputs = QF_OUT_COLUMNWISE; /* one copy: its two outputs only */
+        assert_int_equal(r->shapes(&q, out, CAP), 2);
+        assert_string_equal(out[1].name, "columnwise_scale_inv");
+        assert_int_equal(out[1].dims[0], role == QF_ROLE_WEIGHT ? 2 : 1);
+    }
+}
+
+/* The table agrees with the reference's own layout function over sizes around the block edges,
+ * for every role and copy (the reference writes exactly what the runtime allocates). */
+static void test_blk_shapes_match_reference(void **state) {
+    (void)state;
+    static const int64_t sizes[] = {1, 3, 4, 5, 127, 128, 129, 255, 256, 257, 511, 513, 4100};
+    const qf_recipe *r = qf_test_recipe("fp8_block");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+            for (int role = 0; role < QF_ROLE_COUNT; role++) {
+                const int64_t M = sizes[i], K = sizes[j];
+                const int d2 = role == QF_ROLE_WEIGHT;
+                qf_shape_query q = qf_test_query(QF_OP_QUANTIZE, 3, M, K);
+                q.role = (qf_role)role;
+                qf_shape out[CAP];
+                assert_int_equal(r->shapes(&q, out, CAP), 4);
+                int64_t rows, cols;
+                qf_fp8_block_scale_shape(d2, M, K, &rows, &cols);
+                qf_test_expect(&out[1], QF_DTYPE_FP32, 2, rows, cols, (uint64_t)(rows * cols * 4));
+                qf_fp8_block_scale_shape(d2, K, M, &rows, &cols);
+                qf_test_expect(&out[3], QF_DTYPE_FP32, 2, rows, cols, (uint64_t)(rows * cols * 4));
+            }
+}
+
+/* norm_quantize quantizes the input role (1x128), with mu (layernorm) and rsigma; the GEMM, norm
+ * backward, dbias and activation queries are answered as for every family. */
+static void test_blk_nq_and_other_ops(void **state) {
+    (void)state;
+    const qf_recipe *r = qf_test_recipe("fp8_block");
+    qf_shape out[CAP];
+    qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 993, 8192);
+    q.role = QF_ROLE_WEIGHT; /* ignored: norm_quantize is the input's */
+    static const qf_test_out rows[] = {
+        {"rowwise_data", QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192},
+        {"rowwise_scale_inv", QF_DTYPE_FP32, 2, 64, 996, 64 * 996 * 4},
+        {"mu", QF_DTYPE_FP32, 1, 993, 0, 993 * 4},
+        {"rsigma", QF_DTYPE_FP32, 1, 993, 0, 993 * 4},
+    };
+    int n = r->shapes(&q, out, CAP);
+    assert_int_equal(n, 4);
+    QF_TEST_EXPECT_OUTS(out, n, rows, 1);
+    q.outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE;
+    assert_int_equal(r->shapes(&q, out, CAP), 6);
+    qf_test_expect(qf_test_find(out, 6, "columnwise_scale_inv"), QF_DTYPE_FP32, 2, 8, 8192,
+                   8 * 8192 * 4);
+    q.outputs = 0; /* a quantizer needs a copy */
+    assert_int_equal(r->shapes(&q, out, CAP), -1);
+    const qf_shape_query others[] = {
+        {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769},
+        {.op = QF_OP_NORM_BACKWARD, .norm = QF_NORM_LAYERNORM, .M = 7, .K = 769,
+         .dtype = QF_DTYPE_BF16},
+        {.op = QF_OP_DBIAS, .M = 7, .N = 48, .dtype = QF_DTYPE_BF16},
+        {.op = QF_OP_ACTIVATION, .M = 7, .N = 48, .dtype = QF_DTYPE_BF16}};
+    const int counts[] = {1, 3, 1, 2};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r->shapes(&others[i], out, CAP), counts[i]);
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 7 * 48 * 2); /* the activation's a */
+}
+
 static void test_interpreter_matches_generated(void **state) {
     (void)state;
     static const int64_t sizes[] = {-1, 0, 1, 5, 16, 31, 32, 160, 217, 4096, 1040,
@@ -552,6 +655,9 @@ int main(void) {
         cmocka_unit_test(test_nv_quantize_32x64),
         cmocka_unit_test(test_nv_nq_4096x1040),
         cmocka_unit_test(test_nv_multiple_of_16),
+        cmocka_unit_test(test_blk_quantize_roles),
+        cmocka_unit_test(test_blk_shapes_match_reference),
+        cmocka_unit_test(test_blk_nq_and_other_ops),
         cmocka_unit_test(test_interpreter_matches_generated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,7 +15,8 @@
 
 /* {================================================================== scale */
 
-float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scales, qf_dtype fmt) {
+float qf_fp8_scale_from_amax_ref(float amax, float amax_epsilon, int power_2_scales, qf_dtype fmt,
+                                 float value_for_inf) {
     const float fp8_max = qf_fp8_max(fmt); /* asserts fmt */
     /* TE's `if (amax < eps) amax = eps`: a NaN amax fails the comparison and stays NaN, where
      * fmaxf(NaN, eps) would return eps and hide it. */
@@ -24,12 +25,16 @@ float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scale
         return 1.0f;
     float s = fp8_max / a; /* IEEE division: correctly rounded, as __fdiv_rn */
     if (isinf(s))
-        s = FLT_MAX; /* a below fp8_max / FLT_MAX, e.g. the subnormal 1e-40 */
+        s = value_for_inf; /* a below fp8_max / value_for_inf, e.g. the subnormal 1e-40 */
     if (power_2_scales) {
         /* s is normal and positive: clearing the mantissa floors it to a power of two */
         s = qf_f32_from_bits(qf_f32_bits(s) & 0xFF800000u);
     }
     return s;
+}
+
+float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scales, qf_dtype fmt) {
+    return qf_fp8_scale_from_amax_ref(amax, amax_epsilon, power_2_scales, fmt, FLT_MAX);
 }
 
 float qf_fp8_scale_inv_ref(float scale) {
@@ -44,8 +49,7 @@ static int is_input_dtype(qf_dtype dt) {
     return dt == QF_DTYPE_FP32 || dt == QF_DTYPE_FP16 || dt == QF_DTYPE_BF16;
 }
 
-/* Argument checks of the source; records the message under the caller's name fn. */
-static qf_status check_src(const char *fn, const qf_fp8_current_src *s) {
+qf_status qf_ref_check_norm_src(const char *fn, const qf_norm_src *s) {
     if (!s)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: src must not be NULL", fn);
     if (!s->x)
@@ -84,7 +88,7 @@ static void run_pass(const qf_fp8_current_src *s, float scale, qf_dtype fmt, uin
 qf_status qf_fp8_current_amax_ref(const qf_fp8_current_src *src, float *amax, float *mu_out,
                                   float *rsigma_out) {
     static const char fn[] = "qf_fp8_current_amax_ref";
-    QF_TRY(check_src(fn, src));
+    QF_TRY(qf_ref_check_norm_src(fn, src));
     if (!amax)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: amax must not be NULL", fn);
     /* No data outputs: only y's amax and the statistics; the scale and format are unused. */
@@ -95,7 +99,7 @@ qf_status qf_fp8_current_amax_ref(const qf_fp8_current_src *src, float *amax, fl
 /* The fused reference under the public name fn (for its error messages). */
 static qf_status nq_current(const char *fn, const qf_fp8_current_src *src,
                             const qf_fp8_current_opts *opts, const qf_fp8_current_out *out) {
-    QF_TRY(check_src(fn, src));
+    QF_TRY(qf_ref_check_norm_src(fn, src));
     if (!opts || !out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts and out must not be NULL", fn);
     QF_TRY(check_opts(fn, opts));

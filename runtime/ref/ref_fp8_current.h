@@ -23,6 +23,14 @@
  * Never returns 0, inf, NaN or a subnormal. fmt is QF_DTYPE_E4M3 or QF_DTYPE_E5M2 (asserted). */
 float qf_fp8_current_scale_ref(float amax, float amax_epsilon, int power_2_scales, qf_dtype fmt);
 
+/* TE's compute_scale_from_amax, which both FP8 current scaling and FP8 block scaling (numerics
+ * 2.5, per block) use: the rule above with `value_for_inf` in place of FLT_MAX for an infinite
+ * quotient (current scaling: FLT_MAX; block scaling: the largest finite value of the input
+ * dtype, bf16 0x7F7F = 3.3895e38). value_for_inf is finite and > 0; power_2_scales clears its
+ * mantissa too (3.3895e38 -> 2^127). */
+float qf_fp8_scale_from_amax_ref(float amax, float amax_epsilon, int power_2_scales, qf_dtype fmt,
+                                 float value_for_inf);
+
 /* scale_inv = 1 / scale, correctly rounded in fp32 (TE's __frcp_rn), for a scale from
  * qf_fp8_current_scale_ref (or any finite nonzero scale); 1/FLT_MAX gives the subnormal 2^-128. */
 float qf_fp8_scale_inv_ref(float scale);
@@ -38,6 +46,12 @@ float qf_fp8_scale_inv_ref(float scale);
  * be NULL on its own (rmsnorm reads no mu). The reference only reads these buffers and does not
  * own them. */
 typedef qf_norm_src qf_fp8_current_src; /* see ref.h */
+
+/* Argument checks of a reference's source s, shared by the norm + quantize references: QF_OK, or
+ * QF_ERR_INVALID_ARG with "<fn>: ..." recorded (qf_last_error) when s or s->x is NULL, M < 0 or
+ * K < 1, the norm is unknown, the norm's gamma (and beta) is NULL, or xdt/gdt is not bf16, fp16
+ * or fp32. */
+qf_status qf_ref_check_norm_src(const char *fn, const qf_norm_src *s);
 
 /* Recipe options that reach the quantizer (numerics 2.2). fmt is the role's element format:
  * QF_DTYPE_E4M3 for input and weight; for grad QF_DTYPE_E5M2 under format = "hybrid" (default),

@@ -107,7 +107,8 @@ qf_quantized bench_out_quantized(const out_set *o, qf_scale_layout layout);
 qf_tensor bench_tensor_2d(void *d, qf_dtype dt, int64_t r, int64_t c);
 qf_tensor bench_tensor_1d(void *d, qf_dtype dt, int64_t n);
 const char *bench_norm_name(qf_norm n);
-/* Index of the first recipe selected by --recipe, qf_recipe_count when none. */
+/* Index of the first recipe selected by --recipe whose family quantizes, qf_recipe_count when
+ * none. */
 int bench_first_recipe(const bench *b);
 
 /* =====================================================================} */

@@ -153,6 +153,11 @@ void bench_steps(bench *b) {
     for (int ri = 0; ri < qf_recipe_count; ri++) {
         if (!tool_recipe_selected(&b->o.recipes, ri))
             continue;
+        if (!tool_recipe_quantizes(ri)) {
+            fprintf(stderr, "qfuse-bench: %s step skipped: no quantizer yet\n",
+                    qf_recipes[ri].name);
+            continue;
+        }
         step_bench *s = calloc(1, sizeof *s);
         if (!s)
             exit(1);

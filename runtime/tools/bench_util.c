@@ -295,7 +295,8 @@ qf_quantized bench_out_quantized(const out_set *o, qf_scale_layout layout) {
 
 int bench_first_recipe(const bench *b) {
     int ri = 0;
-    while (ri < qf_recipe_count && !tool_recipe_selected(&b->o.recipes, ri))
+    while (ri < qf_recipe_count &&
+           (!tool_recipe_selected(&b->o.recipes, ri) || !tool_recipe_quantizes(ri)))
         ri++;
     return ri;
 }

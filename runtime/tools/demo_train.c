@@ -401,9 +401,14 @@ static double train(runner *rn, const demo_block *b, const demo_train_opts *o, d
     return ms;
 }
 
-/* 1 when recipe r's fake shapes accept every quantized tensor of the block's step; else a line
- * saying why the recipe is left out of the training. */
+/* 1 when recipe r has its quantizer and its fake shapes accept every quantized tensor of the
+ * block's step; else a line saying why the recipe is left out of the training. */
 static int block_fits(const qf_recipe *r, const demo_block *b) {
+    if (!qf_family_get(r->family)->ops[QF_OP_QUANTIZE].tpl) {
+        printf("| %-12s | not trained: family %s has no quantizer yet\n", r->name,
+               qf_family_name(r->family));
+        return 0;
+    }
     qf_shape_query qs[TOOL_MLP_COUNT];
     tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     for (int i = 0; i < TOOL_MLP_COUNT; i++) {

@@ -121,4 +121,11 @@ static inline int tool_recipe_selected(const tool_recipes *t, int ri) {
     return t->n == 0;
 }
 
+/* 1 when registry recipe ri's family has its quantizer, so that a training step runs; a family
+ * whose kernels come in a later step (fp8_block) has its recipe, fake shapes and backward ops
+ * only, and every quantizing op answers "not implemented scaling mode". */
+static inline int tool_recipe_quantizes(int ri) {
+    return qf_family_get(qf_recipes[ri].family)->ops[QF_OP_QUANTIZE].tpl != NULL;
+}
+
 #endif /* QF_TOOL_UTIL_H */
