@@ -330,26 +330,28 @@ def test_mlp_opcheck(recipe, act):
 
 # ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
 
-@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("recipe", RECIPES + ["fp8_delayed"])
 def test_quantize_gemm_ops_equal_the_layer(recipe):
     """qfuse::gemm of qfuse::quantize's copies (x with the layer's LayerNorm, W) is the layer's
-    fprop bit for bit; opcheck passes for both ops."""
+    fprop bit for bit (fp8_delayed: with the module's scales); opcheck passes for both ops."""
     layer = make(recipe)
     x, _ = inputs(M)
     x = x.detach()
+    delayed = recipe == "fp8_delayed"
+    sx, sw = (layer.fp8_scale[0:1], layer.fp8_scale[1:2]) if delayed else (None, None)
     with torch.no_grad():
         want = layer(x).reshape(M, N)
         xs = [0, 1, 1, M, K]  # role input, LayerNorm, rowwise
         ws = [1, 0, 1, N, K]  # role weight, rowwise
-        qx = torch.ops.qfuse.quantize(x, layer.layer_norm_weight, layer.layer_norm_bias, None,
+        qx = torch.ops.qfuse.quantize(x, layer.layer_norm_weight, layer.layer_norm_bias, sx,
                                       recipe, 0, 1, layer.eps, False, 1, 0, 0)
-        qw = torch.ops.qfuse.quantize(layer.weight, None, None, None, recipe, 1, 0, 0.0, False, 1,
+        qw = torch.ops.qfuse.quantize(layer.weight, None, None, sw, recipe, 1, 0, 0.0, False, 1,
                                       0, 0)
         y = torch.ops.qfuse.gemm(qx, qw, layer.bias, recipe, xs, ws, 0, 0, False)
     assert torch.equal(y, want)
     torch.library.opcheck(torch.ops.qfuse.quantize.default,
                           (x, layer.layer_norm_weight.detach(), layer.layer_norm_bias.detach(),
-                           None, recipe, 0, 1, layer.eps, False, 3, 0, 0))
+                           sx, recipe, 0, 1, layer.eps, False, 3, 0, 0))
     torch.library.opcheck(torch.ops.qfuse.gemm.default,
                           (qx, qw, layer.bias.detach(), recipe, xs, ws, 0, 0, False))
 
@@ -379,6 +381,9 @@ def test_scale_update_matches_numerics():
     assert torch.equal(h, want_h)
     assert torch.equal(s, want_s)
     assert torch.equal(si[0], 1 / want_s[0]) and si[1] == 1.0  # the skipped tensor: unchanged
+    torch.library.opcheck(torch.ops.qfuse.scale_update_.default,
+                          (*[t.cuda() for t in (amax, history, scale, torch.ones(n), fmt)],
+                           "fp8_delayed"))
 
 
 def test_return_layernorm_output():
