@@ -269,6 +269,23 @@ void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsig
     }
 }
 
+void qf_norm_band_ref(const qf_norm_src *s, int64_t r0, int64_t h, float *y, float *mu_out,
+                      float *rsigma_out) {
+    for (int64_t i = 0; i < h; i++) {
+        float mu, rs;
+        qf_norm_row_stats_ref(s, r0 + i, &mu, &rs, mu_out, rsigma_out);
+        qf_norm_row_apply_ref(s, r0 + i, mu, rs, y + i * s->K);
+    }
+}
+
+float qf_rect_amax_ref(const float *y, int64_t K, int64_t i0, int64_t ih, int64_t k0, int64_t kw) {
+    float a = 0.0f;
+    for (int64_t i = i0; i < i0 + ih; i++)
+        for (int64_t k = k0; k < k0 + kw; k++)
+            a = qf_amax_merge(a, y[i * K + k]);
+    return a;
+}
+
 /* Quantizes y, row m of K elements, into row (stride 1) and col (stride M); returns its amax
  * merged into `amax`. */
 static float quantize_row(const float *y, int64_t m, int64_t M, int64_t K, float scale,

@@ -102,6 +102,15 @@ void qf_norm_row_stats_ref(const qf_norm_src *s, int64_t r, float *mu, float *rs
  * and beta 0 where the norm has none). */
 void qf_norm_row_apply_ref(const qf_norm_src *s, int64_t r, float mu, float rsigma, float *y);
 
+/* y [h, K]: rows r0 .. r0 + h - 1 of s through qf_norm_row_stats_ref (statistics stored in
+ * mu_out / rsigma_out where non-NULL) and qf_norm_row_apply_ref: a band of a block quantizer. */
+void qf_norm_band_ref(const qf_norm_src *s, int64_t r0, int64_t h, float *y, float *mu_out,
+                      float *rsigma_out);
+
+/* The NaN-propagating amax (qf_amax_merge) of rows [i0, i0 + ih) x cols [k0, k0 + kw) of y,
+ * row-major with K columns: one scale block of a block quantizer. */
+float qf_rect_amax_ref(const float *y, int64_t K, int64_t i0, int64_t ih, int64_t k0, int64_t kw);
+
 /* Fused norm + FP8 quantize reference. x [M, K] (xdt), gamma/beta [K] (gdt; NULL for none/rmsnorm
  * beta). mu/rsigma: if mu_in/rsigma_in are non-NULL they are used (the kernel's own statistics);
  * otherwise qf_norm_stats_ref's values are. q = rn_sat(fl(y * scale)), fmt E4M3 or E5M2.

@@ -63,20 +63,9 @@ typedef struct blk_job {
 } blk_job;
 
 /* y of rows [r0, r0 + h) into j->y; the statistics go to out->mu / out->rsigma. */
-static void blk_band_y(const blk_job *j, int64_t r0, int64_t h) {
-    for (int64_t i = 0; i < h; i++) {
-        float mu, rs;
-        qf_norm_row_stats_ref(&j->src, r0 + i, &mu, &rs, j->out->mu, j->out->rsigma);
-        qf_norm_row_apply_ref(&j->src, r0 + i, mu, rs, j->y + i * j->src.K);
-    }
-}
-
 /* The scale of the band rectangle rows [i0, i0 + ih) x cols [k0, k0 + kw) (NaN-propagating). */
 static float blk_rect_scale(const blk_job *j, int64_t i0, int64_t ih, int64_t k0, int64_t kw) {
-    float a = 0.0f;
-    for (int64_t i = i0; i < i0 + ih; i++)
-        for (int64_t k = k0; k < k0 + kw; k++)
-            a = qf_amax_merge(a, j->y[i * j->src.K + k]);
+    const float a = qf_rect_amax_ref(j->y, j->src.K, i0, ih, k0, kw);
     return qf_fp8_block_scale_ref(a, j->opts->amax_epsilon, j->opts->power_2_scales, j->src.xdt);
 }
 
@@ -165,7 +154,7 @@ static qf_status nq_block(const char *fn, const qf_norm_src *src, const qf_fp8_b
                  .y = qf_ref_alloc((size_t)(QF_FP8_BLOCK * src->K) * sizeof(float))};
     for (int64_t r0 = 0; r0 < src->M; r0 += QF_FP8_BLOCK) {
         const int64_t h = src->M - r0 < QF_FP8_BLOCK ? src->M - r0 : QF_FP8_BLOCK;
-        blk_band_y(&j, r0, h);
+        qf_norm_band_ref(&j.src, r0, h, j.y, j.out->mu, j.out->rsigma);
         if (d2) {
             blk_band_tiles(&j, r0, h, want_row, want_col);
             continue;

@@ -143,20 +143,9 @@ typedef struct mx_job {
 } mx_job;
 
 /* y of rows [r0, r0 + h) into j->y, one fp32 qf_norm_apply_ref per element. */
-static void mx_band_y(const mx_job *j, int64_t r0, int64_t h) {
-    for (int64_t i = 0; i < h; i++) {
-        float mu, rs;
-        qf_norm_row_stats_ref(&j->src, r0 + i, &mu, &rs, j->mu_out, j->rsigma_out);
-        qf_norm_row_apply_ref(&j->src, r0 + i, mu, rs, j->y + i * j->src.K);
-    }
-}
-
 /* Scale byte of the band rectangle rows [i0, i0 + ih) x cols [k0, k0 + kw) (NaN-propagating). */
 static uint8_t mx_rect_byte(const mx_job *j, int64_t i0, int64_t ih, int64_t k0, int64_t kw) {
-    float a = 0.0f;
-    for (int64_t i = i0; i < i0 + ih; i++)
-        for (int64_t k = k0; k < k0 + kw; k++)
-            a = qf_amax_merge(a, j->y[i * j->src.K + k]);
+    const float a = qf_rect_amax_ref(j->y, j->src.K, i0, ih, k0, kw);
     return qf_e8m0_from_amax_ref(a, j->fmt, j->rounding);
 }
 
@@ -242,7 +231,7 @@ static void mx_scales_end(uint8_t *s, uint8_t *out, qf_scale_layout layout, int6
 static void mx_run_bands(const mx_job *j, int block_2d, int want_row, int want_col) {
     for (int64_t r0 = 0; r0 < j->src.M; r0 += QF_MX_BLOCK) {
         const int64_t h = j->src.M - r0 < QF_MX_BLOCK ? j->src.M - r0 : QF_MX_BLOCK;
-        mx_band_y(j, r0, h);
+        qf_norm_band_ref(&j->src, r0, h, j->y, j->mu_out, j->rsigma_out);
         if (block_2d) {
             mx_band_tiles(j, r0, h, want_row, want_col);
             continue;
