@@ -216,7 +216,9 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                              QF_FIELDS(qf_fields_fp8_block),
                              .fmt = QF_E4M3_ALL,
                              .ops = {QF_NORM_BWD_OP},
-                             .shapes = &qf_fake_fp8_block},
+                             .shapes = &qf_fake_fp8_block,
+                             .gemm = {{90, 199, QF_GEMM_CUBLASLT, "VEC128_32F/BLK128x128_32F",
+                                       QF_SCALE_LAYOUT_COMPACT, 16, QF_GEMM_KINDS_ALL, 0}}},
 };
 _Static_assert(QF_FAMILY_COUNT == 5, "a new family needs its row in qf_families");
 

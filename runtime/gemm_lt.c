@@ -14,6 +14,7 @@
 
 #define QF_MAX_PLANS 32
 #define QF_LT_MX_VERSION 120800 /* cuBLASLt 12.8: CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 */
+#define QF_LT_BLOCK_VERSION 120900 /* cuBLASLt 12.9: VEC128_32F and BLK128x128_32F */
 
 #if CUBLAS_VERSION < 120000
 #error "qfuse needs cuBLASLt 12.0 or newer for FP8 GEMMs"
@@ -21,7 +22,8 @@
 
 /* What a plan multiplies. */
 enum {
-    QF_LT_PER_TENSOR = 0, /* FP8 with per-tensor scales (qf_gemm_lt_fp8) */
+    QF_LT_PER_TENSOR = 0, /* FP8 with per-tensor or 1x128 / 128x128 block scales (qf_gemm_lt_fp8:
+                           * the plan's a_mode, b_mode) */
     QF_LT_MXFP8 = 1,      /* VEC32_UE8M0 block scales (qf_gemm_lt_mxfp8) */
     QF_LT_NVFP4 = 2,      /* VEC16_UE4M3 block scales, device alpha/beta (qf_gemm_lt_nvfp4) */
     QF_LT_BF16 = 3        /* bf16 operands, either major order (qf_gemm_lt_bf16) */
@@ -34,6 +36,7 @@ struct qf_gemm_plan {
     int has_bias;
     int block_scaled; /* QF_LT_* */
     int a_mn, b_mn;   /* QF_LT_BF16: 1 when that operand is stored [K, M] / [K, N] */
+    qf_lt_scale a_mode, b_mode; /* QF_LT_PER_TENSOR: how each operand's scales read */
     int dev_alpha;    /* alpha and beta read from device memory (CUBLASLT_POINTER_MODE_DEVICE) */
     int accumulate;   /* beta 1 (host mode; device mode: the caller's beta slot holds 1),
                        * y += A B^T; never tuned */
@@ -68,6 +71,7 @@ static const char *qf_plan_op(const qf_gemm_plan *p) {
     return p->block_scaled == QF_LT_BF16    ? "qf_gemm (staged bf16)"
            : p->block_scaled == QF_LT_NVFP4 ? "qf_gemm (nvfp4)"
            : p->block_scaled                ? "qf_gemm (mxfp8)"
+           : p->a_mode || p->b_mode         ? "qf_gemm (fp8_block)"
                                             : "qf_gemm (fp8_delayed)";
 }
 
@@ -118,6 +122,25 @@ static qf_status qf_plan_block_scales(qf_gemm_plan *p) {
 #endif
 }
 
+/* FP8 block scaling (numerics 2.5): each operand's cuBLASLt scale mode, Lt's A being our B. */
+static qf_status qf_plan_fp8_block_scales(qf_gemm_plan *p) {
+#if CUBLAS_VERSION >= QF_LT_BLOCK_VERSION
+    static const int32_t modes[] = {[QF_LT_SCALE_TENSOR] = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
+                                    [QF_LT_SCALE_VEC128] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                                    [QF_LT_SCALE_BLK128] =
+                                        CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F};
+    QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                               &modes[p->b_mode], sizeof modes[0]));
+    QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                               &modes[p->a_mode], sizeof modes[0]));
+    return QF_OK;
+#else
+    return qf_set_error(QF_ERR_UNSUPPORTED, "%s: qfuse was built against cuBLASLt %d; "
+                        "block-scaled FP8 (VEC128_32F, BLK128x128_32F) GEMMs need %d or newer",
+                        qf_plan_op(p), CUBLAS_VERSION, QF_LT_BLOCK_VERSION);
+#endif
+}
+
 /* Lt's A is our B: K-major [N, K] row-major is Lt's [K, N] column-major, transposed (op T); our
  * B stored [K, N] (b_mn) is Lt's [N, K] as is (op N). Lt's B is our A: [M, K] is [K, M] as is;
  * [K, M] (a_mn) is [M, K], transposed. */
@@ -129,6 +152,8 @@ static qf_status qf_plan_descs(qf_gemm_plan *p) {
     QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (p->block_scaled == QF_LT_MXFP8 || p->block_scaled == QF_LT_NVFP4)
         QF_TRY(qf_plan_block_scales(p));
+    if (p->a_mode || p->b_mode)
+        QF_TRY(qf_plan_fp8_block_scales(p));
     if (p->dev_alpha) {
         const cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
         QF_LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
@@ -219,8 +244,8 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
         if (p->M == want->M && p->N == want->N && p->K == want->K && p->ta == want->ta &&
             p->tb == want->tb && p->td == want->td && p->has_bias == want->has_bias &&
             p->block_scaled == want->block_scaled && p->a_mn == want->a_mn &&
-            p->b_mn == want->b_mn && p->dev_alpha == want->dev_alpha &&
-            p->accumulate == want->accumulate) {
+            p->b_mn == want->b_mn && p->a_mode == want->a_mode && p->b_mode == want->b_mode &&
+            p->dev_alpha == want->dev_alpha && p->accumulate == want->accumulate) {
             *out = p;
             return QF_OK;
         }
@@ -249,6 +274,9 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     if (ctx->arch < 89)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: FP8 GEMM needs sm_89 or newer; device is "
                             "sm_%d", op, ctx->arch);
+    if ((g->a_mode || g->b_mode) && ctx->arch < 90)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: block-scaled FP8 GEMMs (VEC128_32F, "
+                            "BLK128x128_32F) need sm_90 or newer; device is sm_%d", op, ctx->arch);
     int64_t na = qf_tensor_numel(a), nb = qf_tensor_numel(b);
     qf_shape sa = {g->a_arg, a ? a->dtype : QF_DTYPE_E4M3, 2, {1, 1}, 0};
     if (!a || !b || na < 1 || nb < 1)
@@ -278,6 +306,8 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     want->td = y->dtype;
     want->has_bias = bias != NULL;
     want->accumulate = g->accumulate;
+    want->a_mode = g->a_mode;
+    want->b_mode = g->b_mode;
     return QF_OK;
 }
 
@@ -391,6 +421,13 @@ qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_arg
                          const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_gemm_plan want = {0};
     QF_TRY(qf_check_gemm_args(ctx, op, g, bias, y, &want));
+    if (want.a_mode || want.b_mode) {
+        const size_t v = cublasLtGetVersion();
+        if (v < QF_LT_BLOCK_VERSION)
+            return qf_set_error(QF_ERR_UNSUPPORTED, "%s: the loaded cuBLASLt is version %zu; "
+                                "block-scaled FP8 GEMMs need %d or newer", op, v,
+                                QF_LT_BLOCK_VERSION);
+    }
     QF_TRY(qf_ctx_ready(ctx, op, stream));
     const qf_lt_call c = {g->a->data, g->a_scale_inv, g->b->data, g->b_scale_inv, NULL,
                           bias ? bias->data : NULL, y->data};

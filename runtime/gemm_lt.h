@@ -1,25 +1,35 @@
-/* gemm_lt.h: the per-tensor FP8 GEMM through cuBLASLt (gemm_lt.c), called by qf_gemm's
- * fp8_delayed path (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The
+/* gemm_lt.h: the FP8 GEMM through cuBLASLt (gemm_lt.c), per-tensor or 1x128 / 128x128 block
+ * scales, called by qf_gemm's fp8_delayed, fp8_current and fp8_block paths (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The
  * block-scaled cuBLASLt GEMMs are declared in ctx.h. */
 #ifndef QF_GEMM_LT_H
 #define QF_GEMM_LT_H
 
 #include "ctx.h"
 
-/* TN: y[M, N] = (a_scale_inv * b_scale_inv) A[M, K] B[N, K]^T (+ bias), numerics 2.1, y bf16 or
- * fp32 (then, with accumulate, y += ...: beta 1). qf_gemm has checked the scale pointers (fp32
- * [1], 16-byte aligned) and the accumulate rules; this checks the rest (arch >= 89, a E4M3/E5M2
+/* How an FP8 operand's scale_inv reads (numerics 2.1, 2.5). ORDER LT_SCALE */
+typedef enum qf_lt_scale {
+    QF_LT_SCALE_TENSOR = 0, /* fp32 [1] per tensor */
+    QF_LT_SCALE_VEC128 = 1, /* fp32 per 1x128 block along K: [cdiv(K,128), roundup(rows,4)] */
+    QF_LT_SCALE_BLK128 = 2  /* fp32 per 128x128 tile: [cdiv(rows,128), roundup(cdiv(K,128),4)] */
+} qf_lt_scale;
+
+/* TN: y[M, N] = A[M, K] B[N, K]^T (+ bias), each operand's FP8 values times its scale_inv (per
+ * tensor, numerics 2.1, or per block, numerics 2.5: cuBLASLt's VEC128_32F / BLK128x128_32F,
+ * split accumulation), y bf16 or fp32 (then, with accumulate, y += ...: beta 1). qf_gemm has
+ * checked the scale buffers (fp32 [1], 16-byte aligned; or the block matrices) and the
+ * accumulate rules; this checks the rest (arch >= 89, and >= 90 with block scales; a E4M3/E5M2
  * and b E4M3, K and N multiples of 16, shapes, alignment, y and bias against r's fake shapes),
  * naming a and b a_arg and b_arg, then runs a cached plan. Errors: QF_ERR_INVALID_ARG,
  * QF_ERR_UNSUPPORTED, QF_ERR_CUBLAS, as qf_ctx_ready. */
 typedef struct qf_gemm_lt_fp8_args {
     const qf_recipe *r;
     const qf_tensor *a;
-    const float *a_scale_inv;
+    const void *a_scale_inv; /* device fp32, as a_mode says */
     const qf_tensor *b;
-    const float *b_scale_inv;
+    const void *b_scale_inv;
     const char *a_arg, *b_arg; /* "a.rowwise_data" */
     int accumulate;
+    qf_lt_scale a_mode, b_mode;
 } qf_gemm_lt_fp8_args;
 
 QF_INTERNAL qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,

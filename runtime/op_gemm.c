@@ -2,7 +2,8 @@
  * checks, one dispatch on the recipe's family, and each family's path.
  *
  * Who runs it on an architecture is the family's row (qf_family_gemm_path, family.c): per-tensor
- * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c); MXFP8 and NVFP4 run cuBLASLt's block-scaled
+ * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c), FP8 block scaling the same GEMM with
+ * cuBLASLt's 1x128 / 128x128 block scale modes (sm_90 and later); MXFP8 and NVFP4 run cuBLASLt's block-scaled
  * GEMM on sm_100 and later (VEC32_UE8M0, VEC16_UE4M3; swizzled scales) and the recipe's generated
  * GEMM module on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu, compact scales), in one of
  * two ways:
@@ -199,7 +200,41 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r, con
     QF_TRY(qf_g_fp8_scale(op, a));
     QF_TRY(qf_g_fp8_scale(op, b));
     const qf_gemm_lt_fp8_args g = {r, a->data, a->scale_inv->data, b->data, b->scale_inv->data,
-                                   a->data_arg, b->data_arg, acc};
+                                   a->data_arg, b->data_arg, acc, QF_LT_SCALE_TENSOR,
+                                   QF_LT_SCALE_TENSOR};
+    return qf_gemm_lt_fp8(ctx, op, &g, bias, y, stream);
+}
+
+/* =====================================================================} */
+
+/* {===================================================================== FP8 block scaling */
+
+/* One fp8_block operand of role `role` (numerics 2.5): E4M3 data [rows, K], K-major in every
+ * copy (the columnwise copies are transposed), and its fp32 scale_inv in the layout cuBLASLt
+ * reads: 128x128 tiles for weights ([cdiv(rows,128), roundup(cdiv(K,128),4)], BLK128x128_32F),
+ * 1x128 blocks along K otherwise ([cdiv(K,128), roundup(rows,4)], VEC128_32F). */
+static qf_status qf_g_block_operand(const char *op, const qf_g_opnd *v, qf_role role,
+                                    qf_lt_scale *mode) {
+    int64_t rows, K;
+    QF_TRY(qf_g_data(op, v, QF_DTYPE_E4M3, "fp8_block quantizes every role to E4M3", &rows, &K));
+    const int64_t kb = (K + 127) / 128;
+    *mode = role == QF_ROLE_WEIGHT ? QF_LT_SCALE_BLK128 : QF_LT_SCALE_VEC128;
+    qf_shape s = {v->scale_arg, QF_DTYPE_FP32, 2, {kb, (rows + 3) / 4 * 4}, 0};
+    if (*mode == QF_LT_SCALE_BLK128)
+        s.dims[0] = (rows + 127) / 128, s.dims[1] = (kb + 3) / 4 * 4;
+    return qf_check_buffer(op, v->scale_arg, v->scale, &s);
+}
+
+/* The training GEMM `kind` of two fp8_block copies: cuBLASLt with both operands' block scales
+ * (fprop and dgrad 1x128 x 128x128, wgrad 1x128 x 1x128 along the tokens). */
+static qf_status qf_g_fp8_block(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
+                                qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
+                                const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
+    qf_lt_scale am, bm;
+    QF_TRY(qf_g_block_operand(op, a, qf_gemm_kinds[kind].a_role, &am));
+    QF_TRY(qf_g_block_operand(op, b, qf_gemm_kinds[kind].b_role, &bm));
+    const qf_gemm_lt_fp8_args g = {r, a->data, a->scale->data, b->data, b->scale->data,
+                                   a->data_arg, b->data_arg, acc, am, bm};
     return qf_gemm_lt_fp8(ctx, op, &g, bias, y, stream);
 }
 
@@ -606,10 +641,13 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
     switch (r->family) {
     case QF_FAMILY_FP8_DELAYED:
     case QF_FAMILY_FP8_CURRENT: /* per-tensor scales: the same cuBLASLt GEMM (numerics 2.2) */
+    case QF_FAMILY_FP8_BLOCK:   /* block scales: that GEMM with cuBLASLt's scale modes (2.5) */
         if (o->b_dequantized)
             return qf_set_error(QF_ERR_INVALID_ARG, "%s: opts->b_dequantized is set, but recipe "
                                 "'%s' (%s) multiplies its FP8 operands directly; pass NULL", op,
                                 r->name, qf_family_name(r->family));
+        if (r->family == QF_FAMILY_FP8_BLOCK)
+            return qf_g_fp8_block(ctx, op, r, kind, &va, &vb, bias, y, o->accumulate, stream);
         return qf_g_fp8(ctx, op, r, &va, &vb, bias, y, o->accumulate, stream);
     case QF_FAMILY_MXFP8:
         return qf_g_mxfp8(ctx, op, r, kind, &va, &vb, bias, y, o, stream);
