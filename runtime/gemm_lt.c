@@ -237,8 +237,22 @@ static qf_status qf_plan_algo(qf_ctx_t *ctx, qf_gemm_plan *p) {
     return QF_OK;
 }
 
-/* Finds or builds the plan for this problem; caller holds ctx->lock. */
-static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_plan **out) {
+/* The operands of one call of a plan. sa, sb: device scales of our A and B (fp32 [1] per tensor,
+ * E8M0/E4M3 matrices, or NULL for bf16); ab: device {alpha, beta} for plans in device pointer
+ * mode, else NULL (alpha 1, beta 0 on the host). */
+typedef struct qf_lt_call {
+    const void *a, *sa, *b, *sb;
+    const float *ab;
+    const void *bias;
+    void *y;
+} qf_lt_call;
+
+static qf_status qf_plan_operands(qf_gemm_plan *p, const qf_lt_call *c);
+
+/* Finds or builds the plan for this problem (the heuristic asked with call c's operands, or
+ * without any when c is NULL); caller holds ctx->lock. */
+static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_lt_call *c,
+                             qf_gemm_plan **out) {
     for (int i = 0; i < ctx->n_plans; i++) {
         qf_gemm_plan *p = &ctx->plans[i];
         if (p->M == want->M && p->N == want->N && p->K == want->K && p->ta == want->ta &&
@@ -257,6 +271,8 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, qf_gemm_pl
     qf_gemm_plan *p = &ctx->plans[ctx->n_plans];
     *p = *want;
     qf_status s = qf_plan_descs(p);
+    if (s == QF_OK && c)
+        s = qf_plan_operands(p, c);
     if (s == QF_OK)
         s = qf_plan_algo(ctx, p);
     if (s != QF_OK) {
@@ -311,15 +327,6 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     return QF_OK;
 }
 
-/* The operands of one call of a plan. sa, sb: device scales of our A and B (fp32 [1] per tensor,
- * E8M0/E4M3 matrices, or NULL for bf16); ab: device {alpha, beta} for plans in device pointer
- * mode, else NULL (alpha 1, beta 0 on the host). */
-typedef struct qf_lt_call {
-    const void *a, *sa, *b, *sb;
-    const float *ab;
-    const void *bias;
-    void *y;
-} qf_lt_call;
 
 static cublasStatus_t qf_lt_matmul(qf_ctx_t *ctx, const qf_gemm_plan *p,
                                    const cublasLtMatmulAlgo_t *algo, const qf_lt_call *c,
@@ -385,24 +392,27 @@ static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, vo
     (void)cudaGetLastError(); /* a failed candidate leaves no error behind */
 }
 
+/* The call's scale pointers and bias in the plan's descriptor (cheap host writes, per call; Lt's
+ * A is our B). Set before the heuristic too: cuBLASLt refuses block scale modes without them. */
+static qf_status qf_plan_operands(qf_gemm_plan *p, const qf_lt_call *c) {
+    if (c->sa) {
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->sb, sizeof c->sb));
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->sa, sizeof c->sa));
+    }
+    if (p->has_bias)
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias));
+    return QF_OK;
+}
+
 /* Locks ctx, finds or builds the plan (tuning it on its first call), and runs it: the arguments
  * are checked by the caller. */
 static qf_status qf_lt_plan_run(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_lt_call *c,
                                 void *stream) {
     pthread_mutex_lock(&ctx->lock);
     qf_gemm_plan *p = NULL;
-    qf_status s = qf_plan_get(ctx, want, &p);
-    if (s != QF_OK)
-        goto out;
-    /* Scale pointers and bias live in the descriptor: set them per call (cheap host writes);
-     * Lt's A is our B. */
-    if (c->sa) {
-        s = qf_lt_set(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->sb, sizeof c->sb);
-        if (s == QF_OK)
-            s = qf_lt_set(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->sa, sizeof c->sa);
-    }
-    if (s == QF_OK && p->has_bias)
-        s = qf_lt_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias);
+    qf_status s = qf_plan_get(ctx, want, c, &p);
+    if (s == QF_OK)
+        s = qf_plan_operands(p, c);
     if (s != QF_OK)
         goto out;
     if (!p->tuned && !p->accumulate)
