@@ -5,8 +5,13 @@
  *   dgrad  dx[M, K] = dY (1x128)      . W^T (128x128, the transposed copy)^T,
  *   wgrad  dW[N, K] = dY^T (1x128 along tokens) . X^T (1x128 along tokens)^T,
  * with K or M not a multiple of 128 (partial blocks), a bias, a bf16 y within its rounding
- * (||y - ref|| / ||ref|| < 4e-3), an fp32 y within 1e-5, wgrad accumulated into an fp32
+ * (||y - ref|| / ||ref|| < 4e-3), an fp32 y within 1e-3, wgrad accumulated into an fp32
  * main_grad, and y bit-identical when every scale padding entry is NaN (never read).
+ * The fp32 bound is the hardware's: Hopper's FP8 tensor cores sum the products inside each MMA
+ * with fewer bits than fp32 (cuBLASLt's split accumulation promotes the partial sums to fp32
+ * between MMAs); the same GEMM at 4096^3 measured 1.27e-4 against fp64 (per-tensor FP8 with
+ * split accumulation alike), and 1.0e-4 to 3.6e-4 here on an H200. A lost block, a wrong scale
+ * or a swapped index errs by the size of whole products, far above it.
  * Without a GPU: the argument checks on device-less sm_90 and sm_89 contexts. */
 #include "test_gpu_util.h"
 
@@ -186,7 +191,7 @@ static void block_gemm_case(qf_ctx_t *ctx, int kind, int64_t M, int64_t K, int64
         if (pass == 0) {
             int bad;
             const double e = rel_err(yref, y.h, ydt, prev, ym * yn, &bad);
-            const double tol = ydt == QF_DTYPE_FP32 ? 1e-5 : 4e-3;
+            const double tol = ydt == QF_DTYPE_FP32 ? 1e-3 : 4e-3;
             printf("  fp8_block %s M=%lld K=%lld N=%lld -> y [%lld, %lld] %s%s%s: rel err %.3g\n",
                    kKinds[kind].name, (long long)M, (long long)K, (long long)N, (long long)ym,
                    (long long)yn, qf_dtype_name(ydt), with_bias ? " +bias" : "",
