@@ -8,7 +8,8 @@ torch.compile (dynamic=False, compile time excluded by the warm-up):
   - RMSNorm + MXFP8 1x32 with E8M0 scales, ceil rounding (numerics 2.3; compact scales [M, K/32]);
   - RMSNorm + NVFP4: 16-element E2M1 blocks, E4M3 block scales, fp32 global scale (numerics 2.4;
     rowwise, no RHT or stochastic rounding, compact scales [M, K/16]);
-  - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales;
+  - FP8 E4M3 GEMM through torch._scaled_mm with per-tensor scales, and with FP8 block scaling's
+    1x128 / 128x128 block scales;
   - one LayerNorm + MLP training step in bf16 (--section step): LayerNorm, fc1 [2F, K] + bias,
     SwiGLU, fc2 [K, F] + bias, forward and backward (torch.autograd.grad of every parameter and x
     for a given dy), at qfuse-bench's step shape (tokens 16384, hidden 4096, ffn 14336).
@@ -345,7 +346,7 @@ def bench_nq_case(rows, case, inputs, m, k, args):
 
 
 def bench_gemm_shape(rows, shape, l2, args):
-    m, k, n, _ = shape
+    m, k, n, weight = shape
     sets = rotation_count(m * k + n * k, l2)
     arg_sets = []
     for _ in range(sets):
@@ -357,7 +358,18 @@ def bench_gemm_shape(rows, shape, l2, args):
     for kind, fn in (("peer_eager", gemm_fp8), ("peer_compile", compiled(gemm_fp8))):
         row = new_row(kind, "fp8_delayed", "gemm_fp8", "", "e4m3", "", m, k, n)
         run_peer(rows, row, fn, arg_sets, args, nbytes, flops)
-    del arg_sets
+    # FP8 block scaling (numerics 2.5) on the same bytes: a's 1x128 scales [M, K/128] stored
+    # K-block-major, the weight's 128x128 tiles (fprop, dgrad) or the other 1x128 operand
+    # (wgrad), in the layouts torch._scaled_mm takes for cuBLASLt's VEC128 / BLK128x128 modes
+    kb = -(-k // 128)
+    block_sets = [(a, w, torch.ones(kb, m, device="cuda").t(),
+                   torch.ones(-(-n // 128), kb, device="cuda").t() if weight
+                   else torch.ones(kb, n, device="cuda")) for a, w, _, _ in arg_sets]
+    row = new_row("peer_eager", "fp8_block", "gemm_fp8_block", "", "e4m3", "", m, k, n)
+    run_peer(rows, row, gemm_fp8, block_sets, args, nbytes, flops)
+    row["note"] = row["note"] or ("torch._scaled_mm, 1x128 x %s block scales"
+                                  % ("128x128" if weight else "1x128"))
+    del arg_sets, block_sets
     bench_block_gemm_emulated(rows, shape, l2, args)
 
 

@@ -284,6 +284,14 @@ static void block_gemm_fill(out_set *o, uint64_t seed) {
             }
             CUDA_OR_DIE(cudaMemcpy(o->buf[i], h, n, cudaMemcpyHostToDevice));
             free(h);
+        } else if ((strcmp(name, "rowwise_scale_inv") == 0 ||
+                    strcmp(name, "columnwise_scale_inv") == 0) &&
+                   o->sh[i].dtype == QF_DTYPE_FP32) { /* FP8 block scaling: 1.0f */
+            float *h = tool_xmalloc(n);
+            for (size_t j = 0; j < n / sizeof *h; j++)
+                h[j] = 1.0f;
+            CUDA_OR_DIE(cudaMemcpy(o->buf[i], h, n, cudaMemcpyHostToDevice));
+            free(h);
         } else if (strcmp(name, "rowwise_scale_inv") == 0 ||
                    strcmp(name, "columnwise_scale_inv") == 0) {
             CUDA_OR_DIE(cudaMemset(o->buf[i], o->sh[i].dtype == QF_DTYPE_E8M0 ? 127 : 0x38, n));
@@ -378,14 +386,35 @@ static int has_gemm_kernel(int ri) {
     return 0;
 }
 
-/* 1 when recipe ri gets a row: selected, with a generated GEMM, and the first such recipe of its
- * family (the rows are named gemm_<family>, which bench_report.py matches to the peers). */
+/* 1 when recipe ri's GEMM reads block scales on this arch: a generated GEMM (MXFP8, NVFP4 on
+ * Hopper), or cuBLASLt with block scale matrices (FP8 block scaling: its quantizer's fake shapes
+ * list a rowwise_scale_inv). */
+static int block_scaled_gemm(const bench *b, int ri) {
+    if (has_gemm_kernel(ri))
+        return 1;
+    const qf_recipe *r = &qf_recipes[ri];
+    if (qf_family_gemm_path(r->family, qf_ctx_arch(b->ctx)).engine != QF_GEMM_CUBLASLT)
+        return 0;
+    const qf_shape_query q = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT,
+                              .outputs = QF_OUT_ROWWISE, .M = 128, .K = 128};
+    qf_shape sh[QF_FAKE_MAX_OUTPUTS];
+    int n = 0;
+    if (qf_fake_shapes(r->name, &q, sh, QF_FAKE_MAX_OUTPUTS, &n) != QF_OK)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(sh[i].name, "rowwise_scale_inv") == 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when recipe ri gets a row: selected, with a block-scaled GEMM, and the first such recipe of
+ * its family (the rows are named gemm_<family>, which bench_report.py matches to the peers). */
 static int block_gemm_benched(const bench *b, int ri) {
-    if (!tool_recipe_selected(&b->o.recipes, ri) || !has_gemm_kernel(ri))
+    if (!tool_recipe_selected(&b->o.recipes, ri) || !block_scaled_gemm(b, ri))
         return 0;
     for (int j = 0; j < ri; j++)
         if (qf_recipes[j].family == qf_recipes[ri].family &&
-            tool_recipe_selected(&b->o.recipes, j) && has_gemm_kernel(j))
+            tool_recipe_selected(&b->o.recipes, j) && block_scaled_gemm(b, j))
             return 0;
     return 1;
 }
@@ -449,10 +478,21 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
-        snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
-                 "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
-                 qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+        if (has_gemm_kernel(ri))
+            snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
+                     "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
+                     qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+        else
+            snprintf(q.note, sizeof q.note, "%s: qf_gemm of the %s copies, cuBLASLt with their "
+                     "block scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
+                     qf_gemm_kinds[c->gemm].name, bf_us / q.us);
         bench_row_emit(b, &q);
+        if (!has_gemm_kernel(ri)) { /* no dequantized copies: the FP8 tensor cores read them */
+            for (int i = 0; i < g->n_rot; i++)
+                bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
+            free(g);
+            continue;
+        }
         if (qf_gemm_kinds[c->gemm].b_role == QF_ROLE_WEIGHT) { /* the weight's bf16 copy kept */
             block_gemm_bf16(g, 1);
             g->kept = 1;
