@@ -156,6 +156,12 @@ void qf_set_amax_reduce(qf_amax_reduce_fn fn, void *user) {
     qf_amax_reduce_user = fn ? user : NULL;
 }
 
+qf_amax_reduce_fn qf_get_amax_reduce(void **user) {
+    if (user)
+        *user = qf_amax_reduce_user;
+    return qf_amax_reduce_hook;
+}
+
 /* Runs the thread's amax reduction on a selected copy's amax slot s, between a two-pass
  * quantization's amax pass and its cast pass. */
 static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *stream) {

@@ -292,9 +292,15 @@ typedef qf_status (*qf_amax_reduce_fn)(void *user, float *amax, void *stream);
  * the scale is computed from the reduced amax: fp8_current (the AMAX slot) and NVFP4's global
  * amaxes (AMAX_ROWWISE and AMAX_COLUMNWISE, one call each), including those inside
  * qf_quantize_act and the layernorm_linear / layernorm_mlp compositions. Delayed scaling reduces
- * its amaxes before qf_scale_update instead; MXFP8 has no per-tensor amax. Not called by a
- * device-less context. fn runs on the calling thread, inside the op; user is not owned. */
+ * its amaxes before qf_scale_update instead; MXFP8 and FP8 block scaling have no per-tensor
+ * amax. Not called by a device-less context. fn runs on the calling thread, inside the op, on
+ * the host: while the stream is being captured into a CUDA graph it runs at capture time, and
+ * what it enqueues on the stream is captured (an NCCL all-reduce can be). user is not owned. */
 void qf_set_amax_reduce(qf_amax_reduce_fn fn, void *user);
+
+/* The calling thread's amax reduction (NULL: none) and, in *user when user is not NULL, its user
+ * pointer: for a caller that installs its own around some ops and restores the previous one. */
+qf_amax_reduce_fn qf_get_amax_reduce(void **user);
 
 /* Delayed-scaling update of all n tensors of a step in one launch (numerics 2.1).
  *   amax [n] fp32 (consumed: reset to 0), history [n, H] fp32 newest first, scale [n],

@@ -18,6 +18,28 @@
 
 /* {===================================================================== contexts */
 
+/* qf_set_amax_reduce / qf_get_amax_reduce: per thread, NULL by default, user kept with fn and
+ * dropped with a NULL fn. */
+static qf_status amax_noop(void *user, float *amax, void *stream) {
+    (void)user, (void)amax, (void)stream;
+    return QF_OK;
+}
+
+static void test_amax_reduce_get_set(void **state) {
+    (void)state;
+    void *user = (void *)1;
+    assert_null(qf_get_amax_reduce(&user));
+    assert_null(user);
+    int tag = 0;
+    qf_set_amax_reduce(amax_noop, &tag);
+    assert_ptr_equal(qf_get_amax_reduce(&user), amax_noop);
+    assert_ptr_equal(user, &tag);
+    assert_ptr_equal(qf_get_amax_reduce(NULL), amax_noop);
+    qf_set_amax_reduce(NULL, &tag);
+    assert_null(qf_get_amax_reduce(&user));
+    assert_null(user);
+}
+
 static void test_ctx_init_null_out(void **state) {
     (void)state;
     expect(qf_ctx_init(NULL, 0), QF_ERR_INVALID_ARG, "qf_ctx_init: out is NULL");
@@ -514,6 +536,7 @@ static void test_bad_input_writes_nothing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        T(test_amax_reduce_get_set),
         T(test_ctx_init_null_out),
         T(test_ctx_init_host_bad_arch),
         T(test_nq_valid_reaches_device),

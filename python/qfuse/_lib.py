@@ -205,6 +205,7 @@ _SIGNATURES = {
 # qf_amax_reduce_fn: qf_status (*)(void *user, float *amax, void *stream)
 AMAX_REDUCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _SIGNATURES["qf_set_amax_reduce"] = (None, [AMAX_REDUCE_FN, ctypes.c_void_p])
+_SIGNATURES["qf_get_amax_reduce"] = (AMAX_REDUCE_FN, [ctypes.POINTER(ctypes.c_void_p)])
 
 
 class _Lib:

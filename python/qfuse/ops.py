@@ -77,7 +77,7 @@ def new_layer(seed=0, advance_rng=True):
         return i
 
 
-def set_amax_group(layer, group):
+def set_amax_group(layer, group):  # the modules check group (qfuse.torch.check_group)
     """The ops of `layer` then MAX-reduce every amax a quantization computes for its own scale
     (fp8_current, NVFP4's global amaxes; numerics 2.2) over torch.distributed `group` before
     the scale is computed: an all-reduce inside the op, between its amax pass and its cast pass
@@ -114,6 +114,8 @@ def _amax_reduced(layer, device):
             return _lib.STATUS.index("QF_ERR_INVALID_ARG")
 
     fn = _lib.AMAX_REDUCE_FN(reduce)
+    old_user = ctypes.c_void_p()
+    old_fn = _lib.lib.qf_get_amax_reduce(ctypes.byref(old_user))  # a C caller's, kept
     _lib.lib.qf_set_amax_reduce(fn, None)
     try:
         yield
@@ -122,7 +124,7 @@ def _amax_reduced(layer, device):
             raise failed[0] from e
         raise
     finally:
-        _lib.lib.qf_set_amax_reduce(_lib.AMAX_REDUCE_FN(), None)  # NULL: none
+        _lib.lib.qf_set_amax_reduce(old_fn, old_user)
 
 
 # ------------------------------------------------------------------ helpers
@@ -403,6 +405,29 @@ def _lib_role(role):
     return ("input", "weight", "grad")[role]
 
 
+def _check_int(op, name, v, allowed):
+    if isinstance(v, bool) or not isinstance(v, int) or v not in allowed:
+        raise ValueError("qfuse::%s: %s is %r; expected one of %s" % (op, name, v,
+                                                                       sorted(allowed)))
+
+
+def _check_quantize(x, role, norm, outputs):
+    """qfuse::quantize's arguments, in the real op and its fake alike: role 0..2, norm 0..2
+    (a norm with the input role only), outputs 1..3, x [..., K] of bf16, fp16 or fp32 with
+    K >= 1 and at least one row. Returns (m, k)."""
+    _check_int("quantize", "role", role, {0, 1, 2})
+    _check_int("quantize", "norm", norm, {0, 1, 2})
+    _check_int("quantize", "outputs", outputs, {1, 2, 3})
+    if norm and role != 0:
+        raise ValueError("qfuse::quantize: a norm (norm %d) is fused with the input role (0) "
+                         "only; role is %d" % (norm, role))
+    if x.dim() < 1 or x.shape[-1] < 1 or x.numel() < 1 or x.dtype not in QF_DTYPE:
+        raise ValueError("qfuse::quantize: x is %s %s; expected [..., K] bf16, fp16 or fp32 "
+                         "with K >= 1 and at least one row" % (tuple(x.shape), x.dtype))
+    k = x.shape[-1]
+    return x.numel() // k, k
+
+
 @torch.library.custom_op("qfuse::quantize", mutates_args=())
 def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torch.Tensor],
              scale: Optional[torch.Tensor], recipe: str, role: int, norm: int, eps: float,
@@ -413,8 +438,7 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
     (1 rowwise, 2 columnwise, 3 both) and their scales, amaxes, mu and rsigma, in the order of
     the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale; seed, offset:
     the stochastic-rounding stream (NVFP4 gradients)."""
-    k = x.shape[-1]
-    m = x.numel() // k
+    m, k = _check_quantize(x, role, norm, outputs)
     dev = x.device
     outs = _q_outs(recipe, role, norm, outputs, m, k)
     q = _alloc(outs, dev)
@@ -433,21 +457,47 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
 @quantize.register_fake
 def _(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs, seed,
       offset):
-    k = x.shape[-1]
+    m, k = _check_quantize(x, role, norm, outputs)
     return [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
-            for o in _q_outs(recipe, role, norm, outputs, x.numel() // k, k)]
+            for o in _q_outs(recipe, role, norm, outputs, m, k)]
 
 
-def _operand(recipe, q, spec, copy):
-    """The fake-shape outputs of one GEMM operand and its (rows, K) in GEMM terms: spec is the
-    quantization that made q (role, norm, outputs, M, K of the tensor quantized)."""
+def _operand(recipe, q, spec, copy, which):
+    """The fake-shape outputs of GEMM operand `which` ("a" or "b") and its (rows, K) in GEMM
+    terms: spec is the quantization that made q (role, norm, outputs, M, K of the tensor
+    quantized), checked against q's tensors (count, shapes, dtypes), and copy one it holds."""
+    op = "gemm"
+    if len(spec) != 5 or any(isinstance(v, bool) or not isinstance(v, int) for v in spec):
+        raise ValueError("qfuse::gemm: %s_spec is %r; expected [role, norm, outputs, M, K] "
+                         "(ints)" % (which, spec))
     role, norm, outputs, m, k = spec
+    _check_int(op, which + "_spec role", role, {0, 1, 2})
+    _check_int(op, which + "_spec norm", norm, {0, 1, 2})
+    _check_int(op, which + "_spec outputs", outputs, {1, 2, 3})
+    _check_int(op, which + "_copy", copy, {_lib.COPY_ROWWISE, _lib.COPY_COLUMNWISE})
+    if not outputs & (1 << copy):
+        raise ValueError("qfuse::gemm: %s_copy %d is a copy the quantization did not make "
+                         "(outputs %d)" % (which, copy, outputs))
     outs = _q_outs(recipe, role, norm, outputs, m, k)
     if len(outs) != len(q):
-        raise ValueError("qfuse::gemm: an operand has %d tensors; its quantization (role %d, "
-                         "norm %d, outputs %d) gives %d" % (len(q), role, norm, outputs,
+        raise ValueError("qfuse::gemm: operand %s has %d tensors; its quantization (role %d, "
+                         "norm %d, outputs %d) gives %d" % (which, len(q), role, norm, outputs,
                                                             len(outs)))
+    for o, t in zip(outs, q):
+        if tuple(t.shape) != tuple(o.dims) or t.dtype != TORCH_DTYPE[o.dtype]:
+            raise ValueError("qfuse::gemm: operand %s's %s is %s %s; its quantization gives %s "
+                             "%s" % (which, o.name, tuple(t.shape), t.dtype, tuple(o.dims),
+                                     TORCH_DTYPE[o.dtype]))
     return outs, ((m, k) if copy == _lib.COPY_ROWWISE else (k, m))
+
+
+def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy):
+    """Both operands checked (_operand) with one K: (a's outputs, b's outputs, M, N, K)."""
+    ao, (m, k) = _operand(recipe, a, a_spec, a_copy, "a")
+    bo, (n, kb) = _operand(recipe, b, b_spec, b_copy, "b")
+    if kb != k:
+        raise ValueError("qfuse::gemm: a reduces over K = %d, b over K = %d" % (k, kb))
+    return ao, bo, m, n, k
 
 
 @torch.library.custom_op("qfuse::gemm", mutates_args=())
@@ -458,9 +508,8 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
     qfuse::quantize; a_spec / b_spec: its role, norm, outputs and the [M, K] it quantized), the
     training GEMM the copies name (fprop: both rowwise; dgrad: a rowwise, b columnwise; wgrad:
     both columnwise; qf_gemm). bf16 y, or fp32 with out_fp32."""
+    ao, bo, m, n, _ = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy)
     dev = a[0].device
-    ao, (m, k) = _operand(recipe, a, a_spec, a_copy)
-    bo, (n, _) = _operand(recipe, b, b_spec, b_copy)
     layout = _layout(recipe, dev)
     qa, qb = _quantized(ao, a, layout), _quantized(bo, b, layout)
     y = torch.empty(m, n, dtype=torch.float32 if out_fp32 else torch.bfloat16, device=dev)
@@ -477,8 +526,7 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
 
 @gemm.register_fake
 def _(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
-    _, (m, k) = _operand(recipe, a, a_spec, a_copy)
-    _, (n, _) = _operand(recipe, b, b_spec, b_copy)
+    _, _, m, n, k = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy)
     y = shapes.outputs(recipe, "gemm", M=m, N=n, K=k,
                        outputs=_lib.OUT_FP32 if out_fp32 else 0)[0]
     return a[0].new_empty(y.dims, dtype=TORCH_DTYPE[y.dtype])

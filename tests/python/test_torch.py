@@ -493,7 +493,7 @@ def test_amax_group_compiled(one_rank_group, recipe, module):
 
 
 @pytest.mark.parametrize("recipe,calls", [("fp8_current", 3), ("nvfp4", 6)])
-def test_amax_group_reduces_before_the_scale(monkeypatch, recipe, calls):
+def test_amax_group_reduces_before_the_scale(monkeypatch, one_rank_group, recipe, calls):
     """Each per-tensor amax (fp8_current: x, W, dy; NVFP4: both copies' of each) goes through
     one MAX all-reduce over the module's group before its scale is computed: a stand-in
     all-reduce that makes every amax 3x larger (another rank's larger values; a power of two
@@ -509,11 +509,11 @@ def test_amax_group_reduces_before_the_scale(monkeypatch, recipe, calls):
     monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
     layer = make(recipe)
     plain = clone(layer)
-    layer.amax_group = "the group"
+    layer.amax_group = one_rank_group
     x, dy = inputs(M)
     got, want = grads(layer, x, dy), grads(plain, x, dy)
     assert len(seen) == calls, seen
-    assert all(s == ((1,), torch.float32, torch.distributed.ReduceOp.MAX, "the group")
+    assert all(s == ((1,), torch.float32, torch.distributed.ReduceOp.MAX, one_rank_group)
                for s in seen), seen
     names = ["y", "x"] + [n for n, _ in layer.named_parameters()]
     for name, g, w in zip(names, got, want):

@@ -2,6 +2,8 @@
 this checks the shapes libqfuse's formulas give under symbolic tracing, the autograd wiring, and
 torch.compile (backend aot_eager) over three batch sizes: one graph, no break, no recompile.
 Skipped, saying why, without torch."""
+import ctypes
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch): "
@@ -237,9 +239,43 @@ def test_quantize_gemm_ops(host_ops, recipe, kind):
     want = {"fprop": (m, n), "dgrad": (m, k), "wgrad": (n, k)}[kind]
     assert tuple(y.shape) == want
     assert y.dtype == (torch.float32 if kind == "wgrad" else torch.bfloat16)
-    with pytest.raises(ValueError, match="an operand has"):
+    with pytest.raises(ValueError, match="operand a has"):
         torch.ops.qfuse.gemm(slots[0][:-1], slots[1], None, recipe, specs[0], specs[1], a_copy,
                              b_copy, False)
+
+
+def test_quantize_gemm_fakes_check_arguments():
+    """The fakes of qfuse::quantize and qfuse::gemm refuse what the real ops refuse, naming the
+    argument, instead of answering with another role's shapes or an IndexError."""
+    recipe = "mxfp8"
+    x = torch.empty(64, 256, dtype=torch.bfloat16, device="meta")
+    q = torch.ops.qfuse.quantize
+    for role, norm, outputs, msg in ((-1, 0, 3, "role is -1"), (5, 0, 3, "role is 5"),
+                                     (0, -1, 3, "norm is -1"), (0, 7, 3, "norm is 7"),
+                                     (1, 1, 3, "norm .* input role"), (0, 0, 0, "outputs is 0")):
+        with pytest.raises(ValueError, match=msg):
+            q(x, None, None, None, recipe, role, norm, 0.0, False, outputs, 0, 0)
+    for bad in (torch.empty((), device="meta"), torch.empty(4, 0, device="meta"),
+                torch.empty(4, 8, dtype=torch.int64, device="meta")):
+        with pytest.raises(ValueError, match="expected \\[..., K\\]"):
+            q(bad, None, None, None, recipe, 2, 0, 0.0, False, 3, 0, 0)
+    a = q(x, None, None, None, recipe, 2, 0, 0.0, False, 3, 0, 0)  # dy [64, 256]
+    w = q(torch.empty(128, 256, dtype=torch.bfloat16, device="meta"), None, None, None, recipe,
+          1, 0, 0.0, False, 3, 0, 0)
+    sa, sw = [2, 0, 3, 64, 256], [1, 0, 3, 128, 256]
+    g = torch.ops.qfuse.gemm
+    assert tuple(g(a, w, None, recipe, sa, sw, 0, 0, False).shape) == (64, 128)
+    for args, msg in (((a, w, None, recipe, sa, [1, 0, 3, 129, 256], 0, 0, False),
+                       "operand b's rowwise_data is \\(128, 256\\)"),
+                      ((a, w, None, recipe, sa, sw, 5, 0, False), "a_copy is 5"),
+                      ((a, w, None, recipe, sa[:3], sw, 0, 0, False), "a_spec is"),
+                      ((a, w, None, recipe, sa, [1, 0, 1, 128, 256], 0, 1, False),
+                       "operand b has|b_copy 1 is a copy the quantization did not make"),
+                      ((a, w, None, recipe, sa, [1, 0, 3, 128, 256], 0, 1, False),
+                       "a reduces over K = 256, b over K = 128"),
+                      (([], w, None, recipe, sa, sw, 0, 0, False), "operand a has 0")):
+        with pytest.raises(ValueError, match=msg):
+            g(*args)
 
 
 def test_quantize_with_norm(host_ops):
@@ -337,6 +373,45 @@ def test_module_arguments_and_cpu_fallback():
     assert y.shape == (4, 3, K) and y.dtype == torch.bfloat16 and x.grad.shape == x.shape
     with pytest.raises(ValueError, match="last dim 5"):
         mlp(torch.randn(2, 5))
+    for bad in (torch.tensor(1.0), None, torch.zeros(2, K, dtype=torch.int64)):
+        with pytest.raises(TypeError, match="x must be a tensor"):
+            mlp(bad)
+    for kw, err, msg in ((dict(eps=-1.0), ValueError, "eps must be"),
+                         (dict(eps=float("nan")), ValueError, "eps must be"),
+                         (dict(zero_centered_gamma="false"), TypeError, "zero_centered_gamma"),
+                         (dict(rng_seed=-1), ValueError, "rng_seed"),
+                         (dict(rng_seed=1 << 64), ValueError, "rng_seed"),
+                         (dict(amax_group=5), TypeError, "amax_group must be")):
+        with pytest.raises(err, match=msg), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            LayerNormLinear(K, N, device="cpu", **kw)
+    with pytest.raises(TypeError, match="amax_group must be"):
+        mlp.amax_group = "world"
+    import qfuse.torch as qt
+    with pytest.raises(TypeError, match="model must be"):
+        qt.update_scales(5)
+    with pytest.raises(TypeError, match="amax_group must be"):
+        qt.update_scales(mlp, group=object())
+
+
+def test_amax_reduction_of_a_c_caller_is_kept(host_ops):
+    """An op of a layer with an amax group installs its all-reduce for the C call only and puts
+    back the reduction the thread had (a C caller's), user pointer included."""
+    from qfuse import _lib
+    keep = _lib.AMAX_REDUCE_FN(lambda user, amax, stream: 0)
+    _lib.lib.qf_set_amax_reduce(keep, ctypes.c_void_p(1234))
+    try:
+        layer = qops.new_layer()
+        qops.set_amax_group(layer, "a group")  # the modules check it; the ops only look it up
+        w, g, b, bias, wq = params("fp8_current", "cpu")
+        expect_valid(torch.ops.qfuse.quantize_weight_, w.data, wq, layer, "fp8_current")
+        user = ctypes.c_void_p()
+        fn = _lib.lib.qf_get_amax_reduce(ctypes.byref(user))
+        assert ctypes.cast(fn, ctypes.c_void_p).value == ctypes.cast(keep, ctypes.c_void_p).value
+        assert user.value == 1234
+    finally:
+        _lib.lib.qf_set_amax_reduce(_lib.AMAX_REDUCE_FN(), None)
+    assert not _lib.lib.qf_get_amax_reduce(None)
 
 
 def test_scale_update_op(host_ops):

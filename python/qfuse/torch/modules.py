@@ -1,6 +1,7 @@
 """qfuse.torch.LayerNormLinear and LayerNormMLP: LayerNorm or RMSNorm followed by a Linear (or a
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
+import math
 import warnings
 
 import torch
@@ -15,6 +16,36 @@ def _size(what, v):
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ValueError("%s must be a positive int, not %r" % (what, v))
     return v
+
+
+def _eps(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError("eps must be a finite number >= 0 (inside the square root), not %r"
+                         % (v,))
+    return float(v)
+
+
+def _flag(what, v):
+    if not isinstance(v, bool) and v not in (0, 1):
+        raise TypeError("%s must be a bool, not %r" % (what, v))
+    return bool(v)
+
+
+def _seed(v):
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << 64:
+        raise ValueError("rng_seed must be an int in [0, 2**64), not %r" % (v,))
+    return v
+
+
+def check_group(group):
+    """None, or a torch.distributed process group (TypeError otherwise)."""
+    if group is None:
+        return None
+    dist = torch.distributed
+    if not (dist.is_available() and isinstance(group, dist.ProcessGroup)):
+        raise TypeError("amax_group must be None or a torch.distributed process group "
+                        "(e.g. torch.distributed.group.WORLD), not %r" % (group,))
+    return group
 
 
 def _recipe(recipe):
@@ -44,8 +75,10 @@ class _FusedNorm(torch.nn.Module):
                              "torch.float32, not %r" % (params_dtype,))
         self.in_features = _size("in_features", in_features)
         self.recipe, self.normalization = _recipe(recipe), normalization
-        self.eps, self.zero_centered_gamma = float(eps), bool(zero_centered_gamma)
-        self.return_layernorm_output = bool(return_layernorm_output)
+        self.eps = _eps(eps)
+        self.zero_centered_gamma = _flag("zero_centered_gamma", zero_centered_gamma)
+        self.return_layernorm_output = _flag("return_layernorm_output", return_layernorm_output)
+        rng_seed = _seed(rng_seed)
         self._dev = torch.device(device)
         self._dtype = params_dtype
         self.layer_norm_weight = self._param(in_features, fill=0.0 if zero_centered_gamma else 1.0)
@@ -138,7 +171,7 @@ class _FusedNorm(torch.nn.Module):
 
     @amax_group.setter
     def amax_group(self, group):
-        self._amax_group = group
+        self._amax_group = check_group(group)
         for layer in self._layers():
             ops.set_amax_group(layer, group)
 
@@ -154,7 +187,7 @@ class _FusedNorm(torch.nn.Module):
         compute their own scales."""
         if not self._delayed:
             return
-        group = self._amax_group if group is None else group
+        group = self._amax_group if group is None else check_group(group)
         if group is not None:
             torch.distributed.all_reduce(self.fp8_amax, op=torch.distributed.ReduceOp.MAX,
                                          group=group)
@@ -188,6 +221,11 @@ class _FusedNorm(torch.nn.Module):
         return y, xn.to(x.dtype)
 
     def _check_x(self, x):
+        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.dtype not in ops.QF_DTYPE:
+            raise TypeError("qfuse.torch.%s: x must be a tensor [..., in_features] of bf16, "
+                            "fp16 or fp32, not %s" % (type(self).__name__, (
+                                "%s %s" % (tuple(x.shape), x.dtype)
+                                if isinstance(x, torch.Tensor) else type(x).__name__)))
         if x.shape[-1] != self.in_features:
             raise ValueError("qfuse.torch.%s: x has last dim %d, expected in_features=%d"
                              % (type(self).__name__, x.shape[-1], self.in_features))
