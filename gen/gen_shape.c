@@ -191,6 +191,9 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_op *op) {
     if (op->needs_norm)
         qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)\n"
                            "        return -1;\n");
+    if (op->quantizer && op->needs_norm) /* a norm + quantize is its role's only */
+        qf_gen_buf_addf(b, "    if (q->role != %s)\n        return -1;\n",
+                        qf_enum_c(QF_ENUM_ROLE, op->role));
     if (op->role == QF_FAKE_ROLE_QUERY)
         qf_gen_buf_adds(b, "    if ((unsigned)q->role >= QF_ROLE_COUNT)\n        return -1;\n");
     if (op->align > 0) {

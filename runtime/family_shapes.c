@@ -219,6 +219,8 @@ static int qf_fake_query_ok(const qf_fake_table *t, const qf_fake_op *o,
         return 0;
     if (o->needs_norm && q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)
         return 0;
+    if (o->quantizer && o->needs_norm && q->role != (qf_role)o->role)
+        return 0; /* a norm + quantize is its role's only (the input's, qf_quantize) */
     if (o->role == QF_FAKE_ROLE_QUERY && (unsigned)q->role >= QF_ROLE_COUNT)
         return 0;
     for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)

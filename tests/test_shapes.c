@@ -561,14 +561,18 @@ static void test_blk_shapes_match_reference(void **state) {
             }
 }
 
-/* norm_quantize quantizes the input role (1x128), with mu (layernorm) and rsigma; the GEMM, norm
+/* norm_quantize quantizes the input role (1x128; another role is an invalid query), with mu
+ * (layernorm) and rsigma; the GEMM, norm
  * backward, dbias and activation queries are answered as for every family. */
 static void test_blk_nq_and_other_ops(void **state) {
     (void)state;
     const qf_recipe *r = qf_test_recipe("fp8_block");
     qf_shape out[CAP];
     qf_shape_query q = qf_test_query(QF_OP_NORM_QUANTIZE, QF_OUT_ROWWISE, 993, 8192);
-    q.role = QF_ROLE_WEIGHT; /* ignored: norm_quantize is the input's */
+    q.role = QF_ROLE_WEIGHT; /* refused: a norm + quantize is the input's, as qf_quantize says */
+    assert_int_equal(r->shapes(&q, out, CAP), -1);
+    assert_int_equal(qf_family_shapes(r, &q, out, CAP), -1);
+    q.role = QF_ROLE_INPUT;
     static const qf_test_out rows[] = {
         {"rowwise_data", QF_DTYPE_E4M3, 2, 993, 8192, 993 * 8192},
         {"rowwise_scale_inv", QF_DTYPE_FP32, 2, 64, 996, 64 * 996 * 4},

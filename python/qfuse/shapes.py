@@ -40,6 +40,8 @@ def _recipe(recipe):
     if not isinstance(recipe, str):
         raise TypeError("qfuse: recipe must be a name or a .lua path (str), not %s"
                         % type(recipe).__name__)
+    if "\0" in recipe:
+        raise ValueError("qfuse: recipe %r holds a NUL character" % (recipe,))
     return recipe.encode()
 
 

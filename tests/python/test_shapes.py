@@ -92,6 +92,12 @@ def test_bad_queries_raise():
     assert e.value.status == "QF_ERR_NOT_FOUND"
     with pytest.raises(QfuseError):
         shapes.outputs("mxfp8", "quantize", role="weight", outputs=0, M=32, K=32)
+    with pytest.raises(ValueError, match="NUL"):
+        shapes.outputs("fp8_block\0x", "gemm", M=1, N=1, K=1)
+    for recipe in ("mxfp8", "fp8_block"):  # a norm + quantize is the input role's only
+        with pytest.raises(QfuseError, match="rejects the shape query"):
+            shapes.outputs(recipe, "norm_quantize", role="weight", norm="layernorm", outputs=3,
+                           M=256, K=512)
 
 
 # ------------------------------------------------------------------ the structs, on a host ctx
