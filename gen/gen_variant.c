@@ -261,6 +261,8 @@ static void qf_gen_values_desc(const qf_recipe *r, const qf_kernel_desc *d, unsi
         qf_gen_values_add(out, "__FAMILY__", qf_enum_c(QF_ENUM_FAMILY, r->family));
     if (consts & QF_TC_NORM)
         qf_gen_values_add(out, "__NORM__", qf_enum_c(QF_ENUM_NORM, d->norm));
+    if (consts & QF_TC_ROLE)
+        qf_gen_values_add(out, "__ROLE__", qf_enum_c(QF_ENUM_ROLE, d->role));
     if (consts & QF_TC_ZCG)
         qf_gen_values_add(out, "__ZERO_CENTERED_GAMMA__", d->zero_centered_gamma ? "1" : "0");
     if (consts & QF_TC_IN_DTYPE)

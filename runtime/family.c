@@ -207,15 +207,20 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                   {100, 199, QF_GEMM_CUBLASLT, "VEC16_UE4M3",
                                    QF_SCALE_LAYOUT_SWIZZLED, 16, QF_GEMM_KINDS_ALL, 0}},
                          .check = qf_check_nvfp4},
-    /* The quantizer and GEMM templates (cuBLASLt VEC128_32F / BLK128x128_32F) are the next step:
-     * until then qf_quantize answers "not implemented scaling mode" and qf_gemm "no GEMM", while
-     * the recipe loads, its fake shapes answer, and the backward ops every family shares run. */
+    /* One quantizer template for every role (__ROLE__ picks 1x128 blocks or 128x128 weight
+     * tiles); the GEMMs are cuBLASLt's with VEC128_32F / BLK128x128_32F block scales (sm_90 and
+     * later; op_gemm.c). */
     [QF_FAMILY_FP8_BLOCK] = {.name = "fp8_block",
                              .spec = "numerics 2.5",
                              .implemented = 1,
                              QF_FIELDS(qf_fields_fp8_block),
                              .fmt = QF_E4M3_ALL,
-                             .ops = {QF_NORM_BWD_OP},
+                             .ops = {[QF_OP_NORM_QUANTIZE] = {"smxx_fp8_block_norm_quantize.cu",
+                                                              256, QF_FP8_BLOCK,
+                                                              QF_TC_QUANT | QF_TC_ROLE},
+                                     [QF_OP_QUANTIZE] = {"smxx_fp8_block_norm_quantize.cu", 256,
+                                                         QF_FP8_BLOCK, QF_TC_QUANT | QF_TC_ROLE},
+                                     QF_NORM_BWD_OP},
                              .shapes = &qf_fake_fp8_block,
                              .gemm = {{90, 199, QF_GEMM_CUBLASLT, "VEC128_32F/BLK128x128_32F",
                                        QF_SCALE_LAYOUT_COMPACT, 16, QF_GEMM_KINDS_ALL, 0}}},

@@ -103,6 +103,7 @@ typedef struct qf_field {
 #define QF_TC_OUT_DTYPE 8u  /* __OUT_DTYPE__ */
 #define QF_TC_TILE_M 16u    /* __TILE_M__ */
 #define QF_TC_FAMILY 32u    /* __FAMILY__: the recipe's family (a template two families share) */
+#define QF_TC_ROLE 64u      /* __ROLE__: the kernel's role (fp8_block: 128x128 weight tiles) */
 
 /* One op of a family: its template and launch config. A NULL template: not supported. */
 typedef struct qf_family_op {

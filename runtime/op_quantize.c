@@ -242,6 +242,29 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 
 /* =====================================================================} */
 
+/* {===================================================================== FP8 block scaling */
+
+/* FP8 block scaling (numerics 2.5): one launch. The tiled entry (cdiv(M, 128) blocks, a strip of
+ * 128 rows each) writes both copies from one read of each chunk, or a row-in-registers entry the
+ * rowwise 1x128 copy alone (not the 128x128 weight tiles). The scale options reach the kernel
+ * in its parameter block; block 0 writes the 1.0 padding of the scale matrices, so nothing is
+ * cleared before the launch. */
+static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
+    const qf_kernel_entry *k;
+    QF_TRY(qf_q_slots_kernel(c, &k));
+    qf_q_params p = qf_q_params_of(c);
+    p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
+    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)p.M);
+    qf_loaded_kernel lk;
+    QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
+    const qf_rows_call rc = {.xdt = k->in_dtype, .rows_ok = k->role != QF_ROLE_WEIGHT};
+    return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+}
+
+/* =====================================================================} */
+
 /* {===================================================================== NVFP4 */
 
 /* M and K multiples of 16 (numerics 2.4); x (h), gamma, beta and da 16-byte aligned (the vector
@@ -316,6 +339,8 @@ static qf_status qf_q_run(qf_ctx_t *ctx, qf_qcall *c, const float *scale, const 
         return qf_q_mxfp8(ctx, c, stream);
     case QF_FAMILY_NVFP4:
         return qf_q_nvfp4(ctx, c, rng, stream);
+    case QF_FAMILY_FP8_BLOCK:
+        return qf_q_fp8_block(ctx, c, stream);
     default:
         return qf_family_unsupported(c->op, c->r);
     }

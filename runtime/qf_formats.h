@@ -151,7 +151,9 @@ typedef struct qf_q_params {
                                  * (fp8_current takes it from amax, numerics 2.2) */
             float *scale_inv;   /* SCALE_INV [1]: 1/scale, written by block 0 */
         };
-        struct {                /* MXFP8 and NVFP4 block scales */
+        struct {                /* MXFP8 and NVFP4 block scales; FP8 block scaling's fp32
+                                 * scale_inv in TE's GEMM_READY layouts (numerics 2.5), as
+                                 * bytes */
             uint8_t *scale_row; /* ROWWISE_SCALE_INV: MXFP8 E8M0 [roundup(M,128),
                                  * roundup(cdiv(K,32),4)]; NVFP4 E4M3 [roundup(M,128),
                                  * roundup(K/16,4)] */
@@ -166,10 +168,10 @@ typedef struct qf_q_params {
             uint64_t sr_seed;       /* Philox key */
             uint64_t sr_offset;     /* counter high half; the columnwise copy xors in 1 << 63 */
         };
-        struct {                    /* fp8_current (numerics 2.2) */
+        struct {                    /* fp8_current and fp8_block (numerics 2.2, 2.5) */
             float amax_epsilon;     /* lower bound of the amax the scale is taken from */
             int32_t power_2_scales; /* 1 = scales rounded down to powers of two */
-            int32_t pass;           /* 0 = statistics and amax, 1 = quantize */
+            int32_t pass;           /* fp8_current: 0 = statistics and amax, 1 = quantize */
         };
     };
     float eps;
@@ -205,6 +207,7 @@ typedef enum qf_scale_rounding {
 } qf_scale_rounding;
 
 #define QF_MX_BLOCK 32
+#define QF_FP8_BLOCK 128 /* FP8 block scaling (numerics 2.5): 1x128, 128x1, 128x128 blocks */
 
 /* Parameter block of the MXFP8 GEMM on Hopper: y[M, N] = A[M, K] B[N, K]^T (+ bias), both operands
  * rowwise MXFP8 (1x32 blocks along K) with compact E8M0 scales. */

@@ -39,6 +39,7 @@
 #include "qf_dev_module.cuh"
 #include "qf_dev_norm.cuh"
 #include "qf_dev_reduce.cuh"
+#include "qf_dev_scale.cuh"
 #include "qf_formats.h"
 
 namespace {
@@ -82,16 +83,8 @@ __device__ __forceinline__ float scale_of(const qf_q_params &p) {
     if (!kCurrent)
         return *p.scale;
     const float fp8_max = kOutDtype == QF_DTYPE_E4M3 ? QF_E4M3_MAX : QF_E5M2_MAX;
-    const float amax = *p.amax;
-    const float a = amax < p.amax_epsilon ? p.amax_epsilon : amax;
-    if (a == 0.0f || isinf(a) || isnan(a))
-        return 1.0f;
-    float s = __fdiv_rn(fp8_max, a);
-    if (isinf(s))
-        s = 3.40282346638528859812e+38f; /* FLT_MAX */
-    if (p.power_2_scales)
-        s = __int_as_float(__float_as_int(s) & 0xFF800000);
-    return s;
+    return fp8_scale_from_amax(*p.amax, p.amax_epsilon, p.power_2_scales != 0, fp8_max,
+                               3.40282346638528859812e+38f /* FLT_MAX */);
 }
 
 /* amax: warp, block, then one atomic per block; block 0 also writes scale_inv. Non-negative

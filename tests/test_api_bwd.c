@@ -362,11 +362,12 @@ static void test_mlp_shapes_host(void **state) {
             printf("%-12s x [%lld, %lld], F %lld, N %lld: %s\n", qf_recipes[i].name,
                    (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                    s == QF_ERR_NO_DEVICE ? "accepted" : qf_last_error());
-            /* a family whose quantizer is not there yet (fp8_block) refuses the step at its
-             * first quantization, as its dispatch's default says */
-            if (!qf_family_get(qf_recipes[i].family)->ops[QF_OP_QUANTIZE].tpl) {
+            /* a family whose GEMM is not there yet (fp8_block: quantizers only) refuses the
+             * step at its first GEMM, after its quantizers accepted their tensors */
+            if (qf_family_gemm_path(qf_recipes[i].family, 90).engine == QF_GEMM_NONE) {
                 assert_int_equal(s, QF_ERR_UNSUPPORTED);
-                assert_non_null(strstr(qf_last_error(), "not implemented scaling mode"));
+                assert_non_null(strstr(qf_last_error(), "fc1 GEMM"));
+                assert_non_null(strstr(qf_last_error(), "qf_gemm: not implemented scaling mode"));
             } else if (sh < 2)
                 assert_int_equal(s, QF_ERR_NO_DEVICE);
             else

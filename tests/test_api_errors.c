@@ -432,6 +432,103 @@ NV_TEST(test_nv_bad_layout, a.out.layout = (qf_scale_layout)7, QF_ERR_INVALID_AR
 
 /* =====================================================================} */
 
+/* {===================================================================== FP8 block scaling */
+
+/* x [5, 130]: partial 1x128 blocks along K and a partial 128-row strip (numerics 2.5). */
+#define FB_M 5
+#define FB_K 130
+
+typedef struct fb_args {
+    qf_ctx_t *ctx;
+    qf_role role; /* QF_ROLE_INPUT: with the LayerNorm of nd */
+    qf_tensor x;
+    qf_norm_desc nd;
+    qf_quantized out;
+} fb_args;
+
+/* Both copies of x [5, 130] with the scale_inv matrices of role's blocks: 1x128 / 128x1 (input,
+ * grad) or 128x128 tiles (weight). */
+static void fb_outputs(fb_args *a) {
+    const int w = a->role == QF_ROLE_WEIGHT;
+    a->out.t[QF_SLOT_ROWWISE_DATA] = t2(slot(5), QF_DTYPE_E4M3, FB_M, FB_K);
+    a->out.t[QF_SLOT_ROWWISE_SCALE_INV] = w ? t2(slot(6), QF_DTYPE_FP32, 1, 4)
+                                            : t2(slot(6), QF_DTYPE_FP32, 2, 8);
+    a->out.t[QF_SLOT_COLUMNWISE_DATA] = t2(slot(7), QF_DTYPE_E4M3, FB_K, FB_M);
+    a->out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = w ? t2(slot(8), QF_DTYPE_FP32, 2, 4)
+                                               : t2(slot(8), QF_DTYPE_FP32, 1, 132);
+}
+
+/* A valid LayerNorm call on x [5, 130] bf16, both copies. */
+static fb_args fb_valid(void **state) {
+    fb_args a = {.ctx = *state, .role = QF_ROLE_INPUT};
+    layernorm_call(&a.x, &a.nd, &a.out, FB_M, FB_K);
+    fb_outputs(&a);
+    return a;
+}
+
+static qf_status fb_run(fb_args *a) {
+    const int norm = a->role == QF_ROLE_INPUT;
+    return qf_quantize(a->ctx, "fp8_block", a->role, &a->x, norm ? &a->nd : NULL, NULL, NULL,
+                       &a->out, NULL);
+}
+
+static qf_tensor *fb_slot(fb_args *a, qf_slot s) {
+    return &a->out.t[s];
+}
+
+#define FB_TEST(name, change, ...)                                                                 \
+    QF_BAD_ARG_TEST(name, fb_args, fb_valid, fb_run, change, __VA_ARGS__)
+
+/* Every role and copy selection of the fake shapes reaches the device. */
+static void test_fb_valid_reaches_device(void **state) {
+    fb_args a = fb_valid(state);
+    expect(fb_run(&a), QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
+    for (int r = QF_ROLE_WEIGHT; r <= QF_ROLE_GRAD; r++) {
+        a.role = (qf_role)r;
+        fb_outputs(&a);
+        expect(fb_run(&a), QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid");
+    }
+    fb_slot(&a, QF_SLOT_COLUMNWISE_DATA)->data = NULL; /* grad, rowwise only */
+    fb_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->data = NULL;
+    expect(fb_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+    a = fb_valid(state); /* input, columnwise only */
+    fb_slot(&a, QF_SLOT_ROWWISE_DATA)->data = NULL;
+    fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->data = NULL;
+    expect(fb_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+    /* the input role without a norm (layernorm_mlp's fc2 input) */
+    a = fb_valid(state);
+    expect(qf_quantize(a.ctx, "fp8_block", QF_ROLE_INPUT, &a.x, NULL, NULL, NULL, &a.out, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+}
+
+FB_TEST(test_fb_scale_wrong_dtype, fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dtype = QF_DTYPE_E8M0,
+        QF_ERR_INVALID_ARG, "qf_quantize: out->rowwise_scale_inv.dtype is e8m0; expected fp32")
+
+/* M-major [cdiv(K,128), roundup(M,4)]: M not padded to 4 is refused. */
+FB_TEST(test_fb_row_scale_unpadded, fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->dims[1] = FB_M,
+        QF_ERR_INVALID_ARG, "out->rowwise_scale_inv has 10 elements", "requires 16")
+
+/* The columnwise copy is transposed [K, M]: [M, K] with the same bytes has another last dim. */
+FB_TEST(test_fb_columnwise_not_transposed,
+        (fb_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[0] = FB_M,
+         fb_slot(&a, QF_SLOT_COLUMNWISE_DATA)->dims[1] = FB_K),
+        QF_ERR_INVALID_ARG, "out->columnwise_data has 650 elements (last dim 130)",
+        "requires 650 (last dim 5)")
+
+/* Weights take 128x128 tile scales: the 1x128 matrices are refused. */
+FB_TEST(test_fb_weight_with_1d_scales,
+        (a.role = QF_ROLE_WEIGHT,
+         *fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV) = t2(slot(6), QF_DTYPE_FP32, 2, 8)),
+        QF_ERR_INVALID_ARG, "out->rowwise_scale_inv has 16 elements", "requires 4")
+
+FB_TEST(test_fb_missing_col_scale, fb_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->data = NULL,
+        QF_ERR_INVALID_ARG, "qf_quantize: out->columnwise_scale_inv.data is NULL")
+
+FB_TEST(test_fb_mu_wrong_size, fb_slot(&a, QF_SLOT_MU)->dims[0] = FB_M + 1, QF_ERR_INVALID_ARG,
+        "out->mu has 6 elements", "requires 5")
+
+/* =====================================================================} */
+
 /* {===================================================================== on a GPU */
 
 /* A driver entry point from libcuda.so.1 (loaded by cudart already on a GPU machine). */
@@ -591,6 +688,13 @@ int main(void) {
         T(test_nv_wrong_role),
         T(test_nv_wrong_family),
         T(test_nv_bad_layout),
+        T(test_fb_valid_reaches_device),
+        T(test_fb_scale_wrong_dtype),
+        T(test_fb_row_scale_unpadded),
+        T(test_fb_columnwise_not_transposed),
+        T(test_fb_weight_with_1d_scales),
+        T(test_fb_missing_col_scale),
+        T(test_fb_mu_wrong_size),
         T(test_stream_of_other_context),
         T(test_bad_input_writes_nothing),
     };

@@ -204,6 +204,49 @@ static const quant_plan kNvQuantize = {kNvQShapes, COUNTOF(kNvQShapes), 6, nv_va
 
 /* }=====================================================================} */
 
+/* {===================================================================== fp8_block plans */
+
+/* Partial 1x128 blocks (K 130, 1000) and 128-row strips (M 5, 300), whole ones (128, 4096). */
+static const int64_t kFbMs[] = {5, 128, 300, 1024};
+static const int64_t kFbKs[] = {128, 130, 1000, 4096};
+
+/* Both copies (the tiled entry), rowwise alone (the rows entry where K allows) and columnwise
+ * alone rotate; LayerNorm and RMSNorm, zcg and fp32 gamma too. */
+static int fb_nq_make(int i, int a, int b, qf_dtype xdt, qcase *c, uint64_t *seed) {
+    c->norm = (a + b) % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM;
+    c->zcg = (i / 2) % 2;
+    c->gdt = xdt != QF_DTYPE_FP32 && i % 7 == 3 ? QF_DTYPE_FP32 : xdt;
+    c->outputs = i % 3 == 0   ? QF_OUT_ROWWISE | QF_OUT_COLUMNWISE
+                 : i % 3 == 1 ? QF_OUT_ROWWISE
+                              : QF_OUT_COLUMNWISE;
+    *seed = 4099u + 31u * (uint64_t)i + (uint64_t)xdt;
+    return 0;
+}
+
+static const nq_plan kFbNq = {kFbMs, kFbKs, COUNTOF(kFbMs), COUNTOF(kFbKs), 1 << 22,
+                              {NO_LIMIT, NO_LIMIT, NO_LIMIT}, fb_nq_make};
+
+/* Every norm / zcg / gamma dtype / output combination on a partial shape and a whole-vector one
+ * (rowwise alone: the rows entry). */
+static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}};
+static const opt_plan kFbOptions = {kFbOptShapes, COUNTOF(kFbOptShapes), kDts, 3, 1, 2, 2, 1,
+                                    1300, NULL};
+
+/* Gradients, weights (128x128 tiles) and inputs without a norm, each copy alone and both. */
+static int fb_variant(int v, qf_role *role) {
+    *role = v == 0 ? QF_ROLE_GRAD : v == 1 ? QF_ROLE_WEIGHT : QF_ROLE_INPUT;
+    return 0;
+}
+
+static const int64_t kFbQShapes[][2] = {{1, 1},     {5, 130},    {130, 5},
+                                        {257, 384}, {300, 4096}, {1024, 1024}};
+static const unsigned kFbQOutputs[] = {QF_OUT_ROWWISE, QF_OUT_COLUMNWISE,
+                                       QF_OUT_ROWWISE | QF_OUT_COLUMNWISE};
+static const quant_plan kFbQuantize = {kFbQShapes, COUNTOF(kFbQShapes), 3, fb_variant,
+                                       kFbQOutputs, COUNTOF(kFbQOutputs), NO_LIMIT, 1900, NULL};
+
+/* }=====================================================================} */
+
 /* {===================================================================== the hooks table */
 
 /* One row per family, NULL run: no hooks yet (its recipes are skipped with a message). A family
@@ -218,6 +261,9 @@ static const quant_hooks kHooks[QF_FAMILY_COUNT] = {
                          blk_run, &kMxNq, &kMxOptions, &kMxQuantize},
     [QF_FAMILY_NVFP4] = {"gpu_nvfp4: %d cases checked bit for bit against the C reference\n",
                          blk_run, &kNvNq, &kNvOptions, &kNvQuantize},
+    [QF_FAMILY_FP8_BLOCK] = {"gpu_fp8_block: %d cases checked bit for bit against the C "
+                             "reference\n",
+                             blk_run, &kFbNq, &kFbOptions, &kFbQuantize},
 };
 static_assert(QF_FAMILY_COUNT == 5, "a new family: give it a row in kHooks (or leave it empty)");
 
@@ -737,6 +783,31 @@ static void test_nv_nan_input(void **state) {
     qf_ctx_free(ctx);
 }
 
+/* FP8 block scaling with a NaN in x (numerics 2.5): its blocks (a whole row of blocks under a
+ * norm, whose statistics are NaN) get scale_inv 1 and NaN elements 0x7F, the other blocks their
+ * own scales; bit for bit the reference, 1D and 128x128 tiles, every x dtype. */
+static void test_fb_nan_input(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    const qf_recipe *r = recipe_of("fp8_block");
+    const unsigned both = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE;
+    const qcase cases[] = {
+        {.recipe = r, .role = QF_ROLE_GRAD, .xdt = QF_DTYPE_BF16, .gdt = QF_DTYPE_BF16,
+         .outputs = both, .M = 300, .K = 130, .data = DATA_NAN},
+        {.recipe = r, .role = QF_ROLE_WEIGHT, .xdt = QF_DTYPE_FP32, .gdt = QF_DTYPE_FP32,
+         .outputs = both, .M = 257, .K = 384, .data = DATA_NAN},
+        {.recipe = r, .role = QF_ROLE_GRAD, .xdt = QF_DTYPE_FP16, .gdt = QF_DTYPE_FP16,
+         .outputs = QF_OUT_ROWWISE, .M = 64, .K = 1024, .data = DATA_NAN},
+        {.recipe = r, .role = QF_ROLE_INPUT, .norm = QF_NORM_LAYERNORM, .xdt = QF_DTYPE_BF16,
+         .gdt = QF_DTYPE_BF16, .outputs = both, .M = 130, .K = 256, .data = DATA_NAN},
+        {.recipe = r, .role = QF_ROLE_INPUT, .xdt = QF_DTYPE_BF16, .gdt = QF_DTYPE_BF16,
+         .outputs = both, .M = 5, .K = 4096, .data = DATA_ZERO},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        blk_run(ctx, &cases[i], 91);
+    qf_ctx_free(ctx);
+}
+
 /* The RHT setting reaches the fusion key and the bytes: nvfp4 and nvfp4_nort grads differ in
  * key and columnwise data, and each matches its own reference. */
 static void test_nv_rht_changes_key(void **state) {
@@ -787,6 +858,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nv_zero_input),
         cmocka_unit_test(test_amax_reduce),
         cmocka_unit_test(test_nv_nan_input),
+        cmocka_unit_test(test_fb_nan_input),
         cmocka_unit_test(test_nq_options),
         cmocka_unit_test(test_quantize),
         QF_TEST_ARG(test_nq_bf16, test_nq, 0),

@@ -5,8 +5,10 @@
  *       reference), amax and scale_inv bit for bit, mu/rsigma within rel 1e-5 of fp64;
  *   mxfp8 (numerics 2.3): data and E8M0 scales bit for bit, padding and unrequested copies
  * included; nvfp4 (numerics 2.4): packed data, E4M3 scales and both amaxes bit for bit, mu/rsigma
- * within rel 1e-5 of fp64, then handed to the reference. mxfp8 and nvfp4 share one run function
- * (blk_run), parametrized by a blk_family row. A new family adds its run function (or its
+ * within rel 1e-5 of fp64, then handed to the reference; fp8_block (numerics 2.5): data (the
+ * columnwise copy transposed [K, M]) and fp32 scale_inv bit for bit, padding (1.0) and
+ * unrequested copies included, mu/rsigma within rel 1e-5 of fp64. mxfp8, nvfp4 and fp8_block
+ * share one run function (blk_run), parametrized by a blk_family row. A new family adds its run function (or its
  * blk_family row) here and its row in test_gpu_quantize.c's kHooks. */
 #ifndef QF_TEST_GPU_QUANTIZE_H
 #define QF_TEST_GPU_QUANTIZE_H
@@ -18,6 +20,7 @@
 
 #include "qfuse.h"
 #include "ref.h"
+#include "ref_fp8_block.h"
 #include "ref_fp8_current.h"
 #include "ref_mx.h"
 #include "ref_nvfp4.h"
@@ -314,11 +317,13 @@ typedef struct blk_expect {
 typedef struct blk_family {
     qf_dtype scale; /* dtype of the scale matrices */
     int packed;     /* 1: two E2M1 elements a byte, the columnwise copy transposed [K, M/2];
-                     * 0: a byte an element, the columnwise copy [M, K] */
+                     * 0: a byte an element, the columnwise copy [M, K] (or [K, M]: transposed) */
+    int transposed; /* 1 (unpacked): the columnwise copy is transposed, [K, M] */
     int amax;       /* 1: a global fp32 amax per copy (AMAX_ROWWISE / AMAX_COLUMNWISE) */
     int stats;      /* 1: mu/rsigma checked against fp64 (check_stats) */
-    void (*scale_shape_row)(int64_t M, int64_t K, int64_t *rows, int64_t *cols);
-    void (*scale_shape_col)(int64_t M, int64_t K, int64_t *rows, int64_t *cols);
+    /* The scale matrices [rows, cols] of a case (its M, K and role) */
+    void (*scale_shape_row)(const qcase *c, int64_t *rows, int64_t *cols);
+    void (*scale_shape_col)(const qcase *c, int64_t *rows, int64_t *cols);
     /* Writes the expected outputs of c into e (allocated and poisoned) from the inputs and the
      * kernel's statistics in B. */
     void (*reference)(const qcase *c, const blk_bufs *B, blk_expect *e);
@@ -370,13 +375,61 @@ static void nv_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
         fail_msg("%s: reference failed: %s", describe(c), qf_last_error());
 }
 
+/* FP8 block scaling (numerics 2.5): 128x128 tiles for weights, 1x128 / 128x1 blocks else. */
+static int fb_2d(const qcase *c) {
+    return c->role == QF_ROLE_WEIGHT;
+}
+
+/* FP8 block scaling: the reference for a case, given the kernel's statistics. */
+static void fb_reference(const qcase *c, const blk_bufs *B, blk_expect *e) {
+    const int ln = c->norm == QF_NORM_LAYERNORM;
+    const int row = (c->outputs & QF_OUT_ROWWISE) != 0;
+    const int col = (c->outputs & QF_OUT_COLUMNWISE) != 0;
+    const qf_norm_src src = {.norm = c->norm, .zcg = c->zcg, .xdt = c->xdt, .gdt = c->gdt,
+                             .x = B->x.h, .gamma = c->norm ? B->g.h : NULL,
+                             .beta = ln ? B->b.h : NULL, .M = c->M, .K = c->K, .eps = 1e-5f,
+                             .mu_in = ln ? B->mu.h : NULL, .rsigma_in = c->norm ? B->rs.h : NULL};
+    const qf_fp8_block_opts o = {.amax_epsilon = c->recipe->amax_epsilon,
+                                 .power_2_scales = c->recipe->power_2_scales,
+                                 .block_2d = fb_2d(c)};
+    const qf_fp8_block_out out = {.row = row ? e->row : NULL,
+                                  .row_scale_inv = row ? (float *)e->srow : NULL,
+                                  .col = col ? e->col : NULL,
+                                  .col_scale_inv = col ? (float *)e->scol : NULL};
+    if (qf_norm_quantize_fp8_block_ref(&src, &o, &out) != QF_OK)
+        fail_msg("%s: reference failed: %s", describe(c), qf_last_error());
+}
+
+/* The scale shapes of each family, from a case. */
+static void mx_shape_row(const qcase *c, int64_t *r, int64_t *k) {
+    qf_mx_scale_shape_row(c->M, c->K, r, k);
+}
+static void mx_shape_col(const qcase *c, int64_t *r, int64_t *k) {
+    qf_mx_scale_shape_col(c->M, c->K, r, k);
+}
+static void nv_shape_row(const qcase *c, int64_t *r, int64_t *k) {
+    qf_nvfp4_scale_shape_row(c->M, c->K, r, k);
+}
+static void nv_shape_col(const qcase *c, int64_t *r, int64_t *k) {
+    qf_nvfp4_scale_shape_col(c->M, c->K, r, k);
+}
+static void fb_shape_row(const qcase *c, int64_t *r, int64_t *k) {
+    qf_fp8_block_scale_shape(fb_2d(c), c->M, c->K, r, k);
+}
+static void fb_shape_col(const qcase *c, int64_t *r, int64_t *k) {
+    qf_fp8_block_scale_shape(fb_2d(c), c->K, c->M, r, k); /* of the transposed copy [K, M] */
+}
+
 /* One row per block-scaled family (the others stay empty). */
 static const blk_family kBlk[QF_FAMILY_COUNT] = {
-    [QF_FAMILY_MXFP8] = {.scale = QF_DTYPE_E8M0, .scale_shape_row = qf_mx_scale_shape_row,
-                         .scale_shape_col = qf_mx_scale_shape_col, .reference = mx_reference},
+    [QF_FAMILY_MXFP8] = {.scale = QF_DTYPE_E8M0, .scale_shape_row = mx_shape_row,
+                         .scale_shape_col = mx_shape_col, .reference = mx_reference},
     [QF_FAMILY_NVFP4] = {.scale = QF_DTYPE_E4M3, .packed = 1, .amax = 1, .stats = 1,
-                         .scale_shape_row = qf_nvfp4_scale_shape_row,
-                         .scale_shape_col = qf_nvfp4_scale_shape_col, .reference = nv_reference},
+                         .scale_shape_row = nv_shape_row, .scale_shape_col = nv_shape_col,
+                         .reference = nv_reference},
+    [QF_FAMILY_FP8_BLOCK] = {.scale = QF_DTYPE_FP32, .transposed = 1, .stats = 1,
+                             .scale_shape_row = fb_shape_row, .scale_shape_col = fb_shape_col,
+                             .reference = fb_reference},
 };
 
 /* The row of c's family; fails the test when the family is not block-scaled. */
@@ -392,9 +445,10 @@ static const blk_family *blk_family_of(const qcase *c) {
 static void blk_bufs_alloc(const qcase *c, blk_bufs *B) {
     const blk_family *f = blk_family_of(c);
     const int64_t M = c->M, K = c->K, n = f->packed ? M * K / 2 : M * K; /* data bytes */
-    f->scale_shape_row(M, K, &B->sr_r, &B->sr_c);
-    f->scale_shape_col(M, K, &B->sc_r, &B->sc_c);
-    B->srb = (size_t)(B->sr_r * B->sr_c), B->scb = (size_t)(B->sc_r * B->sc_c);
+    const size_t ssz = qf_dtype_size(f->scale);
+    f->scale_shape_row(c, &B->sr_r, &B->sr_c);
+    f->scale_shape_col(c, &B->sc_r, &B->sc_c);
+    B->srb = (size_t)(B->sr_r * B->sr_c) * ssz, B->scb = (size_t)(B->sc_r * B->sc_c) * ssz;
     B->x = dual_alloc((size_t)(M * K) * qf_dtype_size(c->xdt));
     B->g = dual_alloc((size_t)K * 4), B->b = dual_alloc((size_t)K * 4);
     B->row = dual_alloc((size_t)n), B->col = dual_alloc((size_t)n);
@@ -438,8 +492,9 @@ static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
             out.t[QF_SLOT_AMAX_ROWWISE] = tv(&B->amr, QF_DTYPE_FP32, 1, 1, 0);
     }
     if (c->outputs & QF_OUT_COLUMNWISE) {
-        out.t[QF_SLOT_COLUMNWISE_DATA] =
-            f->packed ? tv(&B->col, fmt, 2, K, M / 2) : tv(&B->col, fmt, 2, M, K);
+        out.t[QF_SLOT_COLUMNWISE_DATA] = f->packed       ? tv(&B->col, fmt, 2, K, M / 2)
+                                         : f->transposed ? tv(&B->col, fmt, 2, K, M)
+                                                         : tv(&B->col, fmt, 2, M, K);
         out.t[QF_SLOT_COLUMNWISE_SCALE_INV] = tv(&B->scol, f->scale, 2, B->sc_r, B->sc_c);
         if (f->amax)
             out.t[QF_SLOT_AMAX_COLUMNWISE] = tv(&B->amc, QF_DTYPE_FP32, 1, 1, 0);

@@ -57,23 +57,32 @@ static inline const qf_recipe *recipe_of(const char *name) {
     return NULL;
 }
 
-/* 1 when r's family has its quantizer (a quantize template in its row), so that a whole forward
- * and backward step runs; else 0, after printing (once per test and recipe) that `test` skips r:
- * a family whose kernels are a later step (fp8_block: recipe, reference and fake shapes first,
- * STYLE 7) answers "not implemented scaling mode" from every quantizing op. */
-static inline int recipe_quantizes(const qf_recipe *r, const char *test) {
-    if (qf_family_get(r->family)->ops[QF_OP_QUANTIZE].tpl)
+/* 1 when r's family runs a whole training step: its quantizer (a quantize template in its row)
+ * and a GEMM path on some architecture; else 0 (silently when test is NULL, else after printing
+ * that `test` skips r). fp8_block quantizes, but its GEMM (cuBLASLt VEC128_32F /
+ * BLK128x128_32F) is a later step: qf_gemm answers "no GEMM", so the compositions skip it. */
+static inline int recipe_trains(const qf_recipe *r, const char *test) {
+    const qf_family_traits *t = qf_family_get(r->family);
+    const int quantizer = t->ops[QF_OP_QUANTIZE].tpl != NULL;
+    if (quantizer && t->gemm[0].engine != QF_GEMM_NONE)
         return 1;
-    printf("%s: recipe %s skipped: family %s has no quantizer yet\n", test, r->name,
-           qf_family_name(r->family));
+    if (test)
+        printf("%s: recipe %s skipped: family %s has no %s yet\n", test, r->name,
+               qf_family_name(r->family), quantizer ? "GEMM" : "quantizer");
     return 0;
 }
 
-/* How many of the registry's recipes quantize (recipe_quantizes, silently). */
+/* 1 when r's family runs a training step (recipe_trains), else 0 after printing that `test`
+ * skips r. */
+static inline int recipe_quantizes(const qf_recipe *r, const char *test) {
+    return recipe_trains(r, test);
+}
+
+/* How many of the registry's recipes run a training step (recipe_trains, silently). */
 static inline int recipes_quantizing(void) {
     int n = 0;
     for (int i = 0; i < qf_recipe_count; i++)
-        n += qf_family_get(qf_recipes[i].family)->ops[QF_OP_QUANTIZE].tpl != NULL;
+        n += recipe_trains(&qf_recipes[i], NULL);
     return n;
 }
 

@@ -13,7 +13,7 @@
 #include "qfuse.h"
 #include "ref.h"
 
-#define QF_FP8_BLOCK 128 /* block length: 1x128, 128x1, 128x128 */
+/* QF_FP8_BLOCK (qf_formats.h): the block length, 1x128, 128x1, 128x128 */
 
 /* ---- scale (numerics 2.5) */
 

@@ -154,7 +154,7 @@ void bench_steps(bench *b) {
         if (!tool_recipe_selected(&b->o.recipes, ri))
             continue;
         if (!tool_recipe_quantizes(ri)) {
-            fprintf(stderr, "qfuse-bench: %s step skipped: no quantizer yet\n",
+            fprintf(stderr, "qfuse-bench: %s step skipped: no quantizer or no GEMM yet\n",
                     qf_recipes[ri].name);
             continue;
         }

@@ -401,11 +401,12 @@ static double train(runner *rn, const demo_block *b, const demo_train_opts *o, d
     return ms;
 }
 
-/* 1 when recipe r has its quantizer and its fake shapes accept every quantized tensor of the
- * block's step; else a line saying why the recipe is left out of the training. */
+/* 1 when recipe r runs a training step (tool_recipe_quantizes: its quantizer and a GEMM) and its
+ * fake shapes accept every quantized tensor of the block's step; else a line saying why the
+ * recipe is left out of the training. */
 static int block_fits(const qf_recipe *r, const demo_block *b) {
-    if (!qf_family_get(r->family)->ops[QF_OP_QUANTIZE].tpl) {
-        printf("| %-12s | not trained: family %s has no quantizer yet\n", r->name,
+    if (!tool_recipe_quantizes((int)(r - qf_recipes))) {
+        printf("| %-12s | not trained: family %s has no quantizer or no GEMM yet\n", r->name,
                qf_family_name(r->family));
         return 0;
     }

@@ -121,11 +121,12 @@ static inline int tool_recipe_selected(const tool_recipes *t, int ri) {
     return t->n == 0;
 }
 
-/* 1 when registry recipe ri's family has its quantizer, so that a training step runs; a family
- * whose kernels come in a later step (fp8_block) has its recipe, fake shapes and backward ops
- * only, and every quantizing op answers "not implemented scaling mode". */
+/* 1 when registry recipe ri's family runs a training step: its quantizer and a GEMM path; a
+ * family whose GEMM comes in a later step (fp8_block: quantizers and backward ops only) answers
+ * "no GEMM" from qf_gemm. */
 static inline int tool_recipe_quantizes(int ri) {
-    return qf_family_get(qf_recipes[ri].family)->ops[QF_OP_QUANTIZE].tpl != NULL;
+    const qf_family_traits *t = qf_family_get(qf_recipes[ri].family);
+    return t->ops[QF_OP_QUANTIZE].tpl != NULL && t->gemm[0].engine != QF_GEMM_NONE;
 }
 
 #endif /* QF_TOOL_UTIL_H */
