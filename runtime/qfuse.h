@@ -143,6 +143,10 @@ const char *qf_family_name(qf_family f);
  *       ROWWISE_SCALE_INV [roundup(M,128), roundup(K/16,4)] E4M3 and AMAX_ROWWISE [1] fp32;
  *       COLUMNWISE_DATA [K, M/2] (transposed; RHT when the recipe applies it to the role) with
  *       COLUMNWISE_SCALE_INV [roundup(K,128), roundup(M/16,4)] and AMAX_COLUMNWISE [1]
+ *   FP8 block scaling (numerics 2.5): ROWWISE_DATA [M, K] E4M3 with ROWWISE_SCALE_INV fp32
+ *       [cdiv(K,128), roundup(M,4)] (1x128 blocks; weights: [cdiv(M,128), roundup(cdiv(K,128),4)],
+ *       128x128 tiles); COLUMNWISE_DATA [K, M] (transposed) with COLUMNWISE_SCALE_INV fp32
+ *       [cdiv(M,128), roundup(K,4)] (weights: [cdiv(K,128), roundup(cdiv(M,128),4)])
  *   a fused norm (numerics 3): MU [M] fp32 (layernorm only), RSIGMA [M] fp32
  * Append-only (STYLE 4): never renumber a slot. */
 typedef enum qf_slot {
@@ -218,7 +222,8 @@ qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *la
  * reads the data, scales and amax of the copy it is given. Does not own any memory. */
 typedef struct qf_quantized {
     qf_tensor t[QF_SLOT_COUNT];
-    qf_scale_layout layout; /* MXFP8, NVFP4: compact (the generated Hopper GEMM) or swizzled
+    qf_scale_layout layout; /* MXFP8, NVFP4 (FP8 block scaling has one layout, compact): compact
+                             * (the generated Hopper GEMM) or swizzled
                              * (cuBLASLt on sm_100+); per-tensor FP8 ignores it */
 } qf_quantized;
 
@@ -320,13 +325,16 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * training GEMM (numerics 6): fprop y = x W^T (a: x rowwise, b: W rowwise), dgrad dx = dy W (a: dy
  * rowwise, b: W columnwise), wgrad dW = dy^T x (a: dy columnwise, b: x columnwise; M is then
  * the layer's N and K its token count). a columnwise with b rowwise is QF_ERR_INVALID_ARG.
- * The per-tensor FP8 and NVFP4 columnwise copies are transposed ([K, M]: every GEMM is TN;
- * NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's are not (stored
- * [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its wgrad a
+ * The per-tensor FP8, FP8 block and NVFP4 columnwise copies are transposed ([K, M]: every GEMM
+ * is TN; NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's are not
+ * (stored [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its wgrad a
  * [K, M] and b [K, N], which sm_89..99 runs and sm_100+ does not yet (QF_ERR_UNSUPPORTED). Per
  * family:
  *   fp8_delayed, fp8_current: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2,
  *       b E4M3; K and N multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
+ *   fp8_block: cuBLASLt with each copy's block scales (VEC128_32F for inputs and gradients,
+ *       BLK128x128_32F for weights; numerics 2.5), split accumulation; E4M3; K and N multiples
+ *       of 16; sm_90+.
  *   mxfp8: every element times its 1x32 block's E8M0 scale, fp32 sums, one rounding after the
  *       bias; K % 32 == 0; scale padding is never read.
  *   nvfp4: alpha = fl(fl(amax_a * amax_b) * fl(1/(6*6*448*448))) (the amax slot of each

@@ -9,23 +9,27 @@ Ops:
       on one copy of each of two qfuse::quantize outputs (fprop, dgrad or wgrad).
   qfuse::scale_update_(amax, history, scale, scale_inv, fmt, recipe): delayed scaling's update
       of n tensors (qf_scale_update), in place.
-  qfuse::quantize_weight_(weight, wq, layer, recipe)   the weight cache: quantizes `weight`
+  qfuse::quantize_weight_(weight, wq, layer, recipe, scale)   the weight cache: quantizes `weight`
       (weight role, both copies) into the buffers `wq` unless they already hold this weight's
       values (same storage, same torch version counter, same recipe); always while a CUDA graph
       is being captured, so that a replay never reads stale copies.
-  qfuse::layernorm_linear_fwd(x, weight, gamma, beta, wq, bias, recipe, norm, eps,
-      zero_centered_gamma, for_backward) -> [y, *xq]: libqfuse's qf_layernorm_linear_fwd with the
-      weight's copies as given (norm + quantize of x, the columnwise copy too when for_backward,
-      and the fprop GEMM y = q(xn) q(W)^T + bias in bf16). Autograd: qfuse::layernorm_linear_bwd.
+  qfuse::layernorm_linear_fwd(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps,
+      zero_centered_gamma, for_backward, scales, amax) -> [y, *xq]: libqfuse's
+      qf_layernorm_linear_fwd with the weight's copies as given (norm + quantize of x, the
+      columnwise copy too when for_backward, and the fprop GEMM y = q(xn) q(W)^T + bias in
+      bf16). Autograd: qfuse::layernorm_linear_bwd.
   qfuse::layernorm_linear_bwd(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps,
-      zero_centered_gamma, has_bias) -> [dx, dgamma, dbeta, dweight, dbias]: libqfuse's
+      zero_centered_gamma, has_bias, scales, amax) -> (dx, dgamma, dbeta, dweight, dbias):
       qf_layernorm_linear_bwd (q(dy), dgrad, wgrad, dbias, the norm backward); dbeta and dbias
       are 0-element tensors when absent.
   qfuse::layernorm_mlp_fwd / _bwd: the same for LayerNorm/RMSNorm + fc1 + activation (gelu,
       swiglu, relu) + fc2 (qf_layernorm_mlp_fwd / _bwd); the forward returns [y, h, a, *xq, *aq].
 
-Recipes: every shipped or .lua recipe whose scales the quantizers compute (fp8_current, mxfp8,
-nvfp4, ...). Delayed scaling (fp8_delayed) needs scale state these ops do not carry yet.
+Recipes: every shipped or .lua recipe. Delayed scaling (fp8_delayed) takes its scales as a
+tensor (`scale`, `scales`: one row per tensor of the layer, LINEAR_TENSORS / MLP_TENSORS order)
+and max-merges this step's amaxes into `amax` (the backward ops mutate it); the modules keep that
+state (qfuse.torch). A layer's amax group (set_amax_group) MAX-reduces the per-tensor amaxes of
+current scaling and NVFP4 inside the ops (qf_set_amax_reduce).
 """
 from typing import List, Optional, Tuple
 
