@@ -327,8 +327,9 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * the layer's N and K its token count). a columnwise with b rowwise is QF_ERR_INVALID_ARG.
  * The per-tensor FP8, FP8 block and NVFP4 columnwise copies are transposed ([K, M]: every GEMM
  * is TN; NVFP4's wgrad needs the RHT on both columnwise copies or on neither); MXFP8's are not
- * (stored [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its wgrad a
- * [K, M] and b [K, N], which sm_89..99 runs and sm_100+ does not yet (QF_ERR_UNSUPPORTED). Per
+ * (stored [M, K] like the rowwise copy, 32x1 blocks down M): its dgrad reads b [K, N] and its
+ * wgrad a [K, M] and b [K, N], which sm_89..99 runs and sm_100+ does not yet
+ * (QF_ERR_UNSUPPORTED). Per
  * family:
  *   fp8_delayed, fp8_current: cuBLASLt, y = (a.scale_inv * b.scale_inv) A B^T; a E4M3/E5M2,
  *       b E4M3; K and N multiples of 16; data and both SCALE_INV slots 16-byte aligned; sm_89+.
