@@ -362,8 +362,8 @@ static void test_mlp_shapes_host(void **state) {
             printf("%-12s x [%lld, %lld], F %lld, N %lld: %s\n", qf_recipes[i].name,
                    (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3],
                    s == QF_ERR_NO_DEVICE ? "accepted" : qf_last_error());
-            /* a family whose GEMM is not there yet (fp8_block: quantizers only) refuses the
-             * step at its first GEMM, after its quantizers accepted their tensors */
+            /* a family without a GEMM on sm_90 (none today) would refuse the step at its first
+             * GEMM, after its quantizers accepted their tensors */
             if (qf_family_gemm_path(qf_recipes[i].family, 90).engine == QF_GEMM_NONE) {
                 assert_int_equal(s, QF_ERR_UNSUPPORTED);
                 assert_non_null(strstr(qf_last_error(), "fc1 GEMM"));
