@@ -243,6 +243,22 @@ def block_gemm_table(qrows, prows, families):
     return lines if len(lines) > 2 else []
 
 
+def fp8_block_gemm_table(qrows, prows, families):
+    """FP8 block scaling's GEMMs (cuBLASLt with 1x128 / 128x128 block scales, numerics 2.5)
+    beside torch._scaled_mm with the same block scales, and cuBLASLt's per-tensor FP8 and bf16
+    GEMMs at the same shape, one run."""
+    lines = ["| M x K -> N | training GEMM | qfuse TFLOP/s | _scaled_mm, block scales | "
+             "cuBLASLt FP8 per-tensor | cuBLASLt bf16 | qfuse / _scaled_mm | qfuse / bf16 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r, lt, e, _ in gemm_rows(qrows, prows, families, ("gemm_fp8_block",)):
+        q, s, b = num(r, "tflops"), num(e, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops")
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(s, "%.0f"),
+            fmt(num(lt["cublaslt_fp8_gemm"], "tflops"), "%.0f"), fmt(b, "%.0f"),
+            fmt(q / s if q and s else None, "%.3f"), fmt(q / b if q and b else None, "%.3f")))
+    return lines if len(lines) > 2 else []
+
+
 def step_table(qrows, prows):
     """The LayerNorm + MLP training step of every recipe beside PyTorch bf16 eager and compiled of
     the same block (peer rows recipe bf16, op mlp_step_swiglu), with its GEMM / other split."""
@@ -320,6 +336,10 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     block = block_gemm_table(qrows, prows, families)
     if block:
         lines += ["", "Block-scaled GEMMs on this GPU:", ""] + block
+    fp8_block = fp8_block_gemm_table(qrows, prows, families)
+    if fp8_block:
+        lines += ["", "FP8 block scaling GEMMs (cuBLASLt, 1x128 / 128x128 block scales):", ""] + \
+            fp8_block
     step = step_table(qrows, prows)
     if step:
         lines += ["", "One LayerNorm + MLP training step (SwiGLU; forward + backward, weights "
