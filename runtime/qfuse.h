@@ -175,8 +175,9 @@ typedef struct qf_shape_query qf_shape_query;
  * .lua recipe file (loaded once per process, as the ops load it: no GPU needed): every output of
  * the op, in order, into out[0..cap), and their count into *n. Sizes every buffer an op takes
  * for any recipe. Errors: QF_ERR_INVALID_ARG (NULL argument, a query the recipe rejects, an
- * invalid recipe file), QF_ERR_NOT_FOUND (no such recipe or file), QF_ERR_UNSUPPORTED (a family
- * not implemented yet), QF_ERR_INTERNAL (more outputs than cap). */
+ * invalid recipe file, more outputs than cap: QF_FAKE_MAX_OUTPUTS of family.h, 16, is enough),
+ * QF_ERR_NOT_FOUND (no such recipe or file), QF_ERR_UNSUPPORTED (a family not implemented
+ * yet). */
 qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
                          int *n);
 

@@ -307,12 +307,25 @@ static qf_status qf_fake_begin(const char *op, const char *recipe, const qf_shap
     return qf_recipe_find_for(op, recipe, r);
 }
 
+/* The caller's out has room for the n outputs of the query (cap of them). */
+static qf_status qf_fake_room(const char *op, const qf_recipe *r, int n, int cap) {
+    if (n > cap)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: this query of '%s' has %d outputs; out has "
+                            "room for cap = %d (QF_FAKE_MAX_OUTPUTS = %d is always enough)", op,
+                            r->name, n, cap, QF_FAKE_MAX_OUTPUTS);
+    return QF_OK;
+}
+
 qf_status qf_fake_shapes(const char *recipe, const qf_shape_query *q, qf_shape *out, int cap,
                          int *n) {
     static const char op[] = "qf_fake_shapes";
     const qf_recipe *r = NULL;
+    qf_shape s[QF_FAKE_MAX_OUTPUTS];
     QF_TRY(qf_fake_begin(op, recipe, q, out, cap, n, &r));
-    return qf_query_shapes(op, r, q, out, cap, n);
+    QF_TRY(qf_query_shapes(op, r, q, s, QF_FAKE_MAX_OUTPUTS, n));
+    QF_TRY(qf_fake_room(op, r, *n, cap));
+    memcpy(out, s, (size_t)*n * sizeof *s);
+    return QF_OK;
 }
 
 qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
@@ -322,9 +335,7 @@ qf_status qf_fake_shape_formulas(const char *recipe, const qf_shape_query *q,
     qf_shape s[QF_FAKE_MAX_OUTPUTS];
     QF_TRY(qf_fake_begin(op, recipe, q, out, cap, n, &r));
     QF_TRY(qf_query_shapes(op, r, q, s, QF_FAKE_MAX_OUTPUTS, n)); /* checks q as qf_fake_shapes */
-    if (*n > cap)
-        return qf_set_error(QF_ERR_INTERNAL, "%s: '%s' has %d outputs for this query, more than "
-                            "cap %d", op, r->name, *n, cap);
+    QF_TRY(qf_fake_room(op, r, *n, cap));
     if (qf_family_formulas(r, q, out, *n) != *n)
         return qf_set_error(QF_ERR_INTERNAL, "%s: the formulas of '%s' do not match its shape "
                             "function", op, r->name);
