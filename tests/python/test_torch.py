@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
 import qfuse.ops as qops  # noqa: E402
 from qfuse.torch import LayerNormLinear, LayerNormMLP  # noqa: E402
 
-RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"]
+RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort", "fp8_block"]
 M, K, N = 256, 512, 384
 
 

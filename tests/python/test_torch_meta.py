@@ -13,7 +13,7 @@ import qfuse.ops as qops  # noqa: E402
 from qfuse import shapes  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
-RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"]
+RECIPES = ["fp8_current", "mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort", "fp8_block"]
 K, N = 512, 384
 
 
