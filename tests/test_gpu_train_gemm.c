@@ -20,6 +20,7 @@
 
 #include "ref/ref.h"
 #include "ref/ref_mx.h"
+#include "ref/ref_fp8_block.h"
 #include "ref/ref_nvfp4.h"
 #include "family.h"
 #include "registry.h"
@@ -58,6 +59,9 @@ static void train_gemms(const train_dims *d, train_gemm g[3]) {
  * 9.5e-5 at k 192): 4e-4, a quarter of the bf16 output rounding (rms about 1.6e-3), so an output
  * rounded to bf16 fails either bound. */
 static double fp32_bound(qf_family f) {
+    if (f == QF_FAMILY_FP8_BLOCK) /* the FP8 tensor cores with block scales: 1.0e-4 to 3.6e-4
+                                   * measured on an H200 (test_gpu_block_gemm) */
+        return 1e-3;
     return f == QF_FAMILY_MXFP8 || f == QF_FAMILY_NVFP4 ? 1e-5 : 4e-4;
 }
 
@@ -107,6 +111,12 @@ static void gemm_ref(qf_family f, const train_gemm *g, const qtensor *a, const q
         const qf_slot ab = cb ? QF_SLOT_AMAX_COLUMNWISE : QF_SLOT_AMAX_ROWWISE;
         qf_gemm_nvfp4_ref(qt_host(a, da), qt_host(a, sa), qt_float(a, aa), qt_host(b, db),
                           qt_host(b, sb), qt_float(b, ab), NULL, g->rows, g->cols, g->k, y);
+    } else if (f == QF_FAMILY_FP8_BLOCK) { /* the copies' block scales; W's are 128x128 tiles */
+        const qf_slot sa = ca ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+        const qf_slot sb = cb ? QF_SLOT_COLUMNWISE_SCALE_INV : QF_SLOT_ROWWISE_SCALE_INV;
+        qf_gemm_fp8_block_ref(qt_host(a, da), (const float *)qt_host(a, sa), g->a == T_W,
+                              qt_host(b, db), (const float *)qt_host(b, sb), g->b == T_W, NULL,
+                              g->rows, g->cols, g->k, y);
     } else {
         qf_gemm_fp8_ref(a->q.t[da].dtype, qt_host(a, da), qt_float(a, QF_SLOT_SCALE_INV),
                         b->q.t[db].dtype, qt_host(b, db), qt_float(b, QF_SLOT_SCALE_INV), NULL,
