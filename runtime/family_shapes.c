@@ -19,10 +19,20 @@ extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4, qf_fake_fp
         {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL},                                          \
         {QF_OP_ACTIVATION, "MN", 0, QF_ROLE_INPUT, 0, 0, NULL}
 
+/* The FP8 families' ops: their GEMM is cuBLASLt's FP8 GEMM, which takes K and N multiples of 16
+ * (per-tensor and block scales alike). */
 static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
     {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
     {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 16, "NK"},
+    QF_FAKE_NORM_BWD_OP,
+};
+
+/* MXFP8's ops: its GEMM takes K multiples of 32 (one E8M0 scale per 32 along K, every path). */
+static const qf_fake_op qf_fake_mxfp8_ops[] = {
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
     QF_FAKE_NORM_BWD_OP,
 };
 
@@ -89,7 +99,7 @@ static const qf_fake_out qf_fake_mxfp8_outs[] = {
 };
 
 const qf_fake_table qf_fake_mxfp8 = {
-    qf_fake_fp8_delayed_ops, QF_COUNTOF(qf_fake_fp8_delayed_ops), qf_fake_mxfp8_outs,
+    qf_fake_mxfp8_ops, QF_COUNTOF(qf_fake_mxfp8_ops), qf_fake_mxfp8_outs,
     QF_COUNTOF(qf_fake_mxfp8_outs)};
 
 /* nvfp4 (numerics 2.4): packed E2M1 data, rowwise [M, K/2] and columnwise transposed [K, M/2] bytes

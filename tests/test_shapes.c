@@ -139,14 +139,20 @@ static void test_quantize_roles(void **state) {
     assert_int_equal(qf_test_find(out, n, "rowwise_data")->dtype, QF_DTYPE_E4M3);
 }
 
+/* y [M, N]; cuBLASLt's FP8 GEMM takes K and N multiples of 16, and so do the fake shapes (a
+ * query the op would refuse is invalid here too). */
 static void test_gemm_y(void **state) {
     (void)state;
     qf_shape out[CAP];
-    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 768};
     int n = qf_shapes_fp8_delayed(&q, out, CAP);
     assert_int_equal(n, 1);
     assert_string_equal(out[0].name, "y");
     qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 2 * 7 * 48);
+    q.K = 769;
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, CAP), -1);
+    q.K = 768, q.N = 40;
+    assert_int_equal(qf_shapes_fp8_delayed(&q, out, CAP), -1);
 }
 
 static void test_invalid_queries(void **state) {
@@ -286,7 +292,7 @@ static void test_shape_formulas(void **state) {
     assert_true(checked > 50);
     qf_shape_formula f[CAP];
     int n = 0;
-    const qf_shape_query gemm = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    const qf_shape_query gemm = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 768};
     assert_int_equal(qf_fake_shape_formulas("fp8_delayed", &gemm, f, 0, &n), QF_ERR_INVALID_ARG);
     assert_int_equal(qf_fake_shape_formulas("fp8_delayed", &gemm, f, 1, &n), QF_OK);
     assert_string_equal(f[0].dims[0], "M");
@@ -386,9 +392,11 @@ static void test_mx_gemm_and_invalid(void **state) {
     (void)state;
     qf_shape out[CAP];
     qf_shapes_fn fn = qf_test_recipe("mxfp8_2d")->shapes;
-    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769};
+    qf_shape_query q = {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 768};
     assert_int_equal(fn(&q, out, CAP), 1);
     qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 2 * 7 * 48);
+    q.K = 784; /* MXFP8's GEMM takes K multiples of 32 */
+    assert_int_equal(fn(&q, out, CAP), -1);
     q = qf_test_query(QF_OP_SCALE_UPDATE, QF_OUT_ROWWISE, 4, 16); /* mxfp8 has no scale update */
     assert_int_equal(fn(&q, out, CAP), -1);
     q = qf_test_query(QF_OP_QUANTIZE, 0, 4, 16);
@@ -589,7 +597,7 @@ static void test_blk_nq_and_other_ops(void **state) {
     q.outputs = 0; /* a quantizer needs a copy */
     assert_int_equal(r->shapes(&q, out, CAP), -1);
     const qf_shape_query others[] = {
-        {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 769},
+        {.op = QF_OP_GEMM, .M = 7, .N = 48, .K = 768},
         {.op = QF_OP_NORM_BACKWARD, .norm = QF_NORM_LAYERNORM, .M = 7, .K = 769,
          .dtype = QF_DTYPE_BF16},
         {.op = QF_OP_DBIAS, .M = 7, .N = 48, .dtype = QF_DTYPE_BF16},
