@@ -151,6 +151,41 @@ __device__ __forceinline__ void rows_load(const P &p, long long m, long long k0,
     }
 }
 
+/* The walk of a rows entry of a block quantizer (numerics 3): rows m = blockIdx.x, + gridDim.x,
+ * ...; each row in chunks of IT THREADS EPV elements held in registers (rows_load; a row with a
+ * norm is one chunk), its statistics (rows_stats, stored in p.mu / p.rsigma by thread 0), then
+ * emit(v[it], m, k, mu, rs) for each vector `it` of the chunk that starts inside the row, called
+ * by every thread (k may be past K for some lanes: the condition is block-uniform, so shuffles in
+ * emit see whole warps). EMIT false: the statistics only. */
+template <int IT, int DT, int NORM, int EPV, int THREADS, int WARPS, bool EMIT, typename P,
+          typename Emit>
+__device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
+    __shared__ float s_red[2][WARPS];
+    const int tid = threadIdx.x;
+    const long long K = p.K;
+    int red = 0;
+    constexpr long long kChunk = static_cast<long long>(IT) * THREADS * EPV;
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
+        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
+            float v[IT][EPV];
+            rows_load<IT, DT, EPV, THREADS>(p, m, k0, tid, v);
+            float mu = 0.0f, rs = 1.0f;
+            if (NORM != QF_NORM_NONE) {
+                rows_stats<IT, NORM, EPV, THREADS, WARPS>(v, K, p.eps, s_red, red, mu, rs,
+                                                          threadIdx.x);
+                if (tid == 0) {
+                    if (NORM == QF_NORM_LAYERNORM)
+                        p.mu[m] = mu;
+                    p.rsigma[m] = rs;
+                }
+            }
+#pragma unroll
+            for (int it = 0; it < IT; it++) /* the condition is block-uniform */
+                if (EMIT && k0 + static_cast<long long>(it * THREADS) * EPV < K)
+                    emit(v[it], m, k0 + static_cast<long long>(it * THREADS + tid) * EPV, mu, rs);
+        }
+}
+
 /* y = the normalized values of the EPV register-held elements v at column k (gamma and beta of
  * dtype GDT from p, gamma + 1 when ZCG), in the reference's order; returns amax merged over y. */
 template <int NORM, int GDT, int ZCG, int EPV, typename P>

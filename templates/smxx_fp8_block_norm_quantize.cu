@@ -173,34 +173,13 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)
 
 template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
-    __shared__ float s_red[2][kWarps];
-    const int tid = threadIdx.x;
-    const long long K = p.K;
-    int red = 0;
     if (!kRowwise || kBlock2d)
         return; /* the runtime runs the tiled entry for these */
     pad_all(p);
-    constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv; /* 128 | kChunk */
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
-        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
-            float v[IT][kEpv];
-            rows_load<IT, kInDtype, kEpv, kThreads>(p, m, k0, tid, v);
-            float mu = 0.0f, rs = 1.0f;
-            if (kNorm != QF_NORM_NONE) {
-                rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
-                                                              threadIdx.x);
-                if (tid == 0) {
-                    if (kNorm == QF_NORM_LAYERNORM)
-                        p.mu[m] = mu;
-                    p.rsigma[m] = rs;
-                }
-            }
-#pragma unroll
-            for (int it = 0; it < IT; it++) /* the condition is block-uniform */
-                if (k0 + static_cast<long long>(it * kThreads) * kEpv < K)
-                    rows_emit(p, v[it], m, k0 + static_cast<long long>(it * kThreads + tid) * kEpv,
-                              mu, rs);
-        }
+    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, true>(
+        p, [&](const float (&v)[kEpv], long long m, long long k, float mu, float rs) {
+            rows_emit(p, v, m, k, mu, rs);
+        });
 }
 
 /* ---------------------------------------------------------------- tiled entry */
