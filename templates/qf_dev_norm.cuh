@@ -205,6 +205,24 @@ __device__ __forceinline__ float normalize_vec(const P &p, long long k, const fl
     return amax;
 }
 
+/* y = the normalized values of the register-held vector v at column k of a row (zeros when k is
+ * past K), and the amax of its 1xN block, merged over the GROUP aligned lanes of one warp that
+ * hold the block: every lane of the warp calls it (shuffles). */
+template <int NORM, int GDT, int ZCG, int EPV, int GROUP, typename P>
+__device__ __forceinline__ float block_vec_amax(const P &p, long long k, const float (&v)[EPV],
+                                                float mu, float rs, float (&y)[EPV]) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < EPV; j++)
+        y[j] = 0.0f;
+    if (k < p.K)
+        amax = normalize_vec<NORM, GDT, ZCG, EPV>(p, k, v, mu, rs, y, amax);
+#pragma unroll
+    for (int o = 1; o < GROUP; o <<= 1)
+        amax = amax_merge(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    return amax;
+}
+
 /* Where this thread works in columnwise tile blockIdx.x (TILE x TILE tiles, row-major over
  * [M/TILE, K/TILE]): the tile's first row m0 and column k0, the thread's first column c of EPV
  * and its first row r0 (CHUNKS threads per tile row). */

@@ -142,18 +142,10 @@ __device__ __forceinline__ void quant_pack(const float (&y)[N], const float (&s)
  * lane of the warp must call this (shuffles). */
 __device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)[kEpv],
                                           long long m, long long k, float mu, float rs) {
-    const bool in = k < p.K;
     float y[kEpv];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kEpv; j++)
-        y[j] = 0.0f;
-    if (in)
-        amax = normalize_vec<kNorm, kGammaDtype, kZeroCenteredGamma>(p, k, v, mu, rs, y, amax);
-#pragma unroll
-    for (int o = 1; o < kTpr; o <<= 1) /* aligned groups of kTpr lanes of one warp */
-        amax = amax_merge(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    if (!in)
+    const float amax =
+        block_vec_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kTpr>(p, k, v, mu, rs, y);
+    if (k >= p.K)
         return;
     const float scale = block_scale(p, amax);
     float s[kEpv];

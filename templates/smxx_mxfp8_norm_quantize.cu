@@ -124,19 +124,10 @@ static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in on
  * lane of the warp must call this (shuffles). */
 __device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)[kEpv],
                                           long long m, long long k, float mu, float rs) {
-    const bool in = k < p.K;
-    float y[kEpv];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kEpv; j++)
-        y[j] = 0.0f;
-    if (in)
-        amax = normalize_vec<kNorm, kGammaDtype, kZeroCenteredGamma>(p, k, v, mu, rs, y, amax);
-    /* 1x32 block amax over its kTpb lanes (aligned groups of one warp). */
-#pragma unroll
-    for (int o = 1; o < kTpb; o <<= 1)
-        amax = amax_merge(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    if (!in)
+    float y[kEpv]; /* 1x32 block amax over its kTpb lanes */
+    const float amax =
+        block_vec_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kTpb>(p, k, v, mu, rs, y);
+    if (k >= p.K)
         return;
     const unsigned byte = e8m0_of_amax(amax);
     const float inv = e8m0_inverse(byte);
