@@ -271,7 +271,8 @@ typedef struct qf_rng {
  *   rng:   host struct; required where the recipe rounds stochastically (NVFP4 gradients),
  *          ignored elsewhere.
  *   out:   the slots the recipe's fake shapes list for the copies asked for (and MU, RSIGMA for a
- *          norm); block-scale padding is written 0x00, the NVFP4 amaxes are zeroed by the op.
+ *          norm); block-scale padding is written 0x00 (MXFP8, NVFP4; 1.0 for FP8 block
+ *          scaling's fp32 scales), the NVFP4 amaxes are zeroed by the op.
  * Numerics: fp8_delayed q = rn_sat(y * scale); MXFP8 1x32 (32x32 for weights when weight_2d)
  * E8M0 blocks; NVFP4 1x16 E4M3 blocks with a global amax, RHT on columnwise copies, stochastic
  * rounding of gradients (two launches: statistics and amax, then quantize).

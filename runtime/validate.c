@@ -310,7 +310,7 @@ static qf_status qf_fake_begin(const char *op, const char *recipe, const qf_shap
 /* The caller's out has room for the n outputs of the query (cap of them). */
 static qf_status qf_fake_room(const char *op, const qf_recipe *r, int n, int cap) {
     if (n > cap)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: this query of '%s' has %d outputs; out has "
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: this query of '%s' has %d output(s); out has "
                             "room for cap = %d (QF_FAKE_MAX_OUTPUTS = %d is always enough)", op,
                             r->name, n, cap, QF_FAKE_MAX_OUTPUTS);
     return QF_OK;

@@ -144,7 +144,7 @@ static void test_public_queries(void **state) {
         assert_true(a[i].bytes == b[i].bytes);
     }
     assert_int_equal(qf_fake_shapes("mxfp8", &q, a, 2, &na), QF_ERR_INVALID_ARG);
-    assert_non_null(strstr(qf_last_error(), "has 6 outputs; out has room for cap = 2"));
+    assert_non_null(strstr(qf_last_error(), "has 6 output(s); out has room for cap = 2"));
     assert_int_equal(qf_fake_shapes("no_such", &q, a, 12, &na), QF_ERR_NOT_FOUND);
     assert_non_null(strstr(qf_last_error(), "recipe 'no_such' not found: this build ships"));
     assert_int_equal(qf_fake_shapes(NULL, &q, a, 12, &na), QF_ERR_INVALID_ARG);

@@ -34,6 +34,7 @@ current scaling and NVFP4 inside the ops (qf_set_amax_reduce).
 from typing import List, Optional, Tuple
 
 import contextlib
+import math
 import ctypes
 import threading
 
@@ -133,9 +134,19 @@ def _amax_reduced(layer, device):
 
 # ------------------------------------------------------------------ helpers
 
+def _contiguous(t):
+    """t, refused (ValueError) when it is not contiguous: libqfuse reads and writes dense
+    row-major buffers from their data pointers."""
+    if not t.is_contiguous():
+        raise ValueError("qfuse: a %s %s tensor argument is not contiguous (strides %s); pass "
+                         "t.contiguous()" % (tuple(t.shape), t.dtype, t.stride()))
+    return t
+
+
 def _c(t, dtype=None, dims=None):
     """qf_tensor of torch tensor t (contiguous), its dtype (or the qfuse name given), its dims."""
-    return _lib.c_tensor(t.data_ptr(), dtype or _dtype_name(t), t.shape if dims is None else dims)
+    return _lib.c_tensor(_contiguous(t).data_ptr(), dtype or _dtype_name(t),
+                         t.shape if dims is None else dims)
 
 
 def _dtype_name(t):
@@ -268,7 +279,7 @@ def _quantized(outs, tensors, layout, dtypes=None):
     q = _lib.Quantized()
     q.layout = layout
     for o, t in zip(outs, tensors):
-        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(t.data_ptr(), o.dtype, o.dims)
+        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(_contiguous(t).data_ptr(), o.dtype, o.dims)
     return q
 
 
@@ -415,10 +426,11 @@ def _check_int(op, name, v, allowed):
                                                                        sorted(allowed)))
 
 
-def _check_quantize(x, role, norm, outputs):
+def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps):
     """qfuse::quantize's arguments, in the real op and its fake alike: role 0..2, norm 0..2
-    (a norm with the input role only), outputs 1..3, x [..., K] of bf16, fp16 or fp32 with
-    K >= 1 and at least one row. Returns (m, k)."""
+    (a norm with the input role only; gamma [K] for both norms, beta [K] for LayerNorm only,
+    of x's dtype or fp32; eps finite >= 0), outputs 1..3, x [..., K] of bf16, fp16 or fp32
+    with K >= 1 and at least one row, scale None or one fp32 value. Returns (m, k)."""
     _check_int("quantize", "role", role, {0, 1, 2})
     _check_int("quantize", "norm", norm, {0, 1, 2})
     _check_int("quantize", "outputs", outputs, {1, 2, 3})
@@ -429,6 +441,23 @@ def _check_quantize(x, role, norm, outputs):
         raise ValueError("qfuse::quantize: x is %s %s; expected [..., K] bf16, fp16 or fp32 "
                          "with K >= 1 and at least one row" % (tuple(x.shape), x.dtype))
     k = x.shape[-1]
+    want = {0: (False, False), 1: (True, True), 2: (True, False)}[norm]  # gamma, beta
+    for name, t, needed in (("gamma", gamma, want[0]), ("beta", beta, want[1])):
+        if (t is not None) != needed:
+            raise ValueError("qfuse::quantize: norm %d %s %s" % (
+                norm, "takes a" if needed else "takes no", name))
+        if t is not None and (tuple(t.shape) != (k,) or t.dtype not in (x.dtype, torch.float32)
+                              or t.device != x.device):
+            raise ValueError("qfuse::quantize: %s is %s %s on %s; expected [K] = [%d] of x's "
+                             "dtype or fp32, on x's device" % (name, tuple(t.shape), t.dtype,
+                                                               t.device, k))
+    if norm and not (isinstance(eps, float) and math.isfinite(eps) and eps >= 0):
+        raise ValueError("qfuse::quantize: eps is %r; expected a finite number >= 0" % (eps,))
+    if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
+                              scale.device != x.device):
+        raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "
+                         "delayed scale) on x's device" % (tuple(scale.shape), scale.dtype,
+                                                          scale.device))
     return x.numel() // k, k
 
 
@@ -442,7 +471,7 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
     (1 rowwise, 2 columnwise, 3 both) and their scales, amaxes, mu and rsigma, in the order of
     the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale; seed, offset:
     the stochastic-rounding stream (NVFP4 gradients)."""
-    m, k = _check_quantize(x, role, norm, outputs)
+    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps)
     dev = x.device
     outs = _q_outs(recipe, role, norm, outputs, m, k)
     q = _alloc(outs, dev)
@@ -461,7 +490,7 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
 @quantize.register_fake
 def _(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs, seed,
       offset):
-    m, k = _check_quantize(x, role, norm, outputs)
+    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps)
     return [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
             for o in _q_outs(recipe, role, norm, outputs, m, k)]
 
@@ -495,12 +524,20 @@ def _operand(recipe, q, spec, copy, which):
     return outs, ((m, k) if copy == _lib.COPY_ROWWISE else (k, m))
 
 
-def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy):
-    """Both operands checked (_operand) with one K: (a's outputs, b's outputs, M, N, K)."""
+def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias=None):
+    """Both operands checked (_operand) with one K, a training GEMM's pair of copies and the bias
+    ([N] bf16): (a's outputs, b's outputs, M, N, K)."""
+    if (a_copy, b_copy) == (_lib.COPY_COLUMNWISE, _lib.COPY_ROWWISE):
+        raise ValueError("qfuse::gemm: a is the columnwise copy and b the rowwise one; no "
+                         "training GEMM reads that pair (fprop: both rowwise; dgrad: a rowwise, "
+                         "b columnwise; wgrad: both columnwise)")
     ao, (m, k) = _operand(recipe, a, a_spec, a_copy, "a")
     bo, (n, kb) = _operand(recipe, b, b_spec, b_copy, "b")
     if kb != k:
         raise ValueError("qfuse::gemm: a reduces over K = %d, b over K = %d" % (k, kb))
+    if bias is not None and (tuple(bias.shape) != (n,) or bias.dtype != torch.bfloat16):
+        raise ValueError("qfuse::gemm: bias is %s %s; expected [N] = [%d] bf16"
+                         % (tuple(bias.shape), bias.dtype, n))
     return ao, bo, m, n, k
 
 
@@ -512,7 +549,7 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
     qfuse::quantize; a_spec / b_spec: its role, norm, outputs and the [M, K] it quantized), the
     training GEMM the copies name (fprop: both rowwise; dgrad: a rowwise, b columnwise; wgrad:
     both columnwise; qf_gemm). bf16 y, or fp32 with out_fp32."""
-    ao, bo, m, n, _ = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy)
+    ao, bo, m, n, _ = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias)
     dev = a[0].device
     layout = _layout(recipe, dev)
     qa, qb = _quantized(ao, a, layout), _quantized(bo, b, layout)
@@ -530,7 +567,7 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
 
 @gemm.register_fake
 def _(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
-    _, _, m, n, k = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy)
+    _, _, m, n, k = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias)
     y = shapes.outputs(recipe, "gemm", M=m, N=n, K=k,
                        outputs=_lib.OUT_FP32 if out_fp32 else 0)[0]
     return a[0].new_empty(y.dims, dtype=TORCH_DTYPE[y.dtype])

@@ -259,6 +259,18 @@ def test_quantize_gemm_fakes_check_arguments():
                 torch.empty(4, 8, dtype=torch.int64, device="meta")):
         with pytest.raises(ValueError, match="expected \\[..., K\\]"):
             q(bad, None, None, None, recipe, 2, 0, 0.0, False, 3, 0, 0)
+    g = torch.empty(256, dtype=torch.bfloat16, device="meta")
+    for gamma, beta, norm, eps, scale, msg in (
+            (None, None, 1, 1e-5, None, "norm 1 takes a gamma"),
+            (g, None, 1, 1e-5, None, "norm 1 takes a beta"),
+            (g, g, 2, 1e-5, None, "norm 2 takes no beta"),
+            (g[:100], g, 1, 1e-5, None, "gamma is \\(100,\\)"),
+            (g, g, 1, -1.0, None, "eps is -1.0"),
+            (g, g, 1, float("nan"), None, "eps is nan"),
+            (None, None, 0, 0.0, torch.ones(5, dtype=torch.int32, device="meta"),
+             "scale is \\(5,\\) torch.int32")):
+        with pytest.raises(ValueError, match=msg):
+            q(x, gamma, beta, scale, recipe, 0 if norm else 2, norm, eps, False, 3, 0, 0)
     a = q(x, None, None, None, recipe, 2, 0, 0.0, False, 3, 0, 0)  # dy [64, 256]
     w = q(torch.empty(128, 256, dtype=torch.bfloat16, device="meta"), None, None, None, recipe,
           1, 0, 0.0, False, 3, 0, 0)
@@ -273,9 +285,32 @@ def test_quantize_gemm_fakes_check_arguments():
                        "operand b has|b_copy 1 is a copy the quantization did not make"),
                       ((a, w, None, recipe, sa, [1, 0, 3, 128, 256], 0, 1, False),
                        "a reduces over K = 256, b over K = 128"),
-                      (([], w, None, recipe, sa, sw, 0, 0, False), "operand a has 0")):
+                      (([], w, None, recipe, sa, sw, 0, 0, False), "operand a has 0"),
+                      ((a, w, None, recipe, sa, sw, 1, 0, False), "no training GEMM reads"),
+                      ((a, w, torch.empty(129, dtype=torch.bfloat16, device="meta"), recipe, sa,
+                        sw, 0, 0, False), "bias is \\(129,\\)"),
+                      ((a, w, torch.empty(128, device="meta"), recipe, sa, sw, 0, 0, False),
+                       "bias is \\(128,\\) torch.float32")):
         with pytest.raises(ValueError, match=msg):
             g(*args)
+
+
+def test_real_ops_refuse_non_contiguous_tensors(host_ops):
+    """libqfuse reads dense buffers from data pointers: a strided gamma, bias or operand slot is
+    refused by name, not read as if dense."""
+    x = torch.randn(64, 256).to(torch.bfloat16)
+    gamma = torch.ones(512, dtype=torch.bfloat16)[::2]
+    with pytest.raises(ValueError, match="not contiguous"):
+        torch.ops.qfuse.quantize(x, gamma, torch.zeros(256, dtype=torch.bfloat16), None,
+                                 "mxfp8", 0, 1, 1e-5, False, 3, 0, 0)
+    outs = qops._q_outs("mxfp8", 2, 0, 1, 64, 256)
+    a = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in outs]
+    wo = qops._q_outs("mxfp8", 1, 0, 1, 128, 256)
+    w = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype]) for o in wo]
+    w[0] = torch.empty(tuple(reversed(w[0].shape)), dtype=w[0].dtype).t()  # a transposed view
+    with pytest.raises(ValueError, match="not contiguous"):
+        torch.ops.qfuse.gemm(a, w, None, "mxfp8", [2, 0, 1, 64, 256], [1, 0, 1, 128, 256], 0, 0,
+                             False)
 
 
 def test_quantize_with_norm(host_ops):

@@ -185,9 +185,9 @@ class _FusedNorm(torch.nn.Module):
         that every rank gets the same scales. Call once per training step, after the optimizer
         step (or use qfuse.torch.update_scales(model, group)). Nothing to do for recipes that
         compute their own scales."""
+        group = self._amax_group if group is None else check_group(group)
         if not self._delayed:
             return
-        group = self._amax_group if group is None else check_group(group)
         if group is not None:
             torch.distributed.all_reduce(self.fp8_amax, op=torch.distributed.ReduceOp.MAX,
                                          group=group)
