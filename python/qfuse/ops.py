@@ -33,7 +33,6 @@ current scaling and NVFP4 inside the ops (qf_set_amax_reduce).
 """
 from typing import List, Optional, Tuple
 
-import contextlib
 import math
 import ctypes
 import threading
@@ -99,13 +98,14 @@ class _DeviceFloat:
                                          "data": (address, False), "version": 3}
 
 
-@contextlib.contextmanager
-def _amax_reduced(layer, device):
-    """Within it, libqfuse calls on this thread all-reduce (MAX) each per-tensor amax over the
-    layer's group, if it has one; an exception raised by the all-reduce is re-raised."""
+def _run(layer, device, fn, *args):
+    """_lib.check(fn(*args)): one libqfuse call of a layer's op. With the layer's amax group,
+    the call's per-tensor amaxes are all-reduced (MAX) over it (qf_set_amax_reduce, this thread
+    only; the thread's earlier reduction is put back after), and an exception the all-reduce
+    raised is re-raised."""
     group = _layer_state(layer).amax_group
     if group is None:
-        yield
+        _lib.check(fn(*args))
         return
     failed = []
 
@@ -118,18 +118,18 @@ def _amax_reduced(layer, device):
             failed.append(e)
             return _lib.STATUS.index("QF_ERR_INVALID_ARG")
 
-    fn = _lib.AMAX_REDUCE_FN(reduce)
+    hook = _lib.AMAX_REDUCE_FN(reduce)
     old_user = ctypes.c_void_p()
-    old_fn = _lib.lib.qf_get_amax_reduce(ctypes.byref(old_user))  # a C caller's, kept
-    _lib.lib.qf_set_amax_reduce(fn, None)
+    old_hook = _lib.lib.qf_get_amax_reduce(ctypes.byref(old_user))  # a C caller's, kept
+    _lib.lib.qf_set_amax_reduce(hook, None)
     try:
-        yield
+        _lib.check(fn(*args))
     except _lib.QfuseError as e:
         if failed:
             raise failed[0] from e
         raise
     finally:
-        _lib.lib.qf_set_amax_reduce(old_fn, old_user)
+        _lib.lib.qf_set_amax_reduce(old_hook, old_user)
 
 
 # ------------------------------------------------------------------ helpers
@@ -387,10 +387,8 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
             t.zero_()
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
-    with _amax_reduced(layer, w.device):
-        _lib.check(_lib.lib.qf_quantize(ctx, recipe.encode(), _lib.ROLES["weight"],
-                                        ctypes.byref(xt), None, _ptr(scale), None,
-                                        ctypes.byref(q), _stream(w.device)))
+    _run(layer, w.device, _lib.lib.qf_quantize, ctx, recipe.encode(), _lib.ROLES["weight"],
+         ctypes.byref(xt), None, _ptr(scale), None, ctypes.byref(q), _stream(w.device))
     st.key = None if capturing else key
 
 
@@ -642,9 +640,8 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
     ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
-    with _amax_reduced(layer, dev):
-        _lib.check(_lib.lib.qf_layernorm_linear_fwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                    ctypes.byref(ll), ctypes.byref(yt), stream))
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, recipe.encode(), ctypes.byref(xt),
+         ctypes.byref(ll), ctypes.byref(yt), stream)
     return [y] + xq
 
 
@@ -708,10 +705,8 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     if has_bias:
         g.dbias = _c(dbias)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    with _amax_reduced(layer, dev):
-        _lib.check(_lib.lib.qf_layernorm_linear_bwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                    ctypes.byref(dyt), ctypes.byref(ll),
-                                                    ctypes.byref(g), stream))
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_bwd, ctx, recipe.encode(), ctypes.byref(xt),
+         ctypes.byref(dyt), ctypes.byref(ll), ctypes.byref(g), stream)
     _merge_amax(amax, LINEAR_TENSORS.index("dy"), dyo, dyq)
     return dx, dgamma, dbeta, dweight, dbias
 
@@ -849,9 +844,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     p.x_scale = _ptr(scales, MLP_TENSORS.index("x"))
     p.a_scale = _ptr(scales, MLP_TENSORS.index("a"))
     xt, yt = _c(x.contiguous(), dims=(m, k)), _c(y, dims=(m, n_out))
-    with _amax_reduced(layer, dev):
-        _lib.check(_lib.lib.qf_layernorm_mlp_fwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                 ctypes.byref(p), ctypes.byref(yt), stream))
+    _run(layer, dev, _lib.lib.qf_layernorm_mlp_fwd, ctx, recipe.encode(), ctypes.byref(xt),
+         ctypes.byref(p), ctypes.byref(yt), stream)
     return [y, h, a] + xq + aq
 
 
@@ -924,10 +918,8 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     if has_b2:
         g.db2 = _c(db2)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    with _amax_reduced(layer, dev):
-        _lib.check(_lib.lib.qf_layernorm_mlp_bwd(ctx, recipe.encode(), ctypes.byref(xt),
-                                                 ctypes.byref(dyt), ctypes.byref(p),
-                                                 ctypes.byref(g), stream))
+    _run(layer, dev, _lib.lib.qf_layernorm_mlp_bwd, ctx, recipe.encode(), ctypes.byref(xt),
+         ctypes.byref(dyt), ctypes.byref(p), ctypes.byref(g), stream)
     _merge_amax(amax, MLP_TENSORS.index("dy"), dyo, dyq)
     _merge_amax(amax, MLP_TENSORS.index("dh"), dho, dhq)
     return dx, dgamma, dbeta, dw1, dw2, db1, db2
