@@ -1,6 +1,7 @@
 /* gemm_lt.h: the FP8 GEMM through cuBLASLt (gemm_lt.c), per-tensor or 1x128 / 128x128 block
- * scales, called by qf_gemm's fp8_delayed, fp8_current and fp8_block paths (op_gemm.c), and the bf16 GEMM of the staged MXFP8/NVFP4 path. The
- * block-scaled cuBLASLt GEMMs are declared in ctx.h. */
+ * scales, called by qf_gemm's fp8_delayed, fp8_current and fp8_block paths (op_gemm.c), and the
+ * bf16 GEMM of the staged MXFP8/NVFP4 path. The MXFP8/NVFP4 cuBLASLt GEMMs of sm_100 and later
+ * are declared in ctx.h. */
 #ifndef QF_GEMM_LT_H
 #define QF_GEMM_LT_H
 

@@ -3,9 +3,10 @@
  *
  * Who runs it on an architecture is the family's row (qf_family_gemm_path, family.c): per-tensor
  * FP8 is cuBLASLt with per-tensor scales (gemm_lt.c), FP8 block scaling the same GEMM with
- * cuBLASLt's 1x128 / 128x128 block scale modes (sm_90 and later); MXFP8 and NVFP4 run cuBLASLt's block-scaled
- * GEMM on sm_100 and later (VEC32_UE8M0, VEC16_UE4M3; swizzled scales) and the recipe's generated
- * GEMM module on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu, compact scales), in one of
+ * cuBLASLt's 1x128 / 128x128 block scale modes (sm_90 and later); MXFP8 and NVFP4 run
+ * cuBLASLt's block-scaled GEMM on sm_100 and later (VEC32_UE8M0, VEC16_UE4M3; swizzled scales)
+ * and the recipe's generated GEMM module on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu,
+ * compact scales), in one of
  * two ways:
  * - staged (qf_g_staged): the module's <name>_dequant entry writes each operand in bf16 (exact,
  *   numerics 7) into stream-ordered scratch, and cuBLASLt runs a bf16 GEMM on them, with NVFP4's

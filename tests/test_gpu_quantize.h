@@ -8,8 +8,8 @@
  * within rel 1e-5 of fp64, then handed to the reference; fp8_block (numerics 2.5): data (the
  * columnwise copy transposed [K, M]) and fp32 scale_inv bit for bit, padding (1.0) and
  * unrequested copies included, mu/rsigma within rel 1e-5 of fp64. mxfp8, nvfp4 and fp8_block
- * share one run function (blk_run), parametrized by a blk_family row. A new family adds its run function (or its
- * blk_family row) here and its row in test_gpu_quantize.c's kHooks. */
+ * share one run function (blk_run), parametrized by a blk_family row. A new family adds its run
+ * function (or its blk_family row) here and its row in test_gpu_quantize.c's kHooks. */
 #ifndef QF_TEST_GPU_QUANTIZE_H
 #define QF_TEST_GPU_QUANTIZE_H
 
