@@ -6,8 +6,7 @@
  * cuBLASLt's 1x128 / 128x128 block scale modes (sm_90 and later); MXFP8 and NVFP4 run
  * cuBLASLt's block-scaled GEMM on sm_100 and later (VEC32_UE8M0, VEC16_UE4M3; swizzled scales)
  * and the recipe's generated GEMM module on sm_89..sm_99 (templates/sm90_{mxfp8,nvfp4}_gemm.cu,
- * compact scales), in one of
- * two ways:
+ * compact scales), in one of two ways:
  * - staged (qf_g_staged): the module's <name>_dequant entry writes each operand in bf16 (exact,
  *   numerics 7) into stream-ordered scratch, and cuBLASLt runs a bf16 GEMM on them, with NVFP4's
  *   alpha from <name>_alpha. Every training GEMM, either major order.
