@@ -247,10 +247,20 @@ typedef struct qf_lt_call {
     void *y;
 } qf_lt_call;
 
-static qf_status qf_plan_operands(qf_gemm_plan *p, const qf_lt_call *c);
+/* The call's scale pointers and bias in the plan's descriptor (cheap host writes, per call; Lt's
+ * A is our B). Set before the heuristic too: cuBLASLt refuses block scale modes without them. */
+static qf_status qf_plan_operands(qf_gemm_plan *p, const qf_lt_call *c) {
+    if (c->sa) {
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->sb, sizeof c->sb));
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->sa, sizeof c->sa));
+    }
+    if (p->has_bias)
+        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias));
+    return QF_OK;
+}
 
-/* Finds or builds the plan for this problem (the heuristic asked with call c's operands, or
- * without any when c is NULL); caller holds ctx->lock. */
+/* Finds or builds the plan for this problem, with call c's operands in its descriptor (a new
+ * plan's heuristic is asked with them); caller holds ctx->lock. */
 static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_lt_call *c,
                              qf_gemm_plan **out) {
     for (int i = 0; i < ctx->n_plans; i++) {
@@ -261,7 +271,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
             p->b_mn == want->b_mn && p->a_mode == want->a_mode && p->b_mode == want->b_mode &&
             p->dev_alpha == want->dev_alpha && p->accumulate == want->accumulate) {
             *out = p;
-            return QF_OK;
+            return qf_plan_operands(p, c);
         }
     }
     if (!ctx->plans && !(ctx->plans = calloc(QF_MAX_PLANS, sizeof *ctx->plans)))
@@ -271,7 +281,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
     qf_gemm_plan *p = &ctx->plans[ctx->n_plans];
     *p = *want;
     qf_status s = qf_plan_descs(p);
-    if (s == QF_OK && c)
+    if (s == QF_OK)
         s = qf_plan_operands(p, c);
     if (s == QF_OK)
         s = qf_plan_algo(ctx, p);
@@ -326,7 +336,6 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     want->b_mode = g->b_mode;
     return QF_OK;
 }
-
 
 static cublasStatus_t qf_lt_matmul(qf_ctx_t *ctx, const qf_gemm_plan *p,
                                    const cublasLtMatmulAlgo_t *algo, const qf_lt_call *c,
@@ -392,17 +401,6 @@ static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, vo
     (void)cudaGetLastError(); /* a failed candidate leaves no error behind */
 }
 
-/* The call's scale pointers and bias in the plan's descriptor (cheap host writes, per call; Lt's
- * A is our B). Set before the heuristic too: cuBLASLt refuses block scale modes without them. */
-static qf_status qf_plan_operands(qf_gemm_plan *p, const qf_lt_call *c) {
-    if (c->sa) {
-        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &c->sb, sizeof c->sb));
-        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &c->sa, sizeof c->sa));
-    }
-    if (p->has_bias)
-        QF_TRY(qf_lt_set(p, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c->bias, sizeof c->bias));
-    return QF_OK;
-}
 
 /* Locks ctx, finds or builds the plan (tuning it on its first call), and runs it: the arguments
  * are checked by the caller. */
@@ -411,8 +409,6 @@ static qf_status qf_lt_plan_run(qf_ctx_t *ctx, const qf_gemm_plan *want, const q
     pthread_mutex_lock(&ctx->lock);
     qf_gemm_plan *p = NULL;
     qf_status s = qf_plan_get(ctx, want, c, &p);
-    if (s == QF_OK)
-        s = qf_plan_operands(p, c);
     if (s != QF_OK)
         goto out;
     if (!p->tuned && !p->accumulate)
@@ -427,17 +423,21 @@ out:
     return s;
 }
 
+/* The loaded cuBLASLt is `need` or newer, for block scale modes `mode` (named in the message). */
+static qf_status qf_gemm_lt_version_of(const char *op, const char *mode, int need) {
+    size_t v = cublasLtGetVersion();
+    if (v < (size_t)need)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: the loaded cuBLASLt is version %zu; "
+                            "block-scaled (%s) GEMMs need %d or newer", op, v, mode, need);
+    return QF_OK;
+}
+
 qf_status qf_gemm_lt_fp8(qf_ctx_t *ctx, const char *op, const qf_gemm_lt_fp8_args *g,
                          const qf_tensor *bias, qf_tensor *y, void *stream) {
     qf_gemm_plan want = {0};
     QF_TRY(qf_check_gemm_args(ctx, op, g, bias, y, &want));
-    if (want.a_mode || want.b_mode) {
-        const size_t v = cublasLtGetVersion();
-        if (v < QF_LT_BLOCK_VERSION)
-            return qf_set_error(QF_ERR_UNSUPPORTED, "%s: the loaded cuBLASLt is version %zu; "
-                                "block-scaled FP8 GEMMs need %d or newer", op, v,
-                                QF_LT_BLOCK_VERSION);
-    }
+    if (want.a_mode || want.b_mode)
+        QF_TRY(qf_gemm_lt_version_of(op, "VEC128_32F, BLK128x128_32F", QF_LT_BLOCK_VERSION));
     QF_TRY(qf_ctx_ready(ctx, op, stream));
     const qf_lt_call c = {g->a->data, g->a_scale_inv, g->b->data, g->b_scale_inv, NULL,
                           bias ? bias->data : NULL, y->data};
@@ -458,17 +458,8 @@ qf_status qf_gemm_lt_bf16(qf_ctx_t *ctx, const qf_gemm_lt_bf16_args *g, void *st
 
 /* ==================================================================== MXFP8 (sm_100 and later) */
 
-static qf_status qf_gemm_lt_mx_version_of(const char *op, const char *mode) {
-    size_t v = cublasLtGetVersion();
-    if (v < QF_LT_MX_VERSION)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: the loaded cuBLASLt is version %zu; "
-                            "block-scaled (%s) GEMMs need %d or newer", op, v, mode,
-                            QF_LT_MX_VERSION);
-    return QF_OK;
-}
-
 static qf_status qf_gemm_lt_mx_version(void) {
-    return qf_gemm_lt_mx_version_of("qf_gemm (mxfp8)", "VEC32_UE8M0");
+    return qf_gemm_lt_version_of("qf_gemm (mxfp8)", "VEC32_UE8M0", QF_LT_MX_VERSION);
 }
 
 qf_status qf_gemm_lt_mxfp8(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a_scale,
@@ -500,7 +491,7 @@ qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
                            const qf_tensor *b, const qf_tensor *b_scale, const float *alpha_beta,
                            const qf_tensor *bias, qf_tensor *y, int64_t M, int64_t N, int64_t K,
                            int accumulate, void *stream) {
-    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
+    QF_TRY(qf_gemm_lt_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3", QF_LT_MX_VERSION));
     qf_gemm_plan want = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
                          .td = y->dtype, .has_bias = bias && bias->data,
                          .block_scaled = QF_LT_NVFP4, .dev_alpha = 1, .accumulate = accumulate};
@@ -510,7 +501,7 @@ qf_status qf_gemm_lt_nvfp4(qf_ctx_t *ctx, const qf_tensor *a, const qf_tensor *a
 }
 
 qf_status qf_gemm_lt_nvfp4_describe(int64_t M, int64_t N, int64_t K, int has_bias) {
-    QF_TRY(qf_gemm_lt_mx_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3"));
+    QF_TRY(qf_gemm_lt_version_of("qf_gemm (nvfp4)", "VEC16_UE4M3", QF_LT_MX_VERSION));
     qf_gemm_plan p = {.M = M, .N = N, .K = K, .ta = QF_DTYPE_E2M1, .tb = QF_DTYPE_E2M1,
                       .td = QF_DTYPE_BF16, .has_bias = has_bias, .block_scaled = QF_LT_NVFP4,
                       .dev_alpha = 1};
