@@ -562,3 +562,43 @@ def test_delayed_scaling_modules_on_meta(monkeypatch, module):
         assert x.grad.shape == (rows, K)
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+def test_deepcopy_shares_the_group_not_the_host_state(monkeypatch, module):
+    """copy.deepcopy of a module with an amax group (a one-rank gloo group on the CPU): the copy
+    has the same group (a process group cannot be copied), equal parameters in storage of its
+    own, and host state of its own that starts as the original's (rng seed and offset, group)."""
+    import os
+    import warnings
+    import copy
+    import torch.distributed as dist
+    import qfuse.torch as qt
+    if not dist.is_available():
+        pytest.skip("this torch has no torch.distributed")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29531")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        group = dist.group.WORLD
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the CPU fallback's report
+            m = (qt.LayerNormLinear(K, N, recipe="fp8_current", device="cpu", rng_seed=7,
+                                    amax_group=group) if module == "LayerNormLinear" else
+                 qt.LayerNormMLP(K, 64, recipe="nvfp4", device="cpu", rng_seed=7,
+                                 amax_group=group))
+        qops._layer_state(m._layer).offset = 5
+        c = copy.deepcopy(m)
+        assert c.amax_group is group
+        assert len(c._layers()) == len(m._layers())
+        for a, b in zip(c._layers(), m._layers()):
+            sa, sb = qops._layer_state(a), qops._layer_state(b)
+            assert a != b and sa is not sb
+            assert (sa.seed, sa.amax_group, sa.key) == (7, group, None)
+        assert qops._layer_state(c._layer).offset == 5
+        for (n, p), q in zip(m.named_parameters(), c.parameters()):
+            assert torch.equal(p, q) and p.data_ptr() != q.data_ptr(), n
+        c.amax_group = None  # the original keeps its group
+        assert m.amax_group is group and qops._layer_state(m._layer).amax_group is group
+    finally:
+        dist.destroy_process_group()

@@ -1,6 +1,7 @@
 """qfuse.torch.LayerNormLinear and LayerNormMLP: LayerNorm or RMSNorm followed by a Linear (or a
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
+import copy
 import math
 import warnings
 
@@ -175,8 +176,24 @@ class _FusedNorm(torch.nn.Module):
         for layer in self._layers():
             ops.set_amax_group(layer, group)
 
+    _LAYER_ATTRS = ("_layer",)  # the attributes holding this module's layer ids (ops.new_layer)
+
     def _layers(self):
-        return [self._layer]
+        return [getattr(self, a) for a in self._LAYER_ATTRS]
+
+    def __deepcopy__(self, memo):
+        """copy.deepcopy: the parameters, buffers and state copied; the amax group shared (a
+        process group is a handle, not data); host state of its own (ops.copy_layer), so the
+        copy's weight cache and rng stream do not touch the original's."""
+        if self._amax_group is not None:
+            memo[id(self._amax_group)] = self._amax_group
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = copy.deepcopy(v, memo)
+        for a in self._LAYER_ATTRS:
+            new.__dict__[a] = ops.copy_layer(self.__dict__[a])
+        return new
 
     def update_scales(self, group=None):
         """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
@@ -347,8 +364,7 @@ class LayerNormMLP(_FusedNorm):
                 hidden_size, fin, self.ffn_hidden_size, hidden_size, fb)[2]))
                 for fb in (False, True)}
 
-    def _layers(self):
-        return [self._layer, self._layer_w2]
+    _LAYER_ATTRS = ("_layer", "_layer_w2")
 
     def extra_repr(self):
         return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
