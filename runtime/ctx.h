@@ -123,6 +123,10 @@ QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);
  * single `const qf_*_params p`), binding ctx first. Errors: QF_ERR_NO_DEVICE, QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                                     unsigned smem, void *params, void *stream);
+/* The same on a grid_x x grid_y grid. */
+QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned grid_x,
+                                       unsigned grid_y, unsigned block, unsigned smem,
+                                       void *params, void *stream);
 
 /* One launch of a norm/quantize module that may have row-in-registers entries (`<name>_rowsN`,
  * QF_ROWS_VARIANTS of them): the smallest entry whose IT covers a row, on a persistent grid of
@@ -132,14 +136,18 @@ QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid,
  * the rows entry (M and K multiples of QF_COLS_TILE, out_col 16-byte aligned): then the rows
  * entry writes statistics, amax and the rowwise copy (if asked) and `<name>_cols`, on
  * (M/QF_COLS_TILE) * (K/QF_COLS_TILE) blocks, the transposed copy. Otherwise the tiled entry on
- * cdiv(M, tile_m) blocks. p is the call's parameter block. Errors: QF_ERR_UNSUPPORTED (M
- * too large for one grid), as qf_ctx_launch. */
+ * cdiv(M, tile_m) blocks. A call with tiled_k (fp8_block: its 128x1 blocks are taller than a
+ * `_cols` tile) has no `_cols` entry: its columnwise copy comes from the tiled entry, on
+ * cdiv(M, tile_m) x cdiv(K, tiled_k) blocks when the kernel has no norm (one per tile), on
+ * cdiv(M, tile_m) blocks with one (the statistics need whole rows). p is the call's parameter
+ * block. Errors: QF_ERR_UNSUPPORTED (M too large for one grid), as qf_ctx_launch. */
 #define QF_COLS_TILE 64 /* rows and columns of one block of a `<name>_cols` entry */
 typedef struct qf_rows_call {
     qf_dtype xdt;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
     int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
                   * pass): a rows entry runs alone, without `<name>_cols` */
+    unsigned tiled_k; /* > 0: columns per block of the tiled entry along K (see above) */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,

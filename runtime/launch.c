@@ -44,15 +44,21 @@ qf_status qf_ctx_load(qf_ctx_t *ctx, const char *op, void *stream, const qf_kern
     return qf_ctx_kernel(ctx, k, inst ? inst : &def, out);
 }
 
-qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
-                        unsigned smem, void *params, void *stream) {
+qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned grid_x, unsigned grid_y,
+                           unsigned block, unsigned smem, void *params, void *stream) {
     const qf_cu_api *cu = qf_cu();
     if (!cu)
         return QF_ERR_NO_DEVICE;
     QF_TRY(qf_ctx_bind(ctx));
     void *args[] = {params};
-    QF_CU_CHECK(cu->LaunchKernel(fn, grid, 1, 1, block, 1, 1, smem, (CUstream)stream, args, NULL));
+    QF_CU_CHECK(cu->LaunchKernel(fn, grid_x, grid_y, 1, block, 1, 1, smem, (CUstream)stream, args,
+                                 NULL));
     return QF_OK;
+}
+
+qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
+                        unsigned smem, void *params, void *stream) {
+    return qf_ctx_launch_2d(ctx, fn, grid, 1, block, smem, params, stream);
 }
 
 static int qf_aligned16(const void *p) {
@@ -89,6 +95,24 @@ static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
     return k->norm == QF_NORM_NONE && lk->fn_rows[last] ? last : -1;
 }
 
+/* The tiled entry: cdiv(M, tile_m) blocks, times cdiv(K, tiled_k) (at most 65535) when the call
+ * has tiled_k and the kernel no norm; the kernel walks its chunks with stride gridDim.y. */
+static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
+                                     const qf_kernel_entry *k, const qf_rows_call *c,
+                                     qf_q_params *p, void *stream) {
+    const int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
+    if (grid > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
+                            (long long)p->M);
+    int64_t gy = 1;
+    if (c->tiled_k && k->norm == QF_NORM_NONE) {
+        gy = (p->K + c->tiled_k - 1) / c->tiled_k;
+        gy = gy < 65535 ? gy : 65535;
+    }
+    return qf_ctx_launch_2d(ctx, lk->fn, (unsigned)grid, (unsigned)gy, k->block_threads, 0, p,
+                            stream);
+}
+
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                              const qf_rows_call *c, qf_q_params *p, void *stream) {
     const int r = qf_rows_entry(lk, k, c, p);
@@ -101,11 +125,7 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
         const int64_t tiles = (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE);
         return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, p, stream);
     }
-    const int64_t grid = (p->M + k->tile_m - 1) / k->tile_m;
-    if (grid > 0x7fffffff)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
-                            (long long)p->M);
-    return qf_ctx_launch(ctx, lk->fn, (unsigned)grid, k->block_threads, 0, p, stream);
+    return qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
 }
 
 qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream) {

@@ -244,11 +244,12 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 
 /* {===================================================================== FP8 block scaling */
 
-/* FP8 block scaling (numerics 2.5): one launch. The tiled entry (cdiv(M, 128) blocks, a strip of
- * 128 rows each) writes both copies from one read of each chunk, or a row-in-registers entry the
- * rowwise 1x128 copy alone (not the 128x128 weight tiles). The scale options reach the kernel
- * in its parameter block; block 0 writes the 1.0 padding of the scale matrices, so nothing is
- * cleared before the launch. */
+/* FP8 block scaling (numerics 2.5). A columnwise copy (and the weights' 128x128 tiles) comes
+ * from the tiled entry with both copies from one read of x: one block per 128x128 tile without
+ * a norm, per strip of 128 rows with one (the statistics need whole rows); the rowwise 1x128
+ * copy alone from a row-in-registers entry where x's alignment allows. See qf_ctx_launch_rows.
+ * The scale options reach the kernel in its parameter block; block (0, 0) writes the 1.0
+ * padding of the scale matrices, so nothing is cleared before the launch. */
 static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
@@ -259,7 +260,8 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
                             c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
-    const qf_rows_call rc = {.xdt = k->in_dtype, .rows_ok = k->role != QF_ROLE_WEIGHT};
+    const qf_rows_call rc = {
+        .xdt = k->in_dtype, .rows_ok = k->role != QF_ROLE_WEIGHT, .tiled_k = QF_FP8_BLOCK};
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 

@@ -9,18 +9,20 @@
  * fp32; q = rn_sat(fl(y * scale))) and numerics 3 (y as in the other quantizers). C reference:
  * qf_norm_quantize_fp8_block_ref in runtime/ref/ref_fp8_block.c; given this kernel's mu/rsigma
  * the bytes are identical. Scale matrices in TE's GEMM_READY layouts (scale_index below); their
- * padding entries are written with 1.0 by block 0 (never read by a GEMM), so no memset runs.
+ * padding entries are written with 1.0 by block (0, 0) (never read by a GEMM), so no memset runs.
  *
  * Two entry points share the numerics:
- * - `<name>` (tiled; any M and K, any alignment, 1D or 2D, rowwise and/or columnwise): one block
- *   of 256 threads owns a strip of 128 rows (one 128x1 block per column, one row of 128x128
- *   tiles). Phase 1: the rows' statistics (tile_stats, one warp per row). Phase 2: the strip is
- *   walked in 128x128 chunks; each thread holds 8 (16-bit x) or 16 (fp32 x) rows of one 16-byte
- *   column segment (64 values) in registers, so x is loaded once per chunk with coalesced 16-byte
- *   loads where K and x allow; row blocks reduce their amax with shuffles over the 16 or 32 lanes
- *   of a row, column blocks (and the tile) through shared memory; the rowwise bytes go straight
- *   to memory, the columnwise bytes through a transposed 128x128 byte tile in shared memory,
- *   stored as coalesced 4-byte words of the [K, M] rows.
+ * - `<name>` (tiled; any M and K, any alignment, 1D or 2D, rowwise and/or columnwise): block
+ *   (blockIdx.x, blockIdx.y) of 256 threads owns the 128 rows of strip blockIdx.x (one 128x1
+ *   block per column, one row of 128x128 tiles) and its 128-column chunks blockIdx.y,
+ *   + gridDim.y, ... (gridDim.y is 1 with a norm: the statistics need whole rows). Phase 1: the
+ *   rows' statistics (tile_stats, one warp per row). Phase 2: the chunks; each thread holds 8
+ *   (16-bit x) or 16 (fp32 x) rows of one 16-byte column segment (64 values) in registers, so x
+ *   is loaded once per chunk with coalesced 16-byte loads where K and x allow; row blocks reduce
+ *   their amax with shuffles over the 16 or 32 lanes of a row, column blocks (and the tile)
+ *   through shared memory; the rowwise bytes go straight to memory, the columnwise bytes through
+ *   a transposed 128x128 byte tile in shared memory, stored as coalesced 4-byte words of the
+ *   [K, M] rows.
  * - `<name>_rows{1,2,4,8}` (rowwise 1x128 only; K * sizeof(x) a multiple of 16, 16-byte aligned
  *   pointers; the runtime checks all of these): each block loops over rows (persistent grid); a
  *   row (without a norm: each chunk of it) is held in registers as IT 16-byte vectors per
@@ -107,9 +109,9 @@ __device__ __forceinline__ void pad_scales(unsigned char *s, long long R, long l
     }
 }
 
-/* Block 0's share: the padding of every selected scale matrix. */
+/* Block (0, 0)'s share: the padding of every selected scale matrix. */
 __device__ __forceinline__ void pad_all(const qf_q_params &p) {
-    if (blockIdx.x != 0)
+    if (blockIdx.x != 0 || blockIdx.y != 0)
         return;
     if (kRowwise)
         pad_scales(p.scale_row, p.M, p.K);
@@ -346,7 +348,8 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
     const int r0 = threadIdx.x / kTpr, c = (threadIdx.x % kTpr) * kEpv;
     const bool vec = !kHasPrologue && p.K % kEpv == 0 &&
                      (reinterpret_cast<unsigned long long>(p.x) & 15ull) == 0;
-    for (long long k0 = 0; k0 < p.K; k0 += kBlk) {
+    for (long long k0 = static_cast<long long>(blockIdx.y) * kBlk; k0 < p.K;
+         k0 += static_cast<long long>(gridDim.y) * kBlk) {
         float y[kPasses][kEpv], ramax[kPasses], camax[kEpv];
         chunk_load(p, sm, m0, k0, r0, c, vec, y, ramax, camax);
         if (kColumnwise || kBlock2d)

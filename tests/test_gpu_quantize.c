@@ -292,12 +292,19 @@ typedef struct recipe_run {
     int rank, nfam;
 } recipe_run;
 
-/* fn(run, arg) for every recipe whose family has hooks, in registry order, on one context. */
+/* 1 unless QFUSE_TEST_RECIPE names another recipe (one recipe's cases alone). */
+static int recipe_selected(const qf_recipe *r) {
+    const char *only = getenv("QFUSE_TEST_RECIPE");
+    return !only || !*only || strcmp(only, r->name) == 0;
+}
+
+/* fn(run, arg) for every selected recipe whose family has hooks, in registry order, on one
+ * context. */
 static void for_each_recipe(void (*fn)(const recipe_run *run, int arg), int arg) {
     qf_ctx_t *ctx = gpu_ctx();
     for (int r = 0; r < qf_recipe_count; r++) {
         recipe_run run = {.ctx = ctx, .r = &qf_recipes[r], .h = hooks_of(&qf_recipes[r])};
-        if (!run.h)
+        if (!run.h || !recipe_selected(run.r))
             continue;
         run.rank = recipe_rank(run.r, &run.nfam);
         fn(&run, arg);
