@@ -358,18 +358,26 @@ def bench_gemm_shape(rows, shape, l2, args):
     for kind, fn in (("peer_eager", gemm_fp8), ("peer_compile", compiled(gemm_fp8))):
         row = new_row(kind, "fp8_delayed", "gemm_fp8", "", "e4m3", "", m, k, n)
         run_peer(rows, row, fn, arg_sets, args, nbytes, flops)
-    # FP8 block scaling (numerics 2.5) on the same bytes: a's 1x128 scales [M, K/128] stored
-    # K-block-major, the weight's 128x128 tiles (fprop, dgrad) or the other 1x128 operand
-    # (wgrad), in the layouts torch._scaled_mm takes for cuBLASLt's VEC128 / BLK128x128 modes
+    del arg_sets
+    # FP8 block scaling (numerics 2.5) on operand bytes drawn as qfuse-bench's rows draw them
+    # (random bytes with bit 3 clear, never NaN; every scale 1.0: a GEMM's speed depends on its
+    # data): a's 1x128 scales [M, K/128] stored K-block-major, the weight's 128x128 tiles
+    # (fprop, dgrad) or the other 1x128 operand (wgrad), in the layouts torch._scaled_mm takes
+    # for cuBLASLt's VEC128 / BLK128x128 modes
     kb = -(-k // 128)
-    block_sets = [(a, w, torch.ones(kb, m, device="cuda").t(),
-                   torch.ones(-(-n // 128), kb, device="cuda").t() if weight
-                   else torch.ones(kb, n, device="cuda")) for a, w, _, _ in arg_sets]
+    block_sets = []
+    for _ in range(sets):
+        a = torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7
+        w = torch.randint(0, 256, (n, k), device="cuda", dtype=torch.uint8) & 0xF7
+        block_sets.append((a.view(torch.float8_e4m3fn), w.view(torch.float8_e4m3fn),
+                           torch.ones(kb, m, device="cuda").t(),
+                           torch.ones(-(-n // 128), kb, device="cuda").t() if weight
+                           else torch.ones(kb, n, device="cuda")))
     row = new_row("peer_eager", "fp8_block", "gemm_fp8_block", "", "e4m3", "", m, k, n)
     run_peer(rows, row, gemm_fp8, block_sets, args, nbytes, flops)
-    row["note"] = row["note"] or ("torch._scaled_mm, 1x128 x %s block scales"
-                                  % ("128x128" if weight else "1x128"))
-    del arg_sets, block_sets
+    row["note"] = row["note"] or ("torch._scaled_mm, 1x128 x %s block scales, qfuse-bench's "
+                                  "operand bytes" % ("128x128" if weight else "1x128"))
+    del block_sets
     bench_block_gemm_emulated(rows, shape, l2, args)
 
 
