@@ -293,11 +293,15 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
     }
 }
 
+/* The QF_DQ_VEC-element chunks of stage v: the work items of its <name>_dequant launch. */
+static int64_t qf_g_dequant_chunks(const qf_g_stage *v) {
+    return v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+}
+
 /* Whether one <name>_dequant launch covers stage v (checked before any kernel load, so that a
  * device-less context refuses what a GPU refuses). */
 static qf_status qf_g_dequant_fits(const char *op, const qf_g_stage *v) {
-    const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
-    if (chunks > (int64_t)UINT32_MAX - QF_DQ_THREADS * QF_DQ_CHUNKS)
+    if (qf_g_dequant_chunks(v) > (int64_t)UINT32_MAX - QF_DQ_THREADS * QF_DQ_CHUNKS)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: an operand of [%lld, %lld] elements is too "
                             "large for one dequantize launch", op, (long long)v->rows,
                             (long long)v->cols);
@@ -306,14 +310,13 @@ static qf_status qf_g_dequant_fits(const char *op, const qf_g_stage *v) {
 
 static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                               const qf_g_stage *v, void *out, void *stream) {
-    const int64_t chunks = v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
     QF_TRY(qf_g_dequant_fits(op, v));
     qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
                       .block_rows = v->block_rows, .block_cols = v->block_cols,
                       .out_fp32 = v->out_fp32};
     const int64_t per_block = QF_DQ_THREADS * QF_DQ_CHUNKS;
-    const int64_t blocks = (chunks + per_block - 1) / per_block;
+    const int64_t blocks = (qf_g_dequant_chunks(v) + per_block - 1) / per_block;
     return qf_ctx_launch(ctx, lk->fn_dequant, blocks > 0 ? (unsigned)blocks : 1u, QF_DQ_THREADS,
                          0, &p, stream);
 }

@@ -1,6 +1,7 @@
 /* op_quantize.c: the quantize op (numerics 2, 3) of every family, with or without a fused norm: the
  * common argument checks, one dispatch on the recipe's family, and each family's launcher. */
 #include "ctx.h"
+#include "names.h"
 #include "validate.h"
 
 #define QF_MAX_SHAPES 12
@@ -251,6 +252,11 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
  * The scale options reach the kernel in its parameter block; block (0, 0) writes the 1.0
  * padding of the scale matrices, so nothing is cleared before the launch. */
 static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
+    QF_TRY(qf_check_layout(c->op, c->out));
+    if (c->out->layout != QF_SCALE_LAYOUT_COMPACT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->layout is %s; FP8 block scaling has one "
+                            "scale layout, compact (numerics 2.5)", c->op,
+                            qf_enum_name(QF_ENUM_SCALE_LAYOUT, c->out->layout));
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
     qf_q_params p = qf_q_params_of(c);

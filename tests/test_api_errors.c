@@ -524,6 +524,13 @@ FB_TEST(test_fb_weight_with_1d_scales,
 FB_TEST(test_fb_missing_col_scale, fb_slot(&a, QF_SLOT_COLUMNWISE_SCALE_INV)->data = NULL,
         QF_ERR_INVALID_ARG, "qf_quantize: out->columnwise_scale_inv.data is NULL")
 
+/* One scale layout: the compact GEMM_READY matrices (a swizzled request is not ignored). */
+FB_TEST(test_fb_swizzled_layout, a.out.layout = QF_SCALE_LAYOUT_SWIZZLED, QF_ERR_INVALID_ARG,
+        "qf_quantize: out->layout is swizzled; FP8 block scaling has one scale layout, compact")
+
+FB_TEST(test_fb_layout_out_of_range, a.out.layout = (qf_scale_layout)7, QF_ERR_INVALID_ARG,
+        "qf_quantize: out->layout 7 is not a qf_scale_layout")
+
 FB_TEST(test_fb_mu_wrong_size, fb_slot(&a, QF_SLOT_MU)->dims[0] = FB_M + 1, QF_ERR_INVALID_ARG,
         "out->mu has 6 elements", "requires 5")
 
@@ -694,6 +701,8 @@ int main(void) {
         T(test_fb_columnwise_not_transposed),
         T(test_fb_weight_with_1d_scales),
         T(test_fb_missing_col_scale),
+        T(test_fb_swizzled_layout),
+        T(test_fb_layout_out_of_range),
         T(test_fb_mu_wrong_size),
         T(test_stream_of_other_context),
         T(test_bad_input_writes_nothing),

@@ -37,6 +37,11 @@ class QfuseError(RuntimeError):
         super().__init__("%s (%s)" % (message, self.status))
 
 
+class QfuseArgumentError(QfuseError, ValueError):
+    """A libqfuse call refused its arguments (QF_ERR_INVALID_ARG): a QfuseError and a
+    ValueError, as Python's own argument errors are."""
+
+
 class Tensor(ctypes.Structure):  # qf_tensor
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
                 ("dims", ctypes.c_int64 * MAX_DIMS)]
@@ -232,10 +237,13 @@ lib = _Lib()
 
 
 def check(status, what=""):
-    """Raises QfuseError for a failed qf_status, with qf_last_error()'s message."""
+    """Raises QfuseError for a failed qf_status (QfuseArgumentError for QF_ERR_INVALID_ARG),
+    with qf_last_error()'s message."""
     if status != 0:
         msg = (lib.qf_last_error() or b"").decode(errors="replace")
-        raise QfuseError(status, msg or what or "libqfuse call failed")
+        invalid = 0 <= status < len(STATUS) and STATUS[status] == "QF_ERR_INVALID_ARG"
+        raise (QfuseArgumentError if invalid else QfuseError)(
+            status, msg or what or "libqfuse call failed")
 
 
 _contexts = {}

@@ -281,7 +281,7 @@ static double gpu_loss(runner *rr, trainee *t, int grads) {
 static void gpu_alloc_quantized(gpu_run *r, const qf_shape_query qs[Q_COUNT]) {
     qf_quantized *dst[Q_COUNT] = {&r->mlp.xq, &r->mlp.w1q, &r->mlp.aq, &r->mlp.w2q, &r->g.dyq,
                                   &r->g.dhq};
-    const qf_scale_layout layout = tool_gemm_scale_layout();
+    const qf_scale_layout layout = tool_gemm_scale_layout(r->r);
     const int delayed = r->r->family == QF_FAMILY_FP8_DELAYED;
     for (int i = 0; i < Q_COUNT; i++) {
         r->nq[i] = alloc_from_shapes(r->r, &qs[i], r->qs[i], r->qb[i], TOOL_MAX_SHAPES);

@@ -157,7 +157,7 @@ static void run_alloc_outputs(run_state *st) {
     alloc_from_shapes(st->r, &qy, ys, &st->y, 1);
     bind_slots(st->xs, st->xb, st->nx, &st->ll.xq);
     bind_slots(st->ws, st->wb, st->nw, &st->ll.wq);
-    st->ll.xq.layout = st->ll.wq.layout = tool_gemm_scale_layout();
+    st->ll.xq.layout = st->ll.wq.layout = tool_gemm_scale_layout(st->r);
     if (delayed_scaling(st)) {
         st->ll.xq.t[QF_SLOT_AMAX].data = st->amax.d;
         st->ll.wq.t[QF_SLOT_AMAX].data = (float *)st->amax.d + 1;

@@ -66,12 +66,14 @@ void bind_slots(const qf_shape *sh, const dbuf *bufs, int n, qf_quantized *q) {
     }
 }
 
-/* Block scales compact for qfuse's Hopper GEMMs, swizzled for cuBLASLt on Blackwell. */
-qf_scale_layout tool_gemm_scale_layout(void) {
-    int dev = 0, major = 0;
+qf_scale_layout tool_gemm_scale_layout(const qf_recipe *r) {
+    int dev = 0, major = 0, minor = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    return major >= 10 ? QF_SCALE_LAYOUT_SWIZZLED : QF_SCALE_LAYOUT_COMPACT;
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    qf_scale_layout l = QF_SCALE_LAYOUT_COMPACT;
+    return qf_gemm_scale_layout(r->name, major * 10 + minor, &l) == QF_OK ? l
+                                                                         : QF_SCALE_LAYOUT_COMPACT;
 }
 
 

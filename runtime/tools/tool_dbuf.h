@@ -45,8 +45,9 @@ enum { TOOL_MLP_X, TOOL_MLP_W1, TOOL_MLP_A, TOOL_MLP_W2, TOOL_MLP_DY, TOOL_MLP_D
 void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                       qf_norm norm, qf_shape_query q[TOOL_MLP_COUNT]);
 
-/* The block-scale layout the current device's GEMMs read: compact for qfuse's Hopper GEMMs,
- * swizzled for cuBLASLt on Blackwell. */
-qf_scale_layout tool_gemm_scale_layout(void);
+/* The block-scale layout the current device's GEMM of recipe r reads (qf_gemm_scale_layout:
+ * compact for qfuse's Hopper GEMMs and FP8 block scaling, swizzled for MXFP8 / NVFP4 through
+ * cuBLASLt on Blackwell); compact where the recipe has no GEMM there. */
+qf_scale_layout tool_gemm_scale_layout(const qf_recipe *r);
 
 #endif /* QF_TOOL_DBUF_H */

@@ -87,9 +87,10 @@ def test_bad_queries_raise():
     with pytest.raises(QfuseError) as e:
         shapes.outputs("nvfp4", "quantize", role="grad", outputs=3, M=20, K=64)
     assert e.value.status == "QF_ERR_INVALID_ARG" and "rejects the shape query" in str(e.value)
+    assert isinstance(e.value, ValueError)  # QfuseArgumentError: an argument error
     with pytest.raises(QfuseError) as e:
         shapes.outputs("no_such_recipe", "gemm", M=1, N=1, K=1)
-    assert e.value.status == "QF_ERR_NOT_FOUND"
+    assert e.value.status == "QF_ERR_NOT_FOUND" and not isinstance(e.value, ValueError)
     with pytest.raises(QfuseError):
         shapes.outputs("mxfp8", "quantize", role="weight", outputs=0, M=32, K=32)
     with pytest.raises(ValueError, match="NUL"):
