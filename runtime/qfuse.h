@@ -223,9 +223,9 @@ qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *la
  * reads the data, scales and amax of the copy it is given. Does not own any memory. */
 typedef struct qf_quantized {
     qf_tensor t[QF_SLOT_COUNT];
-    qf_scale_layout layout; /* MXFP8, NVFP4 (FP8 block scaling has one layout, compact): compact
-                             * (the generated Hopper GEMM) or swizzled
-                             * (cuBLASLt on sm_100+); per-tensor FP8 ignores it */
+    qf_scale_layout layout; /* MXFP8, NVFP4: compact (the generated Hopper GEMM) or swizzled
+                             * (cuBLASLt on sm_100+); FP8 block scaling: compact, its one
+                             * layout (another is refused); per-tensor FP8 ignores it */
 } qf_quantized;
 
 /* The copies of a quantized tensor. */
