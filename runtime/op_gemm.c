@@ -209,12 +209,19 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r, con
 
 /* {===================================================================== FP8 block scaling */
 
-/* One fp8_block operand of role `role` (numerics 2.5): E4M3 data [rows, K], K-major in every
- * copy (the columnwise copies are transposed), and its fp32 scale_inv in the layout cuBLASLt
- * reads: 128x128 tiles for weights ([cdiv(rows,128), roundup(cdiv(K,128),4)], BLK128x128_32F),
+/* One fp8_block operand of role `role` (numerics 2.5): compact scale layout, E4M3 data [rows, K],
+ * K-major in every copy (the columnwise copies are transposed), and its fp32 scale_inv in the
+ * layout cuBLASLt reads: 128x128 tiles for weights ([cdiv(rows,128), roundup(cdiv(K,128),4)], BLK128x128_32F),
  * 1x128 blocks along K otherwise ([cdiv(K,128), roundup(rows,4)], VEC128_32F). */
 static qf_status qf_g_block_operand(const char *op, const qf_g_opnd *v, qf_role role,
                                     qf_lt_scale *mode) {
+    if (v->layout != QF_SCALE_LAYOUT_COMPACT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s comes with scale layout %d (%s); FP8 block "
+                            "scaling has one scale layout, compact (numerics 2.5)", op,
+                            v->data_arg, (int)v->layout,
+                            (unsigned)v->layout < QF_SCALE_LAYOUT_COUNT
+                                ? qf_enum_name(QF_ENUM_SCALE_LAYOUT, v->layout)
+                                : "not a qf_scale_layout");
     int64_t rows, K;
     QF_TRY(qf_g_data(op, v, QF_DTYPE_E4M3, "fp8_block quantizes every role to E4M3", &rows, &K));
     const int64_t kb = (K + 127) / 128;

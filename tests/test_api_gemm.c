@@ -442,6 +442,31 @@ static void test_recipe_file_same_api(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* fp8_block's GEMM (cuBLASLt block scales, numerics 2.5): the fprop of y [100, 64] = A [100, 96]
+ * (1x128 scales [1, 100]) x W [64, 96] (128x128 tiles [1, 4]) reaches the device with compact
+ * scales; an operand quantized with another layout is refused, naming it (the layout is not
+ * ignored: FP8 block scaling has one). */
+static void test_fbg_layout(void **state) {
+    nvg_args g = {.ctx = *state, .recipe = "fp8_block", .layout = QF_SCALE_LAYOUT_COMPACT,
+                  .copy_a = QF_COPY_ROWWISE, .copy_b = QF_COPY_ROWWISE};
+    g.qa.t[QF_SLOT_ROWWISE_DATA] = t2(slot(0), QF_DTYPE_E4M3, NVG_M, NVG_K);
+    g.qa.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(1), QF_DTYPE_FP32, 1, NVG_M);
+    g.qb.t[QF_SLOT_ROWWISE_DATA] = t2(slot(3), QF_DTYPE_E4M3, NVG_N, NVG_K);
+    g.qb.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(4), QF_DTYPE_FP32, 1, 4);
+    g.bias = t1(slot(6), QF_DTYPE_BF16, NVG_N);
+    g.y = t2(slot(7), QF_DTYPE_BF16, NVG_M, NVG_N);
+    expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
+    g.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a.rowwise_data comes with scale layout 1 "
+           "(swizzled); FP8 block scaling has one scale layout, compact");
+    g.layout = (qf_scale_layout)7;
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "scale layout 7 (not a qf_scale_layout)");
+    g.qa.layout = QF_SCALE_LAYOUT_COMPACT, g.qb.layout = QF_SCALE_LAYOUT_SWIZZLED;
+    const qf_operand a = {&g.qa, QF_COPY_ROWWISE}, b = {&g.qb, QF_COPY_ROWWISE};
+    expect(qf_gemm(g.ctx, "fp8_block", &a, &b, &g.bias, &g.y, NULL), QF_ERR_INVALID_ARG,
+           "qf_gemm: b.rowwise_data comes with scale layout 1 (swizzled)");
+}
+
 /* opts->b_dequantized, b's bf16 copy [N, K] in elements: valid with a matching bf16 tensor,
  * refused with the wrong dims, dtype or alignment, and under a per-tensor FP8 recipe. */
 static void test_nvg_b_dequantized(void **state) {
@@ -586,6 +611,7 @@ int main(void) {
         T(test_nvg_wrong_sizes),
         T(test_nvg_layout_for_arch),
         T(test_nvg_arch_and_family),
+        T(test_fbg_layout),
         T(test_nvg_b_dequantized),
         T(test_dequantize_args),
         T(test_recipe_file_same_api),

@@ -298,6 +298,17 @@ static int recipe_selected(const qf_recipe *r) {
     return !only || !*only || strcmp(only, r->name) == 0;
 }
 
+/* 1 when QFUSE_TEST_RECIPE is unset, empty or a built-in recipe's name (else every sweep would
+ * check nothing and pass). */
+static int recipe_filter_ok(void) {
+    for (int r = 0; r < qf_recipe_count; r++)
+        if (recipe_selected(&qf_recipes[r]))
+            return 1;
+    fprintf(stderr, "test_gpu_quantize: QFUSE_TEST_RECIPE=%s is not a built-in recipe's name\n",
+            getenv("QFUSE_TEST_RECIPE"));
+    return 0;
+}
+
 /* fn(run, arg) for every selected recipe whose family has hooks, in registry order, on one
  * context. */
 static void for_each_recipe(void (*fn)(const recipe_run *run, int arg), int arg) {
@@ -856,6 +867,8 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--child-disk-hit") == 0)
         return child_disk_hit();
     qf_test_filter_from_env();
+    if (!recipe_filter_ok())
+        return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_cache_across_processes),
         cmocka_unit_test(test_new_m_does_not_recompile),

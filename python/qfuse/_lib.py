@@ -30,11 +30,16 @@ STATUS = ("QF_OK", "QF_ERR_INVALID_ARG", "QF_ERR_UNSUPPORTED", "QF_ERR_NO_DEVICE
 
 
 class QfuseError(RuntimeError):
-    """A libqfuse call failed: .status is its qf_status name, the message qf_last_error()'s."""
+    """A libqfuse call failed: .status is its qf_status name (.code the number), the message
+    qf_last_error()'s (.message)."""
 
     def __init__(self, status, message):
+        self.code, self.message = status, message
         self.status = STATUS[status] if 0 <= status < len(STATUS) else str(status)
         super().__init__("%s (%s)" % (message, self.status))
+
+    def __reduce__(self):  # pickle and copy: the constructor's arguments, not the text
+        return type(self), (self.code, self.message)
 
 
 class QfuseArgumentError(QfuseError, ValueError):

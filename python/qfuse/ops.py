@@ -79,10 +79,20 @@ def _add_layer(state):
         return i
 
 
-def new_layer(seed=0, advance_rng=True):
-    """A layer id for the ops' host state (the weight cache, the rng offset). advance_rng=False
-    keeps the offset fixed (reproducible gradients, e.g. for torch.library.opcheck)."""
-    return _add_layer(_LayerState(seed, advance_rng))
+def new_layer(seed=0, advance_rng=True, offset=0):
+    """A layer id for the ops' host state (the weight cache, the rng offset, starting at
+    `offset`). advance_rng=False keeps the offset fixed (reproducible gradients, e.g. for
+    torch.library.opcheck)."""
+    state = _LayerState(seed, advance_rng)
+    state.offset = offset
+    return _add_layer(state)
+
+
+def layer_settings(layer):
+    """(seed, advance_rng, offset) of `layer`: new_layer's arguments for a layer that goes on
+    where it stands (a module loaded in another process)."""
+    s = _layer_state(layer)
+    return s.seed, s.advance_rng, s.offset
 
 
 def copy_layer(layer):

@@ -88,6 +88,10 @@ def test_bad_queries_raise():
         shapes.outputs("nvfp4", "quantize", role="grad", outputs=3, M=20, K=64)
     assert e.value.status == "QF_ERR_INVALID_ARG" and "rejects the shape query" in str(e.value)
     assert isinstance(e.value, ValueError)  # QfuseArgumentError: an argument error
+    import copy
+    import pickle
+    for c in (pickle.loads(pickle.dumps(e.value)), copy.copy(e.value)):  # crosses processes
+        assert type(c) is type(e.value) and str(c) == str(e.value) and c.status == e.value.status
     with pytest.raises(QfuseError) as e:
         shapes.outputs("no_such_recipe", "gemm", M=1, N=1, K=1)
     assert e.value.status == "QF_ERR_NOT_FOUND" and not isinstance(e.value, ValueError)

@@ -590,8 +590,8 @@ def test_deepcopy_shares_the_group_not_the_host_state(monkeypatch, module):
         qops._layer_state(m._layer).offset = 5
         c = copy.deepcopy(m)
         assert c.amax_group is group
-        assert len(c._layers()) == len(m._layers())
-        for a, b in zip(c._layers(), m._layers()):
+        assert len(c._host.layers) == len(m._host.layers)
+        for a, b in zip(c._host.layers, m._host.layers):
             sa, sb = qops._layer_state(a), qops._layer_state(b)
             assert a != b and sa is not sb
             assert (sa.seed, sa.amax_group, sa.key) == (7, group, None)
@@ -600,5 +600,19 @@ def test_deepcopy_shares_the_group_not_the_host_state(monkeypatch, module):
             assert torch.equal(p, q) and p.data_ptr() != q.data_ptr(), n
         c.amax_group = None  # the original keeps its group
         assert m.amax_group is group and qops._layer_state(m._layer).amax_group is group
+        cm = copy.deepcopy(torch.compile(m, backend="eager"))  # the compiled wrapper is kept
+        assert isinstance(cm, torch._dynamo.eval_frame.OptimizedModule)
+        assert cm._orig_mod is not m and cm._orig_mod.amax_group is group
+        assert cm._orig_mod._layer not in m._host.layers
+        import io
+        buf = io.BytesIO()  # pickled (torch.save): new layers of this process, no group
+        torch.save(m, buf)
+        buf.seek(0)
+        p = torch.load(buf, weights_only=False)
+        assert p.amax_group is None and p._layer not in m._host.layers
+        assert [qops.layer_settings(i) for i in p._host.layers] == \
+               [qops.layer_settings(i) for i in m._host.layers]
+        for (n, a), b in zip(m.named_parameters(), p.parameters()):
+            assert torch.equal(a, b), n
     finally:
         dist.destroy_process_group()

@@ -1,7 +1,6 @@
 """qfuse.torch.LayerNormLinear and LayerNormMLP: LayerNorm or RMSNorm followed by a Linear (or a
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
-import copy
 import math
 import warnings
 
@@ -60,6 +59,26 @@ def _recipe(recipe):
     return recipe
 
 
+class _HostState:
+    """A module's host state in the ops: its layer ids (qfuse.ops.new_layer: a weight cache key
+    and a stochastic-rounding stream each) and its amax group. copy.deepcopy gives the copy layers
+    of its own that start as these (ops.copy_layer) and the same group (a process group is a
+    handle, not data). Pickled, it keeps each layer's seed, rng mode and offset, and loads as new
+    layers of the loading process (layer ids are per process) with no group."""
+
+    def __init__(self, layers, group=None):
+        self.layers, self.group = list(layers), group
+
+    def __deepcopy__(self, memo):
+        return _HostState([ops.copy_layer(i) for i in self.layers], self.group)
+
+    def __getstate__(self):
+        return {"layers": [ops.layer_settings(i) for i in self.layers]}
+
+    def __setstate__(self, state):
+        self.layers, self.group = [ops.new_layer(*s) for s in state["layers"]], None
+
+
 class _FusedNorm(torch.nn.Module):
     """What both modules share: the norm's parameters, the fused-or-fallback decision (made once,
     at construction, and reported once), the weight cache's buffers and the host state."""
@@ -67,7 +86,7 @@ class _FusedNorm(torch.nn.Module):
     def __init__(self, in_features, recipe, normalization, eps, zero_centered_gamma, params_dtype,
                  device, rng_seed, return_layernorm_output):
         super().__init__()
-        self._amax_group = None
+        self._host = _HostState([])
         if normalization not in _NORMS:
             raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
                              % (normalization,))
@@ -85,7 +104,16 @@ class _FusedNorm(torch.nn.Module):
         self.layer_norm_weight = self._param(in_features, fill=0.0 if zero_centered_gamma else 1.0)
         self.layer_norm_bias = (self._param(in_features, fill=0.0)
                                 if normalization == "LayerNorm" else None)
-        self._layer = ops.new_layer(rng_seed)
+        self._host.layers.append(ops.new_layer(rng_seed))
+
+    @property
+    def _layer(self):
+        """The layer id of the (first) weight's ops (ops.new_layer)."""
+        return self._host.layers[0]
+
+    @_layer.setter
+    def _layer(self, layer):
+        self._host.layers[0] = layer
 
     def _param(self, *shape, fill=None):
         t = torch.empty(*shape, dtype=self._dtype, device=self._dev)
@@ -168,32 +196,13 @@ class _FusedNorm(torch.nn.Module):
         scaling's and NVFP4's per-tensor amaxes inside every op, before the scale is computed
         from them (numerics 2.2), and delayed scaling's in update_scales(). Every rank of the
         group must run the module's forward and backward in the same order."""
-        return self._amax_group
+        return self._host.group
 
     @amax_group.setter
     def amax_group(self, group):
-        self._amax_group = check_group(group)
-        for layer in self._layers():
+        self._host.group = check_group(group)
+        for layer in self._host.layers:
             ops.set_amax_group(layer, group)
-
-    _LAYER_ATTRS = ("_layer",)  # the attributes holding this module's layer ids (ops.new_layer)
-
-    def _layers(self):
-        return [getattr(self, a) for a in self._LAYER_ATTRS]
-
-    def __deepcopy__(self, memo):
-        """copy.deepcopy: the parameters, buffers and state copied; the amax group shared (a
-        process group is a handle, not data); host state of its own (ops.copy_layer), so the
-        copy's weight cache and rng stream do not touch the original's."""
-        if self._amax_group is not None:
-            memo[id(self._amax_group)] = self._amax_group
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            new.__dict__[k] = copy.deepcopy(v, memo)
-        for a in self._LAYER_ATTRS:
-            new.__dict__[a] = ops.copy_layer(self.__dict__[a])
-        return new
 
     def update_scales(self, group=None):
         """Delayed scaling (fp8_delayed): this step's amaxes into the histories and new scales
@@ -202,7 +211,7 @@ class _FusedNorm(torch.nn.Module):
         that every rank gets the same scales. Call once per training step, after the optimizer
         step (or use qfuse.torch.update_scales(model, group)). Nothing to do for recipes that
         compute their own scales."""
-        group = self._amax_group if group is None else check_group(group)
+        group = self._host.group if group is None else check_group(group)
         if not self._delayed:
             return
         if group is not None:
@@ -355,7 +364,7 @@ class LayerNormMLP(_FusedNorm):
                                                          (hidden_size, ffn_hidden_size)])
         self._w1_names = self._cache_buffers("w1q", self.fc1_weight) if self.fused else []
         self._w2_names = self._cache_buffers("w2q", self.fc2_weight) if self.fused else []
-        self._layer_w2 = ops.new_layer(rng_seed)  # the second weight's cache slot
+        self._host.layers.append(ops.new_layer(rng_seed))  # the second weight's: _layer_w2
         self._delayed_state(ops.MLP_TENSORS)
         self.amax_group = amax_group
         if self._delayed:  # x's and a's quantizations: (count, amax position) per for_backward
@@ -364,7 +373,14 @@ class LayerNormMLP(_FusedNorm):
                 hidden_size, fin, self.ffn_hidden_size, hidden_size, fb)[2]))
                 for fb in (False, True)}
 
-    _LAYER_ATTRS = ("_layer", "_layer_w2")
+    @property
+    def _layer_w2(self):
+        """The layer id of the second weight's ops."""
+        return self._host.layers[1]
+
+    @_layer_w2.setter
+    def _layer_w2(self, layer):
+        self._host.layers[1] = layer
 
     def extra_repr(self):
         return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
