@@ -181,6 +181,7 @@ static void qf_gen_dim_emit_c(qf_gen_buf *b, const char *d) {
 
 /* The checks that make a query invalid (-1) for op. */
 static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_op *op) {
+    qf_gen_buf_adds(b, "    if (q->outputs & ~QF_OUT_KNOWN)\n        return -1;\n");
     qf_gen_buf_adds(b, "    if (");
     for (const char *s = op->dims_used; *s; s++)
         qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);

@@ -219,6 +219,8 @@ static int qf_fake_uses_query_dtype(const qf_fake_table *t, qf_op op) {
 /* 1 when q is a valid query of op o (the checks of the generated functions). */
 static int qf_fake_query_ok(const qf_fake_table *t, const qf_fake_op *o,
                             const qf_shape_query *q) {
+    if (q->outputs & ~QF_OUT_KNOWN)
+        return 0;
     if (qf_fake_uses_query_dtype(t, o->op) && q->dtype != QF_DTYPE_BF16 &&
         q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
         return 0;

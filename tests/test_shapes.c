@@ -167,6 +167,9 @@ static void test_invalid_queries(void **state) {
         qf_test_query(QF_OP_COUNT, QF_OUT_ROWWISE, 4, 16),
         {.op = QF_OP_GEMM, .M = 4, .N = 0, .K = 16},
         {.op = QF_OP_GEMM, .M = 4, .N = 16, .K = 0},
+        qf_test_query(QF_OP_QUANTIZE, 0x80000000u | QF_OUT_ROWWISE, 4, 16), /* unknown bits */
+        qf_test_query(QF_OP_NORM_QUANTIZE, 16u | QF_OUT_COLUMNWISE, 4, 16),
+        {.op = QF_OP_GEMM, .outputs = 0xFFFFFFFFu, .M = 4, .N = 16, .K = 16},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (qf_shapes_fp8_delayed(&bad[i], out, CAP) != -1)
@@ -621,12 +624,14 @@ static void test_interpreter_matches_generated(void **state) {
         for (int op = 0; op <= QF_OP_COUNT; op++)
             for (int role = 0; role <= QF_ROLE_COUNT; role++)
                 for (int norm = 0; norm < QF_NORM_COUNT; norm++)
-                    for (unsigned outs = 0; outs < 4; outs++)
+                    for (unsigned oi = 0; oi < 6; oi++)
                         for (int m = 0; m < ns; m++)
                             for (int k = 0; k < ns; k += 2)
                                 for (int cap = 0; cap <= CAP; cap += 4) {
+                                    static const unsigned outs[] = {0, 1, 2, 3, 16 | 1,
+                                                                    0x80000003u};
                                     qf_shape_query q = {.op = (qf_op)op, .role = (qf_role)role,
-                                                        .norm = (qf_norm)norm, .outputs = outs,
+                                                        .norm = (qf_norm)norm, .outputs = outs[oi],
                                                         .M = sizes[m], .N = sizes[(m + k) % ns],
                                                         .K = sizes[k]};
                                     qf_shape a[CAP], b[CAP];
