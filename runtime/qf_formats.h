@@ -114,7 +114,6 @@ typedef enum qf_fp8_format {
 #define QF_OUT_FP32 4u /* QF_OP_GEMM: y in fp32 (a wgrad into its main_grad) */
 #define QF_OUT_GATED 8u /* QF_OP_ACTIVATION: a gated activation (SwiGLU): h and dh are [M, 2N]
                          * (dh's fake shape [M, 2, N]: the same bytes) */
-#define QF_OUT_KNOWN 15u /* every QF_OUT_* bit: a query with another one is invalid */
 
 /* Largest finite magnitudes (numerics 1). */
 #define QF_E4M3_MAX 448.0f

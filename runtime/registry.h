@@ -11,6 +11,11 @@
 #include "family.h"
 #include "qfuse.h"
 
+/* Every QF_OUT_* bit (qf_formats.h): a query with another one is invalid. NOTES: here, not in
+ * qf_formats.h, which every kernel includes: a host-only name there would change every kernel's
+ * source text, hence every fusion key. */
+#define QF_OUT_KNOWN (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE | QF_OUT_FP32 | QF_OUT_GATED)
+
 /* Question asked of a fake-shape function (numerics 4). Unused fields are ignored. */
 typedef struct qf_shape_query {
     qf_op op;           /* any qf_op but QF_OP_SCALE_UPDATE */
