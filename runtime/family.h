@@ -278,6 +278,11 @@ qf_gemm_path qf_family_gemm_path(qf_family f, int arch);
  * invalid query, -2 when cap is too small. Pure C. */
 int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap);
 
+/* Why qf_family_shapes (and so the generated function) rejects q: a reason in buf (n bytes) or
+ * a literal; for a query it accepts, the one check left, an output's size overflowing. */
+const char *qf_family_query_why(const qf_recipe *r, const qf_shape_query *q, char *buf,
+                                size_t n);
+
 /* The most outputs one fake-shape query has (a norm + quantize with both copies: 8). */
 #define QF_FAKE_MAX_OUTPUTS 16
 

@@ -2,6 +2,7 @@
  * row in qf_families: the single source of the generated shape functions
  * (build/generated/shapes.c), the manifest's formulas and the runtime's interpreter for recipes
  * loaded at run time. */
+#include <stdio.h>
 #include <string.h>
 
 #include "family.h"
@@ -216,29 +217,35 @@ static int qf_fake_uses_query_dtype(const qf_fake_table *t, qf_op op) {
     return 0;
 }
 
-/* 1 when q is a valid query of op o (the checks of the generated functions). */
-static int qf_fake_query_ok(const qf_fake_table *t, const qf_fake_op *o,
-                            const qf_shape_query *q) {
+/* NULL when q is a valid query of op o (the checks of the generated functions), else why not,
+ * in buf (n bytes) or a literal. */
+static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o,
+                                     const qf_shape_query *q, char *buf, size_t n) {
     if (q->outputs & ~QF_OUT_KNOWN)
-        return 0;
+        return "outputs has bits other than QF_OUT_ROWWISE, _COLUMNWISE, _FP32 and _GATED";
     if (qf_fake_uses_query_dtype(t, o->op) && q->dtype != QF_DTYPE_BF16 &&
         q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
-        return 0;
+        return "the op takes dtype bf16, fp16 or fp32";
     for (const char *s = o->dims_used; *s; s++)
-        if (qf_fake_symbol(q, *s) <= 0)
-            return 0;
+        if (qf_fake_symbol(q, *s) <= 0) {
+            snprintf(buf, n, "%c = %lld is not positive", *s, (long long)qf_fake_symbol(q, *s));
+            return buf;
+        }
     if (o->quantizer && (q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0)
-        return 0;
+        return "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE";
     if (o->needs_norm && q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)
-        return 0;
+        return "the op needs norm layernorm or rmsnorm";
     if (o->quantizer && o->needs_norm && q->role != (qf_role)o->role)
-        return 0; /* a norm + quantize is its role's only (the input's, qf_quantize) */
+        return "a norm + quantize is the input role's only";
     if (o->role == QF_FAKE_ROLE_QUERY && (unsigned)q->role >= QF_ROLE_COUNT)
-        return 0;
+        return "role is not a qf_role";
     for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)
-        if (qf_fake_symbol(q, *s) % o->align != 0)
-            return 0;
-    return 1;
+        if (qf_fake_symbol(q, *s) % o->align != 0) {
+            snprintf(buf, n, "%c = %lld is not a multiple of %d (numerics 4)", *s,
+                     (long long)qf_fake_symbol(q, *s), o->align);
+            return buf;
+        }
+    return NULL;
 }
 
 /* 1 when output o exists for q. */
@@ -295,7 +302,8 @@ static int qf_family_walk(const qf_recipe *r, const qf_shape_query *q, qf_shape 
     for (int i = 0; i < t->shapes->n_ops; i++)
         if (t->shapes->ops[i].op == q->op)
             o = &t->shapes->ops[i];
-    if (!o || !qf_fake_query_ok(t->shapes, o, q))
+    char why[96];
+    if (!o || qf_fake_query_why(t->shapes, o, q, why, sizeof why))
         return -1;
     const qf_role role = o->role == QF_FAKE_ROLE_QUERY ? q->role : (qf_role)o->role;
     const qf_dtype fmt = r->fmt[role];
@@ -320,6 +328,19 @@ static int qf_family_walk(const qf_recipe *r, const qf_shape_query *q, qf_shape 
         n++;
     }
     return n > cap ? -2 : n;
+}
+
+const char *qf_family_query_why(const qf_recipe *r, const qf_shape_query *q, char *buf,
+                                size_t n) {
+    const qf_family_traits *t = r ? qf_family_get(r->family) : NULL;
+    if (!t || !t->shapes || !q)
+        return "no shape table";
+    for (int i = 0; i < t->shapes->n_ops; i++)
+        if (t->shapes->ops[i].op == q->op) {
+            const char *why = qf_fake_query_why(t->shapes, &t->shapes->ops[i], q, buf, n);
+            return why ? why : "an output's size overflows int64";
+        }
+    return "the family has no such op";
 }
 
 int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out, int cap) {

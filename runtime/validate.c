@@ -119,15 +119,15 @@ static const char *qf_name_or_q(qf_enum kind, int v) {
 qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_query *q,
                           qf_shape *out, int cap, int *n) {
     *n = qf_recipe_shapes(r, q, out, cap); /* generated, or the family table of a loaded recipe */
+    char why[96];
     if (*n == -1)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' rejects the shape query (op %s, "
-                            "role %s, norm %s, dtype %s, M=%lld N=%lld K=%lld outputs=%u): a size "
-                            "not positive or not a multiple the family needs, no copy asked of a "
-                            "quantizer, no norm for a norm op, or a dtype the op does not take",
+                            "role %s, norm %s, dtype %s, M=%lld N=%lld K=%lld outputs=%u): %s",
                             op, r->name, qf_name_or_q(QF_ENUM_OP, (int)q->op),
                             qf_name_or_q(QF_ENUM_ROLE, (int)q->role),
                             qf_name_or_q(QF_ENUM_NORM, (int)q->norm), qf_dtype_name(q->dtype),
-                            (long long)q->M, (long long)q->N, (long long)q->K, q->outputs);
+                            (long long)q->M, (long long)q->N, (long long)q->K, q->outputs,
+                            qf_family_query_why(r, q, why, sizeof why));
     if (*n < 0)
         return qf_set_error(QF_ERR_INTERNAL, "%s: shape function of '%s' needs more than %d slots",
                             op, r->name, cap);

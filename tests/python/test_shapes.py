@@ -5,6 +5,7 @@ built from them, and names a wrong field)."""
 import ctypes
 import glob
 import os
+import re
 import types
 
 import pytest
@@ -99,8 +100,20 @@ def test_bad_queries_raise():
         shapes.outputs("mxfp8", "quantize", role="weight", outputs=0, M=32, K=32)
     with pytest.raises(ValueError, match="NUL"):
         shapes.outputs("fp8_block\0x", "gemm", M=1, N=1, K=1)
+    for (recipe, op, kw), why in (  # the reason names the failed check
+            (("fp8_block", "gemm", dict(M=5, N=130, K=256)),
+             "N = 130 is not a multiple of 16 (numerics 4)"),
+            (("nvfp4", "quantize", dict(role="grad", outputs=3, M=20, K=64)),
+             "M = 20 is not a multiple of 16"),
+            (("mxfp8", "scale_update", dict(M=1, K=1)), "the family has no such op"),
+            (("mxfp8", "quantize", dict(role="weight", outputs=0, M=32, K=32)),
+             "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE"),
+            (("fp8_delayed", "quantize", dict(outputs=1, M=2 ** 62, K=2 ** 62)),
+             "an output's size overflows int64")):
+        with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)):
+            shapes.outputs(recipe, op, **kw)
     for recipe in ("mxfp8", "fp8_block"):  # a norm + quantize is the input role's only
-        with pytest.raises(QfuseError, match="rejects the shape query"):
+        with pytest.raises(QfuseError, match="a norm . quantize is the input role's only"):
             shapes.outputs(recipe, "norm_quantize", role="weight", norm="layernorm", outputs=3,
                            M=256, K=512)
 
