@@ -220,8 +220,10 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
-	    PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; py=$$?; \
+	    { PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; echo $$? > $(B)/pytest.rc; } | \
+	        tee $(B)/pytest.log; py=$$(cat $(B)/pytest.rc); \
 	    scripts/run-tests $(TEST_BINS); rc=$$?; \
+	    echo "python tests: $$(grep -E '(passed|failed|error|skipped)' $(B)/pytest.log | tail -1)"; \
 	    if [ $$py -ne 0 ]; then echo "python tests failed (scripts/run-pytest: rc $$py)"; fi; \
 	    if [ -n "$$failed" ]; then echo "examples failed:$$failed"; exit 1; fi; \
 	    [ $$py -eq 0 ] && exit $$rc; exit 1

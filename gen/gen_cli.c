@@ -252,8 +252,12 @@ static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
         fprintf(out, "%s: ok\n", a->recipes[i]);
     }
     if (bad == 0 && a->n_recipes > 1) {
-        if (qf_gen_plan_or_say(a, a->recipes, a->n_recipes, &plan, err) != 0)
+        fflush(out); /* each file's "ok" before what the set as a whole fails */
+        if (qf_gen_plan_or_say(a, a->recipes, a->n_recipes, &plan, err) != 0) {
+            fprintf(err, "qfuse-gen: each recipe passes on its own, but not all %d together\n",
+                    a->n_recipes);
             return 1;
+        }
         qf_gen_plan_free(&plan);
     }
     if (bad && a->n_recipes > 1)

@@ -113,6 +113,10 @@ static void test_cli_usage(void **state) {
          1,
          "",
          "recipe 'fp8_delayed' is given twice"},
+        {{"--check", "recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "recipes/fp8_delayed.lua: ok",
+         "each recipe passes on its own, but not all 2 together"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out, *err;

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch): "
                                             "the data-parallel test needs it")
 if not torch.cuda.is_available():
-    pytest.skip("no CUDA GPU: the data-parallel test runs on one or two",
+    pytest.skip("no CUDA GPU: the data-parallel test runs on one GPU or two",
                 allow_module_level=True)
 
 
