@@ -79,6 +79,16 @@ class _HostState:
         self.layers, self.group = [ops.new_layer(*s) for s in state["layers"]], None
 
 
+def _host_layer(i, doc):
+    """A module property: layer id i of the module's _HostState (settable)."""
+    def get(self):
+        return self._host.layers[i]
+
+    def put(self, layer):
+        self._host.layers[i] = layer
+    return property(get, put, doc=doc)
+
+
 class _FusedNorm(torch.nn.Module):
     """What both modules share: the norm's parameters, the fused-or-fallback decision (made once,
     at construction, and reported once), the weight cache's buffers and the host state."""
@@ -106,14 +116,7 @@ class _FusedNorm(torch.nn.Module):
                                 if normalization == "LayerNorm" else None)
         self._host.layers.append(ops.new_layer(rng_seed))
 
-    @property
-    def _layer(self):
-        """The layer id of the (first) weight's ops (ops.new_layer)."""
-        return self._host.layers[0]
-
-    @_layer.setter
-    def _layer(self, layer):
-        self._host.layers[0] = layer
+    _layer = _host_layer(0, "The layer id of the (first) weight's ops (ops.new_layer).")
 
     def _param(self, *shape, fill=None):
         t = torch.empty(*shape, dtype=self._dtype, device=self._dev)
@@ -373,14 +376,7 @@ class LayerNormMLP(_FusedNorm):
                 hidden_size, fin, self.ffn_hidden_size, hidden_size, fb)[2]))
                 for fb in (False, True)}
 
-    @property
-    def _layer_w2(self):
-        """The layer id of the second weight's ops."""
-        return self._host.layers[1]
-
-    @_layer_w2.setter
-    def _layer_w2(self, layer):
-        self._host.layers[1] = layer
+    _layer_w2 = _host_layer(1, "The layer id of the second weight's ops.")
 
     def extra_repr(self):
         return "%d -> %d -> %d, recipe=%r, normalization=%s, activation=%s, bias=%s, fused=%s" % (
