@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "qf_arch.h"
+#include "stream.h"
 
 #define QF_WORKSPACE_BYTES (32u << 20)
 
@@ -62,15 +63,6 @@ static qf_status qf_ctx_open_blas(qf_ctx_t *c) {
         return qf_set_error(QF_ERR_CUDA, "cannot create the scratch memory pool of device %d: %s",
                             c->device, cudaGetErrorString(cudaGetLastError()));
     return QF_OK;
-}
-
-int qf_stream_capturing(void *stream) {
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return -1;
-    }
-    return cs != cudaStreamCaptureStatusNone;
 }
 
 /* Under ctx->lock: the captured call's scratch, ctx->graph_scratch. */

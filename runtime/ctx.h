@@ -153,10 +153,6 @@ QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *
                                          const qf_kernel_entry *k, const qf_rows_call *c,
                                          qf_q_params *p, void *stream);
 
-/* 1 when stream is being captured into a CUDA graph, 0 when not, -1 when the runtime cannot say
- * (the error is cleared). */
-QF_INTERNAL int qf_stream_capturing(void *stream);
-
 /* Stream-ordered scratch of n bytes (256-byte aligned) from ctx's memory pool, valid for work
  * queued on stream until qf_ctx_scratch_free(ctx, *p, ...) on the same stream. The pool keeps
  * freed memory for the next call (no allocation from the driver once it has grown), and calls on

@@ -10,6 +10,7 @@
 
 #include "ctx.h"
 #include "gemm_lt.h"
+#include "stream.h"
 #include "validate.h"
 
 #define QF_MAX_PLANS 32
