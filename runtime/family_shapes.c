@@ -340,6 +340,8 @@ const char *qf_family_query_why(const qf_recipe *r, const qf_shape_query *q, cha
             const char *why = qf_fake_query_why(t->shapes, &t->shapes->ops[i], q, buf, n);
             return why ? why : "an output's size overflows int64";
         }
+    if ((unsigned)q->op < QF_OP_COUNT && t->ops[q->op].tpl)
+        return "the op has no fake shapes (it writes into buffers the caller sizes)";
     return "the family has no such op";
 }
 

@@ -322,9 +322,11 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s must be e4m3 or e5m2 and %s e4m3 (got "
                             "%s, %s)", op, g->a_arg, g->b_arg, qf_dtype_name(a->dtype),
                             qf_dtype_name(b->dtype));
-    if (want->K % 16 || want->N % 16)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: K = %lld and N = %lld must be multiples of 16 "
-                            "(cuBLASLt FP8)", op, (long long)want->K, (long long)want->N);
+    if (want->K % 16 || want->N % 16) /* name the one that is not (numerics 4) */
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s = %lld is not a multiple of 16 (cuBLASLt "
+                            "FP8 needs K and N multiples of 16; K = %lld, N = %lld)", op,
+                            want->K % 16 ? "K" : "N", (long long)(want->K % 16 ? want->K : want->N),
+                            (long long)want->K, (long long)want->N);
     sa.dims[0] = want->M, sa.dims[1] = want->K;
     QF_TRY(qf_check_buffer(op, g->a_arg, a, &sa));
     qf_shape sb = {g->b_arg, b->dtype, 2, {want->N, want->K}, 0};

@@ -304,8 +304,11 @@ static int recipe_filter_ok(void) {
     for (int r = 0; r < qf_recipe_count; r++)
         if (recipe_selected(&qf_recipes[r]))
             return 1;
-    fprintf(stderr, "test_gpu_quantize: QFUSE_TEST_RECIPE=%s is not a built-in recipe's name\n",
-            getenv("QFUSE_TEST_RECIPE"));
+    fprintf(stderr, "test_gpu_quantize: QFUSE_TEST_RECIPE=%s is not a built-in recipe's name; "
+            "they are:", getenv("QFUSE_TEST_RECIPE"));
+    for (int r = 0; r < qf_recipe_count; r++)
+        fprintf(stderr, " %s", qf_recipes[r].name);
+    fprintf(stderr, "\n");
     return 0;
 }
 

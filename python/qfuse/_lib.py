@@ -38,8 +38,8 @@ class QfuseError(RuntimeError):
         self.status = STATUS[status] if 0 <= status < len(STATUS) else str(status)
         super().__init__("%s (%s)" % (message, self.status))
 
-    def __reduce__(self):  # pickle and copy: the constructor's arguments, not the text
-        return type(self), (self.code, self.message)
+    def __reduce__(self):  # pickle and copy: the constructor's arguments, then the attributes
+        return type(self), (self.code, self.message), self.__dict__
 
 
 class QfuseArgumentError(QfuseError, ValueError):

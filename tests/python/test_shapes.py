@@ -91,8 +91,10 @@ def test_bad_queries_raise():
     assert isinstance(e.value, ValueError)  # QfuseArgumentError: an argument error
     import copy
     import pickle
+    e.value.add_note("a note")
     for c in (pickle.loads(pickle.dumps(e.value)), copy.copy(e.value)):  # crosses processes
         assert type(c) is type(e.value) and str(c) == str(e.value) and c.status == e.value.status
+        assert c.__notes__ == ["a note"]
     with pytest.raises(QfuseError) as e:
         shapes.outputs("no_such_recipe", "gemm", M=1, N=1, K=1)
     assert e.value.status == "QF_ERR_NOT_FOUND" and not isinstance(e.value, ValueError)
@@ -106,6 +108,7 @@ def test_bad_queries_raise():
             (("nvfp4", "quantize", dict(role="grad", outputs=3, M=20, K=64)),
              "M = 20 is not a multiple of 16"),
             (("mxfp8", "scale_update", dict(M=1, K=1)), "the family has no such op"),
+            (("fp8_delayed", "scale_update", dict(M=1, K=1)), "the op has no fake shapes"),
             (("mxfp8", "quantize", dict(role="weight", outputs=0, M=32, K=32)),
              "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE"),
             (("fp8_delayed", "quantize", dict(outputs=1, M=2 ** 62, K=2 ** 62)),

@@ -456,14 +456,13 @@ def test_delayed_scaling_mlp():
 
 
 @pytest.fixture
-def one_rank_group():
+def one_rank_group(tmp_path):
     """A one-rank NCCL process group: a MAX all-reduce over it is the identity, through the
-    call path several ranks take."""
-    import os
+    call path several ranks take. Its rendezvous is a file (no TCP port to collide with another
+    run on the machine)."""
     import torch.distributed as dist
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
-    dist.init_process_group("nccl", rank=0, world_size=1)
+    dist.init_process_group("nccl", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)
     try:
         yield dist.group.WORLD
     finally:

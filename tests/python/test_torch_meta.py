@@ -565,20 +565,18 @@ def test_delayed_scaling_modules_on_meta(monkeypatch, module):
 
 
 @pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
-def test_deepcopy_shares_the_group_not_the_host_state(monkeypatch, module):
+def test_deepcopy_shares_the_group_not_the_host_state(tmp_path, module):
     """copy.deepcopy of a module with an amax group (a one-rank gloo group on the CPU): the copy
     has the same group (a process group cannot be copied), equal parameters in storage of its
     own, and host state of its own that starts as the original's (rng seed and offset, group)."""
-    import os
     import warnings
     import copy
     import torch.distributed as dist
     import qfuse.torch as qt
     if not dist.is_available():
         pytest.skip("this torch has no torch.distributed")
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", "29531")
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)  # a file rendezvous: no TCP port to collide
     try:
         group = dist.group.WORLD
         with warnings.catch_warnings():
