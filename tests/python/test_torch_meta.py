@@ -614,3 +614,29 @@ def test_deepcopy_shares_the_group_not_the_host_state(tmp_path, module):
             assert torch.equal(a, b), n
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+def test_delayed_state_dict_moves_between_fused_and_fallback(monkeypatch, module):
+    """An fp8_delayed module's state_dict (with its fp8_* scaling buffers) loads strictly into
+    the same module unfused (the CPU fallback keeps the buffers, unused) and back."""
+    import warnings
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+
+    def make(device):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fallback's report
+            return (qt.LayerNormLinear(K, N, recipe="fp8_delayed", device=device)
+                    if module == "LayerNormLinear" else
+                    qt.LayerNormMLP(K, 256, recipe="fp8_delayed", device=device))
+    cpu = make("cpu")
+    assert not cpu.fused and not cpu._delayed and "fp8_history" in cpu.state_dict()
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    fused = make("meta")
+    assert fused.fused and fused._delayed
+    assert set(fused.state_dict()) == set(cpu.state_dict())
+    sd = {k: torch.full(v.shape, 3, dtype=v.dtype) for k, v in cpu.state_dict().items()}
+    cpu.load_state_dict(sd)  # strict
+    fused.load_state_dict(cpu.state_dict(), assign=True)
+    assert torch.equal(fused.fp8_history, sd["fp8_history"])

@@ -147,10 +147,12 @@ class _FusedNorm(torch.nn.Module):
         order `tensors` names them (ops.LINEAR_TENSORS, ops.MLP_TENSORS): fp8_amax [n] (this
         step's, max-merged by the forward and backward), fp8_history [n, amax_history_len],
         fp8_scale, fp8_scale_inv [n] and fp8_fmt [n] (the E4M3 / E5M2 code of each tensor's
-        role). Persistent buffers; update_scales() rolls them once per step."""
+        role). Persistent buffers; update_scales() rolls them once per step. The unfused fallback
+        of such a recipe keeps them too, unused, so that one state_dict loads into the module
+        fused or not (a checkpoint moves between a GPU and a CPU machine)."""
         family, fmts, hist = ops.recipe_info(self.recipe)
         self._delayed = self.fused and family == "fp8_delayed"
-        if not self._delayed:
+        if family != "fp8_delayed":
             return
         roles = {"x": "input", "a": "input", "dy": "grad", "dh": "grad"}
         codes = [_lib.DTYPES[fmts[roles.get(t, "weight")]] for t in tensors]
