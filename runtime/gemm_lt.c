@@ -301,9 +301,6 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     if (ctx->arch < 89)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: FP8 GEMM needs sm_89 or newer; device is "
                             "sm_%d", op, ctx->arch);
-    if ((g->a_mode || g->b_mode) && ctx->arch < 90)
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: block-scaled FP8 GEMMs (VEC128_32F, "
-                            "BLK128x128_32F) need sm_90 or newer; device is sm_%d", op, ctx->arch);
     int64_t na = qf_tensor_numel(a), nb = qf_tensor_numel(b);
     qf_shape sa = {g->a_arg, a ? a->dtype : QF_DTYPE_E4M3, 2, {1, 1}, 0};
     if (!a || !b || na < 1 || nb < 1)

@@ -209,37 +209,35 @@ static qf_status qf_g_fp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r, con
 
 /* {===================================================================== FP8 block scaling */
 
-/* One fp8_block operand of role `role` (numerics 2.5): compact scale layout, E4M3 data [rows, K],
- * K-major in every copy (the columnwise copies are transposed), and its fp32 scale_inv in the
- * layout cuBLASLt reads: 128x128 tiles for weights ([cdiv(rows,128), roundup(cdiv(K,128),4)], BLK128x128_32F),
+/* One fp8_block operand of role `role` (numerics 2.5): E4M3 data [*rows, K], K-major in every
+ * copy (the columnwise copies are transposed), and its fp32 scale_inv in the layout cuBLASLt
+ * reads: 128x128 tiles for weights ([cdiv(rows,128), roundup(cdiv(K,128),4)], BLK128x128_32F),
  * 1x128 blocks along K otherwise ([cdiv(K,128), roundup(rows,4)], VEC128_32F). */
 static qf_status qf_g_block_operand(const char *op, const qf_g_opnd *v, qf_role role,
-                                    qf_lt_scale *mode) {
-    if (v->layout != QF_SCALE_LAYOUT_COMPACT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s comes with scale layout %d (%s); FP8 block "
-                            "scaling has one scale layout, compact (numerics 2.5)", op,
-                            v->data_arg, (int)v->layout,
-                            (unsigned)v->layout < QF_SCALE_LAYOUT_COUNT
-                                ? qf_enum_name(QF_ENUM_SCALE_LAYOUT, v->layout)
-                                : "not a qf_scale_layout");
-    int64_t rows, K;
-    QF_TRY(qf_g_data(op, v, QF_DTYPE_E4M3, "fp8_block quantizes every role to E4M3", &rows, &K));
+                                    qf_lt_scale *mode, int64_t *rows) {
+    int64_t K;
+    QF_TRY(qf_g_data(op, v, QF_DTYPE_E4M3, "fp8_block quantizes every role to E4M3", rows, &K));
     const int64_t kb = (K + 127) / 128;
     *mode = role == QF_ROLE_WEIGHT ? QF_LT_SCALE_BLK128 : QF_LT_SCALE_VEC128;
-    qf_shape s = {v->scale_arg, QF_DTYPE_FP32, 2, {kb, (rows + 3) / 4 * 4}, 0};
+    qf_shape s = {v->scale_arg, QF_DTYPE_FP32, 2, {kb, (*rows + 3) / 4 * 4}, 0};
     if (*mode == QF_LT_SCALE_BLK128)
-        s.dims[0] = (rows + 127) / 128, s.dims[1] = (kb + 3) / 4 * 4;
+        s.dims[0] = (*rows + 127) / 128, s.dims[1] = (kb + 3) / 4 * 4;
     return qf_check_buffer(op, v->scale_arg, v->scale, &s);
 }
 
 /* The training GEMM `kind` of two fp8_block copies: cuBLASLt with both operands' block scales
- * (fprop and dgrad 1x128 x 128x128, wgrad 1x128 x 1x128 along the tokens). */
+ * (fprop and dgrad 1x128 x 128x128, wgrad 1x128 x 1x128 along the tokens), on the family's GEMM
+ * path (its arch and its one scale layout, compact: qf_check_gemm_path). */
 static qf_status qf_g_fp8_block(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                                 qf_gemm_kind kind, const qf_g_opnd *a, const qf_g_opnd *b,
                                 const qf_tensor *bias, qf_tensor *y, int acc, void *stream) {
     qf_lt_scale am, bm;
-    QF_TRY(qf_g_block_operand(op, a, qf_gemm_kinds[kind].a_role, &am));
-    QF_TRY(qf_g_block_operand(op, b, qf_gemm_kinds[kind].b_role, &bm));
+    int64_t M, N; /* the rows of a and b: y is [M, N] (qf_gemm_lt_fp8 checks y) */
+    qf_gemm_path path;
+    QF_TRY(qf_g_same_layout(op, a, b));
+    QF_TRY(qf_g_block_operand(op, a, qf_gemm_kinds[kind].a_role, &am, &M));
+    QF_TRY(qf_g_block_operand(op, b, qf_gemm_kinds[kind].b_role, &bm, &N));
+    QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, N, &path));
     const qf_gemm_lt_fp8_args g = {r, a->data, a->scale->data, b->data, b->scale->data,
                                    a->data_arg, b->data_arg, acc, am, bm};
     return qf_gemm_lt_fp8(ctx, op, &g, bias, y, stream);

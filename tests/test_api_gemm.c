@@ -444,8 +444,8 @@ static void test_recipe_file_same_api(void **state) {
 
 /* fp8_block's GEMM (cuBLASLt block scales, numerics 2.5): the fprop of y [100, 64] = A [100, 96]
  * (1x128 scales [1, 100]) x W [64, 96] (128x128 tiles [1, 4]) reaches the device with compact
- * scales; an operand quantized with another layout is refused, naming it (the layout is not
- * ignored: FP8 block scaling has one). */
+ * scales; operands quantized with another layout, or with two layouts, are refused by the
+ * GEMM-path checks every family's GEMM takes (the layout is not ignored: fp8_block has one). */
 static void test_fbg_layout(void **state) {
     nvg_args g = {.ctx = *state, .recipe = "fp8_block", .layout = QF_SCALE_LAYOUT_COMPACT,
                   .copy_a = QF_COPY_ROWWISE, .copy_b = QF_COPY_ROWWISE};
@@ -457,14 +457,21 @@ static void test_fbg_layout(void **state) {
     g.y = t2(slot(7), QF_DTYPE_BF16, NVG_M, NVG_N);
     expect(nvg_run(&g), QF_ERR_NO_DEVICE, "qf_gemm: arguments are valid");
     g.layout = QF_SCALE_LAYOUT_SWIZZLED;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: a.rowwise_data comes with scale layout 1 "
-           "(swizzled); FP8 block scaling has one scale layout, compact");
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: on sm_90 the GEMM is cuBLASLt's "
+           "VEC128_32F/BLK128x128_32F mode, which reads compact scales; quantize with layout "
+           "QF_SCALE_LAYOUT_COMPACT");
     g.layout = (qf_scale_layout)7;
-    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "scale layout 7 (not a qf_scale_layout)");
+    expect(nvg_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: layout 7 is not a qf_scale_layout");
     g.qa.layout = QF_SCALE_LAYOUT_COMPACT, g.qb.layout = QF_SCALE_LAYOUT_SWIZZLED;
     const qf_operand a = {&g.qa, QF_COPY_ROWWISE}, b = {&g.qb, QF_COPY_ROWWISE};
     expect(qf_gemm(g.ctx, "fp8_block", &a, &b, &g.bias, &g.y, NULL), QF_ERR_INVALID_ARG,
-           "qf_gemm: b.rowwise_data comes with scale layout 1 (swizzled)");
+           "qf_gemm: a and b have scale layouts 0 and 1");
+    g.qb.layout = QF_SCALE_LAYOUT_COMPACT; /* the path's arch: sm_90 and newer */
+    qf_ctx_t *c89 = NULL;
+    assert_int_equal(qf_ctx_init_host(&c89, 89), QF_OK);
+    expect(qf_gemm(c89, "fp8_block", &a, &b, &g.bias, &g.y, NULL), QF_ERR_UNSUPPORTED,
+           "qf_gemm: FP8_BLOCK GEMMs need sm_90 or newer; device is sm_89");
+    qf_ctx_free(c89);
 }
 
 /* opts->b_dequantized, b's bf16 copy [N, K] in elements: valid with a matching bf16 tensor,
