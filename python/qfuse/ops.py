@@ -72,20 +72,16 @@ _layers = {}
 _layers_lock = threading.Lock()
 
 
-def _add_layer(state):
-    with _layers_lock:
-        i = len(_layers) + 1
-        _layers[i] = state
-        return i
-
-
 def new_layer(seed=0, advance_rng=True, offset=0):
     """A layer id for the ops' host state (the weight cache, the rng offset, starting at
     `offset`). advance_rng=False keeps the offset fixed (reproducible gradients, e.g. for
     torch.library.opcheck)."""
     state = _LayerState(seed, advance_rng)
     state.offset = offset
-    return _add_layer(state)
+    with _layers_lock:
+        i = len(_layers) + 1
+        _layers[i] = state
+        return i
 
 
 def layer_settings(layer):
@@ -98,10 +94,9 @@ def layer_settings(layer):
 def copy_layer(layer):
     """A new layer id whose host state starts as `layer`'s (seed, rng offset, amax group) with
     no weight cached: for a copy of a module, whose weights are its own."""
-    s = _layer_state(layer)
-    c = _LayerState(s.seed, s.advance_rng)
-    c.offset, c.amax_group = s.offset, s.amax_group
-    return _add_layer(c)
+    c = new_layer(*layer_settings(layer))
+    set_amax_group(c, _layer_state(layer).amax_group)
+    return c
 
 
 def set_amax_group(layer, group):  # the modules check group (qfuse.torch.check_group)
