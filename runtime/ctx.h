@@ -148,6 +148,11 @@ typedef struct qf_rows_call {
     int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
                   * pass): a rows entry runs alone, without `<name>_cols` */
     unsigned tiled_k; /* > 0: columns per block of the tiled entry along K (see above) */
+    unsigned tiled_smem; /* dynamic shared memory of the tiled entry, bytes (0: none) */
+    int cols_after_rows; /* 1 (fp8_block): a kernel with a norm writes a columnwise copy in two
+                          * launches where a rows entry can run: the rows entry the statistics
+                          * (and the rowwise copy), then the tiled entry, with p->pass = 1, on the
+                          * tiled_k grid, the columnwise copy from them */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,

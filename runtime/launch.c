@@ -75,7 +75,8 @@ static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c, const qf_q_params *p) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
-    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols;
+    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols &&
+                     !(c->cols_after_rows && k->norm != QF_NORM_NONE);
     if (!c->rows_ok || (cols && !qf_cols_ok(lk, p)) || (p->K * esz) % 16 != 0 ||
         !qf_aligned16(p->x) || !qf_aligned16(p->out_row) || !qf_aligned16(p->gamma) ||
         !qf_aligned16(p->beta))
@@ -96,7 +97,9 @@ static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
 }
 
 /* The tiled entry: cdiv(M, tile_m) blocks, times cdiv(K, tiled_k) (at most 65535) when the call
- * has tiled_k and the kernel no norm; the kernel walks its chunks with stride gridDim.y. */
+ * has tiled_k and the kernel no norm or its statistics given (p->pass 1 after a rows entry,
+ * cols_after_rows); the kernel walks its chunks with stride gridDim.y. With
+ * tiled_smem, that much dynamic shared memory per block (the attribute set first). */
 static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                      const qf_kernel_entry *k, const qf_rows_call *c,
                                      qf_q_params *p, void *stream) {
@@ -105,12 +108,21 @@ static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
         return qf_set_error(QF_ERR_UNSUPPORTED, "M = %lld is too large for one launch",
                             (long long)p->M);
     int64_t gy = 1;
-    if (c->tiled_k && k->norm == QF_NORM_NONE) {
+    if (c->tiled_k && (k->norm == QF_NORM_NONE || p->pass == 1)) {
         gy = (p->K + c->tiled_k - 1) / c->tiled_k;
         gy = gy < 65535 ? gy : 65535;
     }
-    return qf_ctx_launch_2d(ctx, lk->fn, (unsigned)grid, (unsigned)gy, k->block_threads, 0, p,
-                            stream);
+    if (c->tiled_smem) {
+        const qf_cu_api *cu = qf_cu();
+        if (!cu)
+            return QF_ERR_NO_DEVICE;
+        if (cu->FuncSetAttribute(lk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 (int)c->tiled_smem) != CUDA_SUCCESS)
+            return qf_set_error(QF_ERR_CUDA, "%u bytes of shared memory per block refused for %s",
+                                c->tiled_smem, k->name);
+    }
+    return qf_ctx_launch_2d(ctx, lk->fn, (unsigned)grid, (unsigned)gy, k->block_threads,
+                            c->tiled_smem, p, stream);
 }
 
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
@@ -122,6 +134,12 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
         QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)
             return QF_OK;
+        if (c->cols_after_rows && k->norm != QF_NORM_NONE) {
+            p->pass = 1; /* the statistics are written: the columnwise copy from them */
+            const qf_status s = qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
+            p->pass = 0;
+            return s;
+        }
         const int64_t tiles = (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE);
         return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)tiles, k->block_threads, 0, p, stream);
     }

@@ -246,9 +246,12 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
 /* {===================================================================== FP8 block scaling */
 
 /* FP8 block scaling (numerics 2.5). A columnwise copy (and the weights' 128x128 tiles) comes
- * from the tiled entry with both copies from one read of x: one block per 128x128 tile without
- * a norm, per strip of 128 rows with one (the statistics need whole rows); the rowwise 1x128
- * copy alone from a row-in-registers entry where x's alignment allows. See qf_ctx_launch_rows.
+ * from the tiled entry, one block per 4 128x128 tiles of a strip: without a norm both copies
+ * from one read of x; with one, where x's alignment allows a row-in-registers entry, that entry
+ * first writes the statistics (and the rowwise copy) and the tiled entry the columnwise copy from
+ * them (cols_after_rows), else the tiled entry alone, one block per strip of 128 rows (the
+ * statistics need whole rows). The rowwise 1x128 copy alone comes from a row-in-registers entry
+ * where x's alignment allows. See qf_ctx_launch_rows.
  * The scale options reach the kernel in its parameter block; block (0, 0) writes the 1.0
  * padding of the scale matrices, so nothing is cleared before the launch. */
 static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
@@ -266,8 +269,13 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
                             c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
-    const qf_rows_call rc = {
-        .xdt = k->in_dtype, .rows_ok = k->role != QF_ROLE_WEIGHT, .tiled_k = QF_FP8_BLOCK};
+    /* 4 chunks per block of the tiled entry: the copies of the next ones overlap each chunk's work
+     * (QF_FP8_BLOCK_TILED_SMEM) */
+    const qf_rows_call rc = {.xdt = k->in_dtype,
+                             .rows_ok = k->role != QF_ROLE_WEIGHT,
+                             .tiled_k = 4 * QF_FP8_BLOCK,
+                             .tiled_smem = QF_FP8_BLOCK_TILED_SMEM(qf_dtype_size(k->in_dtype)),
+                             .cols_after_rows = 1};
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 

@@ -171,7 +171,9 @@ typedef struct qf_q_params {
         struct {                    /* fp8_current and fp8_block (numerics 2.2, 2.5) */
             float amax_epsilon;     /* lower bound of the amax the scale is taken from */
             int32_t power_2_scales; /* 1 = scales rounded down to powers of two */
-            int32_t pass;           /* fp8_current: 0 = statistics and amax, 1 = quantize */
+            int32_t pass;           /* fp8_current: 0 = statistics and amax, 1 = quantize;
+                                     * fp8_block's tiled entry: 1 = mu/rsigma given, the
+                                     * columnwise copy only */
         };
     };
     float eps;
@@ -208,6 +210,9 @@ typedef enum qf_scale_rounding {
 
 #define QF_MX_BLOCK 32
 #define QF_FP8_BLOCK 128 /* FP8 block scaling (numerics 2.5): 1x128, 128x1, 128x128 blocks */
+/* Dynamic shared memory of the FP8 block-scaling tiled quantizer for x of in_size bytes per
+ * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
+#define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)
 
 /* Parameter block of the MXFP8 GEMM on Hopper: y[M, N] = A[M, K] B[N, K]^T (+ bias), both operands
  * rowwise MXFP8 (1x32 blocks along K) with compact E8M0 scales. */

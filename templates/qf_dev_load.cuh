@@ -1,5 +1,6 @@
 /* qf_dev_load.cuh: element loads and stores shared by the quantizer templates: bf16/fp16/fp32
- * elements and vectors as fp32, ragged 4-byte stores, the swizzled scale layout (numerics 2.3).
+ * elements and vectors as fp32, asynchronous copies to shared memory, ragged 4-byte stores, the
+ * swizzled scale layout (numerics 2.3).
  *
  * An in-memory NVRTC header (like qf_formats.h): qfuse-gen embeds it in the registry and every
  * kernel's fusion key hashes it. It holds no placeholder: what varies per variant comes in as a
@@ -107,6 +108,28 @@ __device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]
         for (int j = 0; j < N; j++)
             v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
     }
+}
+
+/* 16 bytes from global memory at g (16-byte aligned) to shared memory at s (16-byte aligned),
+ * asynchronously (cp.async, sm_80+, bypassing L1); cp_async_commit closes a group of them and
+ * cp_async_wait_all waits for every group of this thread, cp_async_wait_1 for all but the last
+ * (then a barrier makes them visible to the block). */
+__device__ __forceinline__ void cp_async16(void *s, const void *g) {
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+/* Waits for every group of this thread but the most recent one. */
+__device__ __forceinline__ void cp_async_wait_1() {
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
 /* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */

@@ -53,15 +53,51 @@ __device__ void row_stats(const void *x, long long row, long long K, float eps, 
         1.0f / sqrtf(row_sum<DT, VEC, true>(x, base, nvec, mu) / static_cast<float>(K) + eps);
 }
 
+/* The lanes that share a span in rows_vec, for blocks of BV vectors: spans of S = max(BV, 8 IT)
+ * vectors, G = S / IT >= 8 lanes each, so that each load instruction reads whole 128-byte lines
+ * per group. A block lies in L = min(G, BV) aligned lanes of the group, V = BV / L vectors in
+ * each; a lane's vector `it` lies in its block it / V, of NB = IT / V. */
+template <int IT, int BV>
+struct RowsSpan {
+    static constexpr int S = BV > 8 * IT ? BV : 8 * IT;
+    static constexpr int G = S / IT;
+    static constexpr int L = G < BV ? G : BV;
+    static constexpr int V = BV / L;
+    static constexpr int NB = IT / V;
+    static_assert(IT % V == 0 && BV % L == 0, "whole blocks per lane");
+};
+
+/* Which vector of EPV elements of a row chunk (IT * THREADS vectors) register vector `it` of
+ * thread tid holds. The chunk is cut into spans of S vectors (RowsSpan: whole quantization
+ * blocks of BV vectors, 1x128 or 1x32 elements), each held by G consecutive lanes: lane tid % G
+ * holds vectors it * G + tid % G of its span. BV = IT * THREADS is the interleaved chunk:
+ * vector it * THREADS + tid, a warp's load 512 contiguous bytes. */
+template <int IT, int THREADS, int BV>
+__device__ __forceinline__ int rows_vec(int tid, int it) {
+    constexpr int G = RowsSpan<IT, BV>::G;
+    return (tid / G) * (IT * G) + it * G + tid % G;
+}
+
+/* 1 when register vector `it` of thread tid (rows_vec) is the first vector of its block, held by
+ * the first of the block's lanes: the one that writes the block's scale. */
+template <int IT, int BV>
+__device__ __forceinline__ bool rows_block_first(int tid, int it) {
+    constexpr int G = RowsSpan<IT, BV>::G;
+    return (it * G + tid % G) % BV == 0;
+}
+
 /* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
- * as IT vectors of EPV elements per thread (vector i = it * THREADS + tid covers elements
- * [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3). Slots past K hold 0 and
- * are skipped by the variance pass. s_red: two reduction buffers, alternated by red. tid is
+ * as IT vectors of EPV elements per thread (vector i = rows_vec<IT, THREADS, BV>(tid, it) covers
+ * elements [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3). Slots past
+ * K hold 0 and are skipped by the variance pass. CENTER (LayerNorm): v is left holding x - mu,
+ * the value the normalization starts from, so it is computed once. s_red: two reduction buffers,
+ * alternated by red. tid is
  * threadIdx.x as an int or as the unsigned it is. NOTES: both give the same index, but not the
  * same machine code; TID keeps each template's kernels exactly as they were compiled before this
  * helper was shared. */
-template <int IT, int NORM, int EPV, int THREADS, int WARPS, typename TID>
-__device__ __forceinline__ void rows_stats(const float (&v)[IT][EPV], long long K, float eps,
+template <int IT, int NORM, int EPV, int THREADS, int WARPS, int BV = IT * THREADS,
+          bool CENTER = false, typename TID>
+__device__ __forceinline__ void rows_stats(float (&v)[IT][EPV], long long K, float eps,
                                            float (*s_red)[WARPS], int &red, float &mu, float &rs,
                                            TID tid) {
     mu = 0.0f;
@@ -77,11 +113,14 @@ __device__ __forceinline__ void rows_stats(const float (&v)[IT][EPV], long long 
     float ss = 0.0f;
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        if (static_cast<long long>(it * THREADS + tid) * EPV < K) {
+        if (static_cast<long long>(rows_vec<IT, THREADS, BV>(static_cast<int>(tid), it)) * EPV <
+            K) {
 #pragma unroll
             for (int j = 0; j < EPV; j++) {
                 float d = v[it][j] - mu;
-                ss += d * d;
+                ss = fmaf(d, d, ss);
+                if (CENTER && NORM == QF_NORM_LAYERNORM)
+                    v[it][j] = d; /* x - mu once, for the variance and for y */
             }
         }
     }
@@ -133,15 +172,15 @@ __device__ __forceinline__ void tile_stats(const P &p, long long m0, float *s_mu
 
 /* Columns k0 .. k0 + IT THREADS EPV - 1 of row m of the input (p.x of dtype DT through the
  * activation prologue, p.K elements; src_n) into the registers of a block of THREADS threads, as
- * rows_stats holds them: vector it * THREADS + tid of EPV elements from k0, 0 past K. A rows
+ * rows_stats holds them: vector rows_vec(tid, it) of EPV elements from k0, 0 past K. A rows
  * entry with a norm holds the whole row (k0 = 0); without one it walks the row in such chunks,
  * so any K runs. */
-template <int IT, int DT, int EPV, int THREADS, typename P>
+template <int IT, int DT, int EPV, int THREADS, int BV = IT * THREADS, typename P>
 __device__ __forceinline__ void rows_load(const P &p, long long m, long long k0, int tid,
                                           float (&v)[IT][EPV]) {
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        const long long k = k0 + static_cast<long long>(it * THREADS + tid) * EPV;
+        const long long k = k0 + static_cast<long long>(rows_vec<IT, THREADS, BV>(tid, it)) * EPV;
         if (k < p.K)
             src_n<DT, EPV>(p, m, k, v[it]);
         else
@@ -152,12 +191,13 @@ __device__ __forceinline__ void rows_load(const P &p, long long m, long long k0,
 }
 
 /* The walk of a rows entry of a block quantizer (numerics 3): rows m = blockIdx.x, + gridDim.x,
- * ...; each row in chunks of IT THREADS EPV elements held in registers (rows_load; a row with a
- * norm is one chunk), its statistics (rows_stats, stored in p.mu / p.rsigma by thread 0), then
- * emit(v[it], m, k, mu, rs) for each vector `it` of the chunk that starts inside the row, called
- * by every thread (k may be past K for some lanes: the condition is block-uniform, so shuffles in
- * emit see whole warps). EMIT false: the statistics only. */
-template <int IT, int DT, int NORM, int EPV, int THREADS, int WARPS, bool EMIT, typename P,
+ * ...; each row in chunks of IT THREADS EPV elements held in registers in spans of BV vectors
+ * (rows_load, rows_vec; a row with a norm is one chunk), its statistics (rows_stats, stored in
+ * p.mu / p.rsigma by thread 0), then emit(v, m, k0, 0, rs) with the thread's IT vectors (with
+ * LayerNorm already x - mu: normalize(v, 0, rs, ...) is then the same value) and the chunk's
+ * first column k0, called by every thread (some of its vectors may lie past K: emit's shuffles
+ * see whole warps). EMIT false: the statistics only. */
+template <int IT, int DT, int NORM, int EPV, int THREADS, int WARPS, int BV, bool EMIT, typename P,
           typename Emit>
 __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     __shared__ float s_red[2][WARPS];
@@ -168,27 +208,26 @@ __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
         for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
             float v[IT][EPV];
-            rows_load<IT, DT, EPV, THREADS>(p, m, k0, tid, v);
+            rows_load<IT, DT, EPV, THREADS, BV>(p, m, k0, tid, v);
             float mu = 0.0f, rs = 1.0f;
             if (NORM != QF_NORM_NONE) {
-                rows_stats<IT, NORM, EPV, THREADS, WARPS>(v, K, p.eps, s_red, red, mu, rs,
-                                                          threadIdx.x);
+                rows_stats<IT, NORM, EPV, THREADS, WARPS, BV, true>(v, K, p.eps, s_red, red, mu,
+                                                                    rs, threadIdx.x);
                 if (tid == 0) {
                     if (NORM == QF_NORM_LAYERNORM)
                         p.mu[m] = mu;
                     p.rsigma[m] = rs;
                 }
             }
-#pragma unroll
-            for (int it = 0; it < IT; it++) /* the condition is block-uniform */
-                if (EMIT && k0 + static_cast<long long>(it * THREADS) * EPV < K)
-                    emit(v[it], m, k0 + static_cast<long long>(it * THREADS + tid) * EPV, mu, rs);
+            if (EMIT) /* LayerNorm: v holds x - mu (rows_stats' CENTER), so emit gets mu = 0 */
+                emit(v, m, k0, 0.0f, rs);
         }
 }
 
 /* y = the normalized values of the EPV register-held elements v at column k (gamma and beta of
- * dtype GDT from p, gamma + 1 when ZCG), in the reference's order; returns amax merged over y. */
-template <int NORM, int GDT, int ZCG, int EPV, typename P>
+ * dtype GDT from p, gamma + 1 when ZCG), in the reference's order; returns amax merged over y
+ * (FAST: with amax_merge_fast). y may be v. */
+template <int NORM, int GDT, int ZCG, int EPV, bool FAST = false, typename P>
 __device__ __forceinline__ float normalize_vec(const P &p, long long k, const float (&v)[EPV],
                                                float mu, float rs, float (&y)[EPV], float amax) {
     float g[EPV], b[EPV];
@@ -200,27 +239,41 @@ __device__ __forceinline__ float normalize_vec(const P &p, long long k, const fl
     for (int j = 0; j < EPV; j++) {
         y[j] = normalize<NORM>(v[j], mu, rs, NORM != QF_NORM_NONE ? g[j] : 1.0f,
                                NORM == QF_NORM_LAYERNORM ? b[j] : 0.0f);
-        amax = amax_merge(amax, y[j]);
+        amax = FAST ? amax_merge_fast(amax, y[j]) : amax_merge(amax, y[j]);
     }
     return amax;
 }
 
-/* y = the normalized values of the register-held vector v at column k of a row (zeros when k is
- * past K), and the amax of its 1xN block, merged over the GROUP aligned lanes of one warp that
- * hold the block: every lane of the warp calls it (shuffles). */
-template <int NORM, int GDT, int ZCG, int EPV, int GROUP, typename P>
-__device__ __forceinline__ float block_vec_amax(const P &p, long long k, const float (&v)[EPV],
-                                                float mu, float rs, float (&y)[EPV]) {
-    float amax = 0.0f;
+/* The quantization blocks of the thread's IT register vectors in a rows walk (rows_vec, blocks of
+ * BV vectors): each vector normalized in place (normalize_vec, amax_merge_fast; zeros past K),
+ * and the amax of each of the thread's NB blocks (RowsSpan; vector it lies in block it / V),
+ * merged over the block's L lanes with shuffles. Every lane of the warp must call it. */
+template <int NORM, int GDT, int ZCG, int EPV, int IT, int THREADS, int BV, typename P>
+__device__ __forceinline__ void rows_block_amax(const P &p, long long k0, float (&v)[IT][EPV],
+                                                float mu, float rs,
+                                                float (&amax)[RowsSpan<IT, BV>::NB]) {
+    constexpr int NB = RowsSpan<IT, BV>::NB, L = RowsSpan<IT, BV>::L, V = RowsSpan<IT, BV>::V;
+    const int tid = threadIdx.x;
 #pragma unroll
-    for (int j = 0; j < EPV; j++)
-        y[j] = 0.0f;
-    if (k < p.K)
-        amax = normalize_vec<NORM, GDT, ZCG, EPV>(p, k, v, mu, rs, y, amax);
+    for (int b = 0; b < NB; b++)
+        amax[b] = 0.0f;
 #pragma unroll
-    for (int o = 1; o < GROUP; o <<= 1)
-        amax = amax_merge(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    return amax;
+    for (int it = 0; it < IT; it++) {
+        const long long k = k0 + static_cast<long long>(rows_vec<IT, THREADS, BV>(tid, it)) * EPV;
+        if (k < p.K) {
+            amax[it / V] =
+                normalize_vec<NORM, GDT, ZCG, EPV, true>(p, k, v[it], mu, rs, v[it], amax[it / V]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < EPV; j++)
+                v[it][j] = 0.0f;
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < NB; b++)
+#pragma unroll
+        for (int o = 1; o < L; o <<= 1)
+            amax[b] = amax_merge(amax[b], __shfl_xor_sync(0xffffffffu, amax[b], o));
 }
 
 /* Where this thread works in columnwise tile blockIdx.x (TILE x TILE tiles, row-major over

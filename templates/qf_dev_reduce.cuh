@@ -11,6 +11,14 @@ __device__ __forceinline__ float amax_merge(float m, float v) {
     return (a > m || a != a) ? a : m;
 }
 
+/* max(m, |v|) in one instruction (max.NaN, sm_80+): NaN when either is NaN, as the canonical NaN
+ * rather than v's payload; for amaxes that only matter as NaN or not (a block's scale). */
+__device__ __forceinline__ float amax_merge_fast(float m, float v) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(v)));
+    return r;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);

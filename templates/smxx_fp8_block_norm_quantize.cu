@@ -15,19 +15,24 @@
  * - `<name>` (tiled; any M and K, any alignment, 1D or 2D, rowwise and/or columnwise): block
  *   (blockIdx.x, blockIdx.y) of 256 threads owns the 128 rows of strip blockIdx.x (one 128x1
  *   block per column, one row of 128x128 tiles) and its 128-column chunks blockIdx.y,
- *   + gridDim.y, ... (gridDim.y is 1 with a norm: the statistics need whole rows). Phase 1: the
- *   rows' statistics (tile_stats, one warp per row). Phase 2: the chunks; each thread holds 8
- *   (16-bit x) or 16 (fp32 x) rows of one 16-byte column segment (64 values) in registers, so x
- *   is loaded once per chunk with coalesced 16-byte loads where K and x allow; row blocks reduce
- *   their amax with shuffles over the 16 or 32 lanes of a row, column blocks (and the tile)
- *   through shared memory; the rowwise bytes go straight to memory, the columnwise bytes through
- *   a transposed 128x128 byte tile in shared memory, stored as coalesced 4-byte words of the
- *   [K, M] rows.
- * - `<name>_rows{1,2,4,8}` (rowwise 1x128 only; K * sizeof(x) a multiple of 16, 16-byte aligned
- *   pointers; the runtime checks all of these): each block loops over rows (persistent grid); a
- *   row (without a norm: each chunk of it) is held in registers as IT 16-byte vectors per
- *   thread, so x is read once; the 16 or 32 consecutive lanes whose vectors make up one 1x128
- *   block reduce its amax with shuffles; the group's first lane writes its scale_inv.
+ *   + gridDim.y, ... Phase 1: the rows' statistics, computed (tile_stats, one warp per row;
+ *   gridDim.y is then 1: they need whole rows) or, with p.pass 1, read from p.mu / p.rsigma
+ *   after a rows entry wrote them (then only the columnwise copy is written, on any gridDim.y).
+ *   Phase 2: each chunk in two passes over its x (chunk_quantize): the amaxes and scales, then
+ *   the bytes. Whole chunks of 16-bit x are read from shared memory, staged by cp.async in two
+ *   buffers, so the copies of the next two chunks are in flight while one is quantized; other
+ *   chunks are read from global memory. Each thread takes 8 consecutive rows (fp32 x: 16) of one
+ *   16-byte column segment; row blocks reduce their amax with shuffles over the 16 or 32 lanes
+ *   of a row, column blocks (and the tile) through shared memory. The rowwise bytes go straight
+ *   to memory, and so do the columnwise ones: a thread's 8 (16) consecutive rows of a column
+ *   are 8 (16) consecutive bytes of a row of the transpose [K, M].
+ * - `<name>_rows{1,2,4,8}` (1D only; K * sizeof(x) a multiple of 16, 16-byte aligned pointers;
+ *   the runtime checks all of these): the statistics and the rowwise copy (or, without a
+ *   rowwise output, the statistics alone, for the tiled entry's p.pass 1). Each block loops over
+ *   rows (persistent grid); a row (without a norm: each chunk of it) is held in registers as IT
+ *   16-byte vectors per thread, so x is read once; each 1x128 block lies in the vectors of a
+ *   few consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; the first
+ *   of them writes its scale_inv.
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_PROLOGUE (runtime). M and K are run-time values. */
@@ -139,98 +144,153 @@ __device__ __forceinline__ void quant_pack(const float (&y)[N], const float (&s)
 
 /* ---------------------------------------------------------------- rows path */
 
-/* Normalizes one register-held vector at element k of row m (k may be past K: then it only takes
- * part in the block's shuffles), quantizes it with its 1x128 block's scale and stores it. Every
- * lane of the warp must call this (shuffles). */
-__device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)[kEpv],
-                                          long long m, long long k, float mu, float rs) {
-    float y[kEpv];
-    const float amax =
-        block_vec_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kTpr>(p, k, v, mu, rs, y);
-    if (k >= p.K)
-        return;
-    const float scale = block_scale(p, amax);
-    float s[kEpv];
+/* The thread's IT register vectors of a rows chunk from column k0 of row m (rows_vec, RowsSpan:
+ * NB 1x128 blocks, each shared by L lanes), normalized, quantized with their block's scale and
+ * stored; the first of a block's lanes writes its scale_inv. Every lane of the warp must call
+ * this (shuffles). */
+template <int IT>
+__device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][kEpv], long long m,
+                                          long long k0, float mu, float rs) {
+    using Span = RowsSpan<IT, kBlk / kEpv>;
+    float amax[Span::NB];
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kThreads, kBlk / kEpv>(
+        p, k0, v, mu, rs, amax);
+    const long long kb = k0 + static_cast<long long>(
+                                  rows_vec<IT, kThreads, kBlk / kEpv>(threadIdx.x, 0)) * kEpv;
 #pragma unroll
-    for (int j = 0; j < kEpv; j++)
-        s[j] = scale;
-    unsigned w[kEpv / 4];
-    quant_pack<kEpv>(y, s, w);
-    unsigned char *dst = p.out_row + m * p.K + k;
-    if constexpr (kEpv == 8)
-        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
-    else
-        *reinterpret_cast<unsigned *>(dst) = w[0];
-    if (threadIdx.x % kTpr == 0)
-        store_scale(p.scale_row, p.M, p.K, m, k, scale);
+    for (int b = 0; b < Span::NB; b++) {
+        const float scale = block_scale(p, amax[b]);
+        float s[kEpv];
+#pragma unroll
+        for (int j = 0; j < kEpv; j++)
+            s[j] = scale;
+#pragma unroll
+        for (int i = 0; i < Span::V; i++) {
+            const int it = b * Span::V + i;
+            const long long k = kb + static_cast<long long>(it * Span::G) * kEpv;
+            if (k >= p.K)
+                break;
+            unsigned w[kEpv / 4];
+            quant_pack<kEpv>(v[it], s, w);
+            unsigned char *dst = p.out_row + m * p.K + k;
+            if constexpr (kEpv == 8)
+                *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+            else
+                *reinterpret_cast<unsigned *>(dst) = w[0];
+            if (rows_block_first<IT, kBlk / kEpv>(threadIdx.x, it))
+                store_scale(p.scale_row, p.M, p.K, m, k, scale);
+        }
+    }
 }
 
 template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
-    if (!kRowwise || kBlock2d)
+    if (kBlock2d || (!kRowwise && kNorm == QF_NORM_NONE))
         return; /* the runtime runs the tiled entry for these */
-    pad_all(p);
-    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, true>(
-        p, [&](const float (&v)[kEpv], long long m, long long k, float mu, float rs) {
-            rows_emit(p, v, m, k, mu, rs);
+    if (kRowwise)
+        pad_all(p);
+    /* the statistics, and the rowwise copy where asked (a columnwise copy comes from the tiled
+     * entry after this one, p.pass 1) */
+    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kBlk / kEpv, kRowwise>(
+        p, [&](float (&v)[IT][kEpv], long long m, long long k0, float mu, float rs) {
+            rows_emit<IT>(p, v, m, k0, mu, rs);
         });
 }
 
 /* ---------------------------------------------------------------- tiled entry */
 
-/* The shared memory of the tiled entry. */
+/* Whole chunks of 16-bit x are staged through two 32 KB buffers of dynamic shared memory
+ * (QF_FP8_BLOCK_TILED_SMEM): the copies (cp.async) of the next two chunks are in flight while
+ * the block quantizes this one. fp32 x is read from global memory (the second pass from L2). */
+constexpr bool kStage = kInSize == 2;
+constexpr int kStageBytes = kTileM * kBlk * kInSize;
+static_assert(!kStage || 2 * kStageBytes == QF_FP8_BLOCK_TILED_SMEM(kInSize),
+              "the runtime's dynamic shared memory size");
+
+/* The static shared memory of the tiled entry. */
 struct TileSmem {
     float mu[kTileM], rsigma[kTileM];
-    float colmax[kRowsPerPass][kBlk]; /* per-thread-row partial column amaxes of a chunk */
+    float colmax[kRowsPerPass][kBlk]; /* per-row-group partial column amaxes of a chunk */
     float colscale[kBlk];             /* each column block's scale (2D: the tile's, in [0]) */
     float red[kWarps];
-    __align__(16) unsigned char t[kBlk][kTileM + 4]; /* transposed chunk [k][m], padded */
 };
 
-/* The normalized chunk values of this thread: rows r0 + i * kRowsPerPass of the strip at m0,
- * columns k0 + c .. + kEpv (0 where the element does not exist), and its row amaxes and column
- * amaxes over its rows. */
-__device__ __forceinline__ void chunk_load(const qf_q_params &p, const TileSmem &sm, long long m0,
-                                           long long k0, int r0, int c, bool vec,
-                                           float (&y)[kPasses][kEpv], float (&ramax)[kPasses],
-                                           float (&camax)[kEpv]) {
-    float g[kEpv], b[kEpv];
+/* Stage buffer b (0 or 1) of the dynamic shared memory: a chunk [128][128] of x. */
+__device__ __forceinline__ unsigned char *stage_buf(long long b) {
+    extern __shared__ __align__(16) unsigned char dyn[];
+    return dyn + (b & 1) * kStageBytes;
+}
+
+/* Starts the copy of the whole chunk (m0, k0) of x into buf: 16-byte pieces, piece e (row
+ * e / kTpr) by thread e % kThreads; one cp.async group. */
+__device__ __forceinline__ void chunk_stage(const qf_q_params &p, unsigned char *buf,
+                                            long long m0, long long k0) {
 #pragma unroll
-    for (int j = 0; j < kEpv; j++) {
-        const long long k = k0 + c + j;
-        g[j] = kNorm != QF_NORM_NONE && k < p.K
-                   ? load_gamma<kGammaDtype, kZeroCenteredGamma>(p.gamma, k) : 1.0f;
-        b[j] = kNorm == QF_NORM_LAYERNORM && k < p.K ? load_elem<kGammaDtype>(p.beta, k) : 0.0f;
-        camax[j] = 0.0f;
+    for (int q = 0; q < kTileM * kTpr / kThreads; q++) {
+        const int e = q * kThreads + threadIdx.x, r = e / kTpr, c = (e % kTpr) * kEpv;
+        cp_async16(buf + (r * kBlk + c) * kInSize,
+                   static_cast<const unsigned char *>(p.x) + ((m0 + r) * p.K + k0 + c) * kInSize);
     }
+    cp_async_commit();
+}
+
+/* Thread tid's place in a 128x128 chunk: the kPasses consecutive rows from r0 * kPasses (r0 =
+ * tid / kTpr: the kTpr lanes of an aligned warp group share rows) and the kEpv columns from c. */
+__device__ __forceinline__ int tile_row(int r0, int i) {
+    return r0 * kPasses + i;
+}
+
+/* Where a chunk's x comes from: buf (staged, whole chunk) when not null; else global memory, as
+ * one vector per row when the chunk is whole and x's vectors aligned (full), element by element
+ * otherwise. */
+struct ChunkSrc {
+    const unsigned char *buf;
+    long long m0, k0;
+    bool full, vec;
+};
+
+/* y = the normalized values of row r of the chunk at columns k0 + c .. + kEpv, 0 where the
+ * element does not exist (gamma g, beta b of those columns). */
+__device__ __forceinline__ void chunk_y(const qf_q_params &p, const TileSmem &sm,
+                                        const ChunkSrc &src, int r, int c, const float (&g)[kEpv],
+                                        const float (&b)[kEpv], float (&y)[kEpv]) {
+    const float mu = kNorm == QF_NORM_LAYERNORM ? sm.mu[r] : 0.0f;
+    const float rs = kNorm != QF_NORM_NONE ? sm.rsigma[r] : 1.0f;
+    const long long m = src.m0 + r;
+    float xv[kEpv];
+    if (kStage && src.buf) {
+        const uint4 q = *reinterpret_cast<const uint4 *>(src.buf + (r * kBlk + c) * kInSize);
+        const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < kPasses; i++) {
-        const int r = r0 + i * kRowsPerPass;
-        const long long m = m0 + r;
-        const float mu = kNorm == QF_NORM_LAYERNORM ? sm.mu[r] : 0.0f;
-        const float rs = kNorm != QF_NORM_NONE ? sm.rsigma[r] : 1.0f;
-        float xs[kEpv];
-        const bool whole = vec && m < p.M && k0 + c < p.K; /* then all kEpv exist (K % kEpv) */
+        for (int j = 0; j < kEpv; j++)
+            xv[j] = half_bits_to_float<kInDtype>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+    } else if (src.full) {
+        src_n<kInDtype, kEpv>(p, m, src.k0 + c, xv);
+    } else {
+        const bool whole = src.vec && m < p.M && src.k0 + c < p.K; /* all kEpv exist (K % kEpv) */
         if (whole)
-            src_n<kInDtype, kEpv>(p, m, k0 + c, xs);
-        ramax[i] = 0.0f;
+            src_n<kInDtype, kEpv>(p, m, src.k0 + c, xv);
 #pragma unroll
         for (int j = 0; j < kEpv; j++) {
-            const long long k = k0 + c + j;
-            y[i][j] = 0.0f;
-            if (m < p.M && k < p.K) {
-                const float xv = whole ? xs[j] : src_elem<kInDtype>(p, m, k);
-                y[i][j] = normalize<kNorm>(xv, mu, rs, g[j], b[j]);
-                ramax[i] = amax_merge(ramax[i], y[i][j]);
-                camax[j] = amax_merge(camax[j], y[i][j]);
-            }
+            const long long k = src.k0 + c + j;
+            const bool ok = m < p.M && k < p.K;
+            y[j] = ok ? normalize<kNorm>(whole ? xv[j] : src_elem<kInDtype>(p, m, k), mu, rs,
+                                         g[j], b[j])
+                      : 0.0f;
         }
+        return;
     }
+#pragma unroll
+    for (int j = 0; j < kEpv; j++)
+        y[j] = normalize<kNorm>(xv[j], mu, rs, g[j], b[j]);
 }
 
 /* The column blocks' scales of the chunk (2D: the tile's, in colscale[0]) into shared memory,
- * from each thread's column amaxes; ends with a barrier. */
-__device__ __forceinline__ void chunk_col_scales(const qf_q_params &p, TileSmem &sm, int r0, int c,
+ * from each thread's column amaxes, and the columnwise scale_inv; ends with a barrier. The next
+ * chunk's writes come after its first barrier, which every thread reaches only when done with
+ * this chunk's colscale, so no barrier closes a chunk. */
+__device__ __forceinline__ void chunk_col_scales(const qf_q_params &p, TileSmem &sm, long long m0,
+                                                 long long k0, int r0, int c,
                                                  const float (&camax)[kEpv]) {
 #pragma unroll
     for (int j = 0; j < kEpv; j++)
@@ -238,10 +298,15 @@ __device__ __forceinline__ void chunk_col_scales(const qf_q_params &p, TileSmem 
     __syncthreads();
     float a = 0.0f;
     if (threadIdx.x < kBlk) {
+#pragma unroll
         for (int i = 0; i < kRowsPerPass; i++)
-            a = amax_merge(a, sm.colmax[i][threadIdx.x]);
-        if (!kBlock2d)
-            sm.colscale[threadIdx.x] = block_scale(p, a);
+            a = amax_merge_fast(a, sm.colmax[i][threadIdx.x]);
+        if (!kBlock2d) {
+            const float scale = block_scale(p, a);
+            sm.colscale[threadIdx.x] = scale;
+            if (kColumnwise && k0 + threadIdx.x < p.K)
+                store_scale(p.scale_col, p.K, p.M, k0 + threadIdx.x, m0, scale);
+        }
     }
     if (kBlock2d) { /* the tile's amax: warps 0..3 hold the 128 column amaxes, the others 0 */
         a = warp_amax(a);
@@ -252,7 +317,10 @@ __device__ __forceinline__ void chunk_col_scales(const qf_q_params &p, TileSmem 
             float t = sm.red[0];
             for (int w = 1; w < kWarps; w++)
                 t = amax_merge(t, sm.red[w]);
-            sm.colscale[0] = block_scale(p, t);
+            const float scale = block_scale(p, t);
+            sm.colscale[0] = scale;
+            if (kColumnwise)
+                store_scale(p.scale_col, p.K, p.M, k0, m0, scale);
         }
     }
     __syncthreads();
@@ -269,97 +337,190 @@ __device__ __forceinline__ void store_bytes(unsigned char *dst, const unsigned (
     }
 }
 
-/* The rowwise bytes and scales of this thread's rows of the chunk. */
-__device__ __forceinline__ void chunk_rowwise(const qf_q_params &p, const TileSmem &sm,
-                                              long long m0, long long k0, int r0, int c,
-                                              const float (&y)[kPasses][kEpv],
-                                              float (&ramax)[kPasses]) {
-    const long long left = p.K - (k0 + c);
-    const int n = left <= 0 ? 0 : left < kEpv ? static_cast<int>(left) : kEpv;
-    const bool aligned = (p.K & 3) == 0;
+/* The scale of row tile_row(r0, g) of the chunk, g = this lane's place in its row group (g <
+ * kPasses; the others 1), from the thread's row amaxes merged over the row's kTpr lanes; lane g
+ * also writes that row's scale_inv. 2D: the tile's scale (thread 0 writes its scale_inv). */
+__device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const TileSmem &sm,
+                                                 long long m0, long long k0, int r0,
+                                                 const float (&ramax)[kPasses]) {
+    if (kBlock2d) {
+        if (threadIdx.x == 0)
+            store_scale(p.scale_row, p.M, p.K, m0, k0, sm.colscale[0]);
+        return sm.colscale[0];
+    }
+    const int g = (threadIdx.x & 31) % kTpr;
+    float mine = 1.0f;
 #pragma unroll
     for (int i = 0; i < kPasses; i++) {
         float a = ramax[i];
 #pragma unroll
         for (int o = 1; o < kTpr; o <<= 1) /* the row's kTpr lanes: one aligned warp group */
             a = amax_merge(a, __shfl_xor_sync(0xffffffffu, a, o));
-        const long long m = m0 + r0 + i * kRowsPerPass;
-        if (m >= p.M || n == 0)
-            continue;
-        const float scale = kBlock2d ? sm.colscale[0] : block_scale(p, a);
-        float s[kEpv];
-#pragma unroll
-        for (int j = 0; j < kEpv; j++)
-            s[j] = scale;
-        unsigned w[kEpv / 4];
-        quant_pack<kEpv>(y[i], s, w);
-        store_bytes(p.out_row + m * p.K + k0 + c, w, n, aligned);
-        if (c == 0 && (!kBlock2d || r0 + i * kRowsPerPass == 0))
-            store_scale(p.scale_row, p.M, p.K, m, k0, scale);
+        if (g == i)
+            mine = block_scale(p, a);
     }
+    const long long m = m0 + tile_row(r0, g);
+    if (g < kPasses && m < p.M)
+        store_scale(p.scale_row, p.M, p.K, m, k0, mine);
+    return mine;
 }
 
-/* The columnwise bytes of the chunk through the transposed tile, and its scales; ends with a
- * barrier (the tile and the scales are reused by the next chunk). */
-__device__ __forceinline__ void chunk_columnwise(const qf_q_params &p, TileSmem &sm, long long m0,
-                                                 long long k0, int r0, int c,
-                                                 const float (&y)[kPasses][kEpv]) {
-    float s[kEpv];
+/* One 128x128 chunk in two passes over its x (staged or global): pass A the row and column
+ * amaxes and the scales; pass B the rowwise bytes, stored per row, and the columnwise bytes,
+ * packed per column (a thread's kPasses consecutive rows are kPasses consecutive bytes of a row
+ * of the transpose [K, M]: one 8-byte, fp32 x 16-byte, store where the chunk is whole and those
+ * rows aligned for it, byte by byte otherwise). */
+__device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &sm,
+                                               const ChunkSrc &src, int r0, int c, bool rows) {
+    const long long m0 = src.m0, k0 = src.k0;
+    float g[kEpv], b[kEpv];
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        const long long k = k0 + c + j;
+        g[j] = kNorm != QF_NORM_NONE && k < p.K
+                   ? load_gamma<kGammaDtype, kZeroCenteredGamma>(p.gamma, k) : 1.0f;
+        b[j] = kNorm == QF_NORM_LAYERNORM && k < p.K ? load_elem<kGammaDtype>(p.beta, k) : 0.0f;
+    }
+
+    /* Pass A: amaxes. */
+    float ramax[kPasses], camax[kEpv];
 #pragma unroll
     for (int j = 0; j < kEpv; j++)
-        s[j] = sm.colscale[kBlock2d ? 0 : c + j];
+        camax[j] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPasses; i++) {
-        unsigned w[kEpv / 4];
-        quant_pack<kEpv>(y[i], s, w);
+        float y[kEpv];
+        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y);
+        ramax[i] = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kEpv; j++)
-            sm.t[c + j][r0 + i * kRowsPerPass] = static_cast<unsigned char>(w[j / 4] >> (8 * (j % 4)));
+        for (int j = 0; j < kEpv; j++) {
+            ramax[i] = amax_merge_fast(ramax[i], y[j]);
+            camax[j] = amax_merge_fast(camax[j], y[j]);
+        }
     }
-    __syncthreads();
-    const long long rows_left = p.M - m0; /* > 0 */
-    const bool aligned = (p.M & 3) == 0;
-    for (int e = threadIdx.x; e < kBlk * (kTileM / 4); e += kThreads) {
-        const int kk = e / (kTileM / 4), m4 = (e % (kTileM / 4)) * 4;
-        if (k0 + kk >= p.K || m4 >= rows_left)
-            continue;
-        const unsigned v = *reinterpret_cast<const unsigned *>(&sm.t[kk][m4]);
-        const int n = rows_left - m4 < 4 ? static_cast<int>(rows_left - m4) : 4;
-        store4(p.out_col + (k0 + kk) * p.M + m0 + m4, v, n, aligned);
+    if (kColumnwise || kBlock2d)
+        chunk_col_scales(p, sm, m0, k0, r0, c, camax);
+    const float mine = kRowwise && rows ? chunk_row_scale(p, sm, m0, k0, r0, ramax) : 1.0f;
+
+    /* Pass B: bytes. */
+    float sc[kEpv];
+#pragma unroll
+    for (int j = 0; j < kEpv; j++)
+        sc[j] = kColumnwise ? sm.colscale[kBlock2d ? 0 : c + j] : 1.0f;
+    unsigned cw[kEpv][kPasses / 4];
+    const long long left = p.K - (k0 + c);
+    const int n = left <= 0 ? 0 : left < kEpv ? static_cast<int>(left) : kEpv;
+    const bool aligned = (p.K & 3) == 0;
+    const int base = (threadIdx.x & 31) & ~(kTpr - 1);
+#pragma unroll
+    for (int i = 0; i < kPasses; i += 2) {
+        float y0[kEpv], y1[kEpv];
+        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y0);
+        chunk_y(p, sm, src, tile_row(r0, i + 1), c, g, b, y1);
+        if (kRowwise && rows) {
+            const float s0 = kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + i);
+            const float s1 = kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + i + 1);
+            const long long m = m0 + tile_row(r0, i);
+            float s[kEpv];
+            unsigned w[kEpv / 4];
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                s[j] = s0;
+            quant_pack<kEpv>(y0, s, w);
+            if (m < p.M && n > 0)
+                store_bytes(p.out_row + m * p.K + k0 + c, w, n, aligned);
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                s[j] = s1;
+            quant_pack<kEpv>(y1, s, w);
+            if (m + 1 < p.M && n > 0)
+                store_bytes(p.out_row + (m + 1) * p.K + k0 + c, w, n, aligned);
+        }
+        if (kColumnwise) {
+#pragma unroll
+            for (int j = 0; j < kEpv; j++) {
+                const unsigned h = to_fp8x2<kOutDtype>(y0[j] * sc[j], y1[j] * sc[j]);
+                if (i % 4 == 0)
+                    cw[j][i / 4] = h;
+                else
+                    cw[j][i / 4] |= h << 16;
+            }
+        }
     }
-    if (!kBlock2d && threadIdx.x < kBlk && k0 + threadIdx.x < p.K)
-        store_scale(p.scale_col, p.K, p.M, k0 + threadIdx.x, m0, sm.colscale[threadIdx.x]);
-    if (kBlock2d && threadIdx.x == 0)
-        store_scale(p.scale_col, p.K, p.M, k0, m0, sm.colscale[0]);
-    __syncthreads();
+    if (kColumnwise) {
+        const long long mr = m0 + tile_row(r0, 0);
+        const bool wide = src.full && p.M % kPasses == 0 &&
+                          (reinterpret_cast<unsigned long long>(p.out_col) % kPasses) == 0;
+#pragma unroll
+        for (int j = 0; j < kEpv; j++) {
+            const long long k = k0 + c + j;
+            unsigned char *dst = p.out_col + k * p.M + mr;
+            if (wide) {
+                if constexpr (kPasses == 8)
+                    *reinterpret_cast<uint2 *>(dst) = make_uint2(cw[j][0], cw[j][1]);
+                else
+                    *reinterpret_cast<uint4 *>(dst) =
+                        make_uint4(cw[j][0], cw[j][1], cw[j][2], cw[j][3]);
+            } else if (k < p.K) {
+#pragma unroll
+                for (int i = 0; i < kPasses; i++)
+                    if (mr + i < p.M)
+                        dst[i] = static_cast<unsigned char>(cw[j][i / 4] >> (8 * (i % 4)));
+            }
+        }
+    }
 }
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_q_params p) {
+extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const qf_q_params p) {
     __shared__ TileSmem sm;
     const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
-    pad_all(p);
-
-    /* Phase 1: row statistics. */
-    tile_stats<kNorm, kInDtype, kTileM, kWarps>(p, m0, sm.mu, sm.rsigma);
-
-    /* Phase 2: 128x128 chunks of the strip. */
     const int r0 = threadIdx.x / kTpr, c = (threadIdx.x % kTpr) * kEpv;
     const bool vec = !kHasPrologue && p.K % kEpv == 0 &&
                      (reinterpret_cast<unsigned long long>(p.x) & 15ull) == 0;
-    for (long long k0 = static_cast<long long>(blockIdx.y) * kBlk; k0 < p.K;
-         k0 += static_cast<long long>(gridDim.y) * kBlk) {
-        float y[kPasses][kEpv], ramax[kPasses], camax[kEpv];
-        chunk_load(p, sm, m0, k0, r0, c, vec, y, ramax, camax);
-        if (kColumnwise || kBlock2d)
-            chunk_col_scales(p, sm, r0, c, camax);
-        if (kRowwise)
-            chunk_rowwise(p, sm, m0, k0, r0, c, y, ramax);
-        if (kColumnwise)
-            chunk_columnwise(p, sm, m0, k0, r0, c, y);
-        else if (kBlock2d)
-            __syncthreads(); /* colscale is reused by the next chunk */
+    const bool rows_whole = vec && m0 + kTileM <= p.M;
+    const long long k_step = static_cast<long long>(gridDim.y) * kBlk;
+    const long long k_first = static_cast<long long>(blockIdx.y) * kBlk;
+    /* chunk t of this block (columns k_first + t k_step ..) is staged when it is whole */
+    auto staged = [&](long long k) { return kStage && rows_whole && k + kBlk <= p.K; };
+    if (staged(k_first)) /* in flight during the statistics */
+        chunk_stage(p, stage_buf(0), m0, k_first);
+    if (staged(k_first + k_step))
+        chunk_stage(p, stage_buf(1), m0, k_first + k_step);
+    pad_all(p);
+
+    /* Phase 1: row statistics: computed, or (p.pass 1, after a rows entry) read; then only the
+     * columnwise copy is written. */
+    const bool stats_given = kNorm != QF_NORM_NONE && p.pass == 1;
+    if (stats_given) {
+        if (threadIdx.x < kTileM && m0 + threadIdx.x < p.M) {
+            if (kNorm == QF_NORM_LAYERNORM)
+                sm.mu[threadIdx.x] = p.mu[m0 + threadIdx.x];
+            sm.rsigma[threadIdx.x] = p.rsigma[m0 + threadIdx.x];
+        }
+        __syncthreads();
+    } else {
+        tile_stats<kNorm, kInDtype, kTileM, kWarps>(p, m0, sm.mu, sm.rsigma);
+    }
+
+    /* Phase 2: the 128x128 chunks of the strip. */
+    long long t = 0;
+    for (long long k0 = k_first; k0 < p.K; k0 += k_step, t++) {
+        const bool full = rows_whole && k0 + kBlk <= p.K;
+        unsigned char *buf = staged(k0) ? stage_buf(t) : nullptr;
+        if (buf) {
+            if (staged(k0 + k_step))
+                cp_async_wait_1(); /* this chunk's copy; the next one's may still run */
+            else
+                cp_async_wait_all();
+            __syncthreads();
+        }
+        chunk_quantize(p, sm, ChunkSrc{buf, m0, k0, full, vec}, r0, c, !stats_given);
+        if (staged(k0 + 2 * k_step)) {
+            __syncthreads(); /* every thread is done with buf */
+            chunk_stage(p, stage_buf(t), m0, k0 + 2 * k_step);
+        }
     }
 }
 

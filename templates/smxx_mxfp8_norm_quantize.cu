@@ -109,51 +109,64 @@ __device__ __forceinline__ void store_col_scale(const qf_q_params &p, long long 
  * Rowwise only, 1D blocks, K * sizeof(x) a multiple of 16, 16-byte aligned pointers (the runtime
  * checks all of these). Each block loops over rows (persistent grid); a row (without a norm: each
  * chunk of IT kThreads vectors of it, so any K) is held in registers as IT 16-byte vectors per
- * thread, vector i = it * kThreads + tid covering elements
- * [i * kEpv, (i + 1) * kEpv), so x is read from memory once. The kTpb consecutive lanes whose
- * vectors make up one 1x32 block reduce its amax with shuffles; the group's first lane writes
- * the scale byte. A partial last block (K % 32 != 0) only sees its real elements: lanes past K
+ * thread in spans of whole 1x32 blocks (rows_vec, RowsSpan), so x is read from memory once. The
+ * consecutive lanes whose vectors make up one 1x32 block reduce its amax with shuffles; the
+ * first of them writes the scale byte. A
+ * partial last block (K % 32 != 0) only sees its real elements: lanes past K
  * contribute 0 to the amax and store nothing. */
 constexpr int kInSize = kInDtype == QF_DTYPE_FP32 ? 4 : 2;
 constexpr int kEpv = 16 / kInSize;       /* x elements per 16-byte vector: 8 or 4 */
-constexpr int kTpb = QF_MX_BLOCK / kEpv; /* lanes per 1x32 block: 4 or 8 */
+constexpr int kTpb = QF_MX_BLOCK / kEpv; /* x vectors per 1x32 block: 4 or 8 */
 static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in one warp");
 
-/* Normalizes one register-held vector at element k of row m (k may be past K: then it only takes
- * part in the block's shuffles), quantizes it with its 1x32 block's scale and stores it. Every
- * lane of the warp must call this (shuffles). */
-__device__ __forceinline__ void rows_emit(const qf_q_params &p, const float (&v)[kEpv],
-                                          long long m, long long k, float mu, float rs) {
-    float y[kEpv]; /* 1x32 block amax over its kTpb lanes */
-    const float amax =
-        block_vec_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kTpb>(p, k, v, mu, rs, y);
-    if (k >= p.K)
-        return;
-    const unsigned byte = e8m0_of_amax(amax);
-    const float inv = e8m0_inverse(byte);
-    const float invs[kVec] = {inv, inv, inv, inv};
-    unsigned w[2] = {0u, 0u};
+/* The thread's IT register vectors of a rows chunk from column k0 of row m (rows_vec, RowsSpan:
+ * NB 1x32 blocks, each shared by L lanes), normalized, quantized with their block's scale and
+ * stored; the first of a block's lanes writes its scale byte. Every lane of the warp must call
+ * this (shuffles). */
+template <int IT>
+__device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][kEpv], long long m,
+                                          long long k0, float mu, float rs) {
+    using Span = RowsSpan<IT, kTpb>;
+    float amax[Span::NB];
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kThreads, kTpb>(p, k0, v, mu,
+                                                                                    rs, amax);
+    const long long kb = k0 + static_cast<long long>(rows_vec<IT, kThreads, kTpb>(threadIdx.x, 0)) *
+                                  kEpv; /* the thread's first element */
 #pragma unroll
-    for (int j = 0; j < kEpv; j += kVec) {
-        const float q[kVec] = {y[j], y[j + 1], y[j + 2], y[j + 3]};
-        w[j / kVec] = quant4(q, invs);
+    for (int b = 0; b < Span::NB; b++) {
+        const unsigned byte = e8m0_of_amax(amax[b]);
+        const float inv = e8m0_inverse(byte);
+        const float invs[kVec] = {inv, inv, inv, inv};
+#pragma unroll
+        for (int i = 0; i < Span::V; i++) {
+            const int it = b * Span::V + i;
+            const long long k = kb + static_cast<long long>(it * Span::G) * kEpv;
+            if (k >= p.K)
+                break;
+            unsigned w[2] = {0u, 0u};
+#pragma unroll
+            for (int j = 0; j < kEpv; j += kVec) {
+                const float q[kVec] = {v[it][j], v[it][j + 1], v[it][j + 2], v[it][j + 3]};
+                w[j / kVec] = quant4(q, invs);
+            }
+            unsigned char *dst = p.out_row + m * p.K + k;
+            if (kEpv == 8)
+                *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
+            else
+                *reinterpret_cast<unsigned *>(dst) = w[0];
+            if (rows_block_first<IT, kTpb>(threadIdx.x, it))
+                store_row_scale(p, m, k / QF_MX_BLOCK, byte);
+        }
     }
-    unsigned char *dst = p.out_row + m * p.K + k;
-    if (kEpv == 8)
-        *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
-    else
-        *reinterpret_cast<unsigned *>(dst) = w[0];
-    if (threadIdx.x % kTpb == 0)
-        store_row_scale(p, m, k / QF_MX_BLOCK, byte);
 }
 
 template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
-    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kRowwise>(
-        p, [&](const float (&v)[kEpv], long long m, long long k, float mu, float rs) {
-            rows_emit(p, v, m, k, mu, rs);
+    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kTpb, kRowwise>(
+        p, [&](float (&v)[IT][kEpv], long long m, long long k0, float mu, float rs) {
+            rows_emit<IT>(p, v, m, k0, mu, rs);
         });
 }
 
