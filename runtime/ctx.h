@@ -138,9 +138,13 @@ QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned gr
  * (M/QF_COLS_TILE) * (K/QF_COLS_TILE) blocks, the transposed copy. Otherwise the tiled entry on
  * cdiv(M, tile_m) blocks. A call with tiled_k (fp8_block: its 128x1 blocks are taller than a
  * `_cols` tile) has no `_cols` entry: its columnwise copy comes from the tiled entry, on
- * cdiv(M, tile_m) x cdiv(K, tiled_k) blocks when the kernel has no norm (one per tile), on
- * cdiv(M, tile_m) blocks with one (the statistics need whole rows). p is the call's parameter
- * block. Errors: QF_ERR_UNSUPPORTED (M too large for one grid), as qf_ctx_launch. */
+ * cdiv(M, tile_m) x cdiv(K, tiled_k) blocks (each walking tiled_k / tile_m chunks of its strip)
+ * when the kernel has no norm, on cdiv(M, tile_m) blocks with one (the statistics need whole
+ * rows); with cols_after_rows and a norm, where a rows entry can run (rows_ok, alignment, the
+ * row within 8 vectors per thread) that entry writes the statistics (and the rowwise copy) and
+ * then the tiled entry, with p->pass 1, the columnwise copy on the cdiv(M, tile_m) x
+ * cdiv(K, tiled_k) grid. p is the call's parameter block. Errors: QF_ERR_UNSUPPORTED (M too
+ * large for one grid), QF_ERR_CUDA (tiled_smem refused), as qf_ctx_launch. */
 #define QF_COLS_TILE 64 /* rows and columns of one block of a `<name>_cols` entry */
 typedef struct qf_rows_call {
     qf_dtype xdt;

@@ -88,13 +88,13 @@ __device__ __forceinline__ bool rows_block_first(int tid, int it) {
 
 /* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
  * as IT vectors of EPV elements per thread (vector i = rows_vec<IT, THREADS, BV>(tid, it) covers
- * elements [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3). Slots past
- * K hold 0 and are skipped by the variance pass. CENTER (LayerNorm): v is left holding x - mu,
- * the value the normalization starts from, so it is computed once. s_red: two reduction buffers,
- * alternated by red. tid is
- * threadIdx.x as an int or as the unsigned it is. NOTES: both give the same index, but not the
- * same machine code; TID keeps each template's kernels exactly as they were compiled before this
- * helper was shared. */
+ * elements [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3; the squares
+ * accumulated with fmaf, one rounding each, so these statistics can differ in the last bit from
+ * the one-warp row_stats of the tiled entries, within the statistics' tolerance). Slots past K
+ * hold 0 and are skipped by the variance pass. CENTER (LayerNorm): v is left holding x - mu, the
+ * value the normalization starts from, so it is computed once. s_red: two reduction buffers,
+ * alternated by red. tid is threadIdx.x as an int or as the unsigned it is (both give the same
+ * index). */
 template <int IT, int NORM, int EPV, int THREADS, int WARPS, int BV = IT * THREADS,
           bool CENTER = false, typename TID>
 __device__ __forceinline__ void rows_stats(float (&v)[IT][EPV], long long K, float eps,

@@ -19,9 +19,10 @@
  *   gridDim.y is then 1: they need whole rows) or, with p.pass 1, read from p.mu / p.rsigma
  *   after a rows entry wrote them (then only the columnwise copy is written, on any gridDim.y).
  *   Phase 2: each chunk in two passes over its x (chunk_quantize): the amaxes and scales, then
- *   the bytes. Whole chunks of 16-bit x are read from shared memory, staged by cp.async in two
- *   buffers, so the copies of the next two chunks are in flight while one is quantized; other
- *   chunks are read from global memory. Each thread takes 8 consecutive rows (fp32 x: 16) of one
+ *   the bytes. Whole chunks of 16-bit x (whole strip, x 16-byte aligned) are read from shared
+ *   memory, staged by cp.async in two buffers, so the next chunk's copy is in flight while one is
+ *   quantized (both of the first two during the statistics); other chunks are read from global
+ *   memory. Each thread takes 8 consecutive rows (fp32 x: 16) of one
  *   16-byte column segment; row blocks reduce their amax with shuffles over the 16 or 32 lanes
  *   of a row, column blocks (and the tile) through shared memory. The rowwise bytes go straight
  *   to memory, and so do the columnwise ones: a thread's 8 (16) consecutive rows of a column
@@ -30,8 +31,8 @@
  *   the runtime checks all of these): the statistics and the rowwise copy (or, without a
  *   rowwise output, the statistics alone, for the tiled entry's p.pass 1). Each block loops over
  *   rows (persistent grid); a row (without a norm: each chunk of it) is held in registers as IT
- *   16-byte vectors per thread, so x is read once; each 1x128 block lies in the vectors of a
- *   few consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; the first
+ *   16-byte vectors per thread, so x is read once; each 1x128 block lies in the vectors of 8 to
+ *   32 consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; the first
  *   of them writes its scale_inv.
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
@@ -200,8 +201,8 @@ __device__ void rows_body(const qf_q_params &p) {
 /* ---------------------------------------------------------------- tiled entry */
 
 /* Whole chunks of 16-bit x are staged through two 32 KB buffers of dynamic shared memory
- * (QF_FP8_BLOCK_TILED_SMEM): the copies (cp.async) of the next two chunks are in flight while
- * the block quantizes this one. fp32 x is read from global memory (the second pass from L2). */
+ * (QF_FP8_BLOCK_TILED_SMEM): the next chunk's copy (cp.async) is in flight while the block
+ * quantizes this one. fp32 x is read from global memory (the second pass from L2). */
 constexpr bool kStage = kInSize == 2;
 constexpr int kStageBytes = kTileM * kBlk * kInSize;
 static_assert(!kStage || 2 * kStageBytes == QF_FP8_BLOCK_TILED_SMEM(kInSize),
@@ -482,7 +483,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const 
     const bool rows_whole = vec && m0 + kTileM <= p.M;
     const long long k_step = static_cast<long long>(gridDim.y) * kBlk;
     const long long k_first = static_cast<long long>(blockIdx.y) * kBlk;
-    /* chunk t of this block (columns k_first + t k_step ..) is staged when it is whole */
+    /* chunk t of this block (columns k_first + t k_step ..) is staged when it is whole, in a
+     * whole strip of 16-bit, 16-byte aligned x without a prologue */
     auto staged = [&](long long k) { return kStage && rows_whole && k + kBlk <= p.K; };
     if (staged(k_first)) /* in flight during the statistics */
         chunk_stage(p, stage_buf(0), m0, k_first);
