@@ -73,7 +73,7 @@ struct RowsSpan {
  * holds vectors it * G + tid % G of its span. BV = IT * THREADS is the interleaved chunk:
  * vector it * THREADS + tid, a warp's load 512 contiguous bytes. */
 template <int IT, int THREADS, int BV>
-__device__ __forceinline__ int rows_vec(int tid, int it) {
+__host__ __device__ __forceinline__ constexpr int rows_vec(int tid, int it) {
     constexpr int G = RowsSpan<IT, BV>::G;
     return (tid / G) * (IT * G) + it * G + tid % G;
 }
@@ -81,7 +81,7 @@ __device__ __forceinline__ int rows_vec(int tid, int it) {
 /* 1 when register vector `it` of thread tid (rows_vec) is the first vector of its block, held by
  * the first of the block's lanes: the one that writes the block's scale. */
 template <int IT, int BV>
-__device__ __forceinline__ bool rows_block_first(int tid, int it) {
+__host__ __device__ __forceinline__ constexpr bool rows_block_first(int tid, int it) {
     constexpr int G = RowsSpan<IT, BV>::G;
     return (it * G + tid % G) % BV == 0;
 }

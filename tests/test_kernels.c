@@ -8,6 +8,72 @@
 #include "kernel_key.h"
 #include "registry.h"
 
+/* ==================================================================== rows layout */
+
+/* The rows entries' register layout (qf_dev_norm.cuh: RowsSpan, rows_vec, rows_block_first),
+ * checked by NVRTC at compile time: for IT = 1, 2, 4, 8 vectors per thread, 256 threads and
+ * blocks of BV = 4 (MXFP8, 16-bit x), 8, 16 (FP8 block, 16-bit x) and 32 vectors, every vector
+ * of the chunk is held exactly once; the V vectors a lane holds of one block and the same
+ * vectors of the L lanes of its aligned group (one warp) lie in that block; and exactly one of
+ * them, the block's first vector, is marked first. VEC and FIRST name the mapping checked. */
+static const char rows_layout_src[] =
+    "#include \"qf_dev_norm.cuh\"\n"
+    "template <int IT, int T, int BV, int (*VEC)(int, int), bool (*FIRST)(int, int)>\n"
+    "__host__ __device__ constexpr bool span_ok() {\n"
+    "    using S = RowsSpan<IT, BV>;\n"
+    "    if (32 % S::L != 0 || S::V * S::NB != IT) return false;\n"
+    "    int count[IT * T] = {}, first[IT * T / BV] = {};\n"
+    "    for (int tid = 0; tid < T; tid++)\n"
+    "        for (int it = 0; it < IT; it++) {\n"
+    "            const int v = VEC(tid, it);\n"
+    "            if (v < 0 || v >= IT * T || count[v]++) return false;\n"
+    "            if (FIRST(tid, it)) { if (v % BV != 0 || first[v / BV]++) return false; }\n"
+    "            if (tid % S::L == 0 && it % S::V == 0)\n"
+    "                for (int u = tid; u < tid + S::L; u++)\n"
+    "                    for (int j = it; j < it + S::V; j++)\n"
+    "                        if (VEC(u, j) / BV != v / BV) return false;\n"
+    "        }\n"
+    "    for (int b = 0; b < IT * T / BV; b++) if (first[b] != 1) return false;\n"
+    "    return true;\n"
+    "}\n"
+    "template <int IT, int T, int BV>\n"
+    "__host__ __device__ constexpr int rows_vec_interleaved(int tid, int it) {\n"
+    "    return it * T + tid;\n"
+    "}\n"
+    "#define OK(IT, BV) span_ok<IT, 256, BV, ROWS_VEC<IT, 256, BV>, rows_block_first<IT, BV>>()\n"
+    "#define ALL(BV) (OK(1, BV) && OK(2, BV) && OK(4, BV) && OK(8, BV))\n"
+    "static_assert(ALL(4) && ALL(8) && ALL(16) && ALL(32), \"rows layout\");\n"
+    "extern \"C\" __global__ void qf_rows_layout_check() {}\n";
+
+/* 0 when rows_layout_src compiles for sm_90 with ROWS_VEC defined as vec (a template of <IT,
+ * THREADS, BV>), else 1 with NVRTC's message in msg. */
+static int rows_layout_compiles(const char *vec, char *msg, size_t cap) {
+    char def[96], archbuf[64];
+    snprintf(def, sizeof def, "-DROWS_VEC=%s", vec);
+    const char *extra[] = {def}, *opts[QF_JIT_MAX_OPTIONS];
+    const int no = qf_jit_options(90, extra, 1, opts, archbuf);
+    void *cubin = NULL;
+    size_t size = 0;
+    const qf_status s = no > 0 ? qf_jit_compile("qf_rows_layout_check", rows_layout_src,
+                                                qf_nvrtc_header_names, qf_nvrtc_headers,
+                                                qf_nvrtc_header_count, opts, no, &cubin, &size)
+                               : QF_ERR_INTERNAL;
+    free(cubin);
+    snprintf(msg, cap, "%s", s == QF_OK ? "" : qf_last_error());
+    return s != QF_OK;
+}
+
+static void test_rows_layout(void **state) {
+    (void)state;
+    char msg[4096];
+    if (rows_layout_compiles("rows_vec", msg, sizeof msg))
+        fail_msg("the rows layout check failed: %s", msg);
+    /* the check can fail: the interleaved chunk (vector it * 256 + tid) spreads a block over more
+     * lanes than RowsSpan's L, and the compile must say so */
+    assert_int_equal(rows_layout_compiles("rows_vec_interleaved", msg, sizeof msg), 1);
+    assert_non_null(strstr(msg, "rows layout"));
+}
+
 /* ==================================================================== NVRTC compiles */
 
 /* 0 when the CUBIN defines exactly the entry points the registry lists for k (k->entries):
@@ -300,6 +366,7 @@ KEY_CHANGE_TEST(test_key_launch_config, f->k.tile_m *= 2)
 #define KEY_T(f) cmocka_unit_test_setup_teardown(f, key_setup, key_teardown)
 
 int main(void) {
+    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         KEY_T(test_key_deterministic),
         cmocka_unit_test(test_key_all_kernels_distinct),
@@ -318,6 +385,7 @@ int main(void) {
         KEY_T(test_key_headers),
         KEY_T(test_key_name),
         KEY_T(test_key_launch_config),
+        cmocka_unit_test(test_rows_layout),
         QF_TEST_PARAM(test_compile_all_sm90, test_compile_all, NULL, 90),
         QF_TEST_PARAM(test_compile_all_sm100, test_compile_all, NULL, 100),
     };
