@@ -321,7 +321,9 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
                             qf_dtype_name(b->dtype));
     if (want->K % 16 || want->N % 16) /* name the one that is not (numerics 4) */
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s = %lld is not a multiple of 16 (cuBLASLt "
-                            "FP8 needs K and N multiples of 16; K = %lld, N = %lld)", op,
+                            "FP8 needs the GEMM's K and N multiples of 16; y [M, N] = a [M, K] "
+                            "b [N, K]^T with K = %lld, N = %lld: in a wgrad K is the token count, "
+                            "in a dgrad N is the layer's input width)", op,
                             want->K % 16 ? "K" : "N", (long long)(want->K % 16 ? want->K : want->N),
                             (long long)want->K, (long long)want->N);
     sa.dims[0] = want->M, sa.dims[1] = want->K;

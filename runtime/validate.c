@@ -290,7 +290,8 @@ qf_status qf_check_gemm_path(const char *op, const qf_recipe *r, int arch, qf_sc
     }
     if (path->n_align > 0 && N % path->n_align)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: N = %lld must be a multiple of %d on sm_%d "
-                            "(cuBLASLt %s)", op, (long long)N, path->n_align, arch,
+                            "(cuBLASLt %s; N is the GEMM's output width: the layer's input "
+                            "width in a dgrad)", op, (long long)N, path->n_align, arch,
                             path->lt_mode);
     return QF_OK;
 }

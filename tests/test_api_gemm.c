@@ -43,7 +43,8 @@ static void test_gemm_valid_reaches_device(void **state) {
 
 GEMM_TEST(test_gemm_k_not_multiple_of_16,
           a.qa.t[QF_SLOT_ROWWISE_DATA].dims[1] = a.qb.t[QF_SLOT_ROWWISE_DATA].dims[1] = 24,
-          QF_ERR_INVALID_ARG, "K = 24 is not a multiple of 16", "K = 24, N = 32")
+          QF_ERR_INVALID_ARG, "K = 24 is not a multiple of 16",
+          "K = 24, N = 32: in a wgrad K is the token count")
 
 GEMM_TEST(test_gemm_n_not_multiple_of_16,
           a.qb.t[QF_SLOT_ROWWISE_DATA].dims[0] = a.y.dims[1] = a.bias.dims[0] = 24,

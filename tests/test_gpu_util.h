@@ -59,8 +59,7 @@ static inline const qf_recipe *recipe_of(const char *name) {
 
 /* 1 when r's family runs a whole training step: its quantizer (a quantize template in its row)
  * and a GEMM path on some architecture; else 0 (silently when test is NULL, else after printing
- * that `test` skips r). fp8_block quantizes, but its GEMM (cuBLASLt VEC128_32F /
- * BLK128x128_32F) is a later step: qf_gemm answers "no GEMM", so the compositions skip it. */
+ * that `test` skips r). Every built-in recipe does; a family added without a GEMM would not. */
 static inline int recipe_trains(const qf_recipe *r, const char *test) {
     const qf_family_traits *t = qf_family_get(r->family);
     const int quantizer = t->ops[QF_OP_QUANTIZE].tpl != NULL;

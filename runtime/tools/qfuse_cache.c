@@ -270,7 +270,7 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
 static int qf_tool_list(void) {
     char dir[PATH_MAX];
     struct dirent **names;
-    int n, count = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
+    int n, count = 0, temps = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
     uint64_t total = 0;
     if (exists == 1)
         printf("0 entries, 0B in %s (the directory does not exist yet)\n", dir);
@@ -285,11 +285,14 @@ static int qf_tool_list(void) {
             continue; /* removed meanwhile by another process */
         qf_tool_list_row(&info, now);
         count += !info.temp;
+        temps += info.temp;
         total += info.bytes;
     }
-    char size[32];
+    char size[32], extra[64] = "";
     qf_tool_size(total, size, sizeof size);
-    printf("%d entr%s, %s in %s\n", count, count == 1 ? "y" : "ies", size, dir);
+    if (temps) /* their rows are listed, and their bytes are in the total */
+        snprintf(extra, sizeof extra, " and %d temporary file%s", temps, temps == 1 ? "" : "s");
+    printf("%d entr%s%s, %s in %s\n", count, count == 1 ? "y" : "ies", extra, size, dir);
     qf_tool_free_names(names, n);
     return 0;
 }

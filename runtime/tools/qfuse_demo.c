@@ -573,6 +573,11 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         usage(stderr);
         return 2;
     }
+    if (!o->weights && (o->loss_csv || o->train_steps_given)) {
+        fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
+                "give --weights FILE (scripts/get-real-weights) or leave them out\n");
+        return 2;
+    }
     return -1;
 }
 
@@ -592,10 +597,7 @@ int main(int argc, char **argv) {
         return rc;
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
-    if (!o.weights && (o.loss_csv || o.train_steps_given))
-        fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
-                "without --weights there is nothing to train\n");
-    else if (o.loss_csv && o.train_steps == 0)
+    if (o.loss_csv && o.train_steps == 0)
         fprintf(stderr, "qfuse-demo: --train-steps 0: no training, so no loss curves for "
                 "--loss-csv %s\n", o.loss_csv);
     const char *csv_path = o.weights && o.train_steps > 0 ? o.loss_csv : NULL;
