@@ -271,11 +271,14 @@ static qf_status qf_g_bf16_copy(const char *op, const char *arg, const qf_tensor
     return qf_check_buffer(op, arg, t, &s);
 }
 
-/* opts->b_dequantized, when set, checked against b's stage and recorded in it. */
-static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, qf_g_stage *sb) {
+/* opts->b_dequantized, when set, checked against b's stage (and y: they must not overlap) and
+ * recorded in it. */
+static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_tensor *y,
+                             qf_g_stage *sb) {
     if (!o->b_dequantized)
         return QF_OK;
     QF_TRY(qf_g_bf16_copy(op, "opts->b_dequantized", o->b_dequantized, sb));
+    QF_TRY(qf_check_disjoint(op, "y", y, "opts->b_dequantized", o->b_dequantized));
     sb->bf16 = o->b_dequantized->data;
     return QF_OK;
 }
@@ -467,7 +470,7 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_g_stage sa, sb;
     qf_gemm_path path;
     QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
-    QF_TRY(qf_g_kept_b(op, o, &sb));
+    QF_TRY(qf_g_kept_b(op, o, y, &sb));
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
@@ -592,7 +595,7 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_g_stage sa, sb;
     qf_gemm_path path;
     QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
-    QF_TRY(qf_g_kept_b(op, o, &sb));
+    QF_TRY(qf_g_kept_b(op, o, y, &sb));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));

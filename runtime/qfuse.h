@@ -74,7 +74,8 @@ typedef struct qf_shape {
     uint64_t bytes;     /* exact bytes written */
 } qf_shape;
 
-/* Bytes of one element of dtype; 0 for E2M1 (packed; use qf_dtype_bytes_for). */
+/* Bytes of one element of dtype; 0 for E2M1 (packed two per byte: an E2M1 tensor's dims count
+ * bytes, as in the NVFP4 slots below). */
 size_t qf_dtype_size(qf_dtype dt);
 /* Name of a dtype ("bf16", "e4m3", ...); "?" when out of range. */
 const char *qf_dtype_name(qf_dtype dt);
@@ -279,8 +280,9 @@ typedef struct qf_rng {
  * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx, recipe, x or out, a bad tensor, x
  * dtype, misaligned x, a norm or role that does not fit, gamma/beta of the wrong length or
  * dtype, beta or mu given for rmsnorm, no copy requested, a slot whose dtype, size or alignment
- * differs from its fake shape, a bad layout, NULL scale for delayed scaling, NULL rng where
- * required, a stream of another context), QF_ERR_NOT_FOUND (recipe or kernel variant),
+ * differs from its fake shape, two slots, or a slot and x, whose bytes overlap, a bad layout,
+ * NULL scale for delayed scaling, NULL rng where required, a stream of another context),
+ * QF_ERR_NOT_FOUND (recipe or kernel variant),
  * QF_ERR_UNSUPPORTED (a family without a quantizer yet: "not implemented scaling mode"),
  * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on `stream`. Does not own any buffer. */
 qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
@@ -377,9 +379,9 @@ typedef struct qf_gemm_opts {
      * GEMM without it. Other paths (sm_100+) check it and do not read it; per-tensor FP8
      * recipes refuse it. bf16, the dims of b's stored copy in elements (what qf_dequantize
      * writes: [N, K] in this GEMM's terms, MXFP8's columnwise copy [K, N] as stored), 16-byte
-     * aligned, overlapping neither y nor a. b itself is still checked and read (its shapes,
-     * NVFP4's amax); that b_dequantized holds b's values is the caller's promise. NULL:
-     * dequantize b in the call. */
+     * aligned, overlapping neither y (refused, QF_ERR_INVALID_ARG) nor a. b itself is still
+     * checked and read (its shapes, NVFP4's amax); that b_dequantized holds b's values is the
+     * caller's promise. NULL: dequantize b in the call. */
     const qf_tensor *b_dequantized;
     int reserved[4]; /* for later options, so that the struct keeps its size: must be 0 */
 } qf_gemm_opts;

@@ -82,8 +82,26 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
     return QF_OK;
 }
 
+qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *a,
+                            const char *arg_b, const qf_tensor *b) {
+    if (!a || !b || !a->data || !b->data)
+        return QF_OK;
+    const uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+    /* an E2M1 tensor's dims count its bytes (two values per byte) */
+    const size_t ea = qf_dtype_size(a->dtype), eb = qf_dtype_size(b->dtype);
+    const uintptr_t na = (uintptr_t)qf_tensor_numel(a) * (ea ? ea : 1);
+    const uintptr_t nb = (uintptr_t)qf_tensor_numel(b) * (eb ? eb : 1);
+    if (pa < pb + nb && pb < pa + na)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s (%p, %zu bytes) and %s (%p, %zu bytes) "
+                            "overlap; an output shares memory with no other argument", op, arg_a,
+                            a->data, (size_t)na, arg_b, b->data, (size_t)nb);
+    return QF_OK;
+}
+
 qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const char *arg,
                          const qf_quantized *q) {
+    char names[QF_SLOT_COUNT][64];
+    int slots[QF_SLOT_COUNT], m = 0;
     for (int i = 0; i < n; i++) {
         const int slot = qf_slot_from_name(shapes[i].name);
         if (slot < 0)
@@ -92,7 +110,14 @@ qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const ch
         char name[64];
         snprintf(name, sizeof name, "%s->%s", arg, shapes[i].name);
         QF_TRY(qf_check_buffer(op, name, &q->t[slot], &shapes[i]));
+        if (m < QF_SLOT_COUNT) {
+            slots[m] = slot;
+            snprintf(names[m++], sizeof names[0], "%s", name);
+        }
     }
+    for (int i = 0; i < m; i++) /* checked above: every one has data */
+        for (int j = i + 1; j < m; j++)
+            QF_TRY(qf_check_disjoint(op, names[i], &q->t[slots[i]], names[j], &q->t[slots[j]]));
     return QF_OK;
 }
 

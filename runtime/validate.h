@@ -26,9 +26,16 @@ QF_INTERNAL qf_status qf_check_tensor_struct(const char *op, const char *arg, co
 QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t,
                                       const qf_shape *s);
 
+/* QF_ERR_INVALID_ARG naming both when the bytes of a and b (numel x dtype size from data; an
+ * E2M1 tensor's dims count bytes) overlap; QF_OK when they do not or either is NULL or has no
+ * data. */
+QF_INTERNAL qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *a,
+                                        const char *arg_b, const qf_tensor *b);
+
 /* For every shape in shapes[0..n), finds the slot of q with the shape's name (qf_slot_from_name,
  * the one name table) and checks it with qf_check_buffer, naming it "<arg>-><slot name>" in
- * messages (arg: "out", "ll->xq"). A shape that names no slot is an internal error. */
+ * messages (arg: "out", "ll->xq"), then that no two of those slots overlap (qf_check_disjoint).
+ * A shape that names no slot is an internal error. */
 QF_INTERNAL qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n,
                                      const char *arg, const qf_quantized *q);
 

@@ -534,6 +534,18 @@ FB_TEST(test_fb_layout_out_of_range, a.out.layout = (qf_scale_layout)7, QF_ERR_I
 FB_TEST(test_fb_mu_wrong_size, fb_slot(&a, QF_SLOT_MU)->dims[0] = FB_M + 1, QF_ERR_INVALID_ARG,
         "out->mu has 6 elements", "requires 5")
 
+/* Outputs that share memory with each other or with x are refused before anything runs (the
+ * kernels would overwrite one with the other), the overlapping pair named. */
+FB_TEST(test_fb_copies_alias,
+        fb_slot(&a, QF_SLOT_COLUMNWISE_DATA)->data = fb_slot(&a, QF_SLOT_ROWWISE_DATA)->data,
+        QF_ERR_INVALID_ARG, "out->rowwise_data (", "and out->columnwise_data (", "overlap")
+
+FB_TEST(test_fb_stats_alias, fb_slot(&a, QF_SLOT_RSIGMA)->data = fb_slot(&a, QF_SLOT_MU)->data,
+        QF_ERR_INVALID_ARG, "out->mu (", "and out->rsigma (", "overlap")
+
+FB_TEST(test_fb_output_is_x, fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->data = (char *)a.x.data + 256,
+        QF_ERR_INVALID_ARG, "out->rowwise_scale_inv (", "and x (", "overlap")
+
 /* =====================================================================} */
 
 /* {===================================================================== on a GPU */
@@ -704,6 +716,9 @@ int main(void) {
         T(test_fb_swizzled_layout),
         T(test_fb_layout_out_of_range),
         T(test_fb_mu_wrong_size),
+        T(test_fb_copies_alias),
+        T(test_fb_stats_alias),
+        T(test_fb_output_is_x),
         T(test_stream_of_other_context),
         T(test_bad_input_writes_nothing),
     };

@@ -495,6 +495,9 @@ static void test_nvg_b_dequantized(void **state) {
     bad = kept, bad.data = NULL;
     NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
                "opts->b_dequantized is NULL (its data); expected bf16 [64, 96]");
+    bad = kept, bad.data = slot(7); /* y's memory: the GEMM would overwrite its own operand */
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG, "qf_gemm: y (",
+               "and opts->b_dequantized (", "overlap");
     gemm_args g = gemm_valid(state); /* fp8_delayed: cuBLASLt multiplies the FP8 bytes */
     const qf_operand fa = {&g.qa, g.copy_a}, fb = {&g.qb, g.copy_b};
     const qf_tensor fk = t2(slot(8), QF_DTYPE_BF16, N, K);

@@ -15,8 +15,9 @@ static const char *const kRecipe = "fp8_delayed"; /* used by every file that inc
 #define N 32
 #define HIST 1024 /* fp8_delayed.lua's amax_history_len */
 
-/* Stand-ins for device buffers, 256-byte aligned so that +1 is a misalignment. */
-static _Alignas(256) unsigned char g_mem[16][256];
+/* Stand-ins for device buffers, 256-byte aligned so that +1 is a misalignment, each larger
+ * than any tensor the tests describe (the calls check that outputs do not overlap). */
+static _Alignas(256) unsigned char g_mem[16][1 << 20];
 
 static inline void *slot(int i) {
     return g_mem[i];
