@@ -151,8 +151,10 @@ static void test_dir_readonly_read(void **state) {
     }
     close(errfd);
     int rc = wait_exit(pid);
-    if (rc == 77)
-        skip(); /* no permission to drop privileges here */
+    if (rc == 77) {
+        printf("skipped: no permission to drop privileges here (the read-only check needs it)\n");
+        skip();
+    }
     assert_int_equal(rc, 0);
     char *err = qf_test_read_text(errpath);
     assert_int_equal(qf_test_count_substr(err, WARNING), 1);

@@ -30,10 +30,11 @@ static inline int qf_test_have_gpu(void) {
     return cached;
 }
 
-/* Call first in every GPU test: skips cleanly (cmocka skip) without a GPU. */
+/* Call first in every GPU test: skips cleanly (cmocka skip) without a GPU, saying so. */
 #define QF_SKIP_WITHOUT_GPU()                                                                 \
     do {                                                                                      \
         if (!qf_test_have_gpu()) {                                                            \
+            printf("skipped: %s needs a CUDA device (none found)\n", __func__);              \
             skip();                                                                           \
         }                                                                                     \
     } while (0)
