@@ -71,12 +71,18 @@ static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
            qf_aligned16(p->out_col) && (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE) <= 0x7fffffff;
 }
 
+/* 1 when a call of kernel k writes its columnwise copy from statistics a rows entry wrote first
+ * (qf_rows_call.cols_after_rows with a norm). */
+static int qf_stats_first(const qf_rows_call *c, const qf_kernel_entry *k) {
+    return c->cols_after_rows && k->norm != QF_NORM_NONE;
+}
+
 /* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c, const qf_q_params *p) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
-    const int cols = (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols &&
-                     !(c->cols_after_rows && k->norm != QF_NORM_NONE);
+    const int cols =
+        (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols && !qf_stats_first(c, k);
     if (!c->rows_ok || (cols && !qf_cols_ok(lk, p)) || (p->K * esz) % 16 != 0 ||
         !qf_aligned16(p->x) || !qf_aligned16(p->out_row) || !qf_aligned16(p->gamma) ||
         !qf_aligned16(p->beta))
@@ -134,7 +140,7 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
         QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)
             return QF_OK;
-        if (c->cols_after_rows && k->norm != QF_NORM_NONE) {
+        if (qf_stats_first(c, k)) {
             p->pass = 1; /* the statistics are written: the columnwise copy from them */
             const qf_status s = qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
             p->pass = 0;

@@ -65,15 +65,10 @@ static qf_status qf_q_slots_kernel(qf_qcall *c, const qf_kernel_entry **k) {
     qf_shape shapes[QF_MAX_SHAPES];
     int n = 0;
     QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
-    QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out));
+    QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, "x", c->x));
     c->slots = 0;
-    for (int i = 0; i < n; i++) {
-        const int slot = qf_slot_from_name(shapes[i].name); /* a qf_slot: checked above */
-        c->slots |= 1u << slot;
-        char name[64];
-        snprintf(name, sizeof name, "out->%s", shapes[i].name);
-        QF_TRY(qf_check_disjoint(c->op, name, &c->out->t[slot], "x", c->x));
-    }
+    for (int i = 0; i < n; i++)
+        c->slots |= 1u << qf_slot_from_name(shapes[i].name); /* a qf_slot: checked above */
     *k = qf_registry_kernel(c->r, q.op, c->role, c->nd->norm, c->nd->zero_centered_gamma,
                             c->x->dtype);
     return *k ? QF_OK : QF_ERR_NOT_FOUND;

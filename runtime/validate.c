@@ -99,7 +99,7 @@ qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *
 }
 
 qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const char *arg,
-                         const qf_quantized *q) {
+                         const qf_quantized *q, const char *in_arg, const qf_tensor *in) {
     char names[QF_SLOT_COUNT][64];
     int slots[QF_SLOT_COUNT], m = 0;
     for (int i = 0; i < n; i++) {
@@ -115,9 +115,11 @@ qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const ch
             snprintf(names[m++], sizeof names[0], "%s", name);
         }
     }
-    for (int i = 0; i < m; i++) /* checked above: every one has data */
+    for (int i = 0; i < m; i++) { /* checked above: every one has data */
         for (int j = i + 1; j < m; j++)
             QF_TRY(qf_check_disjoint(op, names[i], &q->t[slots[i]], names[j], &q->t[slots[j]]));
+        QF_TRY(qf_check_disjoint(op, names[i], &q->t[slots[i]], in_arg, in));
+    }
     return QF_OK;
 }
 

@@ -34,10 +34,12 @@ QF_INTERNAL qf_status qf_check_disjoint(const char *op, const char *arg_a, const
 
 /* For every shape in shapes[0..n), finds the slot of q with the shape's name (qf_slot_from_name,
  * the one name table) and checks it with qf_check_buffer, naming it "<arg>-><slot name>" in
- * messages (arg: "out", "ll->xq"), then that no two of those slots overlap (qf_check_disjoint).
- * A shape that names no slot is an internal error. */
+ * messages (arg: "out", "ll->xq"), then that no two of those slots overlap, nor any of them the
+ * input `in` (named in_arg; NULL: none) (qf_check_disjoint). A shape that names no slot is an
+ * internal error. */
 QF_INTERNAL qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n,
-                                     const char *arg, const qf_quantized *q);
+                                     const char *arg, const qf_quantized *q, const char *in_arg,
+                                     const qf_tensor *in);
 
 /* A [K] vector of dtype fp32 or `dt` (gamma, beta). */
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,
