@@ -41,7 +41,8 @@ static void qf_cu_load(void) {
              qf_cu_sym(lib, "cuStreamGetCtx", &t->StreamGetCtx) &&
              qf_cu_sym(lib, "cuPointerGetAttribute", &t->PointerGetAttribute) &&
              qf_cu_sym(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                       &t->OccupancyMaxActiveBlocksPerMultiprocessor);
+                       &t->OccupancyMaxActiveBlocksPerMultiprocessor) &&
+             qf_cu_sym(lib, "cuTensorMapEncodeTiled", &t->TensorMapEncodeTiled);
     if (!ok)
         return;
     CUresult r = t->Init(0);

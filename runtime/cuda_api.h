@@ -27,6 +27,11 @@ typedef struct qf_cu_api {
     CUresult (*StreamGetCtx)(CUstream, CUcontext *);
     CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
+    CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                     const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                     const cuuint32_t *, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
 } qf_cu_api;
 
 /* The driver API table, loading libcuda.so.1 and calling cuInit(0) on first use (thread-safe).

@@ -13,8 +13,10 @@
  * - direct: the module's GEMM kernel reads the quantized bytes and scales itself. Only the kinds
  *   in the path's direct_kinds, and by default only for small problems (M or N under
  *   QF_GEMM_STAGED_MIN), where writing and reading the bf16 copies would cost more than the
- *   kernel's lower tensor throughput (measured on an H200: the direct MXFP8 kernel runs 300
- *   TFLOP/s at 8192^3, bf16 cuBLASLt over 700).
+ *   kernel's lower tensor throughput. Compiled for sm_90a (sm_90's JIT target) that kernel is
+ *   the warp-specialized one (templates/qf_dev_ws_gemm.cuh: TMA, dequantization into shared
+ *   memory, wgmma; any y, accumulation), reached through TMA descriptors built here; on an H200
+ *   it runs 260 (MXFP8) and 301 (NVFP4) TFLOP/s at 8192^3, the staged path 726 and 697.
  * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind).
  * A caller that keeps b's bf16 copy (qf_dequantize, qf_gemm_opts.b_dequantized) saves the staged
  * path b's dequantization; the same module entry writes that copy. */
@@ -283,13 +285,19 @@ static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_ten
     return QF_OK;
 }
 
-/* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL): always for an fp32
- * y or an accumulation (the direct kernels write bf16 only); at every size when b's bf16 copy is
- * kept (only a's dequantization is left), unless QFUSE_HOPPER_GEMM=direct. */
+/* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL) rather than by the
+ * module's GEMM kernel. ws: the module is the sm_90a one, whose kernel is the warp-specialized
+ * GEMM (qf_dev_ws_gemm.cuh: any y, accumulation), and ws_fits says whether it takes these
+ * operands (qf_g_ws_fits); otherwise the kernel writes bf16 only. By default the kernel runs small
+ * problems only (M or N under QF_GEMM_STAGED_MIN) and never when b's bf16 copy is kept: measured
+ * on an H200 at 8192^3, the warp-specialized kernel runs 260 (MXFP8) and 301 (NVFP4) TFLOP/s,
+ * the staged path 726 and 697 (docs/bench.md). QFUSE_HOPPER_GEMM=staged or direct forces one
+ * way. */
 static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N,
-                           const qf_tensor *y, int acc, int b_kept) {
+                           const qf_tensor *y, int acc, int b_kept, int ws, int ws_fits) {
     static const char *const ways[] = {"auto", "staged", "direct"};
-    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || y->dtype != QF_DTYPE_BF16 || acc)
+    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || (ws && !ws_fits) ||
+        (!ws && (y->dtype != QF_DTYPE_BF16 || acc)))
         return 1;
     switch (qf_env_choice("QFUSE_HOPPER_GEMM", ways, 3)) {
     case 1:
@@ -299,6 +307,64 @@ static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t 
     default:
         return b_kept || (M >= QF_GEMM_STAGED_MIN && N >= QF_GEMM_STAGED_MIN);
     }
+}
+
+/* Whether the module's GEMM kernel is the warp-specialized one: the arch's feature target
+ * (sm_90a: qf_arch_feature), for which the JIT compiles it. */
+static int qf_g_ws(const qf_ctx_t *ctx) {
+    return *qf_arch_feature(ctx->arch) != '\0';
+}
+
+/* Whether the warp-specialized kernel takes operands a [M, row_bytes] and b [N, row_bytes]: TMA
+ * descriptors need 16-byte aligned addresses and row strides, nonzero dims and 32-bit
+ * coordinates. */
+static int qf_g_ws_fits(const void *a, const void *b, int64_t M, int64_t N, int64_t row_bytes) {
+    return (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && M > 0 && N > 0 && row_bytes > 0 &&
+           row_bytes % 16 == 0 && M <= INT_MAX && N <= INT_MAX && row_bytes <= INT_MAX;
+}
+
+/* The TMA descriptor of a K-major operand of `rows` rows of row_bytes bytes at data, read in
+ * boxes of box_rows rows of box_bytes (uint8 elements, no swizzle, zero fill past the edges). */
+static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int box_bytes,
+                          int box_rows, qf_tma_desc *d) {
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    const cuuint64_t dims[2] = {(cuuint64_t)row_bytes, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)row_bytes};
+    const cuuint32_t box[2] = {(cuuint32_t)box_bytes, (cuuint32_t)box_rows};
+    const cuuint32_t steps[2] = {1, 1};
+    QF_CU_CHECK(cu->TensorMapEncodeTiled((CUtensorMap *)d, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                                         (void *)data, dims, strides, box, steps,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    return QF_OK;
+}
+
+/* The warp-specialized GEMM (templates/qf_dev_ws_gemm.cuh) on p (scales, amaxes, bias, M, N, K and
+ * scale_cols set): the TMA descriptors of a and b (rows of raw_row-byte k-tiles), y and the
+ * accumulate flag filled in, then one persistent block per SM (at most one per output tile). */
+static qf_status qf_g_ws_launch(qf_ctx_t *ctx, const qf_loaded_kernel *lk, qf_ws_gemm_params *p,
+                                const void *a, const void *b, int raw_row, qf_tensor *y, int acc,
+                                void *stream) {
+    const int64_t row_bytes = raw_row == QF_WS_RAW_ROW_NVFP4 ? p->K / 2 : p->K;
+    QF_TRY(qf_g_tma(a, p->M, row_bytes, raw_row, QF_WS_TILE_M, &p->tma_a));
+    QF_TRY(qf_g_tma(b, p->N, row_bytes, raw_row, QF_WS_TILE_N, &p->tma_b));
+    p->y = y->data;
+    p->y_fp32 = y->dtype == QF_DTYPE_FP32;
+    p->accumulate = acc;
+    const int64_t tiles = (p->M + QF_WS_TILE_M - 1) / QF_WS_TILE_M *
+                          ((p->N + QF_WS_TILE_N - 1) / QF_WS_TILE_N);
+    const int64_t grid = tiles < ctx->sm_count ? tiles : ctx->sm_count;
+    const int smem = QF_WS_SMEM_BYTES(raw_row);
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    QF_CU_CHECK(cu->FuncSetAttribute(lk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     smem));
+    return qf_ctx_launch(ctx, lk->fn, grid > 0 ? (unsigned)grid : 1u, QF_WS_THREADS,
+                         (unsigned)smem, p, stream);
 }
 
 /* The QF_DQ_VEC-element chunks of stage v: the work items of its <name>_dequant launch. */
@@ -480,14 +546,19 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL))
+    const int ws = qf_g_ws(ctx);
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
+                        qf_g_ws_fits(p.a, p.b, p.M, p.N, p.K)))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
-    /* sm_90 compiles for sm_90a, whose kernel body is the wgmma GEMM (templates/
-     * qf_dev_mx_wgmma.cuh); sm_89 gets fewer stages (99 KiB per block). */
+    if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
+        qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .bias = p.bias,
+                               .M = p.M, .N = p.N, .K = p.K, .scale_cols = p.scale_cols};
+        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, QF_WS_RAW_ROW_MXFP8, y, acc, stream);
+    }
+    /* sm_89 gets fewer stages (99 KiB per block) */
     const int stages = ctx->arch >= 90 ? QF_MX_GEMM_STAGES : QF_MX_GEMM_STAGES_SM89;
-    const int smem = *qf_arch_feature(ctx->arch) ? QF_MX_GEMM_SM90A_SMEM_BYTES
-                                                 : QF_MX_GEMM_SMEM_BYTES_FOR(stages);
-    return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_MX_GEMM_TILE_N, smem, &p, stream);
+    return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_MX_GEMM_TILE_N,
+                       QF_MX_GEMM_SMEM_BYTES_FOR(stages), &p, stream);
 }
 
 /* =====================================================================} */
@@ -601,8 +672,16 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL))
+    const int ws = qf_g_ws(ctx);
+    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
+                        qf_g_ws_fits(p.a, p.b, p.M, p.N, p.K / 2)))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
+    if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
+        qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .amax_a = p.amax_a,
+                               .amax_b = p.amax_b, .bias = p.bias, .M = p.M, .N = p.N,
+                               .K = p.K, .scale_cols = p.scale_cols};
+        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, QF_WS_RAW_ROW_NVFP4, y, acc, stream);
+    }
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);
     return qf_g_launch(ctx, op, &lk, k, p.M, p.N, QF_NV_GEMM_TILE_N, smem, &p, stream);

@@ -247,10 +247,64 @@ QF_STATIC_ASSERT(sizeof(qf_mx_gemm_params) == 10 * 8, "qf_mx_gemm_params ABI");
                      (QF_MX_GEMM_TILE_K + 4 * (QF_MX_GEMM_TILE_K / QF_MX_BLOCK)) +             \
                  4 * 8))
 #define QF_MX_GEMM_SMEM_BYTES QF_MX_GEMM_SMEM_BYTES_FOR(QF_MX_GEMM_STAGES)
-/* Compiled for sm_90a, the same kernel runs the wgmma body of templates/qf_dev_mx_wgmma.cuh: same
- * grid and block; shared memory of two bf16 A and B tiles (128 x 64) and two raw FP8 stages of
- * each, plus 1024 bytes to align the allocation to the swizzle atom. */
-#define QF_MX_GEMM_SM90A_SMEM_BYTES (4 * 128 * 64 * 2 + 4 * 128 * 64 + 1024)
+
+/* An opaque TMA descriptor (CUtensorMap: 128 bytes, 64-byte aligned), encoded by the host with
+ * cuTensorMapEncodeTiled and read by cp.async.bulk.tensor from the kernel's parameter space. */
+#if defined(__cplusplus)
+typedef struct alignas(64) qf_tma_desc {
+    uint64_t w[16];
+} qf_tma_desc;
+#else
+typedef struct qf_tma_desc {
+    _Alignas(64) uint64_t w[16];
+} qf_tma_desc;
+#endif
+QF_STATIC_ASSERT(sizeof(qf_tma_desc) == 128, "qf_tma_desc is a CUtensorMap");
+
+/* Parameter block of the warp-specialized block-scaled GEMM that the MXFP8 and NVFP4 GEMM modules
+ * run when compiled for sm_90a (templates/qf_dev_ws_gemm.cuh):
+ * y[M, N] = alpha * deq(A) deq(B)^T (+ bias[N]) (+ y when accumulate), A [M, K] and B [N, K]
+ * K-major in the copy's format (MXFP8: one byte per element; NVFP4: two per byte), each read
+ * through its TMA descriptor (2-D, uint8, dims {row bytes, rows}, box {QF_WS_RAW_ROW_*, tile
+ * rows}, zero fill past the edges) and its compact scale matrix (row stride scale_cols).
+ * alpha is NVFP4's fl(fl(amax_a * amax_b) / (6*6*448*448)) (numerics 2.4), 1 for MXFP8 (amax_a
+ * NULL). y is bf16, or fp32 when y_fp32 (accumulate adds into it). */
+typedef struct qf_ws_gemm_params {
+    qf_tma_desc tma_a;
+    qf_tma_desc tma_b;
+    const uint8_t *a_scale;  /* compact: [roundup(M,128), scale_cols] */
+    const uint8_t *b_scale;  /* compact: [roundup(N,128), scale_cols] */
+    const float *amax_a;     /* NVFP4: [1] global amax of A; NULL for MXFP8 */
+    const float *amax_b;     /* NVFP4: [1] global amax of B */
+    const uint16_t *bias;    /* [N] bf16, or NULL */
+    void *y;                 /* [M, N] bf16, or fp32 when y_fp32 */
+    int64_t M;
+    int64_t N;
+    int64_t K;               /* elements; a multiple of 32 */
+    int64_t scale_cols;      /* row stride of both scale matrices */
+    int32_t y_fp32;          /* 1: y is fp32 */
+    int32_t accumulate;      /* 1: y += the product (fp32 y, no bias) */
+} qf_ws_gemm_params;
+QF_STATIC_ASSERT(sizeof(qf_ws_gemm_params) == 384,
+                 "qf_ws_gemm_params ABI (padded to 64 bytes)");
+/* Its tiling: one persistent block of QF_WS_THREADS per SM (a warpgroup of QF_WS_DQ_THREADS
+ * dequantizing threads, then two warpgroups of MMAs; 168 registers per thread), output tiles of QF_WS_TILE_M x QF_WS_TILE_N, k-tiles of
+ * QF_WS_TILE_K elements; QF_WS_RAW_STAGES stages of packed data, QF_WS_BF_STAGES of
+ * dequantized 16-bit tiles. */
+#define QF_WS_THREADS 384
+#define QF_WS_DQ_THREADS 128
+#define QF_WS_TILE_M 128
+#define QF_WS_TILE_N 256
+#define QF_WS_TILE_K 64
+#define QF_WS_RAW_STAGES 3
+#define QF_WS_BF_STAGES 3
+#define QF_WS_RAW_ROW_MXFP8 QF_WS_TILE_K       /* bytes of one row's k-tile: MXFP8 */
+#define QF_WS_RAW_ROW_NVFP4 (QF_WS_TILE_K / 2) /* NVFP4 */
+/* Dynamic shared memory for raw rows of r bytes: the 16-bit A and B tiles, the raw stages, 16
+ * mbarriers and 1024 bytes to align the allocation to the 128-byte swizzle atom. */
+#define QF_WS_SMEM_BYTES(r)                                                                       \
+    (QF_WS_BF_STAGES * (QF_WS_TILE_M + QF_WS_TILE_N) * QF_WS_TILE_K * 2 +                        \
+     QF_WS_RAW_STAGES * (QF_WS_TILE_M + QF_WS_TILE_N) * (r) + 16 * 8 + 1024)
 
 /* Parameter block of the `<name>_dequant` entry of the MXFP8 and NVFP4 GEMM modules
  * (templates/qf_dev_dequant.cuh): out [rows, cols] bf16 = each element of one quantized copy times

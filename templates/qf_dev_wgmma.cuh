@@ -1,7 +1,8 @@
-/* qf_dev_wgmma.cuh: Hopper warpgroup MMA (wgmma, sm_90a) for the block-scaled GEMM templates:
- * the shared-memory matrix descriptor of a K-major bf16 tile with the 128-byte swizzle, the
- * m64n128k16 bf16 MMA with fp32 accumulators, its fences, and the async-proxy fence that makes
- * generic shared-memory stores visible to wgmma. An in-memory NVRTC header; see qf_dev_load.cuh.
+/* qf_dev_wgmma.cuh: Hopper's asynchronous primitives (sm_90a) for the block-scaled GEMM templates:
+ * the shared-memory matrix descriptor of a K-major 16-bit tile with the 128-byte swizzle, the
+ * m64n256k16 warpgroup MMA (bf16 or f16 operands, fp32 accumulators) and its fences, the
+ * async-proxy fence that makes generic shared-memory stores visible to wgmma, mbarriers and 2-D
+ * TMA loads. An in-memory NVRTC header; see qf_dev_load.cuh.
  *
  * Layout of a K-major bf16 tile (rows of 64 elements = 128 bytes, 1024-byte aligned): 16-byte
  * chunk c of row r lives at r * 128 + ((c ^ (r % 8)) * 16), so 8 rows form one 1024-byte swizzle
@@ -54,32 +55,87 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-/* d[64] (this thread's fp32 accumulators of a 64 x 128 tile) += A B^T over one 16-element
- * k-slice: A 64 x 16 and B 128 x 16 bf16, both K-major in shared memory (descriptors da, db).
- * accumulate = 0 starts from zero. Accumulator d[4 j + i] (j = 0..15) is row
- * 16 * warp + lane / 4 + 8 * (i / 2), column 8 j + 2 * (lane % 4) + i % 2 of the tile. */
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], unsigned long long da,
-                                                      unsigned long long db, int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-          "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-          "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-          "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-          "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-          "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-          "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-          "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(accumulate));
+/* The operands of one m64n256k16 wgmma: the 128 accumulators (%0..%127), the two descriptors
+ * (%128, %129) and the accumulate flag (%130, as predicate p; scale-d 1 and no negation or
+ * transpose of A and B). */
+#define QF_D4(i) "+f"(d[i]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
+#define QF_D16(i) QF_D4(i), QF_D4((i) + 4), QF_D4((i) + 8), QF_D4((i) + 12)
+#define QF_D64(i) QF_D16(i), QF_D16((i) + 16), QF_D16((i) + 32), QF_D16((i) + 48)
+#define QF_WGMMA_N256_OPERANDS                                                                    \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "      \
+    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "       \
+    "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "       \
+    "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, "       \
+    "%70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, "       \
+    "%87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, "         \
+    "%103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "        \
+    "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                         \
+    "%128, %129, p, 1, 1, 0, 0;\n}\n"                                                             \
+    : QF_D64(0), QF_D64(64)                                                                       \
+    : "l"(da), "l"(db), "r"(accumulate)
+
+/* d[128] (this thread's fp32 accumulators of a 64 x 256 tile) += A B^T over one 16-element
+ * k-slice: A 64 x 16 and B 256 x 16, bf16 (f16 when F16), both K-major in shared memory
+ * (descriptors da, db). accumulate = 0 starts from zero. Accumulator d[4 j + i] (j = 0..31) is row
+ * 16 * warp + lane / 4 + 8 * (i / 2), column 8 j + 2 * (lane % 4) + i % 2 of the tile (PTX ISA,
+ * "Register Fragments and Shared Memory Matrix Layouts", wgmma .m64nNk16 D). */
+template <bool F16>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long da,
+                                                 unsigned long long db, int accumulate) {
+#define QF_WGMMA_N256(T)                                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                  \
+    "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " "
+    if constexpr (F16)
+        asm volatile(QF_WGMMA_N256("f16") QF_WGMMA_N256_OPERANDS);
+    else
+        asm volatile(QF_WGMMA_N256("bf16") QF_WGMMA_N256_OPERANDS);
+#undef QF_WGMMA_N256
+}
+
+/* ==================================================================== mbarriers, TMA */
+
+/* An mbarrier (8 bytes of shared memory at shared address bar) expecting `count` arrivals per
+ * phase. Call from one thread, then fence_barrier_init and a block barrier before any use. */
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* Makes mbarrier initializations visible to the async proxy (TMA). */
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* One arrival (release: this thread's earlier memory accesses happen before the phase ends). */
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* One arrival that also expects `bytes` more bytes of TMA transactions in this phase. */
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* Waits (acquire) until the phase of parity `parity` has completed. A fresh barrier is in phase
+ * 0, so waiting for parity 1 returns at once: producers start on the "empty" barriers that way. */
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred done;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* TMA: the box at coordinates (x, y) (x: the inner dimension, in elements) of the 2-D tensor of
+ * descriptor `desc` (a generic address of a __grid_constant__ parameter) into shared memory at
+ * dst, completing `bar`'s transaction bytes. Elements past the tensor's edges are zero. */
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void *desc, unsigned bar, int x,
+                                            int y) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%3, %4}], [%2];\n" ::"r"(dst),
+                 "l"(desc), "r"(bar), "r"(x), "r"(y)
+                 : "memory");
 }
 
 } // namespace

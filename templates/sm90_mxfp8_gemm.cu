@@ -37,10 +37,10 @@
  * the conversion here and chaining the halves saves the FADDs. Measured on an H200 at 8192^3: 193
  * TFLOP/s with TILE_N 128 (ncu: issue 52% busy, tensor pipe 30%, i.e. latency bound at 2 warps
  * per scheduler), 152 with TILE_N 64 at two blocks per SM; bf16 cuBLASLt 785.
- * Compiled for sm_90a (the JIT's target on sm_90: qf_arch_feature), the kernel runs the
- * warpgroup-MMA GEMM of qf_dev_mx_wgmma.cuh instead: each element dequantized to bf16, bf16
- * wgmma with fp32 accumulators (300 TFLOP/s at 8192^3 on an H200). Its launch takes
- * QF_MX_GEMM_SM90A_SMEM_BYTES of shared memory; the grid and block are the same.
+ * Compiled for sm_90a (the JIT's target on sm_90: qf_arch_feature), the entry is the
+ * warp-specialized GEMM of qf_dev_ws_gemm.cuh instead (TMA loads, dequantization to bf16 in
+ * shared memory, wgmma), with its own parameter block (qf_ws_gemm_params), block size
+ * (QF_WS_THREADS), persistent grid and shared memory (QF_WS_SMEM_BYTES).
  *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K
  * varies at run time: a new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
@@ -49,7 +49,7 @@
 #include "qf_dev_mma.cuh"
 #include "qf_formats.h"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#include "qf_dev_mx_wgmma.cuh"
+#include "qf_dev_ws_gemm.cuh"
 #endif
 
 namespace {
@@ -357,15 +357,16 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const float *sc, const 
 
 } // namespace
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+extern "C" __global__ void __launch_bounds__(QF_WS_THREADS, 1)
+    __KERNEL_NAME__(const __grid_constant__ qf_ws_gemm_params p) {
+    ws::gemm<ws::Mx<kADtype>, ws::Mx<kBDtype>>(p);
+}
+#else
 /* Dynamic shared memory: QF_MX_GEMM_SMEM_BYTES_FOR(kStages) = kStages x [A tile | B tile], then
  * kStages x decoded scales (fp32), then kStages x kRangeWords byte ranges. */
 extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
     __KERNEL_NAME__(const qf_mx_gemm_params p) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(kThreads == mxw::kThreads && kTileM == mxw::kTileM && kTileN == mxw::kTileN,
-                  "the sm_90a body tiles the grid the same way");
-    mxw::gemm<kADtype, kBDtype>(p);
-#else
     extern __shared__ __align__(128) unsigned char smem[];
     float *const scales = reinterpret_cast<float *>(smem + kStages * kStageBytes);
     unsigned *const ranges = reinterpret_cast<unsigned *>(scales + kStages * kScaleFloats);
@@ -417,8 +418,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
     /* acc (+ bias) -> bf16 y, one rounding */
     store_tile_bf16<kMI, kNI, kWarpsN, kWarpM, kWarpN>(
         p, m0, n0, acc, [](float v, float bias) { return v + bias; });
-#endif
 }
+#endif
 
 /* <name>_dequant: one MXFP8 copy to bf16 (qf_dq_params), the first step of the staged GEMM
  * (runtime/op_gemm.c). */

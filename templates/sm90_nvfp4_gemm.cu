@@ -33,6 +33,10 @@
  * - A NaN scale byte (0x7F/0xFF) decodes to an f16 NaN and makes every output it reaches NaN.
  * - Epilogue: fmaf(alpha, acc * 2^14, bias) in fp32, rounded to bf16 once.
  *
+ * Compiled for sm_90a, the entry is the warp-specialized GEMM of qf_dev_ws_gemm.cuh instead
+ * (TMA loads, the same exact f16 decode into shared memory, wgmma), with its own parameter block
+ * (qf_ws_gemm_params), block size, persistent grid and shared memory.
+ *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op), so that each row of
  * packed data is a whole number of 16-byte chunks. Nothing but M, N and K varies at run time: a
  * new shape never recompiles. Compiles under NVRTC with qf_formats.h only.
@@ -41,6 +45,9 @@
 #include "qf_dev_mma.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_formats.h"
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#include "qf_dev_ws_gemm.cuh"
+#endif
 
 namespace {
 
@@ -296,6 +303,12 @@ __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
 
 } // namespace
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+extern "C" __global__ void __launch_bounds__(QF_WS_THREADS, 1)
+    __KERNEL_NAME__(const __grid_constant__ qf_ws_gemm_params p) {
+    ws::gemm<ws::Nv, ws::Nv>(p);
+}
+#else
 /* Dynamic shared memory: QF_NV_GEMM_SMEM_BYTES_FOR(kStages) = kStages x [A tile | B tile |
  * A scale rows | B scale rows]. */
 extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
@@ -335,6 +348,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
     store_tile_bf16<kMI, kNI, kWarpsN, kWarpM, kWarpN>(
         p, m0, n0, acc, [alpha](float v, float bias) { return fmaf(alpha, v * kPow14, bias); });
 }
+#endif
 
 /* One thread writes {alpha, 0} to p.alpha_out: the device alpha and beta of the cuBLASLt NVFP4
  * GEMM (sm_100 and later), which reads them in CUBLASLT_POINTER_MODE_DEVICE. The registry lists
