@@ -41,10 +41,12 @@ static void qf_cu_load(void) {
              qf_cu_sym(lib, "cuStreamGetCtx", &t->StreamGetCtx) &&
              qf_cu_sym(lib, "cuPointerGetAttribute", &t->PointerGetAttribute) &&
              qf_cu_sym(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-                       &t->OccupancyMaxActiveBlocksPerMultiprocessor) &&
-             qf_cu_sym(lib, "cuTensorMapEncodeTiled", &t->TensorMapEncodeTiled);
+                       &t->OccupancyMaxActiveBlocksPerMultiprocessor);
     if (!ok)
         return;
+    /* optional (drivers for CUDA 12.0 and later): without it, GEMMs take the staged path */
+    void *encode = dlsym(lib, "cuTensorMapEncodeTiled");
+    memcpy(&t->TensorMapEncodeTiled, &encode, sizeof encode);
     CUresult r = t->Init(0);
     if (r != CUDA_SUCCESS) {
         const char *s = NULL;

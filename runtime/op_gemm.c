@@ -316,9 +316,15 @@ static int qf_g_ws(const qf_ctx_t *ctx) {
 }
 
 /* Whether the warp-specialized kernel takes operands a [M, row_bytes] and b [N, row_bytes]: TMA
- * descriptors need 16-byte aligned addresses and row strides, nonzero dims and 32-bit
- * coordinates. */
-static int qf_g_ws_fits(const void *a, const void *b, int64_t M, int64_t N, int64_t row_bytes) {
+ * descriptors need the driver's encoder (a device-less context assumes it), 16-byte aligned
+ * addresses and row strides, nonzero dims and 32-bit coordinates. */
+static int qf_g_ws_fits(const qf_ctx_t *ctx, const void *a, const void *b, int64_t M, int64_t N,
+                        int64_t row_bytes) {
+    if (!ctx->host) {
+        const qf_cu_api *cu = qf_cu(); /* loaded: the context has a device */
+        if (!cu || !cu->TensorMapEncodeTiled)
+            return 0;
+    }
     return (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 && M > 0 && N > 0 && row_bytes > 0 &&
            row_bytes % 16 == 0 && M <= INT_MAX && N <= INT_MAX && row_bytes <= INT_MAX;
 }
@@ -548,7 +554,7 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
     const int ws = qf_g_ws(ctx);
     if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
-                        qf_g_ws_fits(p.a, p.b, p.M, p.N, p.K)))
+                        ws && qf_g_ws_fits(ctx, p.a, p.b, p.M, p.N, p.K)))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
     if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .bias = p.bias,
@@ -674,7 +680,7 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
     const int ws = qf_g_ws(ctx);
     if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
-                        qf_g_ws_fits(p.a, p.b, p.M, p.N, p.K / 2)))
+                        ws && qf_g_ws_fits(ctx, p.a, p.b, p.M, p.N, p.K / 2)))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
     if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .amax_a = p.amax_a,

@@ -52,9 +52,14 @@ constexpr unsigned kBfB = kTileN * kTileK * 2;        /* one 16-bit B tile: 32 K
 static_assert(kMmaThreads == 256 && kTileM == 128 && kTileN == 256 && kTileK == 64,
               "two MMA warpgroups of m64n256, k-tiles of one 128-byte bf16 row");
 /* One block per SM: 65536 / 384 leaves 168 registers per thread, room for the MMA warps' 128
- * accumulators (ptxas compiles every path under the launch bound, so setmaxnreg would not let
- * them use more). */
+ * accumulators. (A block of 512 threads with setmaxnreg 64 / 192 did not compile: ptxas refused
+ * the m64n256 MMA at the launch bound's 128 registers; it needs 154.) */
 static_assert(kDqThreads == 128 && kThreads == 384, "one dequantizing warpgroup");
+/* An MMA warpgroup's threads write A rows that other warps of it multiply (MXFP8: rows tw / 4 and
+ * tw / 4 + 32), and wgmma.wait_group covers only the waiting warp. With 3 stages the named
+ * barrier of k-tile j - 1 shows that every warp has waited for its MMAs of k-tile j - 3, the last
+ * to read the stage that k-tile j writes; with 2 it would not. */
+static_assert(kBfStages >= 3, "A stages are reused only after a warpgroup barrier proves them free");
 
 /* ==================================================================== formats */
 
@@ -454,6 +459,10 @@ __device__ __forceinline__ void gemm(const qf_ws_gemm_params &p) {
     const unsigned base0 = smem_u32(smem_raw);
     const unsigned pad = (1024u - (base0 & 1023u)) & 1023u;
     const Smem<FA::kRawRow> sm = {base0 + pad, smem_raw + pad};
+    static_assert(Smem<FA::kRawRow>::kBars + 16 * 8 + 1008 <= QF_WS_SMEM_BYTES(FA::kRawRow) &&
+                      QF_WS_SMEM_BYTES(FA::kRawRow) <= 227 * 1024,
+                  "the layout (with the alignment pad) fits the launch's dynamic shared memory, "
+                  "which fits an SM");
     static_assert(2 * (kRawStages + kBfStages) <= 16, "QF_WS_SMEM_BYTES holds 16 barriers");
     if (threadIdx.x == 0) {
         for (int s = 0; s < kRawStages; s++) {
