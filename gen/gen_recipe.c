@@ -553,7 +553,9 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
 static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        qf_gen_fail(e, "cannot open %s: %s", path, strerror(errno));
+        const int err = errno; /* a path longer than the message shows its first 256 bytes */
+        qf_gen_fail(e, "cannot open %.256s%s: %s", path, strlen(path) > 256 ? "..." : "",
+                    strerror(err));
         if (e)
             e->kind = QF_GEN_ERR_NO_FILE;
         return -1;

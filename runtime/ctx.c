@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "jit/jit_compile.h"
 #include "qf_arch.h"
 #include "stream.h"
 
@@ -196,6 +197,10 @@ qf_status qf_ctx_init_host(qf_ctx_t **out, int arch) {
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: arch %d is not a compute "
                             "capability qfuse runs on; expected 10*major+minor in %d..%d (e.g. "
                             "90 for sm_90)", arch, QF_ARCH_MIN, QF_ARCH_MAX);
+    char known[256];
+    if (!qf_jit_arch_known(arch, known, sizeof known))
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init_host: sm_%d is not a GPU "
+                            "architecture this NVRTC compiles for (%s)", arch, known);
     qf_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_ctx_init_host: out of host memory");

@@ -331,6 +331,8 @@ static qf_status qf_check_gemm_args(qf_ctx_t *ctx, const char *op, const qf_gemm
     qf_shape sb = {g->b_arg, b->dtype, 2, {want->N, want->K}, 0};
     QF_TRY(qf_check_buffer(op, g->b_arg, b, &sb));
     QF_TRY(qf_check_gemm_outputs(op, g->r, bias, y, want->M, want->N, want->K));
+    const qf_inputs in = {3, {g->a_arg, g->b_arg, "bias"}, {a, b, bias}};
+    QF_TRY(qf_check_apart(op, "y", y, &in));
     want->td = y->dtype;
     want->has_bias = bias != NULL;
     want->accumulate = g->accumulate;

@@ -273,14 +273,29 @@ static qf_status qf_g_bf16_copy(const char *op, const char *arg, const qf_tensor
     return qf_check_buffer(op, arg, t, &s);
 }
 
-/* opts->b_dequantized, when set, checked against b's stage (and y: they must not overlap) and
- * recorded in it. */
-static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_tensor *y,
-                             qf_g_stage *sb) {
+/* The tensors a block-scaled GEMM reads from its operands (data, block scales, NVFP4's amaxes
+ * when amax) and the bias. */
+static qf_inputs qf_g_inputs(const qf_g_opnd *a, const qf_g_opnd *b, const qf_tensor *bias,
+                             int amax) {
+    qf_inputs in = {5, {a->data_arg, a->scale_arg, b->data_arg, b->scale_arg, "bias"},
+                    {a->data, a->scale, b->data, b->scale, bias}};
+    if (amax) {
+        in.name[5] = a->amax_arg, in.t[5] = a->amax;
+        in.name[6] = b->amax_arg, in.t[6] = b->amax;
+        in.n = 7;
+    }
+    return in;
+}
+
+/* opts->b_dequantized, when set, checked against b's stage, apart from y and from a's data and
+ * scales, and recorded in the stage. */
+static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_g_opnd *a,
+                             const qf_tensor *y, qf_g_stage *sb) {
     if (!o->b_dequantized)
         return QF_OK;
     QF_TRY(qf_g_bf16_copy(op, "opts->b_dequantized", o->b_dequantized, sb));
-    QF_TRY(qf_check_disjoint(op, "y", y, "opts->b_dequantized", o->b_dequantized));
+    const qf_inputs in = {3, {"y", a->data_arg, a->scale_arg}, {y, a->data, a->scale}};
+    QF_TRY(qf_check_apart(op, "opts->b_dequantized", o->b_dequantized, &in));
     sb->bf16 = o->b_dequantized->data;
     return QF_OK;
 }
@@ -525,6 +540,8 @@ static qf_status qf_g_mx_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     QF_TRY(qf_g_mx_scales(op, a, sa));
     QF_TRY(qf_g_mx_scales(op, b, sb));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
+    const qf_inputs in = qf_g_inputs(a, b, bias, 0);
+    QF_TRY(qf_check_apart(op, "y", y, &in));
     QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, p->N, path));
     *p = (qf_mx_gemm_params){.a = a->data->data, .a_scale = a->scale->data, .b = b->data->data,
                              .b_scale = b->scale->data, .bias = bias ? bias->data : NULL,
@@ -542,7 +559,7 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_g_stage sa, sb;
     qf_gemm_path path;
     QF_TRY(qf_g_mx_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
-    QF_TRY(qf_g_kept_b(op, o, y, &sb));
+    QF_TRY(qf_g_kept_b(op, o, a, y, &sb));
     if (path.engine == QF_GEMM_CUBLASLT) {
         QF_TRY(qf_ctx_ready(ctx, op, stream));
         return qf_gemm_lt_mxfp8(ctx, a->data, a->scale, b->data, b->scale, bias, y, p.M, p.N,
@@ -631,6 +648,8 @@ static qf_status qf_g_nv_check(const char *op, const qf_ctx_t *ctx, const qf_rec
     QF_TRY(qf_g_nv_amax(op, a));
     QF_TRY(qf_g_nv_amax(op, b));
     QF_TRY(qf_check_gemm_outputs(op, r, bias, y, p->M, p->N, p->K));
+    const qf_inputs in = qf_g_inputs(a, b, bias, 1);
+    QF_TRY(qf_check_apart(op, "y", y, &in));
     QF_TRY(qf_check_gemm_path(op, r, ctx->arch, a->layout, p->N, path));
     *p = (qf_nv_gemm_params){.a = a->data->data, .a_scale = a->scale->data, .b = b->data->data,
                              .b_scale = b->scale->data, .amax_a = a->amax->data,
@@ -672,7 +691,7 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_g_stage sa, sb;
     qf_gemm_path path;
     QF_TRY(qf_g_nv_check(op, ctx, r, kind, a, b, bias, y, &p, &sa, &sb, &path));
-    QF_TRY(qf_g_kept_b(op, o, y, &sb));
+    QF_TRY(qf_g_kept_b(op, o, a, y, &sb));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
@@ -796,6 +815,8 @@ qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const q
         return qf_family_unsupported(op, r);
     }
     QF_TRY(qf_g_bf16_copy(op, "out", out, &st));
+    const qf_inputs read = {2, {v.data_arg, v.scale_arg}, {v.data, v.scale}};
+    QF_TRY(qf_check_apart(op, "out", out, &read));
     QF_TRY(qf_g_dequant_fits(op, &st));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;

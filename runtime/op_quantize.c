@@ -65,7 +65,9 @@ static qf_status qf_q_slots_kernel(qf_qcall *c, const qf_kernel_entry **k) {
     qf_shape shapes[QF_MAX_SHAPES];
     int n = 0;
     QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
-    QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, "x", c->x));
+    const qf_inputs in = {4, {"x", "norm->gamma", "norm->beta", "da"},
+                          {c->x, &c->nd->gamma, &c->nd->beta, c->da}};
+    QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, &in));
     c->slots = 0;
     for (int i = 0; i < n; i++)
         c->slots |= 1u << qf_slot_from_name(shapes[i].name); /* a qf_slot: checked above */

@@ -280,8 +280,9 @@ typedef struct qf_rng {
  * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx, recipe, x or out, a bad tensor, x
  * dtype, misaligned x, a norm or role that does not fit, gamma/beta of the wrong length or
  * dtype, beta or mu given for rmsnorm, no copy requested, a slot whose dtype, size or alignment
- * differs from its fake shape, two slots, or a slot and x, whose bytes overlap, a bad layout,
- * NULL scale for delayed scaling, NULL rng where required, a stream of another context),
+ * differs from its fake shape, two slots, or a slot and x, gamma or beta, whose bytes overlap, a
+ * bad layout, NULL scale for delayed scaling, NULL rng where required, a stream of another
+ * context),
  * QF_ERR_NOT_FOUND (recipe or kernel variant),
  * QF_ERR_UNSUPPORTED (a family without a quantizer yet: "not implemented scaling mode"),
  * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on `stream`. Does not own any buffer. */
@@ -316,7 +317,7 @@ qf_amax_reduce_fn qf_get_amax_reduce(void **user);
  *   scale_inv [n] fp32, fmt [n] uint8 (QF_DTYPE_E4M3 or QF_DTYPE_E5M2). All device pointers.
  *   H must be the recipe's amax_history_len (the layout of history the caller allocated).
  * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
- * Errors: QF_ERR_INVALID_ARG (n < 1, H outside 1..12288 or not the recipe's amax_history_len,
+ * Errors: QF_ERR_INVALID_ARG (n < 1, H not the recipe's amax_history_len (1..8192),
  * a NULL pointer named, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a
  * recipe whose family computes its scales in the quantizer, or "not implemented scaling mode"),
  * QF_ERR_NVRTC, QF_ERR_CUDA. */
@@ -359,7 +360,8 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  * Errors: QF_ERR_INVALID_ARG (names the operand and slot: NULL operand, data, scale or amax, wrong
  * dtype, size or alignment, different K, K or N not a multiple the path needs, the wrong layout
  * for the arch, a pair of copies no training GEMM reads, NVFP4's wgrad with the RHT on one
- * copy only, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
+ * copy only, y overlapping the bias or a slot the GEMM reads, a stream of another context),
+ * QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (arch < 89,
  * MXFP8's dgrad or wgrad on sm_100+, "not implemented scaling mode", an operand or output too
  * large for one launch, a cuBLASLt too old for block scales), QF_ERR_OUT_OF_MEMORY (the staged
  * path's scratch), QF_ERR_NO_DEVICE (a device-less context), QF_ERR_NVRTC, QF_ERR_CUDA,
@@ -379,9 +381,9 @@ typedef struct qf_gemm_opts {
      * GEMM without it. Other paths (sm_100+) check it and do not read it; per-tensor FP8
      * recipes refuse it. bf16, the dims of b's stored copy in elements (what qf_dequantize
      * writes: [N, K] in this GEMM's terms, MXFP8's columnwise copy [K, N] as stored), 16-byte
-     * aligned, overlapping neither y (refused, QF_ERR_INVALID_ARG) nor a. b itself is still
-     * checked and read (its shapes, NVFP4's amax); that b_dequantized holds b's values is the
-     * caller's promise. NULL: dequantize b in the call. */
+     * aligned, overlapping neither y nor a's data and scales (refused, QF_ERR_INVALID_ARG). b
+     * itself is still checked and read (its shapes, NVFP4's amax); that b_dequantized holds b's
+     * values is the caller's promise. NULL: dequantize b in the call. */
     const qf_tensor *b_dequantized;
     int reserved[4]; /* for later options, so that the struct keeps its size: must be 0 */
 } qf_gemm_opts;
@@ -404,7 +406,8 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
  *   out:  [R, C] bf16 (any view with that element count and last dim C), 16-byte aligned: the
  *         dims of the copy's data in elements (for NVFP4 C is twice the packed bytes), e.g. a
  *         weight W [N, K]'s rowwise copy [N, K], and MXFP8's columnwise copy of W, stored [N, K]
- *         too (32x1 blocks down N). Not overlapping x. Caller memory, not owned; may be passed as
+ *         too (32x1 blocks down N). Not overlapping x's data or scales (refused). Caller
+ *         memory, not owned; may be passed as
  *         qf_gemm_opts.b_dequantized. An NVFP4 columnwise copy with the RHT (numerics 2.4) comes
  *         out in the transformed domain, as the GEMM multiplies it. MXFP8 takes any C (a last,
  *         shorter block); the GEMM takes whole 32-element blocks of K.

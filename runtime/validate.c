@@ -98,8 +98,15 @@ qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *
     return QF_OK;
 }
 
+qf_status qf_check_apart(const char *op, const char *out_arg, const qf_tensor *out,
+                         const qf_inputs *in) {
+    for (int i = 0; in && i < in->n; i++)
+        QF_TRY(qf_check_disjoint(op, out_arg, out, in->name[i], in->t[i]));
+    return QF_OK;
+}
+
 qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const char *arg,
-                         const qf_quantized *q, const char *in_arg, const qf_tensor *in) {
+                         const qf_quantized *q, const qf_inputs *in) {
     char names[QF_SLOT_COUNT][64];
     int slots[QF_SLOT_COUNT], m = 0;
     for (int i = 0; i < n; i++) {
@@ -118,7 +125,7 @@ qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n, const ch
     for (int i = 0; i < m; i++) { /* checked above: every one has data */
         for (int j = i + 1; j < m; j++)
             QF_TRY(qf_check_disjoint(op, names[i], &q->t[slots[i]], names[j], &q->t[slots[j]]));
-        QF_TRY(qf_check_disjoint(op, names[i], &q->t[slots[i]], in_arg, in));
+        QF_TRY(qf_check_apart(op, names[i], &q->t[slots[i]], in));
     }
     return QF_OK;
 }

@@ -32,14 +32,26 @@ QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_
 QF_INTERNAL qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *a,
                                         const char *arg_b, const qf_tensor *b);
 
+/* The inputs of a call that its outputs must not overlap: n tensors (NULL entries, and tensors
+ * without data, are skipped), each with its name for messages. */
+typedef struct qf_inputs {
+    int n;
+    const char *name[8];
+    const qf_tensor *t[8];
+} qf_inputs;
+
+/* QF_ERR_INVALID_ARG naming both when output `out` (named out_arg) overlaps one of `in`
+ * (qf_check_disjoint); QF_OK otherwise. */
+QF_INTERNAL qf_status qf_check_apart(const char *op, const char *out_arg, const qf_tensor *out,
+                                     const qf_inputs *in);
+
 /* For every shape in shapes[0..n), finds the slot of q with the shape's name (qf_slot_from_name,
  * the one name table) and checks it with qf_check_buffer, naming it "<arg>-><slot name>" in
- * messages (arg: "out", "ll->xq"), then that no two of those slots overlap, nor any of them the
- * input `in` (named in_arg; NULL: none) (qf_check_disjoint). A shape that names no slot is an
- * internal error. */
+ * messages (arg: "out", "ll->xq"), then that no two of those slots overlap, nor any of them an
+ * input of `in` (NULL: none) (qf_check_disjoint). A shape that names no slot is an internal
+ * error. */
 QF_INTERNAL qf_status qf_check_slots(const char *op, const qf_shape *shapes, int n,
-                                     const char *arg, const qf_quantized *q, const char *in_arg,
-                                     const qf_tensor *in);
+                                     const char *arg, const qf_quantized *q, const qf_inputs *in);
 
 /* A [K] vector of dtype fp32 or `dt` (gamma, beta). */
 QF_INTERNAL qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t,

@@ -56,7 +56,14 @@ static void test_ctx_init_host_bad_arch(void **state) {
     /* GPUs before sm_89 have no FP8 conversions: no qfuse op runs there (the tools agree). */
     expect(qf_ctx_init_host(&ctx, 80), QF_ERR_INVALID_ARG, "arch 80", "89..199");
     expect(qf_ctx_init_host(&ctx, 88), QF_ERR_INVALID_ARG, "arch 88");
+    /* inside the range but no such GPU: NVRTC lists the targets it knows */
+    expect(qf_ctx_init_host(&ctx, 91), QF_ERR_INVALID_ARG, "sm_91 is not a GPU architecture this "
+           "NVRTC compiles for (sm_89, sm_90");
+    assert_null(ctx);
     assert_int_equal(qf_ctx_init_host(&ctx, 89), QF_OK);
+    qf_ctx_free(ctx);
+    /* newer than every target: the newest one's code, as on such a device */
+    assert_int_equal(qf_ctx_init_host(&ctx, 150), QF_OK);
     qf_ctx_free(ctx);
 }
 
@@ -546,6 +553,9 @@ FB_TEST(test_fb_stats_alias, fb_slot(&a, QF_SLOT_RSIGMA)->data = fb_slot(&a, QF_
 FB_TEST(test_fb_output_is_x, fb_slot(&a, QF_SLOT_ROWWISE_SCALE_INV)->data = (char *)a.x.data + 256,
         QF_ERR_INVALID_ARG, "out->rowwise_scale_inv (", "and x (", "overlap")
 
+FB_TEST(test_fb_output_is_gamma, a.nd.gamma.data = fb_slot(&a, QF_SLOT_MU)->data,
+        QF_ERR_INVALID_ARG, "out->mu (", "and norm->gamma (", "overlap")
+
 /* =====================================================================} */
 
 /* {===================================================================== on a GPU */
@@ -719,6 +729,7 @@ int main(void) {
         T(test_fb_copies_alias),
         T(test_fb_stats_alias),
         T(test_fb_output_is_x),
+        T(test_fb_output_is_gamma),
         T(test_stream_of_other_context),
         T(test_bad_input_writes_nothing),
     };

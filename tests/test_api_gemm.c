@@ -331,6 +331,21 @@ NVG_TEST(test_nvg_k_not_multiple_of_32,
           nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 40),
          QF_ERR_INVALID_ARG, "qf_gemm: K = 80 is not a multiple of 32")
 
+/* y shares no byte with what the GEMM reads: the operands' data, scales and amaxes, the bias
+ * (each would race with the kernel's own stores). */
+static void test_nvg_y_apart_from_inputs(void **state) {
+    NVG_EXPECT(a.y.data = slot(0), QF_ERR_INVALID_ARG, "qf_gemm: y (", "and a.rowwise_data (",
+               "overlap");
+    NVG_EXPECT(a.y.data = slot(4), QF_ERR_INVALID_ARG, "qf_gemm: y (",
+               "and b.rowwise_scale_inv (", "overlap");
+    NVG_EXPECT(a.y.data = slot(5), QF_ERR_INVALID_ARG, "qf_gemm: y (", "and b.amax_rowwise (",
+               "overlap");
+    NVG_EXPECT(a.y.data = slot(6), QF_ERR_INVALID_ARG, "qf_gemm: y (", "and bias (", "overlap");
+    gemm_args g = gemm_valid(state); /* per-tensor FP8: the cuBLASLt path's own checks */
+    g.y.data = slot(1);
+    expect(gemm_run(&g), QF_ERR_INVALID_ARG, "qf_gemm: y (", "and b.rowwise_data (", "overlap");
+}
+
 NVG_TEST(test_nvg_k_mismatch, nvg_slot(&a, 1, QF_SLOT_ROWWISE_DATA)->dims[1] = 32,
          QF_ERR_INVALID_ARG, "b.rowwise_data is [N=64, K/2=32] bytes but a.rowwise_data has K = 96")
 
@@ -496,8 +511,11 @@ static void test_nvg_b_dequantized(void **state) {
     NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG,
                "opts->b_dequantized is NULL (its data); expected bf16 [64, 96]");
     bad = kept, bad.data = slot(7); /* y's memory: the GEMM would overwrite its own operand */
-    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG, "qf_gemm: y (",
-               "and opts->b_dequantized (", "overlap");
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG, "qf_gemm: opts->b_dequantized (",
+               "and y (", "overlap");
+    bad = kept, bad.data = slot(0); /* a's data: written by a caller's dequantize, read here */
+    NVG_EXPECT(a.opts.b_dequantized = &bad, QF_ERR_INVALID_ARG, "qf_gemm: opts->b_dequantized (",
+               "and a.rowwise_data (", "overlap");
     gemm_args g = gemm_valid(state); /* fp8_delayed: cuBLASLt multiplies the FP8 bytes */
     const qf_operand fa = {&g.qa, g.copy_a}, fb = {&g.qb, g.copy_b};
     const qf_tensor fk = t2(slot(8), QF_DTYPE_BF16, N, K);
@@ -524,6 +542,10 @@ static void test_dequantize_args(void **state) {
            "qf_dequantize: out is NULL (its data); expected bf16 [100, 96]");
     expect(qf_dequantize(g.ctx, "nvfp4", (qf_role)7, &x, &out, NULL), QF_ERR_INVALID_ARG,
            "qf_dequantize: role 7 is not a qf_role");
+    out.data = slot(1); /* over x's scales */
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_INVALID_ARG,
+           "qf_dequantize: out (", "and x.rowwise_scale_inv (", "overlap");
+    out.data = slot(8);
     expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, NULL, &out, NULL), QF_ERR_INVALID_ARG,
            "qf_dequantize: x is NULL");
     expect(qf_dequantize(g.ctx, "fp8_delayed", QF_ROLE_INPUT, &x, &out, NULL),
@@ -617,6 +639,7 @@ int main(void) {
         T(test_nvg_missing_amax),
         T(test_nvg_k_not_multiple_of_32),
         T(test_nvg_k_mismatch),
+        T(test_nvg_y_apart_from_inputs),
         T(test_nvg_wrong_dtypes),
         T(test_nvg_fp32_and_accumulate),
         T(test_nvg_wrong_sizes),

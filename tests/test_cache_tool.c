@@ -150,6 +150,8 @@ static void test_bad_arguments(void **state) {
                "--arch 'sm_80' is not a supported architecture; expected sm_XX with XX in 89..199");
     expect_run(run_tool(fx, "warm", "--arch", "sm_090"), 2, NULL,
                "--arch 'sm_090' is not a supported architecture");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_91"), 2, NULL,
+               "--arch 'sm_91' is not a GPU architecture this NVRTC compiles for (sm_89, sm_90");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
     expect_run(run_tool(fx, "warm", "--jobs", ""), 2, NULL, "warm: --jobs needs a value");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");

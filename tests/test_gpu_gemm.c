@@ -171,9 +171,13 @@ static blk_gemm_case mx_case_usual(int64_t M, int64_t N, int64_t K, int bias, ui
     return mx_case_make(M, N, K, bias, 120, 134, 120, 134, 15, seed);
 }
 
+/* The last: 17 x 11 output tiles of the sm_90a kernel (128 x 256), more than an H200's 132
+ * SMs, so its persistent blocks walk two tiles each (a raster group of one tile row at the end,
+ * three k-tiles, the last one partial). */
 static const int64_t kMxShapes[][4] = {
     {32, 32, 32, 0},     {96, 64, 64, 1},      {1, 1, 32, 0},        {130, 7, 96, 1},
     {257, 129, 160, 1},  {993, 1024, 1024, 0}, {1024, 993, 1024, 1}, {320, 200, 2016, 1},
+    {2100, 2600, 160, 1},
 };
 static const gemm_plan kMxPlan = {NULL, 0, NULL, 0, kMxShapes, COUNTOF(kMxShapes), "shape", 100};
 
@@ -217,11 +221,13 @@ static blk_gemm_case nv_case_usual(int64_t M, int64_t N, int64_t K, int bias, ui
 
 /* M, N in {1, 17, 100, 129} (partial tiles), K in {32, 64, 96, 1024, 8192} (partial k-tiles,
  * scale rows of 2 and 6 real blocks next to padding), bias on and off; then several tiles and
- * more than one raster group of tile rows. */
+ * more than one raster group of tile rows, the last with more tiles of the sm_90a kernel than an
+ * H200 has SMs (as in kMxShapes). */
 static const int64_t kNvMN[][2] = {{1, 1}, {17, 100}, {100, 17}, {129, 129}, {1, 129}, {17, 1}};
 static const int64_t kNvKs[] = {32, 64, 96, 1024, 8192};
-static const int64_t kNvTiles[][4] = {
-    {1100, 260, 96, 1}, {257, 1000, 544, 0}, {1024, 1024, 1024, 1}, {300, 130, 2080, 0}};
+static const int64_t kNvTiles[][4] = {{1100, 260, 96, 1},    {257, 1000, 544, 0},
+                                      {1024, 1024, 1024, 1}, {300, 130, 2080, 0},
+                                      {2100, 2600, 160, 1}};
 static const gemm_plan kNvPlan = {kNvMN,    COUNTOF(kNvMN),    kNvKs, COUNTOF(kNvKs),
                                   kNvTiles, COUNTOF(kNvTiles), "tiles", 100};
 

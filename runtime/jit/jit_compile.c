@@ -30,17 +30,45 @@
 
 /* {===================================================================== options and version */
 
-int qf_jit_max_arch(void) {
-    int n = 0, best = 0;
+/* The architectures this NVRTC targets, ascending as NVRTC lists them: their count (at most cap
+ * stored in archs), 0 when it cannot say. */
+static int qf_jit_archs(int *archs, int cap) {
+    int n = 0;
     if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0)
         return 0;
-    int *archs = malloc((size_t)n * sizeof *archs);
-    if (archs && nvrtcGetSupportedArchs(archs) == NVRTC_SUCCESS) {
-        for (int i = 0; i < n; i++)
-            best = archs[i] > best ? archs[i] : best;
+    int *all = malloc((size_t)n * sizeof *all);
+    if (!all || nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) {
+        free(all);
+        return 0;
     }
-    free(archs);
+    for (int i = 0; i < n && i < cap; i++)
+        archs[i] = all[i];
+    free(all);
+    return n < cap ? n : cap;
+}
+
+int qf_jit_max_arch(void) {
+    int archs[64], best = 0;
+    const int n = qf_jit_archs(archs, 64);
+    for (int i = 0; i < n; i++)
+        best = archs[i] > best ? archs[i] : best;
     return best;
+}
+
+int qf_jit_arch_known(int arch, char *list, size_t list_size) {
+    int archs[64], known = 0, best = 0;
+    const int n = qf_jit_archs(archs, 64);
+    if (list && list_size)
+        list[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        known |= archs[i] == arch;
+        best = archs[i] > best ? archs[i] : best;
+        if (list && archs[i] >= QF_ARCH_MIN) {
+            const size_t used = strlen(list);
+            snprintf(list + used, list_size - used, "%ssm_%d", used ? ", " : "", archs[i]);
+        }
+    }
+    return n == 0 || known || arch > best;
 }
 
 /* NOTES: STYLE 18: a device newer than this NVRTC gets the newest arch NVRTC knows rather than a

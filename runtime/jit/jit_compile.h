@@ -23,6 +23,12 @@ QF_INTERNAL void qf_jit_nvrtc_version(int *major, int *minor);
  * gets code for this one (qf_jit_options). */
 QF_INTERNAL int qf_jit_max_arch(void);
 
+/* 1 when this NVRTC compiles for compute capability arch, or arch is newer than all it knows (a
+ * newer device gets the newest target, qf_jit_options), or NVRTC cannot list its targets; 0 for
+ * an arch inside its range that it does not list (sm_91: no such GPU). list (list_size bytes, may
+ * be NULL) gets the targets from QF_ARCH_MIN on, "sm_89, sm_90, ...". */
+QF_INTERNAL int qf_jit_arch_known(int arch, char *list, size_t list_size);
+
 /* Compiles `source` (program name `name`, with the in-memory headers: header_names[i] is what
  * #include names, headers[i] its text; neither copied past the call) to a CUBIN with exactly opts.
  * On success *cubin is malloc'ed (caller frees) and *size set. On failure *cubin is NULL and it

@@ -38,8 +38,12 @@ void demo_block_load(const char *path, demo_block *b) {
         for (int j = 0; ok && j < ndim; j++)
             ok = d[i][j] >= 1;
         if (!ok) {
-            fprintf(stderr, "qfuse-demo: %s: tensor '%s' has %d dims (each must be at least 1; "
-                    "expected %d)\n", path, tensor_names[i], ndim, ndims[i]);
+            char shape[160] = "";
+            for (int j = 0; j < ndim; j++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld",
+                         j ? ", " : "", (long long)d[i][j]);
+            fprintf(stderr, "qfuse-demo: %s: tensor '%s' has shape [%s]; expected %d dims, each "
+                    "at least 1\n", path, tensor_names[i], shape, ndims[i]);
             exit(1);
         }
     }

@@ -546,6 +546,7 @@ static int qf_warm_recipe(const char *name, qf_warm *w) {
  * ones when none is named). Returns -1 to go on, or the exit status. */
 static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
     int any = 0, rc = -1;
+    char known[256];
     for (int i = 0; i < argc && rc < 0; i++) {
         const char *v = NULL;
         if (qf_tool_opt(argc, argv, &i, "--kernel", &v)) {
@@ -563,6 +564,9 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
                                          "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
                                          "e.g. sm_90)", v, QF_ARCH_MIN, QF_ARCH_MAX);
+            else if (!qf_jit_arch_known(w->arch, known, sizeof known))
+                rc = qf_tool_usage_error("warm: --arch '%s' is not a GPU architecture this NVRTC "
+                                         "compiles for (%s)", v, known);
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
             if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --jobs needs a value");
