@@ -125,10 +125,12 @@ def test_bad_queries_raise():
 
 
 def fake_ptrs():
-    """Distinct 256-byte aligned fake device addresses (a host context never touches them)."""
+    """Fake device addresses (a host context never touches them), 256-byte aligned and far enough
+    apart that no two of this file's tensors overlap: a call's checks refuse outputs that share
+    bytes with its inputs."""
     addr = [0x100000]
 
-    def nxt(nbytes=0):
+    def nxt(nbytes=1 << 20):
         addr[0] += (max(int(nbytes), 1) + 255) // 256 * 256 + 256
         return addr[0]
     return nxt
