@@ -52,6 +52,49 @@ __device__ __forceinline__ float e2m1_value(unsigned c) {
     return c & 8u ? -v : v;
 }
 
+/* f16 pairs a * b, round to nearest (exact where the NVFP4 decodes use it; subnormals kept). */
+__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
+    unsigned d;
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+constexpr unsigned kF16x2Pow7 = 0x58005800u; /* f16 pair (2^7, 2^7) */
+
+/* Elements I and I+4 (I = 0..3) of the 8 packed E2M1 elements in q (element e in bits 4e..4e+3)
+ * as an f16 pair (lo = element I, hi = element I+4), each equal to its E2M1 value x 2^-14
+ * exactly: the 3 magnitude bits (e1 e0 m) go to f16 bits 11..9, so the exponent field is e and
+ * the top mantissa bit m: 2^(e-15) (1 + m/2) for e >= 1, and the subnormal m * 2^-15 for e = 0
+ * (numerics 1: codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6, times 2^-14). The sign bit goes to bit 15.
+ * Elements I and I+4 sit 16 bits apart in q, as the two halves of the pair do, so one shift
+ * places both. */
+template <int I>
+__device__ __forceinline__ unsigned e2m1x2(unsigned q) {
+    constexpr int kMag = 9 - 4 * I, kSign = 12 - 4 * I;
+    unsigned mag, sign;
+    if constexpr (kMag >= 0)
+        mag = q << kMag;
+    else
+        mag = q >> -kMag;
+    sign = q << kSign;
+    return (mag & 0x0E000E00u) | (sign & 0x80008000u);
+}
+
+/* The four E4M3 scale bytes that prmt selector sel picks from w (bytes 0, 1: the low pair; 2, 3:
+ * the high one) as two f16 pairs times 2^7: cvt.e4m3x2 is exact (NaN stays NaN),
+ * 448 x 2^7 = 57344 < 65504, and x 2^7 is exact. */
+__device__ __forceinline__ void e4m3_pairs_pow7(unsigned w, unsigned sel, unsigned &lo_pair,
+                                                unsigned &hi_pair) {
+    unsigned dup, lo, hi;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(dup) : "r"(w), "r"(0u), "r"(sel));
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+        "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(dup));
+    lo_pair = hmul2(lo, kF16x2Pow7);
+    hi_pair = hmul2(hi, kF16x2Pow7);
+}
+
 namespace dq {
 
 /* One element (any alignment). */

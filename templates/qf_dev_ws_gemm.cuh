@@ -88,13 +88,6 @@ struct Mx {
     }
 };
 
-/* f16 pairs a * b (exact here). */
-__device__ __forceinline__ unsigned hmul2_f16(unsigned a, unsigned b) {
-    unsigned d;
-    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
 /* NVFP4: two E2M1 elements per byte (element 2j in the low nibble of byte j), one E4M3 scale per
  * 16 along K; a 16-byte chunk is 32 elements of two blocks, four f16 chunks. */
 struct Nv {
@@ -107,39 +100,21 @@ struct Nv {
     __device__ static unsigned fetch(const uint8_t *s) {
         return __ldg(s) | static_cast<unsigned>(__ldg(s + 1)) << 8;
     }
-    /* Elements I and I+4 of the 8 in w as an f16 pair equal to their E2M1 values x 2^-14
-     * (sm90_nvfp4_gemm.cu, e2m1x2). */
-    template <int I>
-    __device__ static unsigned pair(unsigned w) {
-        constexpr int kMag = 9 - 4 * I, kSign = 12 - 4 * I;
-        const unsigned mag = kMag >= 0 ? w << (kMag & 31) : w >> (-kMag & 31);
-        return (mag & 0x0E000E00u) | ((w << kSign) & 0x80008000u);
-    }
     /* 32 elements q times their blocks' scales x 2^-7 -> 16 f16 pairs. Each group of 8
      * elements (one 32-bit word) is stored as the pairs (0, 4), (1, 5), (2, 6), (3, 7): the same
      * permutation of k within each aligned group of 8 for A and B, which leaves every dot
      * product unchanged. */
     __device__ static void decode(uint4 q, unsigned sc, unsigned (&out)[16]) {
-        unsigned s[2];
-        {
-            unsigned lo, hi, dup;
-            /* (s0, s0) and (s1, s1) as E4M3 pairs, then f16 pairs x 2^7 (exact; NaN stays NaN) */
-            asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(dup) : "r"(sc), "r"(0u), "r"(0x1100u));
-            asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
-                "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-                : "=r"(lo), "=r"(hi)
-                : "r"(dup));
-            s[0] = hmul2_f16(lo, 0x58005800u);
-            s[1] = hmul2_f16(hi, 0x58005800u);
-        }
+        unsigned s[2]; /* (s0, s0) and (s1, s1) x 2^7 */
+        e4m3_pairs_pow7(sc, 0x1100u, s[0], s[1]);
         const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const unsigned sv = s[i / 2];
-            out[4 * i] = hmul2_f16(pair<0>(w[i]), sv);
-            out[4 * i + 1] = hmul2_f16(pair<1>(w[i]), sv);
-            out[4 * i + 2] = hmul2_f16(pair<2>(w[i]), sv);
-            out[4 * i + 3] = hmul2_f16(pair<3>(w[i]), sv);
+            out[4 * i] = hmul2(e2m1x2<0>(w[i]), sv);
+            out[4 * i + 1] = hmul2(e2m1x2<1>(w[i]), sv);
+            out[4 * i + 2] = hmul2(e2m1x2<2>(w[i]), sv);
+            out[4 * i + 3] = hmul2(e2m1x2<3>(w[i]), sv);
         }
     }
 };

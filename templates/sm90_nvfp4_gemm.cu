@@ -80,7 +80,6 @@ constexpr int kChunksA = kTileABytes / 16 / kThreads; /* 16-byte cp.async copies
 constexpr int kChunksB = kTileBBytes / 16 / kThreads;
 constexpr int kScalePieces = (kTileM + kTileN) * kScaleRowBytes / 4 / kThreads; /* 4-byte */
 constexpr int kGroupM = 8;                           /* tile rows per raster group */
-constexpr unsigned kF16x2Pow7 = 0x58005800u;         /* f16 pair (2^7, 2^7) */
 constexpr float kPow14 = 16384.0f;                   /* undoes the two factors 2^-7 */
 constexpr unsigned kAlphaRcpBits = 0x34149b93u;      /* fl(1 / 7225344), 7225344 = 6*6*448*448 */
 
@@ -110,13 +109,6 @@ __device__ __forceinline__ unsigned lds_u32(unsigned addr) {
     return v;
 }
 
-/* f16 pairs a * b, round to nearest (exact here; subnormals kept). */
-__device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
-    unsigned d;
-    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
 /* d = A(16x16) B(16x8) + d in f16 x f16 -> f32 (products exact, fp32 sums). */
 __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0,
                                         unsigned b1) {
@@ -128,38 +120,11 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
 
 /* ==================================================================== decoding */
 
-/* Elements I and I+4 (I = 0..3) of the 8 packed E2M1 elements in q (element e in bits 4e..4e+3)
- * as an f16 pair (lo = element I, hi = element I+4), each equal to its E2M1 value x 2^-14
- * exactly: the 3 magnitude bits (e1 e0 m) go to f16 bits 11..9, so the exponent field is e and
- * the top mantissa bit m: 2^(e-15) (1 + m/2) for e >= 1, and the subnormal m * 2^-15 for e = 0
- * (numerics 1: codes 0..7 = 0, 0.5, 1, 1.5, 2, 3, 4, 6, times 2^-14). The sign bit goes to bit 15.
- * Elements I and I+4 sit 16 bits apart in q, as the two halves of the pair do, so one shift
- * places both. */
-template <int I>
-__device__ __forceinline__ unsigned e2m1x2(unsigned q) {
-    constexpr int kMag = 9 - 4 * I, kSign = 12 - 4 * I;
-    unsigned mag, sign;
-    if constexpr (kMag >= 0)
-        mag = q << kMag;
-    else
-        mag = q >> -kMag;
-    sign = q << kSign;
-    return (mag & 0x0E000E00u) | (sign & 0x80008000u);
-}
-
-/* The scales of blocks j and j+2 of word w (4 scale bytes, blocks 4s .. 4s+3 of one row, with
- * j = t/2 picked by the lane's selector sel) as f16 pairs (s x 2^7, s x 2^7): cvt.e4m3x2 is
- * exact (NaN stays NaN), 448 x 2^7 = 57344 < 65504, and x 2^7 is exact. */
+/* The scales of blocks j and j+2 of word w (4 scale bytes, blocks 4s .. 4s+3 of one row), with
+ * j = t/2 picked by the lane's selector sel: e4m3_pairs_pow7 (qf_dev_dequant.cuh). */
 __device__ __forceinline__ void scale_pairs(unsigned w, unsigned sel, unsigned &s0,
                                             unsigned &s1) {
-    unsigned dup, lo, hi;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(dup) : "r"(w), "r"(0u), "r"(sel));
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
-        "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(lo), "=r"(hi)
-        : "r"(dup));
-    s0 = hmul2(lo, kF16x2Pow7);
-    s1 = hmul2(hi, kF16x2Pow7);
+    e4m3_pairs_pow7(w, sel, s0, s1);
 }
 
 /* ==================================================================== tiles */
