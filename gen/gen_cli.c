@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gen_emit.h"
 #include "qf_arch.h"
@@ -121,14 +122,46 @@ static int qf_gen_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The source tree this qfuse-gen was built in, when it still holds the templates: the folder
+ * above the executable's (build/qfuse-gen), found through /proc/self/exe; NULL otherwise (an
+ * installed copy, or no /proc). The path lives in a static buffer. */
+static const char *qf_gen_exe_tree(void) {
+    static char dir[4096], probe[4096 + 32];
+    const ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (n <= 0 || (size_t)n >= sizeof dir - 1)
+        return NULL;
+    dir[n] = '\0';
+    for (int up = 0; up < 2; up++) { /* drop "qfuse-gen", then "build" */
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+            return NULL;
+        *slash = '\0';
+    }
+    snprintf(probe, sizeof probe, "%s/templates", dir);
+    if (!qf_gen_is_dir(probe))
+        return NULL;
+    snprintf(probe, sizeof probe, "%s/runtime", dir);
+    return qf_gen_is_dir(probe) ? dir : NULL;
+}
+
 /* Fills a from argv. Returns 0 or 2 (usage error, printed). a->recipes is malloc'ed. */
 static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
+    static char tree_templates[4096 + 16], tree_include[4096 + 16];
     memset(a, 0, sizeof *a);
     a->out_dir = "out";
     a->arch = 90;
-    /* In a source tree use its templates; elsewhere the installed copies (make install). */
-    a->opts.templates_dir = qf_gen_is_dir("templates") ? "templates" : QF_GEN_DATADIR "/templates";
-    a->opts.include_dir = qf_gen_is_dir("runtime") ? "runtime" : QF_GEN_DATADIR "/include";
+    /* In a source tree use its templates; else those of the tree this binary was built in;
+     * else the installed copies (make install). */
+    const char *tree = qf_gen_is_dir("templates") && qf_gen_is_dir("runtime") ? NULL
+                                                                                : qf_gen_exe_tree();
+    snprintf(tree_templates, sizeof tree_templates, "%s/templates", tree ? tree : "");
+    snprintf(tree_include, sizeof tree_include, "%s/runtime", tree ? tree : "");
+    a->opts.templates_dir = qf_gen_is_dir("templates") ? "templates"
+                            : tree                     ? tree_templates
+                                                       : QF_GEN_DATADIR "/templates";
+    a->opts.include_dir = qf_gen_is_dir("runtime") ? "runtime"
+                          : tree                   ? tree_include
+                                                   : QF_GEN_DATADIR "/include";
     a->recipes = calloc((size_t)(argc > 0 ? argc : 1), sizeof *a->recipes);
     if (!a->recipes) {
         fprintf(err, "qfuse-gen: out of memory\n");

@@ -127,6 +127,33 @@ static void test_cli_usage(void **state) {
     }
 }
 
+/* build/qfuse-gen run from a folder without templates/ reads those of the source tree it was
+ * built in (the folder above build/), not the install prefix. */
+static void test_cli_from_another_folder(void **state) {
+    (void)state;
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = '\0';
+    char *slash = strrchr(self, '/'); /* build/tests/test_gen_cli -> build/tests */
+    assert_non_null(slash);
+    *slash = '\0';
+    qf_test_dir d;
+    qf_test_dir_make(&d, "gen_cwd");
+    qf_test_dir_write(d.path, "mine.lua", "return {family = 'mxfp8'}\n");
+    char cmd[PATH_MAX + 600];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s/../qfuse-gen' --check mine.lua 2>&1", d.path, self);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[4096] = "";
+    const size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    const int st = pclose(p);
+    qf_test_dir_remove(d.path);
+    if (st != 0 || strcmp(out, "mine.lua: ok\n") != 0)
+        fail_msg("status %d, output '%s'", st, out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_fields),
@@ -134,6 +161,7 @@ int main(void) {
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
+        cmocka_unit_test(test_cli_from_another_folder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
