@@ -301,18 +301,15 @@ static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_g_o
 }
 
 /* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL) rather than by the
- * module's GEMM kernel. ws: the module is the sm_90a one, whose kernel is the warp-specialized
- * GEMM (qf_dev_ws_gemm.cuh: any y, accumulation), and ws_fits says whether it takes these
- * operands (qf_g_ws_fits); otherwise the kernel writes bf16 only. By default the kernel runs small
- * problems only (M or N under QF_GEMM_STAGED_MIN) and never when b's bf16 copy is kept: measured
- * on an H200 at 8192^3, the warp-specialized kernel runs 260 (MXFP8) and 301 (NVFP4) TFLOP/s,
- * the staged path 726 and 697 (docs/bench.md). QFUSE_HOPPER_GEMM=staged or direct forces one
- * way. */
+ * module's GEMM kernel; kernel_ok: that kernel can run this call (qf_g_kernel_takes). By default
+ * the kernel runs small problems only (M or N under QF_GEMM_STAGED_MIN) and never when b's bf16
+ * copy is kept: measured on an H200 at 8192^3, the warp-specialized kernel runs 260 (MXFP8) and
+ * 301 (NVFP4) TFLOP/s, the staged path 726 and 697 (docs/bench.md). QFUSE_HOPPER_GEMM=staged or
+ * direct forces one way. */
 static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N,
-                           const qf_tensor *y, int acc, int b_kept, int ws, int ws_fits) {
+                           int kernel_ok, int b_kept) {
     static const char *const ways[] = {"auto", "staged", "direct"};
-    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || (ws && !ws_fits) ||
-        (!ws && (y->dtype != QF_DTYPE_BF16 || acc)))
+    if (!(path->direct_kinds & QF_GEMM_KIND_BIT(kind)) || !kernel_ok)
         return 1;
     switch (qf_env_choice("QFUSE_HOPPER_GEMM", ways, 3)) {
     case 1:
@@ -344,6 +341,16 @@ static int qf_g_ws_fits(const qf_ctx_t *ctx, const void *a, const void *b, int64
            row_bytes % 16 == 0 && M <= INT_MAX && N <= INT_MAX && row_bytes <= INT_MAX;
 }
 
+/* Whether the module's GEMM kernel can run a call with operands a [M, row_bytes] and b [N,
+ * row_bytes] into y: the warp-specialized kernel (sm_90a; any y, accumulation) when its TMA
+ * descriptors take the operands, the older kernels (sm_89) into a bf16 y without accumulation. */
+static int qf_g_kernel_takes(const qf_ctx_t *ctx, const void *a, const void *b, int64_t M,
+                             int64_t N, int64_t row_bytes, const qf_tensor *y, int acc) {
+    if (qf_g_ws(ctx))
+        return qf_g_ws_fits(ctx, a, b, M, N, row_bytes);
+    return y->dtype == QF_DTYPE_BF16 && !acc;
+}
+
 /* The TMA descriptor of a K-major operand of `rows` rows of row_bytes bytes at data, read in
  * boxes of box_rows rows of box_bytes (uint8 elements, no swizzle, zero fill past the edges). */
 static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int box_bytes,
@@ -364,12 +371,12 @@ static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int
 }
 
 /* The warp-specialized GEMM (templates/qf_dev_ws_gemm.cuh) on p (scales, amaxes, bias, M, N, K and
- * scale_cols set): the TMA descriptors of a and b (rows of raw_row-byte k-tiles), y and the
- * accumulate flag filled in, then one persistent block per SM (at most one per output tile). */
+ * scale_cols set): the TMA descriptors of a [M, row_bytes] and b [N, row_bytes] (k-tiles of
+ * raw_row bytes), y and the accumulate flag filled in, then one persistent block per SM (at most
+ * one per output tile). */
 static qf_status qf_g_ws_launch(qf_ctx_t *ctx, const qf_loaded_kernel *lk, qf_ws_gemm_params *p,
-                                const void *a, const void *b, int raw_row, qf_tensor *y, int acc,
-                                void *stream) {
-    const int64_t row_bytes = raw_row == QF_WS_RAW_ROW_NVFP4 ? p->K / 2 : p->K;
+                                const void *a, const void *b, int64_t row_bytes, int raw_row,
+                                qf_tensor *y, int acc, void *stream) {
     QF_TRY(qf_g_tma(a, p->M, row_bytes, raw_row, QF_WS_TILE_M, &p->tma_a));
     QF_TRY(qf_g_tma(b, p->N, row_bytes, raw_row, QF_WS_TILE_N, &p->tma_b));
     p->y = y->data;
@@ -569,14 +576,13 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
     QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
-    const int ws = qf_g_ws(ctx);
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
-                        ws && qf_g_ws_fits(ctx, p.a, p.b, p.M, p.N, p.K)))
+    if (qf_g_use_staged(&path, kind, p.M, p.N,
+                        qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K, y, acc), sb.bf16 != NULL))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
-    if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
+    if (qf_g_ws(ctx)) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .bias = p.bias,
                                .M = p.M, .N = p.N, .K = p.K, .scale_cols = p.scale_cols};
-        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, QF_WS_RAW_ROW_MXFP8, y, acc, stream);
+        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, p.K, QF_WS_RAW_ROW_MXFP8, y, acc, stream);
     }
     /* sm_89 gets fewer stages (99 KiB per block) */
     const int stages = ctx->arch >= 90 ? QF_MX_GEMM_STAGES : QF_MX_GEMM_STAGES_SM89;
@@ -697,15 +703,16 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
     if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
-    const int ws = qf_g_ws(ctx);
-    if (qf_g_use_staged(&path, kind, p.M, p.N, y, acc, sb.bf16 != NULL, ws,
-                        ws && qf_g_ws_fits(ctx, p.a, p.b, p.M, p.N, p.K / 2)))
+    if (qf_g_use_staged(&path, kind, p.M, p.N,
+                        qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K / 2, y, acc),
+                        sb.bf16 != NULL))
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
-    if (ws) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
+    if (qf_g_ws(ctx)) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .amax_a = p.amax_a,
                                .amax_b = p.amax_b, .bias = p.bias, .M = p.M, .N = p.N,
                                .K = p.K, .scale_cols = p.scale_cols};
-        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, QF_WS_RAW_ROW_NVFP4, y, acc, stream);
+        return qf_g_ws_launch(ctx, &lk, &w, p.a, p.b, p.K / 2, QF_WS_RAW_ROW_NVFP4, y, acc,
+                              stream);
     }
     const int smem = ctx->arch >= 90 ? QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES)
                                      : QF_NV_GEMM_SMEM_BYTES_FOR(QF_NV_GEMM_STAGES_SM89);

@@ -60,6 +60,13 @@ __device__ __forceinline__ unsigned hmul2(unsigned a, unsigned b) {
 }
 
 constexpr unsigned kF16x2Pow7 = 0x58005800u; /* f16 pair (2^7, 2^7) */
+constexpr float kPow14 = 16384.0f; /* undoes the two factors 2^-7 of an NVFP4 product */
+
+/* NVFP4's alpha = fl(fl(amax_a * amax_b) * fl(1/7225344)), 7225344 = 6*6*448*448 (numerics
+ * 2.4), as qf_nvfp4_gemm_alpha_ref; the amaxes are device fp32 [1]. */
+__device__ __forceinline__ float nvfp4_alpha(const float *amax_a, const float *amax_b) {
+    return __fmul_rn(__fmul_rn(__ldg(amax_a), __ldg(amax_b)), __uint_as_float(0x34149b93u));
+}
 
 /* Elements I and I+4 (I = 0..3) of the 8 packed E2M1 elements in q (element e in bits 4e..4e+3)
  * as an f16 pair (lo = element I, hi = element I+4), each equal to its E2M1 value x 2^-14

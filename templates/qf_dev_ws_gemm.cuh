@@ -69,9 +69,9 @@ template <int DT>
 struct Mx {
     static constexpr bool kF16 = false;               /* MMAs on bf16 */
     static constexpr int kRawRow = QF_WS_RAW_ROW_MXFP8;
-    static constexpr int kChunkElems = 16, kBlock = 32, kScales = 1;
+    static constexpr int kChunkElems = 16, kBlock = 32;
     static constexpr unsigned kOne = 127u;            /* the E8M0 byte of 1.0 */
-    /* The scale bytes of a chunk whose first block is kb, at s (kScales bytes, 1-aligned). */
+    /* The scale byte of a chunk (its one block), at s. */
     __device__ static unsigned fetch(const uint8_t *s) { return __ldg(s); }
     /* 16 elements q times 2^(b - 127) -> 8 bf16 pairs, in order. */
     __device__ static void decode(uint4 q, unsigned sc, unsigned (&out)[8]) {
@@ -93,7 +93,7 @@ struct Mx {
 struct Nv {
     static constexpr bool kF16 = true;                /* MMAs on f16 (values x 2^-7) */
     static constexpr int kRawRow = QF_WS_RAW_ROW_NVFP4;
-    static constexpr int kChunkElems = 32, kBlock = 16, kScales = 2;
+    static constexpr int kChunkElems = 32, kBlock = 16;
     static constexpr unsigned kOne = 0x3838u;         /* two E4M3 bytes of 1.0 */
     /* The two scale bytes of a chunk (blocks kb and kb + 1: both real when kb is, K being a
      * multiple of 32), byte loads: the scale matrix may sit at any address. */
@@ -344,13 +344,9 @@ __device__ __forceinline__ void store_pair(const qf_ws_gemm_params &p, float alp
     }
 }
 
-/* alpha (numerics 2.4; qf_nvfp4_gemm_alpha_ref) times NVFP4's 2^14, or 1. */
+/* NVFP4's alpha (nvfp4_alpha), or 1 for MXFP8 (no amaxes). */
 __device__ __forceinline__ float epilogue_alpha(const qf_ws_gemm_params &p) {
-    if (!p.amax_a)
-        return 1.0f;
-    const float alpha =
-        __fmul_rn(__fmul_rn(__ldg(p.amax_a), __ldg(p.amax_b)), __uint_as_float(0x34149b93u));
-    return alpha;
+    return p.amax_a ? nvfp4_alpha(p.amax_a, p.amax_b) : 1.0f;
 }
 
 /* An MMA warpgroup: its 64 rows of A's k-tiles (decoded here, while the previous k-tile's MMAs
@@ -363,7 +359,7 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     const unsigned raw_half = wg * 64 * F::kRawRow, bf_half = wg * 64 * 128;
     /* NVFP4's products carry 2^-14 (two factors 2^-7): exact to undo before alpha */
     const float alpha = epilogue_alpha(p);
-    const float pre = F::kF16 ? 16384.0f : 1.0f;
+    const float pre = F::kF16 ? kPow14 : 1.0f;
     Part<F, 64> ping, pong; /* scales used in turn, as in dequant_warps */
     Ring<kRawStages> raw;
     Ring<kBfStages> bf;

@@ -80,8 +80,6 @@ constexpr int kChunksA = kTileABytes / 16 / kThreads; /* 16-byte cp.async copies
 constexpr int kChunksB = kTileBBytes / 16 / kThreads;
 constexpr int kScalePieces = (kTileM + kTileN) * kScaleRowBytes / 4 / kThreads; /* 4-byte */
 constexpr int kGroupM = 8;                           /* tile rows per raster group */
-constexpr float kPow14 = 16384.0f;                   /* undoes the two factors 2^-7 */
-constexpr unsigned kAlphaRcpBits = 0x34149b93u;      /* fl(1 / 7225344), 7225344 = 6*6*448*448 */
 
 static_assert(kTileM == QF_NV_GEMM_TILE_M, "qfuse-gen's tile_m must match qf_formats.h");
 static_assert(kThreads == 256 && kWarpsM * kWarpsN == kWarps, "8 warps, kWarpsM x kWarpsN");
@@ -261,9 +259,9 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const Lane &l,
     }
 }
 
-/* alpha = fl(fl(amax_a * amax_b) * fl(1/7225344)) (numerics 2.4), as qf_nvfp4_gemm_alpha_ref. */
+/* The GEMM's alpha (nvfp4_alpha, qf_dev_dequant.cuh). */
 __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
-    return __fmul_rn(__fmul_rn(__ldg(p.amax_a), __ldg(p.amax_b)), __uint_as_float(kAlphaRcpBits));
+    return nvfp4_alpha(p.amax_a, p.amax_b);
 }
 
 } // namespace
