@@ -354,7 +354,7 @@ static int qf_g_kernel_takes(const qf_ctx_t *ctx, const void *a, const void *b, 
 /* The TMA descriptor of a K-major operand of `rows` rows of row_bytes bytes at data, read in
  * boxes of box_rows rows of box_bytes (uint8 elements, no swizzle, zero fill past the edges). */
 static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int box_bytes,
-                          int box_rows, qf_tma_desc *d) {
+                          int box_rows, CUtensorMapSwizzle swizzle, qf_tma_desc *d) {
     const qf_cu_api *cu = qf_cu();
     if (!cu)
         return QF_ERR_NO_DEVICE;
@@ -364,7 +364,7 @@ static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int
     const cuuint32_t steps[2] = {1, 1};
     QF_CU_CHECK(cu->TensorMapEncodeTiled((CUtensorMap *)d, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
                                          (void *)data, dims, strides, box, steps,
-                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                         CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     return QF_OK;
@@ -377,8 +377,12 @@ static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int
 static qf_status qf_g_ws_launch(qf_ctx_t *ctx, const qf_loaded_kernel *lk, qf_ws_gemm_params *p,
                                 const void *a, const void *b, int64_t row_bytes, int raw_row,
                                 qf_tensor *y, int acc, void *stream) {
-    QF_TRY(qf_g_tma(a, p->M, row_bytes, raw_row, QF_WS_TILE_M, &p->tma_a));
-    QF_TRY(qf_g_tma(b, p->N, row_bytes, raw_row, QF_WS_TILE_N, &p->tma_b));
+    /* B's raw rows are read whole by one thread each: swizzled by their width (raw_b_offset) */
+    const CUtensorMapSwizzle b_swizzle =
+        raw_row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+    QF_TRY(qf_g_tma(a, p->M, row_bytes, raw_row, QF_WS_TILE_M, CU_TENSOR_MAP_SWIZZLE_NONE,
+                    &p->tma_a));
+    QF_TRY(qf_g_tma(b, p->N, row_bytes, raw_row, QF_WS_TILE_N, b_swizzle, &p->tma_b));
     p->y = y->data;
     p->y_fp32 = y->dtype == QF_DTYPE_FP32;
     p->accumulate = acc;

@@ -266,7 +266,7 @@ QF_STATIC_ASSERT(sizeof(qf_tma_desc) == 128, "qf_tma_desc is a CUtensorMap");
  * y[M, N] = alpha * deq(A) deq(B)^T (+ bias[N]) (+ y when accumulate), A [M, K] and B [N, K]
  * K-major in the copy's format (MXFP8: one byte per element; NVFP4: two per byte), each read
  * through its TMA descriptor (2-D, uint8, dims {row bytes, rows}, box {QF_WS_RAW_ROW_*, tile
- * rows}, zero fill past the edges) and its compact scale matrix (row stride scale_cols).
+ * rows}, zero fill past the edges; B's with the swizzle of its box width, 64 or 32 bytes) and its compact scale matrix (row stride scale_cols).
  * alpha is NVFP4's fl(fl(amax_a * amax_b) / (6*6*448*448)) (numerics 2.4), 1 for MXFP8 (amax_a
  * NULL). y is bf16, or fp32 when y_fp32 (accumulate adds into it). */
 typedef struct qf_ws_gemm_params {
@@ -296,14 +296,14 @@ QF_STATIC_ASSERT(sizeof(qf_ws_gemm_params) == 384,
 #define QF_WS_TILE_M 128
 #define QF_WS_TILE_N 256
 #define QF_WS_TILE_K 64
-#define QF_WS_RAW_STAGES 3
+#define QF_WS_RAW_STAGES 4
 #define QF_WS_BF_STAGES 3
 #define QF_WS_RAW_ROW_MXFP8 QF_WS_TILE_K       /* bytes of one row's k-tile: MXFP8 */
 #define QF_WS_RAW_ROW_NVFP4 (QF_WS_TILE_K / 2) /* NVFP4 */
-/* Dynamic shared memory for raw rows of r bytes: the 16-bit A and B tiles, the raw stages, 16
+/* Dynamic shared memory for raw rows of r bytes: the 16-bit B tiles, the raw stages, 16
  * mbarriers and 1024 bytes to align the allocation to the 128-byte swizzle atom. */
 #define QF_WS_SMEM_BYTES(r)                                                                       \
-    (QF_WS_BF_STAGES * (QF_WS_TILE_M + QF_WS_TILE_N) * QF_WS_TILE_K * 2 +                        \
+    (QF_WS_BF_STAGES * QF_WS_TILE_N * QF_WS_TILE_K * 2 +                                         \
      QF_WS_RAW_STAGES * (QF_WS_TILE_M + QF_WS_TILE_N) * (r) + 16 * 8 + 1024)
 
 /* Parameter block of the `<name>_dequant` entry of the MXFP8 and NVFP4 GEMM modules

@@ -1,6 +1,7 @@
 /* qf_dev_wgmma.cuh: Hopper's asynchronous primitives (sm_90a) for the block-scaled GEMM templates:
  * the shared-memory matrix descriptor of a K-major 16-bit tile with the 128-byte swizzle, the
- * m64n256k16 warpgroup MMA (bf16 or f16 operands, fp32 accumulators) and its fences, the
+ * m64n256k16 warpgroup MMA with A from registers (bf16 or f16 operands, fp32 accumulators) and
+ * its fences, the
  * async-proxy fence that makes generic shared-memory stores visible to wgmma, mbarriers and 2-D
  * TMA loads. An in-memory NVRTC header; see qf_dev_load.cuh.
  *
@@ -55,13 +56,13 @@ __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-/* The operands of one m64n256k16 wgmma: the 128 accumulators (%0..%127), the two descriptors
- * (%128, %129) and the accumulate flag (%130, as predicate p; scale-d 1 and no negation or
- * transpose of A and B). */
+/* The operands of one m64n256k16 wgmma with A from registers: the 128 accumulators (%0..%127),
+ * A's four registers (%128..%131), B's descriptor (%132) and the accumulate flag (%133, as
+ * predicate p; scale-d 1, no negation, B not transposed). */
 #define QF_D4(i) "+f"(d[i]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define QF_D16(i) QF_D4(i), QF_D4((i) + 4), QF_D4((i) + 8), QF_D4((i) + 12)
 #define QF_D64(i) QF_D16(i), QF_D16((i) + 16), QF_D16((i) + 32), QF_D16((i) + 48)
-#define QF_WGMMA_N256_OPERANDS                                                                    \
+#define QF_WGMMA_N256_ACC                                                                         \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "      \
     "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "       \
     "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "       \
@@ -69,27 +70,32 @@ __device__ __forceinline__ void wgmma_wait() {
     "%70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, "       \
     "%87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, "         \
     "%103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "        \
-    "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "                         \
-    "%128, %129, p, 1, 1, 0, 0;\n}\n"                                                             \
+    "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define QF_WGMMA_N256_RS_OPERANDS                                                                 \
+    QF_WGMMA_N256_ACC ", {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                      \
     : QF_D64(0), QF_D64(64)                                                                       \
-    : "l"(da), "l"(db), "r"(accumulate)
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)
 
 /* d[128] (this thread's fp32 accumulators of a 64 x 256 tile) += A B^T over one 16-element
- * k-slice: A 64 x 16 and B 256 x 16, bf16 (f16 when F16), both K-major in shared memory
- * (descriptors da, db). accumulate = 0 starts from zero. Accumulator d[4 j + i] (j = 0..31) is row
- * 16 * warp + lane / 4 + 8 * (i / 2), column 8 j + 2 * (lane % 4) + i % 2 of the tile (PTX ISA,
- * "Register Fragments and Shared Memory Matrix Layouts", wgmma .m64nNk16 D). */
+ * k-slice: A 64 x 16 from registers, B 256 x 16 K-major in shared memory (descriptor db), bf16
+ * (f16 when F16). accumulate = 0 starts from zero. a[4] is this thread's fragment of A (bf16 or
+ * f16 pairs): a[0] row g, columns 2 q, 2 q + 1; a[1] row g + 8, the same columns; a[2] and a[3]
+ * the same rows at columns 2 q + 8, 2 q + 9 (g = 16 * warp + lane / 4, q = lane % 4).
+ * Accumulator d[4 j + i] (j = 0..31) is row 16 * warp + lane / 4 + 8 * (i / 2), column
+ * 8 j + 2 * (lane % 4) + i % 2 of the tile (PTX ISA, "Register Fragments and Shared Memory Matrix
+ * Layouts", wgmma .m64nNk16 A and D). The registers of a are read asynchronously: they must not
+ * change until a wgmma_wait covers this MMA. */
 template <bool F16>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long da,
-                                                 unsigned long long db, int accumulate) {
-#define QF_WGMMA_N256(T)                                                                          \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                  \
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], const unsigned (&a)[4],
+                                                    unsigned long long db, int accumulate) {
+#define QF_WGMMA_N256_RS(T)                                                                       \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                                 \
     "wgmma.mma_async.sync.aligned.m64n256k16.f32." T "." T " "
     if constexpr (F16)
-        asm volatile(QF_WGMMA_N256("f16") QF_WGMMA_N256_OPERANDS);
+        asm volatile(QF_WGMMA_N256_RS("f16") QF_WGMMA_N256_RS_OPERANDS);
     else
-        asm volatile(QF_WGMMA_N256("bf16") QF_WGMMA_N256_OPERANDS);
-#undef QF_WGMMA_N256
+        asm volatile(QF_WGMMA_N256_RS("bf16") QF_WGMMA_N256_RS_OPERANDS);
+#undef QF_WGMMA_N256_RS
 }
 
 /* ==================================================================== mbarriers, TMA */

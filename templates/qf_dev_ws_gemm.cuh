@@ -1,5 +1,6 @@
 /* qf_dev_ws_gemm.cuh: the block-scaled GEMM of the MXFP8 and NVFP4 modules on Hopper (sm_90a):
- * packed data in by TMA, dequantized in shared memory, multiplied by warpgroup MMAs. An in-memory
+ * packed data in by TMA, B dequantized in shared memory and A in registers, multiplied by
+ * warpgroup MMAs. An in-memory
  * NVRTC header; see qf_dev_load.cuh.
  *
  * y[M, N] = alpha * deq(A) deq(B)^T (+ bias[N]) (+ y when accumulating), A [M, K] and B [N, K]
@@ -15,23 +16,24 @@
  *
  * Structure: one persistent block of QF_WS_THREADS per SM walks output tiles of 128 x 256 in
  * groups of 8 tile rows (blockIdx.x, + gridDim.x, ...), k-tiles of 64 elements. Each operand
- * element is decoded once per block, by one of the three warpgroups:
- * - The dequantizing warpgroup (threads 0 .. QF_WS_DQ_THREADS - 1) decodes B: each thread its
- *   16-byte chunks of a raw stage, with their block scales (fetched one k-tile ahead into
- *   registers), into the 16-bit K-major tile of one of QF_WS_BF_STAGES stages, written with the
- *   128-byte swizzle the wgmma descriptors read (qf_dev_wgmma.cuh); then it fences for the async
- *   proxy and arrives on full_bf. Its thread 0 issues the TMA loads of the packed A and B
- *   k-tiles into QF_WS_RAW_STAGES raw stages (full_raw; a stage is refilled once all 384
- *   threads have arrived on its empty_raw).
+ * element is decoded once per block, and the k-tile's columns are permuted alike for A and B
+ * ("formats" below). All three warpgroups decode B, so that the work spreads over every warp
+ * (one warpgroup alone could not keep up with the MMAs):
+ * - The dequantizing warpgroup (threads 0 .. QF_WS_DQ_THREADS - 1) decodes rows 0..127 of B
+ *   (one whole row per thread) from a raw stage (TMA-swizzled, raw_b_offset) with their block
+ *   scales (fetched one k-tile ahead into registers) into the 16-bit K-major tile of one of
+ *   QF_WS_BF_STAGES stages, written with the 128-byte swizzle the wgmma descriptors read
+ *   (qf_dev_wgmma.cuh); then it fences for the async proxy and arrives on full_bf. Its thread 0
+ *   issues the TMA loads of the packed A and B k-tiles into QF_WS_RAW_STAGES raw stages
+ *   (full_raw; a stage is refilled once all 384 threads have arrived on its empty_raw).
  * - Two MMA warpgroups: warpgroup g owns rows 64 g .. 64 g + 63 of the tile and all 256 columns
- *   (128 fp32 accumulators per thread). Per k-tile it decodes its own 64 rows of A into the
- *   stage (while its MMAs of the previous k-tile run), syncs its 128 threads (named barrier
- *   1 + g), waits on full_bf, issues four m64n256k16 MMAs, keeps one k-tile of MMAs in flight and
- *   releases the previous k-tile's B stage (empty_bf). The epilogue stores from the
+ *   (128 fp32 accumulators per thread). Per k-tile each thread decodes half of one B row (rows
+ *   128 + 64 g ..) into the 16-bit stage and its two 16-element groups of packed A straight into
+ *   its A fragments (registers; no 16-bit A tile exists), waits on full_bf (every thread's part
+ *   of B), issues four m64n256k16 MMAs with A from registers, keeps one k-tile of MMAs in flight
+ *   and releases the previous k-tile's B stage (empty_bf). The epilogue stores from the
  *   accumulators while the dequantizing warpgroup already fills the next tile's stages.
- * Every barrier's stage and phase follow from the block's running k-tile count (Ring). The split
- * of the decoding (B: 16 K elements per k-tile, A: 4 K per MMA warpgroup) keeps the MMA
- * warpgroups' share under the time of their own MMAs. */
+ * Every barrier's stage and phase follow from the block's running k-tile count (Ring). */
 #ifndef QF_DEV_WS_GEMM_CUH
 #define QF_DEV_WS_GEMM_CUH
 
@@ -47,77 +49,102 @@ constexpr int kMmaThreads = kThreads - kDqThreads;
 constexpr int kTileM = QF_WS_TILE_M, kTileN = QF_WS_TILE_N, kTileK = QF_WS_TILE_K;
 constexpr int kRawStages = QF_WS_RAW_STAGES, kBfStages = QF_WS_BF_STAGES;
 constexpr int kGroupM = 8;                            /* tile rows per raster group */
-constexpr unsigned kBfA = kTileM * kTileK * 2;        /* one 16-bit A tile: 16 KiB */
 constexpr unsigned kBfB = kTileN * kTileK * 2;        /* one 16-bit B tile: 32 KiB */
 static_assert(kMmaThreads == 256 && kTileM == 128 && kTileN == 256 && kTileK == 64,
               "two MMA warpgroups of m64n256, k-tiles of one 128-byte bf16 row");
-/* One block per SM: 65536 / 384 leaves 168 registers per thread, room for the MMA warps' 128
- * accumulators. (A block of 512 threads with setmaxnreg 64 / 192 did not compile: ptxas refused
- * the m64n256 MMA at the launch bound's 128 registers; it needs 154.) */
+/* One block per SM: 65536 / 384 gives 168 registers per thread at launch. setmaxnreg then moves
+ * registers from the dequantizing warpgroup (kDqRegs) to the MMA warpgroups (kMmaRegs: 128
+ * accumulators, two A fragment sets of 16, addresses), within the block's 168 x 384: an
+ * increase the freed registers cannot cover waits forever. */
 static_assert(kDqThreads == 128 && kThreads == 384, "one dequantizing warpgroup");
-/* An MMA warpgroup's threads write A rows that other warps of it multiply (MXFP8: rows tw / 4 and
- * tw / 4 + 32), and wgmma.wait_group covers only the waiting warp. With 3 stages the named
- * barrier of k-tile j - 1 shows that every warp has waited for its MMAs of k-tile j - 3, the last
- * to read the stage that k-tile j writes; with 2 it would not. */
-static_assert(kBfStages >= 3, "A stages are reused only after a warpgroup barrier proves them free");
+constexpr int kLaunchRegs = 168, kDqRegs = 72, kMmaRegs = 216;
+static_assert(kDqThreads * kDqRegs + kMmaThreads * kMmaRegs <= kThreads * kLaunchRegs &&
+                  kDqRegs % 8 == 0 && kMmaRegs % 8 == 0,
+              "setmaxnreg's counts fit the block's launch registers, in multiples of 8");
+static_assert(kDqThreads + 2 * 64 == kTileN, "B rows: one per dequantizing thread, 64 per MMA warpgroup");
+
+/* A compile-time fragment set (0, 1) of the MMA warpgroups. */
+template <int V>
+struct Set {
+    static constexpr int value = V;
+};
 
 /* ==================================================================== formats */
 
-/* MXFP8: one byte per element (E4M3 or E5M2 = DT), one E8M0 scale per 32 along K; a 16-byte
- * chunk is 16 elements of one block, two bf16 chunks. */
+/* Both formats are read in groups of 16 elements along K: group q (0..3) of a row's k-tile holds
+ * elements 16 q .. 16 q + 15, under one block scale. A group decodes to out[s][h] (s = 0..3, h =
+ * 0, 1), 16-bit pairs, and the k-tile's columns are permuted the same way for A and B, which
+ * leaves every dot product unchanged: pair out[s][h] of group q sits at columns
+ * 16 s + 8 h + 2 q, + 1 of the 64. That is where the A fragment of the MMA on k-slice s wants
+ * thread q's pairs (wgmma_m64n256k16_rs: a[0] / a[2] at 2 q and 2 q + 8), so a thread of an MMA
+ * warpgroup decodes one group per row, and B's 16-byte chunk 2 s + h is pair [s][h] of groups
+ * 0..3 of its row. */
+
+/* MXFP8: one byte per element (E4M3 or E5M2 = DT), one E8M0 scale per 32 along K. A group is 16
+ * bytes (4 words); out[s][h] is elements 4 s + 2 h, + 1 of it, times 2^(b - 127), as bf16. */
 template <int DT>
 struct Mx {
     static constexpr bool kF16 = false;               /* MMAs on bf16 */
     static constexpr int kRawRow = QF_WS_RAW_ROW_MXFP8;
-    static constexpr int kChunkElems = 16, kBlock = 32;
+    static constexpr int kGroupWords = 4, kBlock = 32;
     static constexpr unsigned kOne = 127u;            /* the E8M0 byte of 1.0 */
-    /* The scale byte of a chunk (its one block), at s. */
-    __device__ static unsigned fetch(const uint8_t *s) { return __ldg(s); }
-    /* 16 elements q times 2^(b - 127) -> 8 bf16 pairs, in order. */
-    __device__ static void decode(uint4 q, unsigned sc, unsigned (&out)[8]) {
-        const float s = e8m0_value(sc & 0xFFu);
-        const unsigned w[4] = {q.x, q.y, q.z, q.w};
+    using Scale = float;
+    __device__ static Scale scale(unsigned b) { return e8m0_value(b); }
+    __device__ static void decode(const unsigned *w, Scale sc, unsigned (&out)[4][2]) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int s = 0; s < 4; s++) {
             float a, b, c, d;
-            fp8x2_to_float2<DT>(w[i], a, b);
-            fp8x2_to_float2<DT>(w[i] >> 16, c, d);
-            out[2 * i] = float2_to_bf16x2(a * s, b * s);
-            out[2 * i + 1] = float2_to_bf16x2(c * s, d * s);
+            fp8x2_to_float2<DT>(w[s], a, b);
+            fp8x2_to_float2<DT>(w[s] >> 16, c, d);
+            out[s][0] = float2_to_bf16x2(a * sc, b * sc);
+            out[s][1] = float2_to_bf16x2(c * sc, d * sc);
         }
     }
 };
 
 /* NVFP4: two E2M1 elements per byte (element 2j in the low nibble of byte j), one E4M3 scale per
- * 16 along K; a 16-byte chunk is 32 elements of two blocks, four f16 chunks. */
+ * 16 along K. A group is 8 bytes (2 words, one block); out[s][h] is elements I and I + 4 of word
+ * s / 2 (I = 2 (s % 2) + h, e2m1x2) times the scale x 2^-7, as f16 (exact). */
 struct Nv {
     static constexpr bool kF16 = true;                /* MMAs on f16 (values x 2^-7) */
     static constexpr int kRawRow = QF_WS_RAW_ROW_NVFP4;
-    static constexpr int kChunkElems = 32, kBlock = 16;
-    static constexpr unsigned kOne = 0x3838u;         /* two E4M3 bytes of 1.0 */
-    /* The two scale bytes of a chunk (blocks kb and kb + 1: both real when kb is, K being a
-     * multiple of 32), byte loads: the scale matrix may sit at any address. */
-    __device__ static unsigned fetch(const uint8_t *s) {
-        return __ldg(s) | static_cast<unsigned>(__ldg(s + 1)) << 8;
+    static constexpr int kGroupWords = 2, kBlock = 16;
+    static constexpr unsigned kOne = 0x38u;           /* the E4M3 byte of 1.0 */
+    using Scale = unsigned;                           /* the f16 pair (s, s) x 2^7 */
+    __device__ static Scale scale(unsigned b) {
+        unsigned lo, hi;
+        e4m3_pairs_pow7(b, 0u, lo, hi);
+        return lo;
     }
-    /* 32 elements q times their blocks' scales x 2^-7 -> 16 f16 pairs. Each group of 8
-     * elements (one 32-bit word) is stored as the pairs (0, 4), (1, 5), (2, 6), (3, 7): the same
-     * permutation of k within each aligned group of 8 for A and B, which leaves every dot
-     * product unchanged. */
-    __device__ static void decode(uint4 q, unsigned sc, unsigned (&out)[16]) {
-        unsigned s[2]; /* (s0, s0) and (s1, s1) x 2^7 */
-        e4m3_pairs_pow7(sc, 0x1100u, s[0], s[1]);
-        const unsigned w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const unsigned sv = s[i / 2];
-            out[4 * i] = hmul2(e2m1x2<0>(w[i]), sv);
-            out[4 * i + 1] = hmul2(e2m1x2<1>(w[i]), sv);
-            out[4 * i + 2] = hmul2(e2m1x2<2>(w[i]), sv);
-            out[4 * i + 3] = hmul2(e2m1x2<3>(w[i]), sv);
-        }
+    __device__ static void decode(const unsigned *w, Scale sc, unsigned (&out)[4][2]) {
+        out[0][0] = hmul2(e2m1x2<0>(w[0]), sc);
+        out[0][1] = hmul2(e2m1x2<1>(w[0]), sc);
+        out[1][0] = hmul2(e2m1x2<2>(w[0]), sc);
+        out[1][1] = hmul2(e2m1x2<3>(w[0]), sc);
+        out[2][0] = hmul2(e2m1x2<0>(w[1]), sc);
+        out[2][1] = hmul2(e2m1x2<1>(w[1]), sc);
+        out[3][0] = hmul2(e2m1x2<2>(w[1]), sc);
+        out[3][1] = hmul2(e2m1x2<3>(w[1]), sc);
     }
 };
+
+/* The scale bytes of groups q0 .. q0 + G - 1 of row `row`'s k-tile kt, packed (group q0 + i in
+ * byte i). Padding is never read: rows past `rows` and blocks past K / block get the format's 1.0
+ * (their data is TMA's zero fill). Byte loads: the scale matrix may sit at any address. */
+template <class F, int G>
+__device__ __forceinline__ unsigned fetch_scales(const uint8_t *scale, long long scale_cols,
+                                                 long long row, long long rows, long long K,
+                                                 long long kt, int q0) {
+    unsigned v = 0, b = F::kOne;
+#pragma unroll
+    for (int i = 0; i < G; i++) {
+        const long long kb = (kt * kTileK + 16 * (q0 + i)) / F::kBlock;
+        if (i == 0 || (16 * (q0 + i)) % F::kBlock == 0) /* a new block */
+            b = row < rows && kb < K / F::kBlock ? __ldg(scale + row * scale_cols + kb) : F::kOne;
+        v |= b << (8 * i);
+    }
+    return v;
+}
 
 /* ==================================================================== schedule */
 
@@ -133,20 +160,18 @@ __device__ __forceinline__ void tile_of(const qf_ws_gemm_params &p, long long t,
     *n0 = in_group / rows * kTileN;
 }
 
-/* Shared memory of a family whose raw rows are RAW bytes: the 16-bit A and B tiles (kBfStages
- * each), the raw A and B stages (kRawStages each), then the mbarriers; one 1024-byte aligned
- * base, as a shared address (descriptors, barriers, TMA) and as a generic pointer (data). */
+/* Shared memory of a family whose raw rows are RAW bytes: the 16-bit B tiles (kBfStages), the raw
+ * A and B stages (kRawStages each), then the mbarriers; one 1024-byte aligned base, as a shared
+ * address (descriptors, barriers, TMA) and as a generic pointer (data). */
 template <int RAW>
 struct Smem {
     static constexpr unsigned kRawA = kTileM * RAW, kRawB = kTileN * RAW;
-    static constexpr unsigned kBfB = kBfStages * kBfA;              /* offsets */
-    static constexpr unsigned kRawAOff = kBfB + kBfStages * ws::kBfB;
+    static constexpr unsigned kRawAOff = kBfStages * kBfB;
     static constexpr unsigned kRawBOff = kRawAOff + kRawStages * kRawA;
     static constexpr unsigned kBars = kRawBOff + kRawStages * kRawB;
     unsigned base;
     unsigned char *ptr;
-    __device__ unsigned bf_a(unsigned s) const { return base + s * kBfA; }
-    __device__ unsigned bf_b(unsigned s) const { return base + kBfB + s * ws::kBfB; }
+    __device__ unsigned bf_b(unsigned s) const { return base + s * kBfB; }
     __device__ unsigned raw_a(unsigned s) const { return base + kRawAOff + s * kRawA; }
     __device__ unsigned raw_b(unsigned s) const { return base + kRawBOff + s * kRawB; }
     __device__ unsigned full_raw(unsigned s) const { return base + kBars + 8 * s; }
@@ -176,105 +201,103 @@ struct Ring {
     __device__ unsigned prev() const { return stage == 0 ? S - 1 : stage - 1; }
 };
 
-/* Waits until the 128 threads of named barrier id (1, 2: one per MMA warpgroup) arrive. */
-__device__ __forceinline__ void warpgroup_sync(int id) {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+/* ==================================================================== dequantization of B */
+
+/* Byte offset of 16-byte chunk c of row r in a raw B stage of RAW-byte rows, as TMA writes it
+ * with the swizzle of the row's width (RAW = 64: CU_TENSOR_MAP_SWIZZLE_64B, 32: _32B): chunk bits
+ * XOR address bits 7 and up, so that the 8 rows a quarter warp reads whole fall on distinct
+ * banks. */
+template <int RAW>
+__device__ __forceinline__ unsigned raw_b_offset(int r, int c) {
+    return static_cast<unsigned>(r * RAW + 16 * (c ^ ((r * RAW >> 7) & (RAW / 16 - 1))));
 }
 
-/* ==================================================================== dequantization */
-
-/* One warpgroup's part of R rows of an operand tile: 16-byte chunk i = q * 128 + t (t: the
- * thread in the warpgroup), row i / kCR, chunk t % kCR of that row; and the scale bytes of those
- * chunks for one k-tile. Padding is never read: rows past `rows` and blocks past K / block get
- * the format's 1.0 (their data is TMA's zero fill). */
-template <class F, int R>
-struct Part {
-    static constexpr int kCR = F::kRawRow / 16;   /* chunks per row */
-    static constexpr int kPer = R * kCR / 128;    /* chunks per thread */
-    static constexpr int kRowStep = 128 / kCR;    /* rows between a thread's chunks */
-    static_assert(kPer * 128 == R * kCR, "whole chunks per thread");
-    unsigned v[kPer];
-
-    __device__ void fetch(const uint8_t *scale, long long scale_cols, long long row0,
-                          long long rows, long long K, long long kt, int t) {
-        const int c = t % kCR, r0 = t / kCR;
-        const long long kb = (kt * kTileK + c * F::kChunkElems) / F::kBlock;
-        const bool k_real = kb < K / F::kBlock;
-        const uint8_t *s = scale + (row0 + r0) * scale_cols + kb;
+/* Groups q0 .. q0 + G - 1 of row r of a raw B stage (src; G = 4: the whole row) decoded with
+ * their packed scale bytes sc (byte i: group q0 + i) into the 16-bit B stage dst: word q of each
+ * of the row's 16-byte chunks (formats above), stored 16 or 8 bytes at a time. */
+template <class F, int G>
+__device__ __forceinline__ void decode_b(const unsigned char *src, unsigned char *dst, int r,
+                                         int q0, unsigned sc) {
+    constexpr int kGroupsPerChunk = 4 / F::kGroupWords; /* raw 16-byte chunks: 1 or 2 groups */
+    constexpr int kChunks = G / kGroupsPerChunk;
+    static_assert((G == 2 || G == 4) && G % kGroupsPerChunk == 0, "whole raw chunks");
+    unsigned w[4 * kChunks];
 #pragma unroll
-        for (int q = 0; q < kPer; q++)
-            v[q] = k_real && row0 + r0 + q * kRowStep < rows
-                       ? F::fetch(s + q * kRowStep * scale_cols)
-                       : F::kOne;
+    for (int c = 0; c < kChunks; c++) {
+        const uint4 v = *reinterpret_cast<const uint4 *>(
+            src + raw_b_offset<F::kRawRow>(r, q0 / kGroupsPerChunk + c));
+        w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
     }
-};
-
-/* Decodes this thread's chunks (P's) of a raw k-tile (rows of F::kRawRow bytes at raw) into the
- * swizzled 16-bit tile at bf (rows of 128 bytes), with P's scales. Plain shared-memory accesses,
- * which the compiler may interleave across chunks (the barrier waits and fences around a call
- * are asm with memory clobbers, which it never moves them across). */
-template <class F, int R>
-__device__ __forceinline__ void dequant(const unsigned char *raw, unsigned char *bf,
-                                        const Part<F, R> &sc, int t) {
-    using P = Part<F, R>;
-    constexpr int kOut = F::kChunkElems / 8; /* 16-byte chunks of 16-bit values per raw chunk */
-    const int c = t % P::kCR;
+    unsigned out[G][4][2]; /* [group][s][h] */
 #pragma unroll
-    for (int q = 0; q < P::kPer; q++) {
-        const int r = t / P::kCR + q * P::kRowStep;
-        const uint4 v = *reinterpret_cast<const uint4 *>(raw + 16 * (q * 128 + t));
-        unsigned out[F::kChunkElems / 2];
-        F::decode(v, sc.v[q], out);
+    for (int q = 0; q < G; q++)
+        F::decode(w + q * F::kGroupWords, F::scale((sc >> (8 * q)) & 0xFFu), out[q]);
 #pragma unroll
-        for (int u = 0; u < kOut; u++)
-            *reinterpret_cast<uint4 *>(bf + sw128_offset(r, c * kOut + u)) =
-                make_uint4(out[4 * u], out[4 * u + 1], out[4 * u + 2], out[4 * u + 3]);
-    }
+    for (int s = 0; s < 4; s++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            unsigned char *d = dst + sw128_offset(r, 2 * s + h) + 4 * q0;
+            if constexpr (G == 4)
+                *reinterpret_cast<uint4 *>(d) =
+                    make_uint4(out[0][s][h], out[1][s][h], out[2][s][h], out[3][s][h]);
+            else
+                *reinterpret_cast<uint2 *>(d) = make_uint2(out[0][s][h], out[1][s][h]);
+        }
 }
 
-/* The dequantizing warpgroup: B's k-tiles (format F), and (thread 0) the TMA loads of A and B
- * (rows of F::kRawRow bytes for both: one family). */
+/* The dequantizing warpgroup: rows 0 .. kDqThreads - 1 of B's k-tiles (format F; one whole row
+ * per thread), and (thread 0) the TMA loads of A and B (rows of F::kRawRow bytes for both: one
+ * family). */
 template <class F>
 __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
                                               const Smem<F::kRawRow> &sm, long long KT,
                                               long long J) {
     using S = Smem<F::kRawRow>;
     const int t = threadIdx.x, warp = t / 32;
-    /* the TMA load of the block's k-tile j into raw stage s (thread 0) */
-    auto issue = [&](long long j, unsigned s) {
-        long long m0, n0;
-        tile_of(p, blockIdx.x + j / KT * gridDim.x, &m0, &n0);
+    /* The TMA load of the block's next k-tile into raw stage s (thread 0; k-tiles in order):
+     * k-tile ikt of its ii-th tile, whose origin is (im0, in0). */
+    long long ii = 0, ikt = 0, im0 = 0, in0 = 0;
+    if (t == 0 && J > 0)
+        tile_of(p, blockIdx.x, &im0, &in0);
+    auto issue = [&](unsigned s) {
         const unsigned full = sm.full_raw(s);
-        const int x = static_cast<int>(j % KT) * F::kRawRow;
+        const int x = static_cast<int>(ikt) * F::kRawRow;
         mbar_arrive_expect_tx(full, S::kRawA + S::kRawB);
-        tma_load_2d(sm.raw_a(s), &p.tma_a, full, x, static_cast<int>(m0));
-        tma_load_2d(sm.raw_b(s), &p.tma_b, full, x, static_cast<int>(n0));
+        tma_load_2d(sm.raw_a(s), &p.tma_a, full, x, static_cast<int>(im0));
+        tma_load_2d(sm.raw_b(s), &p.tma_b, full, x, static_cast<int>(in0));
+        if (++ikt == KT) {
+            ikt = 0;
+            tile_of(p, blockIdx.x + ++ii * gridDim.x, &im0, &in0);
+        }
     };
     if (t == 0)
         for (long long j = 0; j < kRawStages && j < J; j++)
-            issue(j, static_cast<unsigned>(j));
+            issue(static_cast<unsigned>(j));
     /* Scales in two sets used in turn (ping, pong): the set being filled for k-tile j + 1 is
      * never copied while its loads are in flight. m0, n0, kt: the tile and k-tile of the next
      * fetch. */
-    Part<F, kTileN> ping, pong;
+    unsigned ping = 0, pong = 0;
     long long m0 = 0, n0 = 0, kt = 0;
+    auto fetch = [&]() {
+        return fetch_scales<F, 4>(p.b_scale, p.scale_cols, n0 + t, p.N, p.K, kt, 0);
+    };
     if (J > 0) {
         tile_of(p, blockIdx.x, &m0, &n0);
-        ping.fetch(p.b_scale, p.scale_cols, n0, p.N, p.K, 0, t);
+        ping = fetch();
     }
     Ring<kRawStages> raw;
     Ring<kBfStages> bf;
-    auto step = [&](long long j, const Part<F, kTileN> &cur, Part<F, kTileN> &nxt) {
+    auto step = [&](long long j, const unsigned &cur, unsigned &nxt) {
         if (++kt == KT) {
             kt = 0;
             if (j + 1 < J)
                 tile_of(p, blockIdx.x + (j + 1) / KT * gridDim.x, &m0, &n0);
         }
         if (j + 1 < J)
-            nxt.fetch(p.b_scale, p.scale_cols, n0, p.N, p.K, kt, t);
+            nxt = fetch();
         mbar_wait(sm.full_raw(raw.stage), raw.phase);
         mbar_wait(sm.empty_bf(bf.stage), bf.phase ^ 1u);
-        dequant(sm.at(sm.raw_b(raw.stage)), sm.at(sm.bf_b(bf.stage)), cur, t);
+        decode_b<F, 4>(sm.at(sm.raw_b(raw.stage)), sm.at(sm.bf_b(bf.stage)), t, 0, cur);
         fence_proxy_async_smem();
         mbar_arrive(sm.full_bf(bf.stage));
         mbar_arrive(sm.empty_raw(raw.stage));
@@ -283,7 +306,7 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
         if (warp == 0 && j + kRawStages < J) {
             mbar_wait(sm.empty_raw(raw.stage), raw.phase);
             if (t == 0)
-                issue(j + kRawStages, raw.stage);
+                issue(raw.stage);
             __syncwarp();
         }
         raw.next();
@@ -349,42 +372,85 @@ __device__ __forceinline__ float epilogue_alpha(const qf_ws_gemm_params &p) {
     return p.amax_a ? nvfp4_alpha(p.amax_a, p.amax_b) : 1.0f;
 }
 
-/* An MMA warpgroup: its 64 rows of A's k-tiles (decoded here, while the previous k-tile's MMAs
- * run), the MMAs against B's k-tiles, and the epilogue of its half of each output tile. */
+/* Scale bytes of an MMA thread for one k-tile: its two A groups (rows r0, r0 + 8 in bytes 0, 1)
+ * and its two B groups (bytes 0, 1). */
+struct MmaScales {
+    unsigned a, b;
+};
+
+/* An MMA warpgroup: its 64 rows of A's k-tiles, decoded into registers (thread: group lane % 4 of
+ * rows g and g + 8 of its warp's 16), multiplied from there against B's 16-bit k-tiles, with the
+ * previous k-tile's MMAs in flight meanwhile (two fragment sets used in turn); its share of B's
+ * decoding (rows kDqThreads + 64 g .. + 63, two threads per row); and the epilogue of its half of
+ * each output tile. */
 template <class F>
 __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem<F::kRawRow> &sm,
                                           int KT, long long tiles_mine) {
     const int t = threadIdx.x - kDqThreads, wg = t / 128, tw = t % 128;
-    const int warp = tw / 32, lane = t % 32;
-    const unsigned raw_half = wg * 64 * F::kRawRow, bf_half = wg * 64 * 128;
+    const int warp = tw / 32, lane = t % 32, q = lane % 4;
+    const int r0 = 64 * wg + 16 * warp + lane / 4; /* this thread's first A row of the tile */
+    const unsigned a_off = r0 * F::kRawRow + q * 4 * F::kGroupWords;
+    const int rb = kDqThreads + 64 * wg + tw / 2, qb = 2 * (tw % 2); /* its B row and groups */
     /* NVFP4's products carry 2^-14 (two factors 2^-7): exact to undo before alpha */
     const float alpha = epilogue_alpha(p);
     const float pre = F::kF16 ? kPow14 : 1.0f;
-    Part<F, 64> ping, pong; /* scales used in turn, as in dequant_warps */
     Ring<kRawStages> raw;
     Ring<kBfStages> bf;
     float acc[128];
-    long long m0, n0, row0;
-    /* k-tile kt of the tile: decodes this warpgroup's rows of A with cur's scales (the next
-     * k-tile's go to nxt), then issues the MMAs */
-    auto step = [&](int kt, const Part<F, 64> &cur, Part<F, 64> &nxt) {
+    unsigned frag[2][4][4]; /* [set][k-slice][register] */
+    long long m0, n0;
+    MmaScales sc_ping, sc_pong; /* used in turn */
+    auto fetch = [&](long long kt) {
+        const long long row = m0 + r0;
+        return MmaScales{
+            fetch_scales<F, 1>(p.a_scale, p.scale_cols, row, p.M, p.K, kt, q) |
+                fetch_scales<F, 1>(p.a_scale, p.scale_cols, row + 8, p.M, p.K, kt, q) << 8,
+            fetch_scales<F, 2>(p.b_scale, p.scale_cols, n0 + rb, p.N, p.K, kt, qb)};
+    };
+    /* k-tile kt of the tile into fragment set X: this thread's B groups into the 16-bit stage, its
+     * A groups into set X (cur's scales; the next k-tile's go to nxt), then the four MMAs once
+     * every part of B has arrived; set X was last read by the MMAs of k-tile kt - 2, which the
+     * wait of k-tile kt - 1 covered */
+    auto step = [&](int kt, auto X, const MmaScales &cur, MmaScales &nxt) {
         if (kt + 1 < KT)
-            nxt.fetch(p.a_scale, p.scale_cols, row0, p.M, p.K, kt + 1, tw);
+            nxt = fetch(kt + 1);
         mbar_wait(sm.full_raw(raw.stage), raw.phase);
-        /* its MMAs of kBfStages k-tiles ago were the last to read this stage's A rows */
-        const unsigned a_tile = sm.bf_a(bf.stage) + bf_half;
-        dequant(sm.at(sm.raw_a(raw.stage) + raw_half), sm.at(a_tile), cur, tw);
+        const unsigned char *src = sm.at(sm.raw_a(raw.stage));
+        unsigned w[2][F::kGroupWords];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const unsigned char *g = src + a_off + 8 * i * F::kRawRow;
+            if constexpr (F::kGroupWords == 4) {
+                const uint4 v = *reinterpret_cast<const uint4 *>(g);
+                w[i][0] = v.x, w[i][1] = v.y, w[i][2] = v.z, w[i][3] = v.w;
+            } else {
+                const uint2 v = *reinterpret_cast<const uint2 *>(g);
+                w[i][0] = v.x, w[i][1] = v.y;
+            }
+        }
+        mbar_wait(sm.empty_bf(bf.stage), bf.phase ^ 1u);
+        decode_b<F, 2>(sm.at(sm.raw_b(raw.stage)), sm.at(sm.bf_b(bf.stage)), rb, qb, cur.b);
         mbar_arrive(sm.empty_raw(raw.stage));
         fence_proxy_async_smem();
-        warpgroup_sync(1 + wg);
+        mbar_arrive(sm.full_bf(bf.stage));
+        unsigned out[2][4][2];
+        F::decode(w[0], F::scale(cur.a & 0xFFu), out[0]);
+        F::decode(w[1], F::scale((cur.a >> 8) & 0xFFu), out[1]);
+        unsigned(&f)[4][4] = frag[decltype(X)::value];
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            f[s][0] = out[0][s][0];
+            f[s][1] = out[1][s][0];
+            f[s][2] = out[0][s][1];
+            f[s][3] = out[1][s][1];
+        }
         mbar_wait(sm.full_bf(bf.stage), bf.phase);
         const unsigned b_tile = sm.bf_b(bf.stage);
         wgmma_fence_operands(acc);
         wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < kTileK / 16; k++)
-            wgmma_m64n256k16<F::kF16>(acc, sw128_desc(a_tile, 32 * k), sw128_desc(b_tile, 32 * k),
-                                      1);
+        for (int s = 0; s < kTileK / 16; s++)
+            wgmma_m64n256k16_rs<F::kF16>(acc, f[s], sw128_desc(b_tile, 32 * s), 1);
         wgmma_commit();
         wgmma_fence_operands(acc);
         wgmma_wait<1>(); /* the previous k-tile's MMAs are done: release its B stage */
@@ -395,26 +461,25 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     };
     for (long long i = 0; i < tiles_mine; i++) {
         tile_of(p, blockIdx.x + i * gridDim.x, &m0, &n0);
-        row0 = m0 + wg * 64;
-        ping.fetch(p.a_scale, p.scale_cols, row0, p.M, p.K, 0, tw);
+        sc_ping = fetch(0);
 #pragma unroll
         for (int x = 0; x < 128; x++)
             acc[x] = 0.0f;
         int kt = 0;
         for (; kt + 1 < KT; kt += 2) {
-            step(kt, ping, pong);
-            step(kt + 1, pong, ping);
+            step(kt, Set<0>(), sc_ping, sc_pong);
+            step(kt + 1, Set<1>(), sc_pong, sc_ping);
         }
         if (kt < KT)
-            step(kt, ping, pong);
+            step(kt, Set<0>(), sc_ping, sc_pong);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         if (KT > 0)
             mbar_arrive(sm.empty_bf(bf.prev()));
-        const long long row = row0 + 16 * warp + lane / 4;
+        const long long row = m0 + r0;
 #pragma unroll
         for (int c = 0; c < 32; c++) {
-            const long long col = n0 + 8 * c + 2 * (lane % 4);
+            const long long col = n0 + 8 * c + 2 * q;
             store_pair(p, alpha, row, col, acc[4 * c] * pre, acc[4 * c + 1] * pre);
             store_pair(p, alpha, row + 8, col, acc[4 * c + 2] * pre, acc[4 * c + 3] * pre);
         }
@@ -441,7 +506,7 @@ __device__ __forceinline__ void gemm(const qf_ws_gemm_params &p) {
             mbar_init(sm.empty_raw(s), kThreads);
         }
         for (int s = 0; s < kBfStages; s++) {
-            mbar_init(sm.full_bf(s), kDqThreads);
+            mbar_init(sm.full_bf(s), kThreads);
             mbar_init(sm.empty_bf(s), kMmaThreads);
         }
         fence_barrier_init();
@@ -452,10 +517,13 @@ __device__ __forceinline__ void gemm(const qf_ws_gemm_params &p) {
     const long long mine =
         blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
     const long long KT = (p.K + kTileK - 1) / kTileK;
-    if (threadIdx.x < kDqThreads)
+    if (threadIdx.x < kDqThreads) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kDqRegs));
         dequant_warps<FB>(p, sm, KT, mine * KT);
-    else
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kMmaRegs));
         mma_warps<FA>(p, sm, static_cast<int>(KT), mine);
+    }
 }
 
 } // namespace ws
