@@ -288,9 +288,10 @@ typedef struct qf_ws_gemm_params {
 QF_STATIC_ASSERT(sizeof(qf_ws_gemm_params) == 384,
                  "qf_ws_gemm_params ABI (padded to 64 bytes)");
 /* Its tiling: one persistent block of QF_WS_THREADS per SM (a warpgroup of QF_WS_DQ_THREADS
- * dequantizing threads, then two warpgroups of MMAs; 168 registers per thread), output tiles of QF_WS_TILE_M x QF_WS_TILE_N, k-tiles of
+ * dequantizing threads, then two warpgroups of MMAs; 168 registers per thread at launch, moved
+ * to the MMA warpgroups by setmaxnreg), output tiles of QF_WS_TILE_M x QF_WS_TILE_N, k-tiles of
  * QF_WS_TILE_K elements; QF_WS_RAW_STAGES stages of packed data, QF_WS_BF_STAGES of
- * dequantized 16-bit tiles. */
+ * dequantized 16-bit B tiles. */
 #define QF_WS_THREADS 384
 #define QF_WS_DQ_THREADS 128
 #define QF_WS_TILE_M 128
