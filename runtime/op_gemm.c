@@ -353,7 +353,8 @@ static int qf_g_kernel_takes(const qf_ctx_t *ctx, const void *a, const void *b, 
 }
 
 /* The TMA descriptor of a K-major operand of `rows` rows of row_bytes bytes at data, read in
- * boxes of box_rows rows of box_bytes (uint8 elements, no swizzle, zero fill past the edges). */
+ * boxes of box_rows rows of box_bytes (uint8 elements, the given swizzle, zero fill past the
+ * edges). */
 static qf_status qf_g_tma(const void *data, int64_t rows, int64_t row_bytes, int box_bytes,
                           int box_rows, CUtensorMapSwizzle swizzle, qf_tma_desc *d) {
     const qf_cu_api *cu = qf_cu();

@@ -57,8 +57,9 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 
 /* The operands of one m64n256k16 wgmma with A from registers: the 128 accumulators (%0..%127),
- * A's four registers (%128..%131), B's descriptor (%132) and the accumulate flag (%133, as
- * predicate p; scale-d 1, no negation, B not transposed). */
+ * A's four registers (%128..%131), B's descriptor (%132) and the accumulate flag (%133, as the
+ * predicate p, wgmma's scale-d); then imm-scale-a and imm-scale-b 1 (no negation) and
+ * imm-trans-b 0 (B K-major). */
 #define QF_D4(i) "+f"(d[i]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define QF_D16(i) QF_D4(i), QF_D4((i) + 4), QF_D4((i) + 8), QF_D4((i) + 12)
 #define QF_D64(i) QF_D16(i), QF_D16((i) + 16), QF_D16((i) + 32), QF_D16((i) + 48)

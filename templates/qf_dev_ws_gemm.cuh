@@ -31,8 +31,9 @@
  *   128 + 64 g ..) into the 16-bit stage and its two 16-element groups of packed A straight into
  *   its A fragments (registers; no 16-bit A tile exists), waits on full_bf (every thread's part
  *   of B), issues four m64n256k16 MMAs with A from registers, keeps one k-tile of MMAs in flight
- *   and releases the previous k-tile's B stage (empty_bf). The epilogue stores from the
- *   accumulators while the dequantizing warpgroup already fills the next tile's stages.
+ *   and releases the previous k-tile's B stage (empty_bf). While the epilogue stores from the
+ *   accumulators, TMA already loads the next tile's k-tiles and the dequantizing warpgroup
+ *   decodes its rows of them (a stage is complete once the MMA threads add theirs).
  * Every barrier's stage and phase follow from the block's running k-tile count (Ring). */
 #ifndef QF_DEV_WS_GEMM_CUH
 #define QF_DEV_WS_GEMM_CUH
@@ -267,7 +268,8 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
         tma_load_2d(sm.raw_b(s), &p.tma_b, full, x, static_cast<int>(in0));
         if (++ikt == KT) {
             ikt = 0;
-            tile_of(p, blockIdx.x + ++ii * gridDim.x, &im0, &in0);
+            if (++ii * KT < J) /* the block has another tile */
+                tile_of(p, blockIdx.x + ii * gridDim.x, &im0, &in0);
         }
     };
     if (t == 0)

@@ -38,8 +38,8 @@
  * TFLOP/s with TILE_N 128 (ncu: issue 52% busy, tensor pipe 30%, i.e. latency bound at 2 warps
  * per scheduler), 152 with TILE_N 64 at two blocks per SM; bf16 cuBLASLt 785.
  * Compiled for sm_90a (the JIT's target on sm_90: qf_arch_feature), the entry is the
- * warp-specialized GEMM of qf_dev_ws_gemm.cuh instead (TMA loads, dequantization to bf16 in
- * shared memory, wgmma), with its own parameter block (qf_ws_gemm_params), block size
+ * warp-specialized GEMM of qf_dev_ws_gemm.cuh instead (TMA loads, B dequantized to bf16 in
+ * shared memory and A in registers, wgmma), with its own parameter block (qf_ws_gemm_params), block size
  * (QF_WS_THREADS), persistent grid and shared memory (QF_WS_SMEM_BYTES).
  *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op). Nothing but M, N and K

@@ -34,7 +34,8 @@
  * - Epilogue: fmaf(alpha, acc * 2^14, bias) in fp32, rounded to bf16 once.
  *
  * Compiled for sm_90a, the entry is the warp-specialized GEMM of qf_dev_ws_gemm.cuh instead
- * (TMA loads, the same exact f16 decode into shared memory, wgmma), with its own parameter block
+ * (TMA loads, the same exact f16 decode, B into shared memory and A into registers, wgmma), with
+ * its own parameter block
  * (qf_ws_gemm_params), block size, persistent grid and shared memory.
  *
  * M and N are arbitrary; K must be a multiple of 32 (checked by the op), so that each row of

@@ -1,5 +1,6 @@
 /* test_kernels.c: every generated kernel compiles with NVRTC for sm_90 and sm_100 (no GPU needed)
- * to a CUBIN with exactly the entry points the registry lists, and the fusion key of a registry
+ * to a CUBIN with exactly the entry points the registry lists and without a ptxas "Potential
+ * Performance Loss" note (such as serialized wgmma MMAs), and the fusion key of a registry
  * kernel changes with every field that changes its code (numerics 5). */
 #include "test_util.h"
 
@@ -105,18 +106,25 @@ static int compile_kernel(const qf_kernel_entry *k, const qf_kernel_instance *in
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
     void *cubin = NULL;
     size_t size = 0;
-    char *text = qf_kernel_text(k);
-    qf_status s = no > 0 && text ? qf_jit_compile(k->name, text, qf_nvrtc_header_names,
-                                                  qf_nvrtc_headers, qf_nvrtc_header_count, opts,
-                                                  no, &cubin, &size)
+    char *text = qf_kernel_text(k), *log = NULL;
+    qf_status s = no > 0 && text ? qf_jit_compile_log(k->name, text, qf_nvrtc_header_names,
+                                                      qf_nvrtc_headers, qf_nvrtc_header_count,
+                                                      opts, no, &cubin, &size, &log)
                                  : QF_ERR_INTERNAL;
     free(text);
     int bad = s != QF_OK || size <= 64 || memcmp(cubin, "\177ELF", 4) != 0;
+    /* ptxas's performance notes: "wgmma.mma_async instructions are serialized" would make the
+     * warp-specialized GEMM wait for each MMA before issuing the next */
+    const char *loss = log ? strstr(log, "Potential Performance Loss") : NULL;
     if (bad)
         snprintf(msg, cap, "%s for sm_%d: %s", k->name, arch,
                  s != QF_OK ? qf_last_error() : "the output is not an ELF CUBIN");
+    else if (loss)
+        bad = snprintf(msg, cap, "%s for sm_%d: ptxas: %.*s", k->name, arch,
+                       (int)strcspn(loss, "\n"), loss) > 0;
     else
         bad = check_entries(k, cubin, size, msg, cap);
+    free(log);
     free(cubin);
     return bad;
 }
@@ -176,7 +184,8 @@ static void compile_all(int arch) {
     free(msgs);
     free(bad);
     if (failures)
-        fail_msg("%d NVRTC compiles failed for sm_%d; the first: %s", failures, arch, msg);
+        fail_msg("%d NVRTC compiles failed or drew a ptxas performance note for sm_%d; the "
+                 "first: %s", failures, arch, msg);
 }
 
 /* compile_all for the arch of the state (QF_TEST_PARAM). */

@@ -151,19 +151,26 @@ static qf_status qf_jit_fail(const char *name, nvrtcResult r, const char *log,
                         loglen > QF_JIT_LOG_INLINE ? "\n[log truncated; full log on stderr]" : "");
 }
 
-/* Compiles prog; on failure records the log. QFUSE_VERBOSE prints the options and log anyway. */
+/* Compiles prog; on failure records the log. QFUSE_VERBOSE prints the options and log anyway.
+ * On success the log goes to *log_out (when not NULL; the caller frees it). */
 static qf_status qf_jit_build(nvrtcProgram prog, const char *name, const char *const *opts,
-                              int n_opts) {
+                              int n_opts, char **log_out) {
     char *log = NULL;
     nvrtcResult r = nvrtcCompileProgram(prog, n_opts, opts);
     QF_TRY(qf_jit_get_log(prog, &log));
     qf_status s = QF_OK;
     if (r != NVRTC_SUCCESS) {
         s = qf_jit_fail(name, r, log, opts, n_opts);
-    } else if (qf_verbose()) {
-        char optstr[1024];
-        qf_jit_join(opts, n_opts, optstr, sizeof optstr);
-        fprintf(stderr, "qfuse: compiled %s with %s\n%s", name, optstr, log);
+    } else {
+        if (qf_verbose()) {
+            char optstr[1024];
+            qf_jit_join(opts, n_opts, optstr, sizeof optstr);
+            fprintf(stderr, "qfuse: compiled %s with %s\n%s", name, optstr, log);
+        }
+        if (log_out) {
+            *log_out = log;
+            log = NULL;
+        }
     }
     free(log);
     return s;
@@ -189,6 +196,16 @@ static qf_status qf_jit_get_cubin(nvrtcProgram prog, const char *name, void **cu
 qf_status qf_jit_compile(const char *name, const char *source, const char *const *header_names,
                          const char *const *headers, int n_headers, const char *const *opts,
                          int n_opts, void **cubin, size_t *size) {
+    return qf_jit_compile_log(name, source, header_names, headers, n_headers, opts, n_opts, cubin,
+                              size, NULL);
+}
+
+qf_status qf_jit_compile_log(const char *name, const char *source,
+                             const char *const *header_names, const char *const *headers,
+                             int n_headers, const char *const *opts, int n_opts, void **cubin,
+                             size_t *size, char **log) {
+    if (log)
+        *log = NULL;
     if (!name || !source || !cubin || !size || n_headers < 0 || n_opts < 0 ||
         (n_headers > 0 && (!header_names || !headers)) || (n_opts > 0 && !opts))
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_jit_compile: null or negative argument");
@@ -199,7 +216,7 @@ qf_status qf_jit_compile(const char *name, const char *source, const char *const
                 name);
     nvrtcProgram prog;
     QF_NVRTC_CHECK(nvrtcCreateProgram(&prog, source, name, n_headers, headers, header_names));
-    qf_status s = qf_jit_build(prog, name, opts, n_opts);
+    qf_status s = qf_jit_build(prog, name, opts, n_opts, log);
     if (s == QF_OK)
         s = qf_jit_get_cubin(prog, name, cubin, size);
     nvrtcDestroyProgram(&prog); /* nothing useful to do if this fails */
@@ -207,6 +224,10 @@ qf_status qf_jit_compile(const char *name, const char *source, const char *const
         free(*cubin);
         *cubin = NULL;
         *size = 0;
+        if (log) {
+            free(*log);
+            *log = NULL;
+        }
     }
     return s;
 }

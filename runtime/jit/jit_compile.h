@@ -41,4 +41,13 @@ QF_INTERNAL qf_status qf_jit_compile(const char *name, const char *source,
                                      int n_headers, const char *const *opts, int n_opts,
                                      void **cubin, size_t *size);
 
+/* qf_jit_compile that also hands over the compile log (NVRTC's and ptxas's messages: ptxas's
+ * "Potential Performance Loss" notes land there) of a successful compile in *log (malloc'ed,
+ * "" when empty; the caller frees it). On failure *log is NULL. log NULL: as qf_jit_compile. */
+QF_INTERNAL qf_status qf_jit_compile_log(const char *name, const char *source,
+                                         const char *const *header_names,
+                                         const char *const *headers, int n_headers,
+                                         const char *const *opts, int n_opts, void **cubin,
+                                         size_t *size, char **log);
+
 #endif /* QF_JIT_COMPILE_H */
