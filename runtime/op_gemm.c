@@ -304,9 +304,8 @@ static qf_status qf_g_kept_b(const char *op, const qf_gemm_opts *o, const qf_g_o
 /* Whether a GEMM of this kind and size runs staged on `path` (QF_GEMM_KERNEL) rather than by the
  * module's GEMM kernel; kernel_ok: that kernel can run this call (qf_g_kernel_takes). By default
  * the kernel runs small problems only (M or N under QF_GEMM_STAGED_MIN) and never when b's bf16
- * copy is kept: measured on an H200 at 8192^3, the warp-specialized kernel runs 260 (MXFP8) and
- * 301 (NVFP4) TFLOP/s, the staged path 726 and 697 (docs/bench.md). QFUSE_HOPPER_GEMM=staged or
- * direct forces one way. */
+ * copy is kept, being slower than the staged path on large ones (the rates: this file's header,
+ * docs/bench.md). QFUSE_HOPPER_GEMM=staged or direct forces one way. */
 static int qf_g_use_staged(const qf_gemm_path *path, qf_gemm_kind kind, int64_t M, int64_t N,
                            int kernel_ok, int b_kept) {
     static const char *const ways[] = {"auto", "staged", "direct"};

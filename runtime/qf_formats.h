@@ -266,7 +266,8 @@ QF_STATIC_ASSERT(sizeof(qf_tma_desc) == 128, "qf_tma_desc is a CUtensorMap");
  * y[M, N] = alpha * deq(A) deq(B)^T (+ bias[N]) (+ y when accumulate), A [M, K] and B [N, K]
  * K-major in the copy's format (MXFP8: one byte per element; NVFP4: two per byte), each read
  * through its TMA descriptor (2-D, uint8, dims {row bytes, rows}, box {QF_WS_RAW_ROW_*, tile
- * rows}, zero fill past the edges; B's with the swizzle of its box width, 64 or 32 bytes) and its compact scale matrix (row stride scale_cols).
+ * rows}, zero fill past the edges; B's with the swizzle of its box width, 64 or 32 bytes) and
+ * its compact scale matrix (row stride scale_cols).
  * alpha is NVFP4's fl(fl(amax_a * amax_b) / (6*6*448*448)) (numerics 2.4), 1 for MXFP8 (amax_a
  * NULL). y is bf16, or fp32 when y_fp32 (accumulate adds into it). */
 typedef struct qf_ws_gemm_params {

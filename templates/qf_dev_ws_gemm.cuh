@@ -58,11 +58,12 @@ static_assert(kMmaThreads == 256 && kTileM == 128 && kTileN == 256 && kTileK == 
  * accumulators, two A fragment sets of 16, addresses), within the block's 168 x 384: an
  * increase the freed registers cannot cover waits forever. */
 static_assert(kDqThreads == 128 && kThreads == 384, "one dequantizing warpgroup");
-constexpr int kLaunchRegs = 168, kDqRegs = 72, kMmaRegs = 216;
+constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kDqRegs = 72, kMmaRegs = 216;
 static_assert(kDqThreads * kDqRegs + kMmaThreads * kMmaRegs <= kThreads * kLaunchRegs &&
                   kDqRegs % 8 == 0 && kMmaRegs % 8 == 0,
               "setmaxnreg's counts fit the block's launch registers, in multiples of 8");
-static_assert(kDqThreads + 2 * 64 == kTileN, "B rows: one per dequantizing thread, 64 per MMA warpgroup");
+static_assert(kDqThreads + 2 * 64 == kTileN,
+              "B rows: one per dequantizing thread, 64 per MMA warpgroup");
 
 /* A compile-time fragment set (0, 1) of the MMA warpgroups. */
 template <int V>
