@@ -130,23 +130,29 @@ struct Nv {
     }
 };
 
-/* The scale bytes of groups q0 .. q0 + G - 1 of row `row`'s k-tile kt, packed (group q0 + i in
- * byte i). Padding is never read: rows past `rows` and blocks past K / block get the format's 1.0
- * (their data is TMA's zero fill). Byte loads: the scale matrix may sit at any address. */
+/* The scale bytes of groups q0 .. q0 + G - 1 of one row's k-tile (q0 a multiple of the groups
+ * per block), one register per block, as loaded: nothing reads them until the k-tile that uses
+ * them, so the loads' latency stays hidden behind the k-tile before (packing them at the fetch
+ * would wait for the loads there). Padding is never read: rows past `rows` and blocks past
+ * K / block get the format's 1.0 (their data is TMA's zero fill). Byte loads: the scale matrix
+ * may sit at any address. */
 template <class F, int G>
-__device__ __forceinline__ unsigned fetch_scales(const uint8_t *scale, long long scale_cols,
-                                                 long long row, long long rows, long long K,
-                                                 long long kt, int q0) {
-    unsigned v = 0, b = F::kOne;
+struct GroupScales {
+    static constexpr int kPerBlock = F::kBlock / 16; /* groups per block: 2 or 1 */
+    static constexpr int kLoads = (G + kPerBlock - 1) / kPerBlock;
+    unsigned b[kLoads];
+    __device__ void fetch(const uint8_t *scale, long long scale_cols, long long row,
+                          long long rows, long long K, long long kt, int q0) {
+        const long long kb0 = (kt * kTileK + 16 * q0) / F::kBlock;
 #pragma unroll
-    for (int i = 0; i < G; i++) {
-        const long long kb = (kt * kTileK + 16 * (q0 + i)) / F::kBlock;
-        if (i == 0 || (16 * (q0 + i)) % F::kBlock == 0) /* a new block */
-            b = row < rows && kb < K / F::kBlock ? __ldg(scale + row * scale_cols + kb) : F::kOne;
-        v |= b << (8 * i);
+        for (int i = 0; i < kLoads; i++)
+            b[i] = row < rows && kb0 + i < K / F::kBlock
+                       ? __ldg(scale + row * scale_cols + kb0 + i)
+                       : F::kOne;
     }
-    return v;
-}
+    /* the scale byte of group q0 + g */
+    __device__ unsigned operator[](int g) const { return b[g / kPerBlock]; }
+};
 
 /* ==================================================================== schedule */
 
@@ -215,11 +221,11 @@ __device__ __forceinline__ unsigned raw_b_offset(int r, int c) {
 }
 
 /* Groups q0 .. q0 + G - 1 of row r of a raw B stage (src; G = 4: the whole row) decoded with
- * their packed scale bytes sc (byte i: group q0 + i) into the 16-bit B stage dst: word q of each
+ * their scale bytes sc into the 16-bit B stage dst: word q of each
  * of the row's 16-byte chunks (formats above), stored 16 or 8 bytes at a time. */
 template <class F, int G>
 __device__ __forceinline__ void decode_b(const unsigned char *src, unsigned char *dst, int r,
-                                         int q0, unsigned sc) {
+                                         int q0, const GroupScales<F, G> &sc) {
     constexpr int kGroupsPerChunk = 4 / F::kGroupWords; /* raw 16-byte chunks: 1 or 2 groups */
     constexpr int kChunks = G / kGroupsPerChunk;
     static_assert((G == 2 || G == 4) && G % kGroupsPerChunk == 0, "whole raw chunks");
@@ -233,7 +239,7 @@ __device__ __forceinline__ void decode_b(const unsigned char *src, unsigned char
     unsigned out[G][4][2]; /* [group][s][h] */
 #pragma unroll
     for (int q = 0; q < G; q++)
-        F::decode(w + q * F::kGroupWords, F::scale((sc >> (8 * q)) & 0xFFu), out[q]);
+        F::decode(w + q * F::kGroupWords, F::scale(sc[q]), out[q]);
 #pragma unroll
     for (int s = 0; s < 4; s++)
 #pragma unroll
@@ -279,25 +285,25 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
     /* Scales in two sets used in turn (ping, pong): the set being filled for k-tile j + 1 is
      * never copied while its loads are in flight. m0, n0, kt: the tile and k-tile of the next
      * fetch. */
-    unsigned ping = 0, pong = 0;
+    GroupScales<F, 4> ping, pong;
     long long m0 = 0, n0 = 0, kt = 0;
-    auto fetch = [&]() {
-        return fetch_scales<F, 4>(p.b_scale, p.scale_cols, n0 + t, p.N, p.K, kt, 0);
+    auto fetch = [&](GroupScales<F, 4> &v) {
+        v.fetch(p.b_scale, p.scale_cols, n0 + t, p.N, p.K, kt, 0);
     };
     if (J > 0) {
         tile_of(p, blockIdx.x, &m0, &n0);
-        ping = fetch();
+        fetch(ping);
     }
     Ring<kRawStages> raw;
     Ring<kBfStages> bf;
-    auto step = [&](long long j, const unsigned &cur, unsigned &nxt) {
+    auto step = [&](long long j, const GroupScales<F, 4> &cur, GroupScales<F, 4> &nxt) {
         if (++kt == KT) {
             kt = 0;
             if (j + 1 < J)
                 tile_of(p, blockIdx.x + (j + 1) / KT * gridDim.x, &m0, &n0);
         }
         if (j + 1 < J)
-            nxt = fetch();
+            fetch(nxt);
         mbar_wait(sm.full_raw(raw.stage), raw.phase);
         mbar_wait(sm.empty_bf(bf.stage), bf.phase ^ 1u);
         decode_b<F, 4>(sm.at(sm.raw_b(raw.stage)), sm.at(sm.bf_b(bf.stage)), t, 0, cur);
@@ -375,10 +381,12 @@ __device__ __forceinline__ float epilogue_alpha(const qf_ws_gemm_params &p) {
     return p.amax_a ? nvfp4_alpha(p.amax_a, p.amax_b) : 1.0f;
 }
 
-/* Scale bytes of an MMA thread for one k-tile: its two A groups (rows r0, r0 + 8 in bytes 0, 1)
- * and its two B groups (bytes 0, 1). */
+/* Scale bytes of an MMA thread for one k-tile: its A group of rows r0 and r0 + 8, and its two B
+ * groups. */
+template <class F>
 struct MmaScales {
-    unsigned a, b;
+    GroupScales<F, 1> a0, a1;
+    GroupScales<F, 2> b;
 };
 
 /* An MMA warpgroup: its 64 rows of A's k-tiles, decoded into registers (thread: group lane % 4 of
@@ -402,21 +410,20 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     float acc[128];
     unsigned frag[2][4][4]; /* [set][k-slice][register] */
     long long m0, n0;
-    MmaScales sc_ping, sc_pong; /* used in turn */
-    auto fetch = [&](long long kt) {
+    MmaScales<F> sc_ping, sc_pong; /* used in turn */
+    auto fetch = [&](MmaScales<F> &v, long long kt) {
         const long long row = m0 + r0;
-        return MmaScales{
-            fetch_scales<F, 1>(p.a_scale, p.scale_cols, row, p.M, p.K, kt, q) |
-                fetch_scales<F, 1>(p.a_scale, p.scale_cols, row + 8, p.M, p.K, kt, q) << 8,
-            fetch_scales<F, 2>(p.b_scale, p.scale_cols, n0 + rb, p.N, p.K, kt, qb)};
+        v.a0.fetch(p.a_scale, p.scale_cols, row, p.M, p.K, kt, q);
+        v.a1.fetch(p.a_scale, p.scale_cols, row + 8, p.M, p.K, kt, q);
+        v.b.fetch(p.b_scale, p.scale_cols, n0 + rb, p.N, p.K, kt, qb);
     };
     /* k-tile kt of the tile into fragment set X: this thread's B groups into the 16-bit stage, its
      * A groups into set X (cur's scales; the next k-tile's go to nxt), then the four MMAs once
      * every part of B has arrived; set X was last read by the MMAs of k-tile kt - 2, which the
      * wait of k-tile kt - 1 covered */
-    auto step = [&](int kt, auto X, const MmaScales &cur, MmaScales &nxt) {
+    auto step = [&](int kt, auto X, const MmaScales<F> &cur, MmaScales<F> &nxt) {
         if (kt + 1 < KT)
-            nxt = fetch(kt + 1);
+            fetch(nxt, kt + 1);
         mbar_wait(sm.full_raw(raw.stage), raw.phase);
         const unsigned char *src = sm.at(sm.raw_a(raw.stage));
         unsigned w[2][F::kGroupWords];
@@ -437,8 +444,8 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
         fence_proxy_async_smem();
         mbar_arrive(sm.full_bf(bf.stage));
         unsigned out[2][4][2];
-        F::decode(w[0], F::scale(cur.a & 0xFFu), out[0]);
-        F::decode(w[1], F::scale((cur.a >> 8) & 0xFFu), out[1]);
+        F::decode(w[0], F::scale(cur.a0[0]), out[0]);
+        F::decode(w[1], F::scale(cur.a1[0]), out[1]);
         unsigned(&f)[4][4] = frag[decltype(X)::value];
 #pragma unroll
         for (int s = 0; s < 4; s++) {
@@ -464,7 +471,7 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     };
     for (long long i = 0; i < tiles_mine; i++) {
         tile_of(p, blockIdx.x + i * gridDim.x, &m0, &n0);
-        sc_ping = fetch(0);
+        fetch(sc_ping, 0);
 #pragma unroll
         for (int x = 0; x < 128; x++)
             acc[x] = 0.0f;
