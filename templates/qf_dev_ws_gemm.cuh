@@ -130,25 +130,33 @@ struct Nv {
     }
 };
 
+/* One row of a scale matrix for the current tile: its first byte, or null for a row past the
+ * operand's rows (padding, never read); set once per tile, so that a k-tile's fetch only adds
+ * its block index. */
+struct ScaleRow {
+    const uint8_t *p;
+    __device__ void set(const uint8_t *scale, long long scale_cols, long long row,
+                        long long rows) {
+        p = row < rows ? scale + row * scale_cols : nullptr;
+    }
+};
+
 /* The scale bytes of groups q0 .. q0 + G - 1 of one row's k-tile (q0 a multiple of the groups
  * per block), one register per block, as loaded: nothing reads them until the k-tile that uses
  * them, so the loads' latency stays hidden behind the k-tile before (packing them at the fetch
- * would wait for the loads there). Padding is never read: rows past `rows` and blocks past
- * K / block get the format's 1.0 (their data is TMA's zero fill). Byte loads: the scale matrix
- * may sit at any address. */
+ * would wait for the loads there). Padding is never read: rows past the operand's and blocks
+ * past nblocks = K / block get the format's 1.0 (their data is TMA's zero fill). Byte loads: the
+ * scale matrix may sit at any address. */
 template <class F, int G>
 struct GroupScales {
     static constexpr int kPerBlock = F::kBlock / 16; /* groups per block: 2 or 1 */
     static constexpr int kLoads = (G + kPerBlock - 1) / kPerBlock;
     unsigned b[kLoads];
-    __device__ void fetch(const uint8_t *scale, long long scale_cols, long long row,
-                          long long rows, long long K, long long kt, int q0) {
-        const long long kb0 = (kt * kTileK + 16 * q0) / F::kBlock;
+    __device__ void fetch(const ScaleRow &r, int nblocks, int kt, int q0) {
+        const int kb0 = kt * (kTileK / F::kBlock) + 16 * q0 / F::kBlock;
 #pragma unroll
         for (int i = 0; i < kLoads; i++)
-            b[i] = row < rows && kb0 + i < K / F::kBlock
-                       ? __ldg(scale + row * scale_cols + kb0 + i)
-                       : F::kOne;
+            b[i] = r.p && kb0 + i < nblocks ? __ldg(r.p + kb0 + i) : F::kOne;
     }
     /* the scale byte of group q0 + g */
     __device__ unsigned operator[](int g) const { return b[g / kPerBlock]; }
@@ -287,11 +295,12 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
      * fetch. */
     GroupScales<F, 4> ping, pong;
     long long m0 = 0, n0 = 0, kt = 0;
-    auto fetch = [&](GroupScales<F, 4> &v) {
-        v.fetch(p.b_scale, p.scale_cols, n0 + t, p.N, p.K, kt, 0);
-    };
+    const int nblocks = static_cast<int>(p.K / F::kBlock);
+    ScaleRow row; /* this thread's B row of the tile of the next fetch */
+    auto fetch = [&](GroupScales<F, 4> &v) { v.fetch(row, nblocks, static_cast<int>(kt), 0); };
     if (J > 0) {
         tile_of(p, blockIdx.x, &m0, &n0);
+        row.set(p.b_scale, p.scale_cols, n0 + t, p.N);
         fetch(ping);
     }
     Ring<kRawStages> raw;
@@ -299,8 +308,10 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
     auto step = [&](long long j, const GroupScales<F, 4> &cur, GroupScales<F, 4> &nxt) {
         if (++kt == KT) {
             kt = 0;
-            if (j + 1 < J)
+            if (j + 1 < J) {
                 tile_of(p, blockIdx.x + (j + 1) / KT * gridDim.x, &m0, &n0);
+                row.set(p.b_scale, p.scale_cols, n0 + t, p.N);
+            }
         }
         if (j + 1 < J)
             fetch(nxt);
@@ -411,11 +422,12 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     unsigned frag[2][4][4]; /* [set][k-slice][register] */
     long long m0, n0;
     MmaScales<F> sc_ping, sc_pong; /* used in turn */
-    auto fetch = [&](MmaScales<F> &v, long long kt) {
-        const long long row = m0 + r0;
-        v.a0.fetch(p.a_scale, p.scale_cols, row, p.M, p.K, kt, q);
-        v.a1.fetch(p.a_scale, p.scale_cols, row + 8, p.M, p.K, kt, q);
-        v.b.fetch(p.b_scale, p.scale_cols, n0 + rb, p.N, p.K, kt, qb);
+    const int nblocks = static_cast<int>(p.K / F::kBlock);
+    ScaleRow row_a0, row_a1, row_b; /* this thread's scale rows of the tile */
+    auto fetch = [&](MmaScales<F> &v, int kt) {
+        v.a0.fetch(row_a0, nblocks, kt, q);
+        v.a1.fetch(row_a1, nblocks, kt, q);
+        v.b.fetch(row_b, nblocks, kt, qb);
     };
     /* k-tile kt of the tile into fragment set X: this thread's B groups into the 16-bit stage, its
      * A groups into set X (cur's scales; the next k-tile's go to nxt), then the four MMAs once
@@ -471,6 +483,9 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     };
     for (long long i = 0; i < tiles_mine; i++) {
         tile_of(p, blockIdx.x + i * gridDim.x, &m0, &n0);
+        row_a0.set(p.a_scale, p.scale_cols, m0 + r0, p.M);
+        row_a1.set(p.a_scale, p.scale_cols, m0 + r0 + 8, p.M);
+        row_b.set(p.b_scale, p.scale_cols, n0 + rb, p.N);
         fetch(sc_ping, 0);
 #pragma unroll
         for (int x = 0; x < 128; x++)
