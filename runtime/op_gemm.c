@@ -16,8 +16,8 @@
  *   kernel's lower tensor throughput. Compiled for sm_90a (sm_90's JIT target) that kernel is
  *   the warp-specialized one (templates/qf_dev_ws_gemm.cuh: TMA, B dequantized into shared
  *   memory and A into registers, wgmma; any y, accumulation), reached through TMA descriptors
- *   built here; on an H200 it runs 376 (MXFP8) and 348 (NVFP4) TFLOP/s at 8192^3, the staged
- *   path 723 and 692.
+ *   built here; on an H200 it runs 393 (MXFP8) and 394 (NVFP4) TFLOP/s at 8192^3, the staged
+ *   path 729 and 700.
  * QFUSE_HOPPER_GEMM=staged or direct forces one way (direct where the kernel runs the kind).
  * A caller that keeps b's bf16 copy (qf_dequantize, qf_gemm_opts.b_dequantized) saves the staged
  * path b's dequantization; the same module entry writes that copy. */
