@@ -79,6 +79,17 @@ __device__ __forceinline__ void store_n(void *out, long long i, const float (&v)
     }
 }
 
+/* The 16 bytes of raw as 16 / sizeof(DT) elements of dtype DT in fp32 (exact). */
+template <int DT, int N>
+__device__ __forceinline__ void unpack16(const uint4 &raw, float (&v)[N]) {
+    static_assert(N * (DT == QF_DTYPE_FP32 ? 4 : 2) == 16, "16 bytes");
+    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        v[j] = DT == QF_DTYPE_FP32 ? __uint_as_float(w[j])
+                                   : half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+}
+
 /* Elements i..i+N-1 (N = 1, 4 or 8) of a bf16/fp16/fp32 array as fp32 (exact); for N > 1, i is
  * a multiple of N and the array is 16-byte aligned, so the load is N/4 16-byte vectors (fp32) or
  * one 8- or 16-byte vector (16-bit types). */
@@ -95,18 +106,16 @@ __device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]
             v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
         }
     } else {
-        unsigned w[N / 2];
         const unsigned short *h = static_cast<const unsigned short *>(p) + i;
         if constexpr (N == 8) {
-            const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(h));
-            w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+            unpack16<DT, N>(__ldg(reinterpret_cast<const uint4 *>(h)), v);
         } else {
             const uint2 raw = __ldg(reinterpret_cast<const uint2 *>(h));
-            w[0] = raw.x, w[1] = raw.y;
-        }
+            const unsigned w[2] = {raw.x, raw.y};
 #pragma unroll
-        for (int j = 0; j < N; j++)
-            v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+            for (int j = 0; j < N; j++)
+                v[j] = half_bits_to_float<DT>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
+        }
     }
 }
 

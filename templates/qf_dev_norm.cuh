@@ -86,20 +86,44 @@ __host__ __device__ __forceinline__ constexpr bool rows_block_first(int tid, int
     return (it * G + tid % G) % BV == 0;
 }
 
-/* Row statistics from registers, by a block of THREADS threads (WARPS warps) that holds the row
- * as IT vectors of EPV elements per thread (vector i = rows_vec<IT, THREADS, BV>(tid, it) covers
- * elements [i * EPV, (i + 1) * EPV)): exact two-pass mean and variance (numerics 3; the squares
- * accumulated with fmaf, one rounding each, so these statistics can differ in the last bit from
- * the one-warp row_stats of the tiled entries, within the statistics' tolerance). Slots past K
- * hold 0 and are skipped by the variance pass. CENTER (LayerNorm): v is left holding x - mu, the
- * value the normalization starts from, so it is computed once. s_red: two reduction buffers,
- * alternated by red. tid is threadIdx.x as an int or as the unsigned it is (both give the same
- * index). */
-template <int IT, int NORM, int EPV, int THREADS, int WARPS, int BV = IT * THREADS,
-          bool CENTER = false, typename TID>
+/* Where thread tid's IT register vectors lie in a rows chunk from column k0 (rows_vec, spans of
+ * BV vectors): vector it covers columns col + it * STRIDE .. + EPV - 1 (STRIDE = RowsSpan's G
+ * times EPV: rows_vec(tid, it) = rows_vec(tid, 0) + it * G), and bit it of valid is set when
+ * they lie before K (the others hold 0 and are neither normalized nor stored). With a norm the
+ * chunk is the whole row, so this is computed once per block and holds for every row. */
+struct RowsLane {
+    long long col;
+    unsigned valid;
+};
+
+template <int IT, int EPV, int THREADS, int BV>
+__device__ __forceinline__ RowsLane rows_lane(long long K, long long k0, int tid) {
+    constexpr long long kStride = static_cast<long long>(RowsSpan<IT, BV>::G) * EPV;
+    RowsLane ln{k0 + static_cast<long long>(rows_vec<IT, THREADS, BV>(tid, 0)) * EPV, 0u};
+#pragma unroll
+    for (int it = 0; it < IT; it++)
+        if (ln.col + it * kStride < K)
+            ln.valid |= 1u << it;
+    return ln;
+}
+
+/* Column of register vector it of a rows lane (RowsLane). */
+template <int IT, int EPV, int BV>
+__device__ __forceinline__ long long rows_col(const RowsLane &ln, int it) {
+    return ln.col + static_cast<long long>(it) * RowsSpan<IT, BV>::G * EPV;
+}
+
+/* Row statistics from registers, by a block of WARPS warps that holds the row as IT vectors of
+ * EPV elements per thread (bit it of valid set where vector it lies before K; rows_lane):
+ * exact two-pass mean and variance (numerics 3; the squares accumulated with fmaf, one rounding
+ * each, so these statistics can differ in the last bit from the one-warp row_stats of the
+ * tiled entries, within the statistics' tolerance). Slots past K hold 0 and are skipped by the
+ * variance pass. CENTER (LayerNorm): v is left holding x - mu, the value the normalization
+ * starts from, so it is computed once. s_red: two reduction buffers, alternated by red. */
+template <int IT, int NORM, int EPV, int WARPS, bool CENTER = false>
 __device__ __forceinline__ void rows_stats(float (&v)[IT][EPV], long long K, float eps,
                                            float (*s_red)[WARPS], int &red, float &mu, float &rs,
-                                           TID tid) {
+                                           unsigned valid) {
     mu = 0.0f;
     if (NORM == QF_NORM_LAYERNORM) {
         float s = 0.0f;
@@ -113,8 +137,7 @@ __device__ __forceinline__ void rows_stats(float (&v)[IT][EPV], long long K, flo
     float ss = 0.0f;
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        if (static_cast<long long>(rows_vec<IT, THREADS, BV>(static_cast<int>(tid), it)) * EPV <
-            K) {
+        if (valid >> it & 1u) {
 #pragma unroll
             for (int j = 0; j < EPV; j++) {
                 float d = v[it][j] - mu;
@@ -172,17 +195,15 @@ __device__ __forceinline__ void tile_stats(const P &p, long long m0, float *s_mu
 
 /* Columns k0 .. k0 + IT THREADS EPV - 1 of row m of the input (p.x of dtype DT through the
  * activation prologue, p.K elements; src_n) into the registers of a block of THREADS threads, as
- * rows_stats holds them: vector rows_vec(tid, it) of EPV elements from k0, 0 past K. A rows
- * entry with a norm holds the whole row (k0 = 0); without one it walks the row in such chunks,
- * so any K runs. */
-template <int IT, int DT, int EPV, int THREADS, int BV = IT * THREADS, typename P>
-__device__ __forceinline__ void rows_load(const P &p, long long m, long long k0, int tid,
+ * rows_stats holds them: vector it of EPV elements at rows_col(ln, it), 0 past K. Without a
+ * norm a rows entry walks the row in such chunks, so any K runs. */
+template <int IT, int DT, int EPV, int BV, typename P>
+__device__ __forceinline__ void rows_load(const P &p, long long m, const RowsLane &ln,
                                           float (&v)[IT][EPV]) {
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        const long long k = k0 + static_cast<long long>(rows_vec<IT, THREADS, BV>(tid, it)) * EPV;
-        if (k < p.K)
-            src_n<DT, EPV>(p, m, k, v[it]);
+        if (ln.valid >> it & 1u)
+            src_n<DT, EPV>(p, m, rows_col<IT, EPV, BV>(ln, it), v[it]);
         else
 #pragma unroll
             for (int j = 0; j < EPV; j++)
@@ -190,38 +211,89 @@ __device__ __forceinline__ void rows_load(const P &p, long long m, long long k0,
     }
 }
 
+/* The 16-byte vectors of row m of x ([M, K] of dtype DT, no prologue) that rows_load would
+ * convert, as they are in memory (vectors past K untouched): a rows walk with a norm loads the
+ * next row's while it works on this one. */
+template <int IT, int DT, int EPV, int BV>
+__device__ __forceinline__ void rows_load_raw(const void *x, long long m, long long K,
+                                              const RowsLane &ln, uint4 (&raw)[IT]) {
+    const uint4 *row =
+        reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(x) +
+                                        (m * K + ln.col) * (DT == QF_DTYPE_FP32 ? 4 : 2));
+#pragma unroll
+    for (int it = 0; it < IT; it++)
+        if (ln.valid >> it & 1u)
+            raw[it] = __ldg(row + it * RowsSpan<IT, BV>::G);
+}
+
 /* The walk of a rows entry of a block quantizer (numerics 3): rows m = blockIdx.x, + gridDim.x,
  * ...; each row in chunks of IT THREADS EPV elements held in registers in spans of BV vectors
- * (rows_load, rows_vec; a row with a norm is one chunk), its statistics (rows_stats, stored in
- * p.mu / p.rsigma by thread 0), then emit(v, m, k0, 0, rs) with the thread's IT vectors (with
- * LayerNorm already x - mu: normalize(v, 0, rs, ...) is then the same value) and the chunk's
- * first column k0, called by every thread (some of its vectors may lie past K: emit's shuffles
- * see whole warps). EMIT false: the statistics only. */
+ * (rows_lane, rows_vec; a row with a norm is one chunk), its statistics (rows_stats, stored in
+ * p.mu / p.rsigma by thread 0), then emit(v, m, ln, 0, rs) with the thread's IT vectors (with
+ * LayerNorm already x - mu: normalize(v, 0, rs, ...) is then the same value) and their columns
+ * (RowsLane), called by every thread (some of its vectors may lie past K: emit's shuffles see
+ * whole warps). With a norm and up to 4 vectors per thread, the next row's vectors are
+ * loaded (rows_load_raw) before this row's statistics, so that their loads overlap this row's
+ * work. EMIT false: the statistics only. */
 template <int IT, int DT, int NORM, int EPV, int THREADS, int WARPS, int BV, bool EMIT, typename P,
           typename Emit>
 __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     __shared__ float s_red[2][WARPS];
     const int tid = threadIdx.x;
     const long long K = p.K;
-    int red = 0;
-    constexpr long long kChunk = static_cast<long long>(IT) * THREADS * EPV;
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
-        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
+    if constexpr (NORM != QF_NORM_NONE) {
+        static_assert(NORM == QF_NORM_NONE || !kHasPrologue,
+                      "an activation prologue has no norm");
+        const RowsLane ln0 = rows_lane<IT, EPV, THREADS, BV>(K, 0, tid);
+        int red = 0;
+        /* the next row's vectors loaded ahead, up to 4 per thread (8 would cost a block per SM) */
+        constexpr bool kAhead = IT <= 4;
+        uint4 raw[IT];
+        long long m = blockIdx.x;
+        if (kAhead && m < p.M)
+            rows_load_raw<IT, DT, EPV, BV>(p.x, m, K, ln0, raw);
+        for (; m < p.M; m += gridDim.x) {
+            /* the same columns in every row, but derived again in each: kept live across the
+             * loop, their addresses would take registers the row needs */
+            RowsLane ln = ln0;
+            asm volatile("" : "+l"(ln.col));
             float v[IT][EPV];
-            rows_load<IT, DT, EPV, THREADS, BV>(p, m, k0, tid, v);
-            float mu = 0.0f, rs = 1.0f;
-            if (NORM != QF_NORM_NONE) {
-                rows_stats<IT, NORM, EPV, THREADS, WARPS, BV, true>(v, K, p.eps, s_red, red, mu,
-                                                                    rs, threadIdx.x);
-                if (tid == 0) {
-                    if (NORM == QF_NORM_LAYERNORM)
-                        p.mu[m] = mu;
-                    p.rsigma[m] = rs;
+            if (kAhead) {
+#pragma unroll
+                for (int it = 0; it < IT; it++) {
+                    if (ln.valid >> it & 1u)
+                        unpack16<DT, EPV>(raw[it], v[it]);
+                    else
+#pragma unroll
+                        for (int j = 0; j < EPV; j++)
+                            v[it][j] = 0.0f;
                 }
+            } else {
+                rows_load<IT, DT, EPV, BV>(p, m, ln, v);
+            }
+            if (kAhead && m + gridDim.x < p.M)
+                rows_load_raw<IT, DT, EPV, BV>(p.x, m + gridDim.x, K, ln, raw);
+            float mu, rs;
+            rows_stats<IT, NORM, EPV, WARPS, true>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
+            if (tid == 0) {
+                if (NORM == QF_NORM_LAYERNORM)
+                    p.mu[m] = mu;
+                p.rsigma[m] = rs;
             }
             if (EMIT) /* LayerNorm: v holds x - mu (rows_stats' CENTER), so emit gets mu = 0 */
-                emit(v, m, k0, 0.0f, rs);
+                emit(v, m, ln, 0.0f, rs);
         }
+    } else {
+        constexpr long long kChunk = static_cast<long long>(IT) * THREADS * EPV;
+        for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
+            for (long long k0 = 0; k0 < K; k0 += kChunk) {
+                const RowsLane ln = rows_lane<IT, EPV, THREADS, BV>(K, k0, tid);
+                float v[IT][EPV];
+                rows_load<IT, DT, EPV, BV>(p, m, ln, v);
+                if (EMIT)
+                    emit(v, m, ln, 0.0f, 1.0f);
+            }
+    }
 }
 
 /* y = the normalized values of the EPV register-held elements v at column k (gamma and beta of
@@ -245,24 +317,24 @@ __device__ __forceinline__ float normalize_vec(const P &p, long long k, const fl
 }
 
 /* The quantization blocks of the thread's IT register vectors in a rows walk (rows_vec, blocks of
- * BV vectors): each vector normalized in place (normalize_vec, amax_merge_fast; zeros past K),
- * and the amax of each of the thread's NB blocks (RowsSpan; vector it lies in block it / V),
- * merged over the block's L lanes with shuffles. Every lane of the warp must call it. */
-template <int NORM, int GDT, int ZCG, int EPV, int IT, int THREADS, int BV, typename P>
-__device__ __forceinline__ void rows_block_amax(const P &p, long long k0, float (&v)[IT][EPV],
-                                                float mu, float rs,
+ * BV vectors; columns and validity from ln): each vector normalized in place (normalize_vec;
+ * zeros past K), and the amax of each of the thread's NB blocks (RowsSpan; vector it lies in
+ * block it / V), merged over the block's L lanes with shuffles. The amaxes are exact or NaN
+ * (amax_merge_fast: a NaN's payload is not kept; the block scales only ask whether they are
+ * NaN). Every lane of the warp must call it. */
+template <int NORM, int GDT, int ZCG, int EPV, int IT, int BV, typename P>
+__device__ __forceinline__ void rows_block_amax(const P &p, const RowsLane &ln,
+                                                float (&v)[IT][EPV], float mu, float rs,
                                                 float (&amax)[RowsSpan<IT, BV>::NB]) {
     constexpr int NB = RowsSpan<IT, BV>::NB, L = RowsSpan<IT, BV>::L, V = RowsSpan<IT, BV>::V;
-    const int tid = threadIdx.x;
 #pragma unroll
     for (int b = 0; b < NB; b++)
         amax[b] = 0.0f;
 #pragma unroll
     for (int it = 0; it < IT; it++) {
-        const long long k = k0 + static_cast<long long>(rows_vec<IT, THREADS, BV>(tid, it)) * EPV;
-        if (k < p.K) {
-            amax[it / V] =
-                normalize_vec<NORM, GDT, ZCG, EPV, true>(p, k, v[it], mu, rs, v[it], amax[it / V]);
+        if (ln.valid >> it & 1u) {
+            amax[it / V] = normalize_vec<NORM, GDT, ZCG, EPV, true>(
+                p, rows_col<IT, EPV, BV>(ln, it), v[it], mu, rs, v[it], amax[it / V]);
         } else {
 #pragma unroll
             for (int j = 0; j < EPV; j++)
@@ -273,7 +345,7 @@ __device__ __forceinline__ void rows_block_amax(const P &p, long long k0, float 
     for (int b = 0; b < NB; b++)
 #pragma unroll
         for (int o = 1; o < L; o <<= 1)
-            amax[b] = amax_merge(amax[b], __shfl_xor_sync(0xffffffffu, amax[b], o));
+            amax[b] = amax_merge_fast(amax[b], __shfl_xor_sync(0xffffffffu, amax[b], o));
 }
 
 /* Where this thread works in columnwise tile blockIdx.x (TILE x TILE tiles, row-major over
@@ -299,8 +371,9 @@ __device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu,
 }
 
 /* The normalized x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (x of
- * dtype DT through the activation prologue, src_n) per thread, rows r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; gamma (+1 when
- * ZCG) and beta of dtype GDT, mu and rsigma as the rows entry wrote them (stats_of_row). */
+ * dtype DT through the activation prologue, src_n) per thread, rows r0 + i * ROWS_PER_PASS from
+ * m0, columns k0 + c ..; gamma (+1 when ZCG) and beta of dtype GDT, mu and rsigma as the rows
+ * entry wrote them (stats_of_row). */
 template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
 __device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
                                           float (&y)[PASSES][EPV]) {

@@ -32,8 +32,9 @@
  *   rowwise output, the statistics alone, for the tiled entry's p.pass 1). Each block loops over
  *   rows (persistent grid); a row (without a norm: each chunk of it) is held in registers as IT
  *   16-byte vectors per thread, so x is read once; each 1x128 block lies in the vectors of 8 to
- *   32 consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; the first
- *   of them writes its scale_inv.
+ *   32 consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; lane b of
+ *   such a group computes the scale of the group's block b, writes its scale_inv and shuffles
+ *   it to the others.
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_PROLOGUE (runtime). M and K are run-time values. */
@@ -145,22 +146,33 @@ __device__ __forceinline__ void quant_pack(const float (&y)[N], const float (&s)
 
 /* ---------------------------------------------------------------- rows path */
 
-/* The thread's IT register vectors of a rows chunk from column k0 of row m (rows_vec, RowsSpan:
- * NB 1x128 blocks, each shared by L lanes), normalized, quantized with their block's scale and
- * stored; the first of a block's lanes writes its scale_inv. Every lane of the warp must call
- * this (shuffles). */
+/* The thread's IT register vectors of a rows chunk of row m at the columns ln gives (RowsSpan:
+ * NB 1x128 blocks, shared by the L lanes of a group), normalized, quantized with their block's
+ * scale and stored. Each block's scale is computed once, by lane b of the group for its block b,
+ * which also writes its scale_inv, and reaches the other lanes by shuffle. Every lane of the warp
+ * must call this (shuffles). */
 template <int IT>
 __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][kEpv], long long m,
-                                          long long k0, float mu, float rs) {
+                                          const RowsLane &ln, float mu, float rs) {
     using Span = RowsSpan<IT, kBlk / kEpv>;
+    static_assert(Span::L == Span::G && Span::NB <= Span::L, "a lane group shares its blocks");
     float amax[Span::NB];
-    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kThreads, kBlk / kEpv>(
-        p, k0, v, mu, rs, amax);
-    const long long kb = k0 + static_cast<long long>(
-                                  rows_vec<IT, kThreads, kBlk / kEpv>(threadIdx.x, 0)) * kEpv;
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kBlk / kEpv>(p, ln, v, mu, rs,
+                                                                                amax);
+    const int lane = threadIdx.x & 31, q = lane % Span::L;
+    float a = amax[0];
+#pragma unroll
+    for (int b = 1; b < Span::NB; b++)
+        a = q == b ? amax[b] : a;
+    const float mine = block_scale(p, a);
+    if (q < Span::NB) { /* block q starts at the group's first column plus q blocks */
+        const long long k = ln.col - q * kEpv + q * kBlk;
+        if (k < p.K)
+            store_scale(p.scale_row, p.M, p.K, m, k, mine);
+    }
 #pragma unroll
     for (int b = 0; b < Span::NB; b++) {
-        const float scale = block_scale(p, amax[b]);
+        const float scale = __shfl_sync(0xffffffffu, mine, lane - q + b);
         float s[kEpv];
 #pragma unroll
         for (int j = 0; j < kEpv; j++)
@@ -168,9 +180,9 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
 #pragma unroll
         for (int i = 0; i < Span::V; i++) {
             const int it = b * Span::V + i;
-            const long long k = kb + static_cast<long long>(it * Span::G) * kEpv;
-            if (k >= p.K)
+            if (!(ln.valid >> it & 1u))
                 break;
+            const long long k = rows_col<IT, kEpv, kBlk / kEpv>(ln, it);
             unsigned w[kEpv / 4];
             quant_pack<kEpv>(v[it], s, w);
             unsigned char *dst = p.out_row + m * p.K + k;
@@ -178,8 +190,6 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
                 *reinterpret_cast<uint2 *>(dst) = make_uint2(w[0], w[1]);
             else
                 *reinterpret_cast<unsigned *>(dst) = w[0];
-            if (rows_block_first<IT, kBlk / kEpv>(threadIdx.x, it))
-                store_scale(p.scale_row, p.M, p.K, m, k, scale);
         }
     }
 }
@@ -193,8 +203,8 @@ __device__ void rows_body(const qf_q_params &p) {
     /* the statistics, and the rowwise copy where asked (a columnwise copy comes from the tiled
      * entry after this one, p.pass 1) */
     rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kBlk / kEpv, kRowwise>(
-        p, [&](float (&v)[IT][kEpv], long long m, long long k0, float mu, float rs) {
-            rows_emit<IT>(p, v, m, k0, mu, rs);
+        p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
+            rows_emit<IT>(p, v, m, ln, mu, rs);
         });
 }
 

@@ -147,14 +147,14 @@ __device__ void rows_body(const qf_q_params &p) {
     constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv;
     for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
         for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
+            const RowsLane ln = rows_lane<IT, kEpv, kThreads, IT * kThreads>(K, k0, tid);
             float v[IT][kEpv];
-            rows_load<IT, kInDtype, kEpv, kThreads>(p, m, k0, tid, v);
+            rows_load<IT, kInDtype, kEpv, IT * kThreads>(p, m, ln, v);
             float mu = 0.0f, rs = 1.0f;
             if (cast_pass(p)) {
                 stats_of_row<kNorm>(p, m, mu, rs);
             } else if (kNorm != QF_NORM_NONE) {
-                rows_stats<IT, kNorm, kEpv, kThreads, kWarps>(v, K, p.eps, s_red, red, mu, rs,
-                                                              tid);
+                rows_stats<IT, kNorm, kEpv, kWarps>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
                 if (tid == 0) {
                     if (kNorm == QF_NORM_LAYERNORM)
                         p.mu[m] = mu;

@@ -119,19 +119,16 @@ constexpr int kEpv = 16 / kInSize;       /* x elements per 16-byte vector: 8 or 
 constexpr int kTpb = QF_MX_BLOCK / kEpv; /* x vectors per 1x32 block: 4 or 8 */
 static_assert(kThreads % kTpb == 0 && 32 % kTpb == 0, "a block's lanes sit in one warp");
 
-/* The thread's IT register vectors of a rows chunk from column k0 of row m (rows_vec, RowsSpan:
+/* The thread's IT register vectors of a rows chunk of row m at the columns ln gives (RowsSpan:
  * NB 1x32 blocks, each shared by L lanes), normalized, quantized with their block's scale and
  * stored; the first of a block's lanes writes its scale byte. Every lane of the warp must call
  * this (shuffles). */
 template <int IT>
 __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][kEpv], long long m,
-                                          long long k0, float mu, float rs) {
+                                          const RowsLane &ln, float mu, float rs) {
     using Span = RowsSpan<IT, kTpb>;
     float amax[Span::NB];
-    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kThreads, kTpb>(p, k0, v, mu,
-                                                                                    rs, amax);
-    const long long kb = k0 + static_cast<long long>(rows_vec<IT, kThreads, kTpb>(threadIdx.x, 0)) *
-                                  kEpv; /* the thread's first element */
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kTpb>(p, ln, v, mu, rs, amax);
 #pragma unroll
     for (int b = 0; b < Span::NB; b++) {
         const unsigned byte = e8m0_of_amax(amax[b]);
@@ -140,9 +137,9 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
 #pragma unroll
         for (int i = 0; i < Span::V; i++) {
             const int it = b * Span::V + i;
-            const long long k = kb + static_cast<long long>(it * Span::G) * kEpv;
-            if (k >= p.K)
+            if (!(ln.valid >> it & 1u))
                 break;
+            const long long k = rows_col<IT, kEpv, kTpb>(ln, it);
             unsigned w[2] = {0u, 0u};
 #pragma unroll
             for (int j = 0; j < kEpv; j += kVec) {
@@ -165,8 +162,8 @@ __device__ void rows_body(const qf_q_params &p) {
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
     rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kTpb, kRowwise>(
-        p, [&](float (&v)[IT][kEpv], long long m, long long k0, float mu, float rs) {
-            rows_emit<IT>(p, v, m, k0, mu, rs);
+        p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
+            rows_emit<IT>(p, v, m, ln, mu, rs);
         });
 }
 
