@@ -44,6 +44,9 @@ CPPFLAGS_ALL := -D_GNU_SOURCE -Iruntime -Iruntime/jit -Iruntime/ref -Iruntime/to
 LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc -lcublasLt -lcudart
 LDLIBS_ALL := -llua5.4 -lcjson -lxxhash $(LDLIBS_CUDA) -ldl -lpthread -lm $(LDLIBS)
 ifneq ($(QFUSE_DEPS_PREFIX),)
+ifeq ($(wildcard $(QFUSE_DEPS_PREFIX)/usr/include),)
+$(warning QFUSE_DEPS_PREFIX=$(QFUSE_DEPS_PREFIX) has no usr/include (unpack the packages there with dpkg -x; scripts/install-deps); building against the system's headers)
+endif
 DEPLIB := $(QFUSE_DEPS_PREFIX)/usr/lib/x86_64-linux-gnu
 CPPFLAGS_ALL += -I$(QFUSE_DEPS_PREFIX)/usr/include -I$(QFUSE_DEPS_PREFIX)/usr/include/lua5.4 \
                 -I$(QFUSE_DEPS_PREFIX)/usr/include/x86_64-linux-gnu \

@@ -43,8 +43,9 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
-    "(default ./templates, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
-    "templates, --include (default ./runtime, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
+    "(default ./templates, else those of the source tree this qfuse-gen was built in, else the\n"
+    "installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include (default\n"
+    "./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {

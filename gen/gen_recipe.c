@@ -234,8 +234,11 @@ static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, 
     if (qf_gen_field_typed(L, sb, name, LUA_TNUMBER, "integer")) {
         int isint = 0;
         v = lua_tointegerx(L, -1, &isint);
-        if (!isint)
-            luaL_error(L, "%s: field '%s' (number has no integer representation)", sb->path, name);
+        if (!isint) {
+            const lua_Number x = lua_tonumber(L, -1);
+            luaL_error(L, "%s: field '%s' (%s: an integer in %I..%I expected)", sb->path, name,
+                       x != x ? "nan" : lua_tostring(L, -1), lo, hi);
+        }
         if (v < lo && hi == LUA_MAXINTEGER) { /* 64-bit fields: maybe a hex literal that wrapped */
             char hex[24];
             snprintf(hex, sizeof hex, "0x%llX", (unsigned long long)v);

@@ -179,9 +179,10 @@ static void qf_gen_dim_emit_c(qf_gen_buf *b, const char *d) {
     }
 }
 
-/* The checks that make a query invalid (-1) for op. */
-static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_op *op) {
-    qf_gen_buf_adds(b, "    if (q->outputs & ~QF_OUT_KNOWN)\n        return -1;\n");
+/* The checks that make a query invalid (-1) for op of table t (qf_family_query_why's). */
+static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const qf_fake_op *op) {
+    qf_gen_buf_addf(b, "    if (q->outputs & ~0x%xu) /* bits other than the op's */\n"
+                       "        return -1;\n", qf_fake_op_outputs(t, op));
     qf_gen_buf_adds(b, "    if (");
     for (const char *s = op->dims_used; *s; s++)
         qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);
@@ -250,7 +251,7 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                     "\nstatic int qf_shapes_%s_%s(const qf_shape_query *q, qf_shape *out, "
                     "int cap) {\n",
                     r->name, opname);
-    qf_gen_emit_op_checks(b, op);
+    qf_gen_emit_op_checks(b, t, op);
     if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
         qf_gen_buf_adds(b, "    if (q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
                            "q->dtype != QF_DTYPE_FP32)\n        return -1;\n");

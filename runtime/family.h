@@ -283,6 +283,10 @@ int qf_family_shapes(const qf_recipe *r, const qf_shape_query *q, qf_shape *out,
 const char *qf_family_query_why(const qf_recipe *r, const qf_shape_query *q, char *buf,
                                 size_t n);
 
+/* The QF_OUT_* bits op o of table t reads (a quantizer's rowwise and columnwise, and the bits
+ * the conditions of its outputs test): a query with any other bit is invalid (numerics 4). */
+unsigned qf_fake_op_outputs(const qf_fake_table *t, const qf_fake_op *o);
+
 /* The most outputs one fake-shape query has (a norm + quantize with both copies: 8). */
 #define QF_FAKE_MAX_OUTPUTS 16
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "family.h"
+#include "names.h"
 #include "registry.h"
 
 #define QF_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -217,12 +218,46 @@ static int qf_fake_uses_query_dtype(const qf_fake_table *t, qf_op op) {
     return 0;
 }
 
+unsigned qf_fake_op_outputs(const qf_fake_table *t, const qf_fake_op *o) {
+    static const unsigned tested[QF_FAKE_COND_COUNT] = {
+        [QF_FAKE_COND_ROWWISE] = QF_OUT_ROWWISE, [QF_FAKE_COND_COLUMNWISE] = QF_OUT_COLUMNWISE,
+        [QF_FAKE_COND_OUT_BF16] = QF_OUT_FP32,   [QF_FAKE_COND_OUT_FP32] = QF_OUT_FP32,
+        [QF_FAKE_COND_NOT_GATED] = QF_OUT_GATED, [QF_FAKE_COND_GATED] = QF_OUT_GATED};
+    unsigned bits = o->quantizer ? QF_OUT_ROWWISE | QF_OUT_COLUMNWISE : 0u;
+    for (int i = 0; i < t->n_outs; i++)
+        if (t->outs[i].ops & QF_FAKE_OP(o->op))
+            bits |= tested[t->outs[i].cond];
+    return bits;
+}
+
+/* The names of the QF_OUT_* bits set in bits ("QF_OUT_ROWWISE | QF_OUT_FP32", or "none"). */
+static void qf_fake_out_bits(unsigned bits, char *buf, size_t n) {
+    static const char *const names[] = {"QF_OUT_ROWWISE", "QF_OUT_COLUMNWISE", "QF_OUT_FP32",
+                                        "QF_OUT_GATED"};
+    size_t len = 0;
+    buf[0] = '\0';
+    for (unsigned b = 0; b < sizeof names / sizeof names[0]; b++)
+        if (bits & (1u << b) && len < n)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? " | " : "", names[b]);
+    if (!buf[0])
+        snprintf(buf, n, "none");
+}
+
 /* NULL when q is a valid query of op o (the checks of the generated functions), else why not,
  * in buf (n bytes) or a literal. */
 static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o,
                                      const qf_shape_query *q, char *buf, size_t n) {
     if (q->outputs & ~QF_OUT_KNOWN)
         return "outputs has bits other than QF_OUT_ROWWISE, _COLUMNWISE, _FP32 and _GATED";
+    const unsigned reads = qf_fake_op_outputs(t, o);
+    if (q->outputs & ~reads) {
+        char has[64], takes[64];
+        qf_fake_out_bits(q->outputs & ~reads, has, sizeof has);
+        qf_fake_out_bits(reads, takes, sizeof takes);
+        snprintf(buf, n, "outputs has %s, which %s does not take (it takes %s)", has,
+                 qf_enum_name(QF_ENUM_OP, o->op), takes);
+        return buf;
+    }
     if (qf_fake_uses_query_dtype(t, o->op) && q->dtype != QF_DTYPE_BF16 &&
         q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
         return "the op takes dtype bf16, fp16 or fp32";

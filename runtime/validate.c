@@ -153,7 +153,7 @@ static const char *qf_name_or_q(qf_enum kind, int v) {
 qf_status qf_query_shapes(const char *op, const qf_recipe *r, const qf_shape_query *q,
                           qf_shape *out, int cap, int *n) {
     *n = qf_recipe_shapes(r, q, out, cap); /* generated, or the family table of a loaded recipe */
-    char why[96];
+    char why[192];
     if (*n == -1)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' rejects the shape query (op %s, "
                             "role %s, norm %s, dtype %s, M=%lld N=%lld K=%lld outputs=%u): %s",

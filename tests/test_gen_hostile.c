@@ -104,7 +104,7 @@ static const qf_hostile_case qf_hostile_cases[] = {
     /* numbers */
     {FAM "margin = 9223372036854775807 + 1}", 0, 0,
      ": field 'margin' (value -9223372036854775808 out of range 0..32)", 0, 0},
-    {FAM "margin = 0/0}", 0, 0, ": field 'margin' (number has no integer representation)", 0, 0},
+    {FAM "margin = 0/0}", 0, 0, ": field 'margin' (nan: an integer in 0..32 expected)", 0, 0},
     /* parser limits: deep nesting, and running out of memory while parsing */
     {"return {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
      "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"

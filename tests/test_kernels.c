@@ -151,8 +151,17 @@ static int test_instance(const qf_kernel_entry *k, int j, qf_kernel_instance *in
     return 1;
 }
 
+/* 1 when job (kernel job / QF_TEST_INSTANCES, its instance job % QF_TEST_INSTANCES) is compiled,
+ * with that instance in *inst. */
+static int job_instance(int job, int quick, qf_kernel_instance *inst) {
+    const int i = job / QF_TEST_INSTANCES;
+    return !(quick && !first_of_op(i)) &&
+           test_instance(&qf_kernels[i], job % QF_TEST_INSTANCES, inst);
+}
+
 /* Each kernel as its default instance and, for quantizers, with both outputs and fp32 gamma and
- * with the columnwise output only; compiled in parallel (OpenMP), failures reported together.
+ * with the columnwise output only; compiled in parallel (OpenMP), failures reported together,
+ * with a progress line every tenth of the compiles (minutes on two cores).
  * NOTES: QFUSE_TEST_QUICK=1 (sanitizer runs, where NVRTC runs some 50x slower under valgrind)
  * compiles the first kernel of each op only: NVRTC is not the code under test there. */
 static void compile_all(int arch) {
@@ -163,14 +172,26 @@ static void compile_all(int arch) {
     int *bad = calloc((size_t)jobs, sizeof *bad);
     assert_non_null(msgs);
     assert_non_null(bad);
+    int total = 0, done = 0;
+    for (int job = 0; job < jobs; job++) {
+        qf_kernel_instance inst;
+        total += job_instance(job, quick, &inst);
+    }
+    const int step = total / 10 > 0 ? total / 10 : 1;
 #pragma omp parallel for schedule(dynamic)
     for (int job = 0; job < jobs; job++) {
-        const int i = job / QF_TEST_INSTANCES;
         qf_kernel_instance inst;
-        if ((quick && !first_of_op(i)) || !test_instance(&qf_kernels[i], job % QF_TEST_INSTANCES,
-                                                         &inst))
+        if (!job_instance(job, quick, &inst))
             continue;
-        bad[job] = compile_kernel(&qf_kernels[i], &inst, arch, msgs[job], sizeof msgs[job]);
+        bad[job] = compile_kernel(&qf_kernels[job / QF_TEST_INSTANCES], &inst, arch, msgs[job],
+                                  sizeof msgs[job]);
+        int n;
+#pragma omp atomic capture
+        n = ++done;
+        if (n % step == 0 || n == total) {
+            printf("  sm_%d: %d of %d NVRTC compiles done\n", arch, n, total);
+            fflush(stdout);
+        }
     }
     int failures = 0, first = -1;
     for (int job = 0; job < jobs; job++)

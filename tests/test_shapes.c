@@ -546,6 +546,8 @@ static void test_blk_quantize_roles(void **state) {
         assert_int_equal(r->shapes(&q, out, CAP), 2);
         assert_string_equal(out[1].name, "columnwise_scale_inv");
         assert_int_equal(out[1].dims[0], role == QF_ROLE_WEIGHT ? 2 : 1);
+        q.outputs = QF_OUT_ROWWISE | QF_OUT_FP32; /* a bit a quantizer does not take */
+        assert_int_equal(r->shapes(&q, out, CAP), -1);
     }
 }
 

@@ -113,6 +113,9 @@ static const char *qf_cache_decide(void) {
                 getenv("QFUSE_CACHE_DIR"));
         return NULL;
     }
+    const char *set = getenv("QFUSE_CACHE_DIR");
+    if (!err && set && !*set) /* empty: the default, but said, as a relative path is */
+        qf_warn("QFUSE_CACHE_DIR is set but empty; using %s", qf_cache_path);
     if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */
         struct stat st;
         if (stat(qf_cache_path, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -420,8 +423,9 @@ qf_status qf_cache_store(const char *label, const char *key, int arch, const voi
         int err = errno;
         if (fd >= 0)
             unlink(tmp);
-        qf_warn("could not store kernel cache entry %s (%s: %s); it will be recompiled next time",
-                path, step, strerror(err));
+        qf_warn("could not store kernel cache entry %s (%s: %s); it will be recompiled next "
+                "time%s", path, step, strerror(err),
+                err == EISDIR ? " (a directory has the entry's name: remove it by hand)" : "");
     } else
         qf_cache_stored = 1;
     return QF_OK;

@@ -258,6 +258,9 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
                                 : strerror(err));
         return -1;
     }
+    const char *set = getenv("QFUSE_CACHE_DIR");
+    if (set && !*set)
+        fprintf(stderr, "qfuse-cache: QFUSE_CACHE_DIR is set but empty; using %s\n", dir);
     if (stat(dir, &st) != 0 && errno == ENOENT)
         return 1;
     *names = qf_tool_scan(dir, n);
@@ -329,8 +332,8 @@ static int qf_tool_remove(long long min_age, const char *verb) {
         if (unlink(path) == 0)
             removed += !info.temp;
         else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            fprintf(stderr, "qfuse-cache: %s: leaving %s alone: a directory, not a cache entry\n",
-                    verb, path);
+            fprintf(stderr, "qfuse-cache: %s: leaving %s alone: a directory, not a cache entry "
+                    "(it keeps that kernel from being stored; remove it by hand)\n", verb, path);
         else if (errno != ENOENT && ++failed)
             fprintf(stderr, "qfuse-cache: cannot remove %s: %s\n", path, strerror(errno));
     }

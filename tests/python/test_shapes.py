@@ -111,6 +111,11 @@ def test_bad_queries_raise():
             (("fp8_delayed", "scale_update", dict(M=1, K=1)), "the op has no fake shapes"),
             (("mxfp8", "quantize", dict(role="weight", outputs=0, M=32, K=32)),
              "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE"),
+            (("mxfp8", "norm_quantize", dict(norm="layernorm", outputs=7, M=128, K=128)),
+             "outputs has QF_OUT_FP32, which norm_quantize does not take (it takes "
+             "QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)"),
+            (("fp8_block", "gemm", dict(outputs=5, M=128, N=128, K=128)),
+             "outputs has QF_OUT_ROWWISE, which gemm does not take (it takes QF_OUT_FP32)"),
             (("fp8_delayed", "quantize", dict(outputs=1, M=2 ** 62, K=2 ** 62)),
              "an output's size overflows int64")):
         with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)):
