@@ -302,7 +302,7 @@ bench: $(QFUSE_BENCH)
 
 # ---- demo
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
-demo: all
+demo: $(QFUSE_DEMO)
 	$(Q)scripts/get-real-weights --if-possible $(OUT)/data
 	$(Q)w=$(OUT)/data/block.safetensors; rm -f $(OUT)/loss.csv; \
 	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w" --loss-csv $(OUT)/loss.csv; \
