@@ -18,13 +18,15 @@
  *   + gridDim.y, ... Phase 1: the rows' statistics, computed (tile_stats, one warp per row;
  *   gridDim.y is then 1: they need whole rows) or, with p.pass 1, read from p.mu / p.rsigma
  *   after a rows entry wrote them (then only the columnwise copy is written, on any gridDim.y).
- *   Phase 2: each chunk in two passes over its x (chunk_quantize): the amaxes and scales, then
- *   the bytes. Whole chunks of 16-bit x (whole strip, x 16-byte aligned) are read from shared
- *   memory, staged by cp.async in two buffers, so the next chunk's copy is in flight while one is
- *   quantized (both of the first two during the statistics); other chunks are read from global
- *   memory. Each thread takes 8 consecutive rows (fp32 x: 16) of one
- *   16-byte column segment; row blocks reduce their amax with shuffles over the 16 or 32 lanes
- *   of a row, column blocks (and the tile) through shared memory. The rowwise bytes go straight
+ *   Phase 2: each chunk from one read of its x (chunk_quantize), its normalized values held in
+ *   registers: the amaxes and scales, then the bytes. Whole chunks of 16-bit x (whole strip, x
+ *   16-byte aligned) are read from shared memory, staged by cp.async in two buffers, so the next
+ *   chunk's copy is in flight while one is quantized (both of the first two during the
+ *   statistics); other chunks are read from global memory. Each thread takes 8 consecutive rows
+ *   (fp32 x: 16) of one 16-byte column segment (64 values, so 2 blocks of 256 threads per SM);
+ *   row blocks reduce their amax with shuffles over the 16 or 32 lanes of a row, each lane
+ *   trading half of its rows at each step (chunk_row_scale), column blocks (and the tile)
+ *   through shared memory. The rowwise bytes go straight
  *   to memory, and so do the columnwise ones: a thread's 8 (16) consecutive rows of a column
  *   are 8 (16) consecutive bytes of a row of the transpose [K, M].
  * - `<name>_rows{1,2,4,8}` (1D only; K * sizeof(x) a multiple of 16, 16-byte aligned pointers;
@@ -348,36 +350,50 @@ __device__ __forceinline__ void store_bytes(unsigned char *dst, const unsigned (
     }
 }
 
-/* The scale of row tile_row(r0, g) of the chunk, g = this lane's place in its row group (g <
- * kPasses; the others 1), from the thread's row amaxes merged over the row's kTpr lanes; lane g
- * also writes that row's scale_inv. 2D: the tile's scale (thread 0 writes its scale_inv). */
+/* Lanes per row of the chunk after chunk_row_scale's reduction: each row's amax ends on
+ * kRowLanes neighbouring lanes of its kTpr. */
+constexpr int kRowLanes = kTpr / kPasses;
+static_assert(kRowLanes == 2, "16 lanes and 8 rows (16-bit x), 32 and 16 (fp32)");
+
+/* The scale of row tile_row(r0, g) of the chunk, g = (lane % kTpr) / kRowLanes, from the thread's
+ * kPasses row amaxes merged over the row's kTpr lanes (an aligned warp group): at each halving
+ * step a lane keeps half of its rows and trades the other half with its partner, so kPasses - 1
+ * shuffles (then one more) take the place of kPasses log2(kTpr). The first lane of each row
+ * writes that row's scale_inv. Row i's scale is then on lane base + i kRowLanes. 2D: the tile's
+ * scale (thread 0 writes its scale_inv). ramax is consumed. */
 __device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const TileSmem &sm,
                                                  long long m0, long long k0, int r0,
-                                                 const float (&ramax)[kPasses]) {
+                                                 float (&ramax)[kPasses]) {
     if (kBlock2d) {
         if (threadIdx.x == 0)
             store_scale(p.scale_row, p.M, p.K, m0, k0, sm.colscale[0]);
         return sm.colscale[0];
     }
-    const int g = (threadIdx.x & 31) % kTpr;
-    float mine = 1.0f;
+    const int lane = (threadIdx.x & 31) % kTpr;
 #pragma unroll
-    for (int i = 0; i < kPasses; i++) {
-        float a = ramax[i];
+    for (int o = kTpr / 2, n = kPasses; o > 0; o >>= 1, n = n > 1 ? n / 2 : 1) {
+        const bool hi = (lane & o) != 0;
+        if (n > 1) {
 #pragma unroll
-        for (int o = 1; o < kTpr; o <<= 1) /* the row's kTpr lanes: one aligned warp group */
-            a = amax_merge(a, __shfl_xor_sync(0xffffffffu, a, o));
-        if (g == i)
-            mine = block_scale(p, a);
+            for (int t = 0; t < n / 2; t++) {
+                const float send = hi ? ramax[t] : ramax[t + n / 2];
+                const float keep = hi ? ramax[t + n / 2] : ramax[t];
+                ramax[t] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, o));
+            }
+        } else {
+            ramax[0] = amax_merge_fast(ramax[0], __shfl_xor_sync(0xffffffffu, ramax[0], o));
+        }
     }
-    const long long m = m0 + tile_row(r0, g);
-    if (g < kPasses && m < p.M)
+    const float mine = block_scale(p, ramax[0]);
+    const long long m = m0 + tile_row(r0, lane / kRowLanes);
+    if (lane % kRowLanes == 0 && m < p.M)
         store_scale(p.scale_row, p.M, p.K, m, k0, mine);
     return mine;
 }
 
-/* One 128x128 chunk in two passes over its x (staged or global): pass A the row and column
- * amaxes and the scales; pass B the rowwise bytes, stored per row, and the columnwise bytes,
+/* One 128x128 chunk from one read of its x (staged or global), the thread's normalized values
+ * held in registers: pass A the row and column amaxes and the scales; pass B the rowwise bytes,
+ * stored per row, and the columnwise bytes,
  * packed per column (a thread's kPasses consecutive rows are kPasses consecutive bytes of a row
  * of the transpose [K, M]: one 8-byte, fp32 x 16-byte, store where the chunk is whole and those
  * rows aligned for it, byte by byte otherwise). */
@@ -394,19 +410,18 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
     }
 
     /* Pass A: amaxes. */
-    float ramax[kPasses], camax[kEpv];
+    float y[kPasses][kEpv], ramax[kPasses], camax[kEpv];
 #pragma unroll
     for (int j = 0; j < kEpv; j++)
         camax[j] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPasses; i++) {
-        float y[kEpv];
-        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y);
+        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y[i]);
         ramax[i] = 0.0f;
 #pragma unroll
         for (int j = 0; j < kEpv; j++) {
-            ramax[i] = amax_merge_fast(ramax[i], y[j]);
-            camax[j] = amax_merge_fast(camax[j], y[j]);
+            ramax[i] = amax_merge_fast(ramax[i], y[i][j]);
+            camax[j] = amax_merge_fast(camax[j], y[i][j]);
         }
     }
     if (kColumnwise || kBlock2d)
@@ -425,12 +440,13 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
     const int base = (threadIdx.x & 31) & ~(kTpr - 1);
 #pragma unroll
     for (int i = 0; i < kPasses; i += 2) {
-        float y0[kEpv], y1[kEpv];
-        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y0);
-        chunk_y(p, sm, src, tile_row(r0, i + 1), c, g, b, y1);
+        const float(&y0)[kEpv] = y[i];
+        const float(&y1)[kEpv] = y[i + 1];
         if (kRowwise && rows) {
-            const float s0 = kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + i);
-            const float s1 = kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + i + 1);
+            const float s0 =
+                kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + i * kRowLanes);
+            const float s1 =
+                kBlock2d ? mine : __shfl_sync(0xffffffffu, mine, base + (i + 1) * kRowLanes);
             const long long m = m0 + tile_row(r0, i);
             float s[kEpv];
             unsigned w[kEpv / 4];
@@ -484,7 +500,7 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const qf_q_params p) {
+extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const qf_q_params p) {
     __shared__ TileSmem sm;
     const long long m0 = static_cast<long long>(blockIdx.x) * kTileM;
     const int r0 = threadIdx.x / kTpr, c = (threadIdx.x % kTpr) * kEpv;

@@ -226,9 +226,10 @@ static int fb_nq_make(int i, int a, int b, qf_dtype xdt, qcase *c, uint64_t *see
 static const nq_plan kFbNq = {kFbMs, kFbKs, COUNTOF(kFbMs), COUNTOF(kFbKs), 1 << 22,
                               {NO_LIMIT, NO_LIMIT, NO_LIMIT}, fb_nq_make};
 
-/* Every norm / zcg / gamma dtype / output combination on a partial shape and a whole-vector one
- * (rowwise alone: the rows entry). */
-static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}};
+/* Every norm / zcg / gamma dtype / output combination on a partial shape and whole-vector ones
+ * (rowwise alone: the rows entry; with a columnwise copy the rows entry, then the tiled entry on
+ * its 2-D grid: 1 block of 2 chunks along K, 5 of 19 (129 rows: a partial strip) and 16). */
+static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}, {129, 2432}, {256, 8192}};
 static const opt_plan kFbOptions = {kFbOptShapes, COUNTOF(kFbOptShapes), kDts, 3, 1, 2, 2, 1,
                                     1300, NULL};
 
