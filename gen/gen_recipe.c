@@ -483,6 +483,8 @@ static int qf_gen_recipe_name(const char *path, qf_recipe *out, qf_gen_err *e) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
+    if (n == 0)
+        return qf_gen_fail(e, "'%s': no recipe file name (a path ending in <name>.lua)", path);
     if (n < 4 || strcmp(base + n - 4, ".lua") != 0)
         return qf_gen_fail(e, "%s: recipe file name must end in .lua", path);
     if (n == 4)

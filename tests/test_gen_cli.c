@@ -100,6 +100,8 @@ static void test_cli_usage(void **state) {
          "expected sm_XX with XX in 89..199"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
         {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
+        {{"--check", "", NULL}, 1, "", "'': no recipe file name (a path ending in <name>.lua)"},
+        {{"--check", "recipes/", NULL}, 1, "", "'recipes/': no recipe file name"},
         /* one bad file does not stop the check of the others */
         {{"--check", "recipes/nope.lua", "recipes/fp8_delayed.lua", NULL},
          1,

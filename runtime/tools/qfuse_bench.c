@@ -132,13 +132,17 @@ static int parse_section(const char *v, unsigned *mask) {
 static int parse_shape(const char *v, bench_opts *o) {
     long long m, k, n;
     char end;
-    if (sscanf(v, "%lldx%lldx%lld%c", &m, &k, &n, &end) == 3)
-        for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
-            if (gemm_shapes_full[i].s[0] == m && gemm_shapes_full[i].s[1] == k &&
-                gemm_shapes_full[i].s[2] == n) {
-                o->shape = (int)i + 1;
-                return 0;
-            }
+    if (sscanf(v, "%lldx%lldx%lld%c", &m, &k, &n, &end) != 3) {
+        fprintf(stderr, "qfuse-bench: --shape '%s': expected MxKxN, three integers joined by 'x' "
+                "(e.g. 8192x8192x8192)\n", v);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
+        if (gemm_shapes_full[i].s[0] == m && gemm_shapes_full[i].s[1] == k &&
+            gemm_shapes_full[i].s[2] == n) {
+            o->shape = (int)i + 1;
+            return 0;
+        }
     fprintf(stderr, "qfuse-bench: --shape '%s' is not one of the GEMM section's shapes (MxKxN):",
             v);
     for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
@@ -160,6 +164,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10, .dtype = -1};
+    argv[0] = (char *)"qfuse-bench"; /* getopt's messages name the program, not its path */
     int c;
     while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:h", longs, NULL)) != -1) {
         if (c == 'c')

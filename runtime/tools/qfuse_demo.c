@@ -538,6 +538,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (demo_opts){.tokens = 16384, .iters = 20, .train_steps = 300};
+    argv[0] = (char *)"qfuse-demo"; /* getopt's messages name the program, not its path */
     int c;
     while ((c = getopt_long(argc, argv, "w:t:i:r:s:l:h", longs, NULL)) != -1) {
         if (c == 'w')
