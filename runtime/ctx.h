@@ -25,8 +25,9 @@ typedef struct qf_loaded_kernel {
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
     CUfunction fn_amax;         /* <name>_amax, the first pass of two-pass modules (NVFP4
                                  * quantizers: statistics and global amax), NULL if absent */
-    CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry (per-tensor
-                                 * FP8), NULL if absent */
+    CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry, or both
+                                 * copies without a norm (per-tensor FP8, MXFP8), NULL if absent */
+    int occ_cols;               /* resident blocks per SM of fn_cols */
     CUfunction fn_dequant;      /* <name>_dequant, a block-scaled copy to bf16 (the MXFP8 and NVFP4
                                  * GEMM modules), NULL if absent */
     CUfunction fn_alpha;        /* <name>_alpha, NVFP4's device alpha (its GEMM module), NULL if
@@ -134,8 +135,11 @@ QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned gr
  * vectors (K * sizeof(x) % 16 == 0), x, out_row, gamma, beta (those not NULL) 16-byte aligned,
  * and rowwise output only, or a columnwise copy the module's `<name>_cols` entry can write after
  * the rows entry (M and K multiples of QF_COLS_TILE, out_col 16-byte aligned): then the rows
- * entry writes statistics, amax and the rowwise copy (if asked) and `<name>_cols`, on
- * (M/QF_COLS_TILE) * (K/QF_COLS_TILE) blocks, the transposed copy. Otherwise the tiled entry on
+ * entry writes statistics, amax and the rowwise copy (if asked) and `<name>_cols` the transposed
+ * copy, its blocks (at most SMs x resident blocks) walking the QF_COLS_TILE x QF_COLS_TILE tiles.
+ * With cols_both and no norm, `<name>_cols` runs alone where it can (M and K multiples of
+ * QF_COLS_TILE; x, da, out_row and out_col 16-byte aligned) and writes both copies from one read
+ * of x. Otherwise the tiled entry on
  * cdiv(M, tile_m) blocks. A call with tiled_k (fp8_block: its 128x1 blocks are taller than a
  * `_cols` tile) has no `_cols` entry: its columnwise copy comes from the tiled entry, on
  * cdiv(M, tile_m) x cdiv(K, tiled_k) blocks (each walking tiled_k / tile_m chunks of its strip)
@@ -145,12 +149,13 @@ QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned gr
  * then the tiled entry, with p->pass 1, the columnwise copy on the cdiv(M, tile_m) x
  * cdiv(K, tiled_k) grid. p is the call's parameter block. Errors: QF_ERR_UNSUPPORTED (M too
  * large for one grid), QF_ERR_CUDA (tiled_smem refused), as qf_ctx_launch. */
-#define QF_COLS_TILE 64 /* rows and columns of one block of a `<name>_cols` entry */
 typedef struct qf_rows_call {
     qf_dtype xdt;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
     int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
                   * pass): a rows entry runs alone, without `<name>_cols` */
+    int cols_both; /* 1 (per-tensor FP8): for a kernel without a norm, `<name>_cols` writes both
+                    * copies and merges the amax; it runs alone where it can (see above) */
     unsigned tiled_k; /* > 0: columns per block of the tiled entry along K (see above) */
     unsigned tiled_smem; /* dynamic shared memory of the tiled entry, bytes (0: none) */
     int cols_after_rows; /* 1 (fp8_block): a kernel with a norm writes a columnwise copy in two
@@ -180,6 +185,19 @@ QF_INTERNAL qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream);
 /* cudaMemsetAsync(p, 0, n) on stream; p NULL does nothing. `what` names the buffer in the error.
  * Errors: QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream);
+
+/* dbias's checks (op_bwd.c): dbias [N] of dtype dt against the fake shapes of a QF_OP_DBIAS query
+ * for an input [M, N] named dy_name, N within one launch; *k the dbias module of recipe r for dt.
+ * Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED, QF_ERR_NOT_FOUND. */
+QF_INTERNAL qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_t M,
+                                     int64_t N, const char *dy_name, const qf_tensor *dbias,
+                                     const qf_kernel_entry **k);
+/* dbias [N] = the column sums of part [blocks, N] (fp32, another kernel's partials, in block
+ * order), rounded once to dbias's dtype: the _reduce entry of the dbias module k on stream.
+ * Errors: as qf_ctx_load, QF_ERR_CUDA. */
+QF_INTERNAL qf_status qf_dbias_reduce(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                                      const float *part, int32_t blocks, int64_t N,
+                                      qf_tensor *dbias, void *stream);
 
 /* qf_ctx_init_host is public (qfuse.h). */
 

@@ -255,6 +255,11 @@ typedef struct qf_family_traits {
     qf_dtype fmt[QF_ROLE_COUNT];  /* default element format per role */
     qf_family_op ops[QF_OP_COUNT];
     int scale_layout;             /* 1: quantizers write block scales, compact or swizzled */
+    unsigned act_tile;            /* > 0: where M and F are multiples of it, layernorm_mlp
+                                   * quantizes a = act(h) in one kernel (qf_quantize_act) and
+                                   * its backward q(dh) with db1 (qf_quantize_dbias_act): a and
+                                   * dh never stored, the quantizer reading h (and da) once for
+                                   * both copies; 0: the unfused stages */
     const qf_fake_table *shapes;
     qf_gemm_path gemm[QF_GEMM_PATHS_MAX];
     /* Cross-field rules, after every field is read: NULL or a message ("field 'rht_seed' (no

@@ -313,6 +313,7 @@ enum {
     QF_MLP_FC1,
     QF_MLP_ACT,
     QF_MLP_AQ,
+    QF_MLP_ACT_Q,
     QF_MLP_FC2,
     QF_MLP_DY,
     QF_MLP_DGRAD2,
@@ -321,6 +322,7 @@ enum {
     QF_MLP_ACT_BWD,
     QF_MLP_DB1,
     QF_MLP_DH,
+    QF_MLP_DH_ACT,
     QF_MLP_DGRAD1,
     QF_MLP_WGRAD1,
     QF_MLP_NORM_BWD,
@@ -334,6 +336,7 @@ static const char *const qf_mlp_stage_names[] = {
     [QF_MLP_FC1] = "fc1 GEMM of mlp->xq and mlp->w1q into mlp->h (qf_gemm)",
     [QF_MLP_ACT] = "activation of mlp->h into mlp->a (qf_activation_fwd)",
     [QF_MLP_AQ] = "quantizing mlp->a into mlp->aq (qf_quantize)",
+    [QF_MLP_ACT_Q] = "activation of mlp->h quantized into mlp->aq (qf_quantize_act)",
     [QF_MLP_FC2] = "fc2 GEMM of mlp->aq and mlp->w2q into y (qf_gemm)",
     [QF_MLP_DY] = "quantizing dy into g->dyq (qf_quantize)",
     [QF_MLP_DGRAD2] = "fc2 dgrad of g->dyq and mlp->w2q (columnwise) into g->da (qf_gemm)",
@@ -342,6 +345,8 @@ static const char *const qf_mlp_stage_names[] = {
     [QF_MLP_ACT_BWD] = "activation backward of g->da into g->dh (qf_activation_bwd)",
     [QF_MLP_DB1] = "dbias of g->dh into g->db1 (qf_dbias)",
     [QF_MLP_DH] = "quantizing g->dh into g->dhq (qf_quantize)",
+    [QF_MLP_DH_ACT] = "activation backward of g->da quantized into g->dhq, with db1 "
+                      "(qf_quantize_dbias_act)",
     [QF_MLP_DGRAD1] = "fc1 dgrad of g->dhq and mlp->w1q (columnwise) into g->dxn (qf_gemm)",
     [QF_MLP_WGRAD1] = "fc1 wgrad of g->dhq and mlp->xq (columnwise) into g->dw1 (qf_gemm_ex)",
     [QF_MLP_NORM_BWD] = "norm backward of g->dxn into g->norm (qf_norm_backward)",
@@ -386,6 +391,10 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         const qf_tensor a = qf_flat2d(&m->a);
         return qf_quantize(ctx, r, QF_ROLE_INPUT, &a, NULL, m->a_scale, NULL, &m->aq, stream);
     }
+    case QF_MLP_ACT_Q: {
+        const qf_tensor h = qf_flat2d(&m->h);
+        return qf_quantize_act(ctx, r, m->act, &h, NULL, m->a_scale, NULL, &m->aq, stream);
+    }
     case QF_MLP_FC2:
         return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
     case QF_MLP_DY: {
@@ -414,6 +423,14 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         const qf_tensor dh = qf_flat2d(&g->dh);
         return qf_quantize(ctx, r, QF_ROLE_GRAD, &dh, NULL, g->dh_scale, &g->rng_dh, &g->dhq,
                            stream);
+    }
+    case QF_MLP_DH_ACT: {
+        const qf_tensor h = qf_flat2d(&m->h), da = qf_flat2d(&g->da);
+        if (!g->db1.data)
+            return qf_quantize_act(ctx, r, m->act, &h, &da, g->dh_scale, &g->rng_dh, &g->dhq,
+                                   stream);
+        return qf_quantize_dbias_act(ctx, r, m->act, &h, &da, g->dh_scale, &g->rng_dh, &g->dhq,
+                                     &g->db1, stream);
     }
     case QF_MLP_DGRAD1:
         return qf_stage_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, NULL, stream);
@@ -463,6 +480,31 @@ static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
     return QF_OK;
 }
 
+/* 1 when the forward quantizes act(h) of [M, F] in one kernel and the backward q(dh) with db1
+ * (the family's act_tile divides M and F): a and dh are then not written. */
+static int qf_mlp_act_fused(const qf_recipe *r, int64_t M, int64_t F) {
+    const unsigned t = qf_families[r->family].act_tile;
+    return t > 0 && M % t == 0 && F % t == 0;
+}
+
+/* qf_mlp_act_fused for a call checked by qf_mlp_begin: M rows of x, F = mlp->w2's width. */
+static int qf_mlp_fused(const qf_recipe *r, const qf_tensor *x, const qf_ln_mlp *mlp) {
+    const qf_tensor x2 = qf_flat2d(x);
+    return qf_mlp_act_fused(r, x2.dims[0], mlp->w2.dims[mlp->w2.ndim - 1]);
+}
+
+int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t F) {
+    static const char op[] = "qf_layernorm_mlp_writes_a";
+    qf_clear_error();
+    const qf_recipe *r = NULL;
+    qf_status s = ctx ? qf_check_recipe(op, ctx, recipe, &r)
+                      : qf_set_error(QF_ERR_INVALID_ARG, "%s: ctx is NULL", op);
+    if (s == QF_OK && (M < 1 || F < 1))
+        s = qf_set_error(QF_ERR_INVALID_ARG, "%s: M = %lld and F = %lld must be positive", op,
+                         (long long)M, (long long)F);
+    return s != QF_OK ? -(int)s : !qf_mlp_act_fused(r, M, F);
+}
+
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                qf_ln_mlp *mlp, qf_tensor *y, void *stream) {
     static const char op[] = "qf_layernorm_mlp_fwd";
@@ -473,8 +515,11 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
         qf_weight_key_of(mlp->w1.data, mlp->w2.data, mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
     const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2);
+    const unsigned act = qf_mlp_fused(r, x, mlp)
+                             ? QF_LL_BIT(QF_MLP_ACT_Q)
+                             : QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ);
     const unsigned mask = (stale ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) | QF_LL_BIT(QF_MLP_FC1) |
-                          QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ) | QF_LL_BIT(QF_MLP_FC2);
+                          act | QF_LL_BIT(QF_MLP_FC2);
     const qf_mlp_call c = {recipe, x, mlp, y, NULL, NULL};
     QF_TRY(qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream));
     if (stale)
@@ -494,6 +539,12 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
         mask &= ~QF_LL_BIT(QF_MLP_DB2);
     if (!g->db1.data)
         mask &= ~QF_LL_BIT(QF_MLP_DB1);
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    if (qf_mlp_fused(r, x, mlp)) /* dh never stored */
+        mask &= ~(QF_LL_BIT(QF_MLP_ACT_BWD) | QF_LL_BIT(QF_MLP_DB1) | QF_LL_BIT(QF_MLP_DH));
+    else
+        mask &= ~QF_LL_BIT(QF_MLP_DH_ACT);
     const qf_mlp_call c = {recipe, x, mlp, NULL, dy, g};
     return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
 }

@@ -154,18 +154,17 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 
 /* {===================================================================== dbias */
 
-/* dbias [N] of dy [M, N], or (prologue QF_PROLOGUE_DACT, dy = h) of dh [M, N] from h and da. */
-static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
-                              const qf_tensor *dy, int64_t M, int64_t N, int prologue,
-                              const qf_tensor *da, qf_tensor *dbias, void *stream) {
+qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_t M, int64_t N,
+                         const char *dy_name, const qf_tensor *dbias,
+                         const qf_kernel_entry **k) {
     if (!dbias)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: dbias is NULL", op);
     if (N > QF_DB_MAX_N)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: %s's last dimension N = %lld is too large "
-                            "for one launch (N <= %lld)", op, da ? "h" : "dy", (long long)N,
+                            "for one launch (N <= %lld)", op, dy_name, (long long)N,
                             (long long)QF_DB_MAX_N);
     const qf_shape_query q = {.op = QF_OP_DBIAS, .role = QF_ROLE_GRAD, .M = M, .N = N,
-                              .dtype = dy->dtype};
+                              .dtype = dt};
     qf_shape sh[QF_NB_SHAPES];
     int n = 0;
     QF_TRY(qf_query_shapes(op, r, &q, sh, QF_NB_SHAPES, &n));
@@ -173,9 +172,31 @@ static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
         return qf_set_error(QF_ERR_INTERNAL, "%s: the shape function of '%s' does not list dbias "
                             "alone", op, r->name);
     QF_TRY(qf_check_buffer(op, "dbias", dbias, &sh[0]));
-    const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0,
-                                                  dy->dtype);
-    qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
+    *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0, dt);
+    return *k ? QF_OK : qf_set_error(QF_ERR_NOT_FOUND, "%s: recipe '%s' has no dbias kernel "
+                                     "for %s", op, r->name, qf_dtype_name(dt));
+}
+
+qf_status qf_dbias_reduce(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
+                          const float *part, int32_t blocks, int64_t N, qf_tensor *dbias,
+                          void *stream) {
+    qf_loaded_kernel lk;
+    QF_TRY(qf_ctx_load(ctx, op, stream, k, NULL, &lk));
+    if (!lk.fn_reduce)
+        return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
+    qf_db_params p = {.part = (float *)part, .dbias = dbias->data, .N = N, .blocks = blocks};
+    return qf_ctx_launch(ctx, lk.fn_reduce, (unsigned)((N + k->block_threads - 1) /
+                                                      k->block_threads),
+                         k->block_threads, 0, &p, stream);
+}
+
+/* dbias [N] of dy [M, N], or (prologue QF_PROLOGUE_DACT, dy = h) of dh [M, N] from h and da. */
+static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
+                              const qf_tensor *dy, int64_t M, int64_t N, int prologue,
+                              const qf_tensor *da, qf_tensor *dbias, void *stream) {
+    const qf_kernel_entry *k = NULL;
+    QF_TRY(qf_dbias_check(op, r, dy->dtype, M, N, da ? "h" : "dy", dbias, &k));
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.prologue = prologue;
     qf_bwd_run b = {0};
     QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, N, "dbias's partial column sums", &b, stream));

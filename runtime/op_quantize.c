@@ -20,6 +20,8 @@ typedef struct qf_qcall {
     unsigned slots;         /* 1u << qf_slot for each slot the call's fake shapes list */
     int prologue;           /* QF_PROLOGUE_*: x is h; the input is a = act(h) or dh */
     const qf_tensor *da;    /* QF_PROLOGUE_DACT: [M, F] */
+    qf_tensor *dbias;       /* qf_quantize_dbias_act's fused path: dbias [K] of dh, or NULL */
+    const qf_kernel_entry *dbias_k; /* its dbias module (the _reduce entry) */
 } qf_qcall;
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
@@ -181,14 +183,15 @@ static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *
 
 /* {===================================================================== per-tensor FP8 */
 
-/* Delayed scaling: one launch of the tiled entry, or a row-in-registers entry when the call
- * allows one (qf_ctx_launch_rows). Current scaling (numerics 2.2): amax slot zeroed, then pass 0
- * (statistics and amax, no copy written) and pass 1 (the cast, with pass 0's statistics), each
- * launched as delayed scaling's one is: pass 1's columnwise copy comes from the `_cols` entry
- * after the rows entry where the shape allows (reading x three times in all, which at large K
- * takes a third of the time the tiled entry's single read of both copies did), else from the
- * tiled entry. With an activation prologue both copies come from the tiled entry (its input is
- * two or three arrays). The thread's amax reduction runs between the passes. */
+/* Delayed scaling: one launch (qf_ctx_launch_rows): without a norm and with the columnwise copy,
+ * the `_cols` entry alone, both copies from one read of x (or of the activation prologue's
+ * inputs), where M and K are multiples of 64 and the arrays 16-byte aligned; else a
+ * row-in-registers entry (then the `_cols` entry, for a columnwise copy with a norm) where the
+ * call allows one; else the tiled entry. Current scaling (numerics 2.2): amax slot zeroed, then
+ * pass 0 (statistics and amax, no copy written: a rows entry where the call allows one) and pass
+ * 1 (the cast, with pass 0's statistics), launched as delayed scaling's one is. At large K the
+ * rows and `_cols` entries reading x twice take a third of the time the tiled entry's single
+ * read of both copies does. The thread's amax reduction runs between the passes. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
@@ -203,19 +206,30 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
-    /* both copies from one read of x (the tiled entry): an activation prologue, whose input is
-     * two or three arrays */
-    const int one_read = (c->outputs & QF_OUT_COLUMNWISE) && c->prologue != QF_PROLOGUE_NONE;
-    qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = !one_read};
-    if (!current)
-        return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
-    QF_TRY(qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
-    rc.no_cols = 1;
-    QF_TRY(qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream));
-    QF_TRY(qf_q_reduce(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream));
-    p.pass = 1;
-    rc.no_cols = 0;
-    return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+    qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1, .cols_both = 1};
+    const int32_t tiles_m = (int32_t)(c->M / QF_COLS_TILE); /* dbias's partials, one per tile row */
+    if (c->dbias)
+        QF_TRY(qf_ctx_scratch(ctx, (size_t)(tiles_m * c->K) * sizeof(float), (void **)&p.dbias_part,
+                              "dbias's partial column sums", stream));
+    qf_status s = QF_OK;
+    if (current) {
+        s = qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
+        rc.no_cols = 1;
+        if (s == QF_OK)
+            s = qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+        if (s == QF_OK)
+            s = qf_q_reduce(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
+        p.pass = 1;
+        rc.no_cols = 0;
+    }
+    if (s == QF_OK)
+        s = qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
+    if (!c->dbias)
+        return s;
+    if (s == QF_OK)
+        s = qf_dbias_reduce(ctx, c->op, c->dbias_k, p.dbias_part, tiles_m, c->K, c->dbias, stream);
+    const qf_status f = qf_ctx_scratch_free(ctx, p.dbias_part, stream);
+    return s != QF_OK ? s : f;
 }
 
 /* =====================================================================} */
@@ -372,21 +386,64 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     return qf_q_run(ctx, &c, scale, rng, stream);
 }
 
+/* The checks of a quantization through an activation prologue (c's op, x = h, da, out set):
+ * recipe, act and h, da, out; c's role, prologue, M and K. */
+static qf_status qf_q_act_check(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                                qf_qcall *c) {
+    int64_t F = 0;
+    c->role = c->da ? QF_ROLE_GRAD : QF_ROLE_INPUT;
+    QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
+    QF_TRY(qf_check_act_input(c->op, act, c->x, &c->M, &c->K, &F)); /* c->K: h's Fin */
+    c->prologue = c->da ? QF_PROLOGUE_DACT(act) : QF_PROLOGUE_ACT(act);
+    if (c->da)
+        QF_TRY(qf_check_grad_input(c->op, "da", c->da, c->M, F, "the gradient of the "
+                                   "activation's output", "[M, F]"));
+    else
+        c->K = F; /* the quantized a is [M, F] */
+    return qf_q_check_out(c);
+}
+
 qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                           const qf_tensor *h, const qf_tensor *da, const float *scale,
                           const qf_rng *rng, qf_quantized *out, void *stream) {
-    static const char op[] = "qf_quantize_act";
-    qf_qcall c = {.op = op, .role = da ? QF_ROLE_GRAD : QF_ROLE_INPUT, .nd = &qf_norm_none,
-                  .x = h, .out = out, .da = da};
-    int64_t F = 0;
+    qf_qcall c = {.op = "qf_quantize_act", .nd = &qf_norm_none, .x = h, .out = out, .da = da};
+    QF_TRY(qf_q_act_check(ctx, recipe, act, &c));
+    return qf_q_run(ctx, &c, scale, rng, stream);
+}
+
+static int qf_q_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* 1 when a checked qf_quantize_dbias_act call takes its fused path: the family's act_tile
+ * divides M and K (h's Fin), both copies asked for, and h, da and the copies 16-byte aligned
+ * (the conditions of the `_cols` entry running alone, qf_ctx_launch_rows). */
+static int qf_q_dbias_fused(const qf_qcall *c) {
+    const unsigned t = qf_families[c->r->family].act_tile;
+    return t > 0 && c->M % t == 0 && c->K % t == 0 &&
+           (c->outputs & QF_OUT_COLUMNWISE) && (c->outputs & QF_OUT_ROWWISE) &&
+           qf_q_aligned16(c->x->data) && qf_q_aligned16(c->da->data) &&
+           qf_q_aligned16(c->out->t[QF_SLOT_ROWWISE_DATA].data) &&
+           qf_q_aligned16(c->out->t[QF_SLOT_COLUMNWISE_DATA].data);
+}
+
+qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                                const qf_tensor *h, const qf_tensor *da, const float *scale,
+                                const qf_rng *rng, qf_quantized *out, qf_tensor *dbias,
+                                void *stream) {
+    static const char op[] = "qf_quantize_dbias_act";
+    qf_qcall c = {.op = op, .nd = &qf_norm_none, .x = h, .out = out, .da = da};
     QF_TRY(qf_check_recipe(op, ctx, recipe, &c.r));
-    QF_TRY(qf_check_act_input(op, act, h, &c.M, &c.K, &F)); /* c.K: h's Fin */
-    c.prologue = da ? QF_PROLOGUE_DACT(act) : QF_PROLOGUE_ACT(act);
-    if (da)
-        QF_TRY(qf_check_grad_input(op, "da", da, c.M, F, "the gradient of the activation's "
-                                   "output", "[M, F]"));
-    else
-        c.K = F; /* the quantized a is [M, F] */
-    QF_TRY(qf_q_check_out(&c));
+    if (!da)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da is NULL; the fused dbias is of the "
+                            "gradient dh = da act'(h)", op);
+    QF_TRY(qf_q_act_check(ctx, recipe, act, &c));
+    const qf_kernel_entry *dbk = NULL;
+    QF_TRY(qf_dbias_check(op, c.r, h->dtype, c.M, c.K, "h", dbias, &dbk));
+    if (!qf_q_dbias_fused(&c)) {
+        QF_TRY(qf_q_run(ctx, &c, scale, rng, stream));
+        return qf_dbias_act(ctx, recipe, act, h, da, dbias, stream);
+    }
+    c.dbias = dbias, c.dbias_k = dbk;
     return qf_q_run(ctx, &c, scale, rng, stream);
 }

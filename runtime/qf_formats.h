@@ -139,7 +139,12 @@ typedef struct qf_q_params {
     uint8_t *out_col;     /* COLUMNWISE_DATA: per-tensor FP8 [K, M] (transposed); MXFP8 [M, K]
                            * (32x1 blocks along M, NOT transposed); NVFP4 [K, M/2] packed E2M1
                            * of the transpose (after the RHT when on) */
-    float *mu;            /* MU [M]: layernorm only */
+    union {
+        float *mu;         /* MU [M]: layernorm only */
+        float *dbias_part; /* no norm, QF_PROLOGUE_DACT, per-tensor FP8's `_cols` entry: NULL,
+                            * or [M / QF_COLS_TILE, K] fp32, each 64-row tile's column sums of
+                            * dh (the partials of dbias, summed by the dbias module's _reduce) */
+    };
     float *rsigma;        /* RSIGMA [M]: norms only */
     float *amax;          /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the
                            * quantized tensor (pre-scale; fp8_current: complete after pass 0);
@@ -210,6 +215,7 @@ typedef enum qf_scale_rounding {
 
 #define QF_MX_BLOCK 32
 #define QF_FP8_BLOCK 128 /* FP8 block scaling (numerics 2.5): 1x128, 128x1, 128x128 blocks */
+#define QF_COLS_TILE 64  /* rows and columns of a `<name>_cols` entry's tiles (per-tensor FP8, MXFP8) */
 /* Dynamic shared memory of the FP8 block-scaling tiled quantizer for x of in_size bytes per
  * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
 #define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)

@@ -348,7 +348,7 @@ __device__ __forceinline__ void rows_block_amax(const P &p, const RowsLane &ln,
             amax[b] = amax_merge_fast(amax[b], __shfl_xor_sync(0xffffffffu, amax[b], o));
 }
 
-/* Where this thread works in columnwise tile blockIdx.x (TILE x TILE tiles, row-major over
+/* Where this thread works in columnwise tile t (TILE x TILE tiles, row-major over
  * [M/TILE, K/TILE]): the tile's first row m0 and column k0, the thread's first column c of EPV
  * and its first row r0 (CHUNKS threads per tile row). */
 struct ColsTile {
@@ -357,9 +357,9 @@ struct ColsTile {
 };
 
 template <int TILE, int EPV, int CHUNKS>
-__device__ __forceinline__ ColsTile cols_tile(long long K) {
+__device__ __forceinline__ ColsTile cols_tile(long long K, long long t) {
     const long long tiles_k = K / TILE;
-    return {(blockIdx.x / tiles_k) * TILE, (blockIdx.x % tiles_k) * TILE,
+    return {(t / tiles_k) * TILE, (t % tiles_k) * TILE,
             static_cast<int>((threadIdx.x % CHUNKS) * EPV), static_cast<int>(threadIdx.x / CHUNKS)};
 }
 

@@ -12,11 +12,11 @@
  *   is read from memory exactly once, with 16-byte loads, and the statistics are an exact
  *   two-pass over registers. It writes mu/rsigma, the amax and, when asked, the rowwise copy. The
  *   runtime picks the smallest IT that covers K.
- * - `<name>_cols` (after a rows entry, on the same stream; M and K multiples of 64): the
- *   transposed copy from the rows entry's mu/rsigma. One block per 64x64 tile: 16-byte loads of
- *   x, normalize + quantize, transpose in shared memory, 16-byte stores of the [K, M] copy. The
- *   pair reads x twice, but every access is a full vector; the amax is the rows entry's (the
- *   same values).
+ * - `<name>_cols` (M and K multiples of 64): 64x64 tiles, 16-byte loads of x, normalize +
+ *   quantize, transpose in shared memory, 16-byte stores of the [K, M] copy. With a norm it
+ *   runs after a rows entry on the same stream and takes that entry's mu/rsigma and amax (the
+ *   pair reads x twice, but every access is a full vector). Without one it runs alone and also
+ *   writes the rowwise copy and merges the amax: both copies from one read of x.
  *
  * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
  * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks
@@ -261,7 +261,7 @@ __KERNEL_NAME__(const qf_q_params p) {
 
 /* ---------------------------------------------------------------- columnwise entry */
 
-constexpr int kColTile = 64;                               /* = QF_COLS_TILE (runtime/ctx.h) */
+constexpr int kColTile = QF_COLS_TILE;
 constexpr int kColChunks = kColTile / kEpv;                /* threads per tile row */
 constexpr int kColRowsPerPass = kThreads / kColChunks;     /* tile rows loaded per pass */
 constexpr int kColPasses = kColTile / kColRowsPerPass;     /* 2 (16-bit x) or 4 (fp32 x) */
@@ -274,31 +274,98 @@ __device__ __forceinline__ int cols_slot(int k, int m) {
     return (m + 16 * ((k >> 3) & 3)) % kColTile;
 }
 
-/* The transposed copy of the 64x64 tile blockIdx.x (row-major over [M/64, K/64]). */
-__device__ void cols_body(const qf_q_params &p) {
-    __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
+/* Without a norm there are no statistics to compute first, so the `_cols` entry runs alone and
+ * writes both copies from its one read of x (through the activation prologue, if any): each
+ * thread's vectors are rows of the tile, stored as 8 rowwise bytes each, and the tile's amax is
+ * merged as the other entries merge theirs. With a norm it follows a rows entry, which wrote the
+ * statistics, the amax and the rowwise copy. */
+constexpr bool kColsBoth = kNorm == QF_NORM_NONE;
+
+/* dbias's partials of one tile (a gradient prologue, p.dbias_part set): the column sums of its
+ * 64 rows of y into dbias_part[m0 / 64, k0 ..]: each thread adds its two rows, the lanes of a warp
+ * (4 rows each) by shuffles, then 64 threads the 8 warps in order. A fixed order: deterministic. */
+__device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, long long k0,
+                                           int c, const float (&y)[kColPasses][kEpv],
+                                           float (&s_db)[kWarps][kColTile]) {
+    float s[kEpv];
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        s[j] = y[0][j];
+#pragma unroll
+        for (int i = 1; i < kColPasses; i++)
+            s[j] += y[i][j];
+#pragma unroll
+        for (int o = kColChunks; o < 32; o <<= 1) /* lanes of the same columns, other rows */
+            s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane < kColChunks)
+#pragma unroll
+        for (int j = 0; j < kEpv; j++)
+            s_db[warp][c + j] = s[j];
+    __syncthreads();
+    if (threadIdx.x < kColTile) {
+        float t = s_db[0][threadIdx.x];
+        for (int w = 1; w < kWarps; w++)
+            t += s_db[w][threadIdx.x];
+        p.dbias_part[(m0 / kColTile) * p.K + k0 + threadIdx.x] = t;
+    }
+}
+
+/* One 64x64 tile (tile index t, row-major over [M/64, K/64]): the transposed copy and, without a
+ * norm, the rowwise copy (and with a gradient prologue dbias's partials); returns amax merged
+ * with the tile's |y|. */
+__device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long t, float scale,
+                                                float amax,
+                                                unsigned char (&s_t)[kColTile][kColTile + 16],
+                                                float (&s_db)[kWarps][kColTile]) {
     const long long M = p.M;
-    const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(p.K);
-    const long long m0 = t.m0, k0 = t.k0;
-    const int c = t.c, r0 = t.r0;
-    const float scale = scale_of(p); /* after the rows entry: its pass 1 under current scaling */
+    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
+    const long long m0 = ct.m0, k0 = ct.k0;
+    const int c = ct.c, r0 = ct.r0;
     float y[kColPasses][kEpv];
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
               kColRowsPerPass>(p, m0, k0, c, r0, y);
+    if (kPrologueGrad && p.dbias_part) /* uniform: the barrier inside stays */
+        cols_dbias(p, m0, k0, c, y, s_db);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {
         const int r = r0 + i * kColRowsPerPass;
+        unsigned w[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < kEpv; j += 2) {
+            if (kColsBoth)
+                amax = amax_merge(amax_merge(amax, y[i][j]), y[i][j + 1]);
             const unsigned q = to_fp8x2<kOutDtype>(y[i][j] * scale, y[i][j + 1] * scale);
+            w[j / 4] |= q << (8 * (j % 4));
             s_t[c + j][cols_slot(c + j, r)] = static_cast<unsigned char>(q);
             s_t[c + j + 1][cols_slot(c + j + 1, r)] = static_cast<unsigned char>(q >> 8);
         }
+        if (kColsBoth && kRowwise)
+            store_vec(p.out_row + (m0 + r) * p.K + k0 + c, w[0], w[1]);
     }
     __syncthreads();
     const int kk = threadIdx.x / 4, part = (threadIdx.x % 4) * 16;
     *reinterpret_cast<uint4 *>(p.out_col + (k0 + kk) * M + m0 + part) =
         *reinterpret_cast<const uint4 *>(&s_t[kk][cols_slot(kk, part)]);
+    __syncthreads(); /* s_t is the next tile's */
+    return amax;
+}
+
+/* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
+ * resident at once). */
+__device__ void cols_body(const qf_q_params &p) {
+    __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
+    __shared__ float s_amax[kWarps];
+    __shared__ float s_db[kWarps][kColTile];
+    /* after the rows entry, or alone in current scaling's pass 1: a finished scale */
+    const float scale = scale_of(p);
+    const long long tiles = (p.M / kColTile) * (p.K / kColTile);
+    float amax = 0.0f;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
+        amax = cols_tile_body(p, t, scale, amax, s_t, s_db);
+    if (kColsBoth)
+        block_amax_commit(p, amax, s_amax, scale);
 }
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template

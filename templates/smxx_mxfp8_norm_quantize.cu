@@ -168,21 +168,21 @@ __device__ void rows_body(const qf_q_params &p) {
 }
 
 /* ---------------------------------------------------------------- columnwise entry
- * After a rows entry (which wrote mu/rsigma): one block per 64x64 tile, two 32-row blocks per
- * column. 16-byte loads of x; |y| through shared memory for the column amaxes (128 threads, one
+ * After a rows entry (which wrote mu/rsigma): 64x64 tiles (a block walks several), two 32-row
+ * blocks per column. 16-byte loads of x; |y| through shared memory for the column amaxes (128 threads, one
  * column block each, also store the scale bytes); then each thread quantizes its vectors with
  * their columns' scales and stores them (the columnwise copy is not transposed). */
-constexpr int kColTile = 64;                           /* = QF_COLS_TILE (runtime/ctx.h) */
+constexpr int kColTile = QF_COLS_TILE;
 constexpr int kColChunks = kColTile / kEpv;            /* threads per tile row */
 constexpr int kColRowsPerPass = kThreads / kColChunks; /* tile rows loaded per pass */
 constexpr int kColPasses = kColTile / kColRowsPerPass; /* 2 (16-bit x) or 4 (fp32 x) */
 static_assert(kColTile == 2 * QF_MX_BLOCK && kThreads >= 2 * kColTile, "two blocks per column");
 
-__device__ void cols_body(const qf_q_params &p) {
-    __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
-    __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
+__device__ __forceinline__ void cols_tile_body(const qf_q_params &p, long long tile,
+                                               float (&s_abs)[kColTile][kColTile + 1],
+                                               unsigned (&s_byte)[2][kColTile]) {
     const long long K = p.K;
-    const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(K);
+    const ColsTile t = cols_tile<kColTile, kEpv, kColChunks>(K, tile);
     const long long m0 = t.m0, k0 = t.k0;
     const int c = t.c, r0 = t.r0;
     float y[kColPasses][kEpv];
@@ -225,6 +225,17 @@ __device__ void cols_body(const qf_q_params &p) {
         else
             *reinterpret_cast<unsigned *>(dst) = w[0];
     }
+    __syncthreads(); /* s_abs and s_byte are the next tile's */
+}
+
+/* The tiles blockIdx.x, + gridDim.x, ... (row-major over [M/64, K/64]; the runtime launches at
+ * most as many blocks as are resident at once). */
+__device__ void cols_body(const qf_q_params &p) {
+    __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
+    __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
+    const long long tiles = (p.M / kColTile) * (p.K / kColTile);
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
+        cols_tile_body(p, t, s_abs, s_byte);
 }
 
 } // namespace

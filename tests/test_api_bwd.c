@@ -302,9 +302,23 @@ static void test_act_quantize_args(void **state) {
     expect(qf_dbias_act(ctx, kRecipe, (qf_activation)-1, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "act -1 is not a qf_activation");
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_GELU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG, "da");
+    /* qf_quantize_dbias_act: both ops' checks, before any launch */
+    db = t1(slot(15), QF_DTYPE_BF16, K);
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db,
+                                 NULL), QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, scale, &rng, &dhq, &db,
+                                 NULL), QF_ERR_INVALID_ARG, "da is NULL");
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, NULL,
+                                 NULL), QF_ERR_INVALID_ARG, "dbias is NULL");
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &aq, &db,
+                                 NULL), QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3");
+    expect(qf_quantize_dbias_act(ctx, "nope", QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db,
+                                 NULL), QF_ERR_NOT_FOUND, "nope");
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db,
+                                 NULL), QF_ERR_INVALID_ARG, "dbias has 32 elements");
 }
 
 /* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
@@ -408,6 +422,25 @@ static void test_mlp_args(void **state) {
            "qf_layernorm_mlp_fwd: quantizing mlp->w1 into mlp->w1q (qf_quantize)");
 }
 
+/* Which recipes and shapes the MLP's forward quantizes act(h) in one kernel, leaving mlp->a
+ * unwritten (where the family table's act_tile divides M and F: fp8_delayed), and the
+ * query's errors. */
+static void test_mlp_writes_a(void **state) {
+    qf_ctx_t *ctx = *state;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        const int fused = r->family == QF_FAMILY_FP8_DELAYED;
+        assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 16384, 14336), !fused);
+        assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 256, 96), 1);
+        assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 96, 128), 1);
+    }
+    assert_int_equal(qf_layernorm_mlp_writes_a(ctx, "no_such_recipe", 64, 64), -QF_ERR_NOT_FOUND);
+    assert_int_equal(qf_layernorm_mlp_writes_a(NULL, kRecipe, 64, 64), -QF_ERR_INVALID_ARG);
+    assert_non_null(strstr(qf_last_error(), "ctx is NULL"));
+    assert_int_equal(qf_layernorm_mlp_writes_a(ctx, kRecipe, 0, 64), -QF_ERR_INVALID_ARG);
+    assert_non_null(strstr(qf_last_error(), "must be positive"));
+}
+
 /* The weight cache's decision (SPEC 6): reuse while the weights' storage, version and recipe are
  * those of the cached copies; quantize when any differs, when nothing is cached, or on request. */
 static void test_weight_cache_key(void **state) {
@@ -451,6 +484,7 @@ int main(void) {
         T(test_act_quantize_args),
         T(test_mlp_args),
         T(test_mlp_shapes_host),
+        T(test_mlp_writes_a),
         cmocka_unit_test(test_weight_cache_key),
     };
     return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);

@@ -328,6 +328,7 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
     dual h = dual_alloc((size_t)(M * Fin) * 2), da = dual_alloc((size_t)(M * F) * qf_dtype_size(ddt));
     dual a = dual_alloc((size_t)(M * F) * 2), dh = dual_alloc((size_t)(M * Fin) * 2);
     dual dbf = dual_alloc((size_t)Fin * 2), dbu = dual_alloc((size_t)Fin * 2), one = dual_alloc(4);
+    dual dbq = dual_alloc((size_t)Fin * 2);
     uint64_t s = seed;
     for (int64_t i = 0; i < M * Fin; i++)
         store_as(h.h, bf, i, 3.0f * qf_test_rng_uniform(&s));
@@ -335,16 +336,20 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
         store_as(da.h, ddt, i, qf_test_rng_uniform(&s));
     *(float *)one.h = 1.0f;
     dual_up(&h), dual_up(&da), dual_up(&one);
-    qtensor fa, ua, fd, ud;
+    qtensor fa, ua, fd, ud, qd;
     qt_alloc(&fa, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
     qt_alloc(&ua, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
     qt_alloc(&fd, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
     qt_alloc(&ud, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
+    qt_alloc(&qd, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
     qt_poison(&fa, 0x5A), qt_poison(&ua, 0xC3), qt_poison(&fd, 0x5A), qt_poison(&ud, 0xC3);
+    qt_poison(&qd, 0x77);
     CK(cudaMemset(dbf.d, 0x5A, dbf.bytes)), CK(cudaMemset(dbu.d, 0xC3, dbu.bytes));
+    CK(cudaMemset(dbq.d, 0x77, dbq.bytes));
     const qf_tensor th = tv(&h, bf, 2, M, Fin), tda = tv(&da, ddt, 2, M, F);
     qf_tensor ta = tv(&a, bf, 2, M, F), tdh = tv(&dh, bf, 2, M, Fin);
     qf_tensor tdbf = tv(&dbf, bf, 1, Fin, 0), tdbu = tv(&dbu, bf, 1, Fin, 0);
+    qf_tensor tdbq = tv(&dbq, bf, 1, Fin, 0);
     const qf_rng rng = {11, seed};
     QF_OK_OR_FAIL(qf_activation_fwd(ctx, r->name, act, &th, &ta, NULL));
     QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_INPUT, &ta, NULL, one.d, NULL, &ua.q, NULL));
@@ -354,8 +359,29 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
     QF_OK_OR_FAIL(qf_quantize_act(ctx, r->name, act, &th, &tda, one.d, &rng, &fd.q, NULL));
     QF_OK_OR_FAIL(qf_dbias(ctx, r->name, &tdh, &tdbu, NULL));
     QF_OK_OR_FAIL(qf_dbias_act(ctx, r->name, act, &th, &tda, &tdbf, NULL));
+    QF_OK_OR_FAIL(qf_quantize_dbias_act(ctx, r->name, act, &th, &tda, one.d, &rng, &qd.q, &tdbq,
+                                        NULL));
     CK(cudaDeviceSynchronize());
-    dual_down(&dbf), dual_down(&dbu);
+    dual_down(&dbf), dual_down(&dbu), dual_down(&dbq), dual_down(&dh);
+    /* qf_quantize_dbias_act: q(dh)'s bytes; dbias against the fp64 column sums of dh, within its
+     * rounding to bf16 and an fp32 sum's error (1e-5 of the column's sum of |dh|) */
+    const int64_t dq_diff = qt_diff(&qd, &ud);
+    for (int64_t n = 0; n < Fin; n++) {
+        double sum = 0.0, abs_sum = 0.0;
+        for (int64_t m = 0; m < M; m++) {
+            const double v = qf_load_as_float(dh.h, bf, m * Fin + n);
+            sum += v, abs_sum += fabs(v);
+        }
+        const double got = qf_load_as_float(dbq.h, bf, n);
+        if (!(fabs(got - sum) <= 0x1p-8 * fabs(sum) + 1e-5 * abs_sum))
+            fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias_act's dbias[%lld] = %.8g, the "
+                     "fp64 sum of dh is %.8g", r->name, (int)act, (long long)M, (long long)F,
+                     (long long)n, got, sum);
+    }
+    if (dq_diff)
+        fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias_act's q(dh) differs from the "
+                 "unfused one in %lld bytes", r->name, (int)act, (long long)M, (long long)F,
+                 (long long)dq_diff);
     const int64_t da_diff = qt_diff(&fa, &ua), dd_diff = qt_diff(&fd, &ud);
     const int64_t db_diff = count_mismatches(dbu.h, dbf.h, (int64_t)dbf.bytes);
     if (da_diff || dd_diff || db_diff)
@@ -363,10 +389,10 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
                  "q(a), %lld of q(dh), %lld of db1", r->name, (int)act, qf_dtype_name(ddt),
                  (long long)M, (long long)F, (long long)da_diff, (long long)dd_diff,
                  (long long)db_diff);
-    qtensor *qts[] = {&fa, &ua, &fd, &ud};
+    qtensor *qts[] = {&fa, &ua, &fd, &ud, &qd};
     for (size_t i = 0; i < sizeof qts / sizeof qts[0]; i++)
         qt_free(qts[i]);
-    dual *all[] = {&h, &da, &a, &dh, &dbf, &dbu, &one};
+    dual *all[] = {&h, &da, &a, &dh, &dbf, &dbu, &dbq, &one};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         dual_free(all[i]);
 }
@@ -393,7 +419,8 @@ static void test_act_quantize(void **state) {
                 cases++;
             }
     }
-    printf("test_act_quantize: %d cases, fused bit-identical to unfused\n", cases);
+    printf("test_act_quantize: %d cases, fused bit-identical to unfused; qf_quantize_dbias_act's "
+           "q(dh) too, its dbias within bf16 rounding of fp64\n", cases);
     assert_true(cases >= recipes_quantizing() * QF_ACT_COUNT * 3);
     qf_ctx_free(ctx);
 }

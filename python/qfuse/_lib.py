@@ -201,6 +201,8 @@ _SIGNATURES = {
     "qf_layernorm_mlp_fwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
                                             ctypes.POINTER(Tensor), ctypes.POINTER(LnMlp),
                                             ctypes.POINTER(Tensor), ctypes.c_void_p]),
+    "qf_layernorm_mlp_writes_a": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
+                                                 ctypes.c_int64, ctypes.c_int64]),
     "qf_layernorm_mlp_bwd": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p,
                                             ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
                                             ctypes.POINTER(LnMlp), ctypes.POINTER(LnMlpGrads),

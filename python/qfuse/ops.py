@@ -844,7 +844,12 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     ho, ao, aqo, _ = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
     xq, aq = _alloc(xo, dev), _alloc(aqo, dev)
     h = torch.empty(ho.dims, dtype=TORCH_DTYPE[ho.dtype], device=dev)
-    a = torch.empty(ao.dims, dtype=TORCH_DTYPE[ao.dtype], device=dev)
+    # where the forward quantizes act(h) in one kernel it leaves a unwritten: zeros, so that the
+    # op's outputs are determined by its inputs
+    writes_a = _lib.lib.qf_layernorm_mlp_writes_a(ctx, recipe.encode(), m, f)
+    if writes_a < 0:
+        _lib.check(-writes_a)
+    a = (torch.empty if writes_a else torch.zeros)(ao.dims, dtype=TORCH_DTYPE[ao.dtype], device=dev)
     y = torch.empty(*x.shape[:-1], n_out, dtype=torch.bfloat16, device=dev)
     p = _lib.LnMlp()
     p.norm = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma)

@@ -96,6 +96,11 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
     qf_status s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_AMAX, &e->fn_amax);
     if (s == QF_OK)
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_COLS, &e->fn_cols);
+    e->occ_cols = 0;
+    if (s == QF_OK && e->fn_cols &&
+        cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_cols, e->fn_cols,
+                                                      (int)k->block_threads, 0) != CUDA_SUCCESS)
+        e->occ_cols = 0; /* the launch then takes one block per SM */
     if (s == QF_OK)
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_DEQUANT, &e->fn_dequant);
     if (s == QF_OK)
