@@ -186,12 +186,6 @@ QF_INTERNAL qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream);
  * Errors: QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_zero_async(void *p, size_t n, const char *what, void *stream);
 
-/* dbias's checks (op_bwd.c): dbias [N] of dtype dt against the fake shapes of a QF_OP_DBIAS query
- * for an input [M, N] named dy_name, N within one launch; *k the dbias module of recipe r for dt.
- * Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED, QF_ERR_NOT_FOUND. */
-QF_INTERNAL qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_t M,
-                                     int64_t N, const char *dy_name, const qf_tensor *dbias,
-                                     const qf_kernel_entry **k);
 /* dbias [N] = the column sums of part [blocks, N] (fp32, another kernel's partials, in block
  * order), rounded once to dbias's dtype: the _reduce entry of the dbias module k on stream.
  * Errors: as qf_ctx_load, QF_ERR_CUDA. */

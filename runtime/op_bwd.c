@@ -155,7 +155,7 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
 /* {===================================================================== dbias */
 
 qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_t M, int64_t N,
-                         const char *dy_name, const qf_tensor *dbias,
+                         const char *dy_name, const qf_tensor *dbias, const qf_inputs *in,
                          const qf_kernel_entry **k) {
     if (!dbias)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: dbias is NULL", op);
@@ -172,6 +172,7 @@ qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_
         return qf_set_error(QF_ERR_INTERNAL, "%s: the shape function of '%s' does not list dbias "
                             "alone", op, r->name);
     QF_TRY(qf_check_buffer(op, "dbias", dbias, &sh[0]));
+    QF_TRY(qf_check_apart(op, "dbias", dbias, in));
     *k = qf_registry_kernel(r, QF_OP_DBIAS, QF_ROLE_INPUT, QF_NORM_NONE, 0, dt);
     return *k ? QF_OK : qf_set_error(QF_ERR_NOT_FOUND, "%s: recipe '%s' has no dbias kernel "
                                      "for %s", op, r->name, qf_dtype_name(dt));
@@ -195,7 +196,8 @@ static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
                               const qf_tensor *dy, int64_t M, int64_t N, int prologue,
                               const qf_tensor *da, qf_tensor *dbias, void *stream) {
     const qf_kernel_entry *k = NULL;
-    QF_TRY(qf_dbias_check(op, r, dy->dtype, M, N, da ? "h" : "dy", dbias, &k));
+    const qf_inputs in = {2, {da ? "h" : "dy", "da"}, {dy, da}};
+    QF_TRY(qf_dbias_check(op, r, dy->dtype, M, N, da ? "h" : "dy", dbias, &in, &k));
     qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.prologue = prologue;
     qf_bwd_run b = {0};

@@ -67,7 +67,8 @@ static qf_status qf_q_slots_kernel(qf_qcall *c, const qf_kernel_entry **k) {
     qf_shape shapes[QF_MAX_SHAPES];
     int n = 0;
     QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
-    const qf_inputs in = {4, {"x", "norm->gamma", "norm->beta", "da"},
+    const qf_inputs in = {4, {c->prologue != QF_PROLOGUE_NONE ? "h" : "x", "norm->gamma",
+                              "norm->beta", "da"},
                           {c->x, &c->nd->gamma, &c->nd->beta, c->da}};
     QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, &in));
     c->slots = 0;
@@ -434,12 +435,18 @@ qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation
     static const char op[] = "qf_quantize_dbias_act";
     qf_qcall c = {.op = op, .nd = &qf_norm_none, .x = h, .out = out, .da = da};
     QF_TRY(qf_check_recipe(op, ctx, recipe, &c.r));
-    if (!da)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: da is NULL; the fused dbias is of the "
-                            "gradient dh = da act'(h)", op);
+    if (!h || !da)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL%s", op, !h ? "h" : "da",
+                            !h ? "" : "; the fused dbias is of the gradient dh = da act'(h)");
     QF_TRY(qf_q_act_check(ctx, recipe, act, &c));
     const qf_kernel_entry *dbk = NULL;
-    QF_TRY(qf_dbias_check(op, c.r, h->dtype, c.M, c.K, "h", dbias, &dbk));
+    const qf_tensor scale_t = {.data = (void *)scale, .dtype = QF_DTYPE_FP32, .ndim = 1,
+                               .dims = {1}};
+    const qf_inputs in = {6, {"h", "da", "out->rowwise_data", "out->columnwise_data",
+                              "out->amax", "scale"},
+                          {h, da, &out->t[QF_SLOT_ROWWISE_DATA], &out->t[QF_SLOT_COLUMNWISE_DATA],
+                           &out->t[QF_SLOT_AMAX], &scale_t}};
+    QF_TRY(qf_dbias_check(op, c.r, h->dtype, c.M, c.K, "h", dbias, &in, &dbk));
     if (!qf_q_dbias_fused(&c)) {
         QF_TRY(qf_q_run(ctx, &c, scale, rng, stream));
         return qf_dbias_act(ctx, recipe, act, h, da, dbias, stream);

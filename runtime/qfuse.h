@@ -626,7 +626,9 @@ typedef struct qf_ln_mlp {
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization; not
                                  * written where the forward quantizes act(h) in one kernel
-                                 * (fp8_delayed with M and F multiples of 64) */
+                                 * (fp8_delayed with M and F multiples of 64,
+                                 * qf_layernorm_mlp_writes_a): there its dtype must still be
+                                 * bf16, and data may be NULL */
     int weight_changed;         /* > 0: quantize both weights this call; 0: reuse w1q, w2q
                                  * unless the weight cache's key differs (cached); < 0: both are
                                  * current, quantized by the caller: never quantize */
@@ -665,7 +667,8 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
  * width F: 1 when it does, 0 when it quantizes act(h) in one kernel and leaves mlp->a unwritten
  * (fp8_delayed with M and F multiples of 64; the bytes of q(a) are the same). Errors, as the
  * negated qf_status (the message in qf_last_error): -QF_ERR_INVALID_ARG (ctx or recipe NULL, M
- * or F not positive), -QF_ERR_NOT_FOUND (unknown recipe). */
+ * or F not positive), -QF_ERR_NOT_FOUND (unknown recipe). NOTE: 1 is not a status here (it
+ * equals QF_ERR_INVALID_ARG): test for a negative result. */
 int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t F);
 
 /* Its backward for dy [..., N]: q(dy); fc2's dgrad into g->da and wgrad into g->dw2; db2; the

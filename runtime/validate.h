@@ -45,6 +45,13 @@ typedef struct qf_inputs {
 QF_INTERNAL qf_status qf_check_apart(const char *op, const char *out_arg, const qf_tensor *out,
                                      const qf_inputs *in);
 
+/* dbias's checks (op_bwd.c): dbias [N] of dtype dt against the fake shapes of a QF_OP_DBIAS query
+ * for an input [M, N] named dy_name, N within one launch, dbias apart from every tensor of in;
+ * *k the dbias module of recipe r for dt. Errors: QF_ERR_INVALID_ARG, QF_ERR_UNSUPPORTED,
+ * QF_ERR_NOT_FOUND. */
+QF_INTERNAL qf_status qf_dbias_check(const char *op, const qf_recipe *r, qf_dtype dt, int64_t M,
+                                     int64_t N, const char *dy_name, const qf_tensor *dbias,
+                                     const qf_inputs *in, const qf_kernel_entry **k);
 /* For every shape in shapes[0..n), finds the slot of q with the shape's name (qf_slot_from_name,
  * the one name table) and checks it with qf_check_buffer, naming it "<arg>-><slot name>" in
  * messages (arg: "out", "ll->xq"), then that no two of those slots overlap, nor any of them an

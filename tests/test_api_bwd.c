@@ -314,6 +314,23 @@ static void test_act_quantize_args(void **state) {
                                  NULL), QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3");
     expect(qf_quantize_dbias_act(ctx, "nope", QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db,
                                  NULL), QF_ERR_NOT_FOUND, "nope");
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, NULL, NULL, scale, &rng, &dhq, &db,
+                                 NULL), QF_ERR_INVALID_ARG, "h is NULL");
+    /* dbias apart from every input and copy */
+    qf_tensor db_on = t1(h.data, QF_DTYPE_BF16, K);
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db_on,
+                                 NULL), QF_ERR_INVALID_ARG, "dbias", "and h", "overlap");
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db_on, NULL), QF_ERR_INVALID_ARG,
+           "dbias", "and h", "overlap");
+    db_on.data = da.data;
+    expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db_on, NULL), QF_ERR_INVALID_ARG,
+           "dbias", "and da", "overlap");
+    db_on.data = dhq.t[QF_SLOT_COLUMNWISE_DATA].data;
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db_on,
+                                 NULL), QF_ERR_INVALID_ARG, "out->columnwise_data", "overlap");
+    db_on.data = (void *)scale;
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db_on,
+                                 NULL), QF_ERR_INVALID_ARG, "scale", "overlap");
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");
