@@ -189,8 +189,9 @@ static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *
  * inputs), where M and K are multiples of 64 and the arrays 16-byte aligned; else a
  * row-in-registers entry (then the `_cols` entry, for a columnwise copy with a norm) where the
  * call allows one; else the tiled entry. Current scaling (numerics 2.2): amax slot zeroed, then
- * pass 0 (statistics and amax, no copy written: a rows entry where the call allows one) and pass
- * 1 (the cast, with pass 0's statistics), launched as delayed scaling's one is. At large K the
+ * pass 0 (statistics and amax, no copy written: a rows entry where the call allows one, the
+ * `_cols` entry for an activation prologue's input) and pass 1 (the cast, with pass 0's
+ * statistics), launched as delayed scaling's one is. At large K the
  * rows and `_cols` entries reading x twice take a third of the time the tiled entry's single
  * read of both copies does. The thread's amax reduction runs between the passes. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
@@ -215,7 +216,10 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     qf_status s = QF_OK;
     if (current) {
         s = qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
-        rc.no_cols = 1;
+        /* the amax pass of an activation prologue's input in the `_cols` entry where it runs
+         * alone (a SwiGLU dh's da, h1 and h2 read once; the rows entry holds 2 vectors of them
+         * per thread), of other inputs in a rows entry */
+        rc.no_cols = c->prologue == QF_PROLOGUE_NONE;
         if (s == QF_OK)
             s = qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
         if (s == QF_OK)

@@ -512,7 +512,7 @@ qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, con
                        const qf_tensor *da, qf_tensor *dbias, void *stream);
 
 /* qf_quantize_act of dh = da act'(h) (grad role; da [..., F] required) and dbias [Fin] of dh,
- * from one read of h and da where it can: fp8_delayed, M and Fin multiples of 64, both copies
+ * from one read of h and da where it can: per-tensor FP8, M and Fin multiples of 64, both copies
  * asked for, h, da and the copies' data 16-byte aligned. There the quantizer's 64x64-tile entry
  * also writes each tile's column sums of dh (fp32, in a fixed order: its two rows per thread,
  * the warp's lanes by shuffles, then the warps in order) to scratch [M/64, Fin], which the dbias
@@ -626,7 +626,7 @@ typedef struct qf_ln_mlp {
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization; not
                                  * written where the forward quantizes act(h) in one kernel
-                                 * (fp8_delayed with M and F multiples of 64,
+                                 * (per-tensor FP8 with M and F multiples of 64,
                                  * qf_layernorm_mlp_writes_a): there its dtype must still be
                                  * bf16, and data may be NULL */
     int weight_changed;         /* > 0: quantize both weights this call; 0: reuse w1q, w2q
@@ -645,7 +645,7 @@ typedef struct qf_ln_mlp_grads {
     qf_tensor da;               /* [M, F] bf16 or fp32: fc2's dgrad */
     qf_tensor dh;               /* [M, Fin] bf16: act's backward; not written where the backward
                                  * quantizes dh in one kernel (qf_quantize_dbias_act:
-                                 * fp8_delayed with M and F multiples of 64) */
+                                 * per-tensor FP8 with M and F multiples of 64) */
     qf_tensor dxn;              /* [M, K] bf16 or fp32: fc1's dgrad */
     qf_norm_grads norm;         /* dx [..., K], dgamma, dbeta */
     qf_tensor dw1, dw2;         /* [Fin, K], [N, F]: bf16 or fp32 */
@@ -657,7 +657,7 @@ typedef struct qf_ln_mlp_grads {
  * weights' quantization (when weight_changed, which is then cleared, or when the weight cache's
  * key, mlp->cached, differs: as qf_layernorm_linear_fwd), norm + quantize of x,
  * fc1 into mlp->h (bias b1), the activation into mlp->a, its quantization (input role) into
- * mlp->aq, fc2 into y (bias b2). Delayed-scaling FP8 recipes with M and F multiples of 64 quantize
+ * mlp->aq, fc2 into y (bias b2). Per-tensor FP8 recipes with M and F multiples of 64 quantize
  * act(h) in one kernel instead (qf_quantize_act; the same bytes, mlp->a not written). Every stage's arguments are checked before the first one
  * launches; a message names the stage. Errors as the ops of the stages. */
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -665,14 +665,14 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
 
 /* Whether qf_layernorm_mlp_fwd under recipe writes mlp->a for x of M rows and an activation of
  * width F: 1 when it does, 0 when it quantizes act(h) in one kernel and leaves mlp->a unwritten
- * (fp8_delayed with M and F multiples of 64; the bytes of q(a) are the same). Errors, as the
+ * (per-tensor FP8 with M and F multiples of 64; the bytes of q(a) are the same). Errors, as the
  * negated qf_status (the message in qf_last_error): -QF_ERR_INVALID_ARG (ctx or recipe NULL, M
  * or F not positive), -QF_ERR_NOT_FOUND (unknown recipe). NOTE: 1 is not a status here (it
  * equals QF_ERR_INVALID_ARG): test for a negative result. */
 int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t F);
 
 /* Its backward for dy [..., N]: q(dy); fc2's dgrad into g->da and wgrad into g->dw2; db2; the
- * activation's backward into g->dh (from mlp->h); db1; q(dh) (fp8_delayed with M and F
+ * activation's backward into g->dh (from mlp->h); db1; q(dh) (per-tensor FP8 with M and F
  * multiples of 64: q(dh) and db1 from g->da and mlp->h in one kernel, qf_quantize_dbias_act, g->dh
  * not written); fc1's dgrad into g->dxn and wgrad into g->dw1; the norm backward into g->norm. The forward must have written the columnwise
  * copies of mlp->xq, w1q, w2q and aq. Errors as the ops of the stages. */

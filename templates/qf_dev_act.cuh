@@ -124,6 +124,28 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
     }
 }
 
+/* Both halves of a SwiGLU dh at columns f..f+N-1 of each half (F = K / 2): dh1 = da h2 silu'(h1)
+ * and dh2 = da silu(h1) from one load of da, h1 and h2, each value as load_src gives it (the
+ * same expressions, rounded once to DT). N as load_n; the arrays 16-byte aligned. */
+template <int DT, int N>
+__device__ __forceinline__ void load_swiglu_grad_pair(const void *x, const void *da, int da_fp32,
+                                                      long long m, long long K, long long f,
+                                                      float (&dh1)[N], float (&dh2)[N]) {
+    const long long F = K / 2;
+    float d[N], h1[N], h2[N];
+    if (da_fp32)
+        load_n<QF_DTYPE_FP32, N>(da, m * F + f, d);
+    else
+        load_n<QF_DTYPE_BF16, N>(da, m * F + f, d);
+    load_n<DT, N>(x, m * K + f, h1);
+    load_n<DT, N>(x, m * K + F + f, h2);
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        dh1[j] = round_to<DT>(d[j] * h2[j] * silu_grad(h1[j]));
+        dh2[j] = round_to<DT>(d[j] * silu(h1[j]));
+    }
+}
+
 /* load_src on a quantizer's parameter block (x, da, da_fp32, K): N elements, or one. */
 template <int DT, int N, typename P>
 __device__ __forceinline__ void src_n(const P &p, long long m, long long k, float (&v)[N]) {

@@ -277,8 +277,9 @@ __device__ __forceinline__ int cols_slot(int k, int m) {
 /* Without a norm there are no statistics to compute first, so the `_cols` entry runs alone and
  * writes both copies from its one read of x (through the activation prologue, if any): each
  * thread's vectors are rows of the tile, stored as 8 rowwise bytes each, and the tile's amax is
- * merged as the other entries merge theirs. With a norm it follows a rows entry, which wrote the
- * statistics, the amax and the rowwise copy. */
+ * merged as the other entries merge theirs (under current scaling it also makes the amax pass,
+ * writing nothing). With a norm it follows a rows entry, which wrote the statistics, the amax and
+ * the rowwise copy. */
 constexpr bool kColsBoth = kNorm == QF_NORM_NONE;
 
 /* dbias's partials of one tile (a gradient prologue, p.dbias_part set): the column sums of its
@@ -312,20 +313,23 @@ __device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, l
     }
 }
 
-/* One 64x64 tile (tile index t, row-major over [M/64, K/64]): the transposed copy and, without a
- * norm, the rowwise copy (and with a gradient prologue dbias's partials); returns amax merged
- * with the tile's |y|. */
-__device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long t, float scale,
-                                                float amax,
-                                                unsigned char (&s_t)[kColTile][kColTile + 16],
-                                                float (&s_db)[kWarps][kColTile]) {
+/* The copies of the 64x64 tile at (m0, k0) from this thread's normalized vectors y: the
+ * transposed copy and, without a norm, the rowwise copy (and with a gradient prologue dbias's
+ * partials); returns amax merged with the tile's |y|. */
+__device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, long long k0,
+                                           int c, int r0, const float (&y)[kColPasses][kEpv],
+                                           float scale, float amax,
+                                           unsigned char (&s_t)[kColTile][kColTile + 16],
+                                           float (&s_db)[kWarps][kColTile]) {
     const long long M = p.M;
-    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
-    const long long m0 = ct.m0, k0 = ct.k0;
-    const int c = ct.c, r0 = ct.r0;
-    float y[kColPasses][kEpv];
-    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(p, m0, k0, c, r0, y);
+    if (amax_pass(p)) { /* current scaling's first pass (alone, without a norm): the amax only */
+#pragma unroll
+        for (int i = 0; i < kColPasses; i++)
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                amax = amax_merge(amax, y[i][j]);
+        return amax;
+    }
     if (kPrologueGrad && p.dbias_part) /* uniform: the barrier inside stays */
         cols_dbias(p, m0, k0, c, y, s_db);
 #pragma unroll
@@ -334,7 +338,7 @@ __device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long 
         unsigned w[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < kEpv; j += 2) {
-            if (kColsBoth)
+            if (kColsBoth && !cast_pass(p))
                 amax = amax_merge(amax_merge(amax, y[i][j]), y[i][j + 1]);
             const unsigned q = to_fp8x2<kOutDtype>(y[i][j] * scale, y[i][j + 1] * scale);
             w[j / 4] |= q << (8 * (j % 4));
@@ -352,15 +356,49 @@ __device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long 
     return amax;
 }
 
+/* A SwiGLU dh prologue whose halves are whole tiles (F = K / 2 a multiple of 64): a block takes
+ * the tile of dh1 and the tile of dh2 at the same columns of da and h1 together, so that da, h1
+ * and h2 are read once (load_swiglu_grad_pair), and the work items are the [M/64, F/64] pairs. */
+constexpr bool kSwigluGrad = kPrologue == QF_PROLOGUE_DACT(QF_ACT_SWIGLU);
+__device__ __forceinline__ bool cols_paired(const qf_q_params &p) {
+    return kSwigluGrad && (p.K / 2) % kColTile == 0;
+}
+
+/* Work item t of the `_cols` entry: the 64x64 tile t (row-major over [M/64, K/64]), or with
+ * cols_paired the pair t (row-major over [M/64, F/64]); returns amax merged with its |y|. */
+__device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long t, float scale,
+                                                float amax,
+                                                unsigned char (&s_t)[kColTile][kColTile + 16],
+                                                float (&s_db)[kWarps][kColTile]) {
+    float y[kColPasses][kEpv];
+    if (cols_paired(p)) {
+        const long long F = p.K / 2;
+        const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(F, t);
+        float y2[kColPasses][kEpv];
+#pragma unroll
+        for (int i = 0; i < kColPasses; i++)
+            load_swiglu_grad_pair<kInDtype, kEpv>(p.x, p.da, p.da_fp32,
+                                                  ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
+                                                  ct.k0 + ct.c, y[i], y2[i]);
+        amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
+        return cols_emit(p, ct.m0, F + ct.k0, ct.c, ct.r0, y2, scale, amax, s_t, s_db);
+    }
+    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
+    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
+              kColRowsPerPass>(p, ct.m0, ct.k0, ct.c, ct.r0, y);
+    return cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
+}
+
 /* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
  * resident at once). */
 __device__ void cols_body(const qf_q_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
     __shared__ float s_amax[kWarps];
     __shared__ float s_db[kWarps][kColTile];
-    /* after the rows entry, or alone in current scaling's pass 1: a finished scale */
-    const float scale = scale_of(p);
-    const long long tiles = (p.M / kColTile) * (p.K / kColTile);
+    /* after the rows entry, or alone in current scaling's pass 1: a finished scale (pass 0, the
+     * amax alone, uses none) */
+    const float scale = amax_pass(p) ? 1.0f : scale_of(p);
+    const long long tiles = (p.M / kColTile) * (p.K / kColTile) / (cols_paired(p) ? 2 : 1);
     float amax = 0.0f;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
         amax = cols_tile_body(p, t, scale, amax, s_t, s_db);

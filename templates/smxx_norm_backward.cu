@@ -8,9 +8,10 @@
  * in fp32, from the forward's mu and rsigma (never recomputed).
  *
  * Main entry (qf_nb_params): block b takes rows [b * rows_per_block, ...) one at a time. Pass 1
- * over a row adds up dxh and dxh * xh (thread t takes columns t, t + THREADS, ...; then a block
- * reduction), and each thread adds dxn * xh and dxn of its columns into its own shared-memory
- * accumulators; pass 2 re-reads the row and writes dx in x's dtype. At the end the block writes
+ * over a row adds up dxh and dxh * xh (thread t takes the 16-byte vectors of 8 columns t, t +
+ * THREADS, ... where K % 8 == 0 and the arrays are 16-byte aligned, else the columns t, t +
+ * THREADS, ...; then a block reduction), and each thread adds dxn * xh and dxn of its columns
+ * into its own shared-memory accumulators; pass 2 re-reads the row and writes dx in x's dtype. At the end the block writes
  * its accumulators to the partials. <name>_reduce: one thread per column adds the partials of
  * every block in block order (deterministic). Shared memory: 2 K floats (dynamic). */
 #include "qf_dev_load.cuh"
@@ -28,41 +29,64 @@ constexpr int kThreads = __BLOCK_THREADS__;
 constexpr int kWarps = kThreads / 32;
 constexpr bool kLayerNorm = kNorm == QF_NORM_LAYERNORM;
 
-/* Element i of dxn (bf16, or fp32 when p.dxn_fp32) as fp32. */
-__device__ __forceinline__ float load_dxn(const qf_nb_params &p, long long i) {
-    return p.dxn_fp32 ? load_elem<QF_DTYPE_FP32>(p.dxn, i) : load_elem<QF_DTYPE_BF16>(p.dxn, i);
+/* Elements i..i+V-1 of dxn (bf16, or fp32 when p.dxn_fp32) as fp32 (load_n's V and alignment). */
+template <int V>
+__device__ __forceinline__ void load_dxn(const qf_nb_params &p, long long i, float (&v)[V]) {
+    if (p.dxn_fp32)
+        load_n<QF_DTYPE_FP32, V>(p.dxn, i, v);
+    else
+        load_n<QF_DTYPE_BF16, V>(p.dxn, i, v);
 }
 
-/* g of column k: gamma (x's dtype or fp32, the instance's) + 1 when zero-centered. */
-__device__ __forceinline__ float load_g(const qf_nb_params &p, long long k) {
-    const float g = load_elem<kGammaDtype>(p.gamma, k);
-    return kZeroCenteredGamma ? g + 1.0f : g;
+/* g of columns k..k+V-1: gamma (x's dtype or fp32, the instance's) + 1 when zero-centered. */
+template <int V>
+__device__ __forceinline__ void load_g(const qf_nb_params &p, long long k, float (&g)[V]) {
+    load_n<kGammaDtype, V>(p.gamma, k, g);
+#pragma unroll
+    for (int j = 0; j < V; j++)
+        g[j] = kZeroCenteredGamma ? g[j] + 1.0f : g[j];
 }
 
-} // namespace
+/* acc[0..V-1] += v (shared memory; V = 8: two 16-byte accesses, acc 16-byte aligned). */
+template <int V>
+__device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
+    if constexpr (V == 8) {
+        float4 *q = reinterpret_cast<float4 *>(acc);
+        const float4 a = q[0], b = q[1];
+        q[0] = make_float4(a.x + v[0], a.y + v[1], a.z + v[2], a.w + v[3]);
+        q[1] = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++)
+            acc[j] += v[j];
+    }
+}
 
-extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_nb_params p) {
-    extern __shared__ float s_acc[]; /* [0, K): dgamma, [K, 2K): dbeta */
-    __shared__ float s_red[2][2][kWarps];
+/* Rows r0..r1-1, V consecutive columns per thread and step (V = 8: 16-byte vectors; 1: one
+ * element, columns t, t + THREADS, ...). */
+template <int V>
+__device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
+                                     float (&s_red)[2][2][kWarps], long long r0, long long r1) {
     const long long K = p.K;
-    for (long long c = threadIdx.x; c < 2 * K; c += kThreads)
-        s_acc[c] = 0.0f;
-    __syncthreads(); /* zeroed by other threads than the ones that add into them below */
-    const long long r0 = static_cast<long long>(blockIdx.x) * p.rows_per_block;
-    const long long r1 = r0 + p.rows_per_block < p.M ? r0 + p.rows_per_block : p.M;
     for (long long r = r0; r < r1; r++) {
         const float mu = kLayerNorm ? p.mu[r] : 0.0f, rs = p.rsigma[r];
         float s1 = 0.0f, s2 = 0.0f; /* sum dxh, sum dxh * xh over this thread's columns */
-        for (long long c = threadIdx.x; c < K; c += kThreads) {
-            const float xv = load_elem<kInDtype>(p.x, r * K + c);
-            const float xh = kLayerNorm ? (xv - mu) * rs : xv * rs;
-            const float d = load_dxn(p, r * K + c);
-            const float dxh = d * load_g(p, c);
-            s1 += dxh;
-            s2 += dxh * xh;
-            s_acc[c] += d * xh;
+        for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
+            float xv[V], d[V], g[V], dg[V];
+            load_n<kInDtype, V>(p.x, r * K + c, xv);
+            load_dxn<V>(p, r * K + c, d);
+            load_g<V>(p, c, g);
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
+                const float dxh = d[j] * g[j];
+                s1 += dxh;
+                s2 += dxh * xh;
+                dg[j] = d[j] * xh;
+            }
+            smem_add<V>(s_acc + c, dg);
             if (kLayerNorm)
-                s_acc[K + c] += d;
+                smem_add<V>(s_acc + K + c, d);
         }
         /* two buffers, alternated per row: a row's reads finish before the next row writes the
          * same buffer, behind the next row's first barrier */
@@ -82,21 +106,56 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
         }
         const float m1 = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
         const float m2 = t2 / static_cast<float>(K);
-        for (long long c = threadIdx.x; c < K; c += kThreads) {
-            const float xv = load_elem<kInDtype>(p.x, r * K + c);
-            const float xh = kLayerNorm ? (xv - mu) * rs : xv * rs;
-            const float dxh = load_dxn(p, r * K + c) * load_g(p, c);
-            store_elem<kInDtype>(p.dx, r * K + c, rs * (dxh - m1 - xh * m2));
+        for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
+            float xv[V], d[V], g[V], dx[V];
+            load_n<kInDtype, V>(p.x, r * K + c, xv);
+            load_dxn<V>(p, r * K + c, d);
+            load_g<V>(p, c, g);
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
+                dx[j] = rs * (d[j] * g[j] - m1 - xh * m2);
+            }
+            store_n<kInDtype, V>(p.dx, r * K + c, dx);
         }
     }
+}
+
+/* 1 when the rows can be walked in 16-byte vectors of 8 elements: K a multiple of 8, every
+ * array 16-byte aligned (a uniform choice per launch). */
+__device__ __forceinline__ bool vec_ok(const qf_nb_params &p) {
+    const unsigned long long a = reinterpret_cast<unsigned long long>(p.x) |
+                                 reinterpret_cast<unsigned long long>(p.dxn) |
+                                 reinterpret_cast<unsigned long long>(p.gamma) |
+                                 reinterpret_cast<unsigned long long>(p.dx);
+    return p.K % 8 == 0 && (a & 15ull) == 0;
+}
+
+} // namespace
+
+extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_nb_params p) {
+    extern __shared__ __align__(16) float s_acc[]; /* [0, K): dgamma, [K, 2K): dbeta */
+    __shared__ float s_red[2][2][kWarps];
+    const long long K = p.K;
+    for (long long c = threadIdx.x; c < 2 * K; c += kThreads)
+        s_acc[c] = 0.0f;
+    __syncthreads(); /* zeroed by other threads than the ones that add into them below */
+    const long long r0 = static_cast<long long>(blockIdx.x) * p.rows_per_block;
+    const long long r1 = r0 + p.rows_per_block < p.M ? r0 + p.rows_per_block : p.M;
+    if (vec_ok(p))
+        rows<8>(p, s_acc, s_red, r0, r1);
+    else
+        rows<1>(p, s_acc, s_red, r0, r1);
     /* each thread reads back only the accumulators it added into */
     float *pg = p.part + static_cast<long long>(blockIdx.x) * K;
     float *pb = p.part + (static_cast<long long>(p.blocks) + blockIdx.x) * K;
-    for (long long c = threadIdx.x; c < K; c += kThreads) {
-        pg[c] = s_acc[c];
-        if (kLayerNorm)
-            pb[c] = s_acc[K + c];
-    }
+    const int v = vec_ok(p) ? 8 : 1;
+    for (long long c0 = static_cast<long long>(threadIdx.x) * v; c0 < K; c0 += kThreads * v)
+        for (long long c = c0; c < c0 + v; c++) {
+            pg[c] = s_acc[c];
+            if (kLayerNorm)
+                pb[c] = s_acc[K + c];
+        }
 }
 
 namespace {

@@ -440,13 +440,15 @@ static void test_mlp_args(void **state) {
 }
 
 /* Which recipes and shapes the MLP's forward quantizes act(h) in one kernel, leaving mlp->a
- * unwritten (where the family table's act_tile divides M and F: fp8_delayed), and the
+ * unwritten (where the family table's act_tile divides M and F: per-tensor FP8), and the
  * query's errors. */
 static void test_mlp_writes_a(void **state) {
     qf_ctx_t *ctx = *state;
     for (int i = 0; i < qf_recipe_count; i++) {
         const qf_recipe *r = &qf_recipes[i];
-        const int fused = r->family == QF_FAMILY_FP8_DELAYED;
+        const int fused = qf_family_get(r->family)->act_tile > 0; /* per-tensor FP8 */
+        assert_true(fused == (r->family == QF_FAMILY_FP8_DELAYED ||
+                              r->family == QF_FAMILY_FP8_CURRENT));
         assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 16384, 14336), !fused);
         assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 256, 96), 1);
         assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 96, 128), 1);
