@@ -72,6 +72,15 @@ __device__ __forceinline__ float round_to(float v) {
     return half_bits_to_float<DT>(float_to_half_bits<DT>(v));
 }
 
+/* Elements i..i+N-1 of da (bf16, or fp32 when da_fp32) as load_n gives them. */
+template <int N>
+__device__ __forceinline__ void load_da(const void *da, int da_fp32, long long i, float (&d)[N]) {
+    if (da_fp32)
+        load_n<QF_DTYPE_FP32, N>(da, i, d);
+    else
+        load_n<QF_DTYPE_BF16, N>(da, i, d);
+}
+
 constexpr int kPrologue = QF_PROLOGUE;
 constexpr bool kHasPrologue = kPrologue != QF_PROLOGUE_NONE;
 constexpr bool kPrologueGrad = kPrologue >= QF_PROLOGUE_DACT(0);
@@ -103,10 +112,7 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
         const bool second = gated && k >= F; /* dh2 = da silu(h1) */
         const long long f = second ? k - F : k;
         float d[N], h1[N], h2[N];
-        if (da_fp32)
-            load_n<QF_DTYPE_FP32, N>(da, m * F + f, d);
-        else
-            load_n<QF_DTYPE_BF16, N>(da, m * F + f, d);
+        load_da<N>(da, da_fp32, m * F + f, d);
         load_n<DT, N>(x, m * K + f, h1);
         if (gated && !second)
             load_n<DT, N>(x, m * K + F + f, h2);
@@ -133,10 +139,7 @@ __device__ __forceinline__ void load_swiglu_grad_pair(const void *x, const void 
                                                       float (&dh1)[N], float (&dh2)[N]) {
     const long long F = K / 2;
     float d[N], h1[N], h2[N];
-    if (da_fp32)
-        load_n<QF_DTYPE_FP32, N>(da, m * F + f, d);
-    else
-        load_n<QF_DTYPE_BF16, N>(da, m * F + f, d);
+    load_da<N>(da, da_fp32, m * F + f, d);
     load_n<DT, N>(x, m * K + f, h1);
     load_n<DT, N>(x, m * K + F + f, h2);
 #pragma unroll

@@ -62,6 +62,15 @@ __device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
     }
 }
 
+/* Columns c..c+V-1 of row r: x, dxn and g. */
+template <int V>
+__device__ __forceinline__ void load_cols(const qf_nb_params &p, long long r, long long c,
+                                          float (&xv)[V], float (&d)[V], float (&g)[V]) {
+    load_n<kInDtype, V>(p.x, r * p.K + c, xv);
+    load_dxn<V>(p, r * p.K + c, d);
+    load_g<V>(p, c, g);
+}
+
 /* Rows r0..r1-1, V consecutive columns per thread and step (V = 8: 16-byte vectors; 1: one
  * element, columns t, t + THREADS, ...). */
 template <int V>
@@ -73,9 +82,7 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
         float s1 = 0.0f, s2 = 0.0f; /* sum dxh, sum dxh * xh over this thread's columns */
         for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
             float xv[V], d[V], g[V], dg[V];
-            load_n<kInDtype, V>(p.x, r * K + c, xv);
-            load_dxn<V>(p, r * K + c, d);
-            load_g<V>(p, c, g);
+            load_cols<V>(p, r, c, xv, d, g);
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
@@ -108,9 +115,7 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
         const float m2 = t2 / static_cast<float>(K);
         for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
             float xv[V], d[V], g[V], dx[V];
-            load_n<kInDtype, V>(p.x, r * K + c, xv);
-            load_dxn<V>(p, r * K + c, d);
-            load_g<V>(p, c, g);
+            load_cols<V>(p, r, c, xv, d, g);
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
