@@ -200,6 +200,9 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale is NULL; recipe '%s' (%s) quantizes "
                             "with the delayed scale from qf_scale_update", c->op, c->r->name,
                             qf_family_name(c->r->family));
+    if (!current && (uintptr_t)scale % sizeof(float) != 0) /* the kernels load it as a float */
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale %p is not 4-byte aligned", c->op,
+                            (const void *)scale);
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, &k));
     qf_q_params p = qf_q_params_of(c);

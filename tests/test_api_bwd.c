@@ -276,6 +276,9 @@ static void test_act_quantize_args(void **state) {
            QF_ERR_INVALID_ARG, "da.dtype is fp16");
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, NULL, NULL, &aq, NULL),
            QF_ERR_INVALID_ARG, "scale is NULL");
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL,
+                           (const float *)((const char *)scale + 1), NULL, &aq, NULL),
+           QF_ERR_INVALID_ARG, "scale", "is not 4-byte aligned");
     /* a's input-role [4, 32] copies given for dh's grad-role [4, 64] ones: E4M3 for E5M2 */
     expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &aq, NULL),
            QF_ERR_INVALID_ARG, "out->rowwise_data.dtype is e4m3; expected e5m2");
