@@ -149,6 +149,11 @@ QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned gr
  * then the tiled entry, with p->pass 1, the columnwise copy on the cdiv(M, tile_m) x
  * cdiv(K, tiled_k) grid. p is the call's parameter block. Errors: QF_ERR_UNSUPPORTED (M too
  * large for one grid), QF_ERR_CUDA (tiled_smem refused), as qf_ctx_launch. */
+/* 1 when p is 16-byte aligned (the kernels' vector loads and stores; NULL is). */
+static inline int qf_aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
+
 typedef struct qf_rows_call {
     qf_dtype xdt;
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */

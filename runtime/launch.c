@@ -61,10 +61,6 @@ qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned bl
     return qf_ctx_launch_2d(ctx, fn, grid, 1, block, smem, params, stream);
 }
 
-static int qf_aligned16(const void *p) {
-    return ((uintptr_t)p & 15) == 0;
-}
-
 /* 1 when the `<name>_cols` entry can write c's columnwise copy (see qf_ctx_launch_rows). */
 static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
     return lk->fn_cols && p->M % QF_COLS_TILE == 0 && p->K % QF_COLS_TILE == 0 &&

@@ -37,6 +37,14 @@ static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_ent
                           what, stream);
 }
 
+/* The _reduce entry of lk (kernel k) on one thread per column of `cols`, parameter block p. */
+static qf_status qf_launch_reduce(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
+                                  const qf_kernel_entry *k, int64_t cols, void *p, void *stream) {
+    return qf_ctx_launch(ctx, lk->fn_reduce,
+                         (unsigned)((cols + k->block_threads - 1) / k->block_threads),
+                         k->block_threads, 0, p, stream);
+}
+
 /* The partial-sums entry on b's blocks times `tiles` (column tiles per block of rows) with smem
  * bytes of dynamic shared memory, then the _reduce entry on one thread per column of `cols` (both
  * take the parameter block p), then the scratch is released. */
@@ -54,9 +62,7 @@ static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_en
         s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)(b->blocks * tiles), k->block_threads, smem, p,
                           stream);
     if (s == QF_OK)
-        s = qf_ctx_launch(ctx, b->lk.fn_reduce,
-                          (unsigned)((cols + k->block_threads - 1) / k->block_threads),
-                          k->block_threads, 0, p, stream);
+        s = qf_launch_reduce(ctx, &b->lk, k, cols, p, stream);
     const qf_status f = qf_ctx_scratch_free(ctx, b->part, stream);
     return s != QF_OK ? s : f;
 }
@@ -186,9 +192,7 @@ qf_status qf_dbias_reduce(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *
     if (!lk.fn_reduce)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
     qf_db_params p = {.part = (float *)part, .dbias = dbias->data, .N = N, .blocks = blocks};
-    return qf_ctx_launch(ctx, lk.fn_reduce, (unsigned)((N + k->block_threads - 1) /
-                                                      k->block_threads),
-                         k->block_threads, 0, &p, stream);
+    return qf_launch_reduce(ctx, &lk, k, N, &p, stream);
 }
 
 /* dbias [N] of dy [M, N], or (prologue QF_PROLOGUE_DACT, dy = h) of dh [M, N] from h and da. */

@@ -419,10 +419,6 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
     return qf_q_run(ctx, &c, scale, rng, stream);
 }
 
-static int qf_q_aligned16(const void *p) {
-    return ((uintptr_t)p & 15) == 0;
-}
-
 /* 1 when a checked qf_quantize_dbias_act call takes its fused path: the family's act_tile
  * divides M and K (h's Fin), both copies asked for, and h, da and the copies 16-byte aligned
  * (the conditions of the `_cols` entry running alone, qf_ctx_launch_rows). */
@@ -430,9 +426,9 @@ static int qf_q_dbias_fused(const qf_qcall *c) {
     const unsigned t = qf_families[c->r->family].act_tile;
     return t > 0 && c->M % t == 0 && c->K % t == 0 &&
            (c->outputs & QF_OUT_COLUMNWISE) && (c->outputs & QF_OUT_ROWWISE) &&
-           qf_q_aligned16(c->x->data) && qf_q_aligned16(c->da->data) &&
-           qf_q_aligned16(c->out->t[QF_SLOT_ROWWISE_DATA].data) &&
-           qf_q_aligned16(c->out->t[QF_SLOT_COLUMNWISE_DATA].data);
+           qf_aligned16(c->x->data) && qf_aligned16(c->da->data) &&
+           qf_aligned16(c->out->t[QF_SLOT_ROWWISE_DATA].data) &&
+           qf_aligned16(c->out->t[QF_SLOT_COLUMNWISE_DATA].data);
 }
 
 qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,

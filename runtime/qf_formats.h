@@ -215,7 +215,8 @@ typedef enum qf_scale_rounding {
 
 #define QF_MX_BLOCK 32
 #define QF_FP8_BLOCK 128 /* FP8 block scaling (numerics 2.5): 1x128, 128x1, 128x128 blocks */
-#define QF_COLS_TILE 64  /* rows and columns of a `<name>_cols` entry's tiles (per-tensor FP8, MXFP8) */
+/* Rows and columns of a `<name>_cols` entry's tiles (per-tensor FP8, MXFP8). */
+#define QF_COLS_TILE 64
 /* Dynamic shared memory of the FP8 block-scaling tiled quantizer for x of in_size bytes per
  * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
 #define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)

@@ -655,11 +655,12 @@ typedef struct qf_ln_mlp_grads {
 
 /* y [..., N] = the MLP of x [..., K] (numerics 6), bf16 with x's leading dims, in stages: both
  * weights' quantization (when weight_changed, which is then cleared, or when the weight cache's
- * key, mlp->cached, differs: as qf_layernorm_linear_fwd), norm + quantize of x,
- * fc1 into mlp->h (bias b1), the activation into mlp->a, its quantization (input role) into
- * mlp->aq, fc2 into y (bias b2). Per-tensor FP8 recipes with M and F multiples of 64 quantize
- * act(h) in one kernel instead (qf_quantize_act; the same bytes, mlp->a not written). Every stage's arguments are checked before the first one
- * launches; a message names the stage. Errors as the ops of the stages. */
+ * key, mlp->cached, differs: as qf_layernorm_linear_fwd), norm + quantize of x, fc1 into mlp->h
+ * (bias b1), the activation into mlp->a, its quantization (input role) into mlp->aq, fc2 into y
+ * (bias b2). Per-tensor FP8 recipes with M and F multiples of 64 quantize act(h) in one kernel
+ * instead (qf_quantize_act; the same bytes, mlp->a not written). Every stage's arguments are
+ * checked before the first one launches; a message names the stage. Errors as the ops of the
+ * stages. */
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                qf_ln_mlp *mlp, qf_tensor *y, void *stream);
 
@@ -674,8 +675,9 @@ int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M
 /* Its backward for dy [..., N]: q(dy); fc2's dgrad into g->da and wgrad into g->dw2; db2; the
  * activation's backward into g->dh (from mlp->h); db1; q(dh) (per-tensor FP8 with M and F
  * multiples of 64: q(dh) and db1 from g->da and mlp->h in one kernel, qf_quantize_dbias_act, g->dh
- * not written); fc1's dgrad into g->dxn and wgrad into g->dw1; the norm backward into g->norm. The forward must have written the columnwise
- * copies of mlp->xq, w1q, w2q and aq. Errors as the ops of the stages. */
+ * not written); fc1's dgrad into g->dxn and wgrad into g->dw1; the norm backward into g->norm. The
+ * forward must have written the columnwise copies of mlp->xq, w1q, w2q and aq. Errors as the ops
+ * of the stages. */
 qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                const qf_tensor *dy, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
                                void *stream);

@@ -169,9 +169,9 @@ __device__ void rows_body(const qf_q_params &p) {
 
 /* ---------------------------------------------------------------- columnwise entry
  * After a rows entry (which wrote mu/rsigma): 64x64 tiles (a block walks several), two 32-row
- * blocks per column. 16-byte loads of x; |y| through shared memory for the column amaxes (128 threads, one
- * column block each, also store the scale bytes); then each thread quantizes its vectors with
- * their columns' scales and stores them (the columnwise copy is not transposed). */
+ * blocks per column. 16-byte loads of x; |y| through shared memory for the column amaxes (128
+ * threads, one column block each, also store the scale bytes); then each thread quantizes its
+ * vectors with their columns' scales and stores them (the columnwise copy is not transposed). */
 constexpr int kColTile = QF_COLS_TILE;
 constexpr int kColChunks = kColTile / kEpv;            /* threads per tile row */
 constexpr int kColRowsPerPass = kThreads / kColChunks; /* tile rows loaded per pass */

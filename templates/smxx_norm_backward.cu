@@ -11,8 +11,8 @@
  * over a row adds up dxh and dxh * xh (thread t takes the 16-byte vectors of 8 columns t, t +
  * THREADS, ... where K % 8 == 0 and the arrays are 16-byte aligned, else the columns t, t +
  * THREADS, ...; then a block reduction), and each thread adds dxn * xh and dxn of its columns
- * into its own shared-memory accumulators; pass 2 re-reads the row and writes dx in x's dtype. At the end the block writes
- * its accumulators to the partials. <name>_reduce: one thread per column adds the partials of
+ * into its own shared-memory accumulators; pass 2 re-reads the row and writes dx in x's dtype.
+ * At the end the block writes its accumulators to the partials. <name>_reduce: one thread per column adds the partials of
  * every block in block order (deterministic). Shared memory: 2 K floats (dynamic). */
 #include "qf_dev_load.cuh"
 #include "qf_dev_module.cuh"
