@@ -1,7 +1,7 @@
 /* op_bwd.c: the backward reductions of numerics 6, each the same module for every family: the
  * LayerNorm / RMSNorm backward (templates/smxx_norm_backward.cu) and dbias (smxx_dbias.cu).
  * Both check their arguments against the fake shapes, then run a partial-sums entry over blocks
- * of rows and its _reduce entry (column sums in block order: deterministic). */
+ * of rows and its _reduce entry (column sums in a fixed order: deterministic). */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,16 +37,17 @@ static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_ent
                           what, stream);
 }
 
-/* The _reduce entry of lk (kernel k) on one thread per column of `cols`, parameter block p. */
+/* The _reduce entry of lk (kernel k) on `cols` columns (QF_REDUCE_COLS per block), parameter
+ * block p. */
 static qf_status qf_launch_reduce(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                   const qf_kernel_entry *k, int64_t cols, void *p, void *stream) {
     return qf_ctx_launch(ctx, lk->fn_reduce,
-                         (unsigned)((cols + k->block_threads - 1) / k->block_threads),
+                         (unsigned)((cols + QF_REDUCE_COLS - 1) / QF_REDUCE_COLS),
                          k->block_threads, 0, p, stream);
 }
 
 /* The partial-sums entry on b's blocks times `tiles` (column tiles per block of rows) with smem
- * bytes of dynamic shared memory, then the _reduce entry on one thread per column of `cols` (both
+ * bytes of dynamic shared memory, then the _reduce entry on the columns `cols` (both
  * take the parameter block p), then the scratch is released. */
 static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                                const qf_bwd_run *b, int64_t tiles, unsigned smem, int64_t cols,

@@ -347,7 +347,8 @@ QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
  * dx [M, K] of x's dtype and, through per-block partial sums, dgamma and dbeta [K] fp32. The main
  * entry runs `blocks` blocks of rows_per_block consecutive rows each and writes its column sums
  * of dxn * xh and dxn to part[blk * K + k] and part[(blocks + blk) * K + k]; the <name>_reduce
- * entry (one thread per column) adds them in block order into dgamma and dbeta. */
+ * entry (QF_REDUCE_COLS columns per block) adds each column's in a fixed order into dgamma and
+ * dbeta. */
 typedef struct qf_nb_params {
     const void *x;           /* [M, K], the kernel's dtype */
     const void *dxn;         /* [M, K] bf16, or fp32 when dxn_fp32 */
@@ -369,6 +370,7 @@ typedef struct qf_nb_params {
 QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
 #define QF_NB_MAX_BLOCKS 512   /* at most this many row blocks (the partials' height) */
 #define QF_NB_MAX_K 24576      /* 2 K fp32 accumulators in shared memory (192 KiB) */
+#define QF_REDUCE_COLS 32      /* columns per block of a _reduce entry (column_sum) */
 
 /* Parameter block of the activation module (templates/smxx_activation.cu, numerics 6): forward
  * out = a [M, F] from h [M, Fin]; <name>_grad out = dh [M, Fin] from da [M, F] and h; Fin = 2F

@@ -3,6 +3,8 @@
 #ifndef QF_DEV_REDUCE_CUH
 #define QF_DEV_REDUCE_CUH
 
+#include "qf_formats.h"
+
 namespace {
 
 /* max(m, |v|) keeping NaN (same rule as qf_amax_merge). */
@@ -46,14 +48,34 @@ __device__ __forceinline__ float block_sum(float v, float *buf) {
     return s;
 }
 
-/* The sum of part[blk * ld + c] over blk = 0 .. blocks - 1, in block order: the second pass of the
- * backward's column sums (dgamma, dbeta, dbias), deterministic for a given block count. */
+/* The second pass of the backward's column sums (dgamma, dbeta, dbias), by a block of WARPS
+ * warps that owns the QF_REDUCE_COLS (32) columns from c0 (a _reduce entry's block): column
+ * c0 + l of part [blocks, ld] summed over its rows, where warp w adds rows w, w + WARPS, ... in
+ * order (lane l, column c0 + l) and warp 0 then adds the WARPS sums in warp order: a fixed order,
+ * deterministic for a given block count. Lane l of warp 0 returns column c0 + l's sum (others
+ * 0); columns from cols on read nothing. Every thread of the block calls it (one barrier); s is
+ * not read by another call before the block's next barrier. */
+template <int WARPS>
 __device__ __forceinline__ float column_sum(const float *part, int blocks, long long ld,
-                                            long long c) {
-    float s = 0.0f;
-    for (int blk = 0; blk < blocks; blk++)
-        s += part[static_cast<long long>(blk) * ld + c];
-    return s;
+                                            long long cols, long long c0,
+                                            float (&s)[WARPS][QF_REDUCE_COLS]) {
+    static_assert(QF_REDUCE_COLS == 32, "a lane per column");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float acc = 0.0f;
+    if (c0 + lane < cols) {
+        const float *col = part + c0 + lane;
+#pragma unroll 8
+        for (int blk = warp; blk < blocks; blk += WARPS)
+            acc += col[static_cast<long long>(blk) * ld];
+    }
+    s[warp][lane] = acc;
+    __syncthreads();
+    float t = 0.0f;
+    if (warp == 0)
+#pragma unroll
+        for (int w = 0; w < WARPS; w++)
+            t += s[w][lane];
+    return t;
 }
 
 } // namespace

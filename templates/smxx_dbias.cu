@@ -5,8 +5,8 @@
  * of dy [M, N] over its tile of kThreads * 8 columns, each thread 8 consecutive columns in fp32
  * registers (one 16-byte load per row when N is a multiple of 8 and the arrays are 16-byte
  * aligned, else one element at a time), rows in order, and writes them to part[b * N + n];
- * <name>_reduce (one thread per column) adds the partials in block order and rounds once to dy's
- * dtype. With the activation prologue QF_PROLOGUE_DACT (qf_dev_act.cuh) dy is h and the rows
+ * <name>_reduce adds the partials of each column in a fixed order (column_sum) and rounds once to
+ * dy's dtype. With the activation prologue QF_PROLOGUE_DACT (qf_dev_act.cuh) dy is h and the rows
  * summed are dh = da act'(h), rounded to h's dtype as the activation's backward stores it: the
  * sums of the unfused pair, bit for bit, without dh in memory. */
 #include "qf_dev_act.cuh"
@@ -21,11 +21,14 @@ constexpr int kInDtype = __IN_DTYPE__;
 constexpr int kThreads = __BLOCK_THREADS__;
 constexpr int kCols = 8; /* columns per thread */
 
-/* <name>_reduce (grid cdiv(N, THREADS)): dbias[n] = the partials of column n, in block order. */
+/* <name>_reduce (grid cdiv(N, QF_REDUCE_COLS)): dbias[n] = the partials of column n summed
+ * (column_sum's fixed order), rounded once to dy's dtype. */
 __device__ __forceinline__ void reduce_body(const qf_db_params &p) {
-    const long long c = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
-    if (c < p.N)
-        store_elem<kInDtype>(p.dbias, c, column_sum(p.part, p.blocks, p.N, c));
+    __shared__ float s[kThreads / 32][QF_REDUCE_COLS];
+    const long long c0 = static_cast<long long>(blockIdx.x) * QF_REDUCE_COLS;
+    const float t = column_sum<kThreads / 32>(p.part, p.blocks, p.N, p.N, c0, s);
+    if (threadIdx.x < QF_REDUCE_COLS && c0 + threadIdx.x < p.N)
+        store_elem<kInDtype>(p.dbias, c0 + threadIdx.x, t);
 }
 
 /* 1 when the rows can be read as 16-byte vectors of kCols elements (a vector lies in one half

@@ -12,8 +12,8 @@
  * THREADS, ... where K % 8 == 0 and the arrays are 16-byte aligned, else the columns t, t +
  * THREADS, ...; then a block reduction), and each thread adds dxn * xh and dxn of its columns
  * into its own shared-memory accumulators; pass 2 re-reads the row and writes dx in x's dtype.
- * At the end the block writes its accumulators to the partials. <name>_reduce: one thread per column adds the partials of
- * every block in block order (deterministic). Shared memory: 2 K floats (dynamic). */
+ * At the end the block writes its accumulators to the partials. <name>_reduce adds each column's
+ * partials in a fixed order (column_sum: deterministic). Shared memory: 2 K floats (dynamic). */
 #include "qf_dev_load.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_dev_reduce.cuh"
@@ -165,15 +165,21 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
 
 namespace {
 
-/* <name>_reduce (grid cdiv(K, THREADS)): dgamma[k] (and dbeta[k]) = the main entry's partials of
- * column k summed over its blocks, in block order. */
+/* <name>_reduce (grid cdiv(K, QF_REDUCE_COLS)): dgamma[k] (and dbeta[k]) = the main entry's
+ * partials of column k summed over its blocks (column_sum's fixed order). */
 __device__ __forceinline__ void reduce_body(const qf_nb_params &p) {
-    const long long c = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
-    if (c >= p.K)
-        return;
-    p.dgamma[c] = column_sum(p.part, p.blocks, p.K, c);
-    if (kLayerNorm)
-        p.dbeta[c] = column_sum(p.part + static_cast<long long>(p.blocks) * p.K, p.blocks, p.K, c);
+    __shared__ float s_g[kWarps][QF_REDUCE_COLS], s_b[kWarps][QF_REDUCE_COLS];
+    const long long c0 = static_cast<long long>(blockIdx.x) * QF_REDUCE_COLS;
+    const long long c = c0 + threadIdx.x;
+    const float g = column_sum<kWarps>(p.part, p.blocks, p.K, p.K, c0, s_g);
+    if (threadIdx.x < QF_REDUCE_COLS && c < p.K)
+        p.dgamma[c] = g;
+    if (kLayerNorm) {
+        const float b = column_sum<kWarps>(p.part + static_cast<long long>(p.blocks) * p.K,
+                                           p.blocks, p.K, p.K, c0, s_b);
+        if (threadIdx.x < QF_REDUCE_COLS && c < p.K)
+            p.dbeta[c] = b;
+    }
 }
 
 } // namespace
