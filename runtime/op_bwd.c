@@ -95,10 +95,11 @@ static qf_status qf_nb_check_inputs(const char *op, const qf_norm_desc *nd, cons
     return QF_OK;
 }
 
-/* dx, dgamma and (LayerNorm) dbeta against the recipe's fake shapes of the query. */
+/* dx, dgamma and (LayerNorm) dbeta against the recipe's fake shapes of the query, apart from
+ * each other and from the inputs `in`. */
 static qf_status qf_nb_check_outputs(const char *op, const qf_recipe *r, const qf_norm_desc *nd,
                                      const qf_tensor *x, int64_t M, int64_t K,
-                                     qf_norm_grads *out) {
+                                     const qf_inputs *in, qf_norm_grads *out) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out is NULL", op);
     if (nd->norm == QF_NORM_RMSNORM && out->dbeta.data)
@@ -123,6 +124,12 @@ static qf_status qf_nb_check_outputs(const char *op, const qf_recipe *r, const q
         char arg[32];
         snprintf(arg, sizeof arg, "out->%s", sh[i].name);
         QF_TRY(qf_check_buffer(op, arg, slots[j].t, &sh[i]));
+        QF_TRY(qf_check_apart(op, arg, slots[j].t, in));
+    }
+    QF_TRY(qf_check_disjoint(op, "out->dx", &out->dx, "out->dgamma", &out->dgamma));
+    if (nd->norm == QF_NORM_LAYERNORM) {
+        QF_TRY(qf_check_disjoint(op, "out->dx", &out->dx, "out->dbeta", &out->dbeta));
+        QF_TRY(qf_check_disjoint(op, "out->dgamma", &out->dgamma, "out->dbeta", &out->dbeta));
     }
     return QF_OK;
 }
@@ -136,7 +143,10 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_check_activation(op, "x", x, &M, &K));
     QF_TRY(qf_nb_check_inputs(op, norm, x, dxn, mu, rsigma, M, K));
-    QF_TRY(qf_nb_check_outputs(op, r, norm, x, M, K, out));
+    const int ln = norm->norm == QF_NORM_LAYERNORM; /* RMSNorm ignores mu and beta */
+    const qf_inputs in = {6, {"x", "dxn", "norm->gamma", "norm->beta", "mu", "rsigma"},
+                          {x, dxn, &norm->gamma, ln ? &norm->beta : NULL, ln ? mu : NULL, rsigma}};
+    QF_TRY(qf_nb_check_outputs(op, r, norm, x, M, K, &in, out));
     const qf_kernel_entry *k = qf_registry_kernel(r, QF_OP_NORM_BACKWARD, QF_ROLE_INPUT,
                                                   norm->norm, norm->zero_centered_gamma,
                                                   x->dtype);

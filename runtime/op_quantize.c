@@ -58,18 +58,33 @@ static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe
     return qf_q_check_out(c);
 }
 
-/* Every slot the recipe's fake shapes list for this call (checked, and noted in c->slots), then
- * the kernel variant. */
-static qf_status qf_q_slots_kernel(qf_qcall *c, const qf_kernel_entry **k) {
+/* The recipe's fake shapes of c's outputs (n of them, at most QF_MAX_SHAPES), q the query. */
+static qf_status qf_q_shapes(const qf_qcall *c, qf_shape_query *q, qf_shape *shapes, int *n) {
     const int norm = c->nd->norm != QF_NORM_NONE;
-    qf_shape_query q = {.op = norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = c->role,
-                        .norm = c->nd->norm, .outputs = c->outputs, .M = c->M, .K = c->K};
+    *q = (qf_shape_query){.op = norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = c->role,
+                          .norm = c->nd->norm, .outputs = c->outputs, .M = c->M, .K = c->K};
+    return qf_query_shapes(c->op, c->r, q, shapes, QF_MAX_SHAPES, n);
+}
+
+/* The scale a call reads (fp8_delayed's; the other families ignore it, and it may then be
+ * anything) as a tensor of one float for the overlap checks (no data: none read). */
+static qf_tensor qf_q_scale_tensor(const qf_qcall *c, const float *scale) {
+    const int used = c->r->family == QF_FAMILY_FP8_DELAYED;
+    return (qf_tensor){.data = used ? (void *)scale : NULL, .dtype = QF_DTYPE_FP32, .ndim = 1,
+                       .dims = {1}};
+}
+
+/* Every slot the recipe's fake shapes list for this call (checked, apart from the inputs and
+ * from the scale it reads, and noted in c->slots), then the kernel variant. */
+static qf_status qf_q_slots_kernel(qf_qcall *c, const float *scale, const qf_kernel_entry **k) {
+    qf_shape_query q;
     qf_shape shapes[QF_MAX_SHAPES];
     int n = 0;
-    QF_TRY(qf_query_shapes(c->op, c->r, &q, shapes, QF_MAX_SHAPES, &n));
-    const qf_inputs in = {4, {c->prologue != QF_PROLOGUE_NONE ? "h" : "x", "norm->gamma",
-                              "norm->beta", "da"},
-                          {c->x, &c->nd->gamma, &c->nd->beta, c->da}};
+    QF_TRY(qf_q_shapes(c, &q, shapes, &n));
+    const qf_tensor scale_t = qf_q_scale_tensor(c, scale);
+    const qf_inputs in = {5, {c->prologue != QF_PROLOGUE_NONE ? "h" : "x", "norm->gamma",
+                              "norm->beta", "da", "scale"},
+                          {c->x, &c->nd->gamma, &c->nd->beta, c->da, &scale_t}};
     QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, &in));
     c->slots = 0;
     for (int i = 0; i < n; i++)
@@ -204,7 +219,7 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: scale %p is not 4-byte aligned", c->op,
                             (const void *)scale);
     const qf_kernel_entry *k;
-    QF_TRY(qf_q_slots_kernel(c, &k));
+    QF_TRY(qf_q_slots_kernel(c, scale, &k));
     qf_q_params p = qf_q_params_of(c);
     p.scale = current ? NULL : scale;
     if (current)
@@ -250,7 +265,7 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
 static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     QF_TRY(qf_check_layout(c->op, c->out));
     const qf_kernel_entry *k;
-    QF_TRY(qf_q_slots_kernel(c, &k));
+    QF_TRY(qf_q_slots_kernel(c, NULL, &k));
     qf_q_params p = qf_q_params_of(c);
     if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
@@ -284,7 +299,7 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
                             "scale layout, compact (numerics 2.5)", c->op,
                             qf_enum_name(QF_ENUM_SCALE_LAYOUT, c->out->layout));
     const qf_kernel_entry *k;
-    QF_TRY(qf_q_slots_kernel(c, &k));
+    QF_TRY(qf_q_slots_kernel(c, NULL, &k));
     qf_q_params p = qf_q_params_of(c);
     p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
     if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
@@ -341,7 +356,7 @@ static qf_status qf_q_nvfp4(qf_ctx_t *ctx, qf_qcall *c, const qf_rng *rng, void 
                             "gradients stochastically; pass a seed and offset", c->op,
                             c->r->name);
     const qf_kernel_entry *k;
-    QF_TRY(qf_q_slots_kernel(c, &k));
+    QF_TRY(qf_q_slots_kernel(c, NULL, &k));
     qf_q_params p = qf_q_params_of(c);
     if (sr)
         p.sr_seed = rng->seed, p.sr_offset = rng->offset;
@@ -420,11 +435,12 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
 }
 
 /* 1 when a checked qf_quantize_dbias_act call takes its fused path: the family's act_tile
- * divides M and K (h's Fin), both copies asked for, and h, da and the copies 16-byte aligned
- * (the conditions of the `_cols` entry running alone, qf_ctx_launch_rows). */
+ * divides M and K (h's Fin), the tiles fit one grid, both copies asked for, and h, da and the
+ * copies 16-byte aligned (the conditions of the `_cols` entry running alone,
+ * qf_ctx_launch_rows). */
 static int qf_q_dbias_fused(const qf_qcall *c) {
     const unsigned t = qf_families[c->r->family].act_tile;
-    return t > 0 && c->M % t == 0 && c->K % t == 0 &&
+    return t > 0 && c->M % t == 0 && c->K % t == 0 && (c->M / t) * (c->K / t) <= 0x7fffffff &&
            (c->outputs & QF_OUT_COLUMNWISE) && (c->outputs & QF_OUT_ROWWISE) &&
            qf_aligned16(c->x->data) && qf_aligned16(c->da->data) &&
            qf_aligned16(c->out->t[QF_SLOT_ROWWISE_DATA].data) &&
@@ -443,13 +459,20 @@ qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation
                             !h ? "" : "; the fused dbias is of the gradient dh = da act'(h)");
     QF_TRY(qf_q_act_check(ctx, recipe, act, &c));
     const qf_kernel_entry *dbk = NULL;
-    const qf_tensor scale_t = {.data = (void *)scale, .dtype = QF_DTYPE_FP32, .ndim = 1,
-                               .dims = {1}};
-    const qf_inputs in = {6, {"h", "da", "out->rowwise_data", "out->columnwise_data",
-                              "out->amax", "scale"},
-                          {h, da, &out->t[QF_SLOT_ROWWISE_DATA], &out->t[QF_SLOT_COLUMNWISE_DATA],
-                           &out->t[QF_SLOT_AMAX], &scale_t}};
+    const qf_tensor scale_t = qf_q_scale_tensor(&c, scale);
+    const qf_inputs in = {3, {"h", "da", "scale"}, {h, da, &scale_t}};
     QF_TRY(qf_dbias_check(op, c.r, h->dtype, c.M, c.K, "h", dbias, &in, &dbk));
+    qf_shape_query q; /* dbias apart from every slot the quantization writes */
+    qf_shape shapes[QF_MAX_SHAPES];
+    int n = 0;
+    QF_TRY(qf_q_shapes(&c, &q, shapes, &n));
+    for (int i = 0; i < n; i++) {
+        const int slot = qf_slot_from_name(shapes[i].name);
+        char name[64];
+        snprintf(name, sizeof name, "out->%s", shapes[i].name);
+        if (slot >= 0)
+            QF_TRY(qf_check_disjoint(op, "dbias", dbias, name, &out->t[slot]));
+    }
     if (!qf_q_dbias_fused(&c)) {
         QF_TRY(qf_q_run(ctx, &c, scale, rng, stream));
         return qf_dbias_act(ctx, recipe, act, h, da, dbias, stream);

@@ -388,7 +388,7 @@ QF_STATIC_ASSERT(sizeof(qf_act_params) == 6 * 8, "qf_act_params ABI");
 
 /* Parameter block of the dbias module (templates/smxx_dbias.cu, numerics 6): dbias [N] = sum_M dy
  * for dy [M, N], both of the kernel's dtype, through per-block partials as qf_nb_params (blocks of
- * rows_per_block rows, at most QF_NB_MAX_BLOCKS; N <= 2 QF_NB_MAX_K). */
+ * rows_per_block rows, at most QF_NB_MAX_BLOCKS; N <= 2^30, QF_DB_MAX_N in op_bwd.c). */
 typedef struct qf_db_params {
     const void *dy;          /* [M, N] */
     float *part;             /* [blocks, N] scratch */

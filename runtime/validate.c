@@ -241,6 +241,7 @@ qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *
                               int64_t cols, const char *what, const char *dims) {
     if (!t)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, arg);
+    QF_TRY(qf_check_tensor_struct(op, arg, t)); /* an out-of-range dtype named as a number */
     if (t->dtype != QF_DTYPE_BF16 && t->dtype != QF_DTYPE_FP32)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; %s is bf16 or fp32 %s", op,
                             arg, qf_dtype_name(t->dtype), what, dims);

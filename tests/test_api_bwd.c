@@ -93,6 +93,30 @@ NB_TEST(test_nb_k_too_large,
          a.nd.gamma.dims[0] = a.g.dgamma.dims[0] = a.g.dbeta.dims[0] = 24577),
         QF_ERR_UNSUPPORTED, "K = 24577", "K <= 24576")
 NB_TEST(test_nb_unknown_recipe, a.recipe = "nope", QF_ERR_NOT_FOUND, "nope")
+/* no output may overlap an input or another output */
+NB_TEST(test_nb_dx_on_x, a.g.dx.data = a.x.data, QF_ERR_INVALID_ARG, "out->dx", "and x", "overlap")
+NB_TEST(test_nb_dx_on_dxn, a.g.dx.data = (char *)a.dxn.data + 16, QF_ERR_INVALID_ARG, "out->dx",
+        "and dxn", "overlap")
+NB_TEST(test_nb_dgamma_on_mu, a.g.dgamma.data = a.mu.data, QF_ERR_INVALID_ARG, "out->dgamma",
+        "and mu", "overlap")
+NB_TEST(test_nb_dbeta_on_rsigma, a.g.dbeta.data = a.rsigma.data, QF_ERR_INVALID_ARG,
+        "out->dbeta", "and rsigma", "overlap")
+NB_TEST(test_nb_dgamma_on_gamma, a.g.dgamma.data = a.nd.gamma.data, QF_ERR_INVALID_ARG,
+        "out->dgamma", "and norm->gamma", "overlap")
+NB_TEST(test_nb_dbeta_on_dgamma, a.g.dbeta.data = a.g.dgamma.data, QF_ERR_INVALID_ARG,
+        "out->dgamma", "and out->dbeta", "overlap")
+NB_TEST(test_nb_dgamma_in_dx, a.g.dgamma.data = (char *)a.g.dx.data + 64, QF_ERR_INVALID_ARG,
+        "out->dx", "and out->dgamma", "overlap")
+
+/* RMSNorm ignores mu and beta: an output on their (unused) pointers is accepted */
+static void test_nb_rmsnorm_ignored_inputs(void **state) {
+    nb_args a = nb_valid(state);
+    a.nd.norm = QF_NORM_RMSNORM;
+    a.g.dbeta = (qf_tensor){0};
+    a.mu.data = a.g.dgamma.data;
+    a.nd.beta = a.g.dx;
+    expect(nb_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+}
 
 /* The op's fake shapes: dx in the query's dtype, fp32 dgamma, dbeta for LayerNorm only; a query
  * without a norm or with a dtype that is not bf16, fp16 or fp32 is refused. */
@@ -334,6 +358,24 @@ static void test_act_quantize_args(void **state) {
     db_on.data = (void *)scale;
     expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db_on,
                                  NULL), QF_ERR_INVALID_ARG, "scale", "overlap");
+    db_on.data = dhq.t[QF_SLOT_SCALE_INV].data; /* every slot the quantization writes */
+    expect(qf_quantize_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq, &db_on,
+                                 NULL), QF_ERR_INVALID_ARG, "dbias", "out->scale_inv", "overlap");
+    /* the scale fp8_delayed reads apart from the slots it writes */
+    qf_quantized dhq_on = dhq;
+    dhq_on.t[QF_SLOT_AMAX].data = (void *)scale;
+    expect(qf_quantize_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, scale, &rng, &dhq_on, NULL),
+           QF_ERR_INVALID_ARG, "out->amax", "and scale", "overlap");
+    /* fp8_current ignores scale: a pointer that happens to equal dbias's or a slot's is no
+     * overlap */
+    qf_quantized cq = fake_q("fp8_current", QF_ROLE_GRAD, QF_NORM_NONE, M, K, cl, &st);
+    assert_int_equal(st, QF_OK);
+    db = t1(slot(15), QF_DTYPE_BF16, K);
+    expect(qf_quantize_dbias_act(ctx, "fp8_current", QF_ACT_SWIGLU, &h, &da, (const float *)db.data,
+                                 &rng, &cq, &db, NULL), QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_act(ctx, "fp8_current", QF_ACT_SWIGLU, &h, &da,
+                           (const float *)cq.t[QF_SLOT_AMAX].data, &rng, &cq, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");
@@ -500,6 +542,14 @@ int main(void) {
         T(test_nb_rmsnorm_dbeta),
         T(test_nb_k_too_large),
         T(test_nb_unknown_recipe),
+        T(test_nb_dx_on_x),
+        T(test_nb_dx_on_dxn),
+        T(test_nb_dgamma_on_mu),
+        T(test_nb_dbeta_on_rsigma),
+        T(test_nb_dgamma_on_gamma),
+        T(test_nb_dbeta_on_dgamma),
+        T(test_nb_dgamma_in_dx),
+        T(test_nb_rmsnorm_ignored_inputs),
         cmocka_unit_test(test_nb_fake_shapes),
         T(test_dbias_args),
         T(test_activation_args),
