@@ -280,9 +280,9 @@ typedef struct qf_rng {
  * Errors: QF_ERR_INVALID_ARG (names the argument: NULL ctx, recipe, x or out, a bad tensor, x
  * dtype, misaligned x, a norm or role that does not fit, gamma/beta of the wrong length or
  * dtype, beta or mu given for rmsnorm, no copy requested, a slot whose dtype, size or alignment
- * differs from its fake shape, two slots, or a slot and x, gamma or beta, whose bytes overlap, a
- * bad layout, NULL scale for delayed scaling, NULL rng where required, a stream of another
- * context),
+ * differs from its fake shape, two slots, or a slot and x, gamma, beta or (fp8_delayed) the
+ * scale, whose bytes overlap, a bad layout, NULL scale for delayed scaling, NULL rng where
+ * required, a stream of another context),
  * QF_ERR_NOT_FOUND (recipe or kernel variant),
  * QF_ERR_UNSUPPORTED (a family without a quantizer yet: "not implemented scaling mode"),
  * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on `stream`. Does not own any buffer. */
@@ -439,7 +439,8 @@ typedef struct qf_norm_grads {
  *   dxn:    [M, K] bf16 or fp32 (the dgrad GEMM's output).
  *   mu:     [M] fp32 (LayerNorm; ignored, and may be NULL, for RMSNorm), rsigma: [M] fp32: the
  *           MU and RSIGMA slots the forward's norm + quantize wrote.
- * No output may overlap an input.
+ * No output may overlap an input or another output (QF_ERR_INVALID_ARG; RMSNorm's ignored mu
+ * and beta excepted).
  *   out:    dx, dgamma, dbeta as the fake shapes list them.
  * Uses stream-ordered scratch of 2 cdiv(M, cdiv(M, 512)) K floats from the context's pool. Sums
  * over M run per block of rows, then over the blocks in a fixed order: deterministic, not the
@@ -521,8 +522,9 @@ qf_status qf_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act, con
  * module's _reduce entry adds in order and rounds once to h's dtype: q(dh) is qf_quantize_act's
  * bytes, dbias a deterministic fp32 sum of the same dh values as qf_dbias_act's (numerics 6)
  * whose bits may differ from it (another grouping of the rows). Elsewhere it runs qf_quantize_act,
- * then qf_dbias_act. Arguments, limits and errors as the two (both checked before any launch);
- * scratch as qf_dbias. Asynchronous on stream. Does not own any buffer. */
+ * then qf_dbias_act. Arguments, limits and errors as the two (both checked before any launch;
+ * dbias may also not overlap any slot of out); scratch as qf_dbias. Asynchronous on stream.
+ * Does not own any buffer. */
 qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                                 const qf_tensor *h, const qf_tensor *da, const float *scale,
                                 const qf_rng *rng, qf_quantized *out, qf_tensor *dbias,

@@ -15,8 +15,10 @@ const qf_recipe *qf_registry_recipe(const char *name) {
     for (int i = 0, n = 0; i < qf_recipe_count && n < (int)sizeof known; i++)
         n += snprintf(known + n, sizeof known - (size_t)n, "%s%s", i ? ", " : "",
                       qf_recipes[i].name);
-    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%s' not found: this build ships %s; a recipe file is "
-                 "named by its path (ending in .lua)", name ? name : "(null)", known);
+    /* at most 200 characters of the name, so that the reason and the list stay in the message */
+    qf_set_error(QF_ERR_NOT_FOUND, "recipe '%.200s%s' not found: this build ships %s; a recipe "
+                 "file is named by its path (ending in .lua)", name ? name : "(null)",
+                 name && strlen(name) > 200 ? "..." : "", known);
     return NULL;
 }
 

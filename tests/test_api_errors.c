@@ -219,6 +219,12 @@ NQ_TEST(test_nq_unknown_recipe, a.recipe = "no_such_recipe", QF_ERR_NOT_FOUND,
 
 NQ_TEST(test_nq_null_recipe, a.recipe = NULL, QF_ERR_INVALID_ARG, "qf_quantize: recipe is NULL")
 
+/* A very long unknown name is cut in the message, so that the reason and the list stay in it. */
+static char long_name[6001];
+NQ_TEST(test_nq_long_unknown_recipe,
+        (memset(long_name, 'a', sizeof long_name - 1), a.recipe = long_name), QF_ERR_NOT_FOUND,
+        "aaa...' not found: this build ships", "fp8_delayed")
+
 /* =====================================================================} */
 
 /* {===================================================================== roles, scale update */
@@ -689,6 +695,7 @@ int main(void) {
         T(test_nq_null_scale),
         T(test_nq_unknown_recipe),
         T(test_nq_null_recipe),
+        T(test_nq_long_unknown_recipe),
         T(test_nq_dims_overflow),
         T(test_quantize_role_input),
         T(test_su_n_zero),
