@@ -444,11 +444,10 @@ typedef struct qf_norm_grads {
  *   out:    dx, dgamma, dbeta as the fake shapes list them.
  * Uses stream-ordered scratch of 2 cdiv(M, cdiv(M, 512)) K floats from the context's pool. Sums
  * over M run per block of rows, then over the blocks in a fixed order: deterministic, not the
- * reference's row order
- * (within rel 1e-5 of fp64, numerics 6). Errors: QF_ERR_INVALID_ARG (names the argument: NULL
- * ctx, recipe, norm, x, dxn, mu, rsigma or out, a norm other than layernorm or rmsnorm, a wrong
- * dtype, size or alignment, dbeta given for rmsnorm, a stream of another context; mu only for
- * layernorm),
+ * reference's row order (within rel 1e-5 of fp64, numerics 6). Errors: QF_ERR_INVALID_ARG
+ * (names the argument: NULL ctx, recipe, norm, x, dxn, mu, rsigma or out, a norm other than
+ * layernorm or rmsnorm, a wrong dtype, size or alignment, an output overlapping an input or
+ * another output, dbeta given for rmsnorm, a stream of another context; mu only for layernorm),
  * QF_ERR_UNSUPPORTED (K > 24576), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE
  * (a device-less context, after every check), QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on
  * stream. Does not own any buffer. */
@@ -460,8 +459,8 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
  * stored in dy's dtype (numerics 6; the fake shapes of a QF_OP_DBIAS query with N and dtype).
  * N <= 2^30. Uses stream-ordered scratch of cdiv(M, cdiv(M, 512)) N floats; the sums over M run
  * per block of rows, then over the blocks in a fixed order (deterministic). Errors:
- * QF_ERR_INVALID_ARG (NULL ctx,
- * recipe, dy or dbias, a wrong dtype, size or alignment, a stream of another context),
+ * QF_ERR_INVALID_ARG (NULL ctx, recipe, dy or dbias, a wrong dtype, size or alignment, a stream
+ * of another context),
  * QF_ERR_UNSUPPORTED (N > 2^30), QF_ERR_NOT_FOUND, QF_ERR_OUT_OF_MEMORY, QF_ERR_NO_DEVICE,
  * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. Does not own any buffer. */
 qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,
