@@ -224,6 +224,9 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     p.scale = current ? NULL : scale;
     if (current)
         p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
+    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
     qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1, .cols_both = 1};

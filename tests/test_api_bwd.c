@@ -452,6 +452,27 @@ static void test_mlp_shapes_host(void **state) {
         }
 }
 
+/* A tensor of more rows than one launch's grid holds (M = 2^40, K = 64, fake addresses: the
+ * host context never dereferences them) is refused by every recipe's quantizer with one status,
+ * before any kernel is compiled or launched (NVFP4's message gives M * K, the size of its
+ * grids). */
+static void test_quantize_m_too_large(void **state) {
+    qf_ctx_t *ctx = *state;
+    const int64_t big = (int64_t)1 << 40;
+    const float *scale = fake_buf(sizeof(float));
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        const qf_tensor x = fake_t(QF_DTYPE_BF16, 2, big, K);
+        const qf_rng rng = {1, 2};
+        qf_status st = QF_OK;
+        qf_quantized q = fake_q(r->name, QF_ROLE_INPUT, QF_NORM_NONE, big, K,
+                                QF_SCALE_LAYOUT_COMPACT, &st);
+        assert_int_equal(st, QF_OK);
+        expect(qf_quantize(ctx, r->name, QF_ROLE_INPUT, &x, NULL, scale, &rng, &q, NULL),
+               QF_ERR_UNSUPPORTED, "1099511627776", "is too large for one launch");
+    }
+}
+
 /* The MLP's first checks, before any stage: NULL arguments, the norm, W1's K. */
 static void test_mlp_args(void **state) {
     qf_ctx_t *ctx = *state;
@@ -554,6 +575,7 @@ int main(void) {
         T(test_dbias_args),
         T(test_activation_args),
         T(test_act_quantize_args),
+        T(test_quantize_m_too_large),
         T(test_mlp_args),
         T(test_mlp_shapes_host),
         T(test_mlp_writes_a),
