@@ -24,44 +24,113 @@ constexpr float kGeluC = 0.7978845608028654f; /* fl(sqrt(2 / pi)) */
 constexpr float kGeluA = 0.044715f;
 
 /* The scalar functions, in the C references' operation order (qf_activation_ref, ref_bwd.c):
- * gelu as h sigmoid(2 u) (= 0.5 h (1 + tanh(u))), each sigmoid one fast exponential (__expf:
- * MUFU.EX2, a few ulps) and an exact reciprocal. A fused quantizer evaluates them once per pass
- * over its input, so they are kept cheap; the compiler may also contract a multiply and an add:
- * within a few ulps of the references, and identical between the fused and unfused kernels. */
-__device__ __forceinline__ float sigmoid(float v) {
-    return __frcp_rn(1.0f + __expf(-v));
+ * gelu as h sigmoid(2 u) (= 0.5 h (1 + tanh(u))), each sigmoid one fast exponential (MUFU.EX2, a
+ * few ulps) and an exact reciprocal. A fused quantizer evaluates them once per pass over its
+ * input, so they are kept cheap; the compiler may also contract a multiply and an add: within a
+ * few ulps of the references, and identical between the fused and unfused kernels. */
+
+/* 1 + exp(-v) as 1 + __expf(-v) gives it, in one MUFU.EX2: __expf rescales an argument below
+ * -126 to keep a subnormal result's bits, which 1 + exp(-v) rounds away, so the flushed result
+ * (ex2.approx.ftz) gives the same sum. */
+__device__ __forceinline__ float one_plus_exp_neg(float v) {
+    float e;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(v * -1.44269504f /* fl(log2 e) */));
+    return 1.0f + e;
 }
 
-__device__ __forceinline__ float gelu(float h) {
+/* 1 / x correctly rounded for 1 <= x < 2^126 (or NaN): __frcp_rn's own fast path, MUFU.RCP and
+ * one Newton step, exact wherever 1 / x is a normal float. Past 2^126, where 1 / x is subnormal,
+ * __frcp_rn takes its general path (it decides by an exponent test of three instructions). */
+__device__ __forceinline__ float rcp_rn_fast(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return fmaf(r, fmaf(-x, r, 1.0f), r);
+}
+
+/* s[j] = sigmoid(v[j]) for N values: the fast reciprocal for all, then __frcp_rn for those past
+ * 2^126 (v below -87) behind one test for the N of them, not one branch each. */
+template <int N>
+__device__ __forceinline__ void sigmoid_n(const float (&v)[N], float (&s)[N]) {
+    float big = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const float x = one_plus_exp_neg(v[j]);
+        big = fmaxf(big, x); /* a NaN x is dropped here: the fast path gives it NaN too */
+        s[j] = rcp_rn_fast(x);
+    }
+    if (big >= 0x1p126f) /* x again rather than N more live registers */
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const float x = one_plus_exp_neg(v[j]);
+            if (x >= 0x1p126f)
+                s[j] = __frcp_rn(x);
+        }
+}
+
+/* The argument of gelu's sigmoid, 2 u with u = sqrt(2 / pi) (h + 0.044715 h^3). */
+__device__ __forceinline__ float gelu_arg(float h) {
     const float u = kGeluC * (h + kGeluA * h * h * h);
-    return h * sigmoid(2.0f * u);
+    return 2.0f * u;
 }
 
-__device__ __forceinline__ float gelu_grad(float h) {
-    const float u = kGeluC * (h + kGeluA * h * h * h), s = sigmoid(2.0f * u);
-    const float du = kGeluC * (1.0f + 3.0f * kGeluA * h * h);
-    return s + 2.0f * h * s * (1.0f - s) * du;
+/* a = act(v) of N elements, with one sigmoid_n for the N: gelu h sigmoid(2 u), SwiGLU
+ * silu(v) u = (v sigmoid(v)) u (v = h1, u = h2; u is not read otherwise), relu max(v, 0). */
+template <int N>
+__device__ __forceinline__ void act_fwd_n(int act, const float (&v)[N], const float (&u)[N],
+                                          float (&a)[N]) {
+    if (act == QF_ACT_RELU) {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            a[j] = v[j] > 0.0f ? v[j] : 0.0f;
+        return;
+    }
+    float arg[N], s[N];
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        arg[j] = act == QF_ACT_GELU ? gelu_arg(v[j]) : v[j];
+    sigmoid_n(arg, s);
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        a[j] = act == QF_ACT_SWIGLU ? (v[j] * s[j]) * u[j] : v[j] * s[j];
 }
 
-__device__ __forceinline__ float silu(float v) {
-    return v * sigmoid(v);
+/* dh = d act'(v) of N elements of a non-gated activation from da d and h v: gelu
+ * d (s + 2 h s (1 - s) du) with s = sigmoid(2 u), du = sqrt(2 / pi) (1 + 3 0.044715 h^2); relu
+ * d where h > 0, else 0. */
+template <int N>
+__device__ __forceinline__ void act_grad_n(int act, const float (&d)[N], const float (&v)[N],
+                                           float (&g)[N]) {
+    if (act != QF_ACT_GELU) {
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            g[j] = v[j] > 0.0f ? d[j] : 0.0f;
+        return;
+    }
+    float arg[N], s[N];
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        arg[j] = gelu_arg(v[j]);
+    sigmoid_n(arg, s);
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        const float h = v[j], du = kGeluC * (1.0f + 3.0f * kGeluA * h * h);
+        g[j] = d[j] * (s[j] + 2.0f * h * s[j] * (1.0f - s[j]) * du);
+    }
 }
 
-__device__ __forceinline__ float silu_grad(float v) {
-    const float s = sigmoid(v);
-    return s * (1.0f + v * (1.0f - s));
-}
-
-/* a of one element: act(v), or silu(v) * u for SwiGLU (v = h1, u = h2). */
-__device__ __forceinline__ float act_fwd(int act, float v, float u) {
-    if (act == QF_ACT_SWIGLU)
-        return silu(v) * u;
-    return act == QF_ACT_GELU ? gelu(v) : v > 0.0f ? v : 0.0f;
-}
-
-/* dh of one element of a non-gated activation from da d and h v. */
-__device__ __forceinline__ float act_grad(int act, float d, float v) {
-    return act == QF_ACT_GELU ? d * gelu_grad(v) : v > 0.0f ? d : 0.0f;
+/* Both halves of a SwiGLU dh of N elements from da d, h1 v and h2 u, one sigmoid_n for both:
+ * dh1 = d u silu'(v) = d u (s (1 + v (1 - s))) and dh2 = d silu(v) = d (v s). */
+template <int N>
+__device__ __forceinline__ void swiglu_grad_n(const float (&d)[N], const float (&v)[N],
+                                              const float (&u)[N], float (&dh1)[N],
+                                              float (&dh2)[N]) {
+    float s[N];
+    sigmoid_n(v, s);
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        dh1[j] = d[j] * u[j] * (s[j] * (1.0f + v[j] * (1.0f - s[j])));
+        dh2[j] = d[j] * (v[j] * s[j]);
+    }
 }
 
 /* v rounded to dtype DT and back (exact for fp32). */
@@ -70,6 +139,31 @@ __device__ __forceinline__ float round_to(float v) {
     if (DT == QF_DTYPE_FP32)
         return v;
     return half_bits_to_float<DT>(float_to_half_bits<DT>(v));
+}
+
+/* round_to of a and b, two 16-bit values converted by one instruction (cvt.rn.bf16x2.f32 or
+ * cvt.rn.f16x2.f32). */
+template <int DT>
+__device__ __forceinline__ void round_to2(float &a, float &b) {
+    if (DT == QF_DTYPE_FP32)
+        return;
+    unsigned w;
+    if (DT == QF_DTYPE_BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a)); /* a in the low half */
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(b), "f"(a));
+    a = half_bits_to_float<DT>(w & 0xFFFFu);
+    b = half_bits_to_float<DT>(w >> 16);
+}
+
+/* round_to of each of the N values of v, in pairs where N is even. */
+template <int DT, int N>
+__device__ __forceinline__ void round_all(float (&v)[N]) {
+#pragma unroll
+    for (int j = 0; j + 1 < N; j += 2)
+        round_to2<DT>(v[j], v[j + 1]);
+    if (N % 2)
+        v[N - 1] = round_to<DT>(v[N - 1]);
 }
 
 /* Elements i..i+N-1 of da (bf16, or fp32 when da_fp32) as load_n gives them. */
@@ -102,10 +196,8 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
         load_n<DT, N>(x, m * fin + k, v);
         if (kPrologueAct == QF_ACT_SWIGLU)
             load_n<DT, N>(x, m * fin + K + k, u);
-#pragma unroll
-        for (int j = 0; j < N; j++)
-            v[j] = round_to<DT>(act_fwd(kPrologueAct, v[j], kPrologueAct == QF_ACT_SWIGLU ? u[j]
-                                                                                         : 0.0f));
+        act_fwd_n(kPrologueAct, v, u, v);
+        round_all<DT>(v);
     } else {
         const bool gated = kPrologueAct == QF_ACT_SWIGLU;
         const long long F = gated ? K / 2 : K;
@@ -116,17 +208,20 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
         load_n<DT, N>(x, m * K + f, h1);
         if (gated && !second)
             load_n<DT, N>(x, m * K + F + f, h2);
+        else
 #pragma unroll
-        for (int j = 0; j < N; j++) {
-            float g;
-            if (!gated)
-                g = act_grad(kPrologueAct, d[j], h1[j]);
-            else if (second)
-                g = d[j] * silu(h1[j]);
-            else
-                g = d[j] * h2[j] * silu_grad(h1[j]);
-            v[j] = round_to<DT>(g);
+            for (int j = 0; j < N; j++)
+                h2[j] = h1[j]; /* not read: dh2 does without h2 */
+        if (!gated) {
+            act_grad_n(kPrologueAct, d, h1, v);
+        } else {
+            float dh1[N], dh2[N];
+            swiglu_grad_n(d, h1, h2, dh1, dh2);
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                v[j] = second ? dh2[j] : dh1[j];
         }
+        round_all<DT>(v);
     }
 }
 
@@ -142,10 +237,10 @@ __device__ __forceinline__ void load_swiglu_grad_pair(const void *x, const void 
     load_da<N>(da, da_fp32, m * F + f, d);
     load_n<DT, N>(x, m * K + f, h1);
     load_n<DT, N>(x, m * K + F + f, h2);
+    swiglu_grad_n(d, h1, h2, dh1, dh2);
 #pragma unroll
     for (int j = 0; j < N; j++) {
-        dh1[j] = round_to<DT>(d[j] * h2[j] * silu_grad(h1[j]));
-        dh2[j] = round_to<DT>(d[j] * silu(h1[j]));
+        round_to2<DT>(dh1[j], dh2[j]);
     }
 }
 

@@ -7,10 +7,11 @@
 
 namespace {
 
-/* max(m, |v|) keeping NaN (same rule as qf_amax_merge). */
+/* max(m, |v|) keeping NaN (as qf_amax_merge) for an amax m (sign bit clear): non-negative
+ * floats order as their bits and a NaN's bits lie above +inf's, so this is one unsigned max of
+ * the bits (of two NaNs the larger payload, as the amax's atomicMax across blocks keeps). */
 __device__ __forceinline__ float amax_merge(float m, float v) {
-    const float a = fabsf(v);
-    return (a > m || a != a) ? a : m;
+    return __uint_as_float(max(__float_as_uint(m), __float_as_uint(v) & 0x7fffffffu));
 }
 
 /* max(m, |v|) in one instruction (max.NaN, sm_80+): NaN when either is NaN, as the canonical NaN

@@ -40,13 +40,9 @@ __device__ __forceinline__ void fwd_group(const qf_act_params &p, long long g) {
     if (p.act == QF_ACT_SWIGLU) {
         float u[V];
         load_n<kDtype, V>(p.h, m * fin + p.F + f, u);
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            a[j] = act_fwd(QF_ACT_SWIGLU, v[j], u[j]);
+        act_fwd_n(QF_ACT_SWIGLU, v, u, a);
     } else {
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            a[j] = act_fwd(p.act, v[j], 0.0f);
+        act_fwd_n(p.act, v, v, a); /* u is not read */
     }
     store_n<kDtype, V>(p.out, i, a);
 }
@@ -65,14 +61,10 @@ __device__ __forceinline__ void grad_group(const qf_act_params &p, long long g) 
     if (p.act == QF_ACT_SWIGLU) {
         float u[V], o2[V];
         load_n<kDtype, V>(p.h, hi + p.F, u);
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            o[j] = d[j] * u[j] * silu_grad(v[j]), o2[j] = d[j] * silu(v[j]);
+        swiglu_grad_n(d, v, u, o, o2);
         store_n<kDtype, V>(p.out, hi + p.F, o2);
     } else {
-#pragma unroll
-        for (int j = 0; j < V; j++)
-            o[j] = act_grad(p.act, d[j], v[j]);
+        act_grad_n(p.act, d, v, o);
     }
     store_n<kDtype, V>(p.out, hi, o);
 }
