@@ -28,13 +28,11 @@
 #define QF_CAT_(a, b) a##b
 #define QF_CAT(a, b) QF_CAT_(a, b)
 
-/* extern "C" entry `name` (launch bounds THREADS, and at least MIN_BLOCKS resident blocks per SM
- * asked of the register allocator) taking params block P by value: runs body. */
-#define QF_DEV_ENTRY_MIN(name, THREADS, MIN_BLOCKS, P, body)                                      \
-    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) name(const P p) {           \
+/* extern "C" entry `name` (launch bounds THREADS) taking params block P by value: runs body. */
+#define QF_DEV_ENTRY(name, THREADS, P, body)                                                      \
+    extern "C" __global__ void __launch_bounds__(THREADS) name(const P p) {                       \
         body;                                                                                     \
     }
-#define QF_DEV_ENTRY(name, THREADS, P, body) QF_DEV_ENTRY_MIN(name, THREADS, 1, P, body)
 
 /* <name>_rows1 .. _rows8: rows_body<IT> for rows of up to IT vectors per thread. */
 #define QF_ROWS_ENTRIES(name, THREADS, P)                                                         \
@@ -43,9 +41,17 @@
     QF_DEV_ENTRY(QF_CAT(name, _rows4), THREADS, P, rows_body<4>(p))                               \
     QF_DEV_ENTRY(QF_CAT(name, _rows8), THREADS, P, rows_body<8>(p))
 
-/* <name>_cols: cols_body, the columnwise copy after a rows entry (MIN_BLOCKS as QF_DEV_ENTRY_MIN). */
-#define QF_COLS_ENTRY(name, THREADS, MIN_BLOCKS, P)                                               \
-    QF_DEV_ENTRY_MIN(QF_CAT(name, _cols), THREADS, MIN_BLOCKS, P, cols_body(p))
+/* <name>_cols: cols_body, the columnwise copy after a rows entry. */
+#define QF_COLS_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _cols), THREADS, P, cols_body(p))
+
+/* The same, with at least MIN_BLOCKS resident blocks per SM asked of the register allocator
+ * (__launch_bounds__'s second argument; QF_DEV_ENTRY gives none, which ptxas reads differently
+ * from 1). */
+#define QF_COLS_ENTRY_MIN(name, THREADS, MIN_BLOCKS, P)                                           \
+    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                             \
+        QF_CAT(name, _cols)(const P p) {                                                          \
+        cols_body(p);                                                                             \
+    }
 
 /* <name>_amax: amax_body, the first pass of a two-pass module. */
 #define QF_AMAX_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _amax), THREADS, P, amax_body(p))

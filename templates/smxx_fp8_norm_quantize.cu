@@ -409,6 +409,11 @@ __device__ void cols_body(const qf_q_params &p) {
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
-/* `_cols` at 4 blocks of 256 threads per SM (64 registers): left to itself, ptxas gives the
- * SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. */
-QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, 4, qf_q_params)
+/* `_cols` with an activation prologue at 4 blocks of 256 threads per SM (64 registers): left to
+ * itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The others take
+ * 30-56 registers, more blocks; held to 4 they measured 3-5% slower. */
+#if QF_PROLOGUE != QF_PROLOGUE_NONE
+QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)
+#else
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
+#endif

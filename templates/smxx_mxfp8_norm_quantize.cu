@@ -327,4 +327,4 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
-QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, 1, qf_q_params)
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

@@ -81,7 +81,7 @@ static void test_template_entries(void **state) {
     const char *tpl = "#define QF_AMAX_ENTRY(name) void name()\n"
                       "extern \"C\" __global__ void __KERNEL_NAME__(int p) {}\n"
                       "QF_ROWS_ENTRIES(__KERNEL_NAME__, 256, P)\n/* QF_AMAX_ENTRY(x) */\n"
-                      "QF_COLS_ENTRY(__KERNEL_NAME__, 256, 1, P)\n";
+                      "QF_COLS_ENTRY(__KERNEL_NAME__, 256, P)\n";
     assert_int_equal(qf_gen_template_entries("t.cu", tpl, &entries, &e), 0);
     assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_ROWS1) |
                                   QF_ENTRY_BIT(QF_ENTRY_ROWS2) | QF_ENTRY_BIT(QF_ENTRY_ROWS4) |
