@@ -68,6 +68,7 @@ static void test_dir_resolution_order(void **state) {
     path_fmt(want, "%s/qfuse", xdg);
     assert_string_equal(got, want);
     path_fmt(want, "%s/.cache/qfuse", home);
+    printf("expected below: the warning for an empty QFUSE_CACHE_DIR\n");
     dir_with_env("", "", home, got); /* empty counts as unset */
     assert_string_equal(got, want);
     dir_with_env(NULL, "relative/xdg", home, got); /* not absolute: ignored, per the XDG spec */
