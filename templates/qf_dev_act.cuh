@@ -23,11 +23,12 @@ namespace {
 constexpr float kGeluC = 0.7978845608028654f; /* fl(sqrt(2 / pi)) */
 constexpr float kGeluA = 0.044715f;
 
-/* The scalar functions, in the C references' operation order (qf_activation_ref, ref_bwd.c):
- * gelu as h sigmoid(2 u) (= 0.5 h (1 + tanh(u))), each sigmoid one fast exponential (MUFU.EX2, a
- * few ulps) and an exact reciprocal. A fused quantizer evaluates them once per pass over its
- * input, so they are kept cheap; the compiler may also contract a multiply and an add: within a
- * few ulps of the references, and identical between the fused and unfused kernels. */
+/* The activations, on N elements at a time, in the C references' operation order
+ * (qf_activation_ref, ref_bwd.c): gelu as h sigmoid(2 u) (= 0.5 h (1 + tanh(u))), each sigmoid
+ * one fast exponential (MUFU.EX2, a few ulps) and an exact reciprocal. A fused quantizer
+ * evaluates them once per pass over its input, so they are kept cheap; the compiler may also
+ * contract a multiply and an add: within a few ulps of the references, and identical between the
+ * fused and unfused kernels, which both call these. */
 
 /* 1 + exp(-v) as 1 + __expf(-v) gives it, in one MUFU.EX2: __expf rescales an argument below
  * -126 to keep a subnormal result's bits, which 1 + exp(-v) rounds away, so the flushed result
