@@ -478,24 +478,44 @@ static int qf_gen_recipe_pmain(lua_State *L) {
 
 /* ========================================================================= entry points */
 
-/* Sets out->name and out->file from the path's stem; the name must be [a-z0-9_]+. */
-static int qf_gen_recipe_name(const char *path, qf_recipe *out, qf_gen_err *e) {
+/* Characters of a path a message shows: a longer one is shown as "..." and its last
+ * QF_GEN_PATH_SHOWN bytes (the file name and the directories nearest it, from a UTF-8 character
+ * boundary), so that it leaves room in the message (qf_gen_err.msg, 4096 bytes) for the reason. */
+#define QF_GEN_PATH_SHOWN 200
+
+/* path as messages show it: itself, or its shortened form written into buf. */
+static const char *qf_gen_path_shown(const char *path, char (*buf)[QF_GEN_PATH_SHOWN + 4]) {
+    const size_t n = strlen(path);
+    if (n <= QF_GEN_PATH_SHOWN)
+        return path;
+    const char *tail = path + n - QF_GEN_PATH_SHOWN;
+    while ((*tail & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
+        tail++;
+    snprintf(*buf, sizeof *buf, "...%s", tail);
+    return *buf;
+}
+
+/* Sets out->name and out->file from the path's stem; the name must be [a-z0-9_]+. shown: the
+ * path as messages show it (qf_gen_path_shown). */
+static int qf_gen_recipe_name(const char *path, const char *shown, qf_recipe *out,
+                              qf_gen_err *e) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
     if (n == 0)
-        return qf_gen_fail(e, "'%s': no recipe file name (a path ending in <name>.lua)", path);
+        return qf_gen_fail(e, "'%s': no recipe file name (a path ending in <name>.lua)", shown);
     if (n < 4 || strcmp(base + n - 4, ".lua") != 0)
-        return qf_gen_fail(e, "%s: recipe file name must end in .lua", path);
+        return qf_gen_fail(e, "%s: recipe file name must end in .lua", shown);
     if (n == 4)
         return qf_gen_fail(e, "%s: recipe file name has nothing before .lua (the name is the "
-                           "file name without .lua)", path);
+                           "file name without .lua)", shown);
     n -= 4;
     if (n > QF_RECIPE_NAME_MAX)
-        return qf_gen_fail(e, "%s: recipe name longer than %d characters", path,
+        return qf_gen_fail(e, "%s: recipe name longer than %d characters", shown,
                            QF_RECIPE_NAME_MAX);
     if (strspn(base, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
-        return qf_gen_fail(e, "%s: recipe name '%.*s' must match [a-z0-9_]+", path, (int)n, base);
+        return qf_gen_fail(e, "%s: recipe name '%.*s' must match [a-z0-9_]+", shown, (int)n,
+                           base);
     memcpy(out->name, base, n);
     out->name[n] = '\0';
     /* NOTES: generated files name the recipe by its canonical path, wherever the file was read
@@ -523,16 +543,18 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
 int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
                               const qf_gen_limits *lim, qf_recipe *out, qf_gen_err *e) {
     memset(out, 0, sizeof *out);
-    if (qf_gen_recipe_name(path, out, e) != 0)
+    char buf[QF_GEN_PATH_SHOWN + 4];
+    const char *shown = qf_gen_path_shown(path, &buf);
+    if (qf_gen_recipe_name(path, shown, out, e) != 0)
         return -1;
-    qf_gen_sandbox sb = {.path = path, .text = text, .len = len, .out = out};
+    qf_gen_sandbox sb = {.path = shown, .text = text, .len = len, .out = out};
     sb.cap = lim && lim->mem_bytes ? lim->mem_bytes : QF_GEN_MEM_DEFAULT;
     sb.insn_budget = lim && lim->instructions ? lim->instructions : QF_GEN_INSTRUCTIONS_DEFAULT;
     sb.seconds = lim && lim->seconds > 0 ? lim->seconds : QF_GEN_SECONDS_DEFAULT;
     sb.t0 = qf_gen_now();
     lua_State *L = lua_newstate(qf_gen_alloc, &sb);
     if (!L)
-        return qf_gen_fail(e, "%s: cannot create a Lua state (memory limit %zu bytes)", path,
+        return qf_gen_fail(e, "%s: cannot create a Lua state (memory limit %zu bytes)", shown,
                            sb.cap);
     lua_sethook(L, qf_gen_hook, LUA_MASKCOUNT | LUA_MASKCALL | LUA_MASKRET, QF_GEN_HOOK_STEP);
     lua_pushlightuserdata(L, &sb);
@@ -544,7 +566,7 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
     qf_gen_dup dup;
     if (rc == 0 && qf_gen_duplicate_key(text, len, &dup))
         rc = qf_gen_fail(e, "%s:%d: field '%s' given twice (first at line %d); Lua keeps the last",
-                         path, dup.line, dup.key, dup.first_line);
+                         shown, dup.line, dup.key, dup.first_line);
     if (rc && e)
         e->kind = sb.unsupported ? QF_GEN_ERR_UNSUPPORTED : QF_GEN_ERR_INVALID;
     lua_close(L);
@@ -556,11 +578,12 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
 /* Opens path for reading a recipe: a regular file of at most QF_GEN_RECIPE_FILE_MAX bytes.
  * O_NONBLOCK: opening a FIFO must not wait for a writer. Returns the fd, or -1 with e set. */
 static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
+    char buf[QF_GEN_PATH_SHOWN + 4];
+    const char *shown = qf_gen_path_shown(path, &buf);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        const int err = errno; /* a path longer than the message shows its first 256 bytes */
-        qf_gen_fail(e, "cannot open %.256s%s: %s", path, strlen(path) > 256 ? "..." : "",
-                    strerror(err));
+        const int err = errno;
+        qf_gen_fail(e, "cannot open %s: %s", shown, strerror(err));
         if (e)
             e->kind = QF_GEN_ERR_NO_FILE;
         return -1;
@@ -575,12 +598,12 @@ static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
         why = "not a regular file";
     if (why) {
         close(fd);
-        return qf_gen_fail(e, "cannot read %s: %s", path, why);
+        return qf_gen_fail(e, "cannot read %s: %s", shown, why);
     }
     if ((unsigned long long)st.st_size > QF_GEN_RECIPE_FILE_MAX) {
         close(fd);
         return qf_gen_fail(e, "%s: recipe file of %lld bytes is larger than %zu bytes (%zu MiB)",
-                           path, (long long)st.st_size, QF_GEN_RECIPE_FILE_MAX,
+                           shown, (long long)st.st_size, QF_GEN_RECIPE_FILE_MAX,
                            QF_GEN_RECIPE_FILE_MAX >> 20);
     }
     *size = (size_t)st.st_size;
@@ -608,7 +631,9 @@ static int qf_gen_recipe_read(const char *path, char **text, size_t *len, qf_gen
     close(fd);
     if (err) {
         free(buf);
-        return qf_gen_fail(e, "cannot read %s: %s", path, strerror(err));
+        char shown[QF_GEN_PATH_SHOWN + 4];
+        return qf_gen_fail(e, "cannot read %s: %s", qf_gen_path_shown(path, &shown),
+                           strerror(err));
     }
     *text = buf;
     *len = got;
@@ -620,8 +645,9 @@ int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_recipe *ou
     char *text = NULL;
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    if (qf_gen_recipe_name(path, out, e) != 0) /* checked first: no need to open a bad name */
-        return -1;
+    char buf[QF_GEN_PATH_SHOWN + 4];
+    if (qf_gen_recipe_name(path, qf_gen_path_shown(path, &buf), out, e) != 0)
+        return -1; /* checked first: no need to open a bad name */
     if (qf_gen_recipe_read(path, &text, &len, e) != 0)
         return -1;
     int rc = qf_gen_recipe_load_buffer(path, text, len, lim, out, e);

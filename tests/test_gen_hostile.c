@@ -213,6 +213,32 @@ static void test_hostile_long_path(void **state) {
     assert_non_null(strstr(e.msg, "/messages/x.lua:1: unexpected symbol near <eof>"));
 }
 
+/* A path of thousands of bytes is shown as "..." and its last 200 bytes, so that the reason
+ * stays in the 4096-byte message: a Lua error, a bad name, a missing file. */
+static void test_hostile_very_long_path(void **state) {
+    (void)state;
+    static char path[6000];
+    size_t n = 0;
+    while (n + 8 < sizeof path - 16)
+        n += (size_t)snprintf(path + n, sizeof path - n, "dirname/");
+    snprintf(path + n, sizeof path - n, "x.lua");
+    const char *text = "return {";
+    qf_recipe r;
+    qf_gen_err e;
+    assert_int_equal(qf_gen_recipe_load_buffer(path, text, strlen(text), NULL, &r, &e), -1);
+    assert_true(strncmp(e.msg, "...", 3) == 0);
+    assert_non_null(strstr(e.msg, "dirname/x.lua: "));
+    assert_non_null(strstr(e.msg, "unexpected symbol near <eof>"));
+    assert_true(strlen(e.msg) < 600);
+    snprintf(path + n, sizeof path - n, "X.lua");
+    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
+    assert_non_null(strstr(e.msg, "dirname/X.lua: recipe name 'X' must match [a-z0-9_]+"));
+    snprintf(path + n, sizeof path - n, "x.lua");
+    assert_int_equal(qf_gen_recipe_load(path, NULL, &r, &e), -1);
+    assert_true(strncmp(e.msg, "cannot open ...", 15) == 0);
+    assert_non_null(strstr(e.msg, "dirname/x.lua: "));
+}
+
 /* ========================================================================= odd files */
 
 /* A directory, a FIFO (must not block) and a device (must not be read forever) are refused. */
@@ -344,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_hostile_binary_chunk),
         cmocka_unit_test(test_hostile_memory_in_parser),
         cmocka_unit_test(test_hostile_long_path),
+        cmocka_unit_test(test_hostile_very_long_path),
         T(test_hostile_not_regular),
         T(test_hostile_files),
         T(test_hostile_binary_file),
