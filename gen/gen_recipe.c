@@ -50,6 +50,10 @@ static const char *const qf_gen_common_fields[] = {"family", "description"};
 
 /* ========================================================================= sandbox */
 
+/* The chunk's name in Lua's messages (one control character, which a shown path never holds:
+ * qf_gen_path_shown escapes them); qf_gen_recipe_error puts the path in its place. */
+#define QF_GEN_CHUNK_MARK "\x1e"
+
 /* State shared by the allocator, the instruction hook and the protected main function. */
 typedef struct qf_gen_sandbox {
     const char *path; /* as given: error messages name it */
@@ -458,8 +462,10 @@ static int qf_gen_recipe_pmain(lua_State *L) {
     lua_settop(L, 0);
     size_t len = sb->len;
     const char *text = qf_gen_skip_prefix(sb->text, &len);
-    const char *chunkname = lua_pushfstring(L, "@%s", sb->path); /* messages: "path:line:" */
-    int st = luaL_loadbufferx(L, text, len, chunkname, "t");
+    /* Lua's messages name the chunk "<id>:line:"; a path longer than its 59-byte chunk id would
+     * be cut by bytes (maybe inside a character), so the id is a marker that
+     * qf_gen_recipe_error replaces with the path as qfuse shows it */
+    int st = luaL_loadbufferx(L, text, len, "=" QF_GEN_CHUNK_MARK, "t");
     if (st != LUA_OK)
         return lua_error(L); /* a memory error stays one: lua_error knows its message */
     lua_newtable(L); /* the recipe's whole world: no io, os, require, load, string... */
@@ -470,28 +476,63 @@ static int qf_gen_recipe_pmain(lua_State *L) {
     lua_sethook(L, NULL, 0, 0);
     if (!lua_istable(L, -1))
         luaL_error(L, "%s: recipe must return a table (got %s)", sb->path, luaL_typename(L, -1));
-    lua_replace(L, 1);
-    lua_settop(L, 1);
+    lua_settop(L, 1); /* the table: the chunk, at index 1, was replaced by its first result */
     qf_gen_read_recipe(L, sb);
     return 0;
 }
 
 /* ========================================================================= entry points */
 
-/* Characters of a path a message shows: a longer one is shown as "..." and its last
+/* Bytes of a path a message shows: a longer one is shown as "..." and its last
  * QF_GEN_PATH_SHOWN bytes (the file name and the directories nearest it, from a UTF-8 character
- * boundary), so that it leaves room in the message (qf_gen_err.msg, 4096 bytes) for the reason. */
+ * boundary), so that it leaves room in the message (qf_gen_err.msg, 4096 bytes) for the reason;
+ * control characters and bytes that are not UTF-8 are shown as \xNN, so a file name cannot break
+ * the message's line or reach a terminal as an escape sequence. */
 #define QF_GEN_PATH_SHOWN 200
+typedef char qf_gen_shown[3 + 4 * QF_GEN_PATH_SHOWN + 1];
 
-/* path as messages show it: itself, or its shortened form written into buf. */
-static const char *qf_gen_path_shown(const char *path, char (*buf)[QF_GEN_PATH_SHOWN + 4]) {
+/* The length of the well-formed UTF-8 character at p (1-4, none of U+0000..U+001F or U+007F), or
+ * 0 for a byte that starts none. */
+static size_t qf_gen_utf8_len(const unsigned char *p) {
+    if (p[0] >= 0x20 && p[0] < 0x7F)
+        return 1;
+    const size_t n = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+    if (n == 0 || p[0] >= 0xF5)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    const unsigned cp = n == 2   ? (p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu)
+                        : n == 3 ? (p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu)
+                                 : (p[0] & 0x07u) << 18 | (p[1] & 0x3Fu) << 12 |
+                                       (p[2] & 0x3Fu) << 6 | (p[3] & 0x3Fu);
+    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0; /* overlong, past Unicode, or a surrogate */
+    return n;
+}
+
+/* path as messages show it (see QF_GEN_PATH_SHOWN), written into buf. */
+static const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
     const size_t n = strlen(path);
-    if (n <= QF_GEN_PATH_SHOWN)
-        return path;
-    const char *tail = path + n - QF_GEN_PATH_SHOWN;
-    while ((*tail & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
-        tail++;
-    snprintf(*buf, sizeof *buf, "...%s", tail);
+    const unsigned char *p = (const unsigned char *)path;
+    size_t o = 0;
+    if (n > QF_GEN_PATH_SHOWN) {
+        p += n - QF_GEN_PATH_SHOWN;
+        while ((*p & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
+            p++;
+        memcpy(*buf, "...", 3), o = 3;
+    }
+    while (*p) {
+        const size_t c = qf_gen_utf8_len(p);
+        if (c) {
+            memcpy(*buf + o, p, c), o += c, p += c;
+        } else {
+            snprintf(*buf + o, sizeof *buf - o, "\\x%02X", *p++);
+            o += 4;
+        }
+    }
+    (*buf)[o] = '\0';
     return *buf;
 }
 
@@ -513,9 +554,13 @@ static int qf_gen_recipe_name(const char *path, const char *shown, qf_recipe *ou
     if (n > QF_RECIPE_NAME_MAX)
         return qf_gen_fail(e, "%s: recipe name longer than %d characters", shown,
                            QF_RECIPE_NAME_MAX);
-    if (strspn(base, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
-        return qf_gen_fail(e, "%s: recipe name '%.*s' must match [a-z0-9_]+", shown, (int)n,
-                           base);
+    if (strspn(base, "abcdefghijklmnopqrstuvwxyz0123456789_") != n) {
+        char name[QF_RECIPE_NAME_MAX + 1];
+        qf_gen_shown name_shown;
+        snprintf(name, sizeof name, "%.*s", (int)n, base);
+        return qf_gen_fail(e, "%s: recipe name '%s' must match [a-z0-9_]+", shown,
+                           qf_gen_path_shown(name, &name_shown));
+    }
     memcpy(out->name, base, n);
     out->name[n] = '\0';
     /* NOTES: generated files name the recipe by its canonical path, wherever the file was read
@@ -525,9 +570,10 @@ static int qf_gen_recipe_name(const char *path, const char *shown, qf_recipe *ou
     return 0;
 }
 
-/* Turns a failed pcall into the error message, which always starts with the path: messages
- * that do not ("C stack overflow" from the parser, the binary-chunk refusal, "error in error
- * handling", a path that Lua's chunk id shortened with "...") get it in front. */
+/* Turns a failed pcall into the error message, which always starts with the path: Lua's chunk
+ * id (QF_GEN_CHUNK_MARK, in its positions "<id>:line:" and traceback lines) becomes the path as
+ * shown, and messages that do not start with it ("C stack overflow" from the parser, the
+ * binary-chunk refusal, "error in error handling") get it in front. */
 static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, qf_gen_err *e) {
     if (st == LUA_ERRMEM)
         return qf_gen_fail(e, "%s: memory limit of %zu bytes (%zu MiB) exceeded", sb->path, sb->cap,
@@ -535,15 +581,27 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
     const char *msg = lua_tostring(L, -1);
     if (!msg)
         msg = "(no error message)";
-    if (strncmp(msg, sb->path, strlen(sb->path)) != 0)
-        return qf_gen_fail(e, "%s: %s", sb->path, msg);
-    return qf_gen_fail(e, "%s", msg);
+    char named[sizeof e->msg]; /* in C: the Lua state may be at its memory limit */
+    size_t o = 0;
+    const size_t plen = strlen(sb->path);
+    for (const char *c = msg; *c && o + 1 < sizeof named; c++) {
+        if (*c == QF_GEN_CHUNK_MARK[0]) {
+            const size_t k = plen < sizeof named - 1 - o ? plen : sizeof named - 1 - o;
+            memcpy(named + o, sb->path, k), o += k;
+        } else {
+            named[o++] = *c;
+        }
+    }
+    named[o] = '\0';
+    if (strncmp(named, sb->path, plen) != 0)
+        return qf_gen_fail(e, "%s: %s", sb->path, named);
+    return qf_gen_fail(e, "%s", named);
 }
 
 int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
                               const qf_gen_limits *lim, qf_recipe *out, qf_gen_err *e) {
     memset(out, 0, sizeof *out);
-    char buf[QF_GEN_PATH_SHOWN + 4];
+    qf_gen_shown buf;
     const char *shown = qf_gen_path_shown(path, &buf);
     if (qf_gen_recipe_name(path, shown, out, e) != 0)
         return -1;
@@ -578,7 +636,7 @@ int qf_gen_recipe_load_buffer(const char *path, const char *text, size_t len,
 /* Opens path for reading a recipe: a regular file of at most QF_GEN_RECIPE_FILE_MAX bytes.
  * O_NONBLOCK: opening a FIFO must not wait for a writer. Returns the fd, or -1 with e set. */
 static int qf_gen_recipe_open(const char *path, size_t *size, qf_gen_err *e) {
-    char buf[QF_GEN_PATH_SHOWN + 4];
+    qf_gen_shown buf;
     const char *shown = qf_gen_path_shown(path, &buf);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
@@ -631,7 +689,7 @@ static int qf_gen_recipe_read(const char *path, char **text, size_t *len, qf_gen
     close(fd);
     if (err) {
         free(buf);
-        char shown[QF_GEN_PATH_SHOWN + 4];
+        qf_gen_shown shown;
         return qf_gen_fail(e, "cannot read %s: %s", qf_gen_path_shown(path, &shown),
                            strerror(err));
     }
@@ -645,7 +703,7 @@ int qf_gen_recipe_load(const char *path, const qf_gen_limits *lim, qf_recipe *ou
     char *text = NULL;
     size_t len = 0;
     memset(out, 0, sizeof *out);
-    char buf[QF_GEN_PATH_SHOWN + 4];
+    qf_gen_shown buf;
     if (qf_gen_recipe_name(path, qf_gen_path_shown(path, &buf), out, e) != 0)
         return -1; /* checked first: no need to open a bad name */
     if (qf_gen_recipe_read(path, &text, &len, e) != 0)
