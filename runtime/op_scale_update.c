@@ -4,7 +4,9 @@
 #include "ctx.h"
 #include "validate.h"
 
-#define QF_SCALE_UPDATE_MAX_H (48 * 1024 / 4) /* history fits the default shared memory */
+/* The longest history: amax_history_len's range (runtime/family.c); the kernel holds a tensor's
+ * history in shared memory (32 KiB). */
+#define QF_SCALE_UPDATE_MAX_H 8192
 
 static qf_status qf_su_check(const char *op, int n, int H, const float *amax,
                              const float *history, const float *scale, const float *scale_inv,
@@ -17,6 +19,22 @@ static qf_status qf_su_check(const char *op, int n, int H, const float *amax,
                             "and fmt must all be device pointers", op,
                             !amax ? "amax" : !history ? "history" : !scale ? "scale"
                                           : !scale_inv ? "scale_inv" : "fmt");
+    /* the float arrays are read and written as floats; none may overlap another (fmt is read
+     * only, but a write to an array over it would change a format mid-launch) */
+    const qf_tensor t[5] = {
+        {.data = (void *)amax, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {n}},
+        {.data = (void *)history, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {(int64_t)n * H}},
+        {.data = (void *)scale, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {n}},
+        {.data = (void *)scale_inv, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {n}},
+        {.data = (void *)fmt, .dtype = QF_DTYPE_E4M3, .ndim = 1, .dims = {n}}};
+    static const char *const names[5] = {"amax", "history", "scale", "scale_inv", "fmt"};
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)t[i].data % sizeof(float) != 0)
+            return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s %p is not 4-byte aligned", op,
+                                names[i], t[i].data);
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++)
+            QF_TRY(qf_check_disjoint(op, names[i], &t[i], names[j], &t[j]));
     return QF_OK;
 }
 

@@ -318,7 +318,8 @@ qf_amax_reduce_fn qf_get_amax_reduce(void **user);
  *   H must be the recipe's amax_history_len (the layout of history the caller allocated).
  * A tensor whose amax is 0 did not run: its history and scale stay unchanged.
  * Errors: QF_ERR_INVALID_ARG (n < 1, H not the recipe's amax_history_len (1..8192),
- * a NULL pointer named, a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a
+ * a NULL pointer named, a float array not 4-byte aligned, two arrays that overlap, a stream of
+ * another context), QF_ERR_NOT_FOUND, QF_ERR_UNSUPPORTED (a
  * recipe whose family computes its scales in the quantizer, or "not implemented scaling mode"),
  * QF_ERR_NVRTC, QF_ERR_CUDA. */
 qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float *amax,

@@ -273,14 +273,14 @@ static void test_su_n_zero(void **state) {
 static void test_su_history_too_long(void **state) {
     su_args a = su_valid();
     a.H = 1 << 20;
-    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 1048576", "1 <= H <= 12288");
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 1048576", "1 <= H <= 8192");
 }
 
 /* H is the recipe's amax_history_len: a history of another length is refused. */
 static void test_su_history_not_the_recipes(void **state) {
     su_args a = su_valid();
-    a.H = 12288;
-    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 12288, but recipe 'fp8_delayed' keeps an "
+    a.H = 8192;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 8192, but recipe 'fp8_delayed' keeps an "
            "amax history of amax_history_len = 1024 steps");
     a.H = HIST - 1;
     expect(su_run(state, &a), QF_ERR_INVALID_ARG, "H = 1023");
@@ -291,6 +291,25 @@ static void test_su_null_pointer(void **state) {
     a.scale_inv = NULL;
     expect(su_run(state, &a), QF_ERR_INVALID_ARG, "scale_inv is NULL", "must all be device "
            "pointers");
+}
+
+/* The float arrays must be 4-byte aligned, and no two arrays may overlap. */
+static void test_su_misaligned_or_overlapping(void **state) {
+    su_args a = su_valid();
+    a.amax = (float *)((char *)a.amax + 1);
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "amax", "is not 4-byte aligned");
+    a = su_valid();
+    a.history = (float *)((char *)a.history + 2);
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "history", "is not 4-byte aligned");
+    a = su_valid();
+    a.scale = a.scale_inv;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "scale", "scale_inv");
+    a = su_valid();
+    a.amax = a.history + 4;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "amax", "history");
+    a = su_valid();
+    a.fmt = (const uint8_t *)a.scale;
+    expect(su_run(state, &a), QF_ERR_INVALID_ARG, "scale", "fmt");
 }
 
 /* Block-scaled families compute their scales in the quantizer: no scale update. */
@@ -702,6 +721,7 @@ int main(void) {
         T(test_su_history_too_long),
         T(test_su_history_not_the_recipes),
         T(test_su_null_pointer),
+        T(test_su_misaligned_or_overlapping),
         T(test_su_block_family),
         T(test_nv_valid_reaches_device),
         T(test_nv_null_out),
