@@ -39,6 +39,16 @@ static qf_status qf_act_out(const char *op, const qf_act_call *c, const char *na
                         c->r->name, name);
 }
 
+/* Output `out` against input `in`: they must not overlap, except as the same buffer of the same
+ * dtype under a non-gated activation, whose elementwise kernel reads an element before it writes
+ * it there (in place); a SwiGLU output, half of h's width, would overwrite rows still to be read. */
+static qf_status qf_act_apart(const char *op, qf_activation act, const char *out_arg,
+                              const qf_tensor *out, const char *in_arg, const qf_tensor *in) {
+    if (act != QF_ACT_SWIGLU && out->data == in->data && out->dtype == in->dtype)
+        return QF_OK;
+    return qf_check_disjoint(op, out_arg, out, in_arg, in);
+}
+
 /* The module of h's dtype, loaded, and one grid-stride launch of fn_grad (grad) or fn. */
 static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call *c,
                                qf_dtype dt, int grad, qf_act_params *p, void *stream) {
@@ -63,6 +73,7 @@ qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
     qf_act_call c;
     QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
     QF_TRY(qf_act_out(op, &c, "a", a));
+    QF_TRY(qf_act_apart(op, act, "a", a, "h", h));
     qf_act_params p = {.h = h->data, .out = a->data, .M = c.M, .F = c.F, .act = (int32_t)act};
     return qf_act_launch(ctx, op, &c, h->dtype, 0, &p, stream);
 }
@@ -76,6 +87,8 @@ qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act
     QF_TRY(qf_check_grad_input(op, "da", da, c.M, c.F, "the gradient of the activation's output",
                                "[M, F]"));
     QF_TRY(qf_act_out(op, &c, "dh", dh));
+    QF_TRY(qf_act_apart(op, act, "dh", dh, "h", h));
+    QF_TRY(qf_act_apart(op, act, "dh", dh, "da", da));
     qf_act_params p = {.h = h->data, .da = da->data, .out = dh->data, .M = c.M, .F = c.F,
                        .act = (int32_t)act, .da_fp32 = da->dtype == QF_DTYPE_FP32};
     return qf_act_launch(ctx, op, &c, h->dtype, 1, &p, stream);

@@ -472,15 +472,17 @@ qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_te
  * h2] of [..., 2F] -> a = silu(h1) * h2 [..., F]. h bf16, fp16 or fp32; a in h's dtype (the fake
  * shapes of a QF_OP_ACTIVATION query: M, N = F, dtype, QF_OUT_GATED for swiglu). Errors:
  * QF_ERR_INVALID_ARG (NULL ctx, recipe, h or a, act out of range, swiglu with an odd last dim, a
- * wrong dtype, size or alignment, a stream of another context), QF_ERR_NOT_FOUND,
- * QF_ERR_NO_DEVICE, QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
+ * wrong dtype, size or alignment, a overlapping h other than as the same buffer under gelu or
+ * relu (in place), a stream of another context), QF_ERR_NOT_FOUND, QF_ERR_NO_DEVICE,
+ * QF_ERR_NVRTC, QF_ERR_CUDA. Asynchronous on stream. */
 qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                             const qf_tensor *h, qf_tensor *a, void *stream);
 
 /* Its backward: dh [..., Fin] (h's dtype; [M, 2, F] in the fake shapes for swiglu) from
  * da [..., F] (bf16 or fp32) and the forward's h: gelu dh = da gelu'(h); relu dh = da where
  * h > 0, else 0; swiglu dh1 = da h2 silu'(h1), dh2 = da silu(h1) (numerics 6). Errors as
- * qf_activation_fwd, and QF_ERR_INVALID_ARG for da (NULL, dtype, size). */
+ * qf_activation_fwd (dh in a's place: it may lie on h or da only as the same buffer of the same
+ * dtype under gelu or relu), and QF_ERR_INVALID_ARG for da (NULL, dtype, size). */
 qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                             const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
                             void *stream);

@@ -201,6 +201,22 @@ static void test_activation_args(void **state) {
     const qf_tensor da16 = t2(slot(2), QF_DTYPE_FP16, M, K / 2);
     expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da16, &dh, NULL),
            QF_ERR_INVALID_ARG, "da.dtype is fp16");
+    /* in place only where the output lies exactly on its input, non-gated */
+    qf_tensor a_on_h = t2(slot(0), QF_DTYPE_BF16, M, K);
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_GELU, &h, &a_on_h, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    qf_tensor ah_on_h = t2(slot(0), QF_DTYPE_BF16, M, K / 2);
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &ah_on_h, NULL), QF_ERR_INVALID_ARG,
+           "overlap");
+    ah_on_h.data = (char *)slot(0) + 64;
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &ah_on_h, NULL), QF_ERR_INVALID_ARG,
+           "overlap");
+    qf_tensor a_past_h = t2((char *)slot(0) + 64, QF_DTYPE_BF16, M, K);
+    expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_RELU, &h, &a_past_h, NULL), QF_ERR_INVALID_ARG,
+           "overlap");
+    qf_tensor dh_on_da = t2((char *)slot(2) + 16, QF_DTYPE_BF16, M, K);
+    expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &dh_on_da, NULL),
+           QF_ERR_INVALID_ARG, "overlap");
     a.dtype = QF_DTYPE_FP32;
     expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_RELU, &h, &a, NULL), QF_ERR_INVALID_ARG,
            "a.dtype is fp32; expected bf16");
