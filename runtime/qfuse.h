@@ -248,7 +248,7 @@ typedef struct qf_operand {
 typedef struct qf_norm_desc {
     qf_norm norm;
     int zero_centered_gamma; /* g = fl(gamma) + 1 in fp32 */
-    float eps;               /* >= 0, inside the square root */
+    float eps;               /* finite, >= 0, inside the square root */
     qf_tensor gamma;         /* [K], x's dtype or fp32 */
     qf_tensor beta;          /* [K], gamma's dtype; layernorm only (data NULL for rmsnorm) */
 } qf_norm_desc;

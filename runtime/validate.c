@@ -5,8 +5,10 @@
 #include "recipe_file.h"
 #include "family.h"
 #include "names.h"
+#include "qf_arch.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -200,8 +202,8 @@ qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd, const qf_te
                             "QF_NORM_LAYERNORM or QF_NORM_RMSNORM", op, (int)nd->norm);
     if (nd->norm == QF_NORM_NONE)
         return QF_OK;
-    if (!(nd->eps >= 0.0f))
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op,
+    if (!(nd->eps >= 0.0f) || isinf(nd->eps))
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be finite and >= 0 (got %g)", op,
                             (double)nd->eps);
     QF_TRY(qf_check_vector(op, "gamma", &nd->gamma, K, x->dtype));
     if (nd->norm == QF_NORM_LAYERNORM) {
@@ -401,6 +403,10 @@ qf_status qf_gemm_scale_layout(const char *recipe, int arch, qf_scale_layout *la
     if (!recipe || !layout)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe and layout must not be NULL", op);
     QF_TRY(qf_recipe_find_for(op, recipe, &r));
+    if (arch < 10 || arch > QF_ARCH_MAX) /* an older GPU is one: UNSUPPORTED below */
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: arch %d is not a compute capability; "
+                            "expected 10*major+minor up to %d (e.g. 90 for sm_90)", op, arch,
+                            QF_ARCH_MAX);
     const qf_gemm_path path = qf_family_gemm_path(r->family, arch);
     if (path.engine == QF_GEMM_NONE)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s) has no GEMM on sm_%d", op,

@@ -120,6 +120,17 @@ static void nq_rmsnorm(nq_args *a) {
     a->out.t[QF_SLOT_MU].data = NULL;
 }
 
+/* eps must be a finite number >= 0: NaN, negative and infinite values are refused. */
+static void test_nq_eps_not_finite(void **state) {
+    nq_args a = nq_valid(state);
+    a.nd.eps = INFINITY;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "eps must be finite and >= 0 (got inf)");
+    a.nd.eps = NAN;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "eps must be finite and >= 0");
+    a.nd.eps = -1e-5f;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "eps must be finite and >= 0");
+}
+
 static void test_nq_valid_reaches_device(void **state) {
     nq_args a = nq_valid(state);
     expect(nq_run(&a), QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid", "sm_90");
@@ -691,6 +702,7 @@ int main(void) {
         T(test_ctx_init_null_out),
         T(test_ctx_init_host_bad_arch),
         T(test_nq_valid_reaches_device),
+        T(test_nq_eps_not_finite),
         T(test_nq_null_ctx),
         T(test_nq_null_x),
         T(test_nq_null_x_data),

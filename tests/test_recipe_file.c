@@ -160,6 +160,9 @@ static void test_public_queries(void **state) {
     assert_int_equal(qf_gemm_scale_layout("nvfp4", 100, &l), QF_OK);
     assert_int_equal(l, QF_SCALE_LAYOUT_SWIZZLED); /* Blackwell: cuBLASLt's block-scaled modes */
     assert_int_equal(qf_gemm_scale_layout("mxfp8", 80, &l), QF_ERR_UNSUPPORTED);
+    assert_int_equal(qf_gemm_scale_layout("mxfp8", -90, &l), QF_ERR_INVALID_ARG);
+    assert_non_null(strstr(qf_last_error(), "arch -90 is not a compute capability"));
+    assert_int_equal(qf_gemm_scale_layout("mxfp8", 1000, &l), QF_ERR_INVALID_ARG);
     assert_int_equal(qf_gemm_scale_layout("mxfp8", 90, NULL), QF_ERR_INVALID_ARG);
     qf_test_dir_remove(d.path);
 }
