@@ -74,6 +74,16 @@ __device__ __forceinline__ float gelu_arg(float h) {
     return 2.0f * u;
 }
 
+/* s[j] = the sigmoid in act(v[j]): of 2 u (gelu_arg) for gelu, of v itself for silu. */
+template <int N>
+__device__ __forceinline__ void act_sigmoid_n(int act, const float (&v)[N], float (&s)[N]) {
+    float arg[N];
+#pragma unroll
+    for (int j = 0; j < N; j++)
+        arg[j] = act == QF_ACT_GELU ? gelu_arg(v[j]) : v[j];
+    sigmoid_n(arg, s);
+}
+
 /* a = act(v) of N elements, with one sigmoid_n for the N: gelu h sigmoid(2 u), SwiGLU
  * silu(v) u = (v sigmoid(v)) u (v = h1, u = h2; u is not read otherwise), relu max(v, 0). */
 template <int N>
@@ -85,11 +95,8 @@ __device__ __forceinline__ void act_fwd_n(int act, const float (&v)[N], const fl
             a[j] = v[j] > 0.0f ? v[j] : 0.0f;
         return;
     }
-    float arg[N], s[N];
-#pragma unroll
-    for (int j = 0; j < N; j++)
-        arg[j] = act == QF_ACT_GELU ? gelu_arg(v[j]) : v[j];
-    sigmoid_n(arg, s);
+    float s[N];
+    act_sigmoid_n(act, v, s);
 #pragma unroll
     for (int j = 0; j < N; j++)
         a[j] = act == QF_ACT_SWIGLU ? (v[j] * s[j]) * u[j] : v[j] * s[j];
@@ -107,11 +114,8 @@ __device__ __forceinline__ void act_grad_n(int act, const float (&d)[N], const f
             g[j] = v[j] > 0.0f ? d[j] : 0.0f;
         return;
     }
-    float arg[N], s[N];
-#pragma unroll
-    for (int j = 0; j < N; j++)
-        arg[j] = gelu_arg(v[j]);
-    sigmoid_n(arg, s);
+    float s[N];
+    act_sigmoid_n(QF_ACT_GELU, v, s);
 #pragma unroll
     for (int j = 0; j < N; j++) {
         const float h = v[j], du = kGeluC * (1.0f + 3.0f * kGeluA * h * h);
