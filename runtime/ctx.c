@@ -141,6 +141,9 @@ qf_status qf_ctx_init(qf_ctx_t **out, int device) {
     if (!out)
         return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init: out is NULL");
     *out = NULL;
+    if (device < 0) /* out of range on any machine, with or without a GPU */
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_ctx_init: device %d is negative; CUDA "
+                            "devices are numbered from 0", device);
     qf_ctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return qf_set_error(QF_ERR_OUT_OF_MEMORY, "qf_ctx_init: out of host memory");

@@ -89,8 +89,9 @@ typedef struct qf_ctx qf_ctx_t; /* opaque: device, arch, cuBLASLt handle, kernel
 
 /* Creates a context on CUDA device `device` (primary context). Returns QF_ERR_NO_DEVICE when no
  * driver or GPU is present (callers and tests use that to skip GPU work), QF_ERR_UNSUPPORTED for
- * a GPU older than sm_89 (QF_ARCH_MIN: FP8 conversions), QF_ERR_INVALID_ARG for a device index
- * out of range. *out is owned by the caller and released with qf_ctx_free. */
+ * a GPU older than sm_89 (QF_ARCH_MIN: FP8 conversions), QF_ERR_INVALID_ARG for a negative
+ * device index, or one past the devices present (on a machine with none, QF_ERR_NO_DEVICE comes
+ * first). *out is owned by the caller and released with qf_ctx_free. */
 qf_status qf_ctx_init(qf_ctx_t **out, int device);
 /* A dry-run context with no device, for compute capability `arch` (10*major+minor, 89..199, the
  * range qf_ctx_init accepts and the tools' --arch spells sm_89..sm_199): every

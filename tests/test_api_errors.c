@@ -44,6 +44,9 @@ static void test_ctx_init_null_out(void **state) {
     (void)state;
     expect(qf_ctx_init(NULL, 0), QF_ERR_INVALID_ARG, "qf_ctx_init: out is NULL");
     expect(qf_ctx_init_host(NULL, 90), QF_ERR_INVALID_ARG, "qf_ctx_init_host: out is NULL");
+    qf_ctx_t *ctx = (qf_ctx_t *)slot(0); /* set to NULL by the refusal */
+    expect(qf_ctx_init(&ctx, -1), QF_ERR_INVALID_ARG, "qf_ctx_init: device -1 is negative");
+    assert_null(ctx);
 }
 
 static void test_ctx_init_host_bad_arch(void **state) {
