@@ -75,7 +75,8 @@ static qf_tensor qf_q_scale_tensor(const qf_qcall *c, const float *scale) {
 }
 
 /* Every slot the recipe's fake shapes list for this call (checked, apart from the inputs and
- * from the scale it reads, and noted in c->slots), then the kernel variant. */
+ * from the scale it reads, and noted in c->slots), then the kernel variant, whose tiled entry's
+ * grid (cdiv(M, tile_m) blocks) must fit one launch: checked here, before any device work. */
 static qf_status qf_q_slots_kernel(qf_qcall *c, const float *scale, const qf_kernel_entry **k) {
     qf_shape_query q;
     qf_shape shapes[QF_MAX_SHAPES];
@@ -91,7 +92,12 @@ static qf_status qf_q_slots_kernel(qf_qcall *c, const float *scale, const qf_ker
         c->slots |= 1u << qf_slot_from_name(shapes[i].name); /* a qf_slot: checked above */
     *k = qf_registry_kernel(c->r, q.op, c->role, c->nd->norm, c->nd->zero_centered_gamma,
                             c->x->dtype);
-    return *k ? QF_OK : QF_ERR_NOT_FOUND;
+    if (!*k)
+        return QF_ERR_NOT_FOUND;
+    if ((c->M + (*k)->tile_m - 1) / (*k)->tile_m > 0x7fffffff)
+        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
+                            c->op, (long long)c->M);
+    return QF_OK;
 }
 
 /* The kernel instance of the call: outputs, gamma dtype (x's without a norm) and the scale
@@ -224,9 +230,6 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     p.scale = current ? NULL : scale;
     if (current)
         p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
-    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
-                            c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
     qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1, .cols_both = 1};
@@ -270,9 +273,6 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     const qf_kernel_entry *k;
     QF_TRY(qf_q_slots_kernel(c, NULL, &k));
     qf_q_params p = qf_q_params_of(c);
-    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
-                            c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, c->out->layout, stream, &lk));
     const int block_2d = qf_registry_kernel_recipe(k)->block_2d[k->role]; /* 32x32 tiles */
@@ -305,9 +305,6 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
     QF_TRY(qf_q_slots_kernel(c, NULL, &k));
     qf_q_params p = qf_q_params_of(c);
     p.amax_epsilon = c->r->amax_epsilon, p.power_2_scales = c->r->power_2_scales;
-    if ((p.M + k->tile_m - 1) / k->tile_m > 0x7fffffff) /* before any device work */
-        return qf_set_error(QF_ERR_UNSUPPORTED, "%s: M = %lld is too large for one launch",
-                            c->op, (long long)p.M);
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
     /* 4 chunks per block of the tiled entry: the copies of the next ones overlap each chunk's work
