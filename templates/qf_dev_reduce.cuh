@@ -51,15 +51,14 @@ __device__ __forceinline__ float block_sum(float v, float *buf) {
 
 /* The second pass of the backward's column sums (dgamma, dbeta, dbias), by a block of WARPS
  * warps that owns the QF_REDUCE_COLS (32) columns from c0 (a _reduce entry's block): column
- * c0 + l of part [blocks, ld] summed over its rows, where warp w adds rows w, w + WARPS, ... in
+ * c0 + l of part [blocks, cols] summed over its rows, where warp w adds rows w, w + WARPS, ... in
  * order (lane l, column c0 + l) and warp 0 then adds the WARPS sums in warp order: a fixed order,
  * deterministic for a given block count. Lane l of warp 0 returns column c0 + l's sum (others
  * 0); columns from cols on read nothing. Every thread of the block calls it (one barrier); s is
  * not read by another call before the block's next barrier. */
 template <int WARPS>
-__device__ __forceinline__ float column_sum(const float *part, int blocks, long long ld,
-                                            long long cols, long long c0,
-                                            float (&s)[WARPS][QF_REDUCE_COLS]) {
+__device__ __forceinline__ float column_sum(const float *part, int blocks, long long cols,
+                                            long long c0, float (&s)[WARPS][QF_REDUCE_COLS]) {
     static_assert(QF_REDUCE_COLS == 32, "a lane per column");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float acc = 0.0f;
@@ -67,7 +66,7 @@ __device__ __forceinline__ float column_sum(const float *part, int blocks, long 
         const float *col = part + c0 + lane;
 #pragma unroll 8
         for (int blk = warp; blk < blocks; blk += WARPS)
-            acc += col[static_cast<long long>(blk) * ld];
+            acc += col[static_cast<long long>(blk) * cols];
     }
     s[warp][lane] = acc;
     __syncthreads();

@@ -26,7 +26,7 @@ constexpr int kCols = 8; /* columns per thread */
 __device__ __forceinline__ void reduce_body(const qf_db_params &p) {
     __shared__ float s[kThreads / 32][QF_REDUCE_COLS];
     const long long c0 = static_cast<long long>(blockIdx.x) * QF_REDUCE_COLS;
-    const float t = column_sum<kThreads / 32>(p.part, p.blocks, p.N, p.N, c0, s);
+    const float t = column_sum<kThreads / 32>(p.part, p.blocks, p.N, c0, s);
     if (threadIdx.x < QF_REDUCE_COLS && c0 + threadIdx.x < p.N)
         store_elem<kInDtype>(p.dbias, c0 + threadIdx.x, t);
 }

@@ -171,12 +171,12 @@ __device__ __forceinline__ void reduce_body(const qf_nb_params &p) {
     __shared__ float s_g[kWarps][QF_REDUCE_COLS], s_b[kWarps][QF_REDUCE_COLS];
     const long long c0 = static_cast<long long>(blockIdx.x) * QF_REDUCE_COLS;
     const long long c = c0 + threadIdx.x;
-    const float g = column_sum<kWarps>(p.part, p.blocks, p.K, p.K, c0, s_g);
+    const float g = column_sum<kWarps>(p.part, p.blocks, p.K, c0, s_g);
     if (threadIdx.x < QF_REDUCE_COLS && c < p.K)
         p.dgamma[c] = g;
     if (kLayerNorm) {
         const float b = column_sum<kWarps>(p.part + static_cast<long long>(p.blocks) * p.K,
-                                           p.blocks, p.K, p.K, c0, s_b);
+                                           p.blocks, p.K, c0, s_b);
         if (threadIdx.x < QF_REDUCE_COLS && c < p.K)
             p.dbeta[c] = b;
     }
