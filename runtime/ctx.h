@@ -23,6 +23,8 @@ typedef struct qf_loaded_kernel {
     CUfunction fn;              /* the variant's main entry */
     CUfunction fn_rows[QF_ROWS_VARIANTS]; /* optional row-in-registers entries, NULL if absent */
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
+    unsigned smem_rows[QF_ROWS_VARIANTS]; /* dynamic shared memory of each fn_rows launch: a norm's
+                                           * gamma and beta (QF_ROWS_PARAM_SMEM), or 0 */
     CUfunction fn_amax;         /* <name>_amax, the first pass of two-pass modules (NVFP4
                                  * quantizers: statistics and global amax), NULL if absent */
     CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry, or both
@@ -159,8 +161,10 @@ typedef struct qf_rows_call {
     int rows_ok; /* 0: the variant has no rows path for this call (e.g. MXFP8 32x32 tiles) */
     int no_cols; /* 1: this launch writes no columnwise copy (fp8_current's statistics and amax
                   * pass): a rows entry runs alone, without `<name>_cols` */
-    int cols_both; /* 1 (per-tensor FP8): for a kernel without a norm, `<name>_cols` writes both
-                    * copies and merges the amax; it runs alone where it can (see above) */
+    int cols_both; /* 1 (per-tensor FP8): for a kernel without a norm, or in current scaling's
+                    * cast pass (p->pass 1, the statistics in memory), `<name>_cols` writes both
+                    * copies (and merges the amax, without a norm); it runs alone where it can
+                    * (see above) */
     unsigned tiled_k; /* > 0: columns per block of the tiled entry along K (see above) */
     unsigned tiled_smem; /* dynamic shared memory of the tiled entry, bytes (0: none) */
     int cols_after_rows; /* 1 (fp8_block): a kernel with a norm writes a columnwise copy in two

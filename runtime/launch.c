@@ -68,11 +68,13 @@ static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
 }
 
 /* 1 when c's `<name>_cols` entry runs alone and writes both copies (cols_both, a kernel without a
- * norm, the columnwise copy asked for, the entry's shape and 16-byte alignment of x, da and
- * out_row: its vector loads and stores). */
+ * norm or current scaling's cast pass, p->pass 1, whose statistics are in memory; the columnwise
+ * copy asked for, the entry's shape and 16-byte alignment of x, da and out_row: its vector loads
+ * and stores). */
 static int qf_cols_alone(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c, const qf_q_params *p) {
-    return c->cols_both && k->norm == QF_NORM_NONE && (lk->inst.outputs & QF_OUT_COLUMNWISE) &&
+    return c->cols_both && (k->norm == QF_NORM_NONE || p->pass == 1) &&
+           (lk->inst.outputs & QF_OUT_COLUMNWISE) &&
            !c->no_cols && qf_cols_ok(lk, p) && qf_aligned16(p->x) && qf_aligned16(p->da) &&
            qf_aligned16(p->out_row);
 }
@@ -157,9 +159,10 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
                             "entry cannot run alone", k->name);
     const int r = qf_rows_entry(lk, k, c, p);
     if (r >= 0) { /* persistent grid: every resident block loops over rows */
-        const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_rows[r] > 0 ? lk->occ_rows[r] : 1);
+        const int64_t slots = (int64_t)ctx->sm_count * lk->occ_rows[r];
         const int64_t grid = p->M < slots ? p->M : slots;
-        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads, 0, p, stream));
+        QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads,
+                             lk->smem_rows[r], p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)
             return QF_OK;
         if (qf_stats_first(c, k)) {

@@ -212,7 +212,8 @@ static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *
  * call allows one; else the tiled entry. Current scaling (numerics 2.2): amax slot zeroed, then
  * pass 0 (statistics and amax, no copy written: a rows entry where the call allows one, the
  * `_cols` entry for an activation prologue's input) and pass 1 (the cast, with pass 0's
- * statistics), launched as delayed scaling's one is. At large K the
+ * statistics), launched as delayed scaling's one is, except that with a norm the `_cols` entry
+ * writes both copies alone where it can (qf_cols_alone), from one read of x. At large K the
  * rows and `_cols` entries reading x twice take a third of the time the tiled entry's single
  * read of both copies does. The thread's amax reduction runs between the passes. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {

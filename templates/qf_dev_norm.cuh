@@ -168,6 +168,74 @@ __device__ __forceinline__ void load_gamma_vec(const void *gamma, long long k, f
             g[j] += 1.0f;
 }
 
+/* The norm parameters a row's normalization reads: 2 for LayerNorm (gamma, beta), 1 for RMSNorm
+ * (gamma), 0 without a norm. */
+template <int NORM>
+constexpr int kNormParams = NORM == QF_NORM_LAYERNORM ? 2 : NORM == QF_NORM_RMSNORM ? 1 : 0;
+
+/* 1 when a rows entry of IT vectors of EPV elements per thread holds its gamma and beta in
+ * dynamic shared memory (QF_ROWS_PARAM_SMEM bytes, which the runtime gives its launch). */
+template <int IT, int NORM, int EPV, int THREADS>
+constexpr bool kRowsParamsSmem = QF_ROWS_PARAM_SMEM(IT, 16 / EPV, kNormParams<NORM>, THREADS) > 0;
+
+/* Slot (it, h, q) of the calling thread in a rows entry's dynamic shared memory: floats 4h ..
+ * 4h + 3 of its vector it of parameter q (0: gamma, + 1 when zero-centered; 1: beta), at float4
+ * ((it * EPV / 4 + h) * params + q) * THREADS + tid, so that a warp reads 512 consecutive bytes.
+ * Only the thread itself writes and reads its slots: no barrier. */
+template <int NORM, int EPV, int THREADS>
+__device__ __forceinline__ float4 *rows_param_slot(int it, int h, int q) {
+    extern __shared__ __align__(16) float4 qf_rows_params[];
+    return &qf_rows_params[((it * (EPV / 4) + h) * kNormParams<NORM> + q) * THREADS +
+                           threadIdx.x];
+}
+
+/* Stores gamma (+1 when ZCG) and beta of dtype GDT at the thread's columns ln (vectors before K)
+ * as fp32 in its slots (rows_param_slot), once per block, where kRowsParamsSmem. */
+template <int IT, int NORM, int GDT, int ZCG, int EPV, int THREADS, int BV, typename P>
+__device__ __forceinline__ void rows_params_store(const P &p, const RowsLane &ln) {
+    if constexpr (kRowsParamsSmem<IT, NORM, EPV, THREADS>) {
+#pragma unroll
+        for (int it = 0; it < IT; it++) {
+            if (!(ln.valid >> it & 1u))
+                continue;
+            float e[kNormParams<NORM>][EPV];
+            const long long k = ln.col + static_cast<long long>(it) * RowsSpan<IT, BV>::G * EPV;
+            load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k, e[0]);
+            if (NORM == QF_NORM_LAYERNORM)
+                load_n<GDT, EPV>(p.beta, k, e[kNormParams<NORM> - 1]);
+#pragma unroll
+            for (int q = 0; q < kNormParams<NORM>; q++)
+#pragma unroll
+                for (int h = 0; h < EPV / 4; h++)
+                    *rows_param_slot<NORM, EPV, THREADS>(it, h, q) =
+                        make_float4(e[q][4 * h], e[q][4 * h + 1], e[q][4 * h + 2], e[q][4 * h + 3]);
+        }
+    }
+}
+
+/* gamma (+1 when ZCG) and beta of the thread's vector it at column k: from its shared-memory
+ * slots where kRowsParamsSmem (rows_params_store ran), else from memory. */
+template <int IT, int NORM, int GDT, int ZCG, int EPV, int THREADS, typename P>
+__device__ __forceinline__ void rows_params(const P &p, int it, long long k, float (&g)[EPV],
+                                            float (&b)[EPV]) {
+    if constexpr (kRowsParamsSmem<IT, NORM, EPV, THREADS>) {
+#pragma unroll
+        for (int h = 0; h < EPV / 4; h++) {
+            const float4 gv = *rows_param_slot<NORM, EPV, THREADS>(it, h, 0);
+            g[4 * h] = gv.x, g[4 * h + 1] = gv.y, g[4 * h + 2] = gv.z, g[4 * h + 3] = gv.w;
+            if (NORM == QF_NORM_LAYERNORM) {
+                const float4 bv = *rows_param_slot<NORM, EPV, THREADS>(it, h, 1);
+                b[4 * h] = bv.x, b[4 * h + 1] = bv.y, b[4 * h + 2] = bv.z, b[4 * h + 3] = bv.w;
+            }
+        }
+    } else {
+        if (NORM != QF_NORM_NONE)
+            load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k, g);
+        if (NORM == QF_NORM_LAYERNORM)
+            load_n<GDT, EPV>(p.beta, k, b);
+    }
+}
+
 /* Phase 1 of a tiled quantizer: mu and rsigma of the TILE_M rows from m0 (those below p.M), one
  * warp per row (row_stats), into s_mu/s_rsigma and the outputs p.mu (LayerNorm) and p.rsigma,
  * then a barrier; nothing without a norm. P: a params block with x, M, K, eps, mu, rsigma. */
@@ -226,63 +294,85 @@ __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long l
             raw[it] = __ldg(row + it * RowsSpan<IT, BV>::G);
 }
 
+/* The rows of a rows walk with a norm (rows_walk): each row one chunk, the thread's vectors at
+ * the columns ln0 gives. FULL: every vector of every thread lies before K (K = IT THREADS EPV),
+ * so the validity tests fold away; the caller decides it for the whole block (the shuffles and
+ * barriers of both paths must be reached by every thread of it), and at up to 4 vectors per
+ * thread (at 8, ptxas gave the branch-free path more registers than the entries could keep). */
+template <int IT, int DT, int GDT, int ZCG, int NORM, int EPV, int THREADS, int WARPS, int BV,
+          bool EMIT, bool FULL, typename P, typename Emit>
+__device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const RowsLane &ln0,
+                                               float (*s_red)[WARPS]) {
+    static_assert(NORM == QF_NORM_NONE || !kHasPrologue, "an activation prologue has no norm");
+    const long long K = p.K;
+    if (EMIT)
+        rows_params_store<IT, NORM, GDT, ZCG, EPV, THREADS, BV>(p, ln0);
+    int red = 0;
+    /* the next row's vectors loaded ahead, up to 4 per thread (8 would cost a block per SM) */
+    constexpr bool kAhead = IT <= 4;
+    uint4 raw[IT];
+    long long m = blockIdx.x;
+    if (kAhead && m < p.M)
+        rows_load_raw<IT, DT, EPV, BV>(p.x, m, K, ln0, raw);
+    for (; m < p.M; m += gridDim.x) {
+        /* the same columns in every row, but derived again in each: kept live across the
+         * loop, their addresses would take registers the row needs */
+        RowsLane ln = ln0;
+        asm volatile("" : "+l"(ln.col));
+        if (FULL)
+            ln.valid = (1u << IT) - 1u;
+        float v[IT][EPV];
+        if (kAhead) {
+#pragma unroll
+            for (int it = 0; it < IT; it++) {
+                if (ln.valid >> it & 1u)
+                    unpack16<DT, EPV>(raw[it], v[it]);
+                else
+#pragma unroll
+                    for (int j = 0; j < EPV; j++)
+                        v[it][j] = 0.0f;
+            }
+        } else {
+            rows_load<IT, DT, EPV, BV>(p, m, ln, v);
+        }
+        if (kAhead && m + gridDim.x < p.M)
+            rows_load_raw<IT, DT, EPV, BV>(p.x, m + gridDim.x, K, ln, raw);
+        float mu, rs;
+        rows_stats<IT, NORM, EPV, WARPS, true>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
+        if (threadIdx.x == 0) {
+            if (NORM == QF_NORM_LAYERNORM)
+                p.mu[m] = mu;
+            p.rsigma[m] = rs;
+        }
+        if (EMIT) /* LayerNorm: v holds x - mu (rows_stats' CENTER), so emit gets mu = 0 */
+            emit(v, m, ln, 0.0f, rs);
+    }
+}
+
 /* The walk of a rows entry of a block quantizer (numerics 3): rows m = blockIdx.x, + gridDim.x,
  * ...; each row in chunks of IT THREADS EPV elements held in registers in spans of BV vectors
- * (rows_lane, rows_vec; a row with a norm is one chunk), its statistics (rows_stats, stored in
- * p.mu / p.rsigma by thread 0), then emit(v, m, ln, 0, rs) with the thread's IT vectors (with
- * LayerNorm already x - mu: normalize(v, 0, rs, ...) is then the same value) and their columns
- * (RowsLane), called by every thread (some of its vectors may lie past K: emit's shuffles see
- * whole warps). With a norm and up to 4 vectors per thread, the next row's vectors are
- * loaded (rows_load_raw) before this row's statistics, so that their loads overlap this row's
- * work. EMIT false: the statistics only. */
-template <int IT, int DT, int NORM, int EPV, int THREADS, int WARPS, int BV, bool EMIT, typename P,
-          typename Emit>
+ * (rows_lane, rows_vec; a row with a norm is one chunk, rows_walk_norm, with gamma and beta of
+ * dtype GDT, + 1 when ZCG, in shared memory where kRowsParamsSmem), its statistics
+ * (rows_stats, stored in p.mu / p.rsigma by thread 0), then emit(v, m, ln, 0, rs) with the
+ * thread's IT vectors (with LayerNorm already x - mu: normalize(v, 0, rs, ...) is then the same
+ * value) and their columns (RowsLane), called by every thread (some of its vectors may lie past
+ * K: emit's shuffles see whole warps). With a norm and up to 4 vectors per thread, the next
+ * row's vectors are loaded (rows_load_raw) before this row's statistics, so that their loads
+ * overlap this row's work. EMIT false: the statistics only. */
+template <int IT, int DT, int GDT, int ZCG, int NORM, int EPV, int THREADS, int WARPS, int BV,
+          bool EMIT, typename P, typename Emit>
 __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     __shared__ float s_red[2][WARPS];
     const int tid = threadIdx.x;
     const long long K = p.K;
     if constexpr (NORM != QF_NORM_NONE) {
-        static_assert(NORM == QF_NORM_NONE || !kHasPrologue,
-                      "an activation prologue has no norm");
         const RowsLane ln0 = rows_lane<IT, EPV, THREADS, BV>(K, 0, tid);
-        int red = 0;
-        /* the next row's vectors loaded ahead, up to 4 per thread (8 would cost a block per SM) */
-        constexpr bool kAhead = IT <= 4;
-        uint4 raw[IT];
-        long long m = blockIdx.x;
-        if (kAhead && m < p.M)
-            rows_load_raw<IT, DT, EPV, BV>(p.x, m, K, ln0, raw);
-        for (; m < p.M; m += gridDim.x) {
-            /* the same columns in every row, but derived again in each: kept live across the
-             * loop, their addresses would take registers the row needs */
-            RowsLane ln = ln0;
-            asm volatile("" : "+l"(ln.col));
-            float v[IT][EPV];
-            if (kAhead) {
-#pragma unroll
-                for (int it = 0; it < IT; it++) {
-                    if (ln.valid >> it & 1u)
-                        unpack16<DT, EPV>(raw[it], v[it]);
-                    else
-#pragma unroll
-                        for (int j = 0; j < EPV; j++)
-                            v[it][j] = 0.0f;
-                }
-            } else {
-                rows_load<IT, DT, EPV, BV>(p, m, ln, v);
-            }
-            if (kAhead && m + gridDim.x < p.M)
-                rows_load_raw<IT, DT, EPV, BV>(p.x, m + gridDim.x, K, ln, raw);
-            float mu, rs;
-            rows_stats<IT, NORM, EPV, WARPS, true>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
-            if (tid == 0) {
-                if (NORM == QF_NORM_LAYERNORM)
-                    p.mu[m] = mu;
-                p.rsigma[m] = rs;
-            }
-            if (EMIT) /* LayerNorm: v holds x - mu (rows_stats' CENTER), so emit gets mu = 0 */
-                emit(v, m, ln, 0.0f, rs);
-        }
+        if (IT <= 4 && K == static_cast<long long>(IT) * THREADS * EPV)
+            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, true>(p, emit,
+                                                                                     ln0, s_red);
+        else
+            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, false>(p, emit,
+                                                                                      ln0, s_red);
     } else {
         constexpr long long kChunk = static_cast<long long>(IT) * THREADS * EPV;
         for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
@@ -296,17 +386,13 @@ __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     }
 }
 
-/* y = the normalized values of the EPV register-held elements v at column k (gamma and beta of
- * dtype GDT from p, gamma + 1 when ZCG), in the reference's order; returns amax merged over y
- * (FAST: with amax_merge_fast). y may be v. */
-template <int NORM, int GDT, int ZCG, int EPV, bool FAST = false, typename P>
-__device__ __forceinline__ float normalize_vec(const P &p, long long k, const float (&v)[EPV],
-                                               float mu, float rs, float (&y)[EPV], float amax) {
-    float g[EPV], b[EPV];
-    if (NORM != QF_NORM_NONE)
-        load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k, g);
-    if (NORM == QF_NORM_LAYERNORM)
-        load_n<GDT, EPV>(p.beta, k, b);
+/* y = the normalized values of the EPV register-held elements v (gamma g and beta b, as
+ * rows_params gives them), in the reference's order; returns amax merged over y (FAST: with
+ * amax_merge_fast). y may be v. */
+template <int NORM, int EPV, bool FAST = false>
+__device__ __forceinline__ float normalize_vec(const float (&v)[EPV], float mu, float rs,
+                                               const float (&g)[EPV], const float (&b)[EPV],
+                                               float (&y)[EPV], float amax) {
 #pragma unroll
     for (int j = 0; j < EPV; j++) {
         y[j] = normalize<NORM>(v[j], mu, rs, NORM != QF_NORM_NONE ? g[j] : 1.0f,
@@ -322,7 +408,7 @@ __device__ __forceinline__ float normalize_vec(const P &p, long long k, const fl
  * block it / V), merged over the block's L lanes with shuffles. The amaxes are exact or NaN
  * (amax_merge_fast: a NaN's payload is not kept; the block scales only ask whether they are
  * NaN). Every lane of the warp must call it. */
-template <int NORM, int GDT, int ZCG, int EPV, int IT, int BV, typename P>
+template <int NORM, int GDT, int ZCG, int EPV, int IT, int BV, int THREADS, typename P>
 __device__ __forceinline__ void rows_block_amax(const P &p, const RowsLane &ln,
                                                 float (&v)[IT][EPV], float mu, float rs,
                                                 float (&amax)[RowsSpan<IT, BV>::NB]) {
@@ -333,8 +419,11 @@ __device__ __forceinline__ void rows_block_amax(const P &p, const RowsLane &ln,
 #pragma unroll
     for (int it = 0; it < IT; it++) {
         if (ln.valid >> it & 1u) {
-            amax[it / V] = normalize_vec<NORM, GDT, ZCG, EPV, true>(
-                p, rows_col<IT, EPV, BV>(ln, it), v[it], mu, rs, v[it], amax[it / V]);
+            float g[EPV], b[EPV];
+            rows_params<IT, NORM, GDT, ZCG, EPV, THREADS>(p, it, rows_col<IT, EPV, BV>(ln, it), g,
+                                                          b);
+            amax[it / V] =
+                normalize_vec<NORM, EPV, true>(v[it], mu, rs, g, b, v[it], amax[it / V]);
         } else {
 #pragma unroll
             for (int j = 0; j < EPV; j++)

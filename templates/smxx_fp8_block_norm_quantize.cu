@@ -159,8 +159,8 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
     using Span = RowsSpan<IT, kBlk / kEpv>;
     static_assert(Span::L == Span::G && Span::NB <= Span::L, "a lane group shares its blocks");
     float amax[Span::NB];
-    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kBlk / kEpv>(p, ln, v, mu, rs,
-                                                                                amax);
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kBlk / kEpv, kThreads>(
+        p, ln, v, mu, rs, amax);
     const int lane = threadIdx.x & 31, q = lane % Span::L;
     float a = amax[0];
 #pragma unroll
@@ -204,7 +204,8 @@ __device__ void rows_body(const qf_q_params &p) {
         pad_all(p);
     /* the statistics, and the rowwise copy where asked (a columnwise copy comes from the tiled
      * entry after this one, p.pass 1) */
-    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kBlk / kEpv, kRowwise>(
+    rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
+              kBlk / kEpv, kRowwise>(
         p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
             rows_emit<IT>(p, v, m, ln, mu, rs);
         });
@@ -554,4 +555,5 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
+QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
+                (kThreads))

@@ -117,12 +117,15 @@ __device__ __forceinline__ void store_vec(unsigned char *p, unsigned lo, unsigne
         *reinterpret_cast<unsigned *>(p) = lo;
 }
 
-/* Normalizes and quantizes one register-held vector and stores its kEpv bytes. */
-__device__ __forceinline__ float rows_emit(const qf_q_params &p, const float (&v)[kEpv],
+/* Normalizes and quantizes the thread's register vector it (at column k of row m) of a rows
+ * entry of IT vectors per thread and stores its kEpv bytes. */
+template <int IT>
+__device__ __forceinline__ float rows_emit(const qf_q_params &p, const float (&v)[kEpv], int it,
                                           long long m, long long k, float mu, float rs,
                                           float scale, float amax) {
-    float y[kEpv];
-    amax = normalize_vec<kNorm, kGammaDtype, kZeroCenteredGamma>(p, k, v, mu, rs, y, amax);
+    float y[kEpv], g[kEpv], b[kEpv];
+    rows_params<IT, kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kThreads>(p, it, k, g, b);
+    amax = normalize_vec<kNorm, kEpv>(v, mu, rs, g, b, y, amax);
     unsigned w[2] = {0u, 0u};
 #pragma unroll
     for (int j = 0; j < kEpv; j += 4) {
@@ -145,7 +148,12 @@ __device__ void rows_body(const qf_q_params &p) {
     float amax = 0.0f;
     int red = 0;
     constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv;
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x)
+    if (kNorm != QF_NORM_NONE) { /* one chunk per row: the same columns in every row */
+        const RowsLane ln = rows_lane<IT, kEpv, kThreads, IT * kThreads>(K, 0, tid);
+        rows_params_store<IT, kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kThreads,
+                          IT * kThreads>(p, ln);
+    }
+    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
         for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
             const RowsLane ln = rows_lane<IT, kEpv, kThreads, IT * kThreads>(K, k0, tid);
             float v[IT][kEpv];
@@ -165,9 +173,10 @@ __device__ void rows_body(const qf_q_params &p) {
             for (int it = 0; it < IT; it++) {
                 const long long k = k0 + static_cast<long long>(it * kThreads + tid) * kEpv;
                 if (k < K)
-                    amax = rows_emit(p, v[it], m, k, mu, rs, scale, amax);
+                    amax = rows_emit<IT>(p, v[it], it, m, k, mu, rs, scale, amax);
             }
         }
+    }
     block_amax_commit(p, amax, s_amax, scale);
 }
 
@@ -278,9 +287,12 @@ __device__ __forceinline__ int cols_slot(int k, int m) {
  * writes both copies from its one read of x (through the activation prologue, if any): each
  * thread's vectors are rows of the tile, stored as 8 rowwise bytes each, and the tile's amax is
  * merged as the other entries merge theirs (under current scaling it also makes the amax pass,
- * writing nothing). With a norm it follows a rows entry, which wrote the statistics, the amax and
- * the rowwise copy. */
-constexpr bool kColsBoth = kNorm == QF_NORM_NONE;
+ * writing nothing). So it does with a norm in current scaling's cast pass, whose statistics pass
+ * 0 wrote. With a norm under delayed scaling it follows a rows entry, which wrote the statistics,
+ * the amax and the rowwise copy. */
+__device__ __forceinline__ bool cols_both(const qf_q_params &p) {
+    return kNorm == QF_NORM_NONE || cast_pass(p);
+}
 
 /* dbias's partials of one tile (a gradient prologue, p.dbias_part set): the column sums of its
  * 64 rows of y into dbias_part[m0 / 64, k0 ..]: each thread adds its two rows, the lanes of a warp
@@ -314,7 +326,7 @@ __device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, l
 }
 
 /* The copies of the 64x64 tile at (m0, k0) from this thread's normalized vectors y: the
- * transposed copy and, without a norm, the rowwise copy (and with a gradient prologue dbias's
+ * transposed copy and, where cols_both, the rowwise copy (and with a gradient prologue dbias's
  * partials); returns amax merged with the tile's |y|. */
 __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, long long k0,
                                            int c, int r0, const float (&y)[kColPasses][kEpv],
@@ -338,14 +350,14 @@ __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, l
         unsigned w[2] = {0u, 0u};
 #pragma unroll
         for (int j = 0; j < kEpv; j += 2) {
-            if (kColsBoth && !cast_pass(p))
+            if (kNorm == QF_NORM_NONE && !cast_pass(p))
                 amax = amax_merge(amax_merge(amax, y[i][j]), y[i][j + 1]);
             const unsigned q = to_fp8x2<kOutDtype>(y[i][j] * scale, y[i][j + 1] * scale);
             w[j / 4] |= q << (8 * (j % 4));
             s_t[c + j][cols_slot(c + j, r)] = static_cast<unsigned char>(q);
             s_t[c + j + 1][cols_slot(c + j + 1, r)] = static_cast<unsigned char>(q >> 8);
         }
-        if (kColsBoth && kRowwise)
+        if (kRowwise && cols_both(p))
             store_vec(p.out_row + (m0 + r) * p.K + k0 + c, w[0], w[1]);
     }
     __syncthreads();
@@ -399,16 +411,24 @@ __device__ void cols_body(const qf_q_params &p) {
      * amax alone, uses none) */
     const float scale = amax_pass(p) ? 1.0f : scale_of(p);
     const long long tiles = (p.M / kColTile) * (p.K / kColTile) / (cols_paired(p) ? 2 : 1);
+    /* after a pass over the same input (the rows entry with a norm, or current scaling's amax
+     * pass) the tiles from the last: what that pass read last is still in L2 */
+    const bool reverse = kNorm != QF_NORM_NONE || cast_pass(p);
     float amax = 0.0f;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
-        amax = cols_tile_body(p, t, scale, amax, s_t, s_db);
-    if (kColsBoth)
+        amax = cols_tile_body(p, reverse ? tiles - 1 - t : t, scale, amax, s_t, s_db);
+    if (cols_both(p)) /* p.pass is uniform: the barrier inside stays */
         block_amax_commit(p, amax, s_amax, scale);
 }
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
- * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
+ * invokes their macros here. The rows entries at about the resident blocks per SM ptxas gave them
+ * before their gamma and beta moved to shared memory (QF_ROWS_PARAM_SMEM), or what that memory
+ * allows (LayerNorm's 64 KB at 4 vectors per thread: 3); at 8 vectors ptxas's own choice. */
+constexpr int kRows2Blocks = kNorm == QF_NORM_RMSNORM ? 7 : 5;
+constexpr int kRows4Blocks = kNorm == QF_NORM_LAYERNORM ? 3 : 4;
+QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, kRows2Blocks),
+                (kThreads, kRows4Blocks), (kThreads))
 /* `_cols` with an activation prologue at 4 blocks of 256 threads per SM (64 registers): left to
  * itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The others take
  * 30-56 registers, more blocks; held to 4 they measured 3-5% slower. */

@@ -128,7 +128,8 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
                                           const RowsLane &ln, float mu, float rs) {
     using Span = RowsSpan<IT, kTpb>;
     float amax[Span::NB];
-    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kTpb>(p, ln, v, mu, rs, amax);
+    rows_block_amax<kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, IT, kTpb, kThreads>(p, ln, v, mu,
+                                                                                    rs, amax);
 #pragma unroll
     for (int b = 0; b < Span::NB; b++) {
         const unsigned byte = e8m0_of_amax(amax[b]);
@@ -161,7 +162,8 @@ template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
-    rows_walk<IT, kInDtype, kNorm, kEpv, kThreads, kWarps, kTpb, kRowwise>(
+    rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps, kTpb,
+              kRowwise>(
         p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
             rows_emit<IT>(p, v, m, ln, mu, rs);
         });
@@ -228,14 +230,15 @@ __device__ __forceinline__ void cols_tile_body(const qf_q_params &p, long long t
     __syncthreads(); /* s_abs and s_byte are the next tile's */
 }
 
-/* The tiles blockIdx.x, + gridDim.x, ... (row-major over [M/64, K/64]; the runtime launches at
- * most as many blocks as are resident at once). */
+/* The tiles blockIdx.x, + gridDim.x, ... from the last (row-major over [M/64, K/64]; the runtime
+ * launches at most as many blocks as are resident at once): the rows entry before it read the
+ * last rows last, so they are still in L2. */
 __device__ void cols_body(const qf_q_params &p) {
     __shared__ float s_abs[kColTile][kColTile + 1]; /* |y| of the tile */
     __shared__ unsigned s_byte[2][kColTile];        /* E8M0 byte of each column block */
     const long long tiles = (p.M / kColTile) * (p.K / kColTile);
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
-        cols_tile_body(p, t, s_abs, s_byte);
+        cols_tile_body(p, tiles - 1 - t, s_abs, s_byte);
 }
 
 } // namespace
@@ -326,5 +329,6 @@ extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, kThreads, qf_q_params)
+QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
+                (kThreads))
 QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

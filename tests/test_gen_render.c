@@ -80,7 +80,8 @@ static void test_template_entries(void **state) {
     qf_gen_err e;
     const char *tpl = "#define QF_AMAX_ENTRY(name) void name()\n"
                       "extern \"C\" __global__ void __KERNEL_NAME__(int p) {}\n"
-                      "QF_ROWS_ENTRIES(__KERNEL_NAME__, 256, P)\n/* QF_AMAX_ENTRY(x) */\n"
+                      "QF_ROWS_ENTRIES(__KERNEL_NAME__, P, (256, 6), (256, 4), (256, 3), (256))\n"
+                      "/* QF_AMAX_ENTRY(x) */\n"
                       "QF_COLS_ENTRY(__KERNEL_NAME__, 256, P)\n";
     assert_int_equal(qf_gen_template_entries("t.cu", tpl, &entries, &e), 0);
     assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_ROWS1) |

@@ -42,23 +42,36 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
     return s;
 }
 
-/* The optional <name>_rowsN entries of a module and their occupancy (absent ones stay NULL).
- * NOTES: the registry lists the entry points each module has (k->entries, from the generator);
- * others are not probed, so no failing cuModuleGetFunction call is made (sanitizers report
- * those as API errors). */
+/* The optional <name>_rowsN entries of a module, their dynamic shared memory (a norm's gamma
+ * and beta as fp32, QF_ROWS_PARAM_SMEM; the attribute set where it exceeds the default 48 KB)
+ * and their occupancy with it (absent ones, and ones the driver refuses, stay NULL: the tiled
+ * entry runs instead). NOTES: the registry lists the entry points each module has (k->entries,
+ * from the generator); others are not probed, so no failing cuModuleGetFunction call is made
+ * (sanitizers report those as API errors). */
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
     static const qf_entry rows[QF_ROWS_VARIANTS] = {QF_ENTRY_ROWS1, QF_ENTRY_ROWS2,
                                                     QF_ENTRY_ROWS4, QF_ENTRY_ROWS8};
+    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
+    const int params = k->norm == QF_NORM_LAYERNORM ? 2 : k->norm == QF_NORM_RMSNORM ? 1 : 0;
     for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
         e->fn_rows[i] = NULL;
         e->occ_rows[i] = 0;
+        e->smem_rows[i] = 0;
         if (!(k->entries & QF_ENTRY_BIT(rows[i])))
             continue;
+        if (params > 0) /* a quantizer of x in bf16, fp16 or fp32 */
+            e->smem_rows[i] = QF_ROWS_PARAM_SMEM(its[i], (unsigned)qf_dtype_size(k->in_dtype),
+                                                 (unsigned)params, k->block_threads);
         char name[160];
         snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(rows[i]));
         if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
+            (e->smem_rows[i] > 48u * 1024u &&
+             cu->FuncSetAttribute(e->fn_rows[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  (int)e->smem_rows[i]) != CUDA_SUCCESS) ||
             cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
-                                                          (int)k->block_threads, 0) != CUDA_SUCCESS)
+                                                          (int)k->block_threads,
+                                                          e->smem_rows[i]) != CUDA_SUCCESS ||
+            e->occ_rows[i] < 1)
             e->fn_rows[i] = NULL;
     }
 }
