@@ -220,7 +220,8 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 	$(Q)$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -fopenmp -o $@ $< $(TEST_EXTRA_SRCS) $(LIB_GEN) $(LIB_TOOLS) $(LIB) -lcmocka $(LDLIBS_ALL)
 
 # The examples run first (each exits 0 without a GPU), so that the tests' summary stays last.
-test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
+# qfuse-bench is built too, so that every tool the docs name exists after `make test`.
+test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
 	    { PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; echo $$? > $(B)/pytest.rc; } | \

@@ -136,8 +136,12 @@ qf_status qf_check_vector(const char *op, const char *arg, const qf_tensor *t, i
                           qf_dtype dt) {
     QF_TRY(qf_check_tensor_struct(op, arg, t));
     if (t->dtype != dt && t->dtype != QF_DTYPE_FP32)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s or fp32", op, arg,
-                            qf_dtype_name(t->dtype), qf_dtype_name(dt));
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.dtype is %s; expected %s%s", op, arg,
+                            qf_dtype_name(t->dtype), qf_dtype_name(dt),
+                            dt == QF_DTYPE_FP32 ? "" : " or fp32");
+    if (t->ndim != 1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s.ndim is %d; expected 1 ([K] = [%lld])", op,
+                            arg, t->ndim, (long long)K);
     if (qf_tensor_numel(t) != K)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements; expected K = %lld", op,
                             arg, (long long)qf_tensor_numel(t), (long long)K);

@@ -177,6 +177,19 @@ NQ_TEST(test_nq_gamma_wrong_length, a.nd.gamma.dims[0] = K - 1, QF_ERR_INVALID_A
 NQ_TEST(test_nq_gamma_dtype_mismatch, a.nd.gamma.dtype = QF_DTYPE_FP16, QF_ERR_INVALID_ARG,
         "gamma.dtype is fp16; expected bf16 or fp32")
 
+/* gamma [1, K] holds K elements but is no [K] vector */
+NQ_TEST(test_nq_gamma_2d, (a.nd.gamma.ndim = 2, a.nd.gamma.dims[1] = K, a.nd.gamma.dims[0] = 1),
+        QF_ERR_INVALID_ARG, "gamma.ndim is 2; expected 1 ([K] = [64])")
+
+/* fp32 x: gamma must be fp32, and the message names it once */
+static void test_nq_gamma_dtype_fp32_x(void **state) {
+    nq_args a = nq_valid(state);
+    a.x.dtype = QF_DTYPE_FP32, a.nd.gamma.dtype = QF_DTYPE_BF16;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "gamma.dtype is bf16; expected fp32");
+    const char *end = strstr(qf_last_error(), "expected fp32") + strlen("expected fp32");
+    assert_string_equal(end, "");
+}
+
 NQ_TEST(test_nq_beta_dtype_differs_from_gamma, a.nd.gamma.dtype = QF_DTYPE_FP32, QF_ERR_INVALID_ARG,
         "beta.dtype bf16 differs from gamma.dtype fp32")
 
@@ -716,6 +729,8 @@ int main(void) {
         T(test_nq_x_misaligned),
         T(test_nq_gamma_wrong_length),
         T(test_nq_gamma_dtype_mismatch),
+        T(test_nq_gamma_2d),
+        T(test_nq_gamma_dtype_fp32_x),
         T(test_nq_beta_dtype_differs_from_gamma),
         T(test_nq_rmsnorm_with_beta),
         T(test_nq_bad_norm),

@@ -244,6 +244,22 @@ static void test_relative_dir_option(void **state) {
     assert_true(made);
 }
 
+/* A warm with nothing to compile (no kernel matches) leaves no cache directory behind. */
+static void test_warm_nothing_makes_no_dir(void **state) {
+    fixture *fx = *state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(fx->root), 0);
+    result r = run_tool_env(fx, (const char *const[]){"--dir", "none", "warm", "--arch", "sm_90",
+                                                       "--kernel", "no_kernel_is_named_so",
+                                                       NULL},
+                            0);
+    const int made = access("none", F_OK) == 0;
+    assert_int_equal(chdir(cwd), 0);
+    expect_run(r, 1, NULL, "no kernel of the selected recipes matches the --kernel patterns");
+    assert_false(made);
+}
+
 /* prune --older-than 0s removes every entry, however young. */
 static void test_prune_zero_removes_all(void **state) {
     fixture *fx = *state;
@@ -422,6 +438,7 @@ int main(void) {
         T(test_prune_zero_removes_all),
         T(test_warm_read_only),
         T(test_relative_dir_option),
+        T(test_warm_nothing_makes_no_dir),
         T(test_warm_named_arch),
         T(test_list_invalid_and_stale),
         T(test_warm_without_disk_cache),

@@ -590,17 +590,15 @@ static int qf_tool_warm(int argc, char **argv) {
     int jobs = qf_tool_cpus(QF_WARM_MAX_JOBS);
     qf_warm w = {.tty = isatty(2)};
     int rc = qf_warm_args(argc, argv, &w, &jobs);
-    const char *dir = rc < 0 ? qf_tool_dir() : NULL;
-    if (rc < 0 && !dir)
-        rc = 1;
-    if (rc < 0) {
+    if (rc < 0) { /* the directory is made only once there is something to compile */
         w.arch = w.arch ? w.arch : qf_warm_default_arch();
         const int max = qf_jit_max_arch();
         if (max > 0 && w.arch > max)
             fprintf(stderr, "qfuse-cache: this NVRTC targets at most sm_%d: the sm_%d entries hold "
                     "sm_%d code (what the runtime would compile on such a device)\n", max,
                     w.arch, max);
-        rc = qf_warm_collect(&w) != 0 ? 1 : qf_warm_run(&w, jobs, dir);
+        const char *dir = qf_warm_collect(&w) == 0 ? qf_tool_dir() : NULL;
+        rc = dir ? qf_warm_run(&w, jobs, dir) : 1;
     }
     free(w.items);
     return rc;
