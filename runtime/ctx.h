@@ -14,6 +14,7 @@
  * is the entry's address, not an index into qf_kernels[]: recipes loaded at run time bring
  * entries of their own. */
 #define QF_ROWS_VARIANTS 4 /* <name>_rows1, _rows2, _rows4, _rows8 */
+#define QF_ROWS_IT(i) (1 << (i)) /* vectors per thread of variant i: 1, 2, 4, 8 */
 
 typedef struct qf_loaded_kernel {
     const qf_kernel_entry *kernel; /* the variant (not owned; outlives the context) */

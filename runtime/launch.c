@@ -110,13 +110,12 @@ static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
     if (lk->inst.prologue == QF_PROLOGUE_DACT(QF_ACT_SWIGLU) && (p->K / 2 * esz) % 16 != 0)
         return -1;
     const int64_t vecs_per_thread = (p->K / epv + k->block_threads - 1) / k->block_threads;
-    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
     /* without a norm the widest entry allowed walks a longer row in chunks (qf_dev_norm.cuh
      * rows_load); an activation prologue holds two or three input vectors per output vector, so
      * its chunks stay at 2 vectors per thread (more would cost occupancy, not save a read) */
     const int last = lk->inst.prologue != QF_PROLOGUE_NONE ? 1 : QF_ROWS_VARIANTS - 1;
     for (int i = 0; i <= last; i++)
-        if (vecs_per_thread <= its[i] && lk->fn_rows[i])
+        if (vecs_per_thread <= QF_ROWS_IT(i) && lk->fn_rows[i])
             return i;
     return k->norm == QF_NORM_NONE && lk->fn_rows[last] ? last : -1;
 }

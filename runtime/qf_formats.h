@@ -221,12 +221,18 @@ typedef enum qf_scale_rounding {
  * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
 #define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)
 
-/* Dynamic shared memory of a row-in-registers quantizer entry `<name>_rowsIT` with a norm, for x of
- * in_size bytes per element and nparams norm parameters (1 RMSNorm: gamma; 2 LayerNorm: gamma and
- * beta): each thread's IT 16-byte vectors of them as fp32 (templates/qf_dev_norm.cuh
- * rows_params); none past 4 vectors per thread, whose entries read them from global memory. */
-#define QF_ROWS_PARAM_SMEM(it, in_size, nparams, threads)                                          \
-    ((it) <= 4 ? (it) * (threads) * (16 / (in_size)) * 4 * (nparams) : 0)
+/* The [K] vectors a norm reads (qf_norm): 2 for LayerNorm (gamma, beta), 1 for RMSNorm (gamma), 0
+ * without a norm. */
+#define QF_NORM_PARAMS(norm) ((norm) == QF_NORM_LAYERNORM ? 2 : (norm) == QF_NORM_RMSNORM ? 1 : 0)
+
+/* Dynamic shared memory of a row-in-registers quantizer entry `<name>_rowsIT` with norm `norm`,
+ * for x of in_size bytes per element: each thread's IT 16-byte vectors of the norm's parameters
+ * (QF_NORM_PARAMS) as fp32 (templates/qf_dev_norm.cuh rows_params); none without a norm or past 4
+ * vectors per thread, whose entries read them from global memory (in_size is then not used). */
+#define QF_ROWS_PARAM_SMEM(it, in_size, norm, threads)                                             \
+    ((it) <= 4 && QF_NORM_PARAMS(norm) > 0                                                         \
+         ? (it) * (threads) * (16 / (in_size)) * 4 * QF_NORM_PARAMS(norm)                          \
+         : 0)
 
 /* Parameter block of the MXFP8 GEMM on Hopper: y[M, N] = A[M, K] B[N, K]^T (+ bias), both operands
  * rowwise MXFP8 (1x32 blocks along K) with compact E8M0 scales. */

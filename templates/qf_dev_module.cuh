@@ -28,34 +28,32 @@
 #define QF_CAT_(a, b) a##b
 #define QF_CAT(a, b) QF_CAT_(a, b)
 
-/* extern "C" entry `name` (launch bounds THREADS) taking params block P by value: runs body. */
-#define QF_DEV_ENTRY(name, THREADS, P, body)                                                      \
-    extern "C" __global__ void __launch_bounds__(THREADS) name(const P p) {                       \
+/* extern "C" entry `name` with the __launch_bounds__ arguments B, parenthesized ((THREADS) or
+ * (THREADS, MIN_BLOCKS)), taking params block P by value: runs body. */
+#define QF_DEV_ENTRY_B(name, B, P, body)                                                          \
+    extern "C" __global__ void __launch_bounds__ B name(const P p) {                               \
         body;                                                                                     \
     }
+
+/* The same, launch bounds THREADS. */
+#define QF_DEV_ENTRY(name, THREADS, P, body) QF_DEV_ENTRY_B(name, (THREADS), P, body)
 
 /* The same, with at least MIN_BLOCKS resident blocks per SM asked of the register allocator
  * (__launch_bounds__'s second argument; QF_DEV_ENTRY gives none, which ptxas reads differently
  * from 1). */
 #define QF_DEV_ENTRY_MIN(name, THREADS, MIN_BLOCKS, P, body)                                      \
-    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) name(const P p) {           \
-        body;                                                                                     \
-    }
+    QF_DEV_ENTRY_B(name, (THREADS, MIN_BLOCKS), P, body)
 
 /* <name>_rows1 .. _rows8: rows_body<IT> for rows of up to IT vectors per thread, each with the
  * __launch_bounds__ arguments B1 .. B8, parenthesized: (THREADS) or (THREADS, MIN_BLOCKS), the
  * resident blocks per SM asked of the register allocator where ptxas would otherwise give the
  * entry more registers than its occupancy allows (with gamma and beta in shared memory and the
  * block walks' branch-free path, it did for some). */
-#define QF_ROWS_ENTRY(name, B, P, IT)                                                             \
-    extern "C" __global__ void __launch_bounds__ B name(const P p) {                               \
-        rows_body<IT>(p);                                                                         \
-    }
 #define QF_ROWS_ENTRIES(name, P, B1, B2, B4, B8)                                                  \
-    QF_ROWS_ENTRY(QF_CAT(name, _rows1), B1, P, 1)                                                 \
-    QF_ROWS_ENTRY(QF_CAT(name, _rows2), B2, P, 2)                                                 \
-    QF_ROWS_ENTRY(QF_CAT(name, _rows4), B4, P, 4)                                                 \
-    QF_ROWS_ENTRY(QF_CAT(name, _rows8), B8, P, 8)
+    QF_DEV_ENTRY_B(QF_CAT(name, _rows1), B1, P, rows_body<1>(p))                                  \
+    QF_DEV_ENTRY_B(QF_CAT(name, _rows2), B2, P, rows_body<2>(p))                                  \
+    QF_DEV_ENTRY_B(QF_CAT(name, _rows4), B4, P, rows_body<4>(p))                                  \
+    QF_DEV_ENTRY_B(QF_CAT(name, _rows8), B8, P, rows_body<8>(p))
 
 /* <name>_cols: cols_body, the columnwise copy after a rows entry. */
 #define QF_COLS_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _cols), THREADS, P, cols_body(p))

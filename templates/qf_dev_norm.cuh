@@ -168,15 +168,14 @@ __device__ __forceinline__ void load_gamma_vec(const void *gamma, long long k, f
             g[j] += 1.0f;
 }
 
-/* The norm parameters a row's normalization reads: 2 for LayerNorm (gamma, beta), 1 for RMSNorm
- * (gamma), 0 without a norm. */
+/* The norm parameters a row's normalization reads (QF_NORM_PARAMS). */
 template <int NORM>
-constexpr int kNormParams = NORM == QF_NORM_LAYERNORM ? 2 : NORM == QF_NORM_RMSNORM ? 1 : 0;
+constexpr int kNormParams = QF_NORM_PARAMS(NORM);
 
 /* 1 when a rows entry of IT vectors of EPV elements per thread holds its gamma and beta in
  * dynamic shared memory (QF_ROWS_PARAM_SMEM bytes, which the runtime gives its launch). */
 template <int IT, int NORM, int EPV, int THREADS>
-constexpr bool kRowsParamsSmem = QF_ROWS_PARAM_SMEM(IT, 16 / EPV, kNormParams<NORM>, THREADS) > 0;
+constexpr bool kRowsParamsSmem = QF_ROWS_PARAM_SMEM(IT, 16 / EPV, NORM, THREADS) > 0;
 
 /* Slot (it, h, q) of the calling thread in a rows entry's dynamic shared memory: floats 4h ..
  * 4h + 3 of its vector it of parameter q (0: gamma, + 1 when zero-centered; 1: beta), at float4
@@ -199,7 +198,7 @@ __device__ __forceinline__ void rows_params_store(const P &p, const RowsLane &ln
             if (!(ln.valid >> it & 1u))
                 continue;
             float e[kNormParams<NORM>][EPV];
-            const long long k = ln.col + static_cast<long long>(it) * RowsSpan<IT, BV>::G * EPV;
+            const long long k = rows_col<IT, EPV, BV>(ln, it);
             load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k, e[0]);
             if (NORM == QF_NORM_LAYERNORM)
                 load_n<GDT, EPV>(p.beta, k, e[kNormParams<NORM> - 1]);

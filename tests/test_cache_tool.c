@@ -226,38 +226,36 @@ static void test_warm_read_only(void **state) {
     assert_int_equal(count_files(fx, ".cubin"), 1);
 }
 
-/* A relative --dir is the directory of that name under the working directory (the run's own
- * QFUSE_CACHE_DIR is made absolute), not an error about QFUSE_CACHE_DIR. */
-static void test_relative_dir_option(void **state) {
-    fixture *fx = *state;
+/* `qfuse-cache --dir dir warm --arch sm_90 --kernel kernel` run from fx->root; *made: what dir
+ * (relative, under fx->root) is afterwards: 1 a directory, 0 something else, -1 nothing. */
+static result warm_in_root(const fixture *fx, const char *dir, const char *kernel, int *made) {
     char cwd[PATH_MAX];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(fx->root), 0);
-    result r = run_tool_env(fx, (const char *const[]){"--dir", "rel", "warm", "--arch", "sm_90",
-                                                       "--kernel", "qf_fp8_delayed_scale_update",
-                                                       NULL},
+    result r = run_tool_env(fx, (const char *const[]){"--dir", dir, "warm", "--arch", "sm_90",
+                                                       "--kernel", kernel, NULL},
                             0);
     struct stat st;
-    const int made = stat("rel", &st) == 0 && S_ISDIR(st.st_mode);
+    *made = lstat(dir, &st) != 0 ? -1 : S_ISDIR(st.st_mode) ? 1 : 0;
     assert_int_equal(chdir(cwd), 0);
+    return r;
+}
+
+/* A relative --dir is the directory of that name under the working directory (the run's own
+ * QFUSE_CACHE_DIR is made absolute), not an error about QFUSE_CACHE_DIR. */
+static void test_relative_dir_option(void **state) {
+    int made = 0;
+    result r = warm_in_root(*state, "rel", "qf_fp8_delayed_scale_update", &made);
     expect_run(r, 0, "1 compiled", NULL);
-    assert_true(made);
+    assert_int_equal(made, 1);
 }
 
 /* A warm with nothing to compile (no kernel matches) leaves no cache directory behind. */
 static void test_warm_nothing_makes_no_dir(void **state) {
-    fixture *fx = *state;
-    char cwd[PATH_MAX];
-    assert_non_null(getcwd(cwd, sizeof cwd));
-    assert_int_equal(chdir(fx->root), 0);
-    result r = run_tool_env(fx, (const char *const[]){"--dir", "none", "warm", "--arch", "sm_90",
-                                                       "--kernel", "no_kernel_is_named_so",
-                                                       NULL},
-                            0);
-    const int made = access("none", F_OK) == 0;
-    assert_int_equal(chdir(cwd), 0);
+    int made = 0;
+    result r = warm_in_root(*state, "none", "no_kernel_is_named_so", &made);
     expect_run(r, 1, NULL, "no kernel of the selected recipes matches the --kernel patterns");
-    assert_false(made);
+    assert_int_equal(made, -1);
 }
 
 /* prune --older-than 0s removes every entry, however young. */

@@ -51,17 +51,14 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
     static const qf_entry rows[QF_ROWS_VARIANTS] = {QF_ENTRY_ROWS1, QF_ENTRY_ROWS2,
                                                     QF_ENTRY_ROWS4, QF_ENTRY_ROWS8};
-    static const int its[QF_ROWS_VARIANTS] = {1, 2, 4, 8};
-    const int params = k->norm == QF_NORM_LAYERNORM ? 2 : k->norm == QF_NORM_RMSNORM ? 1 : 0;
     for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
         e->fn_rows[i] = NULL;
         e->occ_rows[i] = 0;
         e->smem_rows[i] = 0;
         if (!(k->entries & QF_ENTRY_BIT(rows[i])))
-            continue;
-        if (params > 0) /* a quantizer of x in bf16, fp16 or fp32 */
-            e->smem_rows[i] = QF_ROWS_PARAM_SMEM(its[i], (unsigned)qf_dtype_size(k->in_dtype),
-                                                 (unsigned)params, k->block_threads);
+            continue; /* only quantizers have them (a GEMM's E2M1 input has no byte size) */
+        e->smem_rows[i] = QF_ROWS_PARAM_SMEM(QF_ROWS_IT(i), (unsigned)qf_dtype_size(k->in_dtype),
+                                             k->norm, k->block_threads);
         char name[160];
         snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(rows[i]));
         if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
