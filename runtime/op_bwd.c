@@ -79,6 +79,7 @@ static qf_status qf_nb_check_inputs(const char *op, const qf_norm_desc *nd, cons
     if (!nd)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm is NULL", op);
     QF_TRY(qf_check_fused_norm(op, "norm->norm", nd->norm));
+    QF_TRY(qf_check_zcg(op, nd));
     QF_TRY(qf_check_vector(op, "norm->gamma", &nd->gamma, K, x->dtype));
     QF_TRY(qf_check_grad_input(op, "dxn", dxn, M, K, "the gradient of the norm's output",
                                "[M, K]"));

@@ -248,7 +248,7 @@ typedef struct qf_operand {
 /* The norm fused in front of a quantizer (numerics 3). QF_NORM_NONE: plain quantize. */
 typedef struct qf_norm_desc {
     qf_norm norm;
-    int zero_centered_gamma; /* g = fl(gamma) + 1 in fp32 */
+    int zero_centered_gamma; /* 0 or 1 (else QF_ERR_INVALID_ARG); 1: g = fl(gamma) + 1 in fp32 */
     float eps;               /* finite, >= 0, inside the square root */
     qf_tensor gamma;         /* [K], x's dtype or fp32 */
     qf_tensor beta;          /* [K], gamma's dtype; layernorm only (data NULL for rmsnorm) */

@@ -206,6 +206,7 @@ qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd, const qf_te
                             "QF_NORM_LAYERNORM or QF_NORM_RMSNORM", op, (int)nd->norm);
     if (nd->norm == QF_NORM_NONE)
         return QF_OK;
+    QF_TRY(qf_check_zcg(op, nd));
     if (!(nd->eps >= 0.0f) || isinf(nd->eps))
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: eps must be finite and >= 0 (got %g)", op,
                             (double)nd->eps);
@@ -219,6 +220,13 @@ qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd, const qf_te
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: rmsnorm takes no beta and produces no mu; "
                             "leave norm->beta.data and out->mu.data NULL", op);
     }
+    return QF_OK;
+}
+
+qf_status qf_check_zcg(const char *op, const qf_norm_desc *nd) {
+    if (nd->zero_centered_gamma != 0 && nd->zero_centered_gamma != 1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: norm->zero_centered_gamma %d is not 0 or 1",
+                            op, nd->zero_centered_gamma);
     return QF_OK;
 }
 

@@ -82,6 +82,10 @@ QF_INTERNAL qf_status qf_check_norm_args(const char *op, const qf_norm_desc *nd,
 /* A fused norm's kind, named arg in the message ("ll->norm.norm"): layernorm or rmsnorm. */
 QF_INTERNAL qf_status qf_check_fused_norm(const char *op, const char *arg, qf_norm norm);
 
+/* The norm descriptor's zero_centered_gamma flag: 0 or 1 (any other value is a caller's error,
+ * not a "true"). Errors: QF_ERR_INVALID_ARG naming op. */
+QF_INTERNAL qf_status qf_check_zcg(const char *op, const qf_norm_desc *nd);
+
 /* A gradient input t (named arg) of [rows, cols] in bf16 or fp32 (dxn, da: a dgrad GEMM's
  * output); what and dims name it in the message ("the gradient of the norm's output", "[M, K]"). */
 QF_INTERNAL qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *t,

@@ -69,6 +69,8 @@ static void test_nb_null_args(void **state) {
 
 NB_TEST(test_nb_no_norm, a.nd.norm = QF_NORM_NONE, QF_ERR_INVALID_ARG,
         "norm->norm 0 is not QF_NORM_LAYERNORM or QF_NORM_RMSNORM")
+NB_TEST(test_nb_zcg_not_flag, a.nd.zero_centered_gamma = 5, QF_ERR_INVALID_ARG,
+        "norm->zero_centered_gamma 5 is not 0 or 1")
 NB_TEST(test_nb_x_dtype, a.x.dtype = QF_DTYPE_E4M3, QF_ERR_INVALID_ARG,
         "x.dtype is e4m3; expected bf16, fp16 or fp32")
 NB_TEST(test_nb_gamma_length, a.nd.gamma.dims[0] = K - 1, QF_ERR_INVALID_ARG,
@@ -566,6 +568,7 @@ int main(void) {
         T(test_nb_valid_reaches_device),
         T(test_nb_null_args),
         T(test_nb_no_norm),
+        T(test_nb_zcg_not_flag),
         T(test_nb_x_dtype),
         T(test_nb_gamma_length),
         T(test_nb_gamma_dtype),

@@ -134,6 +134,17 @@ static void test_nq_eps_not_finite(void **state) {
     expect(nq_run(&a), QF_ERR_INVALID_ARG, "eps must be finite and >= 0");
 }
 
+/* zero_centered_gamma is a flag: 0 or 1; any other value is refused, not read as true. */
+static void test_nq_zcg_not_flag(void **state) {
+    nq_args a = nq_valid(state);
+    a.nd.zero_centered_gamma = 5;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "norm->zero_centered_gamma 5 is not 0 or 1");
+    a.nd.zero_centered_gamma = -1;
+    expect(nq_run(&a), QF_ERR_INVALID_ARG, "norm->zero_centered_gamma -1 is not 0 or 1");
+    a.nd.zero_centered_gamma = 1;
+    expect(nq_run(&a), QF_ERR_NO_DEVICE, "arguments are valid");
+}
+
 static void test_nq_valid_reaches_device(void **state) {
     nq_args a = nq_valid(state);
     expect(nq_run(&a), QF_ERR_NO_DEVICE, "qf_quantize: arguments are valid", "sm_90");
@@ -719,6 +730,7 @@ int main(void) {
         T(test_ctx_init_host_bad_arch),
         T(test_nq_valid_reaches_device),
         T(test_nq_eps_not_finite),
+        T(test_nq_zcg_not_flag),
         T(test_nq_null_ctx),
         T(test_nq_null_x),
         T(test_nq_null_x_data),
