@@ -169,16 +169,16 @@ static int64_t qf_strip_slots(const qf_ctx_t *ctx, const qf_loaded_kernel *lk,
 }
 
 /* The `_strip` entry (templates/smxx_fp8_block_norm_quantize.cu) on slots x K / 128 blocks, one
- * cooperative launch, with its stream-ordered scratch: the [slots, 3] counters and flags (zeroed
- * first) and the partial statistics, [2, blocks, 128] pairs of fp32. */
+ * cooperative launch, with its stream-ordered scratch: the [2, slots] counters and flags (zeroed
+ * first) and the partial statistics, [blocks, 128] pairs of fp32. */
 static qf_status qf_ctx_launch_strip(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                      const qf_kernel_entry *k, int64_t slots, qf_q_params *p,
                                      void *stream) {
     const int64_t blocks = slots * (p->K / QF_FP8_BLOCK);
-    const size_t sync_bytes = (size_t)(3 * slots) * sizeof(unsigned);
+    const size_t sync_bytes = (size_t)(2 * slots) * sizeof(unsigned);
     const size_t sync_pad = (sync_bytes + 255) / 256 * 256;
     void *scratch = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, sync_pad + (size_t)(2 * blocks) * QF_FP8_BLOCK * 2 * sizeof(float),
+    QF_TRY(qf_ctx_scratch(ctx, sync_pad + (size_t)blocks * QF_FP8_BLOCK * 2 * sizeof(float),
                           &scratch, "the strip entry's partial statistics", stream));
     qf_q_params q = *p;
     q.strip_sync = scratch;

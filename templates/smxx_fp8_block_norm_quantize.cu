@@ -526,18 +526,13 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
 
 /* The `_strip` entry: a norm and both copies from one read of x (16-bit x, M and K multiples of
  * 128, x 16-byte aligned, no prologue; the runtime checks these). A cooperative launch of
- * gridDim.x = S nch blocks (nch = K / 128), all resident at once. Block b owns chunk b % nch of
- * the strips slot + t S of its slot b / nch, one per round t, each staged in shared memory once
- * (cp.async, three buffers). In iteration t a block (1) computes chunk t + 1's per-row partial
- * statistics and publishes them (p.strip_part; a counter per slot and round parity in
- * p.strip_sync), the last block of the strip to arrive combining the strip's partials into mu
- * and rsigma (p.mu, p.rsigma) and raising the slot's flag; (2) waits for round t's flag, which
- * was raised about an iteration earlier; (3) quantizes chunk t from shared memory
- * (chunk_quantize); (4) starts loading chunk t + 3 into chunk t's buffer. So each wait for the
- * other blocks overlaps an iteration's work, and two chunks' loads are in flight. A block
- * publishes round t + 2 only after round t's flag, which needs every block's round-t partials:
- * at most two rounds are open at once (hence the parity), and a block waits only for blocks of
- * its slot, which are resident, so the grid cannot deadlock.
+ * gridDim.x = S nch blocks (nch = K / 128), all resident at once: in round t, block b stages
+ * chunk b % nch of strip t S + b / nch (its slot b / nch) in shared memory, writes its rows'
+ * partial statistics to p.strip_part, and the last block of the strip to arrive (a counter per
+ * slot in p.strip_sync) combines them into mu and rsigma (written to p.mu and p.rsigma) and
+ * raises the slot's flag; the others wait for it, read them back and quantize their chunk from
+ * shared memory (chunk_quantize). The next round's chunk is staged meanwhile. Blocks wait only
+ * for blocks of their own round and slot, which are resident, so the grid cannot deadlock.
  * Partials (numerics 3): per chunk row the sum of its 128 values and, for LayerNorm, the sum of
  * squared deviations from the chunk's own mean; the strip's variance is their combination (Chan,
  * Golub and LeVeque, "Algorithms for computing the sample variance", 1983: M2 = sum M2_c + n_c
@@ -596,18 +591,17 @@ __device__ __forceinline__ void strip_partials(const unsigned char *buf, int r0,
 }
 
 /* mu and rsigma of the strip's 128 rows from the nch chunks' partials (part: [nch][128] pairs,
- * read through L2) into p.mu / p.rsigma (rows m0 ..). Two threads per row, each adding half of
- * the chunks in order, 8 loads in flight; all threads (sm.colmax is free between chunks). */
+ * read through L2), into sm and p.mu / p.rsigma (rows m0 ..). Two threads per row, each adding
+ * half of the chunks in order; all threads. */
 __device__ __forceinline__ void strip_finish(const qf_q_params &p, TileSmem &sm,
                                              const float2 *part, int nch, long long m0) {
     static_assert(kThreads == 2 * kTileM, "two threads per row");
     const int row = threadIdx.x % kTileM, h = threadIdx.x / kTileM;
     const int c0 = h ? nch / 2 : 0, c1 = h ? nch : nch / 2;
-    float(*red)[kBlk] = sm.colmax;
+    float(*red)[kBlk] = sm.colmax; /* free between chunks */
     float mean = 0.0f;
     if (kNorm == QF_NORM_LAYERNORM) {
         float s = 0.0f;
-#pragma unroll 8
         for (int t = c0; t < c1; t++)
             s += __ldcg(&part[t * kTileM + row]).x;
         red[h][row] = s;
@@ -616,7 +610,6 @@ __device__ __forceinline__ void strip_finish(const qf_q_params &p, TileSmem &sm,
         __syncthreads();
     }
     float m2 = 0.0f;
-#pragma unroll 8
     for (int t = c0; t < c1; t++) {
         const float2 v = __ldcg(&part[t * kTileM + row]);
         if (kNorm == QF_NORM_LAYERNORM) {
@@ -629,48 +622,14 @@ __device__ __forceinline__ void strip_finish(const qf_q_params &p, TileSmem &sm,
     red[h][row] = m2;
     __syncthreads();
     if (h == 0) {
-        p.rsigma[m0 + row] =
+        const float rs =
             1.0f / sqrtf((red[0][row] + red[1][row]) / static_cast<float>(p.K) + p.eps);
-        if (kNorm == QF_NORM_LAYERNORM)
+        sm.rsigma[row] = rs;
+        p.rsigma[m0 + row] = rs;
+        if (kNorm == QF_NORM_LAYERNORM) {
+            sm.mu[row] = mean;
             p.mu[m0 + row] = mean;
-    }
-}
-
-/* Stage buffer t % 3 of the strip entry's dynamic shared memory (QF_STRIP_SMEM). */
-__device__ __forceinline__ unsigned char *strip_buf(unsigned t) {
-    extern __shared__ __align__(16) unsigned char dyn[];
-    return dyn + (t % 3) * kStageBytes;
-}
-
-/* The strip entry's layout of p.strip_sync ([slots][3]: two round counters, by round parity, and
- * the flag, the number of rounds whose statistics are out) and p.strip_part ([2][gridDim.x][128]
- * pairs, by round parity). */
-struct StripSync {
-    unsigned *count, *flag;
-    float2 *part;
-};
-
-/* Publishes the partials of the chunk staged in buf for round t (strip s) and, in the last block
- * of the strip to arrive, combines the strip's statistics and raises the flag to t + 1. */
-__device__ __forceinline__ void strip_publish(const qf_q_params &p, TileSmem &sm,
-                                              const StripSync &y, const unsigned char *buf,
-                                              unsigned t, int nch, int slot, long long s, int r0,
-                                              int c, unsigned &last) {
-    float2 *part = y.part + (t & 1) * gridDim.x * kTileM;
-    strip_partials(buf, r0, c, part + blockIdx.x * kTileM);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(y.count + (t & 1), 1u) == (t / 2 + 1) * nch - 1;
-        __threadfence();
-    }
-    __syncthreads();
-    if (last) {
-        strip_finish(p, sm, part + slot * nch * kTileM, nch, s * kTileM);
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0)
-            st_release(y.flag, t + 1);
+        }
     }
 }
 
@@ -682,49 +641,52 @@ __device__ void strip_body(const qf_q_params &p) {
         const int slots = gridDim.x / nch, slot = blockIdx.x / nch;
         const long long k0 = static_cast<long long>(blockIdx.x % nch) * kBlk;
         const long long strips = p.M / kTileM;
-        const unsigned rounds =
-            slot < strips ? static_cast<unsigned>((strips - slot + slots - 1) / slots) : 0u;
-        const StripSync y{p.strip_sync + 3 * slot, p.strip_sync + 3 * slot + 2,
-                          reinterpret_cast<float2 *>(p.strip_part)};
+        unsigned *count = p.strip_sync + slot, *flag = p.strip_sync + slots + slot;
+        float2 *part = reinterpret_cast<float2 *>(p.strip_part);
         const int r0 = threadIdx.x / kTpr, c = (threadIdx.x % kTpr) * kEpv;
-        auto strip = [&](unsigned t) { return static_cast<long long>(t) * slots + slot; };
         pad_all(p);
-        for (unsigned t = 0; t < 2 && t < rounds; t++)
-            chunk_stage(p, strip_buf(t), strip(t) * kTileM, k0);
-        if (rounds > 0) { /* round 0's partials */
-            if (rounds > 1)
+        if (slot < strips)
+            chunk_stage(p, stage_buf(0), slot * kTileM, k0);
+        for (unsigned t = 0;; t++) {
+            const long long s = static_cast<long long>(t) * slots + slot;
+            if (s >= strips)
+                break;
+            unsigned char *buf = stage_buf(t);
+            if (s + slots < strips) { /* the next round's chunk, into the other buffer */
+                chunk_stage(p, stage_buf(t + 1), (s + slots) * kTileM, k0);
                 cp_async_wait_1();
-            else
+            } else {
                 cp_async_wait_all();
+            }
             __syncthreads();
-            strip_publish(p, sm, y, strip_buf(0), 0, nch, slot, strip(0), r0, c, last);
-        }
-        for (unsigned t = 0; t < rounds; t++) {
-            if (t + 2 < rounds) /* into the buffer chunk t - 1 used */
-                chunk_stage(p, strip_buf(t + 2), strip(t + 2) * kTileM, k0);
-            if (t + 1 < rounds) { /* (1) the next round's partials */
-                if (t + 2 < rounds)
-                    cp_async_wait_1();
-                else
-                    cp_async_wait_all();
+            strip_partials(buf, r0, c, part + blockIdx.x * kTileM);
+            __threadfence();
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                last = atomicAdd(count, 1u) == (t + 1) * nch - 1;
+                __threadfence();
+            }
+            __syncthreads();
+            if (last) {
+                strip_finish(p, sm, part + slot * nch * kTileM, nch, s * kTileM);
+                __threadfence();
                 __syncthreads();
-                strip_publish(p, sm, y, strip_buf(t + 1), t + 1, nch, slot, strip(t + 1), r0, c,
-                              last);
+                if (threadIdx.x == 0)
+                    st_release(flag, t + 1);
+            } else {
+                if (threadIdx.x == 0)
+                    while (ld_acquire(flag) < t + 1)
+                        __nanosleep(32);
+                __syncthreads();
+                if (threadIdx.x < kTileM) {
+                    if (kNorm == QF_NORM_LAYERNORM)
+                        sm.mu[threadIdx.x] = __ldcg(&p.mu[s * kTileM + threadIdx.x]);
+                    sm.rsigma[threadIdx.x] = __ldcg(&p.rsigma[s * kTileM + threadIdx.x]);
+                }
+                __syncthreads();
             }
-            if (threadIdx.x == 0) /* (2) this round's statistics */
-                while (ld_acquire(y.flag) < t + 1)
-                    __nanosleep(32);
-            __syncthreads();
-            const long long m0 = strip(t) * kTileM;
-            if (threadIdx.x < kTileM) {
-                if (kNorm == QF_NORM_LAYERNORM)
-                    sm.mu[threadIdx.x] = __ldcg(&p.mu[m0 + threadIdx.x]);
-                sm.rsigma[threadIdx.x] = __ldcg(&p.rsigma[m0 + threadIdx.x]);
-            }
-            __syncthreads();
-            /* (3) the bytes */
-            chunk_quantize<true>(p, sm, ChunkSrc{strip_buf(t), m0, k0, true, true}, r0, c, true);
-            __syncthreads(); /* chunk t's buffer and sm are free */
+            chunk_quantize<true>(p, sm, ChunkSrc{buf, s * kTileM, k0, true, true}, r0, c, true);
+            __syncthreads(); /* buf and sm are free for the next round */
         }
     }
 }
