@@ -173,7 +173,6 @@ static const struct {
     {"\nQF_DEQUANT_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_DEQUANT)},
     {"\nQF_REDUCE_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_REDUCE)},
     {"\nQF_GRAD_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_GRAD)},
-    {"\nQF_STRIP_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_STRIP)},
 };
 
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,

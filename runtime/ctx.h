@@ -38,9 +38,6 @@ typedef struct qf_loaded_kernel {
     CUfunction fn_reduce;       /* <name>_reduce, the column sums after a partial-sums entry (the
                                  * norm backward's dgamma, dbeta), NULL if absent */
     CUfunction fn_grad;         /* <name>_grad, the activation's backward, NULL if absent */
-    CUfunction fn_strip;        /* <name>_strip, FP8 block scaling's norm and both copies from one
-                                 * read (a cooperative launch), NULL if absent or unusable */
-    int occ_strip;              /* resident blocks per SM of fn_strip with QF_STRIP_SMEM bytes */
 } qf_loaded_kernel;
 
 typedef struct qf_gemm_plan qf_gemm_plan; /* gemm_lt.c */

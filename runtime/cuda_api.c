@@ -47,8 +47,6 @@ static void qf_cu_load(void) {
     /* optional (drivers for CUDA 12.0 and later): without it, GEMMs take the staged path */
     void *encode = dlsym(lib, "cuTensorMapEncodeTiled");
     memcpy(&t->TensorMapEncodeTiled, &encode, sizeof encode);
-    void *coop = dlsym(lib, "cuLaunchCooperativeKernel");
-    memcpy(&t->LaunchCooperativeKernel, &coop, sizeof coop);
     CUresult r = t->Init(0);
     if (r != CUDA_SUCCESS) {
         const char *s = NULL;

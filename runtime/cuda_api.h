@@ -27,9 +27,6 @@ typedef struct qf_cu_api {
     CUresult (*StreamGetCtx)(CUstream, CUcontext *);
     CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
     CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
-    /* NULL when the driver lacks it (FP8 block scaling's `_strip` entry is then never run) */
-    CUresult (*LaunchCooperativeKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
-                                        unsigned, unsigned, unsigned, CUstream, void **);
     /* NULL when the driver lacks it (the warp-specialized GEMM is then never chosen) */
     CUresult (*TensorMapEncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
                                      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,

@@ -149,69 +149,17 @@ static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                             c->tiled_smem, p, stream);
 }
 
-/* Strips of 128 rows the `_strip` entry works on at once (its slots; 0 when it cannot run c): a
- * norm and the columnwise copy (cols_after_rows), 16-bit x 16-byte aligned without a prologue,
- * M and K multiples of 128, a whole strip's chunks resident at once, and
- * QFUSE_FP8_BLOCK_STRIP not off. */
-static int64_t qf_strip_slots(const qf_ctx_t *ctx, const qf_loaded_kernel *lk,
-                              const qf_kernel_entry *k, const qf_rows_call *c,
-                              const qf_q_params *p) {
-    static const char *const ways[] = {"off", "auto"};
-    if (!lk->fn_strip || !qf_stats_first(c, k) || !(lk->inst.outputs & QF_OUT_COLUMNWISE) ||
-        c->no_cols || p->pass != 0 || qf_dtype_size(c->xdt) != 2 ||
-        lk->inst.prologue != QF_PROLOGUE_NONE || p->M % QF_FP8_BLOCK != 0 ||
-        p->K % QF_FP8_BLOCK != 0 || !qf_aligned16(p->x) ||
-        qf_env_choice("QFUSE_FP8_BLOCK_STRIP", ways, 2) == 0)
-        return 0;
-    const int64_t nch = p->K / QF_FP8_BLOCK, strips = p->M / QF_FP8_BLOCK;
-    const int64_t slots = (int64_t)ctx->sm_count * lk->occ_strip / nch;
-    return slots < strips ? slots : strips;
-}
-
-/* The `_strip` entry (templates/smxx_fp8_block_norm_quantize.cu) on slots x K / 128 blocks, one
- * cooperative launch, with its stream-ordered scratch: the [2, slots] counters and flags (zeroed
- * first) and the partial statistics, [blocks, 128] pairs of fp32. */
-static qf_status qf_ctx_launch_strip(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
-                                     const qf_kernel_entry *k, int64_t slots, qf_q_params *p,
-                                     void *stream) {
-    const int64_t blocks = slots * (p->K / QF_FP8_BLOCK);
-    const size_t sync_bytes = (size_t)(2 * slots) * sizeof(unsigned);
-    const size_t sync_pad = (sync_bytes + 255) / 256 * 256;
-    void *scratch = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, sync_pad + (size_t)blocks * QF_FP8_BLOCK * 2 * sizeof(float),
-                          &scratch, "the strip entry's partial statistics", stream));
-    qf_q_params q = *p;
-    q.strip_sync = scratch;
-    q.strip_part = (float *)((char *)scratch + sync_pad);
-    qf_status s = qf_zero_async(q.strip_sync, sync_bytes, "the strip entry's counters", stream);
-    if (s == QF_OK) {
-        s = qf_ctx_bind(ctx);
-        void *args[] = {&q};
-        CUresult r = s == QF_OK ? qf_cu()->LaunchCooperativeKernel(
-                                      lk->fn_strip, (unsigned)blocks, 1, 1, k->block_threads, 1,
-                                      1, QF_STRIP_SMEM, (CUstream)stream, args)
-                                : CUDA_SUCCESS;
-        if (r != CUDA_SUCCESS)
-            s = qf_cu_fail(r, "cuLaunchCooperativeKernel", __FILE__, __LINE__);
-    }
-    const qf_status f = qf_ctx_scratch_free(ctx, scratch, stream);
-    return s != QF_OK ? s : f;
-}
-
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                              const qf_rows_call *c, qf_q_params *p, void *stream) {
     if (qf_cols_alone(lk, k, c, p))
         return qf_ctx_launch_cols(ctx, lk, k, p, stream);
-    const int64_t slots = qf_strip_slots(ctx, lk, k, c, p);
-    if (slots > 0)
-        return qf_ctx_launch_strip(ctx, lk, k, slots, p, stream);
     if (k->norm == QF_NORM_NONE && p->dbias_part && !c->no_cols) /* only `_cols` writes them */
         return qf_set_error(QF_ERR_INTERNAL, "%s: dbias's partials asked for where the _cols "
                             "entry cannot run alone", k->name);
     const int r = qf_rows_entry(lk, k, c, p);
     if (r >= 0) { /* persistent grid: every resident block loops over rows */
-        const int64_t rslots = (int64_t)ctx->sm_count * lk->occ_rows[r];
-        const int64_t grid = p->M < rslots ? p->M : rslots;
+        const int64_t slots = (int64_t)ctx->sm_count * lk->occ_rows[r];
+        const int64_t grid = p->M < slots ? p->M : slots;
         QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads,
                              lk->smem_rows[r], p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)

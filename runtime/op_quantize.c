@@ -292,9 +292,7 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
  * from one read of x; with one, where x's alignment allows a row-in-registers entry, that entry
  * first writes the statistics (and the rowwise copy) and the tiled entry the columnwise copy from
  * them (cols_after_rows), else the tiled entry alone, one block per strip of 128 rows (the
- * statistics need whole rows). Where the `_strip` entry can run (16-bit x, M and K multiples of
- * 128), one cooperative launch writes the statistics and both copies from one read of x instead
- * (QFUSE_FP8_BLOCK_STRIP=off keeps the two launches). The rowwise 1x128 copy alone comes from a row-in-registers entry
+ * statistics need whole rows). The rowwise 1x128 copy alone comes from a row-in-registers entry
  * where x's alignment allows. See qf_ctx_launch_rows.
  * The scale options reach the kernel in its parameter block; block (0, 0) writes the 1.0
  * padding of the scale matrices, so nothing is cleared before the launch. */

@@ -146,18 +146,10 @@ typedef struct qf_q_params {
                             * dh (the partials of dbias, summed by the dbias module's _reduce) */
     };
     float *rsigma;        /* RSIGMA [M]: norms only */
-    union {
-        float *amax;       /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the
-                            * quantized tensor (pre-scale; fp8_current: complete after pass 0);
-                            * NVFP4: AMAX_ROWWISE, the rowwise copy's global amax (zeroed first) */
-        float *strip_part; /* FP8 block scaling's `_strip` entry: scratch, [gridDim.x, 128] pairs
-                            * of fp32 (each chunk row's partial statistics) */
-    };
-    union {
-        float *amax_col;       /* [1] NVFP4: AMAX_COLUMNWISE (zeroed by the runtime) */
-        unsigned *strip_sync;  /* the `_strip` entry: [2, slots] uint32 counters and flags,
-                                * zeroed before the launch */
-    };
+    float *amax;          /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the
+                           * quantized tensor (pre-scale; fp8_current: complete after pass 0);
+                           * NVFP4: AMAX_ROWWISE, the rowwise copy's global amax (zeroed first) */
+    float *amax_col;      /* [1] NVFP4: AMAX_COLUMNWISE (zeroed by the runtime) */
     union {
         struct {                /* per-tensor FP8 */
             const float *scale; /* [1] fp8_delayed's scale, from the scale update
@@ -228,8 +220,6 @@ typedef enum qf_scale_rounding {
 /* Dynamic shared memory of the FP8 block-scaling tiled quantizer for x of in_size bytes per
  * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
 #define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)
-/* Dynamic shared memory of the `_strip` entry (16-bit x only): the same two stage buffers. */
-#define QF_STRIP_SMEM QF_FP8_BLOCK_TILED_SMEM(2)
 
 /* The [K] vectors a norm reads (qf_norm): 2 for LayerNorm (gamma, beta), 1 for RMSNorm (gamma), 0
  * without a norm. */

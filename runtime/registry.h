@@ -51,7 +51,6 @@ typedef enum qf_entry {
     QF_ENTRY_DEQUANT = 8, /* <name>_dequant: one block-scaled copy to bf16 (QF_DEQUANT_ENTRY) */
     QF_ENTRY_REDUCE = 9,  /* <name>_reduce: column sums of per-block partials (QF_REDUCE_ENTRY) */
     QF_ENTRY_GRAD = 10,   /* <name>_grad: the backward of an elementwise module (QF_GRAD_ENTRY) */
-    QF_ENTRY_STRIP = 11,  /* <name>_strip: one read for a norm and both copies (QF_STRIP_ENTRY) */
     QF_ENTRY_COUNT
 } qf_entry;
 #define QF_ENTRY_BIT(e) (1u << (e))

@@ -1,7 +1,6 @@
 /* qf_dev_module.cuh: what a kernel module exposes: the instance options the runtime passes with
  * -D (runtime/jit/kernel_key.c), with their defaults, and the macros that define the optional
- * entry points `<name>_rows{1,2,4,8}`, `<name>_cols`, `<name>_amax`, `<name>_reduce`,
- * `<name>_grad` and `<name>_strip`.
+ * entry points `<name>_rows{1,2,4,8}`, `<name>_cols`, `<name>_amax` and `<name>_reduce`.
  *
  * qfuse-gen lists a module's entry points in the registry from the entry macros its template
  * invokes at the start of a line (gen/gen_render.c), so the runtime never searches source text.
@@ -62,11 +61,6 @@
 /* <name>_cols with at least MIN_BLOCKS resident blocks per SM (QF_DEV_ENTRY_MIN). */
 #define QF_COLS_ENTRY_MIN(name, THREADS, MIN_BLOCKS, P)                                           \
     QF_DEV_ENTRY_MIN(QF_CAT(name, _cols), THREADS, MIN_BLOCKS, P, cols_body(p))
-
-/* <name>_strip: strip_body, a cooperative launch (all blocks resident), with at least MIN_BLOCKS
- * resident blocks per SM asked of the register allocator. */
-#define QF_STRIP_ENTRY(name, THREADS, MIN_BLOCKS, P)                                              \
-    QF_DEV_ENTRY_MIN(QF_CAT(name, _strip), THREADS, MIN_BLOCKS, P, strip_body(p))
 
 /* <name>_amax: amax_body, the first pass of a two-pass module. */
 #define QF_AMAX_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _amax), THREADS, P, amax_body(p))

@@ -11,7 +11,7 @@
  * the bytes are identical. Scale matrices in TE's GEMM_READY layouts (scale_index below); their
  * padding entries are written with 1.0 by block (0, 0) (never read by a GEMM), so no memset runs.
  *
- * Three entry points share the numerics:
+ * Two entry points share the numerics:
  * - `<name>` (tiled; any M and K, any alignment, 1D or 2D, rowwise and/or columnwise): block
  *   (blockIdx.x, blockIdx.y) of 256 threads owns the 128 rows of strip blockIdx.x (one 128x1
  *   block per column, one row of 128x128 tiles) and its 128-column chunks blockIdx.y,
@@ -37,10 +37,6 @@
  *   32 consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; lane b of
  *   such a group computes the scale of the group's block b, writes its scale_inv and shuffles
  *   it to the others.
- * - `<name>_strip` (a norm and the columnwise copy, 16-bit x, M and K multiples of 128, x 16-byte
- *   aligned): both copies and the statistics from one read of x, a cooperative launch whose
- *   blocks each stage one 128x128 chunk of a strip and exchange the strip's partial statistics
- *   (strip_body below).
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_PROLOGUE (runtime). M and K are run-time values. */
@@ -252,16 +248,6 @@ __device__ __forceinline__ void chunk_stage(const qf_q_params &p, unsigned char 
     cp_async_commit();
 }
 
-/* Row r of the chunk staged in buf at columns c .. c + kEpv - 1, as floats. */
-__device__ __forceinline__ void staged_x(const unsigned char *buf, int r, int c,
-                                         float (&xv)[kEpv]) {
-    const uint4 q = *reinterpret_cast<const uint4 *>(buf + (r * kBlk + c) * kInSize);
-    const unsigned w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int j = 0; j < kEpv; j++)
-        xv[j] = half_bits_to_float<kInDtype>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
-}
-
 /* Thread tid's place in a 128x128 chunk: the kPasses consecutive rows from r0 * kPasses (r0 =
  * tid / kTpr: the kTpr lanes of an aligned warp group share rows) and the kEpv columns from c. */
 __device__ __forceinline__ int tile_row(int r0, int i) {
@@ -278,9 +264,7 @@ struct ChunkSrc {
 };
 
 /* y = the normalized values of row r of the chunk at columns k0 + c .. + kEpv, 0 where the
- * element does not exist (gamma g, beta b of those columns). STAGED: src.buf is known to hold
- * the whole chunk (the other reads are not compiled). */
-template <bool STAGED>
+ * element does not exist (gamma g, beta b of those columns). */
 __device__ __forceinline__ void chunk_y(const qf_q_params &p, const TileSmem &sm,
                                         const ChunkSrc &src, int r, int c, const float (&g)[kEpv],
                                         const float (&b)[kEpv], float (&y)[kEpv]) {
@@ -288,8 +272,12 @@ __device__ __forceinline__ void chunk_y(const qf_q_params &p, const TileSmem &sm
     const float rs = kNorm != QF_NORM_NONE ? sm.rsigma[r] : 1.0f;
     const long long m = src.m0 + r;
     float xv[kEpv];
-    if (kStage && (STAGED || src.buf)) {
-        staged_x(src.buf, r, c, xv);
+    if (kStage && src.buf) {
+        const uint4 q = *reinterpret_cast<const uint4 *>(src.buf + (r * kBlk + c) * kInSize);
+        const unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < kEpv; j++)
+            xv[j] = half_bits_to_float<kInDtype>((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
     } else if (src.full) {
         src_n<kInDtype, kEpv>(p, m, src.k0 + c, xv);
     } else {
@@ -363,38 +351,15 @@ __device__ __forceinline__ void store_bytes(unsigned char *dst, const unsigned (
     }
 }
 
-/* Lanes per row of the chunk after rows_reduce: each row's total ends on kRowLanes neighbouring
- * lanes of its kTpr. */
+/* Lanes per row of the chunk after chunk_row_scale's reduction: each row's amax ends on
+ * kRowLanes neighbouring lanes of its kTpr. */
 constexpr int kRowLanes = kTpr / kPasses;
 static_assert(kRowLanes == 2, "16 lanes and 8 rows (16-bit x), 32 and 16 (fp32)");
 
-/* Each of the thread's kPasses row values reduced with op over the row's kTpr lanes (an aligned
- * warp group): at each halving step a lane keeps half of its rows and trades the other half with
- * its partner, so kPasses - 1 shuffles (then one more) take the place of kPasses log2(kTpr).
- * Returns the total of chunk row tile_row(r0, g), g = (lane % kTpr) / kRowLanes, so row i's total
- * is on lanes base + i kRowLanes (and the next one). v is consumed. */
-template <typename Op>
-__device__ __forceinline__ float rows_reduce(float (&v)[kPasses], Op op) {
-    const int lane = (threadIdx.x & 31) % kTpr;
-#pragma unroll
-    for (int o = kTpr / 2, n = kPasses; o > 0; o >>= 1, n = n > 1 ? n / 2 : 1) {
-        const bool hi = (lane & o) != 0;
-        if (n > 1) {
-#pragma unroll
-            for (int t = 0; t < n / 2; t++) {
-                const float send = hi ? v[t] : v[t + n / 2];
-                const float keep = hi ? v[t + n / 2] : v[t];
-                v[t] = op(keep, __shfl_xor_sync(0xffffffffu, send, o));
-            }
-        } else {
-            v[0] = op(v[0], __shfl_xor_sync(0xffffffffu, v[0], o));
-        }
-    }
-    return v[0];
-}
-
 /* The scale of row tile_row(r0, g) of the chunk, g = (lane % kTpr) / kRowLanes, from the thread's
- * kPasses row amaxes merged over the row's kTpr lanes (rows_reduce). The first lane of each row
+ * kPasses row amaxes merged over the row's kTpr lanes (an aligned warp group): at each halving
+ * step a lane keeps half of its rows and trades the other half with its partner, so kPasses - 1
+ * shuffles (then one more) take the place of kPasses log2(kTpr). The first lane of each row
  * writes that row's scale_inv. Row i's scale is then on lane base + i kRowLanes. 2D: the tile's
  * scale (thread 0 writes its scale_inv). ramax is consumed. */
 __device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const TileSmem &sm,
@@ -406,8 +371,21 @@ __device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const Til
         return sm.colscale[0];
     }
     const int lane = (threadIdx.x & 31) % kTpr;
-    const float mine =
-        block_scale(p, rows_reduce(ramax, [](float a, float b) { return amax_merge_fast(a, b); }));
+#pragma unroll
+    for (int o = kTpr / 2, n = kPasses; o > 0; o >>= 1, n = n > 1 ? n / 2 : 1) {
+        const bool hi = (lane & o) != 0;
+        if (n > 1) {
+#pragma unroll
+            for (int t = 0; t < n / 2; t++) {
+                const float send = hi ? ramax[t] : ramax[t + n / 2];
+                const float keep = hi ? ramax[t + n / 2] : ramax[t];
+                ramax[t] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, o));
+            }
+        } else {
+            ramax[0] = amax_merge_fast(ramax[0], __shfl_xor_sync(0xffffffffu, ramax[0], o));
+        }
+    }
+    const float mine = block_scale(p, ramax[0]);
     const long long m = m0 + tile_row(r0, lane / kRowLanes);
     if (lane % kRowLanes == 0 && m < p.M)
         store_scale(p.scale_row, p.M, p.K, m, k0, mine);
@@ -420,7 +398,6 @@ __device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const Til
  * packed per column (a thread's kPasses consecutive rows are kPasses consecutive bytes of a row
  * of the transpose [K, M]: one 8-byte, fp32 x 16-byte, store where the chunk is whole and those
  * rows aligned for it, byte by byte otherwise). */
-template <bool STAGED = false>
 __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &sm,
                                                const ChunkSrc &src, int r0, int c, bool rows) {
     const long long m0 = src.m0, k0 = src.k0;
@@ -440,7 +417,7 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
         camax[j] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPasses; i++) {
-        chunk_y<STAGED>(p, sm, src, tile_row(r0, i), c, g, b, y[i]);
+        chunk_y(p, sm, src, tile_row(r0, i), c, g, b, y[i]);
         ramax[i] = 0.0f;
 #pragma unroll
         for (int j = 0; j < kEpv; j++) {
@@ -522,175 +499,6 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
     }
 }
 
-/* ---------------------------------------------------------------- strip entry */
-
-/* The `_strip` entry: a norm and both copies from one read of x (16-bit x, M and K multiples of
- * 128, x 16-byte aligned, no prologue; the runtime checks these). A cooperative launch of
- * gridDim.x = S nch blocks (nch = K / 128), all resident at once: in round t, block b stages
- * chunk b % nch of strip t S + b / nch (its slot b / nch) in shared memory, writes its rows'
- * partial statistics to p.strip_part, and the last block of the strip to arrive (a counter per
- * slot in p.strip_sync) combines them into mu and rsigma (written to p.mu and p.rsigma) and
- * raises the slot's flag; the others wait for it, read them back and quantize their chunk from
- * shared memory (chunk_quantize). The next round's chunk is staged meanwhile. Blocks wait only
- * for blocks of their own round and slot, which are resident, so the grid cannot deadlock.
- * Partials (numerics 3): per chunk row the sum of its 128 values and, for LayerNorm, the sum of
- * squared deviations from the chunk's own mean; the strip's variance is their combination (Chan,
- * Golub and LeVeque, "Algorithms for computing the sample variance", 1983: M2 = sum M2_c + n_c
- * (mean_c - mean)^2), which keeps the two-pass form's accuracy without a second exchange. */
-constexpr bool kStrip = kStage && !kBlock2d && kColumnwise && kNorm != QF_NORM_NONE && !kHasPrologue;
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *a) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_release(unsigned *a, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(a), "r"(v) : "memory");
-}
-
-/* The staged chunk's per-row partials into part[128] (float pairs): the row's sum and, LayerNorm,
- * its sum of squared deviations from the chunk row's mean; RMSNorm: its sum of squares (in .y). */
-__device__ __forceinline__ void strip_partials(const unsigned char *buf, int r0, int c,
-                                               float2 *part) {
-    const auto add = [](float a, float b) { return a + b; };
-    const int lane = (threadIdx.x & 31) % kTpr, base = (threadIdx.x & 31) & ~(kTpr - 1);
-    float s[kPasses], q[kPasses];
-#pragma unroll
-    for (int i = 0; i < kPasses; i++) {
-        float xv[kEpv];
-        staged_x(buf, tile_row(r0, i), c, xv);
-        s[i] = 0.0f;
-        q[i] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kEpv; j++) {
-            s[i] += xv[j];
-            q[i] = fmaf(xv[j], xv[j], q[i]);
-        }
-    }
-    float sum = 0.0f;
-    if (kNorm == QF_NORM_LAYERNORM) {
-        sum = rows_reduce(s, add);
-        const float mean = sum * (1.0f / kBlk);
-#pragma unroll
-        for (int i = 0; i < kPasses; i++) {
-            const float mi = __shfl_sync(0xffffffffu, mean, base + i * kRowLanes);
-            float xv[kEpv];
-            staged_x(buf, tile_row(r0, i), c, xv);
-            q[i] = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kEpv; j++) {
-                const float d = xv[j] - mi;
-                q[i] = fmaf(d, d, q[i]);
-            }
-        }
-    }
-    const float m2 = rows_reduce(q, add);
-    if (lane % kRowLanes == 0)
-        part[tile_row(r0, lane / kRowLanes)] = make_float2(sum, m2);
-}
-
-/* mu and rsigma of the strip's 128 rows from the nch chunks' partials (part: [nch][128] pairs,
- * read through L2), into sm and p.mu / p.rsigma (rows m0 ..). Two threads per row, each adding
- * half of the chunks in order; all threads. */
-__device__ __forceinline__ void strip_finish(const qf_q_params &p, TileSmem &sm,
-                                             const float2 *part, int nch, long long m0) {
-    static_assert(kThreads == 2 * kTileM, "two threads per row");
-    const int row = threadIdx.x % kTileM, h = threadIdx.x / kTileM;
-    const int c0 = h ? nch / 2 : 0, c1 = h ? nch : nch / 2;
-    float(*red)[kBlk] = sm.colmax; /* free between chunks */
-    float mean = 0.0f;
-    if (kNorm == QF_NORM_LAYERNORM) {
-        float s = 0.0f;
-        for (int t = c0; t < c1; t++)
-            s += __ldcg(&part[t * kTileM + row]).x;
-        red[h][row] = s;
-        __syncthreads();
-        mean = (red[0][row] + red[1][row]) / static_cast<float>(p.K);
-        __syncthreads();
-    }
-    float m2 = 0.0f;
-    for (int t = c0; t < c1; t++) {
-        const float2 v = __ldcg(&part[t * kTileM + row]);
-        if (kNorm == QF_NORM_LAYERNORM) {
-            const float d = v.x * (1.0f / kBlk) - mean;
-            m2 += fmaf(static_cast<float>(kBlk) * d, d, v.y);
-        } else {
-            m2 += v.y;
-        }
-    }
-    red[h][row] = m2;
-    __syncthreads();
-    if (h == 0) {
-        const float rs =
-            1.0f / sqrtf((red[0][row] + red[1][row]) / static_cast<float>(p.K) + p.eps);
-        sm.rsigma[row] = rs;
-        p.rsigma[m0 + row] = rs;
-        if (kNorm == QF_NORM_LAYERNORM) {
-            sm.mu[row] = mean;
-            p.mu[m0 + row] = mean;
-        }
-    }
-}
-
-__device__ void strip_body(const qf_q_params &p) {
-    if constexpr (kStrip) {
-        __shared__ TileSmem sm;
-        __shared__ unsigned last;
-        const int nch = static_cast<int>(p.K / kBlk);
-        const int slots = gridDim.x / nch, slot = blockIdx.x / nch;
-        const long long k0 = static_cast<long long>(blockIdx.x % nch) * kBlk;
-        const long long strips = p.M / kTileM;
-        unsigned *count = p.strip_sync + slot, *flag = p.strip_sync + slots + slot;
-        float2 *part = reinterpret_cast<float2 *>(p.strip_part);
-        const int r0 = threadIdx.x / kTpr, c = (threadIdx.x % kTpr) * kEpv;
-        pad_all(p);
-        if (slot < strips)
-            chunk_stage(p, stage_buf(0), slot * kTileM, k0);
-        for (unsigned t = 0;; t++) {
-            const long long s = static_cast<long long>(t) * slots + slot;
-            if (s >= strips)
-                break;
-            unsigned char *buf = stage_buf(t);
-            if (s + slots < strips) { /* the next round's chunk, into the other buffer */
-                chunk_stage(p, stage_buf(t + 1), (s + slots) * kTileM, k0);
-                cp_async_wait_1();
-            } else {
-                cp_async_wait_all();
-            }
-            __syncthreads();
-            strip_partials(buf, r0, c, part + blockIdx.x * kTileM);
-            __threadfence();
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                last = atomicAdd(count, 1u) == (t + 1) * nch - 1;
-                __threadfence();
-            }
-            __syncthreads();
-            if (last) {
-                strip_finish(p, sm, part + slot * nch * kTileM, nch, s * kTileM);
-                __threadfence();
-                __syncthreads();
-                if (threadIdx.x == 0)
-                    st_release(flag, t + 1);
-            } else {
-                if (threadIdx.x == 0)
-                    while (ld_acquire(flag) < t + 1)
-                        __nanosleep(32);
-                __syncthreads();
-                if (threadIdx.x < kTileM) {
-                    if (kNorm == QF_NORM_LAYERNORM)
-                        sm.mu[threadIdx.x] = __ldcg(&p.mu[s * kTileM + threadIdx.x]);
-                    sm.rsigma[threadIdx.x] = __ldcg(&p.rsigma[s * kTileM + threadIdx.x]);
-                }
-                __syncthreads();
-            }
-            chunk_quantize<true>(p, sm, ChunkSrc{buf, s * kTileM, k0, true, true}, r0, c, true);
-            __syncthreads(); /* buf and sm are free for the next round */
-        }
-    }
-}
-
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const qf_q_params p) {
@@ -749,4 +557,3 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
                 (kThreads))
-QF_STRIP_ENTRY(__KERNEL_NAME__, kThreads, 2, qf_q_params)

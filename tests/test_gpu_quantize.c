@@ -830,73 +830,6 @@ static void test_fb_nan_input(void **state) {
     qf_ctx_free(ctx);
 }
 
-/* FP8 block scaling's norm with both copies of whole 128-row strips of 16-bit x runs as one
- * cooperative `_strip` launch (its statistics combined from per-chunk partials, numerics 3), or,
- * with QFUSE_FP8_BLOCK_STRIP=off, as the rows entry and then the tiled entry: both bit for bit
- * the reference given their own mu/rsigma, which are within rel 1e-5 of fp64. Shapes: one chunk
- * per strip, more strips than the grid's slots, K = 8192; NaN and zero rows. */
-static void test_fb_strip(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = gpu_ctx();
-    const qf_recipe *r = recipe_of("fp8_block");
-    const unsigned both = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE;
-    const int64_t shapes[][2] = {{128, 128}, {256, 8192}, {8192, 1024}, {4096, 4096}};
-    const char *const ways[] = {"auto", "off"};
-    for (int w = 0; w < 2; w++) {
-        assert_int_equal(setenv("QFUSE_FP8_BLOCK_STRIP", ways[w], 1), 0);
-        for (int i = 0; i < 4 * 4; i++) {
-            const qcase c = {.recipe = r, .role = QF_ROLE_INPUT,
-                             .norm = i % 2 ? QF_NORM_RMSNORM : QF_NORM_LAYERNORM, .zcg = i / 4 % 2,
-                             .xdt = i / 2 % 2 ? QF_DTYPE_FP16 : QF_DTYPE_BF16,
-                             .gdt = i / 8 % 2 ? QF_DTYPE_FP32 : (i / 2 % 2 ? QF_DTYPE_FP16
-                                                                         : QF_DTYPE_BF16),
-                             .outputs = both, .M = shapes[i % 4][0], .K = shapes[i % 4][1],
-                             .data = i == 5 ? DATA_NAN : i == 6 ? DATA_ZERO : DATA_RANDOM};
-            blk_run(ctx, &c, 5101u + (uint64_t)i);
-        }
-    }
-    unsetenv("QFUSE_FP8_BLOCK_STRIP");
-    qf_ctx_free(ctx);
-}
-
-/* What a captured quantization runs (graph_check). */
-typedef struct blk_step {
-    qf_ctx_t *ctx;
-    const qcase *c;
-    blk_bufs *B;
-} blk_step;
-
-static void blk_step_run(void *arg, cudaStream_t st) {
-    blk_step *s = arg;
-    blk_enqueue(s->ctx, s->c, s->B, st);
-}
-
-/* The `_strip` launch (cooperative, with its stream-ordered scratch and zeroed counters) captured
- * in a CUDA graph after one eager call: two replays give the eager bytes of every output. */
-static void test_fb_strip_graph(void **state) {
-    (void)state;
-    qf_ctx_t *ctx = gpu_ctx();
-    const qcase c = {.recipe = recipe_of("fp8_block"), .role = QF_ROLE_INPUT,
-                     .norm = QF_NORM_LAYERNORM, .xdt = QF_DTYPE_BF16, .gdt = QF_DTYPE_BF16,
-                     .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = 1024, .K = 2048};
-    assert_int_equal(setenv("QFUSE_FP8_BLOCK_STRIP", "auto", 1), 0);
-    cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    blk_bufs B;
-    blk_bufs_alloc(&c, &B);
-    blk_make_inputs(&c, &B, 61);
-    blk_step s = {ctx, &c, &B};
-    blk_enqueue(ctx, &c, &B, st);
-    CK(cudaStreamSynchronize(st));
-    dual *outs[] = {&B.row, &B.srow, &B.col, &B.scol, &B.mu, &B.rs};
-    const size_t nodes = graph_check(blk_step_run, &s, st, outs, 6, describe(&c));
-    assert_true(nodes >= 2); /* the counters' memset and the launch */
-    blk_bufs_free(&B);
-    CK(cudaStreamDestroy(st));
-    unsetenv("QFUSE_FP8_BLOCK_STRIP");
-    qf_ctx_free(ctx);
-}
-
 /* The RHT setting reaches the fusion key and the bytes: nvfp4 and nvfp4_nort grads differ in
  * key and columnwise data, and each matches its own reference. */
 static void test_nv_rht_changes_key(void **state) {
@@ -950,8 +883,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_amax_reduce),
         cmocka_unit_test(test_nv_nan_input),
         cmocka_unit_test(test_fb_nan_input),
-        cmocka_unit_test(test_fb_strip),
-        cmocka_unit_test(test_fb_strip_graph),
         cmocka_unit_test(test_nq_options),
         cmocka_unit_test(test_quantize),
         QF_TEST_ARG(test_nq_bf16, test_nq, 0),

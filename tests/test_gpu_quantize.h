@@ -478,9 +478,9 @@ static void blk_make_inputs(const qcase *c, blk_bufs *B, uint64_t seed) {
     dual_up(&B->x), dual_up(&B->g), dual_up(&B->b);
 }
 
-/* Queues the op of the case on B's device buffers on stream st (rng from the case: only NVFP4's
- * stochastic rounding reads it). */
-static void blk_enqueue(qf_ctx_t *ctx, const qcase *c, blk_bufs *B, cudaStream_t st) {
+/* Runs the op of the case on B's device buffers (rng from the case: only NVFP4's stochastic
+ * rounding reads it). */
+static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
     const blk_family *f = blk_family_of(c);
     const int64_t M = c->M, K = c->K;
     const qf_dtype fmt = c->recipe->fmt[c->role];
@@ -503,12 +503,7 @@ static void blk_enqueue(qf_ctx_t *ctx, const qcase *c, blk_bufs *B, cudaStream_t
     const qf_norm_desc nd = norm_slots(c, &B->g, &B->b, &B->mu, &B->rs, &out);
     const qf_rng rng = {c->seed, c->offset};
     QF_OK_OR_FAIL(qf_quantize(ctx, c->recipe->name, c->role, &tx,
-                              fused(c) ? &nd : NULL, NULL, &rng, &out, st));
-}
-
-/* Runs the op of the case on B's device buffers and downloads every output. */
-static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
-    blk_enqueue(ctx, c, B, NULL);
+                              fused(c) ? &nd : NULL, NULL, &rng, &out, NULL));
     CK(cudaDeviceSynchronize());
     dual *got[] = {&B->row, &B->srow, &B->col, &B->scol, &B->amr, &B->amc, &B->mu, &B->rs};
     for (size_t i = 0; i < sizeof got / sizeof got[0]; i++)

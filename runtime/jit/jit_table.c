@@ -119,19 +119,6 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_REDUCE, &e->fn_reduce);
     if (s == QF_OK)
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_GRAD, &e->fn_grad);
-    if (s == QF_OK)
-        s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_STRIP, &e->fn_strip);
-    /* the strip entry runs only cooperatively, with its two stage buffers resident */
-    e->occ_strip = 0;
-    if (s == QF_OK && e->fn_strip &&
-        (!cu->LaunchCooperativeKernel ||
-         cu->FuncSetAttribute(e->fn_strip, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              QF_STRIP_SMEM) != CUDA_SUCCESS ||
-         cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_strip, e->fn_strip,
-                                                       (int)k->block_threads,
-                                                       QF_STRIP_SMEM) != CUDA_SUCCESS ||
-         e->occ_strip < 1))
-        e->fn_strip = NULL;
     if (s != QF_OK)
         cu->ModuleUnload(e->module);
     return s;

@@ -13,7 +13,6 @@ static const char *const qf_entry_suffixes[] = {
     [QF_ENTRY_ROWS4] = "_rows4", [QF_ENTRY_ROWS8] = "_rows8", [QF_ENTRY_AMAX] = "_amax",
     [QF_ENTRY_COLS] = "_cols",   [QF_ENTRY_ALPHA] = "_alpha", [QF_ENTRY_DEQUANT] = "_dequant",
     [QF_ENTRY_REDUCE] = "_reduce", [QF_ENTRY_GRAD] = "_grad",
-    [QF_ENTRY_STRIP] = "_strip",
 };
 _Static_assert(sizeof(qf_entry_suffixes) / sizeof(qf_entry_suffixes[0]) == QF_ENTRY_COUNT,
                "qf_entry_suffixes");
