@@ -172,6 +172,10 @@ typedef struct qf_rows_call {
                           * launches where a rows entry can run: the rows entry the statistics
                           * (and the rowwise copy), then the tiled entry, with p->pass = 1, on the
                           * tiled_k grid, the columnwise copy from them */
+    int cols_after_stats; /* 1 (fp8_block, with cols_after_rows): where qf_stats_cols_ok allows,
+                           * the `<name>_cols` entry writes that columnwise copy instead; it
+                           * writes no other (without a norm the tiled entry writes it) */
+    unsigned cols_tile_m; /* rows of the `<name>_cols` entry's tiles (0: QF_COLS_TILE) */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,

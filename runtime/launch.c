@@ -61,10 +61,16 @@ qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned bl
     return qf_ctx_launch_2d(ctx, fn, grid, 1, block, smem, params, stream);
 }
 
+/* Rows of c's `<name>_cols` tiles (their columns: QF_COLS_TILE). */
+static int64_t qf_cols_tile_m(const qf_rows_call *c) {
+    return c->cols_tile_m ? c->cols_tile_m : QF_COLS_TILE;
+}
+
 /* 1 when the `<name>_cols` entry can write c's columnwise copy (see qf_ctx_launch_rows). */
-static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_q_params *p) {
-    return lk->fn_cols && p->M % QF_COLS_TILE == 0 && p->K % QF_COLS_TILE == 0 &&
-           qf_aligned16(p->out_col) && (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE) <= 0x7fffffff;
+static int qf_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c, const qf_q_params *p) {
+    const int64_t tm = qf_cols_tile_m(c);
+    return lk->fn_cols && p->M % tm == 0 && p->K % QF_COLS_TILE == 0 &&
+           qf_aligned16(p->out_col) && (p->M / tm) * (p->K / QF_COLS_TILE) <= 0x7fffffff;
 }
 
 /* 1 when c's `<name>_cols` entry runs alone and writes both copies (cols_both, a kernel without a
@@ -75,7 +81,7 @@ static int qf_cols_alone(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c, const qf_q_params *p) {
     return c->cols_both && (k->norm == QF_NORM_NONE || p->pass == 1) &&
            (lk->inst.outputs & QF_OUT_COLUMNWISE) &&
-           !c->no_cols && qf_cols_ok(lk, p) && qf_aligned16(p->x) && qf_aligned16(p->da) &&
+           !c->no_cols && qf_cols_ok(lk, c, p) && qf_aligned16(p->x) && qf_aligned16(p->da) &&
            qf_aligned16(p->out_row);
 }
 
@@ -83,8 +89,9 @@ static int qf_cols_alone(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
  * a block merges its amax once; after a rows entry it measured 3% slower than the old one block
  * per tile, which with the walking body measured 7% slower). */
 static qf_status qf_ctx_launch_cols(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
-                                    const qf_kernel_entry *k, qf_q_params *p, void *stream) {
-    const int64_t tiles = (p->M / QF_COLS_TILE) * (p->K / QF_COLS_TILE);
+                                    const qf_kernel_entry *k, const qf_rows_call *c,
+                                    qf_q_params *p, void *stream) {
+    const int64_t tiles = (p->M / qf_cols_tile_m(c)) * (p->K / QF_COLS_TILE);
     const int64_t slots = (int64_t)ctx->sm_count * (lk->occ_cols > 0 ? lk->occ_cols : 1);
     return qf_ctx_launch(ctx, lk->fn_cols, (unsigned)(slots < tiles ? slots : tiles),
                          k->block_threads, 0, p, stream);
@@ -96,13 +103,25 @@ static int qf_stats_first(const qf_rows_call *c, const qf_kernel_entry *k) {
     return c->cols_after_rows && k->norm != QF_NORM_NONE;
 }
 
+/* 1 when, after a rows entry wrote the statistics (qf_stats_first), the `<name>_cols` entry can
+ * write the columnwise copy from them (c->cols_after_stats: 16-bit x, its tiles whole, x, gamma,
+ * beta and out_col 16-byte aligned); else the tiled entry does. */
+static int qf_stats_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c,
+                            const qf_q_params *p) {
+    return c->cols_after_stats && qf_dtype_size(c->xdt) == 2 &&
+           lk->inst.prologue == QF_PROLOGUE_NONE && qf_cols_ok(lk, c, p) && qf_aligned16(p->x) &&
+           qf_aligned16(p->gamma) && qf_aligned16(p->beta);
+}
+
 /* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
 static int qf_rows_entry(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                          const qf_rows_call *c, const qf_q_params *p) {
     const int64_t esz = (int64_t)qf_dtype_size(c->xdt), epv = 16 / esz;
     const int cols =
         (lk->inst.outputs & QF_OUT_COLUMNWISE) != 0 && !c->no_cols && !qf_stats_first(c, k);
-    if (!c->rows_ok || (cols && !qf_cols_ok(lk, p)) || (p->K * esz) % 16 != 0 ||
+    /* cols_after_stats: the `_cols` entry writes a columnwise copy only from a norm's statistics */
+    if (!c->rows_ok || (cols && (c->cols_after_stats || !qf_cols_ok(lk, c, p))) ||
+        (p->K * esz) % 16 != 0 ||
         !qf_aligned16(p->x) || !qf_aligned16(p->out_row) || !qf_aligned16(p->gamma) ||
         !qf_aligned16(p->beta))
         return -1;
@@ -152,7 +171,7 @@ static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                              const qf_rows_call *c, qf_q_params *p, void *stream) {
     if (qf_cols_alone(lk, k, c, p))
-        return qf_ctx_launch_cols(ctx, lk, k, p, stream);
+        return qf_ctx_launch_cols(ctx, lk, k, c, p, stream);
     if (k->norm == QF_NORM_NONE && p->dbias_part && !c->no_cols) /* only `_cols` writes them */
         return qf_set_error(QF_ERR_INTERNAL, "%s: dbias's partials asked for where the _cols "
                             "entry cannot run alone", k->name);
@@ -166,11 +185,13 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
             return QF_OK;
         if (qf_stats_first(c, k)) {
             p->pass = 1; /* the statistics are written: the columnwise copy from them */
-            const qf_status s = qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
+            const qf_status s = qf_stats_cols_ok(lk, c, p)
+                                    ? qf_ctx_launch_cols(ctx, lk, k, c, p, stream)
+                                    : qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
             p->pass = 0;
             return s;
         }
-        return qf_ctx_launch_cols(ctx, lk, k, p, stream);
+        return qf_ctx_launch_cols(ctx, lk, k, c, p, stream);
     }
     return qf_ctx_launch_tiled(ctx, lk, k, c, p, stream);
 }

@@ -291,7 +291,8 @@ static qf_status qf_q_mxfp8(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
  * from the tiled entry, one block per 4 128x128 tiles of a strip: without a norm both copies
  * from one read of x; with one, where x's alignment allows a row-in-registers entry, that entry
  * first writes the statistics (and the rowwise copy) and the tiled entry the columnwise copy from
- * them (cols_after_rows), else the tiled entry alone, one block per strip of 128 rows (the
+ * them (cols_after_rows; or, for 16-bit x in whole 128x64 tiles, the `_cols` entry:
+ * cols_after_stats), else the tiled entry alone, one block per strip of 128 rows (the
  * statistics need whole rows). The rowwise 1x128 copy alone comes from a row-in-registers entry
  * where x's alignment allows. See qf_ctx_launch_rows.
  * The scale options reach the kernel in its parameter block; block (0, 0) writes the 1.0
@@ -314,7 +315,9 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
                              .rows_ok = k->role != QF_ROLE_WEIGHT,
                              .tiled_k = 4 * QF_FP8_BLOCK,
                              .tiled_smem = QF_FP8_BLOCK_TILED_SMEM(qf_dtype_size(k->in_dtype)),
-                             .cols_after_rows = 1};
+                             .cols_after_rows = 1,
+                             .cols_after_stats = 1,
+                             .cols_tile_m = QF_FP8_BLOCK};
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 

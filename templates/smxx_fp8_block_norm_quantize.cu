@@ -11,7 +11,7 @@
  * the bytes are identical. Scale matrices in TE's GEMM_READY layouts (scale_index below); their
  * padding entries are written with 1.0 by block (0, 0) (never read by a GEMM), so no memset runs.
  *
- * Two entry points share the numerics:
+ * Three entry points share the numerics:
  * - `<name>` (tiled; any M and K, any alignment, 1D or 2D, rowwise and/or columnwise): block
  *   (blockIdx.x, blockIdx.y) of 256 threads owns the 128 rows of strip blockIdx.x (one 128x1
  *   block per column, one row of 128x128 tiles) and its 128-column chunks blockIdx.y,
@@ -37,6 +37,9 @@
  *   32 consecutive lanes (rows_vec, RowsSpan), which reduce its amax with shuffles; lane b of
  *   such a group computes the scale of the group's block b, writes its scale_inv and shuffles
  *   it to the others.
+ * - `<name>_cols` (a norm, 16-bit x, M a multiple of 128 and K of 64, 16-byte aligned pointers):
+ *   the columnwise copy from the statistics a rows entry wrote, on tiles of 128 rows x 64
+ *   columns (cols_body below); where it cannot run, the tiled entry does (p.pass 1).
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_PROLOGUE (runtime). M and K are run-time values. */
@@ -499,6 +502,126 @@ __device__ __forceinline__ void chunk_quantize(const qf_q_params &p, TileSmem &s
     }
 }
 
+/* ---------------------------------------------------------------- columnwise entry */
+
+/* The `_cols` entry: the columnwise copy from the statistics a rows entry wrote (p.pass 1), for
+ * 16-bit x with M a multiple of 128 and K of 64, x, gamma, beta and out_col 16-byte aligned (the
+ * runtime checks these). Blocks walk tiles of 128 rows x 64 columns from the last (what the rows
+ * entry read last is still in L2). Thread (rg, cv) = (tid / 8, tid % 8) holds rows 4 rg .. 4 rg + 3
+ * at columns 8 cv .. 8 cv + 7: one 16-byte load per row, the four issued before any is used.
+ * Each 128x1 block's amax is merged over the thread's rows, over the warp's four lanes that share
+ * its columns (each trade keeps half of the columns: 6 shuffles), then over the warps in shared
+ * memory. A column's 128 bytes are gathered in shared memory (16-byte pieces swizzled by column
+ * group, so that a warp's 4-byte stores hit distinct banks) and leave as 16-byte stores of the
+ * transpose [K, M]. */
+constexpr bool kColsEntry = kStage && !kBlock2d && kColumnwise && kNorm != QF_NORM_NONE &&
+                            !kHasPrologue;
+constexpr int kColW = 64;                              /* tile columns */
+constexpr int kColVecs = kColW / kEpv;                 /* 16-byte vectors per tile row: 8 */
+constexpr int kColRows = kTileM * kColVecs / kThreads; /* rows per thread: 4 */
+static_assert(!kColsEntry || (kColVecs == 8 && kColRows == 4), "16-bit x: 8 vectors, 4 rows");
+
+struct ColsSmem {
+    float colmax[kWarps][kColW];
+    float colscale[kColW];
+    __align__(16) unsigned char t[kColW][kTileM]; /* [column][row] bytes, pieces swizzled */
+};
+
+/* Byte offset in a row of ColsSmem::t of the 4 bytes of rows 4 rg .. 4 rg + 3 of a column in
+ * group cv (its 16-byte piece rg / 4 swizzled by cv). */
+__device__ __forceinline__ int cols_t_offset(int rg, int cv) {
+    return (((rg / 4) ^ cv) * 16) + (rg % 4) * 4;
+}
+
+__device__ void cols_body(const qf_q_params &p) {
+    if constexpr (kColsEntry) {
+        __shared__ ColsSmem sm;
+        const int cv = threadIdx.x % kColVecs, rg = threadIdx.x / kColVecs;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const long long cols = p.K / kColW, tiles = (p.M / kTileM) * cols;
+        if (blockIdx.x == 0) /* the rows entry pads only the rowwise matrix's */
+            pad_scales(p.scale_col, p.K, p.M);
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const long long tt = tiles - 1 - t;
+            const long long m0 = tt / cols * kTileM, k0 = tt % cols * kColW;
+            const long long m = m0 + rg * kColRows, k = k0 + cv * kEpv;
+            uint4 raw[kColRows];
+#pragma unroll
+            for (int i = 0; i < kColRows; i++)
+                raw[i] = __ldg(reinterpret_cast<const uint4 *>(
+                    static_cast<const unsigned char *>(p.x) + ((m + i) * p.K + k) * kInSize));
+            float g[kEpv], b[kEpv];
+            load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
+            if (kNorm == QF_NORM_LAYERNORM)
+                load_n<kGammaDtype, kEpv>(p.beta, k, b);
+            else
+#pragma unroll
+                for (int j = 0; j < kEpv; j++)
+                    b[j] = 0.0f;
+            float y[kColRows][kEpv], camax[kEpv];
+#pragma unroll
+            for (int j = 0; j < kEpv; j++)
+                camax[j] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kColRows; i++) {
+                const float mu = kNorm == QF_NORM_LAYERNORM ? __ldg(p.mu + m + i) : 0.0f;
+                const float rs = __ldg(p.rsigma + m + i);
+                float xv[kEpv];
+                unpack16<kInDtype, kEpv>(raw[i], xv);
+#pragma unroll
+                for (int j = 0; j < kEpv; j++) {
+                    y[i][j] = normalize<kNorm>(xv[j], mu, rs, g[j], b[j]);
+                    camax[j] = amax_merge_fast(camax[j], y[i][j]);
+                }
+            }
+            /* lanes l, l ^ 8, l ^ 16, l ^ 24 share the columns: two trades */
+            const bool h8 = (lane & 8) != 0, h16 = (lane & 16) != 0;
+            float a4[kEpv / 2], a2[kEpv / 4];
+#pragma unroll
+            for (int c = 0; c < kEpv / 2; c++) {
+                const float send = h8 ? camax[c] : camax[c + kEpv / 2];
+                const float keep = h8 ? camax[c + kEpv / 2] : camax[c];
+                a4[c] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, 8));
+            }
+#pragma unroll
+            for (int c = 0; c < kEpv / 4; c++) {
+                const float send = h16 ? a4[c] : a4[c + kEpv / 4];
+                const float keep = h16 ? a4[c + kEpv / 4] : a4[c];
+                a2[c] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, 16));
+            }
+#pragma unroll
+            for (int c = 0; c < kEpv / 4; c++)
+                sm.colmax[warp][cv * kEpv + (h8 ? kEpv / 2 : 0) + (h16 ? kEpv / 4 : 0) + c] = a2[c];
+            __syncthreads();
+            if (threadIdx.x < kColW) {
+                float a = sm.colmax[0][threadIdx.x];
+#pragma unroll
+                for (int w = 1; w < kWarps; w++)
+                    a = amax_merge_fast(a, sm.colmax[w][threadIdx.x]);
+                const float scale = block_scale(p, a);
+                sm.colscale[threadIdx.x] = scale;
+                store_scale(p.scale_col, p.K, p.M, k0 + threadIdx.x, m0, scale);
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < kEpv; j++) {
+                const float sc = sm.colscale[cv * kEpv + j];
+                const unsigned lo = to_fp8x2<kOutDtype>(y[0][j] * sc, y[1][j] * sc);
+                const unsigned hi = to_fp8x2<kOutDtype>(y[2][j] * sc, y[3][j] * sc);
+                *reinterpret_cast<unsigned *>(&sm.t[cv * kEpv + j][cols_t_offset(rg, cv)]) =
+                    lo | (hi << 16);
+            }
+            __syncthreads();
+#pragma unroll
+            for (int e = threadIdx.x; e < kColW * kTileM / 16; e += kThreads) {
+                const int col = e / (kTileM / 16), q = e % (kTileM / 16);
+                *reinterpret_cast<uint4 *>(p.out_col + (k0 + col) * p.M + m0 + q * 16) =
+                    *reinterpret_cast<const uint4 *>(&sm.t[col][(q ^ (col / kEpv)) * 16]);
+            }
+        }
+    }
+}
+
 } // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const qf_q_params p) {
@@ -557,3 +680,4 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
                 (kThreads))
+QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)

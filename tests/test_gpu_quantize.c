@@ -228,7 +228,8 @@ static const nq_plan kFbNq = {kFbMs, kFbKs, COUNTOF(kFbMs), COUNTOF(kFbKs), 1 <<
 
 /* Every norm / zcg / gamma dtype / output combination on a partial shape and whole-vector ones
  * (rowwise alone: the rows entry; with a columnwise copy the rows entry, then the tiled entry on
- * its 2-D grid: 1 block of 2 chunks along K, 5 of 19 (129 rows: a partial strip) and 16). */
+ * its 2-D grid: 1 block of 2 chunks along K, 5 of 19 (129 rows: a partial strip), or, for 16-bit
+ * x at 256 x 8192 (whole 128 x 64 tiles), the `_cols` entry; fp32 x there: the tiled entry). */
 static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}, {129, 2432}, {256, 8192}};
 static const opt_plan kFbOptions = {kFbOptShapes, COUNTOF(kFbOptShapes), kDts, 3, 1, 2, 2, 1,
                                     1300, NULL};
@@ -807,7 +808,8 @@ static void test_nv_nan_input(void **state) {
 
 /* FP8 block scaling with a NaN in x (numerics 2.5): its blocks (a whole row of blocks under a
  * norm, whose statistics are NaN) get scale_inv 1 and NaN elements 0x7F, the other blocks their
- * own scales; bit for bit the reference, 1D and 128x128 tiles, every x dtype. */
+ * own scales; bit for bit the reference, 1D and 128x128 tiles, every x dtype, the columnwise copy
+ * of a norm from the tiled entry and from the `_cols` entry. */
 static void test_fb_nan_input(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
@@ -824,6 +826,12 @@ static void test_fb_nan_input(void **state) {
          .gdt = QF_DTYPE_BF16, .outputs = both, .M = 130, .K = 256, .data = DATA_NAN},
         {.recipe = r, .role = QF_ROLE_INPUT, .xdt = QF_DTYPE_BF16, .gdt = QF_DTYPE_BF16,
          .outputs = both, .M = 5, .K = 4096, .data = DATA_ZERO},
+        /* the `_cols` entry after the rows entry (16-bit x, whole 128 x 64 tiles) */
+        {.recipe = r, .role = QF_ROLE_INPUT, .norm = QF_NORM_LAYERNORM, .xdt = QF_DTYPE_BF16,
+         .gdt = QF_DTYPE_BF16, .outputs = both, .M = 256, .K = 192, .data = DATA_NAN},
+        {.recipe = r, .role = QF_ROLE_INPUT, .norm = QF_NORM_RMSNORM, .xdt = QF_DTYPE_FP16,
+         .gdt = QF_DTYPE_FP32, .outputs = QF_OUT_COLUMNWISE, .M = 384, .K = 320,
+         .data = DATA_NAN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         blk_run(ctx, &cases[i], 91);
