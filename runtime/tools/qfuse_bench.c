@@ -186,7 +186,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
             continue;
         else {
-            usage(c == 'h' ? stdout : stderr);
+            if (c == 'h')
+                usage(stdout);
+            else
+                tool_usage_hint();
             return c == 'h' ? 0 : 2;
         }
     }
@@ -196,7 +199,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
         o->sections = SEC_ALL;
     if (optind != argc) {
         fprintf(stderr, "qfuse-bench: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        tool_usage_hint();
         return 2;
     }
     return -1;

@@ -563,7 +563,10 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;
         else if (c != 'r') {
-            usage(c == 'h' ? stdout : stderr);
+            if (c == 'h')
+                usage(stdout);
+            else
+                tool_usage_hint();
             return c == 'h' ? 0 : 2;
         }
     }
@@ -571,7 +574,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         return 2;
     if (optind != argc) {
         fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        tool_usage_hint();
         return 2;
     }
     if (!o->weights && (o->loss_csv || o->train_steps_given)) {

@@ -19,6 +19,11 @@
 #error "define QF_TOOL_NAME before including tool_util.h"
 #endif
 
+/* After a usage error's one-line message (getopt's, or the tool's): where the full usage is. */
+static inline void tool_usage_hint(void) {
+    fputs("Try '" QF_TOOL_NAME " --help'.\n", stderr);
+}
+
 /* A CUDA runtime call that must succeed: prints the call and the error, exits 1. */
 #define CUDA_OR_DIE(call)                                                                     \
     do {                                                                                      \
