@@ -100,6 +100,12 @@ static void test_template_entries(void **state) {
                                              &entries, &e),
                      0);
     assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_DEQUANT));
+    /* the `_cols` entry with a resident-blocks bound is the same entry point */
+    assert_int_equal(qf_gen_template_entries("t.cu", "void __KERNEL_NAME__(int p) {}\n"
+                                             "QF_COLS_ENTRY_MIN(__KERNEL_NAME__, 256, 4, P)\n",
+                                             &entries, &e),
+                     0);
+    assert_int_equal(entries, QF_ENTRY_BIT(QF_ENTRY_MAIN) | QF_ENTRY_BIT(QF_ENTRY_COLS));
     assert_null(qf_kernel_entry_suffix(QF_ENTRY_COUNT));
 }
 
