@@ -599,6 +599,9 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    /* line by line into a pipe or log too (make demo tees it), so that progress and errors on
+     * stderr stay in order */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
            qf_kernel_count);
     if (o.loss_csv && o.train_steps == 0)
