@@ -348,6 +348,19 @@ int qf_gen_emit_build(const qf_gen_plan *p, qf_gen_files *out, qf_gen_err *e) {
 
 /* ========================================================================= writing */
 
+/* mkdir of one path component: created, or already a directory (something else there, a
+ * regular file for instance, is named in the error). */
+static int qf_gen_mkdir1(const char *dir, qf_gen_err *e) {
+    if (mkdir(dir, 0777) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return qf_gen_fail(e, "%s: cannot create directory (%s)", dir, strerror(errno));
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return qf_gen_fail(e, "%s: exists and is not a directory", dir);
+    return 0;
+}
+
 /* mkdir -p of path. */
 static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
     char buf[QF_GEN_PATH_MAX];
@@ -356,13 +369,11 @@ static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
         if (*s != '/')
             continue;
         *s = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return qf_gen_fail(e, "%s: cannot create directory (%s)", buf, strerror(errno));
+        if (qf_gen_mkdir1(buf, e) != 0)
+            return -1;
         *s = '/';
     }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return qf_gen_fail(e, "%s: cannot create directory (%s)", buf, strerror(errno));
-    return 0;
+    return qf_gen_mkdir1(buf, e);
 }
 
 /* 1 when path already holds exactly text[0..len). */

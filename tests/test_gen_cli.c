@@ -62,6 +62,24 @@ static void test_cli_list(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* -o naming a regular file: the error names that path, not a directory inside it. */
+static void test_cli_out_is_file(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, path[512], want[600];
+    qf_test_dir_make_gen(&d);
+    snprintf(path, sizeof path, "%s/afile", d.path);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    const char *args[] = {"-o", path, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    snprintf(want, sizeof want, "qfuse-gen: %s: exists and is not a directory\n", path);
+    assert_string_equal(err, want);
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
 /* The key depends on the arch. */
 static void test_cli_list_arch_changes_key(void **state) {
     (void)state;
@@ -161,6 +179,7 @@ int main(void) {
         cmocka_unit_test(test_cli_fields),
         cmocka_unit_test(test_cli_check_shipped),
         cmocka_unit_test(test_cli_list),
+        cmocka_unit_test(test_cli_out_is_file),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
         cmocka_unit_test(test_cli_from_another_folder),
