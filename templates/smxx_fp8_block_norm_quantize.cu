@@ -680,4 +680,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
                 (kThreads))
-QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
+/* `_cols` at 4 blocks of 256 threads per SM (64 registers): left to itself, ptxas on the H200
+ * gave it 74 registers, 3 blocks. */
+QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)
