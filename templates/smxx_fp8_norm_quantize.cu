@@ -11,7 +11,9 @@
  *   block loops over rows; a row is held in registers (up to IT 16-byte vectors per thread), so x
  *   is read from memory exactly once, with 16-byte loads, and the statistics are an exact
  *   two-pass over registers. It writes mu/rsigma, the amax and, when asked, the rowwise copy. The
- *   runtime picks the smallest IT that covers K.
+ *   runtime picks the smallest IT that covers K. With a norm and up to 4 vectors per thread
+ *   (RMSNorm: 2) the rows go through rows_walk (qf_dev_norm.cuh), as in the block quantizers:
+ *   the next row's vectors are loaded while this row's statistics are reduced.
  * - `<name>_cols` (M and K multiples of 64): 64x64 tiles, 16-byte loads of x, normalize +
  *   quantize, transpose in shared memory, 16-byte stores of the [K, M] copy. With a norm it
  *   runs after a rows entry on the same stream and takes that entry's mu/rsigma and amax (the
@@ -146,34 +148,54 @@ __device__ void rows_body(const qf_q_params &p) {
     const long long K = p.K;
     const float scale = amax_pass(p) ? 1.0f : scale_of(p);
     float amax = 0.0f;
-    int red = 0;
-    constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv;
-    if (kNorm != QF_NORM_NONE) { /* one chunk per row: the same columns in every row */
-        const RowsLane ln = rows_lane<IT, kEpv, kThreads, IT * kThreads>(K, 0, tid);
-        rows_params_store<IT, kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kThreads,
-                          IT * kThreads>(p, ln);
-    }
-    for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
-        for (long long k0 = 0; k0 < K; k0 += kChunk) { /* one chunk with a norm (rows_load) */
-            const RowsLane ln = rows_lane<IT, kEpv, kThreads, IT * kThreads>(K, k0, tid);
-            float v[IT][kEpv];
-            rows_load<IT, kInDtype, kEpv, IT * kThreads>(p, m, ln, v);
-            float mu = 0.0f, rs = 1.0f;
-            if (cast_pass(p)) {
-                stats_of_row<kNorm>(p, m, mu, rs);
-            } else if (kNorm != QF_NORM_NONE) {
-                rows_stats<IT, kNorm, kEpv, kWarps>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
-                if (tid == 0) {
-                    if (kNorm == QF_NORM_LAYERNORM)
-                        p.mu[m] = mu;
-                    p.rsigma[m] = rs;
-                }
-            }
+    constexpr int kBv = IT * kThreads; /* one span per chunk: vector it * kThreads + tid */
+    /* RMSNorm at 4 vectors per thread spilled in rows_walk at its 4 blocks per SM (0.93x) */
+    constexpr int kWalkIt = kNorm == QF_NORM_LAYERNORM ? 4 : 2;
+    if (kNorm != QF_NORM_NONE && IT <= kWalkIt && !cast_pass(p)) {
+        /* the statistics from registers, the next row's vectors loaded ahead (rows_walk) */
+        rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
+                  kBv, true>(
+            p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
 #pragma unroll
-            for (int it = 0; it < IT; it++) {
-                const long long k = k0 + static_cast<long long>(it * kThreads + tid) * kEpv;
-                if (k < K)
-                    amax = rows_emit<IT>(p, v[it], it, m, k, mu, rs, scale, amax);
+                for (int it = 0; it < IT; it++)
+                    if (ln.valid >> it & 1u)
+                        amax = rows_emit<IT>(p, v[it], it, m, rows_col<IT, kEpv, kBv>(ln, it), mu,
+                                             rs, scale, amax);
+            });
+    } else {
+        /* no norm, current scaling's cast with pass 0's mu and rsigma, or more than kWalkIt
+         * vectors per thread (at 8, rows_walk loads nothing ahead; its LayerNorm at K = 12288
+         * and 16384 measured 0.91-0.94x of this loop) */
+        int red = 0;
+        constexpr long long kChunk = static_cast<long long>(IT) * kThreads * kEpv;
+        if (kNorm != QF_NORM_NONE) { /* one chunk per row: the same columns in every row */
+            const RowsLane ln = rows_lane<IT, kEpv, kThreads, kBv>(K, 0, tid);
+            rows_params_store<IT, kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kThreads, kBv>(
+                p, ln);
+        }
+        for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
+            for (long long k0 = 0; k0 < K; k0 += kChunk) {
+                const RowsLane ln = rows_lane<IT, kEpv, kThreads, kBv>(K, k0, tid);
+                float v[IT][kEpv];
+                rows_load<IT, kInDtype, kEpv, kBv>(p, m, ln, v);
+                float mu = 0.0f, rs = 1.0f;
+                if (cast_pass(p)) {
+                    stats_of_row<kNorm>(p, m, mu, rs);
+                } else if (kNorm != QF_NORM_NONE) {
+                    rows_stats<IT, kNorm, kEpv, kWarps>(v, K, p.eps, s_red, red, mu, rs,
+                                                        ln.valid);
+                    if (tid == 0) {
+                        if (kNorm == QF_NORM_LAYERNORM)
+                            p.mu[m] = mu;
+                        p.rsigma[m] = rs;
+                    }
+                }
+#pragma unroll
+                for (int it = 0; it < IT; it++) {
+                    const long long k = k0 + static_cast<long long>(it * kThreads + tid) * kEpv;
+                    if (k < K)
+                        amax = rows_emit<IT>(p, v[it], it, m, k, mu, rs, scale, amax);
+                }
             }
         }
     }
@@ -422,10 +444,11 @@ __device__ void cols_body(const qf_q_params &p) {
 }
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
- * invokes their macros here. The rows entries at about the resident blocks per SM ptxas gave them
- * before their gamma and beta moved to shared memory (QF_ROWS_PARAM_SMEM), or what that memory
- * allows (LayerNorm's 64 KB at 4 vectors per thread: 3); at 8 vectors ptxas's own choice. */
-constexpr int kRows2Blocks = kNorm == QF_NORM_RMSNORM ? 7 : 5;
+ * invokes their macros here. The rows entries at 4 blocks per SM at 2 vectors per thread (the row
+ * loaded ahead by rows_walk takes 8 more registers; at 5 and 7 blocks ptxas spilled), 4 for
+ * RMSNorm at 4 vectors or what LayerNorm's 64 KB of gamma and beta allow (3); at 8 vectors
+ * ptxas's own choice. */
+constexpr int kRows2Blocks = 4;
 constexpr int kRows4Blocks = kNorm == QF_NORM_LAYERNORM ? 3 : 4;
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, kRows2Blocks),
                 (kThreads, kRows4Blocks), (kThreads))
