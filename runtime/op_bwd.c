@@ -23,15 +23,35 @@ typedef struct qf_bwd_run {
     float *part;    /* [blocks, width] fp32 scratch */
 } qf_bwd_run;
 
-/* Loads k (instance inst; after the device checks, with its _reduce entry), splits M rows into
- * blocks and takes scratch for width fp32 partials per block (`what` names it in errors). */
+/* Loads k (instance inst; after the device checks, with its _reduce entry), lets its main entry
+ * take smem bytes of dynamic shared memory, splits M rows into blocks and takes scratch for width
+ * fp32 partials per block (`what` names it in errors). The blocks are at most QF_NB_MAX_BLOCKS and,
+ * when one_wave, at most the SMs times the main entry's resident blocks: each block walks its rows
+ * in turn, so a second wave would take as long as the first. The count is a function of the
+ * device, the kernel and smem, so the partials' order, and the sums, are the same on every call
+ * there. */
 static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                               const qf_kernel_instance *inst, int64_t M, int64_t width,
-                              const char *what, qf_bwd_run *b, void *stream) {
+                              unsigned smem, int one_wave, const char *what, qf_bwd_run *b,
+                              void *stream) {
     QF_TRY(qf_ctx_load(ctx, op, stream, k, inst, &b->lk));
     if (!b->lk.fn_reduce)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _reduce entry", op, k->name);
-    b->rows = (M + QF_NB_MAX_BLOCKS - 1) / QF_NB_MAX_BLOCKS;
+    const qf_cu_api *cu = qf_cu();
+    if (!cu)
+        return QF_ERR_NO_DEVICE;
+    if (cu->FuncSetAttribute(b->lk.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                             (int)smem) != CUDA_SUCCESS)
+        return qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
+                            op, smem, k->name);
+    int64_t max_blocks = QF_NB_MAX_BLOCKS;
+    int occ = 0;
+    if (one_wave &&
+        cu->OccupancyMaxActiveBlocksPerMultiprocessor(&occ, b->lk.fn, k->block_threads, smem) ==
+            CUDA_SUCCESS &&
+        occ > 0 && (int64_t)ctx->sm_count * occ < max_blocks)
+        max_blocks = (int64_t)ctx->sm_count * occ;
+    b->rows = (M + max_blocks - 1) / max_blocks;
     b->blocks = (int32_t)((M + b->rows - 1) / b->rows);
     return qf_ctx_scratch(ctx, (size_t)(b->blocks * width) * sizeof(float), (void **)&b->part,
                           what, stream);
@@ -47,21 +67,12 @@ static qf_status qf_launch_reduce(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
 }
 
 /* The partial-sums entry on b's blocks times `tiles` (column tiles per block of rows) with smem
- * bytes of dynamic shared memory, then the _reduce entry on the columns `cols` (both
- * take the parameter block p), then the scratch is released. */
-static qf_status qf_bwd_finish(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
-                               const qf_bwd_run *b, int64_t tiles, unsigned smem, int64_t cols,
-                               void *p, void *stream) {
-    const qf_cu_api *cu = qf_cu();
-    qf_status s = cu ? QF_OK : QF_ERR_NO_DEVICE;
-    if (s == QF_OK &&
-        cu->FuncSetAttribute(b->lk.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                             (int)smem) != CUDA_SUCCESS)
-        s = qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
-                         op, smem, k->name);
-    if (s == QF_OK)
-        s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)(b->blocks * tiles), k->block_threads, smem, p,
-                          stream);
+ * bytes of dynamic shared memory (qf_bwd_begin's), then the _reduce entry on the columns `cols`
+ * (both take the parameter block p), then the scratch is released. */
+static qf_status qf_bwd_finish(qf_ctx_t *ctx, const qf_kernel_entry *k, const qf_bwd_run *b,
+                               int64_t tiles, unsigned smem, int64_t cols, void *p, void *stream) {
+    qf_status s = qf_ctx_launch(ctx, b->lk.fn, (unsigned)(b->blocks * tiles), k->block_threads,
+                                smem, p, stream);
     if (s == QF_OK)
         s = qf_launch_reduce(ctx, &b->lk, k, cols, p, stream);
     const qf_status f = qf_ctx_scratch_free(ctx, b->part, stream);
@@ -154,8 +165,9 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
     qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
     inst.gamma_dtype = norm->gamma.dtype;
     qf_bwd_run b = {0};
-    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, 2 * K, "the norm backward's partial column sums",
-                        &b, stream));
+    const unsigned smem = (unsigned)(2 * K * (int64_t)sizeof(float)); /* dgamma, dbeta */
+    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, 2 * K, smem, 1,
+                        "the norm backward's partial column sums", &b, stream));
     const int layernorm = norm->norm == QF_NORM_LAYERNORM;
     qf_nb_params p = {.x = x->data, .dxn = dxn->data, .gamma = norm->gamma.data,
                       .mu = layernorm ? mu->data : NULL, .rsigma = rsigma->data,
@@ -164,8 +176,7 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
                       .rows_per_block = b.rows, .blocks = b.blocks,
                       .dxn_fp32 = dxn->dtype == QF_DTYPE_FP32,
                       .gamma_fp32 = norm->gamma.dtype == QF_DTYPE_FP32};
-    return qf_bwd_finish(ctx, op, k, &b, 1, (unsigned)(2 * K * (int64_t)sizeof(float)), K, &p,
-                         stream);
+    return qf_bwd_finish(ctx, k, &b, 1, smem, K, &p, stream);
 }
 
 /* =====================================================================} */
@@ -217,13 +228,14 @@ static qf_status qf_dbias_run(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     qf_kernel_instance inst = qf_kernel_instance_default(k);
     inst.prologue = prologue;
     qf_bwd_run b = {0};
-    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, N, "dbias's partial column sums", &b, stream));
+    QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, N, 0, 0, "dbias's partial column sums", &b,
+                        stream));
     qf_db_params p = {.dy = dy->data, .part = b.part, .dbias = dbias->data, .M = M, .N = N,
                       .rows_per_block = b.rows, .blocks = b.blocks,
                       .da = da ? da->data : NULL,
                       .da_fp32 = da && da->dtype == QF_DTYPE_FP32};
     const int64_t tiles = (N + QF_DB_TILE(k) - 1) / QF_DB_TILE(k);
-    return qf_bwd_finish(ctx, op, k, &b, tiles, 0, N, &p, stream);
+    return qf_bwd_finish(ctx, k, &b, tiles, 0, N, &p, stream);
 }
 
 qf_status qf_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy, qf_tensor *dbias,

@@ -12,6 +12,12 @@
  * THREADS, ... where K % 8 == 0 and the arrays are 16-byte aligned, else the columns t, t +
  * THREADS, ...; then a block reduction), and each thread adds dxn * xh and dxn of its columns
  * into its own shared-memory accumulators; pass 2 re-reads the row and writes dx in x's dtype.
+ * Where x and dxn are 16-bit and a row is at most 4 vectors per thread (K <= 8192 at 256
+ * threads), the block holds the x and dxn vectors of its rows in registers from pass 1 to pass 2
+ * (rows_held), two rows at a time up to 2 vectors per thread: all of a step's loads in flight at
+ * once (the rows walk has one vector's in flight per thread), no re-read; the sums are added in
+ * the same order, so the results are the same bits. The runtime launches at most as many blocks
+ * as are resident at once (a second wave would double the time: each block walks its rows).
  * At the end the block writes its accumulators to the partials. <name>_reduce adds each column's
  * partials in a fixed order (column_sum: deterministic). Shared memory: 2 K floats (dynamic). */
 #include "qf_dev_load.cuh"
@@ -75,7 +81,7 @@ __device__ __forceinline__ void load_cols(const qf_nb_params &p, long long r, lo
  * element, columns t, t + THREADS, ...). */
 template <int V>
 __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
-                                     float (&s_red)[2][2][kWarps], long long r0, long long r1) {
+                                     float (&s_red)[2][4][kWarps], long long r0, long long r1) {
     const long long K = p.K;
     for (long long r = r0; r < r1; r++) {
         const float mu = kLayerNorm ? p.mu[r] : 0.0f, rs = p.rsigma[r];
@@ -126,6 +132,117 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
     }
 }
 
+/* Rows r0..r1-1, NR (1 or 2) at a time, where x and dxn are 16-bit, every array 16-byte aligned
+ * and K <= RV x 8 x THREADS: thread t's vectors are columns 8 (t + i THREADS), i < RV, the same
+ * as rows<8>'s, and their raw 16 bytes of x and dxn stay in registers from pass 1 to pass 2
+ * (NR x RV x 2 16-byte vectors per thread). */
+template <int RV, int NR>
+__device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
+                                          float (&s_red)[2][4][kWarps], long long r0,
+                                          long long r1) {
+    static_assert(NR == 1 || NR == 2, "1 or 2 rows at a time");
+    const long long K = p.K;
+    for (long long r = r0; r < r1; r += NR) {
+        const int nr = r + NR <= r1 ? NR : 1;
+        uint4 xr[NR][RV], dr[NR][RV];
+#pragma unroll
+        for (int q = 0; q < NR; q++)
+#pragma unroll
+            for (int i = 0; i < RV; i++) {
+                const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
+                const bool ok = c < K && q < nr;
+                const long long e = (r + q) * K + c;
+                xr[q][i] = ok ? __ldg(reinterpret_cast<const uint4 *>(
+                                    static_cast<const unsigned short *>(p.x) + e))
+                              : make_uint4(0u, 0u, 0u, 0u);
+                dr[q][i] = ok ? __ldg(reinterpret_cast<const uint4 *>(
+                                    static_cast<const unsigned short *>(p.dxn) + e))
+                              : make_uint4(0u, 0u, 0u, 0u);
+            }
+        float mu[NR], rs[NR], s1[NR], s2[NR];
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            s1[q] = 0.0f, s2[q] = 0.0f;
+            const long long rq = q < nr ? r + q : r;
+            mu[q] = kLayerNorm ? p.mu[rq] : 0.0f;
+            rs[q] = p.rsigma[rq];
+        }
+#pragma unroll
+        for (int i = 0; i < RV; i++) {
+            const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
+            if (c >= K)
+                break;
+            float g[8];
+            load_g<8>(p, c, g);
+#pragma unroll
+            for (int q = 0; q < NR; q++) {
+                if (q >= nr)
+                    break;
+                float xv[8], d[8], dg[8];
+                unpack16<kInDtype, 8>(xr[q][i], xv);
+                unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
+                    const float dxh = d[j] * g[j];
+                    s1[q] += dxh;
+                    s2[q] += dxh * xh;
+                    dg[j] = d[j] * xh;
+                }
+                smem_add<8>(s_acc + c, dg);
+                if (kLayerNorm)
+                    smem_add<8>(s_acc + K + c, d);
+            }
+        }
+        /* two buffers, alternated per step (as in rows) */
+        float (*red)[kWarps] = s_red[((r - r0) / NR) & 1];
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            s1[q] = warp_sum(s1[q]);
+            s2[q] = warp_sum(s2[q]);
+            if ((threadIdx.x & 31) == 0) {
+                red[2 * q][threadIdx.x >> 5] = s1[q];
+                red[2 * q + 1][threadIdx.x >> 5] = s2[q];
+            }
+        }
+        __syncthreads();
+        float m1[NR], m2[NR];
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            float t1 = 0.0f, t2 = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++) {
+                t1 += red[2 * q][w];
+                t2 += red[2 * q + 1][w];
+            }
+            m1[q] = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
+            m2[q] = t2 / static_cast<float>(K);
+        }
+#pragma unroll
+        for (int i = 0; i < RV; i++) {
+            const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
+            if (c >= K)
+                break;
+            float g[8];
+            load_g<8>(p, c, g);
+#pragma unroll
+            for (int q = 0; q < NR; q++) {
+                if (q >= nr)
+                    break;
+                float xv[8], d[8], dx[8];
+                unpack16<kInDtype, 8>(xr[q][i], xv);
+                unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
+                    dx[j] = rs[q] * (d[j] * g[j] - m1[q] - xh * m2[q]);
+                }
+                store_n<kInDtype, 8>(p.dx, (r + q) * K + c, dx);
+            }
+        }
+    }
+}
+
 /* 1 when the rows can be walked in 16-byte vectors of 8 elements: K a multiple of 8, every
  * array 16-byte aligned (a uniform choice per launch). */
 __device__ __forceinline__ bool vec_ok(const qf_nb_params &p) {
@@ -136,21 +253,43 @@ __device__ __forceinline__ bool vec_ok(const qf_nb_params &p) {
     return p.K % 8 == 0 && (a & 15ull) == 0;
 }
 
+/* Rows r0..r1-1: rows_held where it applies (16-bit x and dxn, vec_ok, K <= 4 x 8 x THREADS),
+ * else rows<8> where vec_ok, else rows<1>. */
+__device__ __forceinline__ void walk(const qf_nb_params &p, float *s_acc,
+                                     float (&s_red)[2][4][kWarps], long long r0, long long r1) {
+    const bool vec = vec_ok(p);
+    if constexpr (kInDtype != QF_DTYPE_FP32) {
+        const long long kv = (p.K + 8 * kThreads - 1) / (8 * kThreads); /* vectors per thread */
+        if (vec && !p.dxn_fp32 && kv <= 4) {
+            if (kv == 1)
+                rows_held<1, 2>(p, s_acc, s_red, r0, r1);
+            else if (kv == 2)
+                rows_held<2, 2>(p, s_acc, s_red, r0, r1);
+            else
+                rows_held<4, 1>(p, s_acc, s_red, r0, r1);
+            return;
+        }
+    }
+    if (vec)
+        rows<8>(p, s_acc, s_red, r0, r1);
+    else
+        rows<1>(p, s_acc, s_red, r0, r1);
+}
+
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(kThreads) __KERNEL_NAME__(const qf_nb_params p) {
+/* 3 blocks of 256 threads per SM (80 registers): left alone, ptxas gave rows_held's LayerNorm
+ * 123-128 registers, 2 blocks. */
+extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const qf_nb_params p) {
     extern __shared__ __align__(16) float s_acc[]; /* [0, K): dgamma, [K, 2K): dbeta */
-    __shared__ float s_red[2][2][kWarps];
+    __shared__ float s_red[2][4][kWarps];
     const long long K = p.K;
     for (long long c = threadIdx.x; c < 2 * K; c += kThreads)
         s_acc[c] = 0.0f;
     __syncthreads(); /* zeroed by other threads than the ones that add into them below */
     const long long r0 = static_cast<long long>(blockIdx.x) * p.rows_per_block;
     const long long r1 = r0 + p.rows_per_block < p.M ? r0 + p.rows_per_block : p.M;
-    if (vec_ok(p))
-        rows<8>(p, s_acc, s_red, r0, r1);
-    else
-        rows<1>(p, s_acc, s_red, r0, r1);
+    walk(p, s_acc, s_red, r0, r1);
     /* each thread reads back only the accumulators it added into */
     float *pg = p.part + static_cast<long long>(blockIdx.x) * K;
     float *pb = p.part + (static_cast<long long>(p.blocks) + blockIdx.x) * K;

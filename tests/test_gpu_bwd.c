@@ -163,8 +163,10 @@ static void nb_run(qf_ctx_t *ctx, const char *recipe, const nb_case *c, uint64_t
 }
 
 /* Shapes: one element; odd M and K; a row longer than a block's threads many times over; many
- * rows per block (M > 512 blocks); the largest K. */
-static const int64_t kShapes[][2] = {{1, 1}, {7, 300}, {257, 4096}, {5000, 1000}, {3, 24576}};
+ * rows per block (M > 512 blocks); rows of 1, 2 and 3 of the held walk's 16-byte vectors per
+ * thread (K = 1000, 4096, 5000; the last partly past K); the largest K. */
+static const int64_t kShapes[][2] = {{1, 1},       {7, 300},  {257, 4096},
+                                     {5000, 1000}, {9, 5000}, {3, 24576}};
 
 /* dbias of dy [M, N] (dtype dt) under recipe: fp64 column sums, bound as dx's. */
 static void db_run(qf_ctx_t *ctx, const char *recipe, qf_dtype dt, int64_t M, int64_t N,
