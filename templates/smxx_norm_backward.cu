@@ -132,6 +132,30 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
     }
 }
 
+/* f(q, c, x, dxn, g) for each held vector: row q < nr of the step, columns c .. c + 7 (before K),
+ * x and dxn unpacked from the raw vectors xr and dr (rows_held), g as load_g gives it. */
+template <int RV, int NR, typename F>
+__device__ __forceinline__ void held_each(const qf_nb_params &p, const uint4 (&xr)[NR][RV],
+                                          const uint4 (&dr)[NR][RV], int nr, F f) {
+#pragma unroll
+    for (int i = 0; i < RV; i++) {
+        const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
+        if (c >= p.K)
+            break;
+        float g[8];
+        load_g<8>(p, c, g);
+#pragma unroll
+        for (int q = 0; q < NR; q++) {
+            if (q >= nr)
+                break;
+            float xv[8], d[8];
+            unpack16<kInDtype, 8>(xr[q][i], xv);
+            unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
+            f(q, c, xv, d, g);
+        }
+    }
+}
+
 /* Rows r0..r1-1, NR (1 or 2) at a time, where x and dxn are 16-bit, every array 16-byte aligned
  * and K <= RV x 8 x THREADS: thread t's vectors are columns 8 (t + i THREADS), i < RV, the same
  * as rows<8>'s, and their raw 16 bytes of x and dxn stay in registers from pass 1 to pass 2
@@ -167,33 +191,23 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
             mu[q] = kLayerNorm ? p.mu[rq] : 0.0f;
             rs[q] = p.rsigma[rq];
         }
+        held_each<RV, NR>(p, xr, dr, nr,
+                          [&](int q, long long c, const float (&xv)[8], const float (&d)[8],
+                              const float (&g)[8]) {
+                              float dg[8];
 #pragma unroll
-        for (int i = 0; i < RV; i++) {
-            const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
-            if (c >= K)
-                break;
-            float g[8];
-            load_g<8>(p, c, g);
-#pragma unroll
-            for (int q = 0; q < NR; q++) {
-                if (q >= nr)
-                    break;
-                float xv[8], d[8], dg[8];
-                unpack16<kInDtype, 8>(xr[q][i], xv);
-                unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
-                    const float dxh = d[j] * g[j];
-                    s1[q] += dxh;
-                    s2[q] += dxh * xh;
-                    dg[j] = d[j] * xh;
-                }
-                smem_add<8>(s_acc + c, dg);
-                if (kLayerNorm)
-                    smem_add<8>(s_acc + K + c, d);
-            }
-        }
+                              for (int j = 0; j < 8; j++) {
+                                  const float xh =
+                                      kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
+                                  const float dxh = d[j] * g[j];
+                                  s1[q] += dxh;
+                                  s2[q] += dxh * xh;
+                                  dg[j] = d[j] * xh;
+                              }
+                              smem_add<8>(s_acc + c, dg);
+                              if (kLayerNorm)
+                                  smem_add<8>(s_acc + K + c, d);
+                          });
         /* two buffers, alternated per step (as in rows) */
         float (*red)[kWarps] = s_red[((r - r0) / NR) & 1];
 #pragma unroll
@@ -218,28 +232,18 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
             m1[q] = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
             m2[q] = t2 / static_cast<float>(K);
         }
+        held_each<RV, NR>(p, xr, dr, nr,
+                          [&](int q, long long c, const float (&xv)[8], const float (&d)[8],
+                              const float (&g)[8]) {
+                              float dx[8];
 #pragma unroll
-        for (int i = 0; i < RV; i++) {
-            const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
-            if (c >= K)
-                break;
-            float g[8];
-            load_g<8>(p, c, g);
-#pragma unroll
-            for (int q = 0; q < NR; q++) {
-                if (q >= nr)
-                    break;
-                float xv[8], d[8], dx[8];
-                unpack16<kInDtype, 8>(xr[q][i], xv);
-                unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
-                    dx[j] = rs[q] * (d[j] * g[j] - m1[q] - xh * m2[q]);
-                }
-                store_n<kInDtype, 8>(p.dx, (r + q) * K + c, dx);
-            }
-        }
+                              for (int j = 0; j < 8; j++) {
+                                  const float xh =
+                                      kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
+                                  dx[j] = rs[q] * (d[j] * g[j] - m1[q] - xh * m2[q]);
+                              }
+                              store_n<kInDtype, 8>(p.dx, (r + q) * K + c, dx);
+                          });
     }
 }
 
