@@ -539,7 +539,9 @@ __device__ void cols_body(const qf_q_params &p) {
         const int cv = threadIdx.x % kColVecs, rg = threadIdx.x / kColVecs;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const long long cols = p.K / kColW, tiles = (p.M / kTileM) * cols;
-        if (blockIdx.x == 0) /* the rows entry pads only the rowwise matrix's */
+        /* the rows entry pads these only where it writes the rowwise copy (pad_all); a second
+         * padding writes the same bytes */
+        if (blockIdx.x == 0)
             pad_scales(p.scale_col, p.K, p.M);
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
             const long long tt = tiles - 1 - t;
