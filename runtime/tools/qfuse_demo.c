@@ -509,8 +509,8 @@ static void usage(FILE *f) {
                "  --iters N        timed iterations per op, median reported (default 20)\n"
                "  --train-steps S  Adam steps per training run (default 300; 0: no training)\n"
                "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE\n"
-               "  --recipe R       only recipe R (repeatable; default: every recipe, see\n"
-               "                   qfuse-gen --list)\n");
+               "  --recipe R       only recipe R (repeatable; default: every built-in\n"
+               "                   recipe, the names of recipes/*.lua)\n");
 }
 
 /* A positive integer option value no larger than max, or -1 (with a message naming the option). */
