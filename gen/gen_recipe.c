@@ -471,12 +471,17 @@ static int qf_gen_recipe_pmain(lua_State *L) {
     lua_newtable(L); /* the recipe's whole world: no io, os, require, load, string... */
     lua_setupvalue(L, -2, 1);
     sb->in_chunk = 1;
-    lua_call(L, 0, 1);
+    lua_call(L, 0, LUA_MULTRET);
     sb->in_chunk = 0;
     lua_sethook(L, NULL, 0, 0);
-    if (!lua_istable(L, -1))
-        luaL_error(L, "%s: recipe must return a table (got %s)", sb->path, luaL_typename(L, -1));
-    lua_settop(L, 1); /* the table: the chunk, at index 1, was replaced by its first result */
+    const int n = lua_gettop(L); /* the chunk, at index 1, was replaced by its results */
+    if (n == 0)
+        lua_pushnil(L);
+    if (!lua_istable(L, 1))
+        luaL_error(L, "%s: recipe must return a table (got %s)", sb->path, luaL_typename(L, 1));
+    if (n > 1) /* a second recipe in the same file would be silently dropped */
+        luaL_error(L, "%s: recipe must return one table (got %d values)", sb->path, n);
+    lua_settop(L, 1); /* the table */
     qf_gen_read_recipe(L, sb);
     return 0;
 }

@@ -70,7 +70,10 @@ static const qf_hostile_case qf_hostile_cases[] = {
     {"return io", 0, 0, ": recipe must return a table (got nil)", 0, 0},
     {"return {family = {1, {2, {3}}}}", 0, 0, ": field 'family' (string expected, got table)", 0,
      0},
-    {FAM "margin = 4}, 'ignored'", 0, 0, NULL, 0, 4},
+    /* a second value (another recipe, say) would be dropped unseen: refused */
+    {FAM "margin = 4}, 'ignored'", 0, 0, ": recipe must return one table (got 2 values)", 0, 0},
+    {"return {family = 'mxfp8'}, {family = 'nvfp4'}", 0, 0,
+     ": recipe must return one table (got 2 values)", 0, 0},
     {"family = 'fp8_delayed' margin = 3 return _ENV", 0, 0, NULL, 0, 3},
     /* keys */
     {FAM "[true] = 1}", 0, 0, ": unknown field [boolean] (fields are named: key = value)", 0, 0},
