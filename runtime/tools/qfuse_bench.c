@@ -185,13 +185,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
             continue;
-        else {
-            if (c == 'h')
-                usage(stdout);
-            else
-                tool_usage_hint();
-            return c == 'h' ? 0 : 2;
-        }
+        else
+            return tool_usage_exit(c == 'h', usage);
     }
     if (!o->iters)
         o->iters = o->quick ? 10 : 50;

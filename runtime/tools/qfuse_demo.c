@@ -562,13 +562,8 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             o->loss_csv = optarg;
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;
-        else if (c != 'r') {
-            if (c == 'h')
-                usage(stdout);
-            else
-                tool_usage_hint();
-            return c == 'h' ? 0 : 2;
-        }
+        else if (c != 'r')
+            return tool_usage_exit(c == 'h', usage);
     }
     if (o->tokens < 1 || o->iters < 1 || o->train_steps < 0)
         return 2;

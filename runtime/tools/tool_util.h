@@ -24,6 +24,17 @@ static inline void tool_usage_hint(void) {
     fputs("Try '" QF_TOOL_NAME " --help'.\n", stderr);
 }
 
+/* getopt's --help or an unknown option: with help, usage(stdout) and exit status 0; else the hint
+ * and 2 (bad usage). */
+static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
+    if (!help) {
+        tool_usage_hint();
+        return 2;
+    }
+    usage(stdout);
+    return 0;
+}
+
 /* A CUDA runtime call that must succeed: prints the call and the error, exits 1. */
 #define CUDA_OR_DIE(call)                                                                     \
     do {                                                                                      \
