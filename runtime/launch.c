@@ -104,13 +104,13 @@ static int qf_stats_first(const qf_rows_call *c, const qf_kernel_entry *k) {
 }
 
 /* 1 when, after a rows entry wrote the statistics (qf_stats_first), the `<name>_cols` entry can
- * write the columnwise copy from them (c->cols_after_stats: 16-bit x, its tiles whole, x, gamma,
- * beta and out_col 16-byte aligned); else the tiled entry does. */
+ * write the columnwise copy from them (c->cols_after_stats: 16-bit x, its tiles whole, out_col
+ * 16-byte aligned); else the tiled entry does. The rows entry that ran (qf_rows_entry) already
+ * required x, gamma and beta 16-byte aligned, and a kernel with a norm has no prologue (its
+ * template asserts it). */
 static int qf_stats_cols_ok(const qf_loaded_kernel *lk, const qf_rows_call *c,
                             const qf_q_params *p) {
-    return c->cols_after_stats && qf_dtype_size(c->xdt) == 2 &&
-           lk->inst.prologue == QF_PROLOGUE_NONE && qf_cols_ok(lk, c, p) && qf_aligned16(p->x) &&
-           qf_aligned16(p->gamma) && qf_aligned16(p->beta);
+    return c->cols_after_stats && qf_dtype_size(c->xdt) == 2 && qf_cols_ok(lk, c, p);
 }
 
 /* Index into lk->fn_rows of the entry that runs c, or -1 for the tiled entry. */
