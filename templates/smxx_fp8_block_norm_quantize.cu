@@ -354,6 +354,19 @@ __device__ __forceinline__ void store_bytes(unsigned char *dst, const unsigned (
     }
 }
 
+/* One halving trade of an amax reduction: lanes l and l ^ o hold the amaxes a[0..n) of the same
+ * n rows or columns; each keeps one half (the upper where hi, lane & o set) merged with its
+ * partner's copy of that half, into a[0..n/2). */
+template <int N>
+__device__ __forceinline__ void amax_trade_half(float (&a)[N], int n, int o, bool hi) {
+#pragma unroll
+    for (int t = 0; t < n / 2; t++) {
+        const float send = hi ? a[t] : a[t + n / 2];
+        const float keep = hi ? a[t + n / 2] : a[t];
+        a[t] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, o));
+    }
+}
+
 /* Lanes per row of the chunk after chunk_row_scale's reduction: each row's amax ends on
  * kRowLanes neighbouring lanes of its kTpr. */
 constexpr int kRowLanes = kTpr / kPasses;
@@ -376,17 +389,10 @@ __device__ __forceinline__ float chunk_row_scale(const qf_q_params &p, const Til
     const int lane = (threadIdx.x & 31) % kTpr;
 #pragma unroll
     for (int o = kTpr / 2, n = kPasses; o > 0; o >>= 1, n = n > 1 ? n / 2 : 1) {
-        const bool hi = (lane & o) != 0;
-        if (n > 1) {
-#pragma unroll
-            for (int t = 0; t < n / 2; t++) {
-                const float send = hi ? ramax[t] : ramax[t + n / 2];
-                const float keep = hi ? ramax[t + n / 2] : ramax[t];
-                ramax[t] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, o));
-            }
-        } else {
+        if (n > 1)
+            amax_trade_half(ramax, n, o, (lane & o) != 0);
+        else
             ramax[0] = amax_merge_fast(ramax[0], __shfl_xor_sync(0xffffffffu, ramax[0], o));
-        }
     }
     const float mine = block_scale(p, ramax[0]);
     const long long m = m0 + tile_row(r0, lane / kRowLanes);
@@ -578,22 +584,12 @@ __device__ void cols_body(const qf_q_params &p) {
             }
             /* lanes l, l ^ 8, l ^ 16, l ^ 24 share the columns: two trades */
             const bool h8 = (lane & 8) != 0, h16 = (lane & 16) != 0;
-            float a4[kEpv / 2], a2[kEpv / 4];
-#pragma unroll
-            for (int c = 0; c < kEpv / 2; c++) {
-                const float send = h8 ? camax[c] : camax[c + kEpv / 2];
-                const float keep = h8 ? camax[c + kEpv / 2] : camax[c];
-                a4[c] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, 8));
-            }
-#pragma unroll
-            for (int c = 0; c < kEpv / 4; c++) {
-                const float send = h16 ? a4[c] : a4[c + kEpv / 4];
-                const float keep = h16 ? a4[c + kEpv / 4] : a4[c];
-                a2[c] = amax_merge_fast(keep, __shfl_xor_sync(0xffffffffu, send, 16));
-            }
+            amax_trade_half(camax, kEpv, 8, h8);
+            amax_trade_half(camax, kEpv / 2, 16, h16);
 #pragma unroll
             for (int c = 0; c < kEpv / 4; c++)
-                sm.colmax[warp][cv * kEpv + (h8 ? kEpv / 2 : 0) + (h16 ? kEpv / 4 : 0) + c] = a2[c];
+                sm.colmax[warp][cv * kEpv + (h8 ? kEpv / 2 : 0) + (h16 ? kEpv / 4 : 0) + c] =
+                    camax[c];
             __syncthreads();
             if (threadIdx.x < kColW) {
                 float a = sm.colmax[0][threadIdx.x];
