@@ -127,6 +127,12 @@ QF_INTERNAL qf_status qf_ctx_bind(qf_ctx_t *ctx);
  * single `const qf_*_params p`), binding ctx first. Errors: QF_ERR_NO_DEVICE, QF_ERR_CUDA. */
 QF_INTERNAL qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                                     unsigned smem, void *params, void *stream);
+/* Blocks of fn (`threads` threads, `smem` bytes of dynamic shared memory each) that ctx's device
+ * holds at once: SMs x resident blocks per SM, or `fallback` where the driver cannot say. A
+ * grid-stride kernel launched on more than that runs its last blocks in a second, partial wave
+ * (an elementwise pass on 8 blocks per SM, 5 of them resident, took two waves' time). */
+QF_INTERNAL int64_t qf_ctx_wave(const qf_ctx_t *ctx, CUfunction fn, unsigned threads,
+                                unsigned smem, int64_t fallback);
 /* The same on a grid_x x grid_y grid. */
 QF_INTERNAL qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned grid_x,
                                        unsigned grid_y, unsigned block, unsigned smem,
@@ -206,6 +212,23 @@ QF_INTERNAL qf_status qf_zero_async(void *p, size_t n, const char *what, void *s
 QF_INTERNAL qf_status qf_dbias_reduce(qf_ctx_t *ctx, const char *op, const qf_kernel_entry *k,
                                       const float *part, int32_t blocks, int64_t N,
                                       qf_tensor *dbias, void *stream);
+
+/* The activation (da NULL: out = a [M, F] from h) or its backward (out = dh [M, Fin] from da
+ * [M, F] and h) as qf_activation_fwd / qf_activation_bwd compute it, which also writes the amax
+ * of out as stored into amax ([1] fp32, zeroed first on stream; NaN kept, numerics 2.2): what
+ * current scaling's quantizer of out would find in its amax pass, so qf_quantize_cast can skip
+ * that pass. The same checks and errors as those ops, and amax NULL, not [1] fp32 or overlapping
+ * h, da or out: QF_ERR_INVALID_ARG. */
+QF_INTERNAL qf_status qf_activation_amax(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                                         const qf_tensor *h, const qf_tensor *da, qf_tensor *out,
+                                         qf_tensor *amax, void *stream);
+
+/* Current scaling's quantization of x [M, K] (no norm) from the amax already in out's amax slot
+ * (qf_activation_amax wrote it): the thread's amax reduction (qf_set_amax_reduce), then the cast
+ * pass alone; the same bytes as qf_quantize of x when that amax is x's. Errors: as qf_quantize;
+ * a recipe of another family: QF_ERR_INVALID_ARG. */
+QF_INTERNAL qf_status qf_quantize_cast(qf_ctx_t *ctx, const char *recipe, qf_role role,
+                                       const qf_tensor *x, qf_quantized *out, void *stream);
 
 /* qf_ctx_init_host is public (qfuse.h). */
 

@@ -167,6 +167,7 @@ const qf_family_traits qf_families[QF_FAMILY_COUNT] = {
                                .fmt = {QF_DTYPE_E4M3, QF_DTYPE_E4M3, QF_DTYPE_E5M2},
                                .ops = {QF_FP8_QUANTIZERS},
                                .act_tile = QF_COLS_TILE,
+                               .act_amax = 1,
                                .shapes = &qf_fake_fp8,
                                .gemm = {{89, 199, QF_GEMM_CUBLASLT, "per-tensor FP8",
                                          QF_SCALE_LAYOUT_COMPACT, 0, QF_GEMM_KINDS_ALL, 0}}},

@@ -56,6 +56,16 @@ qf_status qf_ctx_launch_2d(qf_ctx_t *ctx, CUfunction fn, unsigned grid_x, unsign
     return QF_OK;
 }
 
+int64_t qf_ctx_wave(const qf_ctx_t *ctx, CUfunction fn, unsigned threads, unsigned smem,
+                    int64_t fallback) {
+    const qf_cu_api *cu = qf_cu();
+    int occ = 0;
+    if (!cu || cu->OccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, (int)threads, smem) !=
+                   CUDA_SUCCESS || occ < 1)
+        return fallback;
+    return (int64_t)ctx->sm_count * occ;
+}
+
 qf_status qf_ctx_launch(qf_ctx_t *ctx, CUfunction fn, unsigned grid, unsigned block,
                         unsigned smem, void *params, void *stream) {
     return qf_ctx_launch_2d(ctx, fn, grid, 1, block, smem, params, stream);

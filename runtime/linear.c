@@ -314,6 +314,8 @@ enum {
     QF_MLP_ACT,
     QF_MLP_AQ,
     QF_MLP_ACT_Q,
+    QF_MLP_ACT_AMAX,
+    QF_MLP_AQ_CAST,
     QF_MLP_FC2,
     QF_MLP_DY,
     QF_MLP_DGRAD2,
@@ -337,6 +339,9 @@ static const char *const qf_mlp_stage_names[] = {
     [QF_MLP_ACT] = "activation of mlp->h into mlp->a (qf_activation_fwd)",
     [QF_MLP_AQ] = "quantizing mlp->a into mlp->aq (qf_quantize)",
     [QF_MLP_ACT_Q] = "activation of mlp->h quantized into mlp->aq (qf_quantize_act)",
+    [QF_MLP_ACT_AMAX] = "activation of mlp->h into mlp->a, its amax into mlp->aq's "
+                        "(qf_activation_amax)",
+    [QF_MLP_AQ_CAST] = "quantizing mlp->a into mlp->aq from that amax (qf_quantize_cast)",
     [QF_MLP_FC2] = "fc2 GEMM of mlp->aq and mlp->w2q into y (qf_gemm)",
     [QF_MLP_DY] = "quantizing dy into g->dyq (qf_quantize)",
     [QF_MLP_DGRAD2] = "fc2 dgrad of g->dyq and mlp->w2q (columnwise) into g->da (qf_gemm)",
@@ -394,6 +399,15 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     case QF_MLP_ACT_Q: {
         const qf_tensor h = qf_flat2d(&m->h);
         return qf_quantize_act(ctx, r, m->act, &h, NULL, m->a_scale, NULL, &m->aq, stream);
+    }
+    case QF_MLP_ACT_AMAX: {
+        const qf_tensor h = qf_flat2d(&m->h);
+        qf_tensor a = qf_flat2d(&m->a);
+        return qf_activation_amax(ctx, r, m->act, &h, NULL, &a, &m->aq.t[QF_SLOT_AMAX], stream);
+    }
+    case QF_MLP_AQ_CAST: {
+        const qf_tensor a = qf_flat2d(&m->a);
+        return qf_quantize_cast(ctx, r, QF_ROLE_INPUT, &a, &m->aq, stream);
     }
     case QF_MLP_FC2:
         return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
@@ -493,6 +507,14 @@ static int qf_mlp_fused(const qf_recipe *r, const qf_tensor *x, const qf_ln_mlp 
     return qf_mlp_act_fused(r, x2.dims[0], mlp->w2.dims[mlp->w2.ndim - 1]);
 }
 
+/* The forward's activation stages: a and its amax in one kernel, then the cast (the family's
+ * act_amax); q(act(h)) in one kernel (qf_mlp_act_fused); else a, then its quantization. */
+static unsigned qf_mlp_act_stages(const qf_recipe *r, int fused) {
+    if (qf_families[r->family].act_amax)
+        return QF_LL_BIT(QF_MLP_ACT_AMAX) | QF_LL_BIT(QF_MLP_AQ_CAST);
+    return fused ? QF_LL_BIT(QF_MLP_ACT_Q) : QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ);
+}
+
 int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t F) {
     static const char op[] = "qf_layernorm_mlp_writes_a";
     qf_clear_error();
@@ -502,7 +524,9 @@ int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M
     if (s == QF_OK && (M < 1 || F < 1))
         s = qf_set_error(QF_ERR_INVALID_ARG, "%s: M = %lld and F = %lld must be positive", op,
                          (long long)M, (long long)F);
-    return s != QF_OK ? -(int)s : !qf_mlp_act_fused(r, M, F);
+    if (s != QF_OK)
+        return -(int)s;
+    return (qf_mlp_act_stages(r, qf_mlp_act_fused(r, M, F)) & QF_LL_BIT(QF_MLP_ACT_Q)) == 0;
 }
 
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -515,9 +539,7 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
         qf_weight_key_of(mlp->w1.data, mlp->w2.data, mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
     const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2);
-    const unsigned act = qf_mlp_fused(r, x, mlp)
-                             ? QF_LL_BIT(QF_MLP_ACT_Q)
-                             : QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_AQ);
+    const unsigned act = qf_mlp_act_stages(r, qf_mlp_fused(r, x, mlp));
     const unsigned mask = (stale ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) | QF_LL_BIT(QF_MLP_FC1) |
                           act | QF_LL_BIT(QF_MLP_FC2);
     const qf_mlp_call c = {recipe, x, mlp, y, NULL, NULL};

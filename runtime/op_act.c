@@ -7,7 +7,6 @@
 #include "validate.h"
 
 #define QF_ACT_SHAPES 4
-#define QF_ACT_WAVES 8 /* grid-stride launches: blocks per SM */
 
 /* One checked call: h [M, Fin] viewed 2-D, F the activation's width. */
 typedef struct qf_act_call {
@@ -49,7 +48,8 @@ static qf_status qf_act_apart(const char *op, qf_activation act, const char *out
     return qf_check_disjoint(op, out_arg, out, in_arg, in);
 }
 
-/* The module of h's dtype, loaded, and one grid-stride launch of fn_grad (grad) or fn. */
+/* The module of h's dtype, loaded, and one grid-stride launch of fn_grad (grad) or fn on at most
+ * the blocks the device holds at once (qf_ctx_wave). */
 static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call *c,
                                qf_dtype dt, int grad, qf_act_params *p, void *stream) {
     const qf_kernel_entry *k =
@@ -60,36 +60,59 @@ static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call 
     if (!fn)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _grad entry", op, k->name);
     const int64_t n = c->M * c->F, per = k->block_threads;
+    const int64_t wave = qf_ctx_wave(ctx, fn, k->block_threads, 0, ctx->sm_count);
     int64_t blocks = (n + per - 1) / per;
-    if (blocks > (int64_t)ctx->sm_count * QF_ACT_WAVES)
-        blocks = (int64_t)ctx->sm_count * QF_ACT_WAVES;
+    blocks = blocks < wave ? blocks : wave;
     return qf_ctx_launch(ctx, fn, (unsigned)(blocks > 0 ? blocks : 1), k->block_threads, 0, p,
                          stream);
 }
 
-qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
-                            const qf_tensor *h, qf_tensor *a, void *stream) {
-    static const char op[] = "qf_activation_fwd";
+/* The forward (grad 0: out = a) or backward (grad 1: out = dh, from da) of one call, with amax
+ * (NULL, or [1] fp32: zeroed on stream, then the kernel max-merges |out| into it). */
+static qf_status qf_act_run(qf_ctx_t *ctx, const char *op, const char *recipe, qf_activation act,
+                            const qf_tensor *h, int grad, const qf_tensor *da, qf_tensor *out,
+                            qf_tensor *amax, void *stream) {
     qf_act_call c;
     QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
-    QF_TRY(qf_act_out(op, &c, "a", a));
-    QF_TRY(qf_act_apart(op, act, "a", a, "h", h));
-    qf_act_params p = {.h = h->data, .out = a->data, .M = c.M, .F = c.F, .act = (int32_t)act};
-    return qf_act_launch(ctx, op, &c, h->dtype, 0, &p, stream);
+    const char *out_arg = grad ? "dh" : "a";
+    if (grad)
+        QF_TRY(qf_check_grad_input(op, "da", da, c.M, c.F,
+                                   "the gradient of the activation's output", "[M, F]"));
+    QF_TRY(qf_act_out(op, &c, out_arg, out));
+    QF_TRY(qf_act_apart(op, act, out_arg, out, "h", h));
+    if (grad)
+        QF_TRY(qf_act_apart(op, act, out_arg, out, "da", da));
+    qf_act_params p = {.h = h->data, .da = grad ? da->data : NULL, .out = out->data, .M = c.M,
+                       .F = c.F, .act = (int32_t)act,
+                       .da_fp32 = grad && da->dtype == QF_DTYPE_FP32};
+    if (amax) {
+        const qf_shape sa = {"amax", QF_DTYPE_FP32, 1, {1}, sizeof(float)};
+        QF_TRY(qf_check_buffer(op, "amax", amax, &sa));
+        const qf_inputs in = {3, {"h", "da", out_arg}, {h, grad ? da : NULL, out}};
+        QF_TRY(qf_check_apart(op, "amax", amax, &in));
+        QF_TRY(qf_ctx_ready(ctx, op, stream));
+        QF_TRY(qf_zero_async(amax->data, sizeof(float), "amax", stream));
+        p.amax = amax->data;
+    }
+    return qf_act_launch(ctx, op, &c, h->dtype, grad, &p, stream);
+}
+
+qf_status qf_activation_fwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                            const qf_tensor *h, qf_tensor *a, void *stream) {
+    return qf_act_run(ctx, "qf_activation_fwd", recipe, act, h, 0, NULL, a, NULL, stream);
 }
 
 qf_status qf_activation_bwd(qf_ctx_t *ctx, const char *recipe, qf_activation act,
                             const qf_tensor *h, const qf_tensor *da, qf_tensor *dh,
                             void *stream) {
-    static const char op[] = "qf_activation_bwd";
-    qf_act_call c;
-    QF_TRY(qf_act_check(op, ctx, recipe, act, h, &c));
-    QF_TRY(qf_check_grad_input(op, "da", da, c.M, c.F, "the gradient of the activation's output",
-                               "[M, F]"));
-    QF_TRY(qf_act_out(op, &c, "dh", dh));
-    QF_TRY(qf_act_apart(op, act, "dh", dh, "h", h));
-    QF_TRY(qf_act_apart(op, act, "dh", dh, "da", da));
-    qf_act_params p = {.h = h->data, .da = da->data, .out = dh->data, .M = c.M, .F = c.F,
-                       .act = (int32_t)act, .da_fp32 = da->dtype == QF_DTYPE_FP32};
-    return qf_act_launch(ctx, op, &c, h->dtype, 1, &p, stream);
+    return qf_act_run(ctx, "qf_activation_bwd", recipe, act, h, 1, da, dh, NULL, stream);
+}
+
+qf_status qf_activation_amax(qf_ctx_t *ctx, const char *recipe, qf_activation act,
+                             const qf_tensor *h, const qf_tensor *da, qf_tensor *out,
+                             qf_tensor *amax, void *stream) {
+    if (!amax)
+        return qf_set_error(QF_ERR_INVALID_ARG, "qf_activation_amax: amax is NULL");
+    return qf_act_run(ctx, "qf_activation_amax", recipe, act, h, da != NULL, da, out, amax,
+                      stream);
 }

@@ -45,12 +45,10 @@ static qf_status qf_bwd_begin(qf_ctx_t *ctx, const char *op, const qf_kernel_ent
         return qf_set_error(QF_ERR_CUDA, "%s: %u bytes of shared memory per block refused for %s",
                             op, smem, k->name);
     int64_t max_blocks = QF_NB_MAX_BLOCKS;
-    int occ = 0;
-    if (one_wave &&
-        cu->OccupancyMaxActiveBlocksPerMultiprocessor(&occ, b->lk.fn, k->block_threads, smem) ==
-            CUDA_SUCCESS &&
-        occ > 0 && (int64_t)ctx->sm_count * occ < max_blocks)
-        max_blocks = (int64_t)ctx->sm_count * occ;
+    if (one_wave) {
+        const int64_t wave = qf_ctx_wave(ctx, b->lk.fn, k->block_threads, smem, max_blocks);
+        max_blocks = wave < max_blocks ? wave : max_blocks;
+    }
     b->rows = (M + max_blocks - 1) / max_blocks;
     b->blocks = (int32_t)((M + b->rows - 1) / b->rows);
     return qf_ctx_scratch(ctx, (size_t)(b->blocks * width) * sizeof(float), (void **)&b->part,

@@ -22,6 +22,7 @@ typedef struct qf_qcall {
     const qf_tensor *da;    /* QF_PROLOGUE_DACT: [M, F] */
     qf_tensor *dbias;       /* qf_quantize_dbias_act's fused path: dbias [K] of dh, or NULL */
     const qf_kernel_entry *dbias_k; /* its dbias module (the _reduce entry) */
+    int amax_given;         /* current scaling: out's amax already holds x's (qf_quantize_cast) */
 } qf_qcall;
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
@@ -215,7 +216,8 @@ static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *
  * statistics), launched as delayed scaling's one is, except that with a norm the `_cols` entry
  * writes both copies alone where it can (qf_cols_alone), from one read of x. At large K the
  * rows and `_cols` entries reading x twice take a third of the time the tiled entry's single
- * read of both copies does. The thread's amax reduction runs between the passes. */
+ * read of both copies does. The thread's amax reduction runs between the passes. With
+ * c->amax_given (qf_quantize_cast), pass 0 is skipped: the amax slot already holds x's. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)
@@ -239,7 +241,10 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         QF_TRY(qf_ctx_scratch(ctx, (size_t)(tiles_m * c->K) * sizeof(float), (void **)&p.dbias_part,
                               "dbias's partial column sums", stream));
     qf_status s = QF_OK;
-    if (current) {
+    if (current && c->amax_given) {
+        s = qf_q_reduce(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
+        p.pass = 1;
+    } else if (current) {
         s = qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
         /* the amax pass of an activation prologue's input in the `_cols` entry where it runs
          * alone (a SwiGLU dh's da, h1 and h2 read once; the rows entry holds 2 vectors of them
@@ -411,6 +416,18 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
                   .out = out};
     QF_TRY(qf_q_check(&c, ctx, recipe));
     return qf_q_run(ctx, &c, scale, rng, stream);
+}
+
+qf_status qf_quantize_cast(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                           qf_quantized *out, void *stream) {
+    qf_qcall c = {.op = "qf_quantize_cast", .role = role, .nd = &qf_norm_none, .x = x,
+                  .out = out, .amax_given = 1};
+    QF_TRY(qf_q_check(&c, ctx, recipe));
+    if (c.r->family != QF_FAMILY_FP8_CURRENT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' is %s; a cast from a given amax "
+                            "is current scaling's (fp8_current)", c.op, c.r->name,
+                            qf_family_name(c.r->family));
+    return qf_q_run(ctx, &c, NULL, NULL, stream);
 }
 
 /* The checks of a quantization through an activation prologue (c's op, x = h, da, out set):

@@ -387,7 +387,7 @@ QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
 
 /* Parameter block of the activation module (templates/smxx_activation.cu, numerics 6): forward
  * out = a [M, F] from h [M, Fin]; <name>_grad out = dh [M, Fin] from da [M, F] and h; Fin = 2F
- * for QF_ACT_SWIGLU, else F. h, a and dh in the kernel's dtype. */
+ * for QF_ACT_SWIGLU, else F. h, a and dh in the kernel's dtype; optionally the amax of out. */
 typedef struct qf_act_params {
     const void *h;
     const void *da;          /* bf16, or fp32 when da_fp32 (<name>_grad only) */
@@ -396,8 +396,11 @@ typedef struct qf_act_params {
     int64_t F;
     int32_t act;             /* qf_activation */
     int32_t da_fp32;
+    float *amax;             /* NULL, or [1] fp32 zeroed by the runtime: max-merged with |out| as
+                              * stored (after rounding to the kernel's dtype), NaN kept (current
+                              * scaling's amax of a or dh, numerics 2.2) */
 } qf_act_params;
-QF_STATIC_ASSERT(sizeof(qf_act_params) == 6 * 8, "qf_act_params ABI");
+QF_STATIC_ASSERT(sizeof(qf_act_params) == 7 * 8, "qf_act_params ABI");
 
 /* Parameter block of the dbias module (templates/smxx_dbias.cu, numerics 6): dbias [N] = sum_M dy
  * for dy [M, N], both of the kernel's dtype, through per-block partials as qf_nb_params (blocks of

@@ -633,7 +633,7 @@ typedef struct qf_ln_mlp {
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization; not
                                  * written where the forward quantizes act(h) in one kernel
-                                 * (per-tensor FP8 with M and F multiples of 64,
+                                 * (fp8_delayed with M and F multiples of 64,
                                  * qf_layernorm_mlp_writes_a): there its dtype must still be
                                  * bf16, and data may be NULL */
     int weight_changed;         /* > 0: quantize both weights this call; 0: reuse w1q, w2q
@@ -664,8 +664,9 @@ typedef struct qf_ln_mlp_grads {
  * weights' quantization (when weight_changed, which is then cleared, or when the weight cache's
  * key, mlp->cached, differs: as qf_layernorm_linear_fwd), norm + quantize of x, fc1 into mlp->h
  * (bias b1), the activation into mlp->a, its quantization (input role) into mlp->aq, fc2 into y
- * (bias b2). Per-tensor FP8 recipes with M and F multiples of 64 quantize act(h) in one kernel
- * instead (qf_quantize_act; the same bytes, mlp->a not written). Every stage's arguments are
+ * (bias b2). fp8_delayed with M and F multiples of 64 quantizes act(h) in one kernel instead
+ * (qf_quantize_act; the same bytes, mlp->a not written); fp8_current writes a and its amax in
+ * one kernel and then casts a (the same bytes as the unfused stages). Every stage's arguments are
  * checked before the first one launches; a message names the stage. Errors as the ops of the
  * stages. */
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -673,7 +674,7 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
 
 /* Whether qf_layernorm_mlp_fwd under recipe writes mlp->a for x of M rows and an activation of
  * width F: 1 when it does, 0 when it quantizes act(h) in one kernel and leaves mlp->a unwritten
- * (per-tensor FP8 with M and F multiples of 64; the bytes of q(a) are the same). Errors, as the
+ * (fp8_delayed with M and F multiples of 64; the bytes of q(a) are the same). Errors, as the
  * negated qf_status (the message in qf_last_error): -QF_ERR_INVALID_ARG (ctx or recipe NULL, M
  * or F not positive), -QF_ERR_NOT_FOUND (unknown recipe). NOTE: 1 is not a status here (it
  * equals QF_ERR_INVALID_ARG): test for a negative result. */

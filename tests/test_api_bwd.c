@@ -4,6 +4,7 @@
  * launches. The fake shapes of both ops are checked too, and the checks of the activation, its
  * fused quantization (qf_quantize_act, qf_dbias_act) and the MLP, and the shapes a whole MLP step
  * accepts per recipe. */
+#include "ctx.h"
 #include "registry.h"
 #include "validate.h"
 
@@ -219,6 +220,25 @@ static void test_activation_args(void **state) {
     qf_tensor dh_on_da = t2((char *)slot(2) + 16, QF_DTYPE_BF16, M, K);
     expect(qf_activation_bwd(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &dh_on_da, NULL),
            QF_ERR_INVALID_ARG, "overlap");
+    /* qf_activation_amax: the same checks, and its amax [1] fp32 apart from the others */
+    qf_tensor am = {.data = slot(4), .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_GELU, &h, NULL, &a, &am, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &dh, &am, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_GELU, &h, NULL, &a, NULL, NULL),
+           QF_ERR_INVALID_ARG, "amax is NULL");
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_SWIGLU, &h, NULL, &a, &am, NULL),
+           QF_ERR_INVALID_ARG, "a has 256 elements");
+    qf_tensor am_on_a = {.data = slot(1), .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_GELU, &h, NULL, &a, &am_on_a, NULL),
+           QF_ERR_INVALID_ARG, "overlap");
+    am.dtype = QF_DTYPE_BF16;
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_GELU, &h, NULL, &a, &am, NULL),
+           QF_ERR_INVALID_ARG, "amax.dtype is bf16");
+    am.dtype = QF_DTYPE_FP32, am.dims[0] = 2;
+    expect(qf_activation_amax(ctx, kRecipe, QF_ACT_GELU, &h, NULL, &a, &am, NULL),
+           QF_ERR_INVALID_ARG, "amax");
     a.dtype = QF_DTYPE_FP32;
     expect(qf_activation_fwd(ctx, kRecipe, QF_ACT_RELU, &h, &a, NULL), QF_ERR_INVALID_ARG,
            "a.dtype is fp32; expected bf16");
@@ -394,6 +414,17 @@ static void test_act_quantize_args(void **state) {
     expect(qf_quantize_act(ctx, "fp8_current", QF_ACT_SWIGLU, &h, &da,
                            (const float *)cq.t[QF_SLOT_AMAX].data, &rng, &cq, NULL),
            QF_ERR_NO_DEVICE, "arguments are valid");
+    /* the cast from a given amax: current scaling's only, and checked as qf_quantize */
+    const qf_tensor dh = t2(slot(14), QF_DTYPE_BF16, M, K);
+    expect(qf_quantize_cast(ctx, "fp8_current", QF_ROLE_GRAD, &dh, &cq, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_quantize_cast(ctx, kRecipe, QF_ROLE_GRAD, &dh, &dhq, NULL), QF_ERR_INVALID_ARG,
+           "is fp8_delayed", "current scaling");
+    const qf_tensor dh_on = t2(cq.t[QF_SLOT_COLUMNWISE_DATA].data, QF_DTYPE_BF16, M, K);
+    expect(qf_quantize_cast(ctx, "fp8_current", QF_ROLE_GRAD, &dh_on, &cq, NULL),
+           QF_ERR_INVALID_ARG, "overlap");
+    expect(qf_quantize_cast(ctx, "fp8_current", QF_ROLE_GRAD, &da, &cq, NULL), QF_ERR_INVALID_ARG,
+           "out->rowwise_data", "elements");
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");
@@ -524,8 +555,8 @@ static void test_mlp_args(void **state) {
 }
 
 /* Which recipes and shapes the MLP's forward quantizes act(h) in one kernel, leaving mlp->a
- * unwritten (where the family table's act_tile divides M and F: per-tensor FP8), and the
- * query's errors. */
+ * unwritten (where the family table's act_tile divides M and F and act_amax is not set:
+ * fp8_delayed; fp8_current writes a with its amax), and the query's errors. */
 static void test_mlp_writes_a(void **state) {
     qf_ctx_t *ctx = *state;
     for (int i = 0; i < qf_recipe_count; i++) {
@@ -533,7 +564,9 @@ static void test_mlp_writes_a(void **state) {
         const int fused = qf_family_get(r->family)->act_tile > 0; /* per-tensor FP8 */
         assert_true(fused == (r->family == QF_FAMILY_FP8_DELAYED ||
                               r->family == QF_FAMILY_FP8_CURRENT));
-        assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 16384, 14336), !fused);
+        const int amax = qf_family_get(r->family)->act_amax; /* writes a and its amax */
+        assert_true(amax == (r->family == QF_FAMILY_FP8_CURRENT));
+        assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 16384, 14336), !fused || amax);
         assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 256, 96), 1);
         assert_int_equal(qf_layernorm_mlp_writes_a(ctx, r->name, 96, 128), 1);
     }

@@ -17,7 +17,8 @@
  * qf_activation_backward_ref (fp32, then rounded once to h's dtype): rel err 2^-8 in bf16, 1e-6
  * in fp32 (the kernel may contract a multiply and an add), with F a multiple of 8 (the kernel's
  * 16-byte vector path) and not (one element at a time), h in bf16 and fp32, da in bf16 and fp32;
- * outputs poisoned first.
+ * outputs poisoned first. qf_activation_amax (the same kernels, also writing the amax of their
+ * output) against them: the same bytes, and the amax equal to the largest |value| stored.
  * qf_quantize_act and qf_dbias_act (the activation fused with the quantization of a, its
  * derivative with the gradient quantization and db1; numerics 6) against the unfused ops on the
  * same h and da (qf_activation_fwd / _bwd, then qf_quantize / qf_dbias, each checked against the C
@@ -25,11 +26,14 @@
  * recipe and activation, at shapes that take the 16-byte row path with the columnwise entry, the
  * tiled path, a SwiGLU dh whose halves are not whole vectors, and a dh wider than any row entry
  * holds; the two sides' buffers are poisoned with different bytes first (amaxes zeroed: delayed
- * scaling merges into them).
+ * scaling merges into them). Under current scaling, qf_activation_amax then qf_quantize_cast (the
+ * cast from that amax, as layernorm_mlp's forward runs it) against the same unfused ops, byte for
+ * byte; under every other recipe qf_quantize_cast is refused.
  * One recipe runs every variant (the module is the same in every family); every other recipe
  * runs one case, through its own registry entry. Without a GPU it skips. */
 #include "test_gpu_util.h"
 
+#include "ctx.h"
 #include "ref/ref_bwd.h"
 
 typedef struct nb_case {
@@ -271,8 +275,32 @@ static void act_run(qf_ctx_t *ctx, const char *recipe, qf_activation act, qf_dty
     qf_tensor ta = tv(&a, hdt, 2, M, F), tdh = tv(&dh, hdt, 2, M, Fin);
     QF_OK_OR_FAIL(qf_activation_fwd(ctx, recipe, act, &th, &ta, NULL));
     QF_OK_OR_FAIL(qf_activation_bwd(ctx, recipe, act, &th, &tda, &tdh, NULL));
+    /* the same kernels with the amax of what they store: the amaxes poisoned (they are zeroed) */
+    dual a2 = dual_alloc(a.bytes), dh2 = dual_alloc(dh.bytes), am = dual_alloc(2 * sizeof(float));
+    CK(cudaMemset(a2.d, 0x3C, a2.bytes)), CK(cudaMemset(dh2.d, 0x3C, dh2.bytes));
+    CK(cudaMemset(am.d, 0x7F, am.bytes));
+    qf_tensor ta2 = tv(&a2, hdt, 2, M, F), tdh2 = tv(&dh2, hdt, 2, M, Fin);
+    qf_tensor tam = {.data = am.d, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    qf_tensor tdam = {.data = (float *)am.d + 1, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    QF_OK_OR_FAIL(qf_activation_amax(ctx, recipe, act, &th, NULL, &ta2, &tam, NULL));
+    QF_OK_OR_FAIL(qf_activation_amax(ctx, recipe, act, &th, &tda, &tdh2, &tdam, NULL));
     CK(cudaDeviceSynchronize());
-    dual_down(&a), dual_down(&dh);
+    dual_down(&a), dual_down(&dh), dual_down(&a2), dual_down(&dh2), dual_down(&am);
+    float want_am[2] = {0.0f, 0.0f};
+    for (int64_t i = 0; i < M * F; i++)
+        want_am[0] = fmaxf(want_am[0], fabsf(qf_load_as_float(a.h, hdt, i)));
+    for (int64_t i = 0; i < M * Fin; i++)
+        want_am[1] = fmaxf(want_am[1], fabsf(qf_load_as_float(dh.h, hdt, i)));
+    const int64_t a_diff = count_mismatches(a.h, a2.h, (int64_t)a.bytes);
+    const int64_t dh_diff = count_mismatches(dh.h, dh2.h, (int64_t)dh.bytes);
+    const float *got_am = am.h;
+    if (a_diff || dh_diff || memcmp(got_am, want_am, sizeof want_am) != 0)
+        fail_msg("activation %d h=%s M=%lld F=%lld: qf_activation_amax differs from the "
+                 "activation in %lld bytes of a and %lld of dh; amax a %.9g (want %.9g), dh "
+                 "%.9g (want %.9g)", (int)act, qf_dtype_name(hdt), (long long)M, (long long)F,
+                 (long long)a_diff, (long long)dh_diff, got_am[0], want_am[0], got_am[1],
+                 want_am[1]);
+    dual_free(&a2), dual_free(&dh2), dual_free(&am);
     float *hf = malloc((size_t)(M * Fin) * 4), *df = malloc((size_t)(M * F) * 4);
     float *ra = malloc((size_t)(M * F) * 4), *rdh = malloc((size_t)(M * Fin) * 4);
     double *wa = malloc((size_t)(M * F) * 8), *wdh = malloc((size_t)(M * Fin) * 8);
@@ -384,6 +412,30 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
         fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias_act's q(dh) differs from the "
                  "unfused one in %lld bytes", r->name, (int)act, (long long)M, (long long)F,
                  (long long)dq_diff);
+    if (r->family == QF_FAMILY_FP8_CURRENT) { /* the activation's amax, then the cast alone */
+        qtensor ca, cd;
+        qt_alloc(&ca, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
+        qt_alloc(&cd, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
+        qt_poison(&ca, 0x99), qt_poison(&cd, 0x99);
+        CK(cudaMemset(a.d, 0x99, a.bytes)), CK(cudaMemset(dh.d, 0x99, dh.bytes));
+        QF_OK_OR_FAIL(qf_activation_amax(ctx, r->name, act, &th, NULL, &ta, &ca.q.t[QF_SLOT_AMAX],
+                                         NULL));
+        QF_OK_OR_FAIL(qf_quantize_cast(ctx, r->name, QF_ROLE_INPUT, &ta, &ca.q, NULL));
+        QF_OK_OR_FAIL(qf_activation_amax(ctx, r->name, act, &th, &tda, &tdh,
+                                         &cd.q.t[QF_SLOT_AMAX], NULL));
+        QF_OK_OR_FAIL(qf_quantize_cast(ctx, r->name, QF_ROLE_GRAD, &tdh, &cd.q, NULL));
+        CK(cudaDeviceSynchronize());
+        const int64_t ca_diff = qt_diff(&ca, &ua), cd_diff = qt_diff(&cd, &ud);
+        if (ca_diff || cd_diff)
+            fail_msg("%s act %d M=%lld F=%lld: qf_activation_amax + qf_quantize_cast differ from "
+                     "the unfused ops in %lld bytes of q(a), %lld of q(dh)", r->name, (int)act,
+                     (long long)M, (long long)F, (long long)ca_diff, (long long)cd_diff);
+        qt_free(&ca), qt_free(&cd);
+    } else {
+        assert_int_equal(qf_quantize_cast(ctx, r->name, QF_ROLE_INPUT, &ta, &ua.q, NULL),
+                         QF_ERR_INVALID_ARG);
+        assert_non_null(strstr(qf_last_error(), "current scaling"));
+    }
     const int64_t da_diff = qt_diff(&fa, &ua), dd_diff = qt_diff(&fd, &ud);
     const int64_t db_diff = count_mismatches(dbu.h, dbf.h, (int64_t)dbf.bytes);
     if (da_diff || dd_diff || db_diff)
