@@ -262,9 +262,10 @@ typedef struct qf_family_traits {
                                    * both copies; 0: the unfused stages */
     int act_amax;                 /* 1: layernorm_mlp's forward writes a with its amax in one
                                    * kernel (qf_activation_amax) and casts it (qf_quantize_cast),
-                                   * whatever act_tile says: current scaling's amax pass then
-                                   * reads nothing, where through act_tile it reads h, twice a's
-                                   * bytes for SwiGLU (docs/bench.md) */
+                                   * whatever act_tile says: current scaling's amax pass then reads
+                                   * nothing, where through act_tile it reads h, twice a's bytes
+                                   * under SwiGLU (docs/bench.md; the backward keeps act_tile's
+                                   * q(dh): dh written and cast measured slower) */
     const qf_fake_table *shapes;
     qf_gemm_path gemm[QF_GEMM_PATHS_MAX];
     /* Cross-field rules, after every field is read: NULL or a message ("field 'rht_seed' (no

@@ -15,7 +15,6 @@ enum {
     QF_LL_DY,
     QF_LL_DGRAD,
     QF_LL_WGRAD,
-    QF_LL_DBIAS,
     QF_LL_NORM_BWD,
     QF_LL_STAGES
 };
@@ -26,10 +25,9 @@ static const char *const qf_ll_stage_names[] = {
     [QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize)",
     [QF_LL_NORM] = "norm + quantize of x into ll->xq (qf_quantize)",
     [QF_LL_GEMM] = "GEMM of ll->xq and ll->wq into y (qf_gemm)",
-    [QF_LL_DY] = "quantizing dy into g->dyq (qf_quantize)",
+    [QF_LL_DY] = "quantizing dy into g->dyq (qf_quantize; with g->dbias, qf_quantize_dbias)",
     [QF_LL_DGRAD] = "dgrad GEMM of g->dyq (rowwise) and ll->wq (columnwise) into g->dxn (qf_gemm)",
     [QF_LL_WGRAD] = "wgrad GEMM of g->dyq and ll->xq (columnwise) into g->dweight (qf_gemm_ex)",
-    [QF_LL_DBIAS] = "dbias of dy into g->dbias (qf_dbias)",
     [QF_LL_NORM_BWD] = "norm backward of g->dxn into g->norm (qf_norm_backward)",
 };
 _Static_assert(sizeof qf_ll_stage_names / sizeof qf_ll_stage_names[0] == QF_LL_STAGES,
@@ -96,6 +94,16 @@ static qf_status qf_stage_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quant
     return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
 }
 
+/* A gradient's quantization (2-D view x) into out, with its dbias where dbias->data is set
+ * (qf_quantize_dbias: one kernel where it can). */
+static qf_status qf_stage_q_grad(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
+                                 const float *scale, const qf_rng *rng, qf_quantized *out,
+                                 qf_tensor *dbias, void *stream) {
+    if (dbias->data)
+        return qf_quantize_dbias(ctx, recipe, x, scale, rng, out, dbias, stream);
+    return qf_quantize(ctx, recipe, QF_ROLE_GRAD, x, NULL, scale, rng, out, stream);
+}
+
 /* The norm backward of a composition from the statistics its forward saved in xq (MU, RSIGMA),
  * with x, dxn and dx viewed 2-D. */
 static qf_status qf_stage_norm_bwd(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc *norm,
@@ -126,8 +134,8 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *strea
                              &ll->bias, c->y, NULL, stream);
     case QF_LL_DY: {
         const qf_tensor dy2 = qf_flat2d(c->dy);
-        return qf_quantize(ctx, recipe, QF_ROLE_GRAD, &dy2, NULL, g->dy_scale, &g->rng, &g->dyq,
-                           stream);
+        return qf_stage_q_grad(ctx, recipe, &dy2, g->dy_scale, &g->rng, &g->dyq, &g->dbias,
+                               stream);
     }
     case QF_LL_DGRAD:
         return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_ROWWISE, &ll->wq, QF_COPY_COLUMNWISE,
@@ -136,10 +144,6 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *strea
         const qf_gemm_opts o = {.accumulate = g->accumulate_wgrad};
         return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_COLUMNWISE, &ll->xq,
                              QF_COPY_COLUMNWISE, NULL, &g->dweight, &o, stream);
-    }
-    case QF_LL_DBIAS: {
-        const qf_tensor dy2 = qf_flat2d(c->dy);
-        return qf_dbias(ctx, recipe, &dy2, &g->dbias, stream);
     }
     default:
         return qf_stage_norm_bwd(ctx, recipe, &ll->norm, &ll->xq, c->x, &g->dxn, &g->norm, stream);
@@ -286,7 +290,6 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, dy, "dy"));
     const unsigned mask = QF_LL_BIT(QF_LL_DY) | QF_LL_BIT(QF_LL_DGRAD) |
                           (g->defer_wgrad ? 0u : QF_LL_BIT(QF_LL_WGRAD)) |
-                          (g->dbias.data ? QF_LL_BIT(QF_LL_DBIAS) : 0u) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
     const qf_ll_call c = {recipe, x, ll, NULL, dy, g};
     return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream);
@@ -320,9 +323,7 @@ enum {
     QF_MLP_DY,
     QF_MLP_DGRAD2,
     QF_MLP_WGRAD2,
-    QF_MLP_DB2,
     QF_MLP_ACT_BWD,
-    QF_MLP_DB1,
     QF_MLP_DH,
     QF_MLP_DH_ACT,
     QF_MLP_DGRAD1,
@@ -343,13 +344,11 @@ static const char *const qf_mlp_stage_names[] = {
                         "(qf_activation_amax)",
     [QF_MLP_AQ_CAST] = "quantizing mlp->a into mlp->aq from that amax (qf_quantize_cast)",
     [QF_MLP_FC2] = "fc2 GEMM of mlp->aq and mlp->w2q into y (qf_gemm)",
-    [QF_MLP_DY] = "quantizing dy into g->dyq (qf_quantize)",
+    [QF_MLP_DY] = "quantizing dy into g->dyq (qf_quantize; with g->db2, qf_quantize_dbias)",
     [QF_MLP_DGRAD2] = "fc2 dgrad of g->dyq and mlp->w2q (columnwise) into g->da (qf_gemm)",
     [QF_MLP_WGRAD2] = "fc2 wgrad of g->dyq and mlp->aq (columnwise) into g->dw2 (qf_gemm_ex)",
-    [QF_MLP_DB2] = "dbias of dy into g->db2 (qf_dbias)",
     [QF_MLP_ACT_BWD] = "activation backward of g->da into g->dh (qf_activation_bwd)",
-    [QF_MLP_DB1] = "dbias of g->dh into g->db1 (qf_dbias)",
-    [QF_MLP_DH] = "quantizing g->dh into g->dhq (qf_quantize)",
+    [QF_MLP_DH] = "quantizing g->dh into g->dhq (qf_quantize; with g->db1, qf_quantize_dbias)",
     [QF_MLP_DH_ACT] = "activation backward of g->da quantized into g->dhq, with db1 "
                       "(qf_quantize_dbias_act)",
     [QF_MLP_DGRAD1] = "fc1 dgrad of g->dhq and mlp->w1q (columnwise) into g->dxn (qf_gemm)",
@@ -413,30 +412,20 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
     case QF_MLP_DY: {
         const qf_tensor dy = qf_flat2d(c->dy);
-        return qf_quantize(ctx, r, QF_ROLE_GRAD, &dy, NULL, g->dy_scale, &g->rng_dy, &g->dyq,
-                           stream);
+        return qf_stage_q_grad(ctx, r, &dy, g->dy_scale, &g->rng_dy, &g->dyq, &g->db2, stream);
     }
     case QF_MLP_DGRAD2:
         return qf_stage_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, NULL, stream);
     case QF_MLP_WGRAD2:
         return qf_stage_gemm(ctx, r, &g->dyq, C, &m->aq, C, NULL, &g->dw2, &acc, stream);
-    case QF_MLP_DB2: {
-        const qf_tensor dy = qf_flat2d(c->dy);
-        return qf_dbias(ctx, r, &dy, &g->db2, stream);
-    }
     case QF_MLP_ACT_BWD: {
         const qf_tensor h = qf_flat2d(&m->h), da = qf_flat2d(&g->da);
         qf_tensor dh = qf_flat2d(&g->dh);
         return qf_activation_bwd(ctx, r, m->act, &h, &da, &dh, stream);
     }
-    case QF_MLP_DB1: {
-        const qf_tensor dh = qf_flat2d(&g->dh);
-        return qf_dbias(ctx, r, &dh, &g->db1, stream);
-    }
     case QF_MLP_DH: {
         const qf_tensor dh = qf_flat2d(&g->dh);
-        return qf_quantize(ctx, r, QF_ROLE_GRAD, &dh, NULL, g->dh_scale, &g->rng_dh, &g->dhq,
-                           stream);
+        return qf_stage_q_grad(ctx, r, &dh, g->dh_scale, &g->rng_dh, &g->dhq, &g->db1, stream);
     }
     case QF_MLP_DH_ACT: {
         const qf_tensor h = qf_flat2d(&m->h), da = qf_flat2d(&g->da);
@@ -554,19 +543,15 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
                                void *stream) {
     static const char op[] = "qf_layernorm_mlp_bwd";
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, dy, "dy", g));
-    unsigned mask = 0;
-    for (int i = QF_MLP_DY; i < QF_MLP_STAGES; i++)
-        mask |= QF_LL_BIT(i);
-    if (!g->db2.data)
-        mask &= ~QF_LL_BIT(QF_MLP_DB2);
-    if (!g->db1.data)
-        mask &= ~QF_LL_BIT(QF_MLP_DB1);
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    if (qf_mlp_fused(r, x, mlp)) /* dh never stored */
-        mask &= ~(QF_LL_BIT(QF_MLP_ACT_BWD) | QF_LL_BIT(QF_MLP_DB1) | QF_LL_BIT(QF_MLP_DH));
-    else
-        mask &= ~QF_LL_BIT(QF_MLP_DH_ACT);
+    /* dh and its quantization with db1: in one kernel, dh never stored (qf_mlp_fused); else dh,
+     * then q(dh) */
+    const unsigned dh = qf_mlp_fused(r, x, mlp) ? QF_LL_BIT(QF_MLP_DH_ACT)
+                                                : QF_LL_BIT(QF_MLP_ACT_BWD) | QF_LL_BIT(QF_MLP_DH);
+    const unsigned mask = QF_LL_BIT(QF_MLP_DY) | QF_LL_BIT(QF_MLP_DGRAD2) |
+                          QF_LL_BIT(QF_MLP_WGRAD2) | dh | QF_LL_BIT(QF_MLP_DGRAD1) |
+                          QF_LL_BIT(QF_MLP_WGRAD1) | QF_LL_BIT(QF_MLP_NORM_BWD);
     const qf_mlp_call c = {recipe, x, mlp, NULL, dy, g};
     return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
 }

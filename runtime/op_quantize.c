@@ -418,18 +418,6 @@ qf_status qf_quantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_
     return qf_q_run(ctx, &c, scale, rng, stream);
 }
 
-qf_status qf_quantize_cast(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
-                           qf_quantized *out, void *stream) {
-    qf_qcall c = {.op = "qf_quantize_cast", .role = role, .nd = &qf_norm_none, .x = x,
-                  .out = out, .amax_given = 1};
-    QF_TRY(qf_q_check(&c, ctx, recipe));
-    if (c.r->family != QF_FAMILY_FP8_CURRENT)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' is %s; a cast from a given amax "
-                            "is current scaling's (fp8_current)", c.op, c.r->name,
-                            qf_family_name(c.r->family));
-    return qf_q_run(ctx, &c, NULL, NULL, stream);
-}
-
 /* The checks of a quantization through an activation prologue (c's op, x = h, da, out set):
  * recipe, act and h, da, out; c's role, prologue, M and K. */
 static qf_status qf_q_act_check(qf_ctx_t *ctx, const char *recipe, qf_activation act,
@@ -455,17 +443,49 @@ qf_status qf_quantize_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
     return qf_q_run(ctx, &c, scale, rng, stream);
 }
 
-/* 1 when a checked qf_quantize_dbias_act call takes its fused path: the family's act_tile
- * divides M and K (h's Fin), the tiles fit one grid, both copies asked for, and h, da and the
+/* 1 when a checked call with dbias takes its fused path: the family's act_tile divides M and K
+ * (x's or h's Fin), the tiles fit one grid, both copies asked for, and x (h), da (if any) and the
  * copies 16-byte aligned (the conditions of the `_cols` entry running alone,
  * qf_ctx_launch_rows). */
 static int qf_q_dbias_fused(const qf_qcall *c) {
     const unsigned t = qf_families[c->r->family].act_tile;
     return t > 0 && c->M % t == 0 && c->K % t == 0 && (c->M / t) * (c->K / t) <= 0x7fffffff &&
            (c->outputs & QF_OUT_COLUMNWISE) && (c->outputs & QF_OUT_ROWWISE) &&
-           qf_aligned16(c->x->data) && qf_aligned16(c->da->data) &&
+           qf_aligned16(c->x->data) && (!c->da || qf_aligned16(c->da->data)) &&
            qf_aligned16(c->out->t[QF_SLOT_ROWWISE_DATA].data) &&
            qf_aligned16(c->out->t[QF_SLOT_COLUMNWISE_DATA].data);
+}
+
+/* The quantization of a checked call c (grad role; through the prologue of act when c->da is
+ * set) and dbias [K] of its input: dbias checked against the fake shapes of a QF_OP_DBIAS query
+ * and apart from c's inputs and every slot it writes, then one kernel where qf_q_dbias_fused
+ * allows, else the quantization and then qf_dbias (qf_dbias_act through a prologue). */
+static qf_status qf_q_dbias_run(qf_ctx_t *ctx, const char *recipe, qf_qcall *c,
+                                qf_activation act, const float *scale, const qf_rng *rng,
+                                qf_tensor *dbias, void *stream) {
+    const char *xname = c->da ? "h" : "dy";
+    const qf_kernel_entry *dbk = NULL;
+    const qf_tensor scale_t = qf_q_scale_tensor(c, scale);
+    const qf_inputs in = {3, {xname, "da", "scale"}, {c->x, c->da, &scale_t}};
+    QF_TRY(qf_dbias_check(c->op, c->r, c->x->dtype, c->M, c->K, xname, dbias, &in, &dbk));
+    qf_shape_query q; /* dbias apart from every slot the quantization writes */
+    qf_shape shapes[QF_MAX_SHAPES];
+    int n = 0;
+    QF_TRY(qf_q_shapes(c, &q, shapes, &n));
+    for (int i = 0; i < n; i++) {
+        const int slot = qf_slot_from_name(shapes[i].name);
+        char name[64];
+        snprintf(name, sizeof name, "out->%s", shapes[i].name);
+        if (slot >= 0)
+            QF_TRY(qf_check_disjoint(c->op, "dbias", dbias, name, &c->out->t[slot]));
+    }
+    if (!qf_q_dbias_fused(c)) {
+        QF_TRY(qf_q_run(ctx, c, scale, rng, stream));
+        return c->da ? qf_dbias_act(ctx, recipe, act, c->x, c->da, dbias, stream)
+                     : qf_dbias(ctx, recipe, c->x, dbias, stream);
+    }
+    c->dbias = dbias, c->dbias_k = dbk;
+    return qf_q_run(ctx, c, scale, rng, stream);
 }
 
 qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation act,
@@ -479,25 +499,28 @@ qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL%s", op, !h ? "h" : "da",
                             !h ? "" : "; the fused dbias is of the gradient dh = da act'(h)");
     QF_TRY(qf_q_act_check(ctx, recipe, act, &c));
-    const qf_kernel_entry *dbk = NULL;
-    const qf_tensor scale_t = qf_q_scale_tensor(&c, scale);
-    const qf_inputs in = {3, {"h", "da", "scale"}, {h, da, &scale_t}};
-    QF_TRY(qf_dbias_check(op, c.r, h->dtype, c.M, c.K, "h", dbias, &in, &dbk));
-    qf_shape_query q; /* dbias apart from every slot the quantization writes */
-    qf_shape shapes[QF_MAX_SHAPES];
-    int n = 0;
-    QF_TRY(qf_q_shapes(&c, &q, shapes, &n));
-    for (int i = 0; i < n; i++) {
-        const int slot = qf_slot_from_name(shapes[i].name);
-        char name[64];
-        snprintf(name, sizeof name, "out->%s", shapes[i].name);
-        if (slot >= 0)
-            QF_TRY(qf_check_disjoint(op, "dbias", dbias, name, &out->t[slot]));
-    }
-    if (!qf_q_dbias_fused(&c)) {
-        QF_TRY(qf_q_run(ctx, &c, scale, rng, stream));
-        return qf_dbias_act(ctx, recipe, act, h, da, dbias, stream);
-    }
-    c.dbias = dbias, c.dbias_k = dbk;
-    return qf_q_run(ctx, &c, scale, rng, stream);
+    return qf_q_dbias_run(ctx, recipe, &c, act, scale, rng, dbias, stream);
+}
+
+qf_status qf_quantize_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy,
+                            const float *scale, const qf_rng *rng, qf_quantized *out,
+                            qf_tensor *dbias, void *stream) {
+    qf_qcall c = {.op = "qf_quantize_dbias", .role = QF_ROLE_GRAD, .nd = &qf_norm_none, .x = dy,
+                  .out = out};
+    if (!dy) /* named as dy, not as qf_quantize's x */
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: dy is NULL", c.op);
+    QF_TRY(qf_q_check(&c, ctx, recipe));
+    return qf_q_dbias_run(ctx, recipe, &c, QF_ACT_GELU /* unused */, scale, rng, dbias, stream);
+}
+
+qf_status qf_quantize_cast(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_tensor *x,
+                           qf_quantized *out, void *stream) {
+    qf_qcall c = {.op = "qf_quantize_cast", .role = role, .nd = &qf_norm_none, .x = x,
+                  .out = out, .amax_given = 1};
+    QF_TRY(qf_q_check(&c, ctx, recipe));
+    if (c.r->family != QF_FAMILY_FP8_CURRENT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: recipe '%s' is %s; a cast from a given amax "
+                            "is current scaling's (fp8_current)", c.op, c.r->name,
+                            qf_family_name(c.r->family));
+    return qf_q_run(ctx, &c, NULL, NULL, stream);
 }

@@ -141,9 +141,10 @@ typedef struct qf_q_params {
                            * of the transpose (after the RHT when on) */
     union {
         float *mu;         /* MU [M]: layernorm only */
-        float *dbias_part; /* no norm, QF_PROLOGUE_DACT, per-tensor FP8's `_cols` entry: NULL,
-                            * or [M / QF_COLS_TILE, K] fp32, each 64-row tile's column sums of
-                            * dh (the partials of dbias, summed by the dbias module's _reduce) */
+        float *dbias_part; /* no norm, per-tensor FP8's `_cols` entry: NULL, or [M /
+                            * QF_COLS_TILE, K] fp32, each 64-row tile's column sums of its input
+                            * (dy, or dh through the prologue: the partials of dbias, summed by
+                            * the dbias module's _reduce) */
     };
     float *rsigma;        /* RSIGMA [M]: norms only */
     float *amax;          /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the

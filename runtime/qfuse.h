@@ -533,6 +533,19 @@ qf_status qf_quantize_dbias_act(qf_ctx_t *ctx, const char *recipe, qf_activation
                                 const qf_rng *rng, qf_quantized *out, qf_tensor *dbias,
                                 void *stream);
 
+/* q(dy) under the grad role (as qf_quantize of dy [..., N], no norm) and dbias [N] = sum_M dy
+ * (numerics 6), from one read of dy where it can: per-tensor FP8, M and N multiples of 64, both
+ * copies asked for, dy and the copies' data 16-byte aligned. There the quantizer's 64x64-tile
+ * entry also writes each tile's fp32 column sums of dy, added in a fixed order as in
+ * qf_quantize_dbias_act: q(dy) is qf_quantize's bytes, dbias a deterministic fp32 sum of the same
+ * values as qf_dbias's whose bits may differ from it. Elsewhere it runs qf_quantize, then
+ * qf_dbias. Arguments, limits and errors as the two (both checked before any launch; dbias, in
+ * dy's dtype, may not overlap dy, scale or any slot of out); scratch as qf_dbias. Asynchronous on
+ * stream. Does not own any buffer. */
+qf_status qf_quantize_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *dy,
+                            const float *scale, const qf_rng *rng, qf_quantized *out,
+                            qf_tensor *dbias, void *stream);
+
 /* The weight cache of a layer (SPEC 6): what its weights' quantized copies were made from, the
  * weights' storage, the caller's weight_version and the recipe. The ops keep it; zero means
  * nothing is cached yet. A layer's weights are quantized again when any of these changes (or
@@ -596,10 +609,10 @@ typedef struct qf_ln_linear_grads {
 
 /* Backward of qf_layernorm_linear_fwd (numerics 6) for dy [..., N] (x's leading dims; bf16, fp16
  * or fp32), in stages: dy quantized into g->dyq (grad role, both copies: E5M2 under hybrid FP8,
- * NVFP4 with RHT on the columnwise copy and stochastic rounding from g->rng); dgrad
- * g->dxn = q(dy) q(W) from ll->wq's columnwise copy; wgrad g->dweight (=, or += with
- * accumulate_wgrad) q(dy)^T q(xn) from ll->xq's columnwise copy, unless defer_wgrad; dbias when
- * g->dbias.data is set; then the norm backward into g->norm from x, g->dxn and the MU and RSIGMA
+ * NVFP4 with RHT on the columnwise copy and stochastic rounding from g->rng), with dbias when
+ * g->dbias.data is set (qf_quantize_dbias); dgrad g->dxn = q(dy) q(W) from ll->wq's columnwise
+ * copy; wgrad g->dweight (=, or += with accumulate_wgrad) q(dy)^T q(xn) from ll->xq's columnwise
+ * copy, unless defer_wgrad; then the norm backward into g->norm from x, g->dxn and the MU and RSIGMA
  * slots of ll->xq. So the forward must have written the columnwise copies of ll->xq and ll->wq
  * (give their slots data before qf_layernorm_linear_fwd). Every stage's arguments are checked
  * before the first one launches; a message names the stage ("qf_layernorm_linear_bwd: dgrad GEMM
@@ -680,12 +693,12 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
  * equals QF_ERR_INVALID_ARG): test for a negative result. */
 int qf_layernorm_mlp_writes_a(const qf_ctx_t *ctx, const char *recipe, int64_t M, int64_t F);
 
-/* Its backward for dy [..., N]: q(dy); fc2's dgrad into g->da and wgrad into g->dw2; db2; the
- * activation's backward into g->dh (from mlp->h); db1; q(dh) (per-tensor FP8 with M and F
- * multiples of 64: q(dh) and db1 from g->da and mlp->h in one kernel, qf_quantize_dbias_act, g->dh
- * not written); fc1's dgrad into g->dxn and wgrad into g->dw1; the norm backward into g->norm. The
- * forward must have written the columnwise copies of mlp->xq, w1q, w2q and aq. Errors as the ops
- * of the stages. */
+/* Its backward for dy [..., N]: q(dy) with db2 (qf_quantize_dbias, where g->db2 is set); fc2's
+ * dgrad into g->da and wgrad into g->dw2; the activation's backward into g->dh (from mlp->h);
+ * q(dh) with db1 (likewise; per-tensor FP8 with M and F multiples of 64: q(dh) and db1 from
+ * g->da and mlp->h in one kernel, qf_quantize_dbias_act, g->dh not written); fc1's dgrad into
+ * g->dxn and wgrad into g->dw1; the norm backward into g->norm. The forward must have written the columnwise copies of
+ * mlp->xq, w1q, w2q and aq. Errors as the ops of the stages. */
 qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                const qf_tensor *dy, qf_ln_mlp *mlp, qf_ln_mlp_grads *g,
                                void *stream);

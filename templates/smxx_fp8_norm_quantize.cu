@@ -316,7 +316,7 @@ __device__ __forceinline__ bool cols_both(const qf_q_params &p) {
     return kNorm == QF_NORM_NONE || cast_pass(p);
 }
 
-/* dbias's partials of one tile (a gradient prologue, p.dbias_part set): the column sums of its
+/* dbias's partials of one tile (no norm, p.dbias_part set): the column sums of its
  * 64 rows of y into dbias_part[m0 / 64, k0 ..]: each thread adds its two rows, the lanes of a warp
  * (4 rows each) by shuffles, then 64 threads the 8 warps in order. A fixed order: deterministic. */
 __device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, long long k0,
@@ -348,8 +348,8 @@ __device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, l
 }
 
 /* The copies of the 64x64 tile at (m0, k0) from this thread's normalized vectors y: the
- * transposed copy and, where cols_both, the rowwise copy (and with a gradient prologue dbias's
- * partials); returns amax merged with the tile's |y|. */
+ * transposed copy and, where cols_both, the rowwise copy (and without a norm, where asked,
+ * dbias's partials); returns amax merged with the tile's |y|. */
 __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, long long k0,
                                            int c, int r0, const float (&y)[kColPasses][kEpv],
                                            float scale, float amax,
@@ -364,7 +364,7 @@ __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, l
                 amax = amax_merge(amax, y[i][j]);
         return amax;
     }
-    if (kPrologueGrad && p.dbias_part) /* uniform: the barrier inside stays */
+    if (kNorm == QF_NORM_NONE && p.dbias_part) /* uniform: the barrier inside stays */
         cols_dbias(p, m0, k0, c, y, s_db);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {

@@ -425,6 +425,26 @@ static void test_act_quantize_args(void **state) {
            QF_ERR_INVALID_ARG, "overlap");
     expect(qf_quantize_cast(ctx, "fp8_current", QF_ROLE_GRAD, &da, &cq, NULL), QF_ERR_INVALID_ARG,
            "out->rowwise_data", "elements");
+    /* qf_quantize_dbias: q(dy) [4, 64] and dbias [64] in dy's dtype, apart from dy and the slots */
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, &db, NULL), QF_ERR_NO_DEVICE,
+           "arguments are valid");
+    expect(qf_quantize_dbias(ctx, "fp8_current", &dh, NULL, &rng, &cq, &db, NULL),
+           QF_ERR_NO_DEVICE, "arguments are valid");
+    expect(qf_quantize_dbias(ctx, kRecipe, NULL, scale, &rng, &dhq, &db, NULL), QF_ERR_INVALID_ARG,
+           "dy is NULL");
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, NULL, NULL), QF_ERR_INVALID_ARG,
+           "dbias");
+    qf_tensor db_bad = t1(slot(15), QF_DTYPE_FP32, K);
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, &db_bad, NULL),
+           QF_ERR_INVALID_ARG, "dbias");
+    qf_tensor db_on_dy = t1(slot(14), QF_DTYPE_BF16, K);
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, &db_on_dy, NULL),
+           QF_ERR_INVALID_ARG, "dbias", "overlap");
+    qf_tensor db_on_q = t1(dhq.t[QF_SLOT_ROWWISE_DATA].data, QF_DTYPE_BF16, K);
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, &db_on_q, NULL),
+           QF_ERR_INVALID_ARG, "dbias", "out->rowwise_data", "overlap");
+    expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &aq, &db, NULL), QF_ERR_INVALID_ARG,
+           "out->rowwise_data"); /* an input role's copies: [4, 32] in E4M3 */
     db = t1(slot(15), QF_DTYPE_BF16, K / 2);
     expect(qf_dbias_act(ctx, kRecipe, QF_ACT_SWIGLU, &h, &da, &db, NULL), QF_ERR_INVALID_ARG,
            "dbias has 32 elements");

@@ -26,9 +26,11 @@
  * recipe and activation, at shapes that take the 16-byte row path with the columnwise entry, the
  * tiled path, a SwiGLU dh whose halves are not whole vectors, and a dh wider than any row entry
  * holds; the two sides' buffers are poisoned with different bytes first (amaxes zeroed: delayed
- * scaling merges into them). Under current scaling, qf_activation_amax then qf_quantize_cast (the
- * cast from that amax, as layernorm_mlp's forward runs it) against the same unfused ops, byte for
- * byte; under every other recipe qf_quantize_cast is refused.
+ * scaling merges into them). qf_quantize_dbias of that dh: q(dh) as qf_quantize's, byte for byte,
+ * and dbias within bf16 rounding of fp64. Under current scaling, qf_activation_amax then
+ * qf_quantize_cast (the cast from that amax, as layernorm_mlp's forward runs it), for a and dh,
+ * against the same unfused ops, byte for byte; under every other recipe qf_quantize_cast is
+ * refused.
  * One recipe runs every variant (the module is the same in every family); every other recipe
  * runs one case, through its own registry entry. Without a GPU it skips. */
 #include "test_gpu_util.h"
@@ -347,6 +349,25 @@ static int64_t qt_diff(qtensor *a, qtensor *b) {
     return n;
 }
 
+/* A fused dbias db [Fin] (bf16, host copy) of dh [M, Fin] (bf16, host copy) against dh's fp64
+ * column sums: within its rounding to bf16 and an fp32 sum's error (1e-5 of the column's sum of
+ * |dh|). */
+static void dbias_check(const char *recipe, const char *op, int act, const dual *dh,
+                        const dual *db, int64_t M, int64_t Fin) {
+    for (int64_t n = 0; n < Fin; n++) {
+        double sum = 0.0, abs_sum = 0.0;
+        for (int64_t m = 0; m < M; m++) {
+            const double v = qf_load_as_float(dh->h, QF_DTYPE_BF16, m * Fin + n);
+            sum += v, abs_sum += fabs(v);
+        }
+        const double got = qf_load_as_float(db->h, QF_DTYPE_BF16, n);
+        if (!(fabs(got - sum) <= 0x1p-8 * fabs(sum) + 1e-5 * abs_sum))
+            fail_msg("%s act %d M=%lld Fin=%lld: %s's dbias[%lld] = %.8g, the fp64 sum of dh is "
+                     "%.8g", recipe, act, (long long)M, (long long)Fin, op, (long long)n, got,
+                     sum);
+    }
+}
+
 /* Fused against unfused for h [M, Fin] bf16 and da [M, F] (ddt) under recipe r. */
 static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_dtype ddt,
                       int64_t M, int64_t F, uint64_t seed) {
@@ -396,22 +417,27 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
     /* qf_quantize_dbias_act: q(dh)'s bytes; dbias against the fp64 column sums of dh, within its
      * rounding to bf16 and an fp32 sum's error (1e-5 of the column's sum of |dh|) */
     const int64_t dq_diff = qt_diff(&qd, &ud);
-    for (int64_t n = 0; n < Fin; n++) {
-        double sum = 0.0, abs_sum = 0.0;
-        for (int64_t m = 0; m < M; m++) {
-            const double v = qf_load_as_float(dh.h, bf, m * Fin + n);
-            sum += v, abs_sum += fabs(v);
-        }
-        const double got = qf_load_as_float(dbq.h, bf, n);
-        if (!(fabs(got - sum) <= 0x1p-8 * fabs(sum) + 1e-5 * abs_sum))
-            fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias_act's dbias[%lld] = %.8g, the "
-                     "fp64 sum of dh is %.8g", r->name, (int)act, (long long)M, (long long)F,
-                     (long long)n, got, sum);
-    }
+    dbias_check(r->name, "qf_quantize_dbias_act", act, &dh, &dbq, M, Fin);
     if (dq_diff)
         fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias_act's q(dh) differs from the "
                  "unfused one in %lld bytes", r->name, (int)act, (long long)M, (long long)F,
                  (long long)dq_diff);
+    /* qf_quantize_dbias of the unfused dh: q(dh) as qf_quantize's, dbias within the bound */
+    dual dbp = dual_alloc((size_t)Fin * 2);
+    qf_tensor tdbp = tv(&dbp, bf, 1, Fin, 0);
+    qtensor pd;
+    qt_alloc(&pd, r->name, QF_ROLE_GRAD, QF_NORM_NONE, M, Fin, layout);
+    qt_poison(&pd, 0x66), CK(cudaMemset(dbp.d, 0x66, dbp.bytes));
+    QF_OK_OR_FAIL(qf_quantize_dbias(ctx, r->name, &tdh, one.d, &rng, &pd.q, &tdbp, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(&dbp);
+    dbias_check(r->name, "qf_quantize_dbias", act, &dh, &dbp, M, Fin);
+    const int64_t pd_diff = qt_diff(&pd, &ud);
+    if (pd_diff)
+        fail_msg("%s act %d M=%lld F=%lld: qf_quantize_dbias's q(dh) differs from qf_quantize's "
+                 "in %lld bytes", r->name, (int)act, (long long)M, (long long)F,
+                 (long long)pd_diff);
+    qt_free(&pd);
     if (r->family == QF_FAMILY_FP8_CURRENT) { /* the activation's amax, then the cast alone */
         qtensor ca, cd;
         qt_alloc(&ca, r->name, QF_ROLE_INPUT, QF_NORM_NONE, M, F, layout);
@@ -436,6 +462,7 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
                          QF_ERR_INVALID_ARG);
         assert_non_null(strstr(qf_last_error(), "current scaling"));
     }
+    dual_free(&dbp);
     const int64_t da_diff = qt_diff(&fa, &ua), dd_diff = qt_diff(&fd, &ud);
     const int64_t db_diff = count_mismatches(dbu.h, dbf.h, (int64_t)dbf.bytes);
     if (da_diff || dd_diff || db_diff)

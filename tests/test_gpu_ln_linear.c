@@ -1,8 +1,8 @@
 /* test_gpu_ln_linear.c: qf_layernorm_linear_fwd + qf_layernorm_linear_bwd (numerics 6) for every
  * recipe on the GPU. For x [M, K], W [N, K], dy [M, N] (bf16) and a LayerNorm (RMSNorm for every
  * other recipe) with bias:
- *   1. the composition equals its ops: q(dy), dgrad, wgrad, dbias and the norm backward run one by
- *      one (qf_quantize, qf_gemm, qf_gemm_ex, qf_dbias, qf_norm_backward) give the same bytes;
+ *   1. the composition equals its ops: q(dy) with dbias, dgrad, wgrad and the norm backward run
+ *      one by one (qf_quantize_dbias, qf_gemm, qf_gemm_ex, qf_norm_backward) give the same bytes;
  *   2. every gradient against the unquantized layer in fp64 (xn, dxn = dy W, dW = dy^T xn,
  *      dbias = sum dy, and the norm backward of that dxn), rel err ||got - ref|| / ||ref|| within
  *      the recipe's bound: the GEMMs multiply two quantized operands, so their results carry both
@@ -241,13 +241,12 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm) {
     bwd_alloc(&b, r->name, L.layout);
     qf_ln_linear_grads ga = L.ga, gb = bwd_grads(&b, norm, one.d);
     QF_OK_OR_FAIL(qf_layernorm_linear_bwd(ctx, r->name, &tx, &tdy, &ll, &ga, NULL));
-    QF_OK_OR_FAIL(qf_quantize(ctx, r->name, QF_ROLE_GRAD, &tdy, NULL, one.d, &gb.rng, &gb.dyq,
-                              NULL));
+    QF_OK_OR_FAIL(qf_quantize_dbias(ctx, r->name, &tdy, one.d, &gb.rng, &gb.dyq, &gb.dbias,
+                                    NULL));
     const qf_operand dyr = {&gb.dyq, QF_COPY_ROWWISE}, dyc = {&gb.dyq, QF_COPY_COLUMNWISE};
     const qf_operand wc = {&ll.wq, QF_COPY_COLUMNWISE}, xc = {&ll.xq, QF_COPY_COLUMNWISE};
     QF_OK_OR_FAIL(qf_gemm(ctx, r->name, &dyr, &wc, NULL, &gb.dxn, NULL));
     QF_OK_OR_FAIL(qf_gemm(ctx, r->name, &dyc, &xc, NULL, &gb.dweight, NULL));
-    QF_OK_OR_FAIL(qf_dbias(ctx, r->name, &tdy, &gb.dbias, NULL));
     QF_OK_OR_FAIL(qf_norm_backward(ctx, r->name, &ll.norm, &tx, &gb.dxn, &ll.xq.t[QF_SLOT_MU],
                                    &ll.xq.t[QF_SLOT_RSIGMA], &gb.norm, NULL));
     CK(cudaDeviceSynchronize());

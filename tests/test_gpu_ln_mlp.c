@@ -111,9 +111,9 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
         g.norm.dbeta = tv(&db, QF_DTYPE_FP32, 1, K, 0);
     const qf_tensor tx = tv(&x, QF_DTYPE_BF16, 2, M, K), tdy = tv(&dy, QF_DTYPE_BF16, 2, M, N);
     qf_tensor ty = tv(&y, QF_DTYPE_BF16, 2, M, N);
-    /* the backward quantizes dh with db1 in one kernel, leaving dh unwritten (poisoned: NaN),
-     * where the family's act_tile divides M and F; so does the forward with act(h), leaving a
-     * unwritten, unless the family's act_amax has it write a with its amax
+    /* where the family's act_tile divides M and F, the backward quantizes dh with db1 in one
+     * kernel, leaving dh unwritten (poisoned: NaN), and the forward act(h), leaving a unwritten,
+     * unless the family's act_amax has the forward write a with its amax
      * (qf_layernorm_mlp_writes_a) */
     const unsigned at = qf_family_get(r->family)->act_tile;
     const int fused = at > 0 && M % at == 0 && F % at == 0;
@@ -123,8 +123,7 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ctx, r->name, &tx, &mlp, &ty, NULL));
     QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(ctx, r->name, &tx, &tdy, &mlp, &g, NULL));
     CK(cudaDeviceSynchronize());
-    if (fused) { /* check 1 then takes what the step left unwritten from the unfused ops on
-                  * its h and da */
+    if (fused) { /* check 1 then takes a and dh from the unfused ops on the step's h and da */
         dual_down(&a), dual_down(&dh);
         for (int64_t i = 0; !writes_a && i < M * F; i++)
             assert_int_equal(((const uint16_t *)a.h)[i], 0xFFFF);
