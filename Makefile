@@ -303,8 +303,8 @@ bench: $(QFUSE_BENCH)
 
 # ---- demo
 # The checkpoint is looked for when the recipe runs, after get-real-weights may have fetched it.
-# It builds qfuse-cache as well: the README's example and cache commands use it next.
-demo: $(QFUSE_DEMO) $(QFUSE_CACHE)
+# It builds qfuse-cache and qfuse-bench as well: the README's example and docs/tools.md use them next.
+demo: $(QFUSE_DEMO) $(QFUSE_CACHE) $(QFUSE_BENCH)
 	$(Q)scripts/get-real-weights --if-possible $(OUT)/data
 	$(Q)w=$(OUT)/data/block.safetensors; rm -f $(OUT)/loss.csv; \
 	if [ -f "$$w" ]; then $(QFUSE_DEMO) --weights "$$w" --loss-csv $(OUT)/loss.csv; \

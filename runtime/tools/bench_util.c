@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "jit_compile.h"
@@ -174,6 +175,49 @@ void bench_print_table_header(void) {
 /* ==================================================================== header and CSV file */
 
 /* Creates the parent directories of path (mkdir -p of its dirname). */
+int bench_csv_check(const char *path) {
+    struct stat st;
+    if (!*path) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+            return -1;
+        }
+        return access(path, W_OK);
+    }
+    if (errno != ENOENT)
+        return -1;
+    char *dir = strdup(path); /* the nearest existing ancestor */
+    if (!dir)
+        return -1;
+    int rc = -1;
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) {
+            rc = access(".", W_OK | X_OK);
+            break;
+        }
+        *slash = '\0';
+        const char *d = slash == dir ? "/" : dir;
+        if (stat(d, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                errno = ENOTDIR;
+            else
+                rc = access(d, W_OK | X_OK);
+            break;
+        }
+        if (errno != ENOENT || slash == dir)
+            break;
+    }
+    const int e = errno;
+    free(dir);
+    errno = e;
+    return rc;
+}
+
 static void make_parents(const char *path) {
     char *p = strdup(path);
     for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {

@@ -205,6 +205,10 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &b.o);
     if (rc >= 0)
         return rc;
+    if (bench_csv_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
+        fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, strerror(errno));
+        return 2;
+    }
     qf_status s = qf_ctx_init(&b.ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
         printf("no GPU: nothing to benchmark (%s)\n", qf_last_error());
