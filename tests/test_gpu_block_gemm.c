@@ -291,10 +291,10 @@ static void test_block_gemm_args(void **state) {
 }
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_gemm_args),
         cmocka_unit_test(test_block_gemms),
     };
+    qf_test_filter_from_env("gpu_block_gemm", tests);
     return cmocka_run_group_tests_name("gpu_block_gemm", tests, NULL, NULL);
 }

@@ -523,10 +523,10 @@ static void test_activation(void **state) {
 }
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_dbias),
                                        cmocka_unit_test(test_norm_backward),
                                        cmocka_unit_test(test_activation),
                                        cmocka_unit_test(test_act_quantize)};
+    qf_test_filter_from_env("gpu_bwd", tests);
     return cmocka_run_group_tests_name("gpu_bwd", tests, NULL, NULL);
 }

@@ -596,7 +596,6 @@ static void test_nv_alpha_constant(void **state) {
 /* }=====================================================================} */
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lt_descriptors), cmocka_unit_test(test_mx_args_sm90),
         QF_TEST_ARG(test_mx_args_buffers, test_mx_args, ARGS_BUFFERS),
@@ -607,6 +606,7 @@ int main(void) {
         GEMM_CHECK_TEST(test_gemm_nan_scale, CHECK_NAN_SCALE),
         GEMM_CHECK_TEST(test_gemm_8192_timing, CHECK_TIMING_8192),
     };
+    qf_test_filter_from_env("gpu_gemm", tests);
     int rc = cmocka_run_group_tests_name("gpu_gemm", tests, NULL, NULL);
     for (int f = 0; f < QF_FAMILY_COUNT; f++)
         if (kHooks[f].summary)

@@ -428,9 +428,9 @@ static void test_ln_linear_graph(void **state) {
 }
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward),
                                        cmocka_unit_test(test_ln_linear_graph),
                                        cmocka_unit_test(test_ln_linear_weight_cache)};
+    qf_test_filter_from_env("gpu_ln_linear", tests);
     return cmocka_run_group_tests_name("gpu_ln_linear", tests, NULL, NULL);
 }

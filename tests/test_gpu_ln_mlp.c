@@ -246,7 +246,7 @@ static void test_ln_mlp(void **state) {
 }
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_mlp)};
+    qf_test_filter_from_env("gpu_ln_mlp", tests);
     return cmocka_run_group_tests_name("gpu_ln_mlp", tests, NULL, NULL);
 }

@@ -878,7 +878,6 @@ static int print_counts(void **state) {
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--child-disk-hit") == 0)
         return child_disk_hit();
-    qf_test_filter_from_env();
     if (!recipe_filter_ok())
         return 2;
     const struct CMUnitTest tests[] = {
@@ -897,5 +896,6 @@ int main(int argc, char **argv) {
         QF_TEST_ARG(test_nq_fp16, test_nq, 1),
         QF_TEST_ARG(test_nq_fp32, test_nq, 2),
     };
+    qf_test_filter_from_env("gpu_quantize", tests);
     return cmocka_run_group_tests_name("gpu_quantize", tests, NULL, print_counts);
 }

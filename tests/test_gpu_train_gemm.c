@@ -360,7 +360,7 @@ static void test_training_gemms(void **state) {
 }
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_training_gemms)};
+    qf_test_filter_from_env("gpu_train_gemm", tests);
     return cmocka_run_group_tests_name("gpu_train_gemm", tests, NULL, NULL);
 }

@@ -396,7 +396,6 @@ KEY_CHANGE_TEST(test_key_launch_config, f->k.tile_m *= 2)
 #define KEY_T(f) cmocka_unit_test_setup_teardown(f, key_setup, key_teardown)
 
 int main(void) {
-    qf_test_filter_from_env();
     const struct CMUnitTest tests[] = {
         KEY_T(test_key_deterministic),
         cmocka_unit_test(test_key_all_kernels_distinct),
@@ -419,5 +418,6 @@ int main(void) {
         QF_TEST_PARAM(test_compile_all_sm90, test_compile_all, NULL, 90),
         QF_TEST_PARAM(test_compile_all_sm100, test_compile_all, NULL, 100),
     };
+    qf_test_filter_from_env("kernels", tests);
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 #ifndef QF_TEST_UTIL_H
 #define QF_TEST_UTIL_H
 
+#include <fnmatch.h>
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,13 +187,29 @@ static inline int qf_test_param(void **state) {
 
 /* QFUSE_TEST_FILTER, when set: only the tests whose names match that pattern run; QFUSE_TEST_SKIP:
  * those matching it are skipped (cmocka's filters: `*` and `?`; to split a long GPU binary over
- * several processes, e.g. QFUSE_TEST_FILTER=test_nq_fp16). Call first in main. */
-static inline void qf_test_filter_from_env(void) {
+ * several processes, e.g. QFUSE_TEST_FILTER=test_nq_fp16). A filter that matches none of the
+ * group's n tests says so on stderr, naming them (cmocka would report 0 tests passed). Call in
+ * main before running the group. */
+static inline void qf_test_filter_set(const char *group, const struct CMUnitTest *tests,
+                                      size_t n) {
     const char *f = getenv("QFUSE_TEST_FILTER"), *skip = getenv("QFUSE_TEST_SKIP");
-    if (f && *f)
+    if (f && *f) {
         cmocka_set_test_filter(f);
+        size_t hits = 0;
+        for (size_t i = 0; i < n; i++)
+            hits += fnmatch(f, tests[i].name, 0) == 0;
+        if (!hits) {
+            fprintf(stderr, "%s: QFUSE_TEST_FILTER='%s' matches none of its %zu tests:", group, f,
+                    n);
+            for (size_t i = 0; i < n; i++)
+                fprintf(stderr, " %s", tests[i].name);
+            fputc('\n', stderr);
+        }
+    }
     if (skip && *skip)
         cmocka_set_skip_filter(skip);
 }
+#define qf_test_filter_from_env(group, tests)                                                     \
+    qf_test_filter_set(group, tests, sizeof(tests) / sizeof((tests)[0]))
 
 #endif /* QF_TEST_UTIL_H */
