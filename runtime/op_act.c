@@ -49,7 +49,7 @@ static qf_status qf_act_apart(const char *op, qf_activation act, const char *out
 }
 
 /* The module of h's dtype, loaded, and one grid-stride launch of fn_grad (grad) or fn on at most
- * the blocks the device holds at once (qf_ctx_wave). */
+ * the blocks the device holds at once (qf_ctx_wave), after p->amax (if any) is zeroed on stream. */
 static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call *c,
                                qf_dtype dt, int grad, qf_act_params *p, void *stream) {
     const qf_kernel_entry *k =
@@ -59,6 +59,7 @@ static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call 
     CUfunction fn = grad ? lk.fn_grad : lk.fn;
     if (!fn)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _grad entry", op, k->name);
+    QF_TRY(qf_zero_async(p->amax, sizeof(float), "amax", stream)); /* NULL: nothing */
     const int64_t n = c->M * c->F, per = k->block_threads;
     const int64_t wave = qf_ctx_wave(ctx, fn, k->block_threads, 0, ctx->sm_count);
     int64_t blocks = (n + per - 1) / per;
@@ -68,7 +69,8 @@ static qf_status qf_act_launch(qf_ctx_t *ctx, const char *op, const qf_act_call 
 }
 
 /* The forward (grad 0: out = a) or backward (grad 1: out = dh, from da) of one call, with amax
- * (NULL, or [1] fp32: zeroed on stream, then the kernel max-merges |out| into it). */
+ * (NULL, or [1] fp32: zeroed on stream by qf_act_launch, then the kernel max-merges |out| into
+ * it). */
 static qf_status qf_act_run(qf_ctx_t *ctx, const char *op, const char *recipe, qf_activation act,
                             const qf_tensor *h, int grad, const qf_tensor *da, qf_tensor *out,
                             qf_tensor *amax, void *stream) {
@@ -90,8 +92,6 @@ static qf_status qf_act_run(qf_ctx_t *ctx, const char *op, const char *recipe, q
         QF_TRY(qf_check_buffer(op, "amax", amax, &sa));
         const qf_inputs in = {3, {"h", "da", out_arg}, {h, grad ? da : NULL, out}};
         QF_TRY(qf_check_apart(op, "amax", amax, &in));
-        QF_TRY(qf_ctx_ready(ctx, op, stream));
-        QF_TRY(qf_zero_async(amax->data, sizeof(float), "amax", stream));
         p.amax = amax->data;
     }
     return qf_act_launch(ctx, op, &c, h->dtype, grad, &p, stream);

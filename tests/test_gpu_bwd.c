@@ -414,8 +414,7 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
                                         NULL));
     CK(cudaDeviceSynchronize());
     dual_down(&dbf), dual_down(&dbu), dual_down(&dbq), dual_down(&dh);
-    /* qf_quantize_dbias_act: q(dh)'s bytes; dbias against the fp64 column sums of dh, within its
-     * rounding to bf16 and an fp32 sum's error (1e-5 of the column's sum of |dh|) */
+    /* qf_quantize_dbias_act: q(dh)'s bytes, and its dbias (dbias_check) */
     const int64_t dq_diff = qt_diff(&qd, &ud);
     dbias_check(r->name, "qf_quantize_dbias_act", act, &dh, &dbq, M, Fin);
     if (dq_diff)

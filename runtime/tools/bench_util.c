@@ -174,7 +174,6 @@ void bench_print_table_header(void) {
 
 /* ==================================================================== header and CSV file */
 
-/* Creates the parent directories of path (mkdir -p of its dirname). */
 int bench_csv_check(const char *path) {
     struct stat st;
     if (!*path) {
@@ -218,6 +217,7 @@ int bench_csv_check(const char *path) {
     return rc;
 }
 
+/* Creates the parent directories of path (mkdir -p of its dirname). */
 static void make_parents(const char *path) {
     char *p = strdup(path);
     for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
