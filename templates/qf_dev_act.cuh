@@ -171,13 +171,15 @@ __device__ __forceinline__ void round_all(float (&v)[N]) {
         v[N - 1] = round_to<DT>(v[N - 1]);
 }
 
-/* Elements i..i+N-1 of da (bf16, or fp32 when da_fp32) as load_n gives them. */
-template <int N>
-__device__ __forceinline__ void load_da(const void *da, int da_fp32, long long i, float (&d)[N]) {
+/* Elements i..i+N-1 of da (bf16, or fp32 when da_fp32) as load_n gives them, through the
+ * loader ld (LoadGlobal, LoadFetch or LoadStaged: qf_dev_load.cuh). */
+template <int N, typename L>
+__device__ __forceinline__ void load_da(L &ld, const void *da, int da_fp32, long long i,
+                                        float (&d)[N]) {
     if (da_fp32)
-        load_n<QF_DTYPE_FP32, N>(da, i, d);
+        ld.template vec<QF_DTYPE_FP32, N>(da, i, d);
     else
-        load_n<QF_DTYPE_BF16, N>(da, i, d);
+        ld.template vec<QF_DTYPE_BF16, N>(da, i, d);
 }
 
 constexpr int kPrologue = QF_PROLOGUE;
@@ -186,21 +188,23 @@ constexpr bool kPrologueGrad = kPrologue >= QF_PROLOGUE_DACT(0);
 constexpr int kPrologueAct = kPrologueGrad ? kPrologue - QF_PROLOGUE_DACT(0)
                                            : kPrologue - QF_PROLOGUE_ACT(0);
 
-/* Elements k..k+N-1 of row m of the kernel's [M, K] input as fp32, through the prologue: x
+/* Elements k..k+N-1 of row m of the kernel's [M, K] input as fp32 through the loader ld, and
+ * through the prologue: x
  * itself (x [M, K] of dtype DT); a = act(h) (x = h); dh from h = x [M, K] and da [M, F] (bf16, or
  * fp32 when da_fp32). N = 1, 4 or 8 as load_n; for N > 1 the elements lie in one half of a
  * SwiGLU dh (F a multiple of N) and every array is 16-byte aligned. */
-template <int DT, int N>
-__device__ __forceinline__ void load_src(const void *x, const void *da, int da_fp32, long long m,
-                                         long long K, long long k, float (&v)[N]) {
+template <int DT, int N, typename L>
+__device__ __forceinline__ void load_src_from(L &ld, const void *x, const void *da, int da_fp32,
+                                              long long m, long long K, long long k,
+                                              float (&v)[N]) {
     if constexpr (!kHasPrologue) {
-        load_n<DT, N>(x, m * K + k, v);
+        ld.template vec<DT, N>(x, m * K + k, v);
     } else if constexpr (!kPrologueGrad) {
         const long long fin = kPrologueAct == QF_ACT_SWIGLU ? 2 * K : K;
         float u[N];
-        load_n<DT, N>(x, m * fin + k, v);
+        ld.template vec<DT, N>(x, m * fin + k, v);
         if (kPrologueAct == QF_ACT_SWIGLU)
-            load_n<DT, N>(x, m * fin + K + k, u);
+            ld.template vec<DT, N>(x, m * fin + K + k, u);
         act_fwd_n(kPrologueAct, v, u, v);
         round_all<DT>(v);
     } else {
@@ -209,10 +213,10 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
         const bool second = gated && k >= F; /* dh2 = da silu(h1) */
         const long long f = second ? k - F : k;
         float d[N], h1[N], h2[N];
-        load_da<N>(da, da_fp32, m * F + f, d);
-        load_n<DT, N>(x, m * K + f, h1);
+        load_da<N>(ld, da, da_fp32, m * F + f, d);
+        ld.template vec<DT, N>(x, m * K + f, h1);
         if (gated && !second)
-            load_n<DT, N>(x, m * K + F + f, h2);
+            ld.template vec<DT, N>(x, m * K + F + f, h2);
         else
 #pragma unroll
             for (int j = 0; j < N; j++)
@@ -230,18 +234,28 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
     }
 }
 
+/* load_src_from global memory. */
+template <int DT, int N>
+__device__ __forceinline__ void load_src(const void *x, const void *da, int da_fp32, long long m,
+                                         long long K, long long k, float (&v)[N]) {
+    LoadGlobal g;
+    load_src_from<DT, N>(g, x, da, da_fp32, m, K, k, v);
+}
+
 /* Both halves of a SwiGLU dh at columns f..f+N-1 of each half (F = K / 2): dh1 = da h2 silu'(h1)
  * and dh2 = da silu(h1) from one load of da, h1 and h2, each value as load_src gives it (the
- * same expressions, rounded once to DT). N as load_n; the arrays 16-byte aligned. */
-template <int DT, int N>
-__device__ __forceinline__ void load_swiglu_grad_pair(const void *x, const void *da, int da_fp32,
-                                                      long long m, long long K, long long f,
-                                                      float (&dh1)[N], float (&dh2)[N]) {
+ * same expressions, rounded once to DT), through the loader ld. N as load_n; the arrays 16-byte
+ * aligned. */
+template <int DT, int N, typename L>
+__device__ __forceinline__ void load_swiglu_grad_pair(L &ld, const void *x, const void *da,
+                                                      int da_fp32, long long m, long long K,
+                                                      long long f, float (&dh1)[N],
+                                                      float (&dh2)[N]) {
     const long long F = K / 2;
     float d[N], h1[N], h2[N];
-    load_da<N>(da, da_fp32, m * F + f, d);
-    load_n<DT, N>(x, m * K + f, h1);
-    load_n<DT, N>(x, m * K + F + f, h2);
+    load_da<N>(ld, da, da_fp32, m * F + f, d);
+    ld.template vec<DT, N>(x, m * K + f, h1);
+    ld.template vec<DT, N>(x, m * K + F + f, h2);
     swiglu_grad_n(d, h1, h2, dh1, dh2);
 #pragma unroll
     for (int j = 0; j < N; j++) {

@@ -141,6 +141,60 @@ __device__ __forceinline__ void cp_async_wait_1() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
+/* Where a vector load of a quantizer's input comes from (the `vec` of load_src and its kin):
+ * - LoadGlobal: global memory, load_n.
+ * - LoadFetch: issues cp.async of the vector's 16-byte pieces into this thread's next staging
+ *   slots (slot n at slot + n * stride, in uint4) and gives zeros; nothing waits for them.
+ * - LoadStaged: the same slots in the same order, after cp_async_wait_all, unpacked as load_n
+ *   unpacks (the same bytes, so the same values).
+ * A walk over an item's vectors made first with LoadFetch and then, later, with LoadStaged reads
+ * the item through shared memory, its global loads in flight while the thread works on another
+ * item. Only this thread writes and reads its slots, so no barrier is needed between them; the
+ * vectors are whole 16-byte pieces (N * sizeof(DT) a multiple of 16, 16-byte aligned). */
+struct LoadGlobal {
+    template <int DT, int N>
+    __device__ __forceinline__ void vec(const void *p, long long i, float (&v)[N]) {
+        load_n<DT, N>(p, i, v);
+    }
+};
+
+template <int DT>
+constexpr int kElemSize = DT == QF_DTYPE_FP32 ? 4 : 2;
+
+struct LoadFetch {
+    uint4 *slot;
+    int stride, n;
+    template <int DT, int N>
+    __device__ __forceinline__ void vec(const void *p, long long i, float (&v)[N]) {
+        static_assert(N * kElemSize<DT> % 16 == 0, "whole 16-byte pieces");
+        const char *g = static_cast<const char *>(p) + i * kElemSize<DT>;
+#pragma unroll
+        for (int c = 0; c < N * kElemSize<DT> / 16; c++)
+            cp_async16(slot + (n++) * stride, g + 16 * c);
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = 0.0f;
+    }
+};
+
+struct LoadStaged {
+    const uint4 *slot;
+    int stride, n;
+    template <int DT, int N>
+    __device__ __forceinline__ void vec(const void *, long long, float (&v)[N]) {
+        constexpr int E = 16 / kElemSize<DT>;
+        static_assert(N % E == 0, "whole 16-byte pieces");
+#pragma unroll
+        for (int c = 0; c < N / E; c++) {
+            float u[E];
+            unpack16<DT, E>(slot[(n++) * stride], u);
+#pragma unroll
+            for (int j = 0; j < E; j++)
+                v[c * E + j] = u[j];
+        }
+    }
+};
+
 /* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
 __device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
     if (n == 4 && aligned) {

@@ -459,16 +459,18 @@ __device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu,
 }
 
 /* The normalized x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (x of
- * dtype DT through the activation prologue, src_n) per thread, rows r0 + i * ROWS_PER_PASS from
+ * dtype DT through the loader ld and the activation prologue, load_src_from) per thread, rows r0 + i * ROWS_PER_PASS from
  * m0, columns k0 + c ..; gamma (+1 when ZCG) and beta of dtype GDT, mu and rsigma as the rows
  * entry wrote them (stats_of_row). */
-template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P>
-__device__ __forceinline__ void cols_load(const P &p, long long m0, long long k0, int c, int r0,
-                                          float (&y)[PASSES][EPV]) {
+template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P,
+          typename L>
+__device__ __forceinline__ void cols_load(L &ld, const P &p, long long m0, long long k0, int c,
+                                          int r0, float (&y)[PASSES][EPV]) {
     float g[EPV], b[EPV];
 #pragma unroll
     for (int i = 0; i < PASSES; i++)
-        src_n<DT, EPV>(p, m0 + r0 + i * ROWS_PER_PASS, k0 + c, y[i]);
+        load_src_from<DT, EPV>(ld, p.x, p.da, p.da_fp32, m0 + r0 + i * ROWS_PER_PASS, p.K,
+                               k0 + c, y[i]);
     if (NORM != QF_NORM_NONE)
         load_gamma_vec<GDT, ZCG, EPV>(p.gamma, k0 + c, g);
     if (NORM == QF_NORM_LAYERNORM)

@@ -399,9 +399,11 @@ __device__ __forceinline__ bool cols_paired(const qf_q_params &p) {
 }
 
 /* Work item t of the `_cols` entry: the 64x64 tile t (row-major over [M/64, K/64]), or with
- * cols_paired the pair t (row-major over [M/64, F/64]); returns amax merged with its |y|. */
-__device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long t, float scale,
-                                                float amax,
+ * cols_paired the pair t (row-major over [M/64, F/64]), its input through the loader ld; returns
+ * amax merged with its |y|. */
+template <typename L>
+__device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, long long t,
+                                                float scale, float amax,
                                                 unsigned char (&s_t)[kColTile][kColTile + 16],
                                                 float (&s_db)[kWarps][kColTile]) {
     float y[kColPasses][kEpv];
@@ -411,7 +413,7 @@ __device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long 
         float y2[kColPasses][kEpv];
 #pragma unroll
         for (int i = 0; i < kColPasses; i++)
-            load_swiglu_grad_pair<kInDtype, kEpv>(p.x, p.da, p.da_fp32,
+            load_swiglu_grad_pair<kInDtype, kEpv>(ld, p.x, p.da, p.da_fp32,
                                                   ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
                                                   ct.k0 + ct.c, y[i], y2[i]);
         amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
@@ -419,16 +421,40 @@ __device__ __forceinline__ float cols_tile_body(const qf_q_params &p, long long 
     }
     const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(p, ct.m0, ct.k0, ct.c, ct.r0, y);
+              kColRowsPerPass>(ld, p, ct.m0, ct.k0, ct.c, ct.r0, y);
     return cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
 }
 
+/* Staging of the `_cols` entry's input (kColStage): each thread's 16-byte vectors of the next
+ * tile go to its own slots in shared memory by cp.async (LoadFetch) while it works on this one,
+ * and are read back from there (LoadStaged). Only under the forward activation prologue (a =
+ * act(h), 16-bit h; its tiles are never paired): there it measured 8% faster (fp8_delayed's q(a)
+ * of SwiGLU, 16384 x 14336); with x alone, a norm or the dh prologue it measured up to 10%
+ * slower (docs/bench.md, "Staged loads in the columnwise entry"). kColSlots: h's vectors per tile
+ * and thread (h1 and h2 under SwiGLU). */
+constexpr bool kColStage = kInSize == 2 && kHasPrologue && !kPrologueGrad;
+constexpr int kColSlots = kColPasses * (kPrologueAct == QF_ACT_SWIGLU ? 2 : 1);
+
+/* Issues the cp.async of tile t's input into this thread's slots (LoadFetch: the loaded values
+ * are zeros, unused) and closes their group. */
+__device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long t, uint4 *slots) {
+    if constexpr (kColStage) { /* elsewhere the vectors need not be whole 16-byte pieces */
+        const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
+        float y[kColPasses][kEpv];
+        LoadFetch f{slots, kThreads, 0};
+        cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
+                  kColRowsPerPass>(f, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+        cp_async_commit();
+    }
+}
+
 /* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
- * resident at once). */
+ * resident at once); with kColStage each is fetched while the one before is worked. */
 __device__ void cols_body(const qf_q_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
     __shared__ float s_amax[kWarps];
     __shared__ float s_db[kWarps][kColTile];
+    __shared__ uint4 s_stage[kColStage ? kColSlots : 1][kThreads];
     /* after the rows entry, or alone in current scaling's pass 1: a finished scale (pass 0, the
      * amax alone, uses none) */
     const float scale = amax_pass(p) ? 1.0f : scale_of(p);
@@ -437,8 +463,29 @@ __device__ void cols_body(const qf_q_params &p) {
      * pass) the tiles from the last: what that pass read last is still in L2 */
     const bool reverse = kNorm != QF_NORM_NONE || cast_pass(p);
     float amax = 0.0f;
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
-        amax = cols_tile_body(p, reverse ? tiles - 1 - t : t, scale, amax, s_t, s_db);
+    if constexpr (kColStage) {
+        uint4 *slots = &s_stage[0][threadIdx.x];
+        if (blockIdx.x < tiles)
+            cols_fetch(p, reverse ? tiles - 1 - blockIdx.x : blockIdx.x, slots);
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const long long item = reverse ? tiles - 1 - t : t;
+            cp_async_wait_all();
+            LoadStaged st{slots, kThreads, 0};
+            /* reads the slots into registers before the next fetch overwrites them: the same
+             * thread's accesses, in program order */
+            float y[kColPasses][kEpv];
+            const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, item);
+            cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
+                      kColRowsPerPass>(st, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+            if (t + gridDim.x < tiles)
+                cols_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, slots);
+            amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
+        }
+    } else {
+        LoadGlobal g;
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
+            amax = cols_tile_body(g, p, reverse ? tiles - 1 - t : t, scale, amax, s_t, s_db);
+    }
     if (cols_both(p)) /* p.pass is uniform: the barrier inside stays */
         block_amax_commit(p, amax, s_amax, scale);
 }

@@ -188,8 +188,9 @@ __device__ __forceinline__ void cols_tile_body(const qf_q_params &p, long long t
     const long long m0 = t.m0, k0 = t.k0;
     const int c = t.c, r0 = t.r0;
     float y[kColPasses][kEpv];
+    LoadGlobal ld;
     cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(p, m0, k0, c, r0, y);
+              kColRowsPerPass>(ld, p, m0, k0, c, r0, y);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++) {
         const int r = r0 + i * kColRowsPerPass;
