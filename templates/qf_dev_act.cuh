@@ -188,11 +188,11 @@ constexpr bool kPrologueGrad = kPrologue >= QF_PROLOGUE_DACT(0);
 constexpr int kPrologueAct = kPrologueGrad ? kPrologue - QF_PROLOGUE_DACT(0)
                                            : kPrologue - QF_PROLOGUE_ACT(0);
 
-/* Elements k..k+N-1 of row m of the kernel's [M, K] input as fp32 through the loader ld, and
- * through the prologue: x
- * itself (x [M, K] of dtype DT); a = act(h) (x = h); dh from h = x [M, K] and da [M, F] (bf16, or
- * fp32 when da_fp32). N = 1, 4 or 8 as load_n; for N > 1 the elements lie in one half of a
- * SwiGLU dh (F a multiple of N) and every array is 16-byte aligned. */
+/* Elements k..k+N-1 of row m of the kernel's [M, K] input as fp32, read through the loader ld
+ * and computed through the prologue: x itself (x [M, K] of dtype DT); a = act(h) (x = h); dh
+ * from h = x [M, K] and da [M, F] (bf16, or fp32 when da_fp32). N = 1, 4 or 8 as load_n; for
+ * N > 1 the elements lie in one half of a SwiGLU dh (F a multiple of N) and every array is
+ * 16-byte aligned. */
 template <int DT, int N, typename L>
 __device__ __forceinline__ void load_src_from(L &ld, const void *x, const void *da, int da_fp32,
                                               long long m, long long K, long long k,

@@ -459,9 +459,9 @@ __device__ __forceinline__ void stats_of_row(const P &p, long long m, float &mu,
 }
 
 /* The normalized x vectors of a columnwise 64-column tile: PASSES vectors of EPV elements (x of
- * dtype DT through the loader ld and the activation prologue, load_src_from) per thread, rows r0 + i * ROWS_PER_PASS from
- * m0, columns k0 + c ..; gamma (+1 when ZCG) and beta of dtype GDT, mu and rsigma as the rows
- * entry wrote them (stats_of_row). */
+ * dtype DT through the loader ld and the activation prologue, load_src_from) per thread, rows
+ * r0 + i * ROWS_PER_PASS from m0, columns k0 + c ..; gamma (+1 when ZCG) and beta of dtype
+ * GDT, mu and rsigma as the rows entry wrote them (stats_of_row). */
 template <int NORM, int DT, int GDT, int ZCG, int EPV, int PASSES, int ROWS_PER_PASS, typename P,
           typename L>
 __device__ __forceinline__ void cols_load(L &ld, const P &p, long long m0, long long k0, int c,

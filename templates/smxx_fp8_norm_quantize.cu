@@ -429,10 +429,12 @@ __device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, lon
  * tile go to its own slots in shared memory by cp.async (LoadFetch) while it works on this one,
  * and are read back from there (LoadStaged). Only under the forward activation prologue (a =
  * act(h), 16-bit h; its tiles are never paired): there it measured 8% faster (fp8_delayed's q(a)
- * of SwiGLU, 16384 x 14336); with x alone, a norm or the dh prologue it measured up to 10%
- * slower (docs/bench.md, "Staged loads in the columnwise entry"). kColSlots: h's vectors per tile
- * and thread (h1 and h2 under SwiGLU). */
+ * of SwiGLU, 16384 x 14336). With a norm it measured 5-7% slower, under the dh prologue up to
+ * 10% slower (current scaling) or 1% faster (delayed), with x alone 0.95x-1.07x (docs/bench.md,
+ * "Staged loads in the columnwise entry"). kColSlots: h's 16-byte vectors per tile and thread (h1
+ * and h2 under SwiGLU: one vector each per pass). */
 constexpr bool kColStage = kInSize == 2 && kHasPrologue && !kPrologueGrad;
+static_assert(kEpv * kInSize == 16, "one 16-byte piece per vector");
 constexpr int kColSlots = kColPasses * (kPrologueAct == QF_ACT_SWIGLU ? 2 : 1);
 
 /* Issues the cp.async of tile t's input into this thread's slots (LoadFetch: the loaded values
@@ -471,8 +473,9 @@ __device__ void cols_body(const qf_q_params &p) {
             const long long item = reverse ? tiles - 1 - t : t;
             cp_async_wait_all();
             LoadStaged st{slots, kThreads, 0};
-            /* reads the slots into registers before the next fetch overwrites them: the same
-             * thread's accesses, in program order */
+            /* reads the slots into registers before the next fetch overwrites them: a
+             * cp.async is ordered after the thread's prior instructions (PTX ISA, asynchronous
+             * operations), and its writes are visible to the thread after the wait above */
             float y[kColPasses][kEpv];
             const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, item);
             cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
