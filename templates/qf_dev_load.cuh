@@ -79,10 +79,14 @@ __device__ __forceinline__ void store_n(void *out, long long i, const float (&v)
     }
 }
 
+/* Bytes per element of dtype DT (bf16, fp16 or fp32). */
+template <int DT>
+constexpr int kElemSize = DT == QF_DTYPE_FP32 ? 4 : 2;
+
 /* The 16 bytes of raw as 16 / sizeof(DT) elements of dtype DT in fp32 (exact). */
 template <int DT, int N>
 __device__ __forceinline__ void unpack16(const uint4 &raw, float (&v)[N]) {
-    static_assert(N * (DT == QF_DTYPE_FP32 ? 4 : 2) == 16, "16 bytes");
+    static_assert(N * kElemSize<DT> == 16, "16 bytes");
     const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int j = 0; j < N; j++)
@@ -157,9 +161,6 @@ struct LoadGlobal {
         load_n<DT, N>(p, i, v);
     }
 };
-
-template <int DT>
-constexpr int kElemSize = DT == QF_DTYPE_FP32 ? 4 : 2;
 
 struct LoadFetch {
     uint4 *slot;

@@ -59,7 +59,7 @@ constexpr int kSubK = 32;                  /* columns per sub-tile */
 constexpr int kVec = 4;                    /* elements per thread per sub-tile */
 constexpr bool kRowwise = (QF_OUTPUTS & QF_OUT_ROWWISE) != 0;
 constexpr bool kColumnwise = (QF_OUTPUTS & QF_OUT_COLUMNWISE) != 0;
-constexpr int kInSize = kInDtype == QF_DTYPE_FP32 ? 4 : 2;
+constexpr int kInSize = kElemSize<kInDtype>;
 constexpr int kEpv = 16 / kInSize; /* x elements per 16-byte vector: 8 (bf16/fp16) or 4 (fp32) */
 
 static_assert(!kHasPrologue || kNorm == QF_NORM_NONE, "an activation prologue has no norm");
@@ -398,6 +398,17 @@ __device__ __forceinline__ bool cols_paired(const qf_q_params &p) {
     return kSwigluGrad && (p.K / 2) % kColTile == 0;
 }
 
+/* The thread's input vectors y of the unpaired 64x64 tile t, through the loader ld (cols_load);
+ * returns where the first lies. */
+template <typename L>
+__device__ __forceinline__ ColsTile cols_tile_load(L &ld, const qf_q_params &p, long long t,
+                                                   float (&y)[kColPasses][kEpv]) {
+    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
+    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
+              kColRowsPerPass>(ld, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+    return ct;
+}
+
 /* Work item t of the `_cols` entry: the 64x64 tile t (row-major over [M/64, K/64]), or with
  * cols_paired the pair t (row-major over [M/64, F/64]), its input through the loader ld; returns
  * amax merged with its |y|. */
@@ -419,9 +430,7 @@ __device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, lon
         amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
         return cols_emit(p, ct.m0, F + ct.k0, ct.c, ct.r0, y2, scale, amax, s_t, s_db);
     }
-    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
-    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(ld, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+    const ColsTile ct = cols_tile_load(ld, p, t, y);
     return cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
 }
 
@@ -441,11 +450,9 @@ constexpr int kColSlots = kColPasses * (kPrologueAct == QF_ACT_SWIGLU ? 2 : 1);
  * are zeros, unused) and closes their group. */
 __device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long t, uint4 *slots) {
     if constexpr (kColStage) { /* elsewhere the vectors need not be whole 16-byte pieces */
-        const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
         float y[kColPasses][kEpv];
         LoadFetch f{slots, kThreads, 0};
-        cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-                  kColRowsPerPass>(f, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+        cols_tile_load(f, p, t, y);
         cp_async_commit();
     }
 }
@@ -477,9 +484,7 @@ __device__ void cols_body(const qf_q_params &p) {
              * cp.async is ordered after the thread's prior instructions (PTX ISA, asynchronous
              * operations), and its writes are visible to the thread after the wait above */
             float y[kColPasses][kEpv];
-            const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, item);
-            cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-                      kColRowsPerPass>(st, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+            const ColsTile ct = cols_tile_load(st, p, item, y);
             if (t + gridDim.x < tiles)
                 cols_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, slots);
             amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
