@@ -297,9 +297,10 @@ __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long l
  * the columns ln0 gives. FULL: every vector of every thread lies before K (K = IT THREADS EPV),
  * so the validity tests fold away; the caller decides it for the whole block (the shuffles and
  * barriers of both paths must be reached by every thread of it), and at up to 4 vectors per
- * thread (at 8, ptxas gave the branch-free path more registers than the entries could keep). */
+ * thread (at 8, ptxas gave the branch-free path more registers than the entries could keep).
+ * KEEP (rows_walk). */
 template <int IT, int DT, int GDT, int ZCG, int NORM, int EPV, int THREADS, int WARPS, int BV,
-          bool EMIT, bool FULL, typename P, typename Emit>
+          bool EMIT, bool KEEP, bool FULL, typename P, typename Emit>
 __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const RowsLane &ln0,
                                                float (*s_red)[WARPS]) {
     static_assert(NORM == QF_NORM_NONE || !kHasPrologue, "an activation prologue has no norm");
@@ -324,9 +325,13 @@ __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const Rows
         if (kAhead) {
 #pragma unroll
             for (int it = 0; it < IT; it++) {
-                if (ln.valid >> it & 1u)
+                if (ln.valid >> it & 1u) {
                     unpack16<DT, EPV>(raw[it], v[it]);
-                else
+                    if (KEEP && NORM == QF_NORM_LAYERNORM)
+#pragma unroll
+                        for (int j = 0; j < EPV; j++)
+                            asm volatile("" : "+f"(v[it][j])); /* opaque: not rebuilt */
+                } else
 #pragma unroll
                     for (int j = 0; j < EPV; j++)
                         v[it][j] = 0.0f;
@@ -357,9 +362,15 @@ __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const Rows
  * value) and their columns (RowsLane), called by every thread (some of its vectors may lie past
  * K: emit's shuffles see whole warps). With a norm and up to 4 vectors per thread, the next
  * row's vectors are loaded (rows_load_raw) before this row's statistics, so that their loads
- * overlap this row's work. EMIT false: the statistics only. */
+ * overlap this row's work. EMIT false: the statistics only. KEEP (LayerNorm, where those vectors
+ * are loaded ahead): x - mu is kept in registers from the statistics to emit. Without it ptxas,
+ * short of registers while the next row's vectors are in flight, unpacks x and subtracts mu a
+ * second time from the raw vectors, which it copies aside (SASS of fp8_block's `_rows2`, NVRTC
+ * sm_90: 363 instructions per row, 330 with KEEP); where the kept values do not fit the
+ * entry's registers they spill, which costs more than the rebuild (fp8_block's `_rows4` on
+ * bf16 x: 0.84x), so each template decides (docs/bench.md, "x - mu kept in the rows walk"). */
 template <int IT, int DT, int GDT, int ZCG, int NORM, int EPV, int THREADS, int WARPS, int BV,
-          bool EMIT, typename P, typename Emit>
+          bool EMIT, bool KEEP, typename P, typename Emit>
 __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     __shared__ float s_red[2][WARPS];
     const int tid = threadIdx.x;
@@ -367,11 +378,11 @@ __device__ __forceinline__ void rows_walk(const P &p, Emit emit) {
     if constexpr (NORM != QF_NORM_NONE) {
         const RowsLane ln0 = rows_lane<IT, EPV, THREADS, BV>(K, 0, tid);
         if (IT <= 4 && K == static_cast<long long>(IT) * THREADS * EPV)
-            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, true>(p, emit,
-                                                                                     ln0, s_red);
+            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, KEEP, true>(
+                p, emit, ln0, s_red);
         else
-            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, false>(p, emit,
-                                                                                      ln0, s_red);
+            rows_walk_norm<IT, DT, GDT, ZCG, NORM, EPV, THREADS, WARPS, BV, EMIT, KEEP, false>(
+                p, emit, ln0, s_red);
     } else {
         constexpr long long kChunk = static_cast<long long>(IT) * THREADS * EPV;
         for (long long m = blockIdx.x; m < p.M; m += gridDim.x)

@@ -199,6 +199,15 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
     }
 }
 
+/* The rows walk keeps x - mu (rows_walk's KEEP) for 16-bit x at up to 2 vectors per thread
+ * (LayerNorm rowwise on bf16 x 1.03x), and at 4 for fp16 x, whose entry then runs at 2 blocks
+ * per SM (kRows4Blocks; LayerNorm rowwise 16384 x 8192 136.8 -> 118.6 us, where the 3-block
+ * build spilled). At 4 vectors of bf16 x the kept values spilled at 3 blocks (0.84x) and the
+ * 2-block build measured 0.96x, so that entry rebuilds them. */
+template <int IT>
+constexpr bool kRowsKeep = kInSize == 2 && (IT <= 2 || kInDtype == QF_DTYPE_FP16);
+constexpr int kRows4Blocks = kInDtype == QF_DTYPE_FP16 ? 2 : 3;
+
 template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
     if (kBlock2d || (!kRowwise && kNorm == QF_NORM_NONE))
@@ -208,7 +217,7 @@ __device__ void rows_body(const qf_q_params &p) {
     /* the statistics, and the rowwise copy where asked (a columnwise copy comes from the tiled
      * entry after this one, p.pass 1) */
     rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
-              kBlk / kEpv, kRowwise>(
+              kBlk / kEpv, kRowwise, kRowsKeep<IT>>(
         p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
             rows_emit<IT>(p, v, m, ln, mu, rs);
         });
@@ -676,8 +685,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
 
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. */
-QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4), (kThreads, 3),
-                (kThreads))
+QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4),
+                (kThreads, kRows4Blocks), (kThreads))
 /* `_cols` at 4 blocks of 256 threads per SM (64 registers): left to itself, ptxas on the H200
  * gave it 74 registers, 3 blocks. */
 QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)
