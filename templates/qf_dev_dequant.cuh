@@ -6,7 +6,8 @@
  * Numerics (numerics 7): out = bf16(decode(element) * decode(scale)). The fp32 product is exact
  * (at most 4 significant bits of E4M3, 3 of E5M2 or 2 of E2M1, times a power of two or an E4M3
  * scale, and no product under 2^-149), so the only rounding is the one to bf16, which is exact
- * for MXFP8 scale exponents in [-117, 119] and for every NVFP4 product. A NaN scale (E8M0 0xFF,
+ * for MXFP8 scale exponents in [-117, 119] and for every NVFP4 product (which the vector path
+ * forms in bf16 directly, e2m1x8_bf16: the same exact value). A NaN scale (E8M0 0xFF,
  * E4M3 0x7F / 0xFF) makes its block NaN. Only the scale entries of real elements are read, never
  * the padding. */
 #ifndef QF_DEV_DEQUANT_CUH
@@ -50,6 +51,34 @@ __device__ __forceinline__ float e2m1_value(unsigned c) {
     const float v = m < 2u ? 0.5f * static_cast<float>(m)
                            : __uint_as_float(((m >> 1) + 126u) << 23 | (m & 1u) << 22);
     return c & 8u ? -v : v;
+}
+
+/* The 8 E2M1 codes of q (code e in bits 4e..4e+3) times s2 (a bf16 pair holding one scale twice)
+ * as four bf16 pairs, lo = code 2i, hi = code 2i + 1 in pair i. Each code's 3 magnitude bits pick
+ * the high and the low byte of its bf16 value (0, 0.5, 1, 1.5, 2, 3, 4, 6) from two 8-byte
+ * tables (prmt, four codes per instruction), the sign bit goes to bit 15 or 31, and one bf16x2
+ * fma with -0 multiplies by the scale: exact for an E4M3 scale (at most 2 x 4 significant bits;
+ * a NaN scale gives NaN), so the bytes equal bf16(e2m1_value(code) * scale). */
+__device__ __forceinline__ void e2m1x8_bf16(unsigned q, unsigned s2, unsigned (&o)[4]) {
+    constexpr unsigned kHi[2] = {0x3F3F3F00u, 0x40404040u}, kLo[2] = {0xC0800000u, 0xC0804000u};
+    const unsigned m = q & 0x77777777u;
+#pragma unroll
+    for (int half = 0; half < 2; half++) { /* codes 4 half .. 4 half + 3 */
+        const unsigned sel = m >> (16 * half);
+        unsigned hi, lo;
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(hi) : "r"(kHi[0]), "r"(kHi[1]), "r"(sel));
+        asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(lo) : "r"(kLo[0]), "r"(kLo[1]), "r"(sel));
+        asm("prmt.b32 %0, %1, %2, 0x5140;\n" : "=r"(o[2 * half]) : "r"(lo), "r"(hi));
+        asm("prmt.b32 %0, %1, %2, 0x7362;\n" : "=r"(o[2 * half + 1]) : "r"(lo), "r"(hi));
+    }
+    /* code e's sign (bit 4e + 3) to bit 15 (e even) or 31 (e odd) of pair e / 2 */
+    o[0] |= ((q << 12) & 0x8000u) | ((q << 24) & 0x80000000u);
+    o[1] |= ((q << 4) & 0x8000u) | ((q << 16) & 0x80000000u);
+    o[2] |= ((q >> 4) & 0x8000u) | ((q << 8) & 0x80000000u);
+    o[3] |= ((q >> 12) & 0x8000u) | (q & 0x80000000u);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(o[i]) : "r"(o[i]), "r"(s2), "r"(0x80008000u));
 }
 
 /* f16 pairs a * b, round to nearest (exact where the NVFP4 decodes use it; subnormals kept). */
@@ -164,24 +193,25 @@ __device__ __forceinline__ Raw load_raw(const qf_dq_params &p, long long r, long
 template <int ELEM>
 __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw, long long r,
                                           long long c0) {
+    unsigned o[QF_DQ_VEC / 2];
+    if constexpr (ELEM == QF_DTYPE_E2M1) { /* 8 codes of one 1x16 block: one scale */
+        static_assert(QF_DQ_VEC == 8, "8 codes: half of a 1x16 block (p.block_cols 16)");
+        const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
+        e2m1x8_bf16(raw.w[0], float2_to_bf16x2(s0, s0), o);
+        *reinterpret_cast<uint4 *>(p.out + r * p.cols + c0) = make_uint4(o[0], o[1], o[2], o[3]);
+        return;
+    }
     float v[QF_DQ_VEC], s[QF_DQ_VEC];
-    if (ELEM == QF_DTYPE_E2M1) {
 #pragma unroll
-        for (int i = 0; i < QF_DQ_VEC; i++)
-            v[i] = e2m1_value(raw.w[0] >> (4 * i));
-    } else {
-#pragma unroll
-        for (int i = 0; i < QF_DQ_VEC / 4; i++) {
-            fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
-            fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
-        }
+    for (int i = 0; i < QF_DQ_VEC / 4; i++) {
+        fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
+        fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
     }
     const bool one = p.block_cols >= QF_DQ_VEC;
     const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
 #pragma unroll
     for (int i = 0; i < QF_DQ_VEC; i++)
         s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
-    unsigned o[QF_DQ_VEC / 2];
 #pragma unroll
     for (int i = 0; i < QF_DQ_VEC / 2; i++)
         o[i] = float2_to_bf16x2(v[2 * i] * s[2 * i], v[2 * i + 1] * s[2 * i + 1]);
