@@ -57,8 +57,9 @@ __device__ __forceinline__ float e2m1_value(unsigned c) {
  * as four bf16 pairs, lo = code 2i, hi = code 2i + 1 in pair i. Each code's 3 magnitude bits pick
  * the high and the low byte of its bf16 value (0, 0.5, 1, 1.5, 2, 3, 4, 6) from two 8-byte
  * tables (prmt, four codes per instruction), the sign bit goes to bit 15 or 31, and one bf16x2
- * fma with -0 multiplies by the scale: exact for an E4M3 scale (at most 2 x 4 significant bits;
- * a NaN scale gives NaN), so the bytes equal bf16(e2m1_value(code) * scale). */
+ * fma multiplies by the scale, adding -0 so that a -0 product stays -0. With an E4M3 scale the
+ * product is exact (2 significant bits times 4: at most 6 of bf16's 8; the smallest is 2^-10), so
+ * the bytes equal bf16(e2m1_value(code) * scale); a NaN scale gives a NaN. */
 __device__ __forceinline__ void e2m1x8_bf16(unsigned q, unsigned s2, unsigned (&o)[4]) {
     constexpr unsigned kHi[2] = {0x3F3F3F00u, 0x40404040u}, kLo[2] = {0xC0800000u, 0xC0804000u};
     const unsigned m = q & 0x77777777u;
@@ -194,27 +195,25 @@ template <int ELEM>
 __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw, long long r,
                                           long long c0) {
     unsigned o[QF_DQ_VEC / 2];
+    const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
     if constexpr (ELEM == QF_DTYPE_E2M1) { /* 8 codes of one 1x16 block: one scale */
         static_assert(QF_DQ_VEC == 8, "8 codes: half of a 1x16 block (p.block_cols 16)");
-        const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
         e2m1x8_bf16(raw.w[0], float2_to_bf16x2(s0, s0), o);
-        *reinterpret_cast<uint4 *>(p.out + r * p.cols + c0) = make_uint4(o[0], o[1], o[2], o[3]);
-        return;
+    } else {
+        float v[QF_DQ_VEC], s[QF_DQ_VEC];
+#pragma unroll
+        for (int i = 0; i < QF_DQ_VEC / 4; i++) {
+            fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
+            fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
+        }
+        const bool one = p.block_cols >= QF_DQ_VEC;
+#pragma unroll
+        for (int i = 0; i < QF_DQ_VEC; i++)
+            s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
+#pragma unroll
+        for (int i = 0; i < QF_DQ_VEC / 2; i++)
+            o[i] = float2_to_bf16x2(v[2 * i] * s[2 * i], v[2 * i + 1] * s[2 * i + 1]);
     }
-    float v[QF_DQ_VEC], s[QF_DQ_VEC];
-#pragma unroll
-    for (int i = 0; i < QF_DQ_VEC / 4; i++) {
-        fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
-        fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
-    }
-    const bool one = p.block_cols >= QF_DQ_VEC;
-    const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
-#pragma unroll
-    for (int i = 0; i < QF_DQ_VEC; i++)
-        s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
-#pragma unroll
-    for (int i = 0; i < QF_DQ_VEC / 2; i++)
-        o[i] = float2_to_bf16x2(v[2 * i] * s[2 * i], v[2 * i + 1] * s[2 * i + 1]);
     *reinterpret_cast<uint4 *>(p.out + r * p.cols + c0) = make_uint4(o[0], o[1], o[2], o[3]);
 }
 

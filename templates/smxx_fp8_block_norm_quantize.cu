@@ -199,14 +199,14 @@ __device__ __forceinline__ void rows_emit(const qf_q_params &p, float (&v)[IT][k
     }
 }
 
-/* The rows walk keeps x - mu (rows_walk's KEEP) for 16-bit x at up to 2 vectors per thread
- * (LayerNorm rowwise on bf16 x 1.03x), and at 4 for fp16 x, whose entry then runs at 2 blocks
- * per SM (kRows4Blocks; LayerNorm rowwise 16384 x 8192 136.8 -> 118.6 us, where the 3-block
- * build spilled). At 4 vectors of bf16 x the kept values spilled at 3 blocks (0.84x) and the
- * 2-block build measured 0.96x, so that entry rebuilds them. */
+/* The rows walk keeps x - mu (rows_walk's KEEP) at up to 2 vectors per thread (LayerNorm
+ * rowwise on bf16 x 1.02-1.03x; on fp16 x ptxas's code is the same either way). At 4 vectors of
+ * bf16 x the kept values spilled at 3 blocks per SM (0.84x) and a 2-block build measured 0.96x,
+ * so that entry rebuilds them. The LayerNorm `_rows4` on fp16 x spilled at 3 blocks per SM (80
+ * registers) and runs at 2 (110, no spill; 16384 x 8192 rowwise 136.8 -> 118.6 us). */
 template <int IT>
-constexpr bool kRowsKeep = kInSize == 2 && (IT <= 2 || kInDtype == QF_DTYPE_FP16);
-constexpr int kRows4Blocks = kInDtype == QF_DTYPE_FP16 ? 2 : 3;
+constexpr bool kRowsKeep = kInSize == 2 && IT <= 2;
+constexpr int kRows4Blocks = kInDtype == QF_DTYPE_FP16 && kNorm == QF_NORM_LAYERNORM ? 2 : 3;
 
 template <int IT>
 __device__ void rows_body(const qf_q_params &p) {

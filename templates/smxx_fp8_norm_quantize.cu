@@ -154,7 +154,8 @@ __device__ void rows_body(const qf_q_params &p) {
     if (kNorm != QF_NORM_NONE && IT <= kWalkIt && !cast_pass(p)) {
         /* the statistics from registers, the next row's vectors loaded ahead (rows_walk) */
         /* x - mu kept (rows_walk's KEEP) for 16-bit x: fp8_delayed's LayerNorm rowwise on bf16
-         * x 1.02-1.07x; not at 4 vectors under current scaling, where it spilled (0.99x) */
+         * x 1.02-1.07x (on fp16 x the code is the same either way); not at 4 vectors under
+         * current scaling, where it spilled (0.99x) */
         rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
                   kBv, true, kInSize == 2 && (IT <= 2 || !kCurrent)>(
             p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {

@@ -162,7 +162,8 @@ template <int IT>
 __device__ void rows_body(const qf_q_params &p) {
     if (!kRowwise && kNorm == QF_NORM_NONE)
         return; /* nothing to do before the columnwise entry */
-    /* x - mu kept (rows_walk's KEEP) for 16-bit x: LayerNorm rowwise on bf16 x 1.02-1.04x */
+    /* x - mu kept (rows_walk's KEEP) for 16-bit x: LayerNorm rowwise on bf16 x 1.02-1.04x (on
+     * fp16 x the code is the same either way) */
     rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps, kTpb,
               kRowwise, kInSize == 2>(
         p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
