@@ -195,9 +195,9 @@ template <int ELEM>
 __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw, long long r,
                                           long long c0) {
     unsigned o[QF_DQ_VEC / 2];
-    const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
     if constexpr (ELEM == QF_DTYPE_E2M1) { /* 8 codes of one 1x16 block: one scale */
         static_assert(QF_DQ_VEC == 8, "8 codes: half of a 1x16 block (p.block_cols 16)");
+        const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
         e2m1x8_bf16(raw.w[0], float2_to_bf16x2(s0, s0), o);
     } else {
         float v[QF_DQ_VEC], s[QF_DQ_VEC];
@@ -207,6 +207,7 @@ __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw,
             fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
         }
         const bool one = p.block_cols >= QF_DQ_VEC;
+        const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
 #pragma unroll
         for (int i = 0; i < QF_DQ_VEC; i++)
             s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
