@@ -145,6 +145,15 @@ __device__ __forceinline__ void cp_async_wait_1() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
+/* Asks L2 to fetch `bytes` (a multiple of 16, below 4 GiB) of global memory from p (16-byte
+ * aligned) and returns at once: one cp.async.bulk.prefetch.L2 (PTX ISA 8.0, sm_90+; a no-op on
+ * older GPUs) for a whole row, issued by one thread. */
+__device__ __forceinline__ void prefetch_l2_bulk(const void *p, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
 /* Where a vector load of a quantizer's input comes from (the `vec` of load_src and its kin):
  * - LoadGlobal: global memory, load_n.
  * - LoadFetch: issues cp.async of the vector's 16-byte pieces into this thread's next staging

@@ -293,6 +293,20 @@ __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long l
             raw[it] = __ldg(row + it * RowsSpan<IT, BV>::G);
 }
 
+/* Row m of x ([M, K] of dtype DT, K * sizeof(DT) a multiple of 16) into L2, by thread 0 of
+ * the block and only where m < M: a rows walk that reduces a row's statistics over the block
+ * and holds nothing of the next row in registers asks for that row here, so that its loads find
+ * it in L2 (rows at K = 12288 1.04-1.20x on the H200; docs/bench.md, "The next row into L2").
+ * Walks that load the next row into registers do not ask: there, asking for rows further ahead
+ * measured 0.78-1.07x. */
+template <int DT, typename P>
+__device__ __forceinline__ void rows_prefetch(const P &p, long long m) {
+    constexpr long long kSize = DT == QF_DTYPE_FP32 ? 4 : 2;
+    if (threadIdx.x == 0 && m < p.M)
+        prefetch_l2_bulk(static_cast<const char *>(p.x) + m * p.K * kSize,
+                         static_cast<unsigned>(p.K * kSize));
+}
+
 /* The rows of a rows walk with a norm (rows_walk): each row one chunk, the thread's vectors at
  * the columns ln0 gives. FULL: every vector of every thread lies before K (K = IT THREADS EPV),
  * so the validity tests fold away; the caller decides it for the whole block (the shuffles and
@@ -341,6 +355,8 @@ __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const Rows
         }
         if (kAhead && m + gridDim.x < p.M)
             rows_load_raw<IT, DT, EPV, BV>(p.x, m + gridDim.x, K, ln, raw);
+        if (!kAhead)
+            rows_prefetch<DT>(p, m + gridDim.x);
         float mu, rs;
         rows_stats<IT, NORM, EPV, WARPS, true>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
         if (threadIdx.x == 0) {
@@ -362,7 +378,8 @@ __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const Rows
  * value) and their columns (RowsLane), called by every thread (some of its vectors may lie past
  * K: emit's shuffles see whole warps). With a norm and up to 4 vectors per thread, the next
  * row's vectors are loaded (rows_load_raw) before this row's statistics, so that their loads
- * overlap this row's work. EMIT false: the statistics only. KEEP (LayerNorm, where those vectors
+ * overlap this row's work; at 8 vectors, where nothing is loaded ahead, the next row is asked of
+ * L2 (rows_prefetch). EMIT false: the statistics only. KEEP (LayerNorm, where those vectors
  * are loaded ahead): x - mu is kept in registers from the statistics to emit. Without it ptxas,
  * short of registers while the next row's vectors are in flight, unpacks x and subtracts mu a
  * second time from the raw vectors, which it copies aside (SASS of fp8_block's `_rows2`, NVRTC

@@ -177,6 +177,13 @@ __device__ void rows_body(const qf_q_params &p) {
                 p, ln);
         }
         for (long long m = blockIdx.x; m < p.M; m += gridDim.x) {
+            /* the next row into L2 where this loop reduces a row's statistics at 8 vectors per
+             * thread under delayed scaling (with a norm there is one chunk per row). RMSNorm at
+             * 4 vectors measured 0.99x with it, and current scaling's statistics pass, whose cast
+             * pass reads x again from L2, 0.98x at 2048 x 16384 (docs/bench.md, "The next row
+             * into L2") */
+            if (IT == 8 && kNorm != QF_NORM_NONE && !kCurrent)
+                rows_prefetch<kInDtype>(p, m + gridDim.x);
             for (long long k0 = 0; k0 < K; k0 += kChunk) {
                 const RowsLane ln = rows_lane<IT, kEpv, kThreads, kBv>(K, k0, tid);
                 float v[IT][kEpv];
