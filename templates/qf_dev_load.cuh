@@ -205,6 +205,42 @@ struct LoadStaged {
     }
 };
 
+/* The same walk through registers: LoadAhead issues each whole 16-byte vector's global load into
+ * the next of the caller's registers r[0..] (in call order) and gives zeros; LoadHeld unpacks
+ * them in the same order, as load_n would (the same bytes, so the same values). A walk over the
+ * next item's vectors made with LoadAhead before this item's work keeps those loads in flight
+ * during it. Both are fully unrolled with the walk, so r stays in registers. Vectors that are
+ * not one 16-byte piece are neither loaded nor given (zeros): the caller takes this way only
+ * where every vector is one. */
+struct LoadAhead {
+    uint4 *r;
+    int n;
+    template <int DT, int N>
+    __device__ __forceinline__ void vec(const void *p, long long i, float (&v)[N]) {
+        if constexpr (N * kElemSize<DT> == 16)
+            r[n++] = __ldg(reinterpret_cast<const uint4 *>(static_cast<const char *>(p) +
+                                                           i * kElemSize<DT>));
+#pragma unroll
+        for (int j = 0; j < N; j++)
+            v[j] = 0.0f;
+    }
+};
+
+struct LoadHeld {
+    const uint4 *r;
+    int n;
+    template <int DT, int N>
+    __device__ __forceinline__ void vec(const void *, long long, float (&v)[N]) {
+        if constexpr (N * kElemSize<DT> == 16) {
+            unpack16<DT, N>(r[n++], v);
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                v[j] = 0.0f;
+        }
+    }
+};
+
 /* Stores the first n (<= 4) bytes of v at p; one 4-byte store when aligned and whole. */
 __device__ __forceinline__ void store4(unsigned char *p, unsigned v, int n, bool aligned) {
     if (n == 4 && aligned) {

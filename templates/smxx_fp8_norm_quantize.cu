@@ -467,6 +467,35 @@ __device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long t, ui
     }
 }
 
+/* The next work item's input in registers (kColAhead): each thread's 16-byte vectors of item
+ * t + gridDim.x are loaded (LoadAhead) before it works on item t and unpacked from there
+ * (LoadHeld). For a SwiGLU dh pair of 16-bit h and bf16 da (da, h1 and h2 per pass; fp32 da and
+ * unpaired tiles take the walk without it), whose entry then runs at 2 blocks per SM (128
+ * registers): fp8_delayed's q(dh) with db1 in the step 0.94 -> 0.80 ms, fp8_current's (amax
+ * pass and cast) 1.35 -> 1.30; at 3 blocks 1.00 and 1.30, at 4 (spilling) 1.41 and 1.49
+ * (docs/bench.md, "The next tile pair in registers"). */
+constexpr bool kColAhead = kSwigluGrad && kInSize == 2;
+constexpr int kAheadSlots = 3 * kColPasses;
+
+__device__ __forceinline__ bool cols_ahead(const qf_q_params &p) {
+    return kColAhead && cols_paired(p) && !p.da_fp32;
+}
+
+/* Pair t's vectors into raw (LoadAhead, in the order cols_tile_body's paired walk reads them;
+ * cols_ahead). */
+__device__ __forceinline__ void cols_item_fetch(const qf_q_params &p, long long t,
+                                                uint4 (&raw)[kAheadSlots]) {
+    LoadAhead f{raw, 0};
+    const long long F = p.K / 2;
+    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(F, t);
+    float y[kEpv], y2[kEpv];
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++)
+        load_swiglu_grad_pair<kInDtype, kEpv>(f, p.x, p.da, 0,
+                                              ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
+                                              ct.k0 + ct.c, y, y2);
+}
+
 /* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
  * resident at once); with kColStage each is fetched while the one before is worked. */
 __device__ void cols_body(const qf_q_params &p) {
@@ -499,6 +528,21 @@ __device__ void cols_body(const qf_q_params &p) {
                 cols_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, slots);
             amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
         }
+    } else if (cols_ahead(p)) {
+        uint4 raw[kAheadSlots];
+        if (blockIdx.x < tiles)
+            cols_item_fetch(p, reverse ? tiles - 1 - blockIdx.x : blockIdx.x, raw);
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const long long item = reverse ? tiles - 1 - t : t;
+            uint4 held[kAheadSlots];
+#pragma unroll
+            for (int j = 0; j < kAheadSlots; j++)
+                held[j] = raw[j];
+            if (t + gridDim.x < tiles)
+                cols_item_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, raw);
+            LoadHeld h{held, 0};
+            amax = cols_tile_body(h, p, item, scale, amax, s_t, s_db);
+        }
     } else {
         LoadGlobal g;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
@@ -518,10 +562,12 @@ constexpr int kRows4Blocks = kNorm == QF_NORM_LAYERNORM ? 3 : 4;
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, kRows2Blocks),
                 (kThreads, kRows4Blocks), (kThreads))
 /* `_cols` with an activation prologue at 4 blocks of 256 threads per SM (64 registers): left to
- * itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The others take
- * 30-56 registers, more blocks; held to 4 they measured 3-5% slower. */
+ * itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The SwiGLU dh entry
+ * of 16-bit h, which holds the next pair's vectors in registers (kColAhead), at 2 (128
+ * registers). The others take 30-56 registers, more blocks; held to 4 they measured 3-5%
+ * slower. */
 #if QF_PROLOGUE != QF_PROLOGUE_NONE
-QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)
+QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, kColAhead ? 2 : 4, qf_q_params)
 #else
 QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
 #endif

@@ -482,8 +482,9 @@ static void test_act_quantize(void **state) {
     /* {M, F}: 16-byte rows with the columnwise entry; the tiled columnwise path (M % 64 != 0);
      * K * 2 % 16 != 0 (tiled everywhere) with a SwiGLU dh of 104 columns whose halves of 52 are
      * not whole vectors (not NVFP4: multiples of 16 only); dh of 16416 columns, wider than the
-     * row entries hold */
-    static const int64_t shapes[][2] = {{256, 128}, {96, 48}, {100, 52}, {32, 8208}};
+     * row entries hold; 512 SwiGLU dh tile pairs, more than the columnwise entry's blocks, so
+     * that each block walks several */
+    static const int64_t shapes[][2] = {{256, 128}, {96, 48}, {100, 52}, {32, 8208}, {2048, 1024}};
     qf_ctx_t *ctx = gpu_ctx();
     int cases = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
