@@ -172,7 +172,7 @@ __device__ __forceinline__ void round_all(float (&v)[N]) {
 }
 
 /* Elements i..i+N-1 of da (bf16, or fp32 when da_fp32) as load_n gives them, through the
- * loader ld (LoadGlobal, LoadFetch or LoadStaged: qf_dev_load.cuh). */
+ * loader ld (LoadGlobal, LoadFetch, LoadStaged, LoadAhead or LoadHeld: qf_dev_load.cuh). */
 template <int N, typename L>
 __device__ __forceinline__ void load_da(L &ld, const void *da, int da_fp32, long long i,
                                         float (&d)[N]) {

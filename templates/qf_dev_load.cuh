@@ -160,6 +160,7 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, unsigned bytes) 
  *   slots (slot n at slot + n * stride, in uint4) and gives zeros; nothing waits for them.
  * - LoadStaged: the same slots in the same order, after cp_async_wait_all, unpacked as load_n
  *   unpacks (the same bytes, so the same values).
+ * - LoadAhead and LoadHeld (below): the same through registers.
  * A walk over an item's vectors made first with LoadFetch and then, later, with LoadStaged reads
  * the item through shared memory, its global loads in flight while the thread works on another
  * item. Only this thread writes and reads its slots, so no barrier is needed between them; the
@@ -217,9 +218,10 @@ struct LoadAhead {
     int n;
     template <int DT, int N>
     __device__ __forceinline__ void vec(const void *p, long long i, float (&v)[N]) {
-        if constexpr (N * kElemSize<DT> == 16)
-            r[n++] = __ldg(reinterpret_cast<const uint4 *>(static_cast<const char *>(p) +
-                                                           i * kElemSize<DT>));
+        if constexpr (N * kElemSize<DT> == 16) {
+            const char *g = static_cast<const char *>(p) + i * kElemSize<DT>;
+            r[n++] = __ldg(reinterpret_cast<const uint4 *>(g));
+        }
 #pragma unroll
         for (int j = 0; j < N; j++)
             v[j] = 0.0f;

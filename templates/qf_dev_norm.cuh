@@ -281,30 +281,34 @@ __device__ __forceinline__ void rows_load(const P &p, long long m, const RowsLan
 /* The 16-byte vectors of row m of x ([M, K] of dtype DT, no prologue) that rows_load would
  * convert, as they are in memory (vectors past K untouched): a rows walk with a norm loads the
  * next row's while it works on this one. */
+/* Where element (m, k) of x ([M, K] of dtype DT) lies. */
+template <int DT>
+__device__ __forceinline__ const unsigned char *rows_at(const void *x, long long m, long long K,
+                                                        long long k) {
+    return static_cast<const unsigned char *>(x) + (m * K + k) * kElemSize<DT>;
+}
+
 template <int IT, int DT, int EPV, int BV>
 __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long long K,
                                               const RowsLane &ln, uint4 (&raw)[IT]) {
-    const uint4 *row =
-        reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(x) +
-                                        (m * K + ln.col) * (DT == QF_DTYPE_FP32 ? 4 : 2));
+    const uint4 *row = reinterpret_cast<const uint4 *>(rows_at<DT>(x, m, K, ln.col));
 #pragma unroll
     for (int it = 0; it < IT; it++)
         if (ln.valid >> it & 1u)
             raw[it] = __ldg(row + it * RowsSpan<IT, BV>::G);
 }
 
-/* Row m of x ([M, K] of dtype DT, K * sizeof(DT) a multiple of 16) into L2, by thread 0 of
- * the block and only where m < M: a rows walk that reduces a row's statistics over the block
- * and holds nothing of the next row in registers asks for that row here, so that its loads find
- * it in L2 (rows at K = 12288 1.04-1.20x on the H200; docs/bench.md, "The next row into L2").
- * Walks that load the next row into registers do not ask: there, asking for rows further ahead
- * measured 0.78-1.07x. */
+/* Row m of x ([M, K] of dtype DT, 16-byte aligned, K * sizeof(DT) a multiple of 16: what the
+ * rows entries require) into L2, by thread 0 of the block and only where m < M: a rows walk that
+ * reduces a row's statistics over the block and holds nothing of the next row in registers asks
+ * for that row here, so that its loads find it in L2 (rows at K = 12288 1.04-1.20x on the H200;
+ * docs/bench.md, "The next row into L2"). Walks that load the next row into registers do not
+ * ask: there, asking for rows further ahead measured 0.78-1.07x. */
 template <int DT, typename P>
 __device__ __forceinline__ void rows_prefetch(const P &p, long long m) {
-    constexpr long long kSize = DT == QF_DTYPE_FP32 ? 4 : 2;
     if (threadIdx.x == 0 && m < p.M)
-        prefetch_l2_bulk(static_cast<const char *>(p.x) + m * p.K * kSize,
-                         static_cast<unsigned>(p.K * kSize));
+        prefetch_l2_bulk(rows_at<DT>(p.x, m, p.K, 0),
+                         static_cast<unsigned>(p.K * kElemSize<DT>));
 }
 
 /* The rows of a rows walk with a norm (rows_walk): each row one chunk, the thread's vectors at

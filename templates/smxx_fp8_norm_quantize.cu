@@ -419,9 +419,26 @@ __device__ __forceinline__ ColsTile cols_tile_load(L &ld, const qf_q_params &p, 
     return ct;
 }
 
+/* The thread's dh1 and dh2 vectors y and y2 of the SwiGLU dh pair t (row-major over [M/64,
+ * F/64]; cols_paired), from da (fp32 when da_fp32), h1 and h2 through the loader ld, in this
+ * order per pass (the order LoadAhead and LoadHeld rely on); returns where the first of dh1's
+ * lies (dh2's: F columns on). */
+template <typename L>
+__device__ __forceinline__ ColsTile cols_pair_load(L &ld, const qf_q_params &p, long long t,
+                                                   int da_fp32, float (&y)[kColPasses][kEpv],
+                                                   float (&y2)[kColPasses][kEpv]) {
+    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K / 2, t);
+#pragma unroll
+    for (int i = 0; i < kColPasses; i++)
+        load_swiglu_grad_pair<kInDtype, kEpv>(ld, p.x, p.da, da_fp32,
+                                              ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
+                                              ct.k0 + ct.c, y[i], y2[i]);
+    return ct;
+}
+
 /* Work item t of the `_cols` entry: the 64x64 tile t (row-major over [M/64, K/64]), or with
- * cols_paired the pair t (row-major over [M/64, F/64]), its input through the loader ld; returns
- * amax merged with its |y|. */
+ * cols_paired the pair t (cols_pair_load), its input through the loader ld; returns amax merged
+ * with its |y|. */
 template <typename L>
 __device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, long long t,
                                                 float scale, float amax,
@@ -429,16 +446,10 @@ __device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, lon
                                                 float (&s_db)[kWarps][kColTile]) {
     float y[kColPasses][kEpv];
     if (cols_paired(p)) {
-        const long long F = p.K / 2;
-        const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(F, t);
         float y2[kColPasses][kEpv];
-#pragma unroll
-        for (int i = 0; i < kColPasses; i++)
-            load_swiglu_grad_pair<kInDtype, kEpv>(ld, p.x, p.da, p.da_fp32,
-                                                  ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
-                                                  ct.k0 + ct.c, y[i], y2[i]);
+        const ColsTile ct = cols_pair_load(ld, p, t, p.da_fp32, y, y2);
         amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
-        return cols_emit(p, ct.m0, F + ct.k0, ct.c, ct.r0, y2, scale, amax, s_t, s_db);
+        return cols_emit(p, ct.m0, p.K / 2 + ct.k0, ct.c, ct.r0, y2, scale, amax, s_t, s_db);
     }
     const ColsTile ct = cols_tile_load(ld, p, t, y);
     return cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
@@ -467,37 +478,64 @@ __device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long t, ui
     }
 }
 
-/* The next work item's input in registers (kColAhead): each thread's 16-byte vectors of item
- * t + gridDim.x are loaded (LoadAhead) before it works on item t and unpacked from there
- * (LoadHeld). For a SwiGLU dh pair of 16-bit h and bf16 da (da, h1 and h2 per pass; fp32 da and
- * unpaired tiles take the walk without it), whose entry then runs at 2 blocks per SM (128
- * registers): fp8_delayed's q(dh) with db1 in the step 0.94 -> 0.80 ms, fp8_current's (amax
- * pass and cast) 1.35 -> 1.30; at 3 blocks 1.00 and 1.30, at 4 (spilling) 1.41 and 1.49
- * (docs/bench.md, "The next tile pair in registers"). */
+/* Work item t of the `_cols` entry's walk (blockIdx.x, + gridDim.x, ...): from the last where
+ * reverse; and the item after item, gridDim.x on. */
+__device__ __forceinline__ long long cols_item(long long t, long long tiles, bool reverse) {
+    return reverse ? tiles - 1 - t : t;
+}
+
+__device__ __forceinline__ long long cols_next(long long item, bool reverse) {
+    return reverse ? item - gridDim.x : item + gridDim.x;
+}
+
+/* The next work item's input in registers (kColAhead): each thread's 16-byte vectors of the
+ * next pair are loaded (LoadAhead) before it works on this one and unpacked from there
+ * (LoadHeld), in cols_pair_load's order. For a SwiGLU dh pair of 16-bit h and bf16 da (da, h1
+ * and h2 per pass), whose entry then runs at 2 blocks per SM (128 registers): fp8_delayed's q(dh)
+ * with db1 in the step 0.94 -> 0.80 ms, fp8_current's (amax pass and cast) 1.35 -> 1.30; at 3
+ * blocks 1.00 and 1.30, at 4 (spilling) 1.41 and 1.49 (docs/bench.md, "The next tile pair in
+ * registers"). fp32 da and unpaired tiles take the walk without it, in the same entry. */
 constexpr bool kColAhead = kSwigluGrad && kInSize == 2;
-constexpr int kAheadSlots = 3 * kColPasses;
+constexpr int kColAheadSlots = 3 * kColPasses;
 
 __device__ __forceinline__ bool cols_ahead(const qf_q_params &p) {
     return kColAhead && cols_paired(p) && !p.da_fp32;
 }
 
-/* Pair t's vectors into raw (LoadAhead, in the order cols_tile_body's paired walk reads them;
- * cols_ahead). */
-__device__ __forceinline__ void cols_item_fetch(const qf_q_params &p, long long t,
-                                                uint4 (&raw)[kAheadSlots]) {
+/* Pair t's vectors into raw (LoadAhead; cols_ahead, so da is bf16). */
+__device__ __forceinline__ void cols_pair_ahead(const qf_q_params &p, long long t,
+                                                uint4 (&raw)[kColAheadSlots]) {
     LoadAhead f{raw, 0};
-    const long long F = p.K / 2;
-    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(F, t);
-    float y[kEpv], y2[kEpv];
+    float y[kColPasses][kEpv], y2[kColPasses][kEpv]; /* zeros, unused */
+    cols_pair_load(f, p, t, 0, y, y2);
+}
+
+/* The walk of cols_ahead: the block's pairs, each worked from registers while the next one's
+ * loads are in flight; returns amax merged with their |y|. */
+__device__ __forceinline__ float cols_walk_ahead(const qf_q_params &p, long long tiles,
+                                                 bool reverse, float scale, float amax,
+                                                 unsigned char (&s_t)[kColTile][kColTile + 16],
+                                                 float (&s_db)[kWarps][kColTile]) {
+    uint4 raw[kColAheadSlots];
+    if (blockIdx.x < tiles)
+        cols_pair_ahead(p, cols_item(blockIdx.x, tiles, reverse), raw);
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const long long item = cols_item(t, tiles, reverse);
+        uint4 held[kColAheadSlots];
 #pragma unroll
-    for (int i = 0; i < kColPasses; i++)
-        load_swiglu_grad_pair<kInDtype, kEpv>(f, p.x, p.da, 0,
-                                              ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
-                                              ct.k0 + ct.c, y, y2);
+        for (int j = 0; j < kColAheadSlots; j++)
+            held[j] = raw[j];
+        if (t + gridDim.x < tiles)
+            cols_pair_ahead(p, cols_next(item, reverse), raw);
+        LoadHeld h{held, 0};
+        amax = cols_tile_body(h, p, item, scale, amax, s_t, s_db);
+    }
+    return amax;
 }
 
 /* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
- * resident at once); with kColStage each is fetched while the one before is worked. */
+ * resident at once); with kColStage each is fetched while the one before is worked, under
+ * cols_ahead each pair's loads are issued while the one before is worked. */
 __device__ void cols_body(const qf_q_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
     __shared__ float s_amax[kWarps];
@@ -514,9 +552,9 @@ __device__ void cols_body(const qf_q_params &p) {
     if constexpr (kColStage) {
         uint4 *slots = &s_stage[0][threadIdx.x];
         if (blockIdx.x < tiles)
-            cols_fetch(p, reverse ? tiles - 1 - blockIdx.x : blockIdx.x, slots);
+            cols_fetch(p, cols_item(blockIdx.x, tiles, reverse), slots);
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const long long item = reverse ? tiles - 1 - t : t;
+            const long long item = cols_item(t, tiles, reverse);
             cp_async_wait_all();
             LoadStaged st{slots, kThreads, 0};
             /* reads the slots into registers before the next fetch overwrites them: a
@@ -525,28 +563,15 @@ __device__ void cols_body(const qf_q_params &p) {
             float y[kColPasses][kEpv];
             const ColsTile ct = cols_tile_load(st, p, item, y);
             if (t + gridDim.x < tiles)
-                cols_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, slots);
+                cols_fetch(p, cols_next(item, reverse), slots);
             amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
         }
     } else if (cols_ahead(p)) {
-        uint4 raw[kAheadSlots];
-        if (blockIdx.x < tiles)
-            cols_item_fetch(p, reverse ? tiles - 1 - blockIdx.x : blockIdx.x, raw);
-        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const long long item = reverse ? tiles - 1 - t : t;
-            uint4 held[kAheadSlots];
-#pragma unroll
-            for (int j = 0; j < kAheadSlots; j++)
-                held[j] = raw[j];
-            if (t + gridDim.x < tiles)
-                cols_item_fetch(p, reverse ? item - gridDim.x : item + gridDim.x, raw);
-            LoadHeld h{held, 0};
-            amax = cols_tile_body(h, p, item, scale, amax, s_t, s_db);
-        }
+        amax = cols_walk_ahead(p, tiles, reverse, scale, amax, s_t, s_db);
     } else {
         LoadGlobal g;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
-            amax = cols_tile_body(g, p, reverse ? tiles - 1 - t : t, scale, amax, s_t, s_db);
+            amax = cols_tile_body(g, p, cols_item(t, tiles, reverse), scale, amax, s_t, s_db);
     }
     if (cols_both(p)) /* p.pass is uniform: the barrier inside stays */
         block_amax_commit(p, amax, s_amax, scale);
@@ -561,11 +586,12 @@ constexpr int kRows2Blocks = 4;
 constexpr int kRows4Blocks = kNorm == QF_NORM_LAYERNORM ? 3 : 4;
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, kRows2Blocks),
                 (kThreads, kRows4Blocks), (kThreads))
-/* `_cols` with an activation prologue at 4 blocks of 256 threads per SM (64 registers): left to
- * itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The SwiGLU dh entry
- * of 16-bit h, which holds the next pair's vectors in registers (kColAhead), at 2 (128
- * registers). The others take 30-56 registers, more blocks; held to 4 they measured 3-5%
- * slower. */
+/* `_cols` with an activation prologue runs at 4 blocks of 256 threads per SM (64 registers):
+ * left to itself, ptxas gives the SwiGLU dh walk 66 to 107 registers, 3 or 2 blocks. The SwiGLU
+ * dh entry of 16-bit h, which holds the next pair's vectors in registers (kColAhead), runs at 2
+ * (128 registers), and so do its calls that take the walk without them (fp32 da, unpaired
+ * tiles: not timed at 2). Without a prologue the entries take 30-56 registers, more blocks;
+ * held to 4 they measured 3-5% slower. */
 #if QF_PROLOGUE != QF_PROLOGUE_NONE
 QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, kColAhead ? 2 : 4, qf_q_params)
 #else

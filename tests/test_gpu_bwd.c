@@ -479,12 +479,16 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
 
 static void test_act_quantize(void **state) {
     (void)state;
-    /* {M, F}: 16-byte rows with the columnwise entry; the tiled columnwise path (M % 64 != 0);
-     * K * 2 % 16 != 0 (tiled everywhere) with a SwiGLU dh of 104 columns whose halves of 52 are
-     * not whole vectors (not NVFP4: multiples of 16 only); dh of 16416 columns, wider than the
-     * row entries hold; 512 SwiGLU dh tile pairs, more than the columnwise entry's blocks, so
-     * that each block walks several */
-    static const int64_t shapes[][2] = {{256, 128}, {96, 48}, {100, 52}, {32, 8208}, {2048, 1024}};
+    /* {M, F, da fp32}: 16-byte rows with the columnwise entry; the tiled columnwise path (M % 64
+     * != 0); K * 2 % 16 != 0 (tiled everywhere) with a SwiGLU dh of 104 columns whose halves of
+     * 52 are not whole vectors (not NVFP4: multiples of 16 only); dh of 16416 columns, wider than
+     * the row entries hold; 512 SwiGLU dh tile pairs with bf16 da, more than the columnwise
+     * entry's blocks (most walk two, the next pair's loads in registers: per-tensor FP8's
+     * cols_ahead); whole pairs with fp32 da, and halves of 96 columns (tiles not paired), which
+     * that entry walks without them */
+    static const int64_t shapes[][3] = {{256, 128, 0}, {96, 48, 1},    {100, 52, 0},
+                                        {32, 8208, 1}, {2048, 1024, 0}, {128, 128, 1},
+                                        {128, 96, 0}};
     qf_ctx_t *ctx = gpu_ctx();
     int cases = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
@@ -495,8 +499,9 @@ static void test_act_quantize(void **state) {
             for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
                 if (r->family == QF_FAMILY_NVFP4 && (shapes[sh][0] % 16 || shapes[sh][1] % 16))
                     continue;
-                act_q_run(ctx, r, (qf_activation)act, sh % 2 ? QF_DTYPE_FP32 : QF_DTYPE_BF16,
-                          shapes[sh][0], shapes[sh][1], 100u + (uint64_t)cases);
+                const qf_dtype ddt = shapes[sh][2] ? QF_DTYPE_FP32 : QF_DTYPE_BF16;
+                act_q_run(ctx, r, (qf_activation)act, ddt, shapes[sh][0], shapes[sh][1],
+                          100u + (uint64_t)cases);
                 cases++;
             }
     }
