@@ -278,9 +278,6 @@ __device__ __forceinline__ void rows_load(const P &p, long long m, const RowsLan
     }
 }
 
-/* The 16-byte vectors of row m of x ([M, K] of dtype DT, no prologue) that rows_load would
- * convert, as they are in memory (vectors past K untouched): a rows walk with a norm loads the
- * next row's while it works on this one. */
 /* Where element (m, k) of x ([M, K] of dtype DT) lies. */
 template <int DT>
 __device__ __forceinline__ const unsigned char *rows_at(const void *x, long long m, long long K,
@@ -288,6 +285,9 @@ __device__ __forceinline__ const unsigned char *rows_at(const void *x, long long
     return static_cast<const unsigned char *>(x) + (m * K + k) * kElemSize<DT>;
 }
 
+/* The 16-byte vectors of row m of x ([M, K] of dtype DT, no prologue) that rows_load would
+ * convert, as they are in memory (vectors past K untouched): a rows walk with a norm loads the
+ * next row's while it works on this one. */
 template <int IT, int DT, int EPV, int BV>
 __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long long K,
                                               const RowsLane &ln, uint4 (&raw)[IT]) {
