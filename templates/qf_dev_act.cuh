@@ -192,8 +192,9 @@ constexpr int kPrologueAct = kPrologueGrad ? kPrologue - QF_PROLOGUE_DACT(0)
  * and computed through the prologue: x itself (x [M, K] of dtype DT); a = act(h) (x = h); dh
  * from h = x [M, K] and da [M, F] (bf16, or fp32 when da_fp32). N = 1, 4 or 8 as load_n; for
  * N > 1 the elements lie in one half of a SwiGLU dh (F a multiple of N) and every array is
- * 16-byte aligned. */
-template <int DT, int N, typename L>
+ * 16-byte aligned. !ROUND: the prologue's values before their rounding to DT (for an amax,
+ * which may be rounded once instead: rounding to nearest is monotonic and odd). */
+template <int DT, int N, typename L, bool ROUND = true>
 __device__ __forceinline__ void load_src_from(L &ld, const void *x, const void *da, int da_fp32,
                                               long long m, long long K, long long k,
                                               float (&v)[N]) {
@@ -206,7 +207,8 @@ __device__ __forceinline__ void load_src_from(L &ld, const void *x, const void *
         if (kPrologueAct == QF_ACT_SWIGLU)
             ld.template vec<DT, N>(x, m * fin + K + k, u);
         act_fwd_n(kPrologueAct, v, u, v);
-        round_all<DT>(v);
+        if (ROUND)
+            round_all<DT>(v);
     } else {
         const bool gated = kPrologueAct == QF_ACT_SWIGLU;
         const long long F = gated ? K / 2 : K;
@@ -230,7 +232,8 @@ __device__ __forceinline__ void load_src_from(L &ld, const void *x, const void *
             for (int j = 0; j < N; j++)
                 v[j] = second ? dh2[j] : dh1[j];
         }
-        round_all<DT>(v);
+        if (ROUND)
+            round_all<DT>(v);
     }
 }
 
@@ -244,9 +247,9 @@ __device__ __forceinline__ void load_src(const void *x, const void *da, int da_f
 
 /* Both halves of a SwiGLU dh at columns f..f+N-1 of each half (F = K / 2): dh1 = da h2 silu'(h1)
  * and dh2 = da silu(h1) from one load of da, h1 and h2, each value as load_src gives it (the
- * same expressions, rounded once to DT), through the loader ld. N as load_n; the arrays 16-byte
- * aligned. */
-template <int DT, int N, typename L>
+ * same expressions, rounded once to DT; !ROUND: not rounded, as load_src_from's), through the
+ * loader ld. N as load_n; the arrays 16-byte aligned. */
+template <int DT, int N, typename L, bool ROUND = true>
 __device__ __forceinline__ void load_swiglu_grad_pair(L &ld, const void *x, const void *da,
                                                       int da_fp32, long long m, long long K,
                                                       long long f, float (&dh1)[N],
@@ -257,10 +260,10 @@ __device__ __forceinline__ void load_swiglu_grad_pair(L &ld, const void *x, cons
     ld.template vec<DT, N>(x, m * K + f, h1);
     ld.template vec<DT, N>(x, m * K + F + f, h2);
     swiglu_grad_n(d, h1, h2, dh1, dh2);
+    if (ROUND)
 #pragma unroll
-    for (int j = 0; j < N; j++) {
-        round_to2<DT>(dh1[j], dh2[j]);
-    }
+        for (int j = 0; j < N; j++)
+            round_to2<DT>(dh1[j], dh2[j]);
 }
 
 /* load_src on a quantizer's parameter block (x, da, da_fp32, K): N elements, or one. */

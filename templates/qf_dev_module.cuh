@@ -65,6 +65,10 @@
 /* <name>_amax: amax_body, the first pass of a two-pass module. */
 #define QF_AMAX_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _amax), THREADS, P, amax_body(p))
 
+/* <name>_amax with at least MIN_BLOCKS resident blocks per SM (QF_DEV_ENTRY_MIN). */
+#define QF_AMAX_ENTRY_MIN(name, THREADS, MIN_BLOCKS, P)                                           \
+    QF_DEV_ENTRY_MIN(QF_CAT(name, _amax), THREADS, MIN_BLOCKS, P, amax_body(p))
+
 /* <name>_reduce: reduce_body, the column sums of a partial-sums entry's per-block partials. */
 #define QF_REDUCE_ENTRY(name, THREADS, P)                                                         \
     QF_DEV_ENTRY(QF_CAT(name, _reduce), THREADS, P, reduce_body(p))

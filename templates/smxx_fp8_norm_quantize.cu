@@ -5,7 +5,7 @@
  * qf_norm_quantize_fp8_ref in runtime/ref/ref.c; given this kernel's mu/rsigma the bytes are
  * identical.
  *
- * Two entry points share the numerics:
+ * The entry points share the numerics:
  * - `<name>` (tiled; any K, any alignment, rowwise and/or columnwise): described below.
  * - `<name>_rows{1,2,4,8}` (K * sizeof(x) a multiple of 16, 16-byte aligned pointers): each
  *   block loops over rows; a row is held in registers (up to IT 16-byte vectors per thread), so x
@@ -19,6 +19,8 @@
  *   runs after a rows entry on the same stream and takes that entry's mu/rsigma and amax (the
  *   pair reads x twice, but every access is a full vector). Without one it runs alone and also
  *   writes the rowwise copy and merges the amax: both copies from one read of x.
+ * - `<name>_amax` (current scaling with an activation prologue; whole 16-byte vectors): the amax
+ *   pass alone, streaming the prologue's input (amax_body, below).
  *
  * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
  * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks
@@ -577,6 +579,112 @@ __device__ void cols_body(const qf_q_params &p) {
         block_amax_commit(p, amax, s_amax, scale);
 }
 
+/* ---------------------------------------------------------------- amax entry */
+
+/* Current scaling's amax pass of an activation prologue's input (`<name>_amax`; numerics 2.2):
+ * the grid streams the prologue's output in 16-byte vectors of its input, row-major, and merges
+ * their |y| into the amax, writing nothing. A SwiGLU dh is taken as pairs (dh1 and dh2 at the
+ * same columns from one load of da, h1 and h2: load_swiglu_grad_pair), every other prologue one
+ * output vector at a time (load_src_from); the values are the ones the cast pass quantizes. Each
+ * thread issues the loads of kAmaxUnroll positions (LoadAhead) before it merges any (LoadHeld),
+ * with no barrier and no shared memory, and merges the values before their rounding to x's dtype,
+ * rounding its amax once (amax_merge_y). The runtime launches it where the vectors are whole (K,
+ * or F = K / 2 under SwiGLU, a multiple of kEpv; x and da 16-byte aligned), on one wave of
+ * blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334 us at 88% of
+ * DRAM peak (Nsight Compute), 437 us through the `_cols` entry before (docs/bench.md, "Current
+ * scaling's amax in its own entry"). */
+constexpr bool kAmaxEntry = kCurrent && kHasPrologue;
+/* 16-byte loads per position: da, h1 and h2 of a SwiGLU dh pair; da and h (non-gated dh) or h1
+ * and h2 (SwiGLU's a); h */
+constexpr int kAmaxSlotsPerPos =
+    kSwigluGrad ? 3 : (kPrologueGrad || kPrologueAct == QF_ACT_SWIGLU ? 2 : 1);
+constexpr int kAmaxUnroll = 6 / kAmaxSlotsPerPos; /* 6 loads in flight per thread */
+
+/* A position of the amax walk: row m, vector v of the row's W. */
+struct AmaxPos {
+    long long m, v;
+};
+
+/* pos advanced by dm rows and dv (< W) vectors. */
+__device__ __forceinline__ AmaxPos amax_step(AmaxPos pos, long long dm, long long dv,
+                                             long long W) {
+    pos.v += dv;
+    pos.m += dm;
+    if (pos.v >= W) {
+        pos.v -= W;
+        pos.m += 1;
+    }
+    return pos;
+}
+
+/* amax merged with the |y| of position pos, its input through the loader ld, before y's rounding
+ * to x's dtype (amax_body rounds the amax once: max |round(y)| = round(max |y|), rounding to
+ * nearest being monotonic and odd). For 16-bit x in one max.NaN per value: its canonical NaN
+ * rounds as any NaN does; for fp32 x, amax_merge, which keeps a NaN's bits as the cast pass
+ * does. */
+__device__ __forceinline__ float amax_merge_y(float amax, float y) {
+    return kInSize == 2 ? amax_merge_fast(amax, y) : amax_merge(amax, y);
+}
+
+template <typename L>
+__device__ __forceinline__ float amax_pos(L &ld, const qf_q_params &p, AmaxPos pos, float amax) {
+    float y[kEpv], y2[kEpv];
+    if constexpr (kSwigluGrad) {
+        load_swiglu_grad_pair<kInDtype, kEpv, L, false>(ld, p.x, p.da, p.da_fp32, pos.m, p.K,
+                                                        pos.v * kEpv, y, y2);
+    } else {
+        load_src_from<kInDtype, kEpv, L, false>(ld, p.x, p.da, p.da_fp32, pos.m, p.K,
+                                                pos.v * kEpv, y);
+    }
+#pragma unroll
+    for (int j = 0; j < kEpv; j++)
+        amax = kSwigluGrad ? amax_merge_y(amax_merge_y(amax, y2[j]), y[j]) : amax_merge_y(amax, y[j]);
+    return amax;
+}
+
+/* 1 when every vector of a position is one 16-byte piece (LoadAhead holds only those): da, where
+ * read, of x's width. */
+__device__ __forceinline__ bool amax_whole(const qf_q_params &p) {
+    return !kPrologueGrad || (p.da_fp32 != 0) == (kInSize == 4);
+}
+
+__device__ void amax_body(const qf_q_params &p) {
+    if constexpr (kAmaxEntry) {
+        __shared__ float s_amax[kWarps];
+        float amax = 0.0f;
+        const long long W = (kSwigluGrad ? p.K / 2 : p.K) / kEpv; /* vectors per row */
+        const long long T = static_cast<long long>(gridDim.x) * kThreads;
+        const long long dm = T / W, dv = T % W; /* the step between a thread's positions */
+        const long long t = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
+        AmaxPos pos{t / W, t % W};
+        if (amax_whole(p)) {
+            for (;;) {
+                AmaxPos q[kAmaxUnroll];
+                q[0] = pos;
+#pragma unroll
+                for (int u = 1; u < kAmaxUnroll; u++)
+                    q[u] = amax_step(q[u - 1], dm, dv, W);
+                if (q[kAmaxUnroll - 1].m >= p.M)
+                    break;
+                uint4 raw[kAmaxUnroll * kAmaxSlotsPerPos];
+                LoadAhead a{raw, 0};
+#pragma unroll
+                for (int u = 0; u < kAmaxUnroll; u++)
+                    amax_pos(a, p, q[u], 0.0f); /* loads only; the zeros it gives are unused */
+                LoadHeld h{raw, 0};
+#pragma unroll
+                for (int u = 0; u < kAmaxUnroll; u++)
+                    amax = amax_pos(h, p, q[u], amax);
+                pos = amax_step(q[kAmaxUnroll - 1], dm, dv, W);
+            }
+        }
+        LoadGlobal g;
+        for (; pos.m < p.M; pos = amax_step(pos, dm, dv, W))
+            amax = amax_pos(g, p, pos, amax);
+        block_amax_commit(p, round_to<kInDtype>(amax), s_amax, 1.0f);
+    }
+}
+
 /* The optional entry points (qf_dev_module.cuh); the registry lists them because the template
  * invokes their macros here. The rows entries at 4 blocks per SM at 2 vectors per thread (the row
  * loaded ahead by rows_walk takes 8 more registers; at 5 and 7 blocks ptxas spilled), 4 for
@@ -597,3 +705,6 @@ QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, kColAhead ? 2 : 4, qf_q_params)
 #else
 QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
 #endif
+/* `_amax` in every variant (the registry lists a template's entries, not a variant's); only
+ * current scaling's prologue variants have a walk in it, at 4 blocks per SM (64 registers). */
+QF_AMAX_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)

@@ -385,6 +385,14 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
         store_as(h.h, bf, i, 3.0f * qf_test_rng_uniform(&s));
     for (int64_t i = 0; i < M * F; i++)
         store_as(da.h, ddt, i, qf_test_rng_uniform(&s));
+    /* one spike per case, at a place the seed picks: h (both halves under SwiGLU) 24 and da 64
+     * there, so that |a| and |dh| are largest there by far and an amax that missed the place
+     * would change every scale (current scaling's amax walks: all of them, and their tails) */
+    const int64_t sm = (int64_t)(seed * 7919u % (uint64_t)M), sf = (int64_t)(seed * 104729u % (uint64_t)F);
+    store_as(h.h, bf, sm * Fin + sf, 24.0f);
+    if (act == QF_ACT_SWIGLU)
+        store_as(h.h, bf, sm * Fin + F + sf, 24.0f);
+    store_as(da.h, ddt, sm * F + sf, 64.0f);
     *(float *)one.h = 1.0f;
     dual_up(&h), dual_up(&da), dual_up(&one);
     qtensor fa, ua, fd, ud, qd;
@@ -485,10 +493,12 @@ static void test_act_quantize(void **state) {
      * the row entries hold; 512 SwiGLU dh tile pairs with bf16 da, more than the columnwise
      * entry's blocks (most walk two, the next pair's loads in registers: per-tensor FP8's
      * cols_ahead); whole pairs with fp32 da, and halves of 96 columns (tiles not paired), which
-     * that entry walks without them */
+     * that entry walks without them; 8192 x 1024, where current scaling's `_amax` entry (up to
+     * 528 blocks of 256 threads on an H200, 2 to 6 positions per thread and step) takes whole
+     * steps before its tail */
     static const int64_t shapes[][3] = {{256, 128, 0}, {96, 48, 1},    {100, 52, 0},
                                         {32, 8208, 1}, {2048, 1024, 0}, {128, 128, 1},
-                                        {128, 96, 0}};
+                                        {128, 96, 0},  {8192, 1024, 0}};
     qf_ctx_t *ctx = gpu_ctx();
     int cases = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
