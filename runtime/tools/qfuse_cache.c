@@ -212,35 +212,71 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
 
 /* {===================================================================== list, clear, prune */
 
+/* The columns of `list` (KEY, RECIPE, KERNEL, INSTANCE, ARCH, SIZE, AGE, STATE): one row's texts. */
+enum { QF_LIST_COLS = 8 };
+typedef struct qf_list_row {
+    char key[QF_KEY_HEX_LEN + 1], recipe[64], label[QF_CACHE_LABEL_MAX + 1], inst[64], arch[16],
+        size[32], age[32], state[256];
+} qf_list_row;
+
+/* The texts of column c of row r. */
+static const char *qf_list_cell(const qf_list_row *r, int c) {
+    const char *const cells[QF_LIST_COLS] = {r->key,  r->recipe, r->label, r->inst,
+                                             r->arch, r->size,   r->age,   r->state};
+    return cells[c];
+}
+
 /* One row of `list`: the entry's state is "ok" (this build asks for it), "stale" (a kernel of this
  * build, but a key it no longer asks for, or a GEMM it does not run on that arch), "foreign" (a
  * kernel this build does not have: another build, or a recipe file loaded at run time), "temp" or
  * "invalid: why". */
-static void qf_tool_list_row(const qf_cache_info *info, time_t now) {
-    char size[32], age[32], arch[16], state[256], inst_text[64] = "?";
+static void qf_tool_list_row(const qf_cache_info *info, time_t now, qf_list_row *row) {
     const int kidx = qf_tool_kernel(info->label);
     qf_kernel_instance inst;
-    qf_tool_size(info->bytes, size, sizeof size);
-    qf_tool_age(info->mtime, now, age, sizeof age);
-    snprintf(arch, sizeof arch, info->arch ? "sm_%d" : "?", info->arch);
+    snprintf(row->key, sizeof row->key, "%s", info->key);
+    snprintf(row->recipe, sizeof row->recipe, "%s",
+             kidx >= 0 ? qf_kernels[kidx].recipe->name : "?");
+    snprintf(row->label, sizeof row->label, "%s", info->label);
+    snprintf(row->inst, sizeof row->inst, "?");
+    qf_tool_size(info->bytes, row->size, sizeof row->size);
+    qf_tool_age(info->mtime, now, row->age, sizeof row->age);
+    snprintf(row->arch, sizeof row->arch, info->arch ? "sm_%d" : "?", info->arch);
     if (info->temp)
-        snprintf(state, sizeof state, "temp");
+        snprintf(row->state, sizeof row->state, "temp");
     else if (!info->valid)
-        snprintf(state, sizeof state, "invalid: %s", info->why);
+        snprintf(row->state, sizeof row->state, "invalid: %s", info->why);
     else if (kidx < 0)
-        snprintf(state, sizeof state, "foreign");
+        snprintf(row->state, sizeof row->state, "foreign");
     else if (!qf_tool_runs_on(&qf_kernels[kidx], info->arch) ||
              !qf_tool_key_instance(kidx, info->arch, info->key, &inst))
-        snprintf(state, sizeof state, "stale");
+        snprintf(row->state, sizeof row->state, "stale");
     else {
-        snprintf(state, sizeof state, "ok");
-        qf_tool_instance_text(&qf_kernels[kidx], &inst, inst_text, sizeof inst_text);
-        if (!inst_text[0])
-            snprintf(inst_text, sizeof inst_text, "-");
+        snprintf(row->state, sizeof row->state, "ok");
+        qf_tool_instance_text(&qf_kernels[kidx], &inst, row->inst, sizeof row->inst);
+        if (!row->inst[0])
+            snprintf(row->inst, sizeof row->inst, "-");
     }
-    printf("%-32s  %-14s  %-40s  %-40s  %-6s  %7s  %5s  %s\n", info->key,
-           kidx >= 0 ? qf_kernels[kidx].recipe->name : "?", info->label, inst_text, arch, size,
-           age, state);
+}
+
+/* Prints the rows under the header, each column as wide as its widest text (SIZE right-aligned,
+ * STATE last and unpadded). */
+static void qf_tool_list_print(const qf_list_row *rows, int n) {
+    static const qf_list_row head = {"KEY", "RECIPE", "KERNEL", "INSTANCE", "ARCH", "SIZE", "AGE",
+                                     "STATE"};
+    int w[QF_LIST_COLS];
+    for (int c = 0; c < QF_LIST_COLS; c++) {
+        w[c] = (int)strlen(qf_list_cell(&head, c));
+        for (int i = 0; i < n; i++) {
+            const int len = (int)strlen(qf_list_cell(&rows[i], c));
+            w[c] = len > w[c] ? len : w[c];
+        }
+    }
+    for (int i = -1; i < n; i++) {
+        const qf_list_row *r = i < 0 ? &head : &rows[i];
+        for (int c = 0; c < QF_LIST_COLS - 1; c++)
+            printf(c == 5 ? "%*s  " : "%-*s  ", w[c], qf_list_cell(r, c));
+        printf("%s\n", qf_list_cell(r, QF_LIST_COLS - 1));
+    }
 }
 
 /* The configured directory into dir without creating it, and its entries (*names, *n; free with
@@ -280,17 +316,24 @@ static int qf_tool_list(void) {
     if (exists != 0)
         return exists < 0 ? 1 : 0;
     time_t now = time(NULL);
-    printf("%-32s  %-14s  %-40s  %-40s  %-6s  %7s  %5s  %s\n", "KEY", "RECIPE", "KERNEL",
-           "INSTANCE", "ARCH", "SIZE", "AGE", "STATE");
+    qf_list_row *rows = calloc((size_t)n + 1, sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "qfuse-cache: list: out of memory for %d rows\n", n);
+        qf_tool_free_names(names, n);
+        return 1;
+    }
+    int nrows = 0;
     for (int i = 0; i < n; i++) {
         qf_cache_info info;
         if (qf_cache_entry_info(dir, names[i]->d_name, &info) != 0)
             continue; /* removed meanwhile by another process */
-        qf_tool_list_row(&info, now);
+        qf_tool_list_row(&info, now, &rows[nrows++]);
         count += !info.temp;
         temps += info.temp;
         total += info.bytes;
     }
+    qf_tool_list_print(rows, nrows);
+    free(rows);
     char size[32], extra[64] = "";
     qf_tool_size(total, size, sizeof size);
     if (temps) /* their rows are listed, and their bytes are in the total */
