@@ -232,13 +232,12 @@ static int qf_q_amax_entry(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_k
  * inputs), where M and K are multiples of 64 and the arrays 16-byte aligned; else a
  * row-in-registers entry (then the `_cols` entry, for a columnwise copy with a norm) where the
  * call allows one; else the tiled entry. Current scaling (numerics 2.2): amax slot zeroed, then
- * pass 0 (statistics and amax, no copy written: a rows entry where the call allows one, the
- * `_amax` entry for an activation prologue's input, qf_q_amax_entry, else the `_cols` entry)
- * and pass 1 (the cast, with pass 0's statistics), launched as delayed scaling's one is, except
- * that with a norm the `_cols` entry writes both copies alone where it can (qf_cols_alone), from
- * one read of x. At large K the
- * rows and `_cols` entries reading x twice take a third of the time the tiled entry's single
- * read of both copies does. The thread's amax reduction runs between the passes. With
+ * pass 0 (statistics and amax, no copy written: for an activation prologue's input the `_amax`
+ * entry where it can run (qf_q_amax_entry), else the `_cols` entry; for other inputs a rows
+ * entry where the call allows one) and pass 1 (the cast, with pass 0's statistics), launched as
+ * delayed scaling's one is, except that with a norm the `_cols` entry writes both copies alone
+ * where it can (qf_cols_alone), from one read of x. At large K the rows and `_cols` entries
+ * reading x twice take a third of the time the tiled entry's single read of both copies does. The thread's amax reduction runs between the passes. With
  * c->amax_given (qf_quantize_cast), pass 0 is skipped: the amax slot already holds x's. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;

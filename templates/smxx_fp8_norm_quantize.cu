@@ -587,10 +587,10 @@ __device__ void cols_body(const qf_q_params &p) {
  * same columns from one load of da, h1 and h2: load_swiglu_grad_pair), every other prologue one
  * output vector at a time (load_src_from); the values are the ones the cast pass quantizes. Each
  * thread issues the loads of kAmaxUnroll positions (LoadAhead) before it merges any (LoadHeld),
- * with no barrier and no shared memory, and merges the values before their rounding to x's dtype,
- * rounding its amax once (amax_merge_y). The runtime launches it where the vectors are whole (K,
- * or F = K / 2 under SwiGLU, a multiple of kEpv; x and da 16-byte aligned), on one wave of
- * blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334 us at 88% of
+ * with no barrier before the block's amax reduction, and merges the values before their rounding
+ * to x's dtype, rounding its amax once (amax_merge_y). The runtime launches it where the vectors
+ * are whole (K, or F = K / 2 of a SwiGLU dh, a multiple of kEpv; x and da 16-byte aligned), on
+ * one wave of blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334 us at 88% of
  * DRAM peak (Nsight Compute), 437 us through the `_cols` entry before (docs/bench.md, "Current
  * scaling's amax in its own entry"). */
 constexpr bool kAmaxEntry = kCurrent && kHasPrologue;
@@ -619,11 +619,14 @@ __device__ __forceinline__ AmaxPos amax_step(AmaxPos pos, long long dm, long lon
 
 /* amax merged with the |y| of position pos, its input through the loader ld, before y's rounding
  * to x's dtype (amax_body rounds the amax once: max |round(y)| = round(max |y|), rounding to
- * nearest being monotonic and odd). For 16-bit x in one max.NaN per value: its canonical NaN
- * rounds as any NaN does; for fp32 x, amax_merge, which keeps a NaN's bits as the cast pass
- * does. */
+ * nearest being monotonic and odd). amax_merge keeps the largest bits, so a NaN's too (as the
+ * other entries' amax merge does; its rounding to x's dtype is monotonic in the bits as well).
+ * Where every NaN of y comes out of arithmetic, the canonical NaN, one max.NaN per value does
+ * the same (kAmaxFast: 16-bit x; not relu's dh, which passes da's NaN through with its bits). */
+constexpr bool kAmaxFast = kInSize == 2 && !(kPrologueGrad && kPrologueAct == QF_ACT_RELU);
+
 __device__ __forceinline__ float amax_merge_y(float amax, float y) {
-    return kInSize == 2 ? amax_merge_fast(amax, y) : amax_merge(amax, y);
+    return kAmaxFast ? amax_merge_fast(amax, y) : amax_merge(amax, y);
 }
 
 template <typename L>
@@ -706,5 +709,6 @@ QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, kColAhead ? 2 : 4, qf_q_params)
 QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
 #endif
 /* `_amax` in every variant (the registry lists a template's entries, not a variant's); only
- * current scaling's prologue variants have a walk in it, at 4 blocks per SM (64 registers). */
+ * current scaling's prologue variants have a walk in it, at 4 or more blocks per SM (64 registers
+ * or fewer: relu's and fp32 x's 40-56, 5 or 6 blocks). */
 QF_AMAX_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)

@@ -493,9 +493,10 @@ static void test_act_quantize(void **state) {
      * the row entries hold; 512 SwiGLU dh tile pairs with bf16 da, more than the columnwise
      * entry's blocks (most walk two, the next pair's loads in registers: per-tensor FP8's
      * cols_ahead); whole pairs with fp32 da, and halves of 96 columns (tiles not paired), which
-     * that entry walks without them; 8192 x 1024, where current scaling's `_amax` entry (up to
-     * 528 blocks of 256 threads on an H200, 2 to 6 positions per thread and step) takes whole
-     * steps before its tail */
+     * that entry walks without them; 8192 x 1024, where current scaling's `_amax` entry (one
+     * wave of 4 to 6 blocks of 256 threads per SM, 2 to 6 positions per thread and step) takes
+     * whole steps before its tail (on an H200 all threads of the SwiGLU and gelu entries, fewer
+     * of relu's) */
     static const int64_t shapes[][3] = {{256, 128, 0}, {96, 48, 1},    {100, 52, 0},
                                         {32, 8208, 1}, {2048, 1024, 0}, {128, 128, 1},
                                         {128, 96, 0},  {8192, 1024, 0}};
