@@ -42,10 +42,11 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --fields                               every family's recipe fields\n"
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
-    "manifest.json. --arch (default sm_90) picks the architecture of --list's keys; --templates\n"
-    "(default ./templates, else those of the source tree this qfuse-gen was built in, else the\n"
-    "installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include (default\n"
-    "./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
+    "manifest.json, and removes the DIR/kernels/qf_*.cu files this run did not write (variants\n"
+    "a recipe no longer has). --arch (default sm_90) picks the architecture of --list's keys;\n"
+    "--templates (default ./templates, else those of the source tree this qfuse-gen was built\n"
+    "in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include\n"
+    "(default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {

@@ -81,7 +81,8 @@ QF_INTERNAL int qf_cache_name_parse(const char *name, qf_cache_info *info);
 /* Fills *info for dir/name, a name qf_cache_name_parse accepts: size and time, and for an entry
  * the header (arch, 0 without a valid magic) and a full validation (magic, format, key, NVRTC
  * version, size, checksum) with the reason when it fails; a symbolic link is not followed and is
- * invalid ("not a regular file"). Warns about nothing. Returns 0, or -1 with errno when the file
+ * invalid ("not a regular file"), and so is a file there that cannot be opened ("cannot be read:
+ * why", e.g. another user's). Warns about nothing. Returns 0, or -1 with errno when the file
  * cannot be stat'ed (e.g. removed meanwhile by another process). Thread-safe. */
 QF_INTERNAL int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info);
 

@@ -343,10 +343,13 @@ static int qf_tool_list(void) {
     return 0;
 }
 
+/* Files that could not be removed named one by one (the rest counted in one line). */
+#define QF_TOOL_ERRORS_SHOWN 3
+
 /* Removes the entries of the configured directory written at least min_age seconds ago (all for
  * clear, min_age 0), and temporary files older than QF_TEMP_STALE_S (left by crashed writers;
- * younger ones may belong to a store in progress). A symbolic link named like an entry is
- * removed (not its target); a directory is left alone with a note. */
+ * younger ones may belong to a store in progress), and says how many of each. A symbolic link
+ * named like an entry is removed (not its target); a directory is left alone with a note. */
 static int qf_tool_remove(long long min_age, const char *verb) {
     char dir[PATH_MAX];
     struct dirent **names;
@@ -355,7 +358,8 @@ static int qf_tool_remove(long long min_age, const char *verb) {
                         "(unset it to remove entries)\n", verb);
         return 1;
     }
-    int n, removed = 0, failed = 0, exists = qf_tool_entries(dir, sizeof dir, &names, &n);
+    int n, removed = 0, temps = 0, failed = 0, err = 0;
+    const int exists = qf_tool_entries(dir, sizeof dir, &names, &n);
     if (exists == 1)
         printf("%s: nothing to remove; %s does not exist\n", verb, dir);
     if (exists != 0)
@@ -372,15 +376,26 @@ static int qf_tool_remove(long long min_age, const char *verb) {
         struct stat st;
         if (snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) >= (int)sizeof path)
             continue; /* not reached: qf_cache_entry_info rejects such names */
-        if (unlink(path) == 0)
+        if (unlink(path) == 0) {
             removed += !info.temp;
-        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            temps += info.temp;
+        } else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
             fprintf(stderr, "qfuse-cache: %s: leaving %s alone: a directory, not a cache entry "
                     "(it keeps that kernel from being stored; remove it by hand)\n", verb, path);
-        else if (errno != ENOENT && ++failed)
-            fprintf(stderr, "qfuse-cache: cannot remove %s: %s\n", path, strerror(errno));
+        } else if (errno != ENOENT) {
+            err = errno;
+            if (++failed <= QF_TOOL_ERRORS_SHOWN)
+                fprintf(stderr, "qfuse-cache: cannot remove %s: %s\n", path, strerror(err));
+        }
     }
-    printf("%s: removed %d entr%s from %s\n", verb, removed, removed == 1 ? "y" : "ies", dir);
+    if (failed > QF_TOOL_ERRORS_SHOWN)
+        fprintf(stderr, "qfuse-cache: %s: %d more files of %s could not be removed (the last: "
+                "%s)\n", verb, failed - QF_TOOL_ERRORS_SHOWN, dir, strerror(err));
+    char extra[64] = "";
+    if (temps) /* left by crashed writers */
+        snprintf(extra, sizeof extra, " and %d temporary file%s", temps, temps == 1 ? "" : "s");
+    printf("%s: removed %d entr%s%s from %s\n", verb, removed, removed == 1 ? "y" : "ies", extra,
+           dir);
     qf_tool_free_names(names, n);
     return failed ? 1 : 0;
 }
