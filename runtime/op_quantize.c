@@ -222,7 +222,7 @@ static int qf_q_amax_entry(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_k
         return 0;
     const int64_t blocks = (p->M * (w / epv) + k->block_threads - 1) / k->block_threads;
     const int64_t wave = qf_ctx_wave(ctx, lk->fn_amax, k->block_threads, 0, ctx->sm_count);
-    const int64_t grid = blocks < 1 ? 1 : blocks < wave ? blocks : wave;
+    const int64_t grid = blocks < wave ? blocks : wave; /* blocks >= 1: M, w / epv >= 1 */
     *s = qf_ctx_launch(ctx, lk->fn_amax, (unsigned)grid, k->block_threads, 0, p, stream);
     return 1;
 }
@@ -237,8 +237,9 @@ static int qf_q_amax_entry(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_k
  * entry where the call allows one) and pass 1 (the cast, with pass 0's statistics), launched as
  * delayed scaling's one is, except that with a norm the `_cols` entry writes both copies alone
  * where it can (qf_cols_alone), from one read of x. At large K the rows and `_cols` entries
- * reading x twice take a third of the time the tiled entry's single read of both copies does. The thread's amax reduction runs between the passes. With
- * c->amax_given (qf_quantize_cast), pass 0 is skipped: the amax slot already holds x's. */
+ * reading x twice take a third of the time the tiled entry's single read of both copies does.
+ * The thread's amax reduction runs between the passes. With c->amax_given (qf_quantize_cast),
+ * pass 0 is skipped: the amax slot already holds x's. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
     const int current = c->r->family == QF_FAMILY_FP8_CURRENT;
     if (!scale && !current)

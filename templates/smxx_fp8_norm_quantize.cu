@@ -590,9 +590,9 @@ __device__ void cols_body(const qf_q_params &p) {
  * with no barrier before the block's amax reduction, and merges the values before their rounding
  * to x's dtype, rounding its amax once (amax_merge_y). The runtime launches it where the vectors
  * are whole (K, or F = K / 2 of a SwiGLU dh, a multiple of kEpv; x and da 16-byte aligned), on
- * one wave of blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334 us at 88% of
- * DRAM peak (Nsight Compute), 437 us through the `_cols` entry before (docs/bench.md, "Current
- * scaling's amax in its own entry"). */
+ * one wave of blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334
+ * us at 88% of DRAM peak (Nsight Compute), 437 us through the `_cols` entry before
+ * (docs/bench.md, "Current scaling's amax in its own entry"). */
 constexpr bool kAmaxEntry = kCurrent && kHasPrologue;
 /* 16-byte loads per position: da, h1 and h2 of a SwiGLU dh pair; da and h (non-gated dh) or h1
  * and h2 (SwiGLU's a); h */
@@ -641,7 +641,8 @@ __device__ __forceinline__ float amax_pos(L &ld, const qf_q_params &p, AmaxPos p
     }
 #pragma unroll
     for (int j = 0; j < kEpv; j++)
-        amax = kSwigluGrad ? amax_merge_y(amax_merge_y(amax, y2[j]), y[j]) : amax_merge_y(amax, y[j]);
+        amax = kSwigluGrad ? amax_merge_y(amax_merge_y(amax, y2[j]), y[j])
+                           : amax_merge_y(amax, y[j]);
     return amax;
 }
 

@@ -388,7 +388,8 @@ static void act_q_run(qf_ctx_t *ctx, const qf_recipe *r, qf_activation act, qf_d
     /* one spike per case, at a place the seed picks: h (both halves under SwiGLU) 24 and da 64
      * there, so that |a| and |dh| are largest there by far and an amax that missed the place
      * would change every scale (current scaling's amax walks: all of them, and their tails) */
-    const int64_t sm = (int64_t)(seed * 7919u % (uint64_t)M), sf = (int64_t)(seed * 104729u % (uint64_t)F);
+    const int64_t sm = (int64_t)(seed * 7919u % (uint64_t)M);
+    const int64_t sf = (int64_t)(seed * 104729u % (uint64_t)F);
     store_as(h.h, bf, sm * Fin + sf, 24.0f);
     if (act == QF_ACT_SWIGLU)
         store_as(h.h, bf, sm * Fin + F + sf, 24.0f);

@@ -488,13 +488,13 @@ int qf_cache_entry_info(const char *dir, const char *name, qf_cache_info *info) 
         qf_cache_reject("corrupt", info->why, sizeof info->why, QF_CACHE_WHY_LINK);
         return 0;
     }
-    if (fd < 0 && errno != ENOENT && lstat(path, &st) == 0) { /* there, but not readable */
-        const int err = errno == 0 ? EACCES : errno;
+    const int open_err = fd < 0 ? errno : 0;
+    if (fd < 0 && open_err != ENOENT && lstat(path, &st) == 0) { /* there, but not readable */
         info->bytes = (uint64_t)st.st_size;
         info->mtime = st.st_mtime;
         info->valid = 0;
         qf_cache_reject("corrupt", info->why, sizeof info->why, "cannot be read: %s",
-                        strerror(err));
+                        strerror(open_err));
         return 0;
     }
     if (fd < 0 || fstat(fd, &st) != 0) {

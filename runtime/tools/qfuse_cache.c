@@ -212,8 +212,17 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
 
 /* {===================================================================== list, clear, prune */
 
-/* The columns of `list` (KEY, RECIPE, KERNEL, INSTANCE, ARCH, SIZE, AGE, STATE): one row's texts. */
-enum { QF_LIST_COLS = 8 };
+/* " and N temporary file(s)" into buf (cap bytes) for temps > 0, else "": the count of
+ * temporary files that list and clear / prune give after their entries. */
+static void qf_tool_temps_text(int temps, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (temps)
+        snprintf(buf, cap, " and %d temporary file%s", temps, temps == 1 ? "" : "s");
+}
+
+/* The columns of `list` (KEY, RECIPE, KERNEL, INSTANCE, ARCH, SIZE, AGE, STATE): one row's
+ * texts. */
+enum { QF_LIST_SIZE = 5, QF_LIST_COLS = 8 }; /* SIZE's column (right-aligned), the count */
 typedef struct qf_list_row {
     char key[QF_KEY_HEX_LEN + 1], recipe[64], label[QF_CACHE_LABEL_MAX + 1], inst[64], arch[16],
         size[32], age[32], state[256];
@@ -274,7 +283,7 @@ static void qf_tool_list_print(const qf_list_row *rows, int n) {
     for (int i = -1; i < n; i++) {
         const qf_list_row *r = i < 0 ? &head : &rows[i];
         for (int c = 0; c < QF_LIST_COLS - 1; c++)
-            printf(c == 5 ? "%*s  " : "%-*s  ", w[c], qf_list_cell(r, c));
+            printf(c == QF_LIST_SIZE ? "%*s  " : "%-*s  ", w[c], qf_list_cell(r, c));
         printf("%s\n", qf_list_cell(r, QF_LIST_COLS - 1));
     }
 }
@@ -334,10 +343,9 @@ static int qf_tool_list(void) {
     }
     qf_tool_list_print(rows, nrows);
     free(rows);
-    char size[32], extra[64] = "";
+    char size[32], extra[64];
     qf_tool_size(total, size, sizeof size);
-    if (temps) /* their rows are listed, and their bytes are in the total */
-        snprintf(extra, sizeof extra, " and %d temporary file%s", temps, temps == 1 ? "" : "s");
+    qf_tool_temps_text(temps, extra, sizeof extra); /* listed, and their bytes in the total */
     printf("%d entr%s%s, %s in %s\n", count, count == 1 ? "y" : "ies", extra, size, dir);
     qf_tool_free_names(names, n);
     return 0;
@@ -391,9 +399,8 @@ static int qf_tool_remove(long long min_age, const char *verb) {
     if (failed > QF_TOOL_ERRORS_SHOWN)
         fprintf(stderr, "qfuse-cache: %s: %d more files of %s could not be removed (the last: "
                 "%s)\n", verb, failed - QF_TOOL_ERRORS_SHOWN, dir, strerror(err));
-    char extra[64] = "";
-    if (temps) /* left by crashed writers */
-        snprintf(extra, sizeof extra, " and %d temporary file%s", temps, temps == 1 ? "" : "s");
+    char extra[64];
+    qf_tool_temps_text(temps, extra, sizeof extra); /* left by crashed writers */
     printf("%s: removed %d entr%s%s from %s\n", verb, removed, removed == 1 ? "y" : "ies", extra,
            dir);
     qf_tool_free_names(names, n);
