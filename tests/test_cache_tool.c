@@ -152,6 +152,9 @@ static void test_bad_arguments(void **state) {
                "--arch 'sm_090' is not a supported architecture");
     expect_run(run_tool(fx, "warm", "--arch", "sm_91"), 2, NULL,
                "--arch 'sm_91' is not a GPU architecture this NVRTC compiles for (sm_89, sm_90");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--arch", "sm_100"), 2, NULL,
+               "warm: --arch given twice");
+    expect_run(run_tool(fx, "warm", "--jobs", "2", "--jobs=4"), 2, NULL, "warm: --jobs given twice");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
     expect_run(run_tool(fx, "warm", "--jobs", ""), 2, NULL, "warm: --jobs needs a value");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");
@@ -208,19 +211,41 @@ static void test_warm_list_prune_clear(void **state) {
     expect_run(run_tool(fx, "list"), 0, "0 entries and 1 temporary file", NULL);
 }
 
-/* warm into a cache this process must not write (QFUSE_CACHE_READONLY) fails at once, saying
- * why, and writes nothing; list still reads it. */
+/* warm on a cache this process must not write (QFUSE_CACHE_READONLY) compiles and writes
+ * nothing: it checks that every selected variant is cached, fails naming the first three that
+ * are not (then a count), and succeeds once all are (a pre-filled, shared cache); clear refuses. */
 static void test_warm_read_only(void **state) {
     fixture *fx = *state;
+    static const char weights[] = "qf_fp8_delayed_quant_weight_*";
+    static const char *const two[] = {"warm", "--arch", "sm_90", "--kernel",
+                                      "qf_fp8_delayed_scale_update", "--kernel", weights, NULL};
+    const int n_weights = expected_variants(weights);
+    assert_true(n_weights > 4);
+    char want[128];
     assert_int_equal(mkdir(fx->dir, 0700), 0);
     setenv("QFUSE_CACHE_READONLY", "1", 1);
     result r = run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update");
     unsetenv("QFUSE_CACHE_READONLY");
-    expect_run(r, 1, NULL, "is used read-only (QFUSE_CACHE_READONLY is on)");
+    assert_non_null(strstr(r.err, "not cached: qf_fp8_delayed_scale_update\n"));
+    expect_run(r, 1, NULL, "is used read-only (QFUSE_CACHE_READONLY is on): 1 of 1 variant is "
+                           "not cached");
     assert_int_equal(count_files(fx, ".cubin"), 0);
-    /* nor do clear and prune write it */
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update"),
                0, "1 compiled", NULL);
+    setenv("QFUSE_CACHE_READONLY", "1", 1);
+    r = run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update");
+    result r2 = run_tool_env(fx, two, 0);
+    unsetenv("QFUSE_CACHE_READONLY");
+    expect_run(r, 0, "warm: sm_90a, 1 variant: all already cached", NULL);
+    /* the cached one is not named; three missing ones are, then the rest counted */
+    assert_int_equal(qf_test_count_substr(r2.err, "not cached: qf_fp8_delayed_scale_update"), 0);
+    assert_int_equal(qf_test_count_substr(r2.err, "not cached: qf_fp8_delayed_quant_weight_"), 3);
+    snprintf(want, sizeof want, "and %d more not cached", n_weights - 3);
+    assert_non_null(strstr(r2.err, want));
+    snprintf(want, sizeof want, "%d of %d variants are not cached", n_weights, n_weights + 1);
+    expect_run(r2, 1, NULL, want);
+    assert_int_equal(count_files(fx, ".cubin"), 1);
+    /* nor do clear and prune write it */
     setenv("QFUSE_CACHE_READONLY", "1", 1);
     r = run_tool(fx, "clear");
     unsetenv("QFUSE_CACHE_READONLY");
@@ -279,7 +304,7 @@ static void test_warm_recipe_file(void **state) {
     const char *bad = qf_test_dir_write(fx->root, "bad_fp8.lua",
                                         "return {family = 'fp8_delayed', margin = 40}\n");
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
-               "warm: sm_90, 1 variant: 1 compiled", NULL);
+               "warm: sm_90a, 1 variant: 1 compiled", NULL);
     assert_int_equal(count_files(fx, "qf_user_fp8_scale_update"), 1);
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*scale_update", path), 0,
                "0 compiled, 1 already cached", NULL);
@@ -292,7 +317,7 @@ static void test_warm_recipe_file(void **state) {
 static void test_warm_gemm_by_arch(void **state) {
     fixture *fx = *state;
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 0,
-               "warm: sm_90, 1 variant: 1 compiled", NULL);
+               "warm: sm_90a, 1 variant: 1 compiled", NULL);
     expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 1,
                NULL, "the matching GEMM kernels do not run on sm_100 (the runtime uses cuBLASLt");
     /* an sm_100 entry of that GEMM, under the key the runtime would use, is stale: on sm_100 the
@@ -328,6 +353,19 @@ static void test_warm_named_arch(void **state) {
     expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "*fp8_delayed_scale_upd?te"),
                0, "warm: sm_100, 1 variant: 1 compiled", NULL);
     expect_run(run_tool(fx, "list"), 0, "sm_100 ", NULL);
+}
+
+/* An entry written "in the future" (a clock set wrong) is listed with the age "future", not 0s;
+ * prune keeps it as a young entry. */
+static void test_list_future_age(void **state) {
+    fixture *fx = *state;
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    make_file(fx, "qf_fp8_delayed_scale_update." KEY_X ".cubin", "from tomorrow", -86400);
+    result r = run_tool(fx, "list");
+    assert_int_equal(qf_test_count_substr(r.out, " future "), 1);
+    assert_int_equal(qf_test_count_substr(r.out, " 0s "), 0);
+    expect_run(r, 0, "1 entry, ", NULL);
+    expect_run(run_tool(fx, "prune", "--older-than", "1s"), 0, "removed 0 entries", NULL);
 }
 
 /* list says what is wrong with an entry that would not load, and which valid entries this build
@@ -470,6 +508,7 @@ int main(void) {
         T(test_warm_nothing_makes_no_dir),
         T(test_warm_named_arch),
         T(test_list_invalid_and_stale),
+        T(test_list_future_age),
         T(test_list_columns_aligned),
         T(test_warm_without_disk_cache),
         T(test_symlink_and_directory_entries),

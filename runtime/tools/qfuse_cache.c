@@ -43,7 +43,9 @@ static const char qf_usage[] =
     "                             for sm_XX (default: this GPU's, else sm_90) with N parallel\n"
     "                             jobs (default: CPUs), skipping variants already cached;\n"
     "                             --kernel keeps the kernels whose name matches GLOB\n"
-    "                             (repeatable: any pattern may match)\n"
+    "                             (repeatable: any pattern may match); on a read-only\n"
+    "                             cache (QFUSE_CACHE_READONLY) it compiles nothing and fails\n"
+    "                             unless every selected variant is cached\n"
     "  --help                     this text\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
@@ -82,20 +84,24 @@ static int qf_tool_cache_disabled(void) {
     return 1;
 }
 
-/* The cache directory, created if missing (warm), or NULL after saying why there is none. */
-static const char *qf_tool_dir(void) {
+/* Why the cache directory is read-only: QFUSE_CACHE_READONLY, or its permissions. */
+static const char *qf_tool_read_only_why(void) {
+    return qf_env_flag("QFUSE_CACHE_READONLY") ? "QFUSE_CACHE_READONLY is on"
+                                               : "this process cannot write it";
+}
+
+/* The cache directory, created if missing (warm), or NULL after saying why there is none;
+ * *read_only: 1 when this process only reads it (qf_cache_dir_read_only). */
+static const char *qf_tool_dir(int *read_only) {
+    *read_only = 0;
     if (qf_tool_cache_disabled())
         return NULL;
     const char *dir = qf_cache_dir();
     if (!dir)
         fprintf(stderr, "qfuse-cache: no usable disk cache (the directory cannot be created or "
                         "written; see the warning above)\n");
-    else if (qf_cache_dir_read_only()) {
-        fprintf(stderr, "qfuse-cache: %s is used read-only (%s): nothing can be stored in it\n",
-                dir, qf_env_flag("QFUSE_CACHE_READONLY") ? "QFUSE_CACHE_READONLY is on"
-                                                         : "this process cannot write it");
-        dir = NULL;
-    }
+    else
+        *read_only = qf_cache_dir_read_only();
     return dir;
 }
 
@@ -138,10 +144,13 @@ static void qf_tool_size(uint64_t b, char *buf, size_t cap) {
         snprintf(buf, cap, "%.1fM", b / (1024.0 * 1024.0));
 }
 
-/* "42s", "17m", "5h", "12d". */
+/* "42s", "17m", "5h", "12d"; "future" for a time after now (a clock set wrong, here or on the
+ * file's server). */
 static void qf_tool_age(time_t mtime, time_t now, char *buf, size_t cap) {
     long long s = now > mtime ? (long long)(now - mtime) : 0;
-    if (s < 120)
+    if (mtime > now)
+        snprintf(buf, cap, "future");
+    else if (s < 120)
         snprintf(buf, cap, "%llds", s);
     else if (s < 2 * 3600)
         snprintf(buf, cap, "%lldm", s / 60);
@@ -543,14 +552,50 @@ static int qf_warm_run(qf_warm *w, int jobs, const char *dir) {
     const int missing = qf_tool_compile(w->items, w->n_items, w->arch, jobs, qf_warm_done, w);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("warm: sm_%d, %d variant%s: %d compiled, %d already cached, %d failed in %.1f s "
-           "(cache %s)\n", w->arch, w->n_items, w->n_items == 1 ? "" : "s", w->compiled,
-           w->cached, w->failed + missing, secs, dir);
+    printf("warm: sm_%d%s, %d variant%s: %d compiled, %d already cached, %d failed in %.1f s "
+           "(cache %s)\n", w->arch, qf_arch_feature(w->arch), w->n_items,
+           w->n_items == 1 ? "" : "s", w->compiled, w->cached, w->failed + missing, secs, dir);
     return w->failed + missing ? 1 : 0;
 }
 
-/* "sm_90", "sm90" or "90" -> 90. Returns -1 when malformed or below sm_89: every qfuse kernel
- * converts to FP8 with instructions that sm_89 introduced. */
+/* warm on a read-only cache directory: nothing can be stored, so it checks that every item is
+ * there and loads (qf_cache_load, as an op's first use would). Names at most QF_TOOL_ERRORS_SHOWN
+ * missing variants and counts the rest. Returns 0 when all are cached, else 1. */
+static int qf_warm_check(qf_warm *w, const char *dir) {
+    int missing = 0;
+    for (int i = 0; i < w->n_items; i++) {
+        const qf_tool_job *it = &w->items[i];
+        char key[QF_KEY_HEX_LEN + 1];
+        qf_kernel_key(it->k->recipe, it->k, &it->inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                      qf_nvrtc_header_count, w->arch, key);
+        void *cubin = NULL;
+        size_t size = 0;
+        if (qf_cache_load(it->k->name, key, w->arch, &cubin, &size)) {
+            free(cubin);
+            w->cached++;
+            continue;
+        }
+        if (missing++ < QF_TOOL_ERRORS_SHOWN) {
+            char variant[96];
+            qf_tool_instance_text(it->k, &it->inst, variant, sizeof variant);
+            fprintf(stderr, "qfuse-cache: warm: not cached: %s%s%s%s\n", it->k->name,
+                    *variant ? " (" : "", variant, *variant ? ")" : "");
+        }
+    }
+    if (missing > QF_TOOL_ERRORS_SHOWN)
+        fprintf(stderr, "qfuse-cache: warm: and %d more not cached\n",
+                missing - QF_TOOL_ERRORS_SHOWN);
+    if (missing) {
+        fprintf(stderr, "qfuse-cache: %s is used read-only (%s): %d of %d variant%s not cached "
+                "and cannot be stored there\n", dir, qf_tool_read_only_why(), missing,
+                w->n_items, missing == 1 ? " is" : "s are");
+        return 1;
+    }
+    printf("warm: sm_%d%s, %d variant%s: all already cached (cache %s, read-only: %s)\n",
+           w->arch, qf_arch_feature(w->arch), w->n_items, w->n_items == 1 ? "" : "s", dir,
+           qf_tool_read_only_why());
+    return 0;
+}
 
 /* This GPU's architecture when there is one, else sm_90 (said on stderr). */
 static int qf_warm_default_arch(void) {
@@ -613,7 +658,7 @@ static int qf_warm_recipe(const char *name, qf_warm *w) {
 /* Options of warm: --arch, --jobs, --kernel and recipes (names or .lua paths) into w (all built-in
  * ones when none is named). Returns -1 to go on, or the exit status. */
 static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
-    int any = 0, rc = -1;
+    int any = 0, rc = -1, jobs_given = 0;
     char known[256];
     for (int i = 0; i < argc && rc < 0; i++) {
         const char *v = NULL;
@@ -626,7 +671,9 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
             else
                 w->globs[w->n_globs++] = v;
         } else if (qf_tool_opt(argc, argv, &i, "--arch", &v)) {
-            if (!v || !*v)
+            if (w->arch)
+                rc = qf_tool_usage_error("warm: --arch given twice (one architecture per run)");
+            else if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --arch needs a value (sm_XX, e.g. sm_90)");
             else if ((w->arch = qf_arch_parse(v)) < 0)
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
@@ -636,7 +683,9 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a GPU architecture this NVRTC "
                                          "compiles for (%s)", v, known);
         } else if (qf_tool_opt(argc, argv, &i, "--jobs", &v)) {
-            if (!v || !*v)
+            if (jobs_given++)
+                rc = qf_tool_usage_error("warm: --jobs given twice");
+            else if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --jobs needs a value");
             else if (qf_warm_parse_jobs(v, jobs) != 0)
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
@@ -662,8 +711,9 @@ static int qf_tool_warm(int argc, char **argv) {
             fprintf(stderr, "qfuse-cache: this NVRTC targets at most sm_%d: the sm_%d entries hold "
                     "sm_%d code (what the runtime would compile on such a device)\n", max,
                     w.arch, max);
-        const char *dir = qf_warm_collect(&w) == 0 ? qf_tool_dir() : NULL;
-        rc = dir ? qf_warm_run(&w, jobs, dir) : 1;
+        int read_only = 0;
+        const char *dir = qf_warm_collect(&w) == 0 ? qf_tool_dir(&read_only) : NULL;
+        rc = !dir ? 1 : read_only ? qf_warm_check(&w, dir) : qf_warm_run(&w, jobs, dir);
     }
     free(w.items);
     return rc;

@@ -572,7 +572,8 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         tool_usage_hint();
         return 2;
     }
-    if (!o->weights && (o->loss_csv || o->train_steps_given)) {
+    /* --train-steps 0 asks for no training, which is what a run without --weights does */
+    if (!o->weights && (o->loss_csv || (o->train_steps_given && o->train_steps > 0))) {
         fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
                 "give --weights FILE (scripts/get-real-weights) or leave them out\n");
         return 2;
