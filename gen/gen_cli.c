@@ -42,8 +42,8 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --fields                               every family's recipe fields\n"
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
-    "manifest.json, and removes the DIR/kernels/qf_*.cu files this run did not write (variants\n"
-    "a recipe no longer has). --arch (default sm_90) picks the architecture of --list's keys;\n"
+    "manifest.json, and removes the DIR/kernels/qf_*.cu regular files this run did not write\n"
+    "(variants a recipe no longer has). --arch (default sm_90) picks the architecture of --list's keys;\n"
     "--templates (default ./templates, else those of the source tree this qfuse-gen was built\n"
     "in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include\n"
     "(default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
@@ -104,7 +104,8 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
         v = qf_gen_optval(argc, argv, i, "--arch");
         if (v && (a->arch = qf_arch_parse(v)) < 0) {
             fprintf(err, "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
-                    "with XX in %d..%d (e.g. sm_90)\n", v, QF_ARCH_MIN, QF_ARCH_MAX);
+                    "with XX in %d..%d (e.g. sm_90, or sm_90a, its compile target)\n", v,
+                    QF_ARCH_MIN, QF_ARCH_MAX);
             return 2;
         }
     } else {
@@ -193,8 +194,8 @@ static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
     for (int r = 0; r < p->n_recipes; r++) {
         const qf_gen_plan_recipe *pr = &p->recipes[r];
         char key[33];
-        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d\n", pr->recipe.path, pr->recipe.name,
-                pr->recipe.options, pr->n_variants, arch);
+        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d%s\n", pr->recipe.path,
+                pr->recipe.name, pr->recipe.options, pr->n_variants, arch, qf_arch_feature(arch));
         for (int v = 0; v < pr->n_variants; v++) {
             qf_gen_plan_key(p, r, v, arch, key);
             fprintf(out, "  %s  ", key);
@@ -268,7 +269,7 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     fprintf(err, "qfuse-gen: %s\n", e.msg);
     if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
         fprintf(err, "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
-                "of them does not exist: run from the source tree, pass --templates DIR "
+                "of them is not a directory: run from the source tree, pass --templates DIR "
                 "--include DIR, or `make install`\n", a->opts.templates_dir, a->opts.include_dir);
     return 1;
 }

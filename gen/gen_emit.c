@@ -413,7 +413,8 @@ static int qf_gen_files_has(const qf_gen_files *f, const char *rel) {
     return 0;
 }
 
-/* Removes dir/kernels/qf_*.cu files that f does not hold (variants a recipe no longer has). */
+/* Removes dir/kernels/qf_*.cu files that f does not hold (variants a recipe no longer has);
+ * anything else of that name (a directory, a link, a device) is left alone. */
 static int qf_gen_remove_stale(const char *dir, const qf_gen_files *f, qf_gen_err *e) {
     char kdir[QF_GEN_PATH_MAX], rel[400], path[QF_GEN_PATH_MAX + 400];
     snprintf(kdir, sizeof kdir, "%s/kernels", dir);
@@ -428,7 +429,10 @@ static int qf_gen_remove_stale(const char *dir, const qf_gen_files *f, qf_gen_er
             continue;
         snprintf(rel, sizeof rel, "kernels/%s", de->d_name);
         snprintf(path, sizeof path, "%s/%s", dir, rel);
-        if (!qf_gen_files_has(f, rel) && remove(path) != 0)
+        struct stat st;
+        if (qf_gen_files_has(f, rel) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlink(path) != 0)
             rc = qf_gen_fail(e, "%s: cannot remove stale file (%s)", path, strerror(errno));
     }
     closedir(d);

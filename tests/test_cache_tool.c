@@ -155,6 +155,10 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--arch", "sm_100"), 2, NULL,
                "warm: --arch given twice");
     expect_run(run_tool(fx, "warm", "--jobs", "2", "--jobs=4"), 2, NULL, "warm: --jobs given twice");
+    expect_run(run_tool(fx, "prune", "--older-than", "1d", "--older-than", "2d"), 2, NULL,
+               "prune: --older-than given twice");
+    expect_run(run_tool(fx, "--dir", "/tmp/a", "--dir", "/tmp/b", "list"), 2, NULL,
+               "--dir given twice");
     expect_run(run_tool(fx, "warm", "--jobs", "0"), 2, NULL, "--jobs '0' must be an integer");
     expect_run(run_tool(fx, "warm", "--jobs", ""), 2, NULL, "warm: --jobs needs a value");
     expect_run(run_tool(fx, "warm", "no_such_recipe"), 2, NULL, "unknown recipe 'no_such_recipe'");
@@ -186,7 +190,7 @@ static void test_warm_list_prune_clear(void **state) {
     assert_int_equal(qf_test_count_substr(r.out, "qf_fp8_delayed_quant_weight_bf16"), n);
     assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), n);
     assert_int_equal(qf_test_count_substr(r.out, "fp8_delayed  "), n);
-    assert_int_equal(qf_test_count_substr(r.out, "sm_90 "), n);
+    assert_int_equal(qf_test_count_substr(r.out, "sm_90a "), n); /* the target compiled */
     /* the INSTANCE column tells the three entries of the one kernel apart */
     assert_int_equal(qf_test_count_substr(r.out, "  rowwise  "), 1);
     assert_int_equal(qf_test_count_substr(r.out, "  columnwise  "), 1);
@@ -227,8 +231,8 @@ static void test_warm_read_only(void **state) {
     result r = run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update");
     unsetenv("QFUSE_CACHE_READONLY");
     assert_non_null(strstr(r.err, "not cached: qf_fp8_delayed_scale_update\n"));
-    expect_run(r, 1, NULL, "is used read-only (QFUSE_CACHE_READONLY is on): 1 of 1 variant is "
-                           "not cached");
+    expect_run(r, 1, NULL, "is used read-only (QFUSE_CACHE_READONLY is on): 1 of 1 variant for "
+                           "sm_90a is not cached");
     assert_int_equal(count_files(fx, ".cubin"), 0);
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_fp8_delayed_scale_update"),
                0, "1 compiled", NULL);
@@ -242,7 +246,8 @@ static void test_warm_read_only(void **state) {
     assert_int_equal(qf_test_count_substr(r2.err, "not cached: qf_fp8_delayed_quant_weight_"), 3);
     snprintf(want, sizeof want, "and %d more not cached", n_weights - 3);
     assert_non_null(strstr(r2.err, want));
-    snprintf(want, sizeof want, "%d of %d variants are not cached", n_weights, n_weights + 1);
+    snprintf(want, sizeof want, "%d of %d variants for sm_90a are not cached", n_weights,
+             n_weights + 1);
     expect_run(r2, 1, NULL, want);
     assert_int_equal(count_files(fx, ".cubin"), 1);
     /* nor do clear and prune write it */
@@ -356,7 +361,7 @@ static void test_warm_named_arch(void **state) {
 }
 
 /* An entry written "in the future" (a clock set wrong) is listed with the age "future", not 0s;
- * prune keeps it as a young entry. */
+ * prune keeps it as a young entry. A large entry's size is given in G. */
 static void test_list_future_age(void **state) {
     fixture *fx = *state;
     assert_int_equal(mkdir(fx->dir, 0700), 0);
@@ -365,6 +370,13 @@ static void test_list_future_age(void **state) {
     assert_int_equal(qf_test_count_substr(r.out, " future "), 1);
     assert_int_equal(qf_test_count_substr(r.out, " 0s "), 0);
     expect_run(r, 0, "1 entry, ", NULL);
+    /* sizes from a GiB on in G (a sparse file: no disk used) */
+    const char *big = qf_test_dir_write(fx->dir, "k." KEY_X ".cubin", "");
+    assert_int_equal(truncate(big, 3LL << 30), 0);
+    r = run_tool(fx, "list");
+    assert_int_equal(qf_test_count_substr(r.out, " 3.0G "), 2); /* its row and the total */
+    expect_run(r, 0, "2 entries, ", NULL);
+    assert_int_equal(unlink(big), 0);
     expect_run(run_tool(fx, "prune", "--older-than", "1s"), 0, "removed 0 entries", NULL);
 }
 

@@ -197,18 +197,26 @@ static void test_gen_banners(void **state) {
     }
 }
 
-/* A stale kernels/qf_*.cu is removed by the next run; other files under out/ are left alone. */
+/* A stale kernels/qf_*.cu is removed by the next run; other files under out/ are left alone, and
+ * so is what is not a regular file under such a name (a directory, empty or not). */
 static void test_gen_stale_removed(void **state) {
     const qf_test_dir *d = *state;
-    char kdir[512], keep[600];
+    char kdir[512], keep[600], sub[600];
     struct stat st;
     snprintf(kdir, sizeof kdir, "%s/kernels", d->path);
     assert_int_equal(mkdir(kdir, 0777), 0);
     qf_test_dir_write(kdir, "qf_gone_kernel.cu", "x");
     snprintf(keep, sizeof keep, "%s", qf_test_dir_write(d->path, "notes.txt", "x"));
+    snprintf(sub, sizeof sub, "%s/qf_a_dir.cu", kdir);
+    assert_int_equal(mkdir(sub, 0777), 0);
     qf_test_generate(d->path);
     qf_test_absent(kdir, "qf_gone_kernel.cu");
     assert_int_equal(stat(keep, &st), 0);
+    assert_int_equal(stat(sub, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    qf_test_dir_write(sub, "inside", "x"); /* not empty: the run still succeeds */
+    qf_test_generate(d->path);
+    assert_int_equal(stat(sub, &st), 0);
 }
 
 /* Generates every recipe the registry was built from into a fresh outdir (default templates). */

@@ -91,6 +91,7 @@ static void assert_read_only_use(const fixture *fx) {
     free(after);
 }
 
+/* QFUSE_CACHE_READONLY: entries are read, nothing is stored, a damaged entry is left alone. */
 static void test_readonly_flag(void **state) {
     fixture *fx = *state;
     char path[PATH_MAX];
@@ -99,7 +100,22 @@ static void test_readonly_flag(void **state) {
     setenv("QFUSE_CACHE_READONLY", "1", 1);
     qf_cache_reset();
     assert_read_only_use(fx);
+    /* a damaged entry is not used, and left as it is: the warning does not promise a replacement */
+    assert_int_equal(truncate(path, 20), 0);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    void *data = NULL;
+    size_t size = 0;
+    const int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
+    char *err = qf_test_capture_end(&c);
     unsetenv("QFUSE_CACHE_READONLY");
+    assert_int_equal(hit, 0);
+    assert_non_null(strstr(err, "the cache is read-only: the kernel is compiled in memory"));
+    assert_null(strstr(err, "replaced"));
+    free(err);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 20);
 }
 
 /* QFUSE_CACHE_READONLY never creates the directory: memory-only when it is missing. */

@@ -104,8 +104,8 @@ static const char *qf_cache_decide(void) {
         return NULL;
     int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path), ro = 0;
     if (err == ENOENT) {
-        qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset); "
-                "using the in-memory cache only");
+        qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, "
+                "or not absolute paths); using the in-memory cache only");
         return NULL;
     }
     if (err == EINVAL) {
@@ -312,16 +312,20 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
         kind = qf_cache_reject("corrupt", why, sizeof why, QF_CACHE_WHY_LINK);
     } else if (fd < 0) {
         if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
-            qf_warn("cannot read kernel cache entry %s (%s); it will be recompiled", path,
-                    strerror(errno));
+            qf_warn("cannot read kernel cache entry %s (%s); %s", path, strerror(errno),
+                    qf_cache_dir_read_only() ? "the cache is read-only: the kernel is compiled "
+                                               "in memory"
+                                             : "it will be recompiled");
         return 0;
     } else {
         kind = qf_cache_read_entry(fd, key, arch, data, size, why, sizeof why);
         close(fd);
     }
     if (kind) {
-        qf_warn("ignoring %s kernel cache entry %s: %s; it will be recompiled and replaced", kind,
-                path, why);
+        qf_warn("ignoring %s kernel cache entry %s: %s; %s", kind, path, why,
+                qf_cache_dir_read_only() ? "the cache is read-only: the kernel is compiled in "
+                                           "memory, the entry left as it is"
+                                         : "it will be recompiled and replaced");
         return 0;
     }
     return 1;

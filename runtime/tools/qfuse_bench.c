@@ -91,7 +91,9 @@ static void usage(FILE *f) {
                "              (8192x8192x8192, 16384x4096x14336, ...; for profiling one GEMM)\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
                "tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note (the speedups\n"
-               "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n");
+               "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n"
+               "  --help      this text\n"
+               "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
 /* A count option in 1..1000000, or -1 with a message naming the option. */

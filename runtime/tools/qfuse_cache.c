@@ -36,7 +36,8 @@ static const char qf_usage[] =
     "                             each entry (ok, stale, foreign, invalid, temp)\n"
     "  clear                      remove every entry (and temporary files left by crashes)\n"
     "  prune --older-than AGE     remove entries written AGE or longer ago (AGE: 30s, 15m,\n"
-    "                             12h, 7d, 2w; a bare number is seconds)\n"
+    "                             12h, 7d, 2w; a bare number is seconds; an entry dated\n"
+    "                             in the future counts as written now)\n"
     "  warm [--arch sm_XX] [--jobs N] [--kernel GLOB] [RECIPE...]\n"
     "                             compile every kernel variant of the recipes (built-in names\n"
     "                             or paths of .lua recipe files; default: every built-in one)\n"
@@ -98,8 +99,7 @@ static const char *qf_tool_dir(int *read_only) {
         return NULL;
     const char *dir = qf_cache_dir();
     if (!dir)
-        fprintf(stderr, "qfuse-cache: no usable disk cache (the directory cannot be created or "
-                        "written; see the warning above)\n");
+        fprintf(stderr, "qfuse-cache: no usable disk cache (see the warning above)\n");
     else
         *read_only = qf_cache_dir_read_only();
     return dir;
@@ -134,14 +134,16 @@ static void qf_tool_free_names(struct dirent **names, int n) {
     free(names);
 }
 
-/* "812B", "14.2K", "3.1M". */
+/* "812B", "14.2K", "3.1M", "2.4G". */
 static void qf_tool_size(uint64_t b, char *buf, size_t cap) {
     if (b < 1024)
         snprintf(buf, cap, "%lluB", (unsigned long long)b);
     else if (b < 1024 * 1024)
         snprintf(buf, cap, "%.1fK", b / 1024.0);
-    else
+    else if (b < 1024ull * 1024 * 1024)
         snprintf(buf, cap, "%.1fM", b / (1024.0 * 1024.0));
+    else
+        snprintf(buf, cap, "%.1fG", b / (1024.0 * 1024.0 * 1024.0));
 }
 
 /* "42s", "17m", "5h", "12d"; "future" for a time after now (a clock set wrong, here or on the
@@ -258,7 +260,8 @@ static void qf_tool_list_row(const qf_cache_info *info, time_t now, qf_list_row 
     snprintf(row->inst, sizeof row->inst, "?");
     qf_tool_size(info->bytes, row->size, sizeof row->size);
     qf_tool_age(info->mtime, now, row->age, sizeof row->age);
-    snprintf(row->arch, sizeof row->arch, info->arch ? "sm_%d" : "?", info->arch);
+    snprintf(row->arch, sizeof row->arch, info->arch ? "sm_%d%s" : "?", info->arch,
+             qf_arch_feature(info->arch));
     if (info->temp)
         snprintf(row->state, sizeof row->state, "temp");
     else if (!info->valid)
@@ -307,7 +310,8 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
     int err = qf_cache_resolve(dir, cap);
     if (err) {
         fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
-                err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset"
+                err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "
+                                  "absolute paths"
                 : err == EINVAL ? "QFUSE_CACHE_DIR must be an absolute path"
                                 : strerror(err));
         return -1;
@@ -443,6 +447,8 @@ static int qf_tool_prune(int argc, char **argv) {
             return qf_tool_usage_error("prune: unexpected argument '%s'", argv[i]);
         if (!v)
             return qf_tool_usage_error("prune: --older-than needs a value");
+        if (age >= 0)
+            return qf_tool_usage_error("prune: --older-than given twice");
         const int d = qf_tool_duration(v, &age);
         if (d == -2)
             return qf_tool_usage_error("prune: --older-than '%s' is too large", v);
@@ -586,9 +592,10 @@ static int qf_warm_check(qf_warm *w, const char *dir) {
         fprintf(stderr, "qfuse-cache: warm: and %d more not cached\n",
                 missing - QF_TOOL_ERRORS_SHOWN);
     if (missing) {
-        fprintf(stderr, "qfuse-cache: %s is used read-only (%s): %d of %d variant%s not cached "
-                "and cannot be stored there\n", dir, qf_tool_read_only_why(), missing,
-                w->n_items, missing == 1 ? " is" : "s are");
+        fprintf(stderr, "qfuse-cache: %s is used read-only (%s): %d of %d variant%s for "
+                "sm_%d%s %s not cached (or not loadable) and cannot be stored there\n", dir,
+                qf_tool_read_only_why(), missing, w->n_items, w->n_items == 1 ? "" : "s",
+                w->arch, qf_arch_feature(w->arch), missing == 1 ? "is" : "are");
         return 1;
     }
     printf("warm: sm_%d%s, %d variant%s: all already cached (cache %s, read-only: %s)\n",
@@ -678,7 +685,8 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
             else if ((w->arch = qf_arch_parse(v)) < 0)
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
                                          "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
-                                         "e.g. sm_90)", v, QF_ARCH_MIN, QF_ARCH_MAX);
+                                         "e.g. sm_90, or sm_90a, its compile target)", v,
+                                         QF_ARCH_MIN, QF_ARCH_MAX);
             else if (!qf_jit_arch_known(w->arch, known, sizeof known))
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a GPU architecture this NVRTC "
                                          "compiles for (%s)", v, known);
@@ -724,12 +732,14 @@ static int qf_tool_warm(int argc, char **argv) {
 /* Global options before the command (--dir DIR). Returns the index of the command, or
  * -1 with *rc the exit status. */
 static int qf_tool_global(int argc, char **argv, int *rc) {
-    int i = 1;
+    int i = 1, dirs = 0;
     *rc = 0;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *v = NULL;
         if (!qf_tool_opt(argc, argv, &i, "--dir", &v))
             *rc = qf_tool_usage_error("unknown option '%s'", argv[i]);
+        else if (dirs++)
+            *rc = qf_tool_usage_error("--dir given twice");
         else if (!v || !*v)
             *rc = qf_tool_usage_error("--dir needs a directory");
         else { /* an explicit directory is used even where QFUSE_DISABLE_DISK_CACHE is set; a

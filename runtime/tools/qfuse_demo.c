@@ -510,7 +510,10 @@ static void usage(FILE *f) {
                "  --train-steps S  Adam steps per training run (default 300; 0: no training)\n"
                "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE\n"
                "  --recipe R       only recipe R (repeatable; default: every built-in\n"
-               "                   recipe, the names of recipes/*.lua)\n");
+               "                   recipe, the names of recipes/*.lua)\n"
+               "  --help           this text\n"
+               "Without a GPU it compiles every kernel for sm_90 and prints the keys and the\n"
+               "fake shapes. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
 /* A positive integer option value no larger than max, or -1 (with a message naming the option). */
