@@ -169,8 +169,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     argv[0] = (char *)"qfuse-bench"; /* getopt's messages name the program, not its path */
     int c;
     while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:h", longs, NULL)) != -1) {
-        if (c == 'c')
-            o->csv = optarg;
+        if (c == 'c' && !(o->csv = tool_path_arg("--csv", optarg)))
+            return 2;
         else if (c == 'q')
             o->quick = 1;
         else if (c == 'i' && (o->iters = parse_count("--iters", optarg)) < 0)
@@ -185,7 +185,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 'S' && parse_shape(optarg, o) < 0)
             return 2;
-        else if (c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
+        else if (c == 'c' || c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
             continue;
         else
             return tool_usage_exit(c == 'h', usage);

@@ -544,9 +544,12 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     argv[0] = (char *)"qfuse-demo"; /* getopt's messages name the program, not its path */
     int c;
     while ((c = getopt_long(argc, argv, "w:t:i:r:s:l:h", longs, NULL)) != -1) {
-        if (c == 'w')
-            o->weights = optarg;
-        else if (c == 't')
+        if (c == 'w' || c == 'l') { /* file names */
+            const char *v = tool_path_arg(c == 'w' ? "--weights" : "--loss-csv", optarg);
+            if (!v)
+                return 2;
+            *(c == 'w' ? &o->weights : &o->loss_csv) = v;
+        } else if (c == 't')
             o->tokens = parse_count("--tokens", optarg, DEMO_MAX_TOKENS);
         else if (c == 'i')
             o->iters = (int)parse_count("--iters", optarg, 100000);
@@ -561,8 +564,6 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             }
             o->train_steps = (int)n, o->train_steps_given = 1;
         }
-        else if (c == 'l')
-            o->loss_csv = optarg;
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;
         else if (c != 'r')

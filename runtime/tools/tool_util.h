@@ -35,6 +35,15 @@ static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
     return 0;
 }
 
+/* A file-name option's value v, or NULL after a usage error naming opt when it is empty. */
+static inline const char *tool_path_arg(const char *opt, const char *v) {
+    if (v && *v)
+        return v;
+    fprintf(stderr, QF_TOOL_NAME ": %s needs a file name\n", opt);
+    tool_usage_hint();
+    return NULL;
+}
+
 /* A CUDA runtime call that must succeed: prints the call and the error, exits 1. */
 #define CUDA_OR_DIE(call)                                                                     \
     do {                                                                                      \
