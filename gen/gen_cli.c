@@ -29,6 +29,7 @@ typedef struct qf_gen_args {
     qf_gen_opts opts;
     int n_recipes;
     const char **recipes; /* points into argv (owned array) */
+    unsigned given;       /* bit per valued option seen (qf_gen_parse_opt): each is given once */
 } qf_gen_args;
 
 #ifndef QF_GEN_DATADIR
@@ -94,7 +95,20 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     const int cmd = qf_gen_parse_cmd(arg, a, err);
     if (cmd)
         return cmd == 1 ? 0 : 2;
-    if (strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output"))
+    const unsigned bit = strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output") ? 1u
+                         : qf_gen_is_opt(arg, "--templates")                      ? 2u
+                         : qf_gen_is_opt(arg, "--include")                        ? 4u
+                         : qf_gen_is_opt(arg, "--arch")                           ? 8u
+                                                                                  : 0u;
+    if (a->given & bit) {
+        fprintf(err, "qfuse-gen: %s given twice\n%s",
+                bit == 1u ? "-o/--output" : bit == 2u ? "--templates" : bit == 4u ? "--include"
+                                                                                  : "--arch",
+                qf_gen_usage);
+        return 2;
+    }
+    a->given |= bit;
+    if (bit == 1u)
         v = a->out_dir = qf_gen_optval(argc, argv, i, arg[1] == 'o' ? "-o" : "--output");
     else if (qf_gen_is_opt(arg, "--templates"))
         v = a->opts.templates_dir = qf_gen_optval(argc, argv, i, "--templates");

@@ -59,6 +59,11 @@ static void test_cli_list(void **state) {
     assert_int_equal(lines, 1 + 22 + 18); /* 22 forward; 12 norm backward, 3 dbias, 3 act */
     assert_int_not_equal(stat(outdir, &st), 0);
     free(out), free(err);
+    /* sm_90's keys are those of its compile target, sm_90a, and say so */
+    const char *args90[] = {"--list", "--arch", "sm_90", "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args90), 0);
+    assert_non_null(strstr(out, "keys for sm_90a\n"));
+    free(out), free(err);
     qf_test_dir_remove(d.path);
 }
 
@@ -117,6 +122,12 @@ static void test_cli_usage(void **state) {
          "",
          "expected sm_XX with XX in 89..199"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
+        /* a valued option once: the last one no longer wins in silence */
+        {{"-o", "a", "--output=b", "recipes/fp8_delayed.lua", NULL}, 2, "", "-o/--output given twice"},
+        {{"--list", "--arch", "sm_90", "--arch=sm_100", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "--arch given twice"},
         {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
         {{"--check", "", NULL}, 1, "", "'': no recipe file name (a path ending in <name>.lua)"},
         {{"--check", "recipes/", NULL}, 1, "", "'recipes/': no recipe file name"},
