@@ -44,10 +44,11 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json, and removes the DIR/kernels/qf_*.cu regular files this run did not write\n"
-    "(variants a recipe no longer has). --arch (default sm_90) picks the architecture of --list's keys;\n"
-    "--templates (default ./templates, else those of the source tree this qfuse-gen was built\n"
-    "in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include\n"
-    "(default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h.\n";
+    "(variants a recipe no longer has). --arch (default sm_90) picks the architecture of\n"
+    "--list's keys; --templates (default ./templates, else those of the source tree this\n"
+    "qfuse-gen was built in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
+    "templates, --include (default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include)\n"
+    "qf_formats.h.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
@@ -95,26 +96,26 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     const int cmd = qf_gen_parse_cmd(arg, a, err);
     if (cmd)
         return cmd == 1 ? 0 : 2;
-    const unsigned bit = strcmp(arg, "-o") == 0 || qf_gen_is_opt(arg, "--output") ? 1u
-                         : qf_gen_is_opt(arg, "--templates")                      ? 2u
-                         : qf_gen_is_opt(arg, "--include")                        ? 4u
-                         : qf_gen_is_opt(arg, "--arch")                           ? 8u
-                                                                                  : 0u;
-    if (a->given & bit) {
-        fprintf(err, "qfuse-gen: %s given twice\n%s",
-                bit == 1u ? "-o/--output" : bit == 2u ? "--templates" : bit == 4u ? "--include"
-                                                                                  : "--arch",
+    /* the valued options, each given once (bit 1 << o of a->given) */
+    enum { OPT_OUTPUT, OPT_TEMPLATES, OPT_INCLUDE, OPT_ARCH, OPT_NONE };
+    static const char *const names[] = {"--output", "--templates", "--include", "--arch"};
+    int o = strcmp(arg, "-o") == 0 ? OPT_OUTPUT : OPT_NONE;
+    for (int k = 0; k < OPT_NONE && o == OPT_NONE; k++)
+        o = qf_gen_is_opt(arg, names[k]) ? k : OPT_NONE;
+    if (o != OPT_NONE && (a->given & (1u << o))) {
+        fprintf(err, "qfuse-gen: %s given twice\n%s", o == OPT_OUTPUT ? "-o/--output" : names[o],
                 qf_gen_usage);
         return 2;
     }
-    a->given |= bit;
-    if (bit == 1u)
+    if (o != OPT_NONE)
+        a->given |= 1u << o;
+    if (o == OPT_OUTPUT)
         v = a->out_dir = qf_gen_optval(argc, argv, i, arg[1] == 'o' ? "-o" : "--output");
-    else if (qf_gen_is_opt(arg, "--templates"))
+    else if (o == OPT_TEMPLATES)
         v = a->opts.templates_dir = qf_gen_optval(argc, argv, i, "--templates");
-    else if (qf_gen_is_opt(arg, "--include"))
+    else if (o == OPT_INCLUDE)
         v = a->opts.include_dir = qf_gen_optval(argc, argv, i, "--include");
-    else if (qf_gen_is_opt(arg, "--arch")) {
+    else if (o == OPT_ARCH) {
         v = qf_gen_optval(argc, argv, i, "--arch");
         if (v && (a->arch = qf_arch_parse(v)) < 0) {
             fprintf(err, "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "

@@ -154,7 +154,8 @@ static void test_bad_arguments(void **state) {
                "--arch 'sm_91' is not a GPU architecture this NVRTC compiles for (sm_89, sm_90");
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--arch", "sm_100"), 2, NULL,
                "warm: --arch given twice");
-    expect_run(run_tool(fx, "warm", "--jobs", "2", "--jobs=4"), 2, NULL, "warm: --jobs given twice");
+    expect_run(run_tool(fx, "warm", "--jobs", "2", "--jobs=4"), 2, NULL,
+               "warm: --jobs given twice");
     expect_run(run_tool(fx, "prune", "--older-than", "1d", "--older-than", "2d"), 2, NULL,
                "prune: --older-than given twice");
     expect_run(run_tool(fx, "--dir", "/tmp/a", "--dir", "/tmp/b", "list"), 2, NULL,

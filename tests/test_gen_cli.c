@@ -123,7 +123,10 @@ static void test_cli_usage(void **state) {
          "expected sm_XX with XX in 89..199"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
         /* a valued option once: the last one no longer wins in silence */
-        {{"-o", "a", "--output=b", "recipes/fp8_delayed.lua", NULL}, 2, "", "-o/--output given twice"},
+        {{"-o", "a", "--output=b", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "-o/--output given twice"},
         {{"--list", "--arch", "sm_90", "--arch=sm_100", "recipes/fp8_delayed.lua", NULL},
          2,
          "",

@@ -297,6 +297,16 @@ static const char *qf_cache_read_entry(int fd, const char *key, int arch, void *
     return NULL;
 }
 
+/* What follows a cache entry that could not be used, for its warning: the kernel is compiled
+ * again, and the entry (when there is one to replace) replaced, unless the cache is read-only. */
+static const char *qf_cache_miss_fate(int replace) {
+    if (qf_cache_dir_read_only())
+        return replace ? "the cache is read-only: the kernel is compiled in memory, the entry "
+                         "left as it is"
+                       : "the cache is read-only: the kernel is compiled in memory";
+    return replace ? "it will be recompiled and replaced" : "it will be recompiled";
+}
+
 int qf_cache_load(const char *label, const char *key, int arch, void **data, size_t *size) {
     QF_ASSERT(qf_cache_key_ok(key) && data && size);
     char path[PATH_MAX], why[192];
@@ -313,9 +323,7 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
     } else if (fd < 0) {
         if (errno != ENOENT) /* a plain miss is silent; anything else is worth a line */
             qf_warn("cannot read kernel cache entry %s (%s); %s", path, strerror(errno),
-                    qf_cache_dir_read_only() ? "the cache is read-only: the kernel is compiled "
-                                               "in memory"
-                                             : "it will be recompiled");
+                    qf_cache_miss_fate(0));
         return 0;
     } else {
         kind = qf_cache_read_entry(fd, key, arch, data, size, why, sizeof why);
@@ -323,9 +331,7 @@ int qf_cache_load(const char *label, const char *key, int arch, void **data, siz
     }
     if (kind) {
         qf_warn("ignoring %s kernel cache entry %s: %s; %s", kind, path, why,
-                qf_cache_dir_read_only() ? "the cache is read-only: the kernel is compiled in "
-                                           "memory, the entry left as it is"
-                                         : "it will be recompiled and replaced");
+                qf_cache_miss_fate(1));
         return 0;
     }
     return 1;

@@ -149,7 +149,7 @@ static void qf_tool_size(uint64_t b, char *buf, size_t cap) {
 /* "42s", "17m", "5h", "12d"; "future" for a time after now (a clock set wrong, here or on the
  * file's server). */
 static void qf_tool_age(time_t mtime, time_t now, char *buf, size_t cap) {
-    long long s = now > mtime ? (long long)(now - mtime) : 0;
+    const long long s = (long long)(now - mtime);
     if (mtime > now)
         snprintf(buf, cap, "future");
     else if (s < 120)
@@ -578,7 +578,6 @@ static int qf_warm_check(qf_warm *w, const char *dir) {
         size_t size = 0;
         if (qf_cache_load(it->k->name, key, w->arch, &cubin, &size)) {
             free(cubin);
-            w->cached++;
             continue;
         }
         if (missing++ < QF_TOOL_ERRORS_SHOWN) {
