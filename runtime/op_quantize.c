@@ -258,9 +258,11 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     qf_loaded_kernel lk;
     QF_TRY(qf_q_load(ctx, c, k, QF_SCALE_LAYOUT_COMPACT, stream, &lk));
     qf_rows_call rc = {.xdt = c->x->dtype, .rows_ok = 1, .cols_both = 1};
-    const int32_t tiles_m = (int32_t)(c->M / QF_COLS_TILE); /* dbias's partials, one per tile row */
+    /* dbias's partials: one row of column sums per group of QF_DBIAS_GROUP tile rows */
+    const int32_t parts = (int32_t)QF_DBIAS_PARTS(c->M);
     if (c->dbias)
-        QF_TRY(qf_ctx_scratch(ctx, (size_t)(tiles_m * c->K) * sizeof(float), (void **)&p.dbias_part,
+        QF_TRY(qf_ctx_scratch(ctx, (size_t)parts * (size_t)c->K * sizeof(float),
+                              (void **)&p.dbias_part,
                               "dbias's partial column sums", stream));
     qf_status s = QF_OK;
     if (current && c->amax_given) {
@@ -284,7 +286,7 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
     if (!c->dbias)
         return s;
     if (s == QF_OK)
-        s = qf_dbias_reduce(ctx, c->op, c->dbias_k, p.dbias_part, tiles_m, c->K, c->dbias, stream);
+        s = qf_dbias_reduce(ctx, c->op, c->dbias_k, p.dbias_part, parts, c->K, c->dbias, stream);
     const qf_status f = qf_ctx_scratch_free(ctx, p.dbias_part, stream);
     return s != QF_OK ? s : f;
 }

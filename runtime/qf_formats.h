@@ -141,10 +141,11 @@ typedef struct qf_q_params {
                            * of the transpose (after the RHT when on) */
     union {
         float *mu;         /* MU [M]: layernorm only */
-        float *dbias_part; /* no norm, per-tensor FP8's `_cols` entry: NULL, or [M /
-                            * QF_COLS_TILE, K] fp32, each 64-row tile's column sums of its input
-                            * (dy, or dh through the prologue: the partials of dbias, summed by
-                            * the dbias module's _reduce) */
+        float *dbias_part; /* no norm, per-tensor FP8's `_cols` entry: NULL, or
+                            * [QF_DBIAS_PARTS(M), K] fp32, the column sums of its input (dy, or
+                            * dh through the prologue) over each group of QF_DBIAS_GROUP 64-row
+                            * tiles: the partials of dbias, summed by the dbias module's
+                            * _reduce */
     };
     float *rsigma;        /* RSIGMA [M]: norms only */
     float *amax;          /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the
@@ -218,6 +219,12 @@ typedef enum qf_scale_rounding {
 #define QF_FP8_BLOCK 128 /* FP8 block scaling (numerics 2.5): 1x128, 128x1, 128x128 blocks */
 /* Rows and columns of a `<name>_cols` entry's tiles (per-tensor FP8, MXFP8). */
 #define QF_COLS_TILE 64
+/* Tiles per partial of dbias in per-tensor FP8's `_cols` entry: dbias_part holds one row of
+ * column sums per group of QF_DBIAS_GROUP tile rows (QF_DBIAS_GROUP * QF_COLS_TILE rows of the
+ * input; the last group may be shorter). */
+#define QF_DBIAS_GROUP 8
+/* The rows of dbias_part for M rows (a multiple of QF_COLS_TILE). */
+#define QF_DBIAS_PARTS(M) (((M) / QF_COLS_TILE + QF_DBIAS_GROUP - 1) / QF_DBIAS_GROUP)
 /* Dynamic shared memory of the FP8 block-scaling tiled quantizer for x of in_size bytes per
  * element: two staged 128x128 chunks of 16-bit x, none for fp32 x. */
 #define QF_FP8_BLOCK_TILED_SMEM(in_size) ((in_size) == 2 ? 2 * QF_FP8_BLOCK * QF_FP8_BLOCK * 2 : 0)

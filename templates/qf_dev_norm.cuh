@@ -468,19 +468,26 @@ __device__ __forceinline__ void rows_block_amax(const P &p, const RowsLane &ln,
             amax[b] = amax_merge_fast(amax[b], __shfl_xor_sync(0xffffffffu, amax[b], o));
 }
 
-/* Where this thread works in columnwise tile t (TILE x TILE tiles, row-major over
- * [M/TILE, K/TILE]): the tile's first row m0 and column k0, the thread's first column c of EPV
- * and its first row r0 (CHUNKS threads per tile row). */
+/* Where this thread works in the columnwise tile at tile row tm and tile column tk (TILE x TILE
+ * tiles): the tile's first row m0 and column k0, the thread's first column c of EPV and its first
+ * row r0 (CHUNKS threads per tile row). */
 struct ColsTile {
     long long m0, k0;
     int c, r0;
 };
 
 template <int TILE, int EPV, int CHUNKS>
+__device__ __forceinline__ ColsTile cols_tile_at(long long tm, long long tk) {
+    return {tm * TILE, tk * TILE, static_cast<int>((threadIdx.x % CHUNKS) * EPV),
+            static_cast<int>(threadIdx.x / CHUNKS)};
+}
+
+/* The same for tile t, row-major over [M/TILE, K/TILE]: tile row t / (K/TILE), column
+ * t % (K/TILE). */
+template <int TILE, int EPV, int CHUNKS>
 __device__ __forceinline__ ColsTile cols_tile(long long K, long long t) {
     const long long tiles_k = K / TILE;
-    return {(t / tiles_k) * TILE, (t % tiles_k) * TILE,
-            static_cast<int>((threadIdx.x % CHUNKS) * EPV), static_cast<int>(threadIdx.x / CHUNKS)};
+    return cols_tile_at<TILE, EPV, CHUNKS>(t / tiles_k, t % tiles_k);
 }
 
 /* mu and rsigma of row m as a rows entry wrote them (0 and 1 where the norm has none). */

@@ -306,8 +306,8 @@ __KERNEL_NAME__(const qf_q_params p) {
 
 constexpr int kColTile = QF_COLS_TILE;
 constexpr int kColChunks = kColTile / kEpv;                /* threads per tile row */
-constexpr int kColRowsPerPass = kThreads / kColChunks;     /* tile rows loaded per pass */
-constexpr int kColPasses = kColTile / kColRowsPerPass;     /* 2 (16-bit x) or 4 (fp32 x) */
+constexpr int kColPasses = kColTile * kColChunks / kThreads; /* rows per thread: 2 (16-bit x)
+                                                             * or 4 (fp32 x), adjacent */
 static_assert(kColTile * kColTile == kThreads * 16, "one 16-byte store per thread");
 
 /* Where byte m of row k of the transposed tile sits in shared memory: each row is rotated by 16
@@ -328,45 +328,27 @@ __device__ __forceinline__ bool cols_both(const qf_q_params &p) {
     return kNorm == QF_NORM_NONE || cast_pass(p);
 }
 
-/* dbias's partials of one tile (no norm, p.dbias_part set): the column sums of its
- * 64 rows of y into dbias_part[m0 / 64, k0 ..]: each thread adds its two rows, the lanes of a warp
- * (4 rows each) by shuffles, then 64 threads the 8 warps in order. A fixed order: deterministic. */
-__device__ __forceinline__ void cols_dbias(const qf_q_params &p, long long m0, long long k0,
-                                           int c, const float (&y)[kColPasses][kEpv],
-                                           float (&s_db)[kWarps][kColTile]) {
-    float s[kEpv];
-#pragma unroll
-    for (int j = 0; j < kEpv; j++) {
-        s[j] = y[0][j];
-#pragma unroll
-        for (int i = 1; i < kColPasses; i++)
-            s[j] += y[i][j];
-#pragma unroll
-        for (int o = kColChunks; o < 32; o <<= 1) /* lanes of the same columns, other rows */
-            s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
-    }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane < kColChunks)
-#pragma unroll
-        for (int j = 0; j < kEpv; j++)
-            s_db[warp][c + j] = s[j];
-    __syncthreads();
-    if (threadIdx.x < kColTile) {
-        float t = s_db[0][threadIdx.x];
-        for (int w = 1; w < kWarps; w++)
-            t += s_db[w][threadIdx.x];
-        p.dbias_part[(m0 / kColTile) * p.K + k0 + threadIdx.x] = t;
-    }
+/* dbias's partials (no norm, p.dbias_part set; cols_dbias): the entry walks its tiles in items of
+ * QF_DBIAS_GROUP tiles down one tile column (ColsWalk). Each thread adds its rows of each tile to
+ * its columns' sums in registers (cols_emit); at the item's end the lanes of a warp (4 rows each)
+ * add theirs by shuffles, then one thread per column the 8 warps in order, into
+ * dbias_part[group, columns] (cols_dbias_flush). A fixed order: deterministic. Per tile it had
+ * been the shuffles, a barrier and the partials' store (docs/bench.md, "dbias's partials per
+ * group of tiles"). */
+__device__ __forceinline__ bool cols_dbias(const qf_q_params &p) {
+    return kNorm == QF_NORM_NONE && p.dbias_part != nullptr;
 }
 
-/* The copies of the 64x64 tile at (m0, k0) from this thread's normalized vectors y: the
- * transposed copy and, where cols_both, the rowwise copy (and without a norm, where asked,
- * dbias's partials); returns amax merged with the tile's |y|. */
+/* The copies of the 64x64 tile at (m0, k0) from this thread's normalized vectors y (rows r0 ..
+ * r0 + kColPasses - 1, columns c ..): the transposed copy and, where cols_both, the rowwise copy
+ * (and under cols_dbias the thread's column sums added to acc); returns amax merged with the
+ * tile's |y|. Each cvt takes two rows of one column, so its two bytes are that column's in the
+ * transposed tile (one 2-byte store, or with 4 rows two cvts and one 4-byte store); the rowwise
+ * words are the even and the odd bytes of those pairs (byte permutes). */
 __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, long long k0,
                                            int c, int r0, const float (&y)[kColPasses][kEpv],
-                                           float scale, float amax,
-                                           unsigned char (&s_t)[kColTile][kColTile + 16],
-                                           float (&s_db)[kWarps][kColTile]) {
+                                           float scale, float amax, float (&acc)[kEpv],
+                                           unsigned char (&s_t)[kColTile][kColTile + 16]) {
     const long long M = p.M;
     if (amax_pass(p)) { /* current scaling's first pass (alone, without a norm): the amax only */
 #pragma unroll
@@ -376,24 +358,48 @@ __device__ __forceinline__ float cols_emit(const qf_q_params &p, long long m0, l
                 amax = amax_merge(amax, y[i][j]);
         return amax;
     }
-    if (kNorm == QF_NORM_NONE && p.dbias_part) /* uniform: the barrier inside stays */
-        cols_dbias(p, m0, k0, c, y, s_db);
+    if (cols_dbias(p))
 #pragma unroll
-    for (int i = 0; i < kColPasses; i++) {
-        const int r = r0 + i * kColRowsPerPass;
-        unsigned w[2] = {0u, 0u};
+        for (int j = 0; j < kEpv; j++) {
+            float s = y[0][j];
 #pragma unroll
-        for (int j = 0; j < kEpv; j += 2) {
-            if (kNorm == QF_NORM_NONE && !cast_pass(p))
-                amax = amax_merge(amax_merge(amax, y[i][j]), y[i][j + 1]);
-            const unsigned q = to_fp8x2<kOutDtype>(y[i][j] * scale, y[i][j + 1] * scale);
-            w[j / 4] |= q << (8 * (j % 4));
-            s_t[c + j][cols_slot(c + j, r)] = static_cast<unsigned char>(q);
-            s_t[c + j + 1][cols_slot(c + j + 1, r)] = static_cast<unsigned char>(q >> 8);
+            for (int i = 1; i < kColPasses; i++)
+                s += y[i][j];
+            acc[j] += s;
         }
-        if (kRowwise && cols_both(p))
-            store_vec(p.out_row + (m0 + r) * p.K + k0 + c, w[0], w[1]);
+    unsigned q[kColPasses / 2][kEpv]; /* rows r0 + 2 i (low byte) and + 1 (high) of column j */
+#pragma unroll
+    for (int i = 0; i < kColPasses / 2; i++)
+#pragma unroll
+        for (int j = 0; j < kEpv; j++) {
+            if (kNorm == QF_NORM_NONE && !cast_pass(p))
+                amax = amax_merge(amax_merge(amax, y[2 * i][j]), y[2 * i + 1][j]);
+            q[i][j] = to_fp8x2<kOutDtype>(y[2 * i][j] * scale, y[2 * i + 1][j] * scale);
+        }
+#pragma unroll
+    for (int j = 0; j < kEpv; j++) {
+        unsigned char *t = &s_t[c + j][cols_slot(c + j, r0)];
+        if (kColPasses == 2)
+            *reinterpret_cast<unsigned short *>(t) = static_cast<unsigned short>(q[0][j]);
+        else
+            *reinterpret_cast<unsigned *>(t) =
+                __byte_perm(q[0][j], q[kColPasses / 2 - 1][j], 0x5410);
     }
+    if (kRowwise && cols_both(p))
+#pragma unroll
+        for (int i = 0; i < kColPasses / 2; i++) {
+            unsigned w[2][2] = {{0u, 0u}, {0u, 0u}}; /* [row][word] */
+#pragma unroll
+            for (int g = 0; g < kEpv / 4; g++) {
+                const unsigned a = __byte_perm(q[i][4 * g], q[i][4 * g + 1], 0x5410);
+                const unsigned b = __byte_perm(q[i][4 * g + 2], q[i][4 * g + 3], 0x5410);
+                w[0][g] = __byte_perm(a, b, 0x6420);
+                w[1][g] = __byte_perm(a, b, 0x7531);
+            }
+            const long long m = m0 + r0 + 2 * i;
+            store_vec(p.out_row + m * p.K + k0 + c, w[0][0], w[0][1]);
+            store_vec(p.out_row + (m + 1) * p.K + k0 + c, w[1][0], w[1][1]);
+        }
     __syncthreads();
     const int kk = threadIdx.x / 4, part = (threadIdx.x % 4) * 16;
     *reinterpret_cast<uint4 *>(p.out_col + (k0 + kk) * M + m0 + part) =
@@ -410,51 +416,175 @@ __device__ __forceinline__ bool cols_paired(const qf_q_params &p) {
     return kSwigluGrad && (p.K / 2) % kColTile == 0;
 }
 
-/* The thread's input vectors y of the unpaired 64x64 tile t, through the loader ld (cols_load);
- * returns where the first lies. */
-template <typename L>
-__device__ __forceinline__ ColsTile cols_tile_load(L &ld, const qf_q_params &p, long long t,
-                                                   float (&y)[kColPasses][kEpv]) {
-    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K, t);
-    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses,
-              kColRowsPerPass>(ld, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+/* The `_cols` entry's walk. Its tiles (cols_paired: pairs) [tiles_m, tiles_k] are taken in
+ * items of G tiles down one tile column: G = QF_DBIAS_GROUP under cols_dbias, else 1 (the tiles
+ * one by one, row-major). Item i is tile column i % tiles_k of tile rows G (i / tiles_k) on (the
+ * last group may be shorter). Block b takes items b, b + gridDim.x, ..., from the last where
+ * reverse, each item's tiles from its first row. */
+struct ColsWalk {
+    long long tiles_m, tiles_k, items;
+    long long dg, dc; /* gridDim.x items on: dg groups and dc tile columns */
+    int G;
+    bool reverse;
+};
+
+/* Where a block is in its walk: item counter t (blockIdx.x, + gridDim.x, ...), the item's group
+ * g and tile column c, and tile row r of its len. */
+struct ColsCursor {
+    long long t, g, c;
+    int r, len;
+};
+
+__device__ __forceinline__ ColsWalk cols_walk(const qf_q_params &p, bool reverse) {
+    ColsWalk w;
+    w.tiles_m = p.M / kColTile;
+    w.tiles_k = (cols_paired(p) ? p.K / 2 : p.K) / kColTile;
+    w.G = cols_dbias(p) ? QF_DBIAS_GROUP : 1;
+    w.items = (w.tiles_m + w.G - 1) / w.G * w.tiles_k;
+    w.dg = gridDim.x / w.tiles_k;
+    w.dc = gridDim.x % w.tiles_k;
+    w.reverse = reverse;
+    return w;
+}
+
+__device__ __forceinline__ bool cols_more(const ColsWalk &w, const ColsCursor &cur) {
+    return cur.t < w.items;
+}
+
+/* The tiles of item t's group g (after the last item: none). */
+__device__ __forceinline__ int cols_len(const ColsWalk &w, long long t, long long g) {
+    const long long left = w.tiles_m - g * w.G;
+    return t >= w.items ? 0 : left < w.G ? static_cast<int>(left) : w.G;
+}
+
+__device__ __forceinline__ ColsCursor cols_first(const ColsWalk &w) {
+    const long long t = blockIdx.x, i = w.reverse ? w.items - 1 - t : t;
+    ColsCursor cur{t, i / w.tiles_k, i % w.tiles_k, 0, 0};
+    cur.len = cols_len(w, t, cur.g);
+    return cur;
+}
+
+/* The tile after cur's: the item's next tile row, or the block's next item's first (stepped
+ * without a division). */
+__device__ __forceinline__ ColsCursor cols_advance(const ColsWalk &w, ColsCursor cur) {
+    if (++cur.r < cur.len)
+        return cur;
+    cur.r = 0;
+    cur.t += gridDim.x;
+    if (w.reverse) {
+        cur.c -= w.dc;
+        cur.g -= w.dg;
+        if (cur.c < 0) {
+            cur.c += w.tiles_k;
+            cur.g--;
+        }
+    } else {
+        cur.c += w.dc;
+        cur.g += w.dg;
+        if (cur.c >= w.tiles_k) {
+            cur.c -= w.tiles_k;
+            cur.g++;
+        }
+    }
+    cur.len = cols_len(w, cur.t, cur.g);
+    return cur;
+}
+
+/* cur's tile row. */
+__device__ __forceinline__ long long cols_row(const ColsWalk &w, const ColsCursor &cur) {
+    return cur.g * w.G + cur.r;
+}
+
+/* After cur's tile under cols_dbias, at its item's end: the block's column sums of the item
+ * (each half of a pair: acc[h]) into dbias_part[cur.g, ...], acc zeroed. s_db is written before
+ * the barrier and read after it; the next write is an item on, after cols_emit's barriers. */
+__device__ __forceinline__ void cols_item_end(const qf_q_params &p, const ColsCursor &cur,
+                                              float (&acc)[2][kEpv],
+                                              float (&s_db)[kWarps][2 * kColTile]) {
+    if (!cols_dbias(p) || cur.r + 1 < cur.len) /* uniform: the barrier below stays */
+        return;
+    const int halves = cols_paired(p) ? 2 : 1;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int c = (threadIdx.x % kColChunks) * kEpv;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < kEpv; j++) {
+            float s = acc[h][j];
+            acc[h][j] = 0.0f;
+            if (h >= halves)
+                continue;
+#pragma unroll
+            for (int o = kColChunks; o < 32; o <<= 1) /* lanes of the same columns, other rows */
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane < kColChunks)
+                s_db[warp][h * kColTile + c + j] = s;
+        }
+    __syncthreads();
+    if (threadIdx.x < halves * kColTile) {
+        float t = s_db[0][threadIdx.x];
+        for (int w = 1; w < kWarps; w++)
+            t += s_db[w][threadIdx.x];
+        const int h = threadIdx.x / kColTile, col = threadIdx.x % kColTile;
+        p.dbias_part[cur.g * p.K + h * (p.K / 2) + cur.c * kColTile + col] = t;
+    }
+}
+
+/* Where this thread works in the tile at (tm, tk): cols_tile_at, its kColPasses rows adjacent from
+ * r0 (the lanes of a warp take 4 rows a load, one 128-byte row each with 16-bit x). */
+__device__ __forceinline__ ColsTile cols_at(long long tm, long long tk) {
+    ColsTile ct = cols_tile_at<kColTile, kEpv, kColChunks>(tm, tk);
+    ct.r0 *= kColPasses;
     return ct;
 }
 
-/* The thread's dh1 and dh2 vectors y and y2 of the SwiGLU dh pair t (row-major over [M/64,
- * F/64]; cols_paired), from da (fp32 when da_fp32), h1 and h2 through the loader ld, in this
- * order per pass (the order LoadAhead and LoadHeld rely on); returns where the first of dh1's
- * lies (dh2's: F columns on). */
+/* The thread's input vectors y of the unpaired 64x64 tile (tm, tk), through the loader ld
+ * (cols_load); returns where the first lies. */
 template <typename L>
-__device__ __forceinline__ ColsTile cols_pair_load(L &ld, const qf_q_params &p, long long t,
-                                                   int da_fp32, float (&y)[kColPasses][kEpv],
+__device__ __forceinline__ ColsTile cols_tile_load(L &ld, const qf_q_params &p, long long tm,
+                                                   long long tk, float (&y)[kColPasses][kEpv]) {
+    const ColsTile ct = cols_at(tm, tk);
+    cols_load<kNorm, kInDtype, kGammaDtype, kZeroCenteredGamma, kEpv, kColPasses, 1>(
+        ld, p, ct.m0, ct.k0, ct.c, ct.r0, y);
+    return ct;
+}
+
+/* The thread's dh1 and dh2 vectors y and y2 of the SwiGLU dh pair (tm, tk) (cols_paired), from
+ * da (fp32 when da_fp32), h1 and h2 through the loader ld, in this order per pass (the order
+ * LoadAhead and LoadHeld rely on); returns where the first of dh1's lies (dh2's: F columns on). */
+template <typename L>
+__device__ __forceinline__ ColsTile cols_pair_load(L &ld, const qf_q_params &p, long long tm,
+                                                   long long tk, int da_fp32,
+                                                   float (&y)[kColPasses][kEpv],
                                                    float (&y2)[kColPasses][kEpv]) {
-    const ColsTile ct = cols_tile<kColTile, kEpv, kColChunks>(p.K / 2, t);
+    const ColsTile ct = cols_at(tm, tk);
 #pragma unroll
     for (int i = 0; i < kColPasses; i++)
-        load_swiglu_grad_pair<kInDtype, kEpv>(ld, p.x, p.da, da_fp32,
-                                              ct.m0 + ct.r0 + i * kColRowsPerPass, p.K,
+        load_swiglu_grad_pair<kInDtype, kEpv>(ld, p.x, p.da, da_fp32, ct.m0 + ct.r0 + i, p.K,
                                               ct.k0 + ct.c, y[i], y2[i]);
     return ct;
 }
 
-/* Work item t of the `_cols` entry: the 64x64 tile t (row-major over [M/64, K/64]), or with
- * cols_paired the pair t (cols_pair_load), its input through the loader ld; returns amax merged
- * with its |y|. */
+/* The tile (or cols_paired's pair) at cur, its input through the loader ld, then cols_item_end;
+ * returns amax merged with its |y|. */
 template <typename L>
-__device__ __forceinline__ float cols_tile_body(L &ld, const qf_q_params &p, long long t,
-                                                float scale, float amax,
-                                                unsigned char (&s_t)[kColTile][kColTile + 16],
-                                                float (&s_db)[kWarps][kColTile]) {
+__device__ __forceinline__ float cols_work(L &ld, const qf_q_params &p, const ColsWalk &w,
+                                           const ColsCursor &cur, float scale, float amax,
+                                           float (&acc)[2][kEpv],
+                                           unsigned char (&s_t)[kColTile][kColTile + 16],
+                                           float (&s_db)[kWarps][2 * kColTile]) {
     float y[kColPasses][kEpv];
     if (cols_paired(p)) {
         float y2[kColPasses][kEpv];
-        const ColsTile ct = cols_pair_load(ld, p, t, p.da_fp32, y, y2);
-        amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
-        return cols_emit(p, ct.m0, p.K / 2 + ct.k0, ct.c, ct.r0, y2, scale, amax, s_t, s_db);
+        const ColsTile ct = cols_pair_load(ld, p, cols_row(w, cur), cur.c, p.da_fp32, y, y2);
+        amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, acc[0], s_t);
+        amax = cols_emit(p, ct.m0, p.K / 2 + ct.k0, ct.c, ct.r0, y2, scale, amax, acc[1], s_t);
+    } else {
+        const ColsTile ct = cols_tile_load(ld, p, cols_row(w, cur), cur.c, y);
+        amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, acc[0], s_t);
     }
-    const ColsTile ct = cols_tile_load(ld, p, t, y);
-    return cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
+    cols_item_end(p, cur, acc, s_db);
+    return amax;
 }
 
 /* Staging of the `_cols` entry's input (kColStage): each thread's 16-byte vectors of the next
@@ -469,25 +599,16 @@ constexpr bool kColStage = kInSize == 2 && kHasPrologue && !kPrologueGrad;
 static_assert(kEpv * kInSize == 16, "one 16-byte piece per vector");
 constexpr int kColSlots = kColPasses * (kPrologueAct == QF_ACT_SWIGLU ? 2 : 1);
 
-/* Issues the cp.async of tile t's input into this thread's slots (LoadFetch: the loaded values
- * are zeros, unused) and closes their group. */
-__device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long t, uint4 *slots) {
+/* Issues the cp.async of tile (tm, tk)'s input into this thread's slots (LoadFetch: the loaded
+ * values are zeros, unused) and closes their group. */
+__device__ __forceinline__ void cols_fetch(const qf_q_params &p, long long tm, long long tk,
+                                           uint4 *slots) {
     if constexpr (kColStage) { /* elsewhere the vectors need not be whole 16-byte pieces */
         float y[kColPasses][kEpv];
         LoadFetch f{slots, kThreads, 0};
-        cols_tile_load(f, p, t, y);
+        cols_tile_load(f, p, tm, tk, y);
         cp_async_commit();
     }
-}
-
-/* Work item t of the `_cols` entry's walk (blockIdx.x, + gridDim.x, ...): from the last where
- * reverse; and the item after item, gridDim.x on. */
-__device__ __forceinline__ long long cols_item(long long t, long long tiles, bool reverse) {
-    return reverse ? tiles - 1 - t : t;
-}
-
-__device__ __forceinline__ long long cols_next(long long item, bool reverse) {
-    return reverse ? item - gridDim.x : item + gridDim.x;
 }
 
 /* The next work item's input in registers (kColAhead): each thread's 16-byte vectors of the
@@ -504,76 +625,87 @@ __device__ __forceinline__ bool cols_ahead(const qf_q_params &p) {
     return kColAhead && cols_paired(p) && !p.da_fp32;
 }
 
-/* Pair t's vectors into raw (LoadAhead; cols_ahead, so da is bf16). */
-__device__ __forceinline__ void cols_pair_ahead(const qf_q_params &p, long long t,
+/* The loads of the pair at cur into raw (LoadAhead; cols_ahead, so da is bf16). */
+__device__ __forceinline__ void cols_pair_ahead(const qf_q_params &p, const ColsWalk &w,
+                                                const ColsCursor &cur,
                                                 uint4 (&raw)[kColAheadSlots]) {
     LoadAhead f{raw, 0};
     float y[kColPasses][kEpv], y2[kColPasses][kEpv]; /* zeros, unused */
-    cols_pair_load(f, p, t, 0, y, y2);
+    cols_pair_load(f, p, cols_row(w, cur), cur.c, 0, y, y2);
 }
 
 /* The walk of cols_ahead: the block's pairs, each worked from registers while the next one's
  * loads are in flight; returns amax merged with their |y|. */
-__device__ __forceinline__ float cols_walk_ahead(const qf_q_params &p, long long tiles,
-                                                 bool reverse, float scale, float amax,
+__device__ __forceinline__ float cols_walk_ahead(const qf_q_params &p, const ColsWalk &w,
+                                                 float scale, float amax, float (&acc)[2][kEpv],
                                                  unsigned char (&s_t)[kColTile][kColTile + 16],
-                                                 float (&s_db)[kWarps][kColTile]) {
+                                                 float (&s_db)[kWarps][2 * kColTile]) {
     uint4 raw[kColAheadSlots];
-    if (blockIdx.x < tiles)
-        cols_pair_ahead(p, cols_item(blockIdx.x, tiles, reverse), raw);
-    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const long long item = cols_item(t, tiles, reverse);
+    ColsCursor cur = cols_first(w);
+    if (cols_more(w, cur))
+        cols_pair_ahead(p, w, cur, raw);
+    while (cols_more(w, cur)) {
         uint4 held[kColAheadSlots];
 #pragma unroll
         for (int j = 0; j < kColAheadSlots; j++)
             held[j] = raw[j];
-        if (t + gridDim.x < tiles)
-            cols_pair_ahead(p, cols_next(item, reverse), raw);
+        const ColsCursor next = cols_advance(w, cur);
+        if (cols_more(w, next))
+            cols_pair_ahead(p, w, next, raw);
         LoadHeld h{held, 0};
-        amax = cols_tile_body(h, p, item, scale, amax, s_t, s_db);
+        amax = cols_work(h, p, w, cur, scale, amax, acc, s_t, s_db);
+        cur = next;
     }
     return amax;
 }
 
-/* The tiles blockIdx.x, + gridDim.x, ... (the runtime launches at most as many blocks as are
- * resident at once); with kColStage each is fetched while the one before is worked, under
- * cols_ahead each pair's loads are issued while the one before is worked. */
+/* The block's walk (ColsWalk; the runtime launches at most as many blocks as are resident at
+ * once); with kColStage each tile is fetched while the one before is worked, under cols_ahead
+ * each pair's loads are issued while the one before is worked. */
 __device__ void cols_body(const qf_q_params &p) {
     __shared__ __align__(16) unsigned char s_t[kColTile][kColTile + 16]; /* [k][m] */
     __shared__ float s_amax[kWarps];
-    __shared__ float s_db[kWarps][kColTile];
+    __shared__ float s_db[kWarps][2 * kColTile];
     __shared__ uint4 s_stage[kColStage ? kColSlots : 1][kThreads];
     /* after the rows entry, or alone in current scaling's pass 1: a finished scale (pass 0, the
      * amax alone, uses none) */
     const float scale = amax_pass(p) ? 1.0f : scale_of(p);
-    const long long tiles = (p.M / kColTile) * (p.K / kColTile) / (cols_paired(p) ? 2 : 1);
     /* after a pass over the same input (the rows entry with a norm, or current scaling's amax
      * pass) the tiles from the last: what that pass read last is still in L2 */
-    const bool reverse = kNorm != QF_NORM_NONE || cast_pass(p);
+    const ColsWalk w = cols_walk(p, kNorm != QF_NORM_NONE || cast_pass(p));
     float amax = 0.0f;
+    float acc[2][kEpv]; /* cols_dbias's column sums of the item */
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < kEpv; j++)
+            acc[h][j] = 0.0f;
     if constexpr (kColStage) {
         uint4 *slots = &s_stage[0][threadIdx.x];
-        if (blockIdx.x < tiles)
-            cols_fetch(p, cols_item(blockIdx.x, tiles, reverse), slots);
-        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const long long item = cols_item(t, tiles, reverse);
+        ColsCursor cur = cols_first(w);
+        if (cols_more(w, cur))
+            cols_fetch(p, cols_row(w, cur), cur.c, slots);
+        while (cols_more(w, cur)) {
             cp_async_wait_all();
             LoadStaged st{slots, kThreads, 0};
             /* reads the slots into registers before the next fetch overwrites them: a
              * cp.async is ordered after the thread's prior instructions (PTX ISA, asynchronous
              * operations), and its writes are visible to the thread after the wait above */
             float y[kColPasses][kEpv];
-            const ColsTile ct = cols_tile_load(st, p, item, y);
-            if (t + gridDim.x < tiles)
-                cols_fetch(p, cols_next(item, reverse), slots);
-            amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, s_t, s_db);
+            const ColsTile ct = cols_tile_load(st, p, cols_row(w, cur), cur.c, y);
+            const ColsCursor next = cols_advance(w, cur);
+            if (cols_more(w, next))
+                cols_fetch(p, cols_row(w, next), next.c, slots);
+            amax = cols_emit(p, ct.m0, ct.k0, ct.c, ct.r0, y, scale, amax, acc[0], s_t);
+            cols_item_end(p, cur, acc, s_db);
+            cur = next;
         }
     } else if (cols_ahead(p)) {
-        amax = cols_walk_ahead(p, tiles, reverse, scale, amax, s_t, s_db);
+        amax = cols_walk_ahead(p, w, scale, amax, acc, s_t, s_db);
     } else {
         LoadGlobal g;
-        for (long long t = blockIdx.x; t < tiles; t += gridDim.x)
-            amax = cols_tile_body(g, p, cols_item(t, tiles, reverse), scale, amax, s_t, s_db);
+        for (ColsCursor cur = cols_first(w); cols_more(w, cur); cur = cols_advance(w, cur))
+            amax = cols_work(g, p, w, cur, scale, amax, acc, s_t, s_db);
     }
     if (cols_both(p)) /* p.pass is uniform: the barrier inside stays */
         block_amax_commit(p, amax, s_amax, scale);

@@ -497,10 +497,11 @@ static void test_act_quantize(void **state) {
      * that entry walks without them; 8192 x 1024, where current scaling's `_amax` entry (one
      * wave of 4 to 6 blocks of 256 threads per SM, 2 to 6 positions per thread and step) takes
      * whole steps before its tail (on an H200 all threads of the SwiGLU and gelu entries, fewer
-     * of relu's) */
+     * of relu's); 576 rows, 9 tile rows, where per-tensor FP8's column sums of dbias take a
+     * group of QF_DBIAS_GROUP (8) tile rows and a group of one */
     static const int64_t shapes[][3] = {{256, 128, 0}, {96, 48, 1},    {100, 52, 0},
                                         {32, 8208, 1}, {2048, 1024, 0}, {128, 128, 1},
-                                        {128, 96, 0},  {8192, 1024, 0}};
+                                        {128, 96, 0},  {8192, 1024, 0}, {576, 192, 0}};
     qf_ctx_t *ctx = gpu_ctx();
     int cases = 0;
     for (int i = 0; i < qf_recipe_count; i++) {
