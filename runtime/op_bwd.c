@@ -163,7 +163,9 @@ qf_status qf_norm_backward(qf_ctx_t *ctx, const char *recipe, const qf_norm_desc
     qf_kernel_instance inst = k ? qf_kernel_instance_default(k) : (qf_kernel_instance){0};
     inst.gamma_dtype = norm->gamma.dtype;
     qf_bwd_run b = {0};
-    const unsigned smem = (unsigned)(2 * K * (int64_t)sizeof(float)); /* dgamma, dbeta */
+    /* dgamma's and dbeta's accumulators (k is NULL past the checks' errors) */
+    const unsigned smem =
+        k ? (unsigned)(2 * QF_NB_ACC(K, (int64_t)k->block_threads) * (int64_t)sizeof(float)) : 0;
     QF_TRY(qf_bwd_begin(ctx, op, k, &inst, M, 2 * K, smem, 1,
                         "the norm backward's partial column sums", &b, stream));
     const int layernorm = norm->norm == QF_NORM_LAYERNORM;

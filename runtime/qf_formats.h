@@ -391,6 +391,10 @@ typedef struct qf_nb_params {
 QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
 #define QF_NB_MAX_BLOCKS 512   /* at most this many row blocks (the partials' height) */
 #define QF_NB_MAX_K 24576      /* 2 K fp32 accumulators in shared memory (192 KiB) */
+/* The norm backward's accumulators of dgamma and of dbeta in shared memory: this many floats each
+ * for K columns at `threads` threads per block (K rounded up to 8 columns per thread; at most
+ * QF_NB_MAX_K for K <= QF_NB_MAX_K at 256 threads). */
+#define QF_NB_ACC(K, threads) (((K) + 8 * (threads) - 1) / (8 * (threads)) * (8 * (threads)))
 #define QF_REDUCE_COLS 32      /* columns per block of a _reduce entry (column_sum) */
 
 /* Parameter block of the activation module (templates/smxx_activation.cu, numerics 6): forward

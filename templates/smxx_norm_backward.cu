@@ -15,11 +15,14 @@
  * Where x and dxn are 16-bit and a row is at most 4 vectors per thread (K <= 8192 at 256
  * threads), the block holds the x and dxn vectors of its rows in registers from pass 1 to pass 2
  * (rows_held), two rows at a time up to 2 vectors per thread: all of a step's loads in flight at
- * once (the rows walk has one vector's in flight per thread), no re-read; the sums are added in
- * the same order, so the results are the same bits. The runtime launches at most as many blocks
+ * once (the rows walk has one vector's in flight per thread), no re-read; a row's sums are added
+ * in the same order, and a step's two rows of dxn * xh and dxn are added to each other before
+ * their one add into the accumulators (the shared-memory traffic, which bound the kernel, halved:
+ * docs/bench.md, "The norm backward's accumulators"). The runtime launches at most as many blocks
  * as are resident at once (a second wave would double the time: each block walks its rows).
  * At the end the block writes its accumulators to the partials. <name>_reduce adds each column's
- * partials in a fixed order (column_sum: deterministic). Shared memory: 2 K floats (dynamic). */
+ * partials in a fixed order (column_sum: deterministic). Shared memory: 2 QF_NB_ACC(K, THREADS)
+ * floats (dynamic; acc_at). */
 #include "qf_dev_load.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_dev_reduce.cuh"
@@ -53,14 +56,32 @@ __device__ __forceinline__ void load_g(const qf_nb_params &p, long long k, float
         g[j] = kZeroCenteredGamma ? g[j] + 1.0f : g[j];
 }
 
-/* acc[0..V-1] += v (shared memory; V = 8: two 16-byte accesses, acc 16-byte aligned). */
+/* The accumulators in shared memory (s_acc): dgamma's in [0, R), dbeta's in [R, 2 R), R =
+ * QF_NB_ACC(K, THREADS) floats. A column's place in its half (acc_at): in the 16-byte walks (V =
+ * 8; thread t's vector i is columns c = 8 (t + i THREADS) .. c + 7) columns c .. c + 3 sit at 4
+ * (2 i THREADS + t) and c + 4 .. c + 7 at 4 THREADS floats on, so that a warp's 16-byte accesses
+ * are 512 consecutive bytes, without bank conflicts (at 32 bytes per thread they were 2-way
+ * conflicted); elsewhere (V = 1) column c at c. */
+__device__ __forceinline__ long long acc_half(long long K) {
+    return QF_NB_ACC(K, static_cast<long long>(kThreads));
+}
+
+template <int V>
+__device__ __forceinline__ float *acc_at(float *s_acc, long long c) {
+    if (V == 1)
+        return s_acc + c;
+    const int u = static_cast<int>(c / 8); /* t + i THREADS (K <= QF_NB_MAX_K) */
+    return s_acc + 4 * (u + u / kThreads * kThreads);
+}
+
+/* acc[0..V-1] += v (shared memory at acc_at<V>; V = 8: two 16-byte accesses). */
 template <int V>
 __device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
     if constexpr (V == 8) {
         float4 *q = reinterpret_cast<float4 *>(acc);
-        const float4 a = q[0], b = q[1];
+        const float4 a = q[0], b = q[kThreads];
         q[0] = make_float4(a.x + v[0], a.y + v[1], a.z + v[2], a.w + v[3]);
-        q[1] = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
+        q[kThreads] = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++)
@@ -97,9 +118,9 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
                 s2 += dxh * xh;
                 dg[j] = d[j] * xh;
             }
-            smem_add<V>(s_acc + c, dg);
+            smem_add<V>(acc_at<V>(s_acc, c), dg);
             if (kLayerNorm)
-                smem_add<V>(s_acc + K + c, d);
+                smem_add<V>(acc_at<V>(s_acc + acc_half(K), c), d);
         }
         /* two buffers, alternated per row: a row's reads finish before the next row writes the
          * same buffer, behind the next row's first barrier */
@@ -133,10 +154,11 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
 }
 
 /* f(q, c, x, dxn, g) for each held vector: row q < nr of the step, columns c .. c + 7 (before K),
- * x and dxn unpacked from the raw vectors xr and dr (rows_held), g as load_g gives it. */
-template <int RV, int NR, typename F>
+ * x and dxn unpacked from the raw vectors xr and dr (rows_held), g as load_g gives it; then
+ * after(c) once the step's rows of those columns are done. */
+template <int RV, int NR, typename F, typename A>
 __device__ __forceinline__ void held_each(const qf_nb_params &p, const uint4 (&xr)[NR][RV],
-                                          const uint4 (&dr)[NR][RV], int nr, F f) {
+                                          const uint4 (&dr)[NR][RV], int nr, F f, A after) {
 #pragma unroll
     for (int i = 0; i < RV; i++) {
         const long long c = (static_cast<long long>(threadIdx.x) + i * kThreads) * 8;
@@ -153,6 +175,7 @@ __device__ __forceinline__ void held_each(const qf_nb_params &p, const uint4 (&x
             unpack16<QF_DTYPE_BF16, 8>(dr[q][i], d);
             f(q, c, xv, d, g);
         }
+        after(c);
     }
 }
 
@@ -191,23 +214,27 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
             mu[q] = kLayerNorm ? p.mu[rq] : 0.0f;
             rs[q] = p.rsigma[rq];
         }
-        held_each<RV, NR>(p, xr, dr, nr,
-                          [&](int q, long long c, const float (&xv)[8], const float (&d)[8],
-                              const float (&g)[8]) {
-                              float dg[8];
+        /* a vector's dxn * xh and dxn summed over the step's rows in registers (row by row),
+         * then added into the accumulators once */
+        float sg[8], sb[8];
+        held_each<RV, NR>(
+            p, xr, dr, nr,
+            [&](int q, long long, const float (&xv)[8], const float (&d)[8], const float (&g)[8]) {
 #pragma unroll
-                              for (int j = 0; j < 8; j++) {
-                                  const float xh =
-                                      kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
-                                  const float dxh = d[j] * g[j];
-                                  s1[q] += dxh;
-                                  s2[q] += dxh * xh;
-                                  dg[j] = d[j] * xh;
-                              }
-                              smem_add<8>(s_acc + c, dg);
-                              if (kLayerNorm)
-                                  smem_add<8>(s_acc + K + c, d);
-                          });
+                for (int j = 0; j < 8; j++) {
+                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
+                    const float dxh = d[j] * g[j];
+                    s1[q] += dxh;
+                    s2[q] += dxh * xh;
+                    sg[j] = q ? sg[j] + d[j] * xh : d[j] * xh;
+                    sb[j] = q ? sb[j] + d[j] : d[j];
+                }
+            },
+            [&](long long c) {
+                smem_add<8>(acc_at<8>(s_acc, c), sg);
+                if (kLayerNorm)
+                    smem_add<8>(acc_at<8>(s_acc + acc_half(K), c), sb);
+            });
         /* two buffers, alternated per step (as in rows) */
         float (*red)[kWarps] = s_red[((r - r0) / NR) & 1];
 #pragma unroll
@@ -243,7 +270,8 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
                                   dx[j] = rs[q] * (d[j] * g[j] - m1[q] - xh * m2[q]);
                               }
                               store_n<kInDtype, 8>(p.dx, (r + q) * K + c, dx);
-                          });
+                          },
+                          [](long long) {});
     }
 }
 
@@ -285,10 +313,10 @@ __device__ __forceinline__ void walk(const qf_nb_params &p, float *s_acc,
 /* 3 blocks of 256 threads per SM (80 registers): left alone, ptxas gave rows_held's LayerNorm
  * 123-128 registers, 2 blocks. */
 extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const qf_nb_params p) {
-    extern __shared__ __align__(16) float s_acc[]; /* [0, K): dgamma, [K, 2K): dbeta */
+    extern __shared__ __align__(16) float s_acc[]; /* dgamma's and dbeta's (acc_at) */
     __shared__ float s_red[2][4][kWarps];
-    const long long K = p.K;
-    for (long long c = threadIdx.x; c < 2 * K; c += kThreads)
+    const long long K = p.K, R = acc_half(K);
+    for (long long c = threadIdx.x; c < 2 * R; c += kThreads)
         s_acc[c] = 0.0f;
     __syncthreads(); /* zeroed by other threads than the ones that add into them below */
     const long long r0 = static_cast<long long>(blockIdx.x) * p.rows_per_block;
@@ -298,12 +326,15 @@ extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const 
     float *pg = p.part + static_cast<long long>(blockIdx.x) * K;
     float *pb = p.part + (static_cast<long long>(p.blocks) + blockIdx.x) * K;
     const int v = vec_ok(p) ? 8 : 1;
-    for (long long c0 = static_cast<long long>(threadIdx.x) * v; c0 < K; c0 += kThreads * v)
-        for (long long c = c0; c < c0 + v; c++) {
-            pg[c] = s_acc[c];
+    for (long long c0 = static_cast<long long>(threadIdx.x) * v; c0 < K; c0 += kThreads * v) {
+        const long long a = v == 8 ? acc_at<8>(s_acc, c0) - s_acc : c0;
+        for (int j = 0; j < v; j++) {
+            const long long o = a + (j < 4 ? j : 4 * kThreads + j - 4); /* acc_at's halves */
+            pg[c0 + j] = s_acc[o];
             if (kLayerNorm)
-                pb[c] = s_acc[K + c];
+                pb[c0 + j] = s_acc[R + o];
         }
+    }
 }
 
 namespace {
