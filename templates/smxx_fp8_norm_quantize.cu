@@ -332,9 +332,9 @@ __device__ __forceinline__ bool cols_both(const qf_q_params &p) {
  * QF_DBIAS_GROUP tiles down one tile column (ColsWalk). Each thread adds its rows of each tile to
  * its columns' sums in registers (cols_emit); at the item's end the lanes of a warp (4 rows each)
  * add theirs by shuffles, then one thread per column the 8 warps in order, into
- * dbias_part[group, columns] (cols_dbias_flush). A fixed order: deterministic. Per tile it had
- * been the shuffles, a barrier and the partials' store (docs/bench.md, "dbias's partials per
- * group of tiles"). */
+ * dbias_part[group, columns] (cols_item_end). A fixed order: deterministic. The shuffles, a
+ * barrier and a store of partials per tile took about 120 instructions a thread per SwiGLU dh
+ * pair (docs/bench.md, "dbias's partials per group of tiles"). */
 __device__ __forceinline__ bool cols_dbias(const qf_q_params &p) {
     return kNorm == QF_NORM_NONE && p.dbias_part != nullptr;
 }
