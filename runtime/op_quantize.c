@@ -23,7 +23,13 @@ typedef struct qf_qcall {
     qf_tensor *dbias;       /* qf_quantize_dbias_act's fused path: dbias [K] of dh, or NULL */
     const qf_kernel_entry *dbias_k; /* its dbias module (the _reduce entry) */
     int amax_given;         /* current scaling: out's amax already holds x's (qf_quantize_cast) */
+    const char *x_name;     /* x's name in messages when not "x" or "h" (qf_quantize_dbias: dy) */
 } qf_qcall;
+
+/* The name of c's input x in messages: x_name, else h under an activation prologue, else x. */
+static const char *qf_q_x_name(const qf_qcall *c) {
+    return c->x_name ? c->x_name : c->prologue != QF_PROLOGUE_NONE ? "h" : "x";
+}
 
 static const qf_norm_desc qf_norm_none = {.norm = QF_NORM_NONE};
 
@@ -55,7 +61,7 @@ static qf_status qf_q_check_out(qf_qcall *c) {
 
 static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe) {
     QF_TRY(qf_check_recipe(c->op, ctx, recipe, &c->r));
-    QF_TRY(qf_check_activation(c->op, "x", c->x, &c->M, &c->K));
+    QF_TRY(qf_check_activation(c->op, qf_q_x_name(c), c->x, &c->M, &c->K));
     return qf_q_check_out(c);
 }
 
@@ -84,8 +90,7 @@ static qf_status qf_q_slots_kernel(qf_qcall *c, const float *scale, const qf_ker
     int n = 0;
     QF_TRY(qf_q_shapes(c, &q, shapes, &n));
     const qf_tensor scale_t = qf_q_scale_tensor(c, scale);
-    const qf_inputs in = {5, {c->prologue != QF_PROLOGUE_NONE ? "h" : "x", "norm->gamma",
-                              "norm->beta", "da", "scale"},
+    const qf_inputs in = {5, {qf_q_x_name(c), "norm->gamma", "norm->beta", "da", "scale"},
                           {c->x, &c->nd->gamma, &c->nd->beta, c->da, &scale_t}};
     QF_TRY(qf_check_slots(c->op, shapes, n, "out", c->out, &in));
     c->slots = 0;
@@ -358,14 +363,13 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
  * loads). */
 static qf_status qf_q_nv_check(const qf_qcall *c) {
     const int act = c->prologue != QF_PROLOGUE_NONE;
-    const char *xn = act ? "h" : "x";
+    const char *xn = qf_q_x_name(c);
     if (c->M % 16 != 0 || c->K % 16 != 0)
         return qf_set_error(QF_ERR_INVALID_ARG,
-                            "%s: %s [M, K] = [%lld, %lld]; NVFP4 "
+                            "%s: %s %s [M, K] = [%lld, %lld]; NVFP4 "
                             "needs M and K to be multiples of 16 (numerics 2.4)", c->op,
-                            !act ? "x is viewed as"
-                            : c->da ? "the quantized dh is" : "the quantized a = act(h) is",
-                            (long long)c->M, (long long)c->K);
+                            !act ? xn : c->da ? "the quantized dh" : "the quantized a = act(h)",
+                            !act ? "is viewed as" : "is", (long long)c->M, (long long)c->K);
     const void *const ptrs[] = {c->x->data, c->nd->norm ? c->nd->gamma.data : NULL,
                                 c->nd->norm == QF_NORM_LAYERNORM ? c->nd->beta.data : NULL,
                                 c->da ? c->da->data : NULL};
@@ -530,7 +534,7 @@ qf_status qf_quantize_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *
                             const float *scale, const qf_rng *rng, qf_quantized *out,
                             qf_tensor *dbias, void *stream) {
     qf_qcall c = {.op = "qf_quantize_dbias", .role = QF_ROLE_GRAD, .nd = &qf_norm_none, .x = dy,
-                  .out = out};
+                  .out = out, .x_name = "dy"};
     if (!dy) /* named as dy, not as qf_quantize's x */
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: dy is NULL", c.op);
     QF_TRY(qf_q_check(&c, ctx, recipe));

@@ -432,6 +432,13 @@ static void test_act_quantize_args(void **state) {
            QF_ERR_NO_DEVICE, "arguments are valid");
     expect(qf_quantize_dbias(ctx, kRecipe, NULL, scale, &rng, &dhq, &db, NULL), QF_ERR_INVALID_ARG,
            "dy is NULL");
+    /* its input named dy in every message, not qf_quantize's x */
+    const qf_tensor dy_e5m2 = t2(slot(14), QF_DTYPE_E5M2, M, K);
+    expect(qf_quantize_dbias(ctx, kRecipe, &dy_e5m2, scale, &rng, &dhq, &db, NULL),
+           QF_ERR_INVALID_ARG, "dy.dtype is e5m2");
+    const qf_tensor dy_on_q = t2(dhq.t[QF_SLOT_ROWWISE_DATA].data, QF_DTYPE_BF16, M, K);
+    expect(qf_quantize_dbias(ctx, kRecipe, &dy_on_q, scale, &rng, &dhq, &db, NULL),
+           QF_ERR_INVALID_ARG, "dy", "overlap");
     expect(qf_quantize_dbias(ctx, kRecipe, &dh, scale, &rng, &dhq, NULL, NULL), QF_ERR_INVALID_ARG,
            "dbias");
     qf_tensor db_bad = t1(slot(15), QF_DTYPE_FP32, K);
