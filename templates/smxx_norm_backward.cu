@@ -66,6 +66,8 @@ __device__ __forceinline__ long long acc_half(long long K) {
     return QF_NB_ACC(K, static_cast<long long>(kThreads));
 }
 
+constexpr int kAccHi = 4 * kThreads; /* acc_at: a vector's columns c + 4 .. c + 7, floats on */
+
 template <int V>
 __device__ __forceinline__ float *acc_at(float *s_acc, long long c) {
     if (V == 1)
@@ -79,9 +81,10 @@ template <int V>
 __device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
     if constexpr (V == 8) {
         float4 *q = reinterpret_cast<float4 *>(acc);
-        const float4 a = q[0], b = q[kThreads];
+        float4 *h = reinterpret_cast<float4 *>(acc + kAccHi);
+        const float4 a = q[0], b = h[0];
         q[0] = make_float4(a.x + v[0], a.y + v[1], a.z + v[2], a.w + v[3]);
-        q[kThreads] = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
+        h[0] = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++)
@@ -329,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 3) __KERNEL_NAME__(const 
     for (long long c0 = static_cast<long long>(threadIdx.x) * v; c0 < K; c0 += kThreads * v) {
         const long long a = v == 8 ? acc_at<8>(s_acc, c0) - s_acc : c0;
         for (int j = 0; j < v; j++) {
-            const long long o = a + (j < 4 ? j : 4 * kThreads + j - 4); /* acc_at's halves */
+            const long long o = a + (j < 4 ? j : kAccHi + j - 4); /* acc_at's halves */
             pg[c0 + j] = s_acc[o];
             if (kLayerNorm)
                 pb[c0 + j] = s_acc[R + o];
