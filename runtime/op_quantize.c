@@ -211,18 +211,18 @@ static qf_status qf_q_reduce(const qf_qcall *c, unsigned copy, qf_slot s, void *
 
 /* {===================================================================== per-tensor FP8 */
 
-/* Current scaling's amax pass of an activation prologue's input through the module's `<name>_amax`
- * entry (amax_body in templates/smxx_fp8_norm_quantize.cu: p's prologue output streamed in
+/* Current scaling's amax pass of an input without a norm through the module's `<name>_amax`
+ * entry (amax_body in templates/smxx_fp8_norm_quantize.cu: x, or p's prologue output, streamed in
  * 16-byte vectors of its input, no copy written), on at most one wave of blocks; *s is the
  * launch's status (as qf_ctx_launch's). Returns 0 without launching where the entry cannot take
- * the call: no such entry, no prologue, an empty input, or vectors that are not whole (K, F = K /
- * 2 of a SwiGLU dh, not a multiple of 16 / sizeof(x); x or da not 16-byte aligned); *s is then
+ * the call: no such entry, a norm, an empty input, or vectors that are not whole (K, F = K / 2 of
+ * a SwiGLU dh, not a multiple of 16 / sizeof(x); x or da not 16-byte aligned); *s is then
  * untouched. */
 static int qf_q_amax_entry(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                            const qf_qcall *c, qf_q_params *p, void *stream, qf_status *s) {
     const int64_t epv = 16 / (int64_t)qf_dtype_size(c->x->dtype);
     const int64_t w = c->prologue == QF_PROLOGUE_DACT(QF_ACT_SWIGLU) ? p->K / 2 : p->K;
-    if (!lk->fn_amax || c->prologue == QF_PROLOGUE_NONE || p->M <= 0 || w <= 0 || w % epv != 0 ||
+    if (!lk->fn_amax || k->norm != QF_NORM_NONE || p->M <= 0 || w <= 0 || w % epv != 0 ||
         !qf_aligned16(p->x) || !qf_aligned16(p->da))
         return 0;
     const int64_t blocks = (p->M * (w / epv) + k->block_threads - 1) / k->block_threads;
@@ -237,12 +237,13 @@ static int qf_q_amax_entry(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_k
  * inputs), where M and K are multiples of 64 and the arrays 16-byte aligned; else a
  * row-in-registers entry (then the `_cols` entry, for a columnwise copy with a norm) where the
  * call allows one; else the tiled entry. Current scaling (numerics 2.2): amax slot zeroed, then
- * pass 0 (statistics and amax, no copy written: for an activation prologue's input the `_amax`
- * entry where it can run (qf_q_amax_entry), else the `_cols` entry; for other inputs a rows
- * entry where the call allows one) and pass 1 (the cast, with pass 0's statistics), launched as
- * delayed scaling's one is, except that with a norm the `_cols` entry writes both copies alone
- * where it can (qf_cols_alone), from one read of x. At large K the rows and `_cols` entries
- * reading x twice take a third of the time the tiled entry's single read of both copies does.
+ * pass 0 (statistics and amax, no copy written: without a norm the `_amax` entry where it can
+ * run (qf_q_amax_entry), else for an activation prologue's input the `_cols` entry; for other
+ * inputs a rows entry where the call allows one) and pass 1 (the cast, with pass 0's
+ * statistics), launched as delayed scaling's one is, except that with a norm the `_cols` entry
+ * writes both copies alone where it can (qf_cols_alone), from one read of x. At large K the rows
+ * and `_cols` entries reading x twice take a third of the time the tiled entry's single read of
+ * both copies does.
  * The thread's amax reduction runs between the passes. With c->amax_given (qf_quantize_cast),
  * pass 0 is skipped: the amax slot already holds x's. */
 static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *stream) {
@@ -275,9 +276,10 @@ static qf_status qf_q_fp8(qf_ctx_t *ctx, qf_qcall *c, const float *scale, void *
         p.pass = 1;
     } else if (current) {
         s = qf_q_zero(c, QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, QF_SLOT_AMAX, stream);
-        /* the amax pass of an activation prologue's input in the `_amax` entry, else in the
-         * `_cols` entry where it runs alone (a SwiGLU dh's da, h1 and h2 read once; the rows entry
-         * holds 2 vectors of them per thread); of other inputs in a rows entry */
+        /* the amax pass of an input without a norm in the `_amax` entry where it can run, else,
+         * of an activation prologue's input, in the `_cols` entry where it runs alone (a SwiGLU
+         * dh's da, h1 and h2 read once; the rows entry holds 2 vectors of them per thread); of
+         * other inputs in a rows entry */
         rc.no_cols = c->prologue == QF_PROLOGUE_NONE;
         if (s == QF_OK && !qf_q_amax_entry(ctx, &lk, k, c, &p, stream, &s))
             s = qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);

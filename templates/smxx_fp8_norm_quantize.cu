@@ -19,8 +19,8 @@
  *   runs after a rows entry on the same stream and takes that entry's mu/rsigma and amax (the
  *   pair reads x twice, but every access is a full vector). Without one it runs alone and also
  *   writes the rowwise copy and merges the amax: both copies from one read of x.
- * - `<name>_amax` (current scaling with an activation prologue; whole 16-byte vectors): the amax
- *   pass alone, streaming the prologue's input (amax_body, below).
+ * - `<name>_amax` (current scaling without a norm; whole 16-byte vectors): the amax pass
+ *   alone, streaming x or the prologue's input (amax_body, below).
  *
  * Tiled path: one block owns TILE_M rows. Phase 1: each warp computes mean and variance of its
  * rows in two passes over x (exact two-pass variance, no cancellation). Phase 2: the block walks
@@ -713,19 +713,21 @@ __device__ void cols_body(const qf_q_params &p) {
 
 /* ---------------------------------------------------------------- amax entry */
 
-/* Current scaling's amax pass of an activation prologue's input (`<name>_amax`; numerics 2.2):
- * the grid streams the prologue's output in 16-byte vectors of its input, row-major, and merges
- * their |y| into the amax, writing nothing. A SwiGLU dh is taken as pairs (dh1 and dh2 at the
- * same columns from one load of da, h1 and h2: load_swiglu_grad_pair), every other prologue one
- * output vector at a time (load_src_from); the values are the ones the cast pass quantizes. Each
- * thread issues the loads of kAmaxUnroll positions (LoadAhead) before it merges any (LoadHeld),
- * with no barrier before the block's amax reduction, and merges the values before their rounding
- * to x's dtype, rounding its amax once (amax_merge_y). The runtime launches it where the vectors
- * are whole (K, or F = K / 2 of a SwiGLU dh, a multiple of kEpv; x and da 16-byte aligned), on
- * one wave of blocks. fp8_current's SwiGLU dh amax of the step (16384 x 28672, bf16) took 334
- * us at 88% of DRAM peak (Nsight Compute), 437 us through the `_cols` entry before
- * (docs/bench.md, "Current scaling's amax in its own entry"). */
-constexpr bool kAmaxEntry = kCurrent && kHasPrologue;
+/* Current scaling's amax pass of an input without a norm (`<name>_amax`; numerics 2.2): the
+ * grid streams x, or the activation prologue's output, in 16-byte vectors of its input,
+ * row-major, and merges their |y| into the amax, writing nothing. A SwiGLU dh is taken as pairs
+ * (dh1 and dh2 at the same columns from one load of da, h1 and h2: load_swiglu_grad_pair), every
+ * other input one vector at a time (load_src_from); the values are the ones the cast pass
+ * quantizes. Each thread issues the loads of kAmaxUnroll positions (LoadAhead) before it merges
+ * any (LoadHeld), with no barrier before the block's amax reduction; a prologue's values are
+ * merged before their rounding to x's dtype and the amax rounded once (amax_merge_y). The runtime
+ * launches it where the vectors are whole (K, or F = K / 2 of a SwiGLU dh, a multiple of kEpv; x
+ * and da 16-byte aligned), on one wave of blocks. fp8_current's SwiGLU dh amax of the step (16384
+ * x 28672, bf16) took 334 us at 88% of DRAM peak (Nsight Compute), 437 us through the `_cols`
+ * entry before (docs/bench.md, "Current scaling's amax in its own entry"); a weight's (4096 x
+ * 14336) 32 us, 41 us through the rows entry before ("The amax pass without a norm in the
+ * `_amax` entry"). */
+constexpr bool kAmaxEntry = kCurrent && kNorm == QF_NORM_NONE;
 /* 16-byte loads per position: da, h1 and h2 of a SwiGLU dh pair; da and h (non-gated dh) or h1
  * and h2 (SwiGLU's a); h */
 constexpr int kAmaxSlotsPerPos =
@@ -754,8 +756,10 @@ __device__ __forceinline__ AmaxPos amax_step(AmaxPos pos, long long dm, long lon
  * nearest being monotonic and odd). amax_merge keeps the largest bits, so a NaN's too (as the
  * other entries' amax merge does; its rounding to x's dtype is monotonic in the bits as well).
  * Where every NaN of y comes out of arithmetic, the canonical NaN, one max.NaN per value does
- * the same (kAmaxFast: 16-bit x; not relu's dh, which passes da's NaN through with its bits). */
-constexpr bool kAmaxFast = kInSize == 2 && !(kPrologueGrad && kPrologueAct == QF_ACT_RELU);
+ * the same (kAmaxFast: a prologue on 16-bit x; not relu's dh, which passes da's NaN through with
+ * its bits, nor x itself, whose NaNs keep theirs). */
+constexpr bool kAmaxFast =
+    kHasPrologue && kInSize == 2 && !(kPrologueGrad && kPrologueAct == QF_ACT_RELU);
 
 __device__ __forceinline__ float amax_merge_y(float amax, float y) {
     return kAmaxFast ? amax_merge_fast(amax, y) : amax_merge(amax, y);
@@ -817,7 +821,8 @@ __device__ void amax_body(const qf_q_params &p) {
         LoadGlobal g;
         for (; pos.m < p.M; pos = amax_step(pos, dm, dv, W))
             amax = amax_pos(g, p, pos, amax);
-        block_amax_commit(p, round_to<kInDtype>(amax), s_amax, 1.0f);
+        /* x's own values need no rounding (which would also make a NaN canonical) */
+        block_amax_commit(p, kHasPrologue ? round_to<kInDtype>(amax) : amax, s_amax, 1.0f);
     }
 }
 
@@ -842,6 +847,6 @@ QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, kColAhead ? 2 : 4, qf_q_params)
 QF_COLS_ENTRY(__KERNEL_NAME__, kThreads, qf_q_params)
 #endif
 /* `_amax` in every variant (the registry lists a template's entries, not a variant's); only
- * current scaling's prologue variants have a walk in it, at 4 or more blocks per SM (64 registers
- * or fewer: relu's and fp32 x's 40-56, 5 or 6 blocks). */
+ * current scaling's variants without a norm have a walk in it, at 4 or more blocks per SM (64
+ * registers or fewer: relu's and fp32 x's 40-56, 5 or 6 blocks). */
 QF_AMAX_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)
