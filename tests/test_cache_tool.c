@@ -398,9 +398,22 @@ static void test_list_invalid_and_stale(void **state) {
     assert_int_equal(qf_cache_store("qf_fp8_delayed_scale_update", KEY_X, 90, payload, 100),
                      QF_OK);
     assert_int_equal(qf_cache_store("no_such_kernel", KEY_X, 90, payload, 100), QF_OK);
+    /* an entry whose header names an architecture no GPU has (a corrupt arch field, offset 44) */
+    assert_int_equal(qf_cache_store("qf_fp8_delayed_quant_weight_bf16", KEY_X, 90, payload, 100),
+                     QF_OK);
+    char odd[PATH_MAX + 128];
+    snprintf(odd, sizeof odd, "%s/qf_fp8_delayed_quant_weight_bf16." KEY_X ".cubin", fx->dir);
+    FILE *f = fopen(odd, "r+b");
+    assert_non_null(f);
+    const int32_t bad_arch = -91;
+    assert_int_equal(fseek(f, 44, SEEK_SET), 0);
+    assert_int_equal(fwrite(&bad_arch, sizeof bad_arch, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
     unsetenv("QFUSE_CACHE_DIR");
     qf_cache_reset();
     result r = run_tool(fx, "list");
+    assert_null(strstr(r.out, "sm_-")); /* that entry's ARCH is "?", not the number */
+    assert_non_null(strstr(r.out, "invalid: the header names no GPU architecture (-91)"));
     const char *bad = strstr(r.out, "invalid: bad magic");
     assert_non_null(bad);
     const char *line = bad;
@@ -417,7 +430,7 @@ static void test_list_invalid_and_stale(void **state) {
     while (p > r.out && p[-1] == ' ')
         p--;
     assert_true(p > r.out + 2 && p[-1] == '?' && p[-2] == ' ' && name - p >= 2);
-    expect_run(r, 0, "3 entries", NULL);
+    expect_run(r, 0, "4 entries", NULL);
 }
 
 /* Every row of list, the header's included, has its columns at the same places, however long

@@ -2,7 +2,8 @@
  * relative QFUSE_CACHE_DIR is refused (memory-only, one warning), QFUSE_CACHE_READONLY makes
  * the directory read but never written (a directory without write permission: test_jit_cache.c),
  * and the outcome of each store
- * is reported (qf_cache_last_stored) so that `qfuse-cache warm` counts a failed store. The
+ * is reported (qf_cache_last_stored) so that `qfuse-cache warm` counts a failed store; a
+ * directory or an entry writable by every user is not trusted. The
  * boolean variables' spellings (qf_env_flag) are checked here too. */
 #include "test_jit_cache_util.h"
 
@@ -152,6 +153,44 @@ static void test_failed_store_reported(void **state) {
     unlink(fx->dir);
 }
 
+/* A directory writable by every user is not used (anyone could plant an entry under a name
+ * this process asks for): memory-only, one warning; a group-writable one (a team's shared
+ * cache) is. An entry writable by every user is not loaded, and the next store replaces it. */
+static void test_world_writable(void **state) {
+    fixture *fx = *state;
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    assert_int_equal(chmod(fx->dir, 01777), 0);
+    char *err;
+    assert_null(dir_captured(&err));
+    assert_non_null(strstr(err, "is writable by every user (mode 1777)"));
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
+    free(err);
+    setenv("QFUSE_CACHE_READONLY", "1", 1); /* read-only use is refused alike */
+    assert_null(dir_captured(&err));
+    unsetenv("QFUSE_CACHE_READONLY");
+    assert_non_null(strstr(err, "writable by every user"));
+    free(err);
+    assert_int_equal(chmod(fx->dir, 02770), 0);
+    assert_non_null(dir_captured(&err));
+    assert_string_equal(err, "");
+    free(err);
+    char path[PATH_MAX];
+    store_a(fx, path);
+    assert_int_equal(chmod(path, 0666), 0);
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    void *data = NULL;
+    size_t size = 0;
+    const int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
+    err = qf_test_capture_end(&c);
+    assert_int_equal(hit, 0);
+    assert_non_null(strstr(err, "ignoring untrusted kernel cache entry"));
+    assert_non_null(strstr(err, "writable by every user (mode 0666)"));
+    free(err);
+    store_a(fx, path); /* replaced by this process's own file */
+    assert_hit_a();
+}
+
 /* =====================================================================} */
 
 int main(void) {
@@ -159,7 +198,7 @@ int main(void) {
         T(test_env_flag_spellings),   T(test_env_flag_unknown_warns_once),
         T(test_relative_dir_refused),
         T(test_readonly_flag),        T(test_readonly_flag_missing_dir),
-        T(test_failed_store_reported),
+        T(test_failed_store_reported), T(test_world_writable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,7 +46,9 @@ def _recipe(recipe):
 
 
 def _query(op, role, norm, outputs, M, N, K, dtype):
-    """A qf_shape_query; unknown names raise ValueError, naming the choices."""
+    """A qf_shape_query; unknown names raise ValueError, naming the choices. A size left out
+    (None) goes to libqfuse as 1024, a multiple of every block size, so that the query is checked
+    on the sizes given; formulas() refuses it where the op's outputs use that size."""
     def pick(table, what, name):
         try:
             return table[name]
@@ -54,6 +56,8 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
             raise ValueError("qfuse.shapes: %s %r is not one of %s" % (what, name,
                                                                        ", ".join(table)))
     def size(what, v):
+        if v is None:
+            return 1024
         v = _hint(v, what)
         if not -2 ** 63 <= v < 2 ** 63:
             raise ValueError("qfuse.shapes: %s = %d does not fit in int64" % (what, v))
@@ -67,15 +71,25 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
 
 
-def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
-    """((name, dtype name, (dim formulas...)), ...) of one query, in libqfuse's order. Raises
-    QfuseError for a query the recipe refuses (sizes not positive or not the multiples its family
-    needs, no copy asked of a quantizer, ...), ValueError or TypeError for bad arguments."""
+def _missing(op, missing):
+    return ValueError("qfuse.shapes: %s needs %s (its outputs' shapes use %s)"
+                      % (op, " and ".join(missing), "them" if len(missing) > 1 else "it"))
+
+
+def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K=None,
+             dtype="bf16"):
+    """((name, dtype name, (dim formulas...)), ...) of one query, in libqfuse's order. The sizes
+    its outputs' shapes use must be given (quantize: M and K; gemm: M and N; activation and
+    dbias: M and N): one left out is a ValueError, one they do not use is checked at 1024.
+    Raises QfuseError for a query the recipe refuses (sizes not positive or not the multiples
+    its family needs, no copy asked of a quantizer, ...), ValueError or TypeError for bad
+    arguments."""
     q = _query(op, role, norm, outputs, M, N, K, dtype)  # checks the arguments, every call
     key = (recipe, op, role, norm, outputs, M, N, K, dtype)
     hit = _formula_cache.get(key)
     if hit is not None:
         return hit
+    missing = [n for n, v in (("M", M), ("N", N), ("K", K)) if v is None]
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
     _lib.check(_lib.lib.qf_fake_shape_formulas(_recipe(recipe), ctypes.byref(q), out, 16,
@@ -83,6 +97,9 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dt
     res = tuple((out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
                  tuple(out[i].dims[d].decode() for d in range(out[i].ndim)))
                 for i in range(n.value))
+    used = [m for m in missing if any(m in f for _, _, dims in res for f in dims)]
+    if used:
+        raise _missing(op, used)
     if len(_formula_cache) > 4096:
         _formula_cache.clear()
     _formula_cache[key] = res
@@ -132,16 +149,24 @@ def evaluate(formula, sizes):
     return v
 
 
-def outputs(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
+def outputs(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K=None,
+            dtype="bf16"):
     """[Output(name, dtype name, dims)] of one query, dims evaluated for M, N, K as given (ints
-    or SymInts; libqfuse checks the query at their example values)."""
-    fs = formulas(recipe, op, role, norm, outputs, _hint(M), _hint(N), _hint(K), dtype)
+    or SymInts; libqfuse checks the query at their example values); the sizes the op uses must
+    be given (formulas)."""
+    def hint(v, what):
+        return None if v is None else _hint(v, what)
+    fs = formulas(recipe, op, role, norm, outputs, hint(M, "M"), hint(N, "N"), hint(K, "K"),
+                  dtype)
     sizes = {"M": M, "N": N, "K": K}
     return [Output(name, dt, tuple(evaluate(f, sizes) for f in dims)) for name, dt, dims in fs]
 
 
-def concrete(recipe, op, role="input", norm="none", outputs=0, M=1, N=1, K=1, dtype="bf16"):
-    """[Output(name, dtype name, dims)] from qf_fake_shapes itself (concrete ints only)."""
+def concrete(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K=None,
+             dtype="bf16"):
+    """[Output(name, dtype name, dims)] from qf_fake_shapes itself (concrete ints only; the
+    sizes the op uses must be given, as for formulas)."""
+    formulas(recipe, op, role, norm, outputs, M, N, K, dtype)  # refuses a size left out
     q = _query(op, role, norm, outputs, M, N, K, dtype)
     out = (_lib.Shape * 16)()
     n = ctypes.c_int()

@@ -18,6 +18,7 @@
 
 #include "jit_compile.h"
 #include "jit_key.h"
+#include "qf_arch.h"
 
 #define QF_CACHE_MAGIC "QFUSEKC1"
 #define QF_CACHE_FORMAT 1u              /* bump when the header or the payload's meaning changes */
@@ -97,6 +98,20 @@ static int qf_cache_mkdirs(char *path, int *read_only) {
     return err;
 }
 
+/* 1 (after a warning) when the chosen directory is writable by every user: anyone could put a
+ * kernel there under a name this process will ask for, so it is not used. A group-writable
+ * directory (a team's shared cache) is. */
+static int qf_cache_world_writable(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0 || !(st.st_mode & S_IWOTH))
+        return 0;
+    qf_warn("kernel cache directory %s is writable by every user (mode %04o): anyone could put "
+            "kernels there that this process would load; using the in-memory cache only (set "
+            "QFUSE_CACHE_DIR to a directory that only you or your group can write)",
+            dir, (unsigned)(st.st_mode & 07777));
+    return 1;
+}
+
 /* Decides the directory (called once under the mutex); warns when falling back to memory-only,
  * or when the directory can only be read (entries are loaded, none stored). */
 static const char *qf_cache_decide(void) {
@@ -119,6 +134,8 @@ static const char *qf_cache_decide(void) {
     if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */
         struct stat st;
         if (stat(qf_cache_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (qf_cache_world_writable(qf_cache_path))
+                return NULL;
             qf_cache_read_only = 1;
             return qf_cache_path;
         }
@@ -128,6 +145,8 @@ static const char *qf_cache_decide(void) {
     }
     if (!err)
         err = qf_cache_mkdirs(qf_cache_path, &ro);
+    if ((!err || ro) && qf_cache_world_writable(qf_cache_path))
+        return NULL;
     if (err && ro) {
         qf_warn("kernel cache directory %s is read-only (%s); its entries are used, new kernels "
                 "are not stored", qf_cache_path, strerror(err));
@@ -273,6 +292,9 @@ static const char *qf_cache_read_entry(int fd, const char *key, int arch, void *
                                : S_ISSOCK(st.st_mode) ? "a socket"
                                : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                                                                             : "a special file");
+    if (st.st_mode & S_IWOTH) /* anyone could have written the code it holds */
+        return qf_cache_reject("untrusted", why, cap, "writable by every user (mode %04o)",
+                               (unsigned)(st.st_mode & 07777));
     if (st.st_size < (off_t)sizeof h || qf_cache_io_all(fd, &h, sizeof h, 0) != 0)
         return qf_cache_reject("corrupt", why, cap,
                                "truncated (%lld bytes, the header alone is %zu)",
@@ -474,8 +496,15 @@ static void qf_cache_info_validate(int fd, qf_cache_info *info) {
     void *data = NULL;
     size_t size = 0;
     if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-        memcmp(h.magic, QF_CACHE_MAGIC, sizeof h.magic) == 0)
+        memcmp(h.magic, QF_CACHE_MAGIC, sizeof h.magic) == 0) {
+        if (h.arch < QF_ARCH_MIN || h.arch > QF_ARCH_MAX) { /* a damaged field, not an arch */
+            info->valid = 0;
+            qf_cache_reject("corrupt", info->why, sizeof info->why,
+                            "the header names no GPU architecture (%d)", (int)h.arch);
+            return;
+        }
         info->arch = h.arch; /* else 0: no architecture to show */
+    }
     const char *kind = qf_cache_read_entry(fd, info->key, info->arch, &data, &size, info->why,
                                            sizeof info->why);
     free(data);

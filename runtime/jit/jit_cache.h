@@ -23,7 +23,8 @@
  * read but not write is used read-only (entries loaded, stores skipped: a shared node cache; one
  * warning), as is the directory when QFUSE_CACHE_READONLY is on (silently; it must exist). Returns
  * NULL when the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE on, silently) or the directory
- * cannot be used (one warning per process in that case: memory-only). Decided once and memoized;
+ * cannot be used, a directory writable by every user included (one warning per process in that
+ * case: memory-only). Decided once and memoized;
  * the string is owned by the cache and stays valid until qf_cache_reset. Thread-safe. */
 QF_INTERNAL const char *qf_cache_dir(void);
 
@@ -45,7 +46,8 @@ QF_INTERNAL void qf_cache_reset(void);
  * "" means "kernel". On a valid hit returns 1 and a malloc'ed copy of the CUBIN (*data, *size;
  * caller frees). Returns 0 with *data NULL on a miss (silent when absent or memory-only), and
  * also on an invalid entry, after one warning naming the path and the reason (truncated, bad
- * magic, checksum, wrong key, format, arch or NVRTC version). Thread-safe. */
+ * magic, checksum, wrong key, format, arch or NVRTC version, writable by every user). Thread-safe.
+ */
 QF_INTERNAL int qf_cache_load(const char *label, const char *key, int arch, void **data,
                               size_t *size);
 

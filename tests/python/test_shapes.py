@@ -84,6 +84,25 @@ def test_evaluate_rejects_bad_formulas():
             shapes.evaluate(bad, {"M": 1, "N": 1, "K": 1})
 
 
+def test_sizes_left_out():
+    """A size the op's outputs use must be given (it used to default to 1); one they do not use
+    may be left out."""
+    for call in (dict(op="gemm", M=4096, K=4096), dict(op="gemm", N=64, K=64),
+                 dict(op="norm_quantize", norm="layernorm", outputs=1, K=64),
+                 dict(op="quantize", role="weight", outputs=3, M=64)):
+        for fn in (shapes.outputs, shapes.formulas, shapes.concrete):
+            with pytest.raises(ValueError, match="needs [MNK]"):
+                fn("mxfp8", **call)
+    with pytest.raises(ValueError, match="needs M and K"):
+        shapes.outputs("fp8_delayed", "quantize", role="input", outputs=1)
+    q = dict(op="quantize", role="weight", outputs=3, M=64, K=64)
+    assert shapes.outputs("mxfp8", **q) == shapes.outputs("mxfp8", N=7, **q)
+    assert shapes.concrete("mxfp8", **q) == shapes.outputs("mxfp8", **q)
+    with pytest.raises(QfuseError) as e:  # an unknown recipe stays what it is
+        shapes.outputs("no_such_recipe", "gemm", M=1)
+    assert e.value.status == "QF_ERR_NOT_FOUND"
+
+
 def test_bad_queries_raise():
     with pytest.raises(QfuseError) as e:
         shapes.outputs("nvfp4", "quantize", role="grad", outputs=3, M=20, K=64)
