@@ -228,6 +228,7 @@ test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EX
 	        tee $(B)/pytest.log; py=$$(cat $(B)/pytest.rc); \
 	    scripts/run-tests $(TEST_BINS); rc=$$?; \
 	    echo "python tests: $$(grep -E '(passed|failed|error|skipped)' $(B)/pytest.log | tail -1)"; \
+	    grep '^SKIPPED' $(B)/pytest.log | sed 's/^SKIPPED \[[0-9]*\] /  skipped: /'; \
 	    if [ $$py -ne 0 ]; then echo "python tests failed (scripts/run-pytest: rc $$py)"; fi; \
 	    if [ -n "$$failed" ]; then echo "examples failed:$$failed"; exit 1; fi; \
 	    [ $$py -eq 0 ] && exit $$rc; exit 1
