@@ -446,6 +446,15 @@ int qf_gen_emit_write(const char *dir, const qf_gen_files *f, qf_gen_err *e) {
     snprintf(path, sizeof path, "%s/kernels", dir);
     if (qf_gen_mkdirs(path, e) != 0)
         return -1;
+    /* an output name held by something other than a regular file (a directory, a link) would
+     * fail its rename after the files before it were written: refused first, nothing written */
+    for (int i = 0; i < f->n; i++) {
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, f->v[i].rel);
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return qf_gen_fail(e, "%s: exists and is not a regular file; nothing was written",
+                               path);
+    }
     for (int i = 0; i < f->n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, f->v[i].rel);
         if (qf_gen_write_atomic(path, f->v[i].text, f->v[i].len, e) != 0)

@@ -2,6 +2,8 @@
  * usage errors and their exit codes. */
 #include "test_gen_util.h"
 
+#include <dirent.h>
+
 /* ========================================================================= CLI */
 
 /* --fields prints every implemented family's schema from the families table: each field, what
@@ -81,6 +83,32 @@ static void test_cli_out_is_file(void **state) {
     assert_int_equal(qf_test_cli(&out, &err, args), 1);
     snprintf(want, sizeof want, "qfuse-gen: %s: exists and is not a directory\n", path);
     assert_string_equal(err, want);
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
+/* An output name held by a directory: refused before any file is written. */
+static void test_cli_output_is_directory(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, path[512], want[600];
+    qf_test_dir_make_gen(&d);
+    snprintf(path, sizeof path, "%s/registry.c", d.path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    const char *args[] = {"-o", d.path, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    snprintf(want, sizeof want,
+             "qfuse-gen: %s: exists and is not a regular file; nothing was written\n", path);
+    assert_string_equal(err, want);
+    char kdir[600];
+    snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
+    DIR *k = opendir(kdir);
+    assert_non_null(k); /* the folder is made, but holds no file */
+    int files = 0;
+    for (struct dirent *de; (de = readdir(k)) != NULL;)
+        files += de->d_name[0] != '.';
+    closedir(k);
+    assert_int_equal(files, 0);
     free(out), free(err);
     qf_test_dir_remove(d.path);
 }
@@ -194,6 +222,7 @@ int main(void) {
         cmocka_unit_test(test_cli_check_shipped),
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_out_is_file),
+        cmocka_unit_test(test_cli_output_is_directory),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
         cmocka_unit_test(test_cli_from_another_folder),
