@@ -87,10 +87,6 @@ void bench_row_emit(bench *b, const row *r);
 void bench_print_table_header(void);
 /* Opens the CSV and the tool's cuBLASLt handle, writes the header lines; bench_close undoes. */
 void bench_open(bench *b);
-/* 0 when bench_open can write the CSV at path: an existing regular file that is writable, or a
- * new one under the nearest existing ancestor directory, writable (bench_open creates the
- * directories between). Nothing is created or changed. -1 with errno otherwise. */
-int bench_csv_check(const char *path);
 void bench_close(bench *b);
 
 /* Outputs of one launch exactly as the recipe's fake-shape function describes them. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "tool_file.h"
 #include "jit_compile.h"
 #include "ref.h"
 
@@ -174,61 +175,6 @@ void bench_print_table_header(void) {
 
 /* ==================================================================== header and CSV file */
 
-int bench_csv_check(const char *path) {
-    struct stat st;
-    if (!*path) {
-        errno = ENOENT;
-        return -1;
-    }
-    if (stat(path, &st) == 0) {
-        if (!S_ISREG(st.st_mode)) {
-            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-            return -1;
-        }
-        return access(path, W_OK);
-    }
-    if (errno != ENOENT)
-        return -1;
-    char *dir = strdup(path); /* the nearest existing ancestor */
-    if (!dir)
-        return -1;
-    int rc = -1;
-    for (;;) {
-        char *slash = strrchr(dir, '/');
-        if (!slash) {
-            rc = access(".", W_OK | X_OK);
-            break;
-        }
-        *slash = '\0';
-        const char *d = slash == dir ? "/" : dir;
-        if (stat(d, &st) == 0) {
-            if (!S_ISDIR(st.st_mode))
-                errno = ENOTDIR;
-            else
-                rc = access(d, W_OK | X_OK);
-            break;
-        }
-        if (errno != ENOENT || slash == dir)
-            break;
-    }
-    const int e = errno;
-    free(dir);
-    errno = e;
-    return rc;
-}
-
-/* Creates the parent directories of path (mkdir -p of its dirname). */
-static void make_parents(const char *path) {
-    char *p = strdup(path);
-    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            fprintf(stderr, "qfuse-bench: warning: cannot create %s: %s\n", p, strerror(errno));
-        *s = '/';
-    }
-    free(p);
-}
-
 /* The CSV's comment lines: `# gpu=..., cuda=..., date=...` (read by bench_report.py). */
 static void write_header(bench *b, const struct cudaDeviceProp *p) {
     int rt = 0, drv = 0, nv_major = 0, nv_minor = 0;
@@ -263,7 +209,9 @@ void bench_open(bench *b) {
     struct cudaDeviceProp p;
     CUDA_OR_DIE(cudaGetDeviceProperties(&p, 0));
     b->l2 = (size_t)p.l2CacheSize;
-    make_parents(b->o.csv);
+    if (tool_make_parents(b->o.csv) != 0)
+        fprintf(stderr, "qfuse-bench: warning: cannot create the folders of %s: %s\n", b->o.csv,
+                strerror(errno));
     if (!(b->csv = fopen(b->o.csv, "w"))) {
         fprintf(stderr, "qfuse-bench: cannot write %s: %s\n", b->o.csv, strerror(errno));
         exit(1);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "tool_file.h"
 
 #define COPY_BYTES (1ull << 30)
 
@@ -207,7 +208,7 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &b.o);
     if (rc >= 0)
         return rc;
-    if (bench_csv_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
+    if (tool_out_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
         fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, strerror(errno));
         return 2;
     }

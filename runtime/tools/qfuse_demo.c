@@ -22,6 +22,7 @@
 #include "registry.h"
 #define QF_TOOL_NAME "qfuse-demo"
 #include "tool_compile.h"
+#include "tool_file.h"
 #include "tool_util.h"
 #include "safetensors.h"
 #include "demo_train.h"
@@ -478,20 +479,6 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
 
 /* ==================================================================== main */
 
-/* 0 when the --loss-csv file at path can be written, checked without changing a file that is
- * there (opened for appending, nothing written); *created: the check made a new, empty file.
- * -1 with errno otherwise. */
-static int loss_csv_check(const char *path, int *created) {
-    struct stat st;
-    const int existed = stat(path, &st) == 0;
-    FILE *f = fopen(path, "a");
-    if (!f)
-        return -1;
-    fclose(f);
-    *created = !existed;
-    return 0;
-}
-
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-demo [--weights FILE.safetensors] [--tokens M] [--iters N]\n"
                "                  [--train-steps S] [--loss-csv FILE] [--recipe NAME]...\n"
@@ -508,7 +495,8 @@ static void usage(FILE *f) {
                "                   memory, 8 GiB of bf16 x at the most)\n"
                "  --iters N        timed iterations per op, median reported (default 20)\n"
                "  --train-steps S  Adam steps per training run (default 300; 0: no training)\n"
-               "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE\n"
+               "  --loss-csv FILE  write the loss curves (run,step,loss) to FILE (missing folders\n"
+               "                   are made)\n"
                "  --recipe R       only recipe R (repeatable; default: every built-in\n"
                "                   recipe, the names of recipes/*.lua)\n"
                "  --help           this text\n"
@@ -617,8 +605,7 @@ int main(int argc, char **argv) {
                "%lld]\n", o.weights, (long long)block.M, (long long)block.K, (long long)block.F,
                (long long)block.K, (long long)block.N, (long long)block.F);
     }
-    int csv_created = 0; /* a bad --loss-csv fails before the GPU work */
-    if (csv_path && loss_csv_check(csv_path, &csv_created) != 0) {
+    if (csv_path && tool_out_check(csv_path) != 0) { /* fails before the GPU work */
         fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path, strerror(errno));
         layer_free(&real), demo_block_free(&block);
         return 2;
@@ -626,8 +613,6 @@ int main(int argc, char **argv) {
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
-        if (csv_created) /* nothing trained: no empty file of ours left behind */
-            remove(csv_path);
         if (o.weights)
             layer_free(&real), demo_block_free(&block);
         return run_without_gpu(&o, qf_last_error());
@@ -660,7 +645,7 @@ int main(int argc, char **argv) {
            "fake shapes: every buffer sized by the shape functions, validated by the op, guard\n"
            "bytes after each intact.\n", o.iters, REF_ROWS);
     int failed = 0;
-    FILE *loss_csv = csv_path ? fopen(csv_path, "w") : NULL;
+    FILE *loss_csv = csv_path && tool_make_parents(csv_path) == 0 ? fopen(csv_path, "w") : NULL;
     if (csv_path && !loss_csv) {
         fprintf(stderr, "qfuse-demo: --loss-csv %s: %s; the curves are not written\n", csv_path,
                 strerror(errno));

@@ -1,0 +1,68 @@
+/* tool_file.c: the tools' output files (tool_file.h). */
+#include "tool_file.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int tool_out_check(const char *path) {
+    struct stat st;
+    if (!*path) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+            return -1;
+        }
+        return access(path, W_OK);
+    }
+    if (errno != ENOENT)
+        return -1;
+    char *dir = strdup(path); /* the nearest existing ancestor */
+    if (!dir)
+        return -1;
+    int rc = -1;
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) {
+            rc = access(".", W_OK | X_OK);
+            break;
+        }
+        *slash = '\0';
+        const char *d = slash == dir ? "/" : dir;
+        if (stat(d, &st) == 0) {
+            if (!S_ISDIR(st.st_mode))
+                errno = ENOTDIR;
+            else
+                rc = access(d, W_OK | X_OK);
+            break;
+        }
+        if (errno != ENOENT || slash == dir)
+            break;
+    }
+    const int e = errno;
+    free(dir);
+    errno = e;
+    return rc;
+}
+
+int tool_make_parents(const char *path) {
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    int rc = 0;
+    for (char *s = strchr(p + 1, '/'); s && rc == 0; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = '/';
+    }
+    const int e = errno;
+    free(p);
+    errno = e;
+    return rc;
+}

@@ -1,0 +1,18 @@
+/* tool_file.h: the output files the tools write (qfuse-bench --csv, qfuse-demo --loss-csv):
+ * checked before any work, so that a bad path fails at once, GPU or not, and their folders made
+ * when the file is written. */
+#ifndef QF_TOOL_FILE_H
+#define QF_TOOL_FILE_H
+
+/* 0 when a file can be written at path: an existing regular file that is writable, or a new one
+ * under the nearest existing ancestor directory, writable (tool_make_parents creates the
+ * directories between). Nothing is created or changed. -1 with errno otherwise: ENOENT (empty
+ * path), EISDIR or EINVAL (something else than a regular file is there), ENOTDIR (an ancestor is
+ * a file), or access(2)'s. */
+int tool_out_check(const char *path);
+
+/* Creates the missing parent directories of path (mkdir -p of its dirname, mode 0755 before the
+ * umask). 0, or -1 with errno from the first directory that could not be made. */
+int tool_make_parents(const char *path);
+
+#endif /* QF_TOOL_FILE_H */

@@ -1,0 +1,92 @@
+/* test_tool_file.c: the tools' output files (runtime/tools/tool_file.c), as qfuse-bench --csv and
+ * qfuse-demo --loss-csv use them: a path that cannot be written is refused before any work (and
+ * the check creates nothing), and the missing folders of one that can are made when it is
+ * written. */
+#include "test_util.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "tool_file.h"
+
+static char *path_in(const qf_test_dir *d, const char *rel) {
+    static char bufs[4][600];
+    static int next;
+    char *p = bufs[next++ % 4];
+    snprintf(p, 600, "%s/%s", d->path, rel);
+    return p;
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* What can be written passes, and nothing is made or changed by the check. */
+static void test_out_check_accepts(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "toolfile");
+    assert_int_equal(tool_out_check(path_in(&d, "new.csv")), 0);
+    assert_int_equal(tool_out_check(path_in(&d, "a/b/c/new.csv")), 0); /* folders to be made */
+    assert_false(exists(path_in(&d, "new.csv")));
+    assert_false(exists(path_in(&d, "a")));
+    const char *old = qf_test_dir_write(d.path, "old.csv", "kept");
+    assert_int_equal(tool_out_check(old), 0);
+    char *text = qf_test_read_text(old);
+    assert_string_equal(text, "kept");
+    free(text);
+    qf_test_dir_remove(d.path);
+}
+
+/* What cannot be written is refused with the reason in errno. */
+static void test_out_check_refuses(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "toolfile");
+    errno = 0;
+    assert_int_equal(tool_out_check(""), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(tool_out_check(d.path), -1); /* a directory */
+    assert_int_equal(errno, EISDIR);
+    const char *file = qf_test_dir_write(d.path, "afile", "x");
+    char under[700];
+    snprintf(under, sizeof under, "%s/sub/x.csv", file); /* a file in the way of its folders */
+    assert_int_equal(tool_out_check(under), -1);
+    assert_int_equal(errno, ENOTDIR);
+    if (geteuid() != 0) { /* root writes anywhere */
+        assert_int_equal(mkdir(path_in(&d, "ro"), 0500), 0);
+        assert_int_equal(tool_out_check(path_in(&d, "ro/x/y.csv")), -1);
+        assert_int_equal(errno, EACCES);
+    }
+    qf_test_dir_remove(d.path);
+}
+
+/* The missing folders are made (the file is not); a file in their way fails with ENOTDIR. */
+static void test_make_parents(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "toolfile");
+    struct stat st;
+    assert_int_equal(tool_make_parents(path_in(&d, "a/b/x.csv")), 0);
+    assert_int_equal(stat(path_in(&d, "a/b"), &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_false(exists(path_in(&d, "a/b/x.csv")));
+    assert_int_equal(tool_make_parents(path_in(&d, "a/b/x.csv")), 0); /* already there */
+    const char *file = qf_test_dir_write(d.path, "afile", "x");
+    char under[700];
+    snprintf(under, sizeof under, "%s/sub/x.csv", file);
+    errno = 0;
+    assert_int_equal(tool_make_parents(under), -1);
+    assert_int_equal(errno, ENOTDIR);
+    qf_test_dir_remove(d.path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_out_check_accepts),
+        cmocka_unit_test(test_out_check_refuses),
+        cmocka_unit_test(test_make_parents),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
