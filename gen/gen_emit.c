@@ -444,6 +444,10 @@ int qf_gen_emit_write(const char *dir, const qf_gen_files *f, qf_gen_err *e) {
     if (strlen(dir) + 200 >= sizeof path)
         return qf_gen_fail(e, "%s: output directory path too long", dir);
     snprintf(path, sizeof path, "%s/kernels", dir);
+    struct stat kst; /* a link there would take the kernels, and the stale-file removal, elsewhere */
+    if (lstat(path, &kst) == 0 && S_ISLNK(kst.st_mode))
+        return qf_gen_fail(e, "%s: is a symbolic link; qfuse-gen writes only under %s, nothing "
+                           "was written", path, dir);
     if (qf_gen_mkdirs(path, e) != 0)
         return -1;
     /* an output name held by something other than a regular file (a directory, a link) would

@@ -363,6 +363,18 @@ static void test_warm_named_arch(void **state) {
 
 /* An entry written "in the future" (a clock set wrong) is listed with the age "future", not 0s;
  * prune keeps it as a young entry. A large entry's size is given in G. */
+/* list on a directory writable by every user says the runtime does not use it. */
+static void test_list_world_writable(void **state) {
+    fixture *fx = *state;
+    assert_int_equal(mkdir(fx->dir, 0700), 0);
+    assert_int_equal(chmod(fx->dir, 0777), 0);
+    expect_run(run_tool(fx, "list"), 0, "0 entries", "writable by every user (mode 0777)");
+    assert_int_equal(chmod(fx->dir, 0700), 0);
+    result r = run_tool(fx, "list");
+    assert_null(strstr(r.err, "writable by every user"));
+    expect_run(r, 0, "0 entries", NULL);
+}
+
 static void test_list_future_age(void **state) {
     fixture *fx = *state;
     assert_int_equal(mkdir(fx->dir, 0700), 0);
@@ -534,7 +546,7 @@ int main(void) {
         T(test_warm_nothing_makes_no_dir),
         T(test_warm_named_arch),
         T(test_list_invalid_and_stale),
-        T(test_list_future_age),
+        T(test_list_world_writable), T(test_list_future_age),
         T(test_list_columns_aligned),
         T(test_warm_without_disk_cache),
         T(test_symlink_and_directory_entries),

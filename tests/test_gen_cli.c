@@ -113,6 +113,35 @@ static void test_cli_output_is_directory(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* DIR/kernels as a symbolic link to another folder: refused, nothing written or removed there. */
+static void test_cli_kernels_link(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, link[512], other[512];
+    qf_test_dir_make_gen(&d);
+    snprintf(other, sizeof other, "%s/other", d.path);
+    assert_int_equal(mkdir(other, 0700), 0);
+    const char *mine = qf_test_dir_write(other, "qf_my_own_kernel.cu", "x");
+    snprintf(link, sizeof link, "%s/out/kernels", d.path);
+    char outdir[512];
+    snprintf(outdir, sizeof outdir, "%s/out", d.path);
+    assert_int_equal(mkdir(outdir, 0700), 0);
+    assert_int_equal(symlink(other, link), 0);
+    const char *args[] = {"-o", outdir, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    assert_non_null(strstr(err, "is a symbolic link; qfuse-gen writes only under"));
+    assert_int_equal(access(mine, F_OK), 0); /* not removed as a stale kernel */
+    DIR *o = opendir(other);
+    assert_non_null(o);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(o)) != NULL;)
+        files += de->d_name[0] != '.';
+    closedir(o);
+    assert_int_equal(files, 1);
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
 /* The key depends on the arch. */
 static void test_cli_list_arch_changes_key(void **state) {
     (void)state;
@@ -223,6 +252,7 @@ int main(void) {
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_out_is_file),
         cmocka_unit_test(test_cli_output_is_directory),
+        cmocka_unit_test(test_cli_kernels_link),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
         cmocka_unit_test(test_cli_from_another_folder),

@@ -208,7 +208,10 @@ static void test_store_then_load(void **state) {
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_size, HEADER_SIZE + PAYLOAD_SIZE);
-    assert_int_equal(st.st_mode & 0777, 0600);
+    const mode_t mask = umask(022);
+    umask(mask);
+    assert_int_equal(st.st_mode & 0777, 0644 & ~mask); /* the group of a shared folder reads it */
+    assert_int_equal(st.st_mode & 0022, 0);              /* only its owner writes it */
 }
 
 /* An absent entry is a silent miss. */

@@ -49,6 +49,8 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(errno, ENOENT);
     assert_int_equal(tool_out_check(d.path), -1); /* a directory */
     assert_int_equal(errno, EISDIR);
+    assert_int_equal(tool_out_check(path_in(&d, "new/")), -1); /* a folder's name, not yet made */
+    assert_int_equal(errno, EISDIR);
     const char *file = qf_test_dir_write(d.path, "afile", "x");
     char under[700];
     snprintf(under, sizeof under, "%s/sub/x.csv", file); /* a file in the way of its folders */

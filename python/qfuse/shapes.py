@@ -23,11 +23,17 @@ def _hint(v, what="a size"):
     if isinstance(v, int) and not isinstance(v, bool):
         return v
     node = getattr(v, "node", None)
-    hint = getattr(node, "hint", None) if node is not None else None
-    if hint is None:
+    if node is None:
         raise TypeError("qfuse.shapes: %s must be an int (or a torch SymInt), not %r"
                         % (what, v))
-    return int(hint)
+    hint = getattr(node, "hint", None)
+    if hint is None:
+        raise TypeError("qfuse.shapes: %s = %r is a symbolic size without an example value (an "
+                        "unbacked SymInt); libqfuse checks the query at one" % (what, v))
+    if not isinstance(hint, int) or isinstance(hint, bool):
+        raise TypeError("qfuse.shapes: %s = %r has the example value %r, not an int"
+                        % (what, v, hint))
+    return hint
 
 
 _OUTPUT_BITS = _lib.OUT_ROWWISE | _lib.OUT_COLUMNWISE | _lib.OUT_FP32 | _lib.OUT_GATED
@@ -79,21 +85,23 @@ def _missing(op, missing):
 def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K=None,
              dtype="bf16"):
     """((name, dtype name, (dim formulas...)), ...) of one query, in libqfuse's order. The sizes
-    its outputs' shapes use must be given (quantize: M and K; gemm: M and N; activation and
-    dbias: M and N): one left out is a ValueError, one they do not use is checked at 1024.
+    its outputs' shapes use must be given (quantize, norm_quantize, norm_backward: M and K;
+    gemm, activation: M and N; dbias: N): one left out is a ValueError, one they do not use is
+    checked at 1024.
     Raises QfuseError for a query the recipe refuses (sizes not positive or not the multiples
     its family needs, no copy asked of a quantizer, ...), ValueError or TypeError for bad
     arguments."""
-    q = _query(op, role, norm, outputs, M, N, K, dtype)  # checks the arguments, every call
-    key = (recipe, op, role, norm, outputs, M, N, K, dtype)
+    rb = _recipe(recipe)  # checks the arguments, every call
+    q = _query(op, role, norm, outputs, M, N, K, dtype)
+    key = (rb, op, role, norm, q.outputs, q.op, q.role, q.norm, q.dtype,
+           tuple(None if v is None else getattr(q, n) for n, v in (("M", M), ("N", N), ("K", K))))
     hit = _formula_cache.get(key)
     if hit is not None:
         return hit
     missing = [n for n, v in (("M", M), ("N", N), ("K", K)) if v is None]
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
-    _lib.check(_lib.lib.qf_fake_shape_formulas(_recipe(recipe), ctypes.byref(q), out, 16,
-                                               ctypes.byref(n)))
+    _lib.check(_lib.lib.qf_fake_shape_formulas(rb, ctypes.byref(q), out, 16, ctypes.byref(n)))
     res = tuple((out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
                  tuple(out[i].dims[d].decode() for d in range(out[i].ndim)))
                 for i in range(n.value))

@@ -139,8 +139,10 @@ static const char *qf_cache_decide(void) {
             qf_cache_read_only = 1;
             return qf_cache_path;
         }
-        qf_warn("QFUSE_CACHE_READONLY is on, but kernel cache directory %s does not exist; using "
-                "the in-memory cache only", qf_cache_path);
+        const int there = stat(qf_cache_path, &st) == 0;
+        qf_warn("QFUSE_CACHE_READONLY is on, but kernel cache directory %s %s; using the "
+                "in-memory cache only", qf_cache_path,
+                there ? "is not a directory" : "does not exist");
         return NULL;
     }
     if (!err)
@@ -374,7 +376,8 @@ static uint64_t qf_cache_random(void) {
     return ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ (uintptr_t)&r;
 }
 
-/* Creates <final>.tmp.<pid>.<random> (O_EXCL, mode 0600) and writes its name into tmp.
+/* Creates <final>.tmp.<pid>.<random> (O_EXCL, mode 0644 under the umask: readable by the group of
+ * a shared cache directory, writable by its owner only) and writes its name into tmp.
  * Returns the fd, or -1 with errno. */
 static int qf_cache_open_temp(const char *final, char *tmp, size_t cap) {
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -384,7 +387,7 @@ static int qf_cache_open_temp(const char *final, char *tmp, size_t cap) {
             errno = ENAMETOOLONG;
             return -1;
         }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd >= 0 || errno != EEXIST)
             return fd;
     }

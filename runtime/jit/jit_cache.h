@@ -52,7 +52,7 @@ QF_INTERNAL int qf_cache_load(const char *label, const char *key, int arch, void
                               size_t *size);
 
 /* Stores data[size] under key atomically: written to <entry>.tmp.<pid>.<random> (O_EXCL, mode
- * 0600; fsync'ed only when QFUSE_CACHE_FSYNC=1), then renamed over the entry. key and label as
+ * 0644 under the umask; fsync'ed only when QFUSE_CACHE_FSYNC=1), then renamed over the entry. key and label as
  * for qf_cache_load; data is not retained. Failures remove the temporary file, degrade to a
  * warning and return QF_OK: the disk cache is an optimization. Thread-safe. */
 QF_INTERNAL qf_status qf_cache_store(const char *label, const char *key, int arch,

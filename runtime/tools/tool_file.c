@@ -13,6 +13,10 @@ int tool_out_check(const char *path) {
         errno = ENOENT;
         return -1;
     }
+    if (path[strlen(path) - 1] == '/') { /* names a folder, existing or not */
+        errno = EISDIR;
+        return -1;
+    }
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) {
             errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;

@@ -37,3 +37,27 @@ def test_absolute_data_cache_is_used(tmp_path, monkeypatch):
     monkeypatch.setenv("QFUSE_DATA_CACHE", str(tmp_path / "dl"))
     assert grw.cache_dir() == str(tmp_path / "dl")
     assert (tmp_path / "dl").is_dir()
+
+
+def test_failed_build_leaves_no_outdir(tmp_path, monkeypatch):
+    """A run that fails (here: the download folder is a file) removes the OUTDIR it made."""
+    grw = load_get_real_weights()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    monkeypatch.setenv("QFUSE_DATA_CACHE", str(afile))
+    out = tmp_path / "new" / "o"
+    (tmp_path / "new").mkdir()
+    try:
+        grw.cmd_build(str(out))
+        raise AssertionError("cmd_build should have failed")
+    except grw.Failure as e:
+        assert "is not a directory" in str(e)
+    assert not out.exists()
+
+
+def test_empty_data_cache_warns(tmp_path, monkeypatch, capsys):
+    grw = load_get_real_weights()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("QFUSE_DATA_CACHE", "")
+    assert grw.cache_dir() == str(tmp_path / ".cache" / "qfuse-data")
+    assert "QFUSE_DATA_CACHE is set but empty" in capsys.readouterr().err

@@ -103,6 +103,22 @@ def test_sizes_left_out():
     assert e.value.status == "QF_ERR_NOT_FOUND"
 
 
+def test_symbolic_sizes_checked():
+    """A SymInt-like size is hashed by its example value, and one without an int example value
+    is refused saying so; a recipe of the wrong type is refused before any lookup."""
+    node = types.SimpleNamespace
+    unhashable = type("Sym", (), {"__hash__": None, "__init__":
+                                  lambda self, h: setattr(self, "node", node(hint=h))})
+    q = dict(op="quantize", role="weight", outputs=3, K=64)
+    assert shapes.formulas("mxfp8", M=unhashable(64), **q) == shapes.formulas("mxfp8", M=64, **q)
+    with pytest.raises(TypeError, match="without an example value"):
+        shapes.formulas("mxfp8", M=unhashable(None), **q)
+    with pytest.raises(TypeError, match="not an int"):
+        shapes.formulas("mxfp8", M=unhashable(64.5), **q)
+    with pytest.raises(TypeError, match="recipe must be a name"):
+        shapes.formulas(["mxfp8"], M=64, **q)
+
+
 def test_bad_queries_raise():
     with pytest.raises(QfuseError) as e:
         shapes.outputs("nvfp4", "quantize", role="grad", outputs=3, M=20, K=64)
