@@ -87,6 +87,17 @@ static void test_cli_out_is_file(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* The names in folder dir, but for "." and "..". */
+static int files_in(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
 /* An output name held by a directory: refused before any file is written. */
 static void test_cli_output_is_directory(void **state) {
     (void)state;
@@ -102,13 +113,7 @@ static void test_cli_output_is_directory(void **state) {
     assert_string_equal(err, want);
     char kdir[600];
     snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
-    DIR *k = opendir(kdir);
-    assert_non_null(k); /* the folder is made, but holds no file */
-    int files = 0;
-    for (struct dirent *de; (de = readdir(k)) != NULL;)
-        files += de->d_name[0] != '.';
-    closedir(k);
-    assert_int_equal(files, 0);
+    assert_int_equal(files_in(kdir), 0); /* the folder is made, but holds no file */
     free(out), free(err);
     qf_test_dir_remove(d.path);
 }
@@ -131,13 +136,7 @@ static void test_cli_kernels_link(void **state) {
     assert_int_equal(qf_test_cli(&out, &err, args), 1);
     assert_non_null(strstr(err, "is a symbolic link; qfuse-gen writes only under"));
     assert_int_equal(access(mine, F_OK), 0); /* not removed as a stale kernel */
-    DIR *o = opendir(other);
-    assert_non_null(o);
-    int files = 0;
-    for (struct dirent *de; (de = readdir(o)) != NULL;)
-        files += de->d_name[0] != '.';
-    closedir(o);
-    assert_int_equal(files, 1);
+    assert_int_equal(files_in(other), 1);
     free(out), free(err);
     qf_test_dir_remove(d.path);
 }
