@@ -103,12 +103,10 @@ static void test_readonly_flag(void **state) {
     assert_read_only_use(fx);
     /* a damaged entry is not used, and left as it is: the warning does not promise a replacement */
     assert_int_equal(truncate(path, 20), 0);
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
     void *data = NULL;
     size_t size = 0;
-    const int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
-    char *err = qf_test_capture_end(&c);
+    char *err;
+    const int hit = load_captured(KEY_A, 90, &data, &size, &err);
     unsetenv("QFUSE_CACHE_READONLY");
     assert_int_equal(hit, 0);
     assert_non_null(strstr(err, "the cache is read-only: the kernel is compiled in memory"));
@@ -177,13 +175,9 @@ static void test_world_writable(void **state) {
     char path[PATH_MAX];
     store_a(fx, path);
     assert_int_equal(chmod(path, 0666), 0);
-    qf_test_capture c;
-    qf_test_capture_begin(&c);
     void *data = NULL;
     size_t size = 0;
-    const int hit = qf_cache_load("k", KEY_A, 90, &data, &size);
-    err = qf_test_capture_end(&c);
-    assert_int_equal(hit, 0);
+    assert_int_equal(load_captured(KEY_A, 90, &data, &size, &err), 0);
     assert_non_null(strstr(err, "ignoring untrusted kernel cache entry"));
     assert_non_null(strstr(err, "writable by every user (mode 0666)"));
     free(err);

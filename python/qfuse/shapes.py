@@ -93,12 +93,13 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     arguments."""
     rb = _recipe(recipe)  # checks the arguments, every call
     q = _query(op, role, norm, outputs, M, N, K, dtype)
-    key = (rb, op, role, norm, q.outputs, q.op, q.role, q.norm, q.dtype,
-           tuple(None if v is None else getattr(q, n) for n, v in (("M", M), ("N", N), ("K", K))))
+    given = {n: v is not None for n, v in (("M", M), ("N", N), ("K", K))}
+    key = (rb, q.op, q.role, q.norm, q.outputs, q.dtype,  # SymInts hashed by their example
+           tuple(getattr(q, n) if g else None for n, g in given.items()))
     hit = _formula_cache.get(key)
     if hit is not None:
         return hit
-    missing = [n for n, v in (("M", M), ("N", N), ("K", K)) if v is None]
+    missing = [n for n, g in given.items() if not g]
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
     _lib.check(_lib.lib.qf_fake_shape_formulas(rb, ctypes.byref(q), out, 16, ctypes.byref(n)))

@@ -98,17 +98,22 @@ static int qf_cache_mkdirs(char *path, int *read_only) {
     return err;
 }
 
-/* 1 (after a warning) when the chosen directory is writable by every user: anyone could put a
- * kernel there under a name this process will ask for, so it is not used. A group-writable
- * directory (a team's shared cache) is. */
-static int qf_cache_world_writable(const char *dir) {
+int qf_cache_dir_open_to_all(const char *dir, unsigned *mode) {
     struct stat st;
     if (stat(dir, &st) != 0 || !(st.st_mode & S_IWOTH))
         return 0;
+    *mode = (unsigned)(st.st_mode & 07777);
+    return 1;
+}
+
+/* 1 (after a warning) when the chosen directory is writable by every user (it is not used). */
+static int qf_cache_world_writable(const char *dir) {
+    unsigned mode;
+    if (!qf_cache_dir_open_to_all(dir, &mode))
+        return 0;
     qf_warn("kernel cache directory %s is writable by every user (mode %04o): anyone could put "
             "kernels there that this process would load; using the in-memory cache only (set "
-            "QFUSE_CACHE_DIR to a directory that only you or your group can write)",
-            dir, (unsigned)(st.st_mode & 07777));
+            "QFUSE_CACHE_DIR to a directory that only you or your group can write)", dir, mode);
     return 1;
 }
 
@@ -133,13 +138,13 @@ static const char *qf_cache_decide(void) {
         qf_warn("QFUSE_CACHE_DIR is set but empty; using %s", qf_cache_path);
     if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */
         struct stat st;
-        if (stat(qf_cache_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        const int there = stat(qf_cache_path, &st) == 0;
+        if (there && S_ISDIR(st.st_mode)) {
             if (qf_cache_world_writable(qf_cache_path))
                 return NULL;
             qf_cache_read_only = 1;
             return qf_cache_path;
         }
-        const int there = stat(qf_cache_path, &st) == 0;
         qf_warn("QFUSE_CACHE_READONLY is on, but kernel cache directory %s %s; using the "
                 "in-memory cache only", qf_cache_path,
                 there ? "is not a directory" : "does not exist");

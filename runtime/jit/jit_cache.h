@@ -28,6 +28,11 @@
  * the string is owned by the cache and stays valid until qf_cache_reset. Thread-safe. */
 QF_INTERNAL const char *qf_cache_dir(void);
 
+/* 1 with the mode bits in *mode when dir is writable by every user: anyone could put a kernel
+ * there under a name a process will ask for, so qf_cache_dir does not use it (a group-writable
+ * directory, a team's shared cache, it does). 0 otherwise, or when dir cannot be read. */
+QF_INTERNAL int qf_cache_dir_open_to_all(const char *dir, unsigned *mode);
+
 /* 1 when qf_cache_dir() is a directory this process only reads (see qf_cache_dir). */
 QF_INTERNAL int qf_cache_dir_read_only(void);
 

@@ -360,11 +360,10 @@ static int qf_tool_list(void) {
     qf_tool_size(total, size, sizeof size);
     qf_tool_temps_text(temps, extra, sizeof extra); /* listed, and their bytes in the total */
     printf("%d entr%s%s, %s in %s\n", count, count == 1 ? "y" : "ies", extra, size, dir);
-    struct stat st;
-    if (stat(dir, &st) == 0 && (st.st_mode & S_IWOTH)) /* qf_cache_dir refuses it */
+    unsigned mode;
+    if (qf_cache_dir_open_to_all(dir, &mode))
         fprintf(stderr, "qfuse-cache: warning: %s is writable by every user (mode %04o): the "
-                "runtime does not use it, so no entry listed here is loaded\n", dir,
-                (unsigned)(st.st_mode & 07777));
+                "runtime does not use it, so no entry listed here is loaded\n", dir, mode);
     qf_tool_free_names(names, n);
     return 0;
 }
