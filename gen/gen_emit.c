@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "names.h"
+#include "qf_fs.h"
 
 #define QF_GEN_KEY_ARCH 90 /* the manifest's key_sm90 */
 #define QF_GEN_PATH_MAX 4096
@@ -348,32 +349,15 @@ int qf_gen_emit_build(const qf_gen_plan *p, qf_gen_files *out, qf_gen_err *e) {
 
 /* ========================================================================= writing */
 
-/* mkdir of one path component: created, or already a directory (something else there, a
- * regular file for instance, is named in the error). */
-static int qf_gen_mkdir1(const char *dir, qf_gen_err *e) {
-    if (mkdir(dir, 0777) == 0)
-        return 0;
-    if (errno != EEXIST)
-        return qf_gen_fail(e, "%s: cannot create directory (%s)", dir, strerror(errno));
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return qf_gen_fail(e, "%s: exists and is not a directory", dir);
-    return 0;
-}
-
-/* mkdir -p of path. */
+/* mkdir -p of path (qf_mkdirs); the error names the component that could not be made. */
 static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
-    char buf[QF_GEN_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *s = buf + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = '\0';
-        if (qf_gen_mkdir1(buf, e) != 0)
-            return -1;
-        *s = '/';
-    }
-    return qf_gen_mkdir1(buf, e);
+    size_t bad;
+    const int err = qf_mkdirs(path, 0777, &bad);
+    if (err == ENOTDIR)
+        return qf_gen_fail(e, "%.*s: exists and is not a directory", (int)bad, path);
+    if (err)
+        return qf_gen_fail(e, "%.*s: cannot create directory (%s)", (int)bad, path, strerror(err));
+    return 0;
 }
 
 /* 1 when path already holds exactly text[0..len). */

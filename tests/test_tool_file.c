@@ -9,14 +9,6 @@
 
 #include "tool_file.h"
 
-static char *path_in(const qf_test_dir *d, const char *rel) {
-    static char bufs[4][600];
-    static int next;
-    char *p = bufs[next++ % 4];
-    snprintf(p, 600, "%s/%s", d->path, rel);
-    return p;
-}
-
 static int exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -27,10 +19,10 @@ static void test_out_check_accepts(void **state) {
     (void)state;
     qf_test_dir d;
     qf_test_dir_make(&d, "toolfile");
-    assert_int_equal(tool_out_check(path_in(&d, "new.csv")), 0);
-    assert_int_equal(tool_out_check(path_in(&d, "a/b/c/new.csv")), 0); /* folders to be made */
-    assert_false(exists(path_in(&d, "new.csv")));
-    assert_false(exists(path_in(&d, "a")));
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new.csv")), 0);
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "a/b/c/new.csv")), 0); /* folders to be made */
+    assert_false(exists(qf_test_dir_path(&d, "new.csv")));
+    assert_false(exists(qf_test_dir_path(&d, "a")));
     const char *old = qf_test_dir_write(d.path, "old.csv", "kept");
     assert_int_equal(tool_out_check(old), 0);
     char *text = qf_test_read_text(old);
@@ -49,7 +41,7 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(errno, ENOENT);
     assert_int_equal(tool_out_check(d.path), -1); /* a directory */
     assert_int_equal(errno, EISDIR);
-    assert_int_equal(tool_out_check(path_in(&d, "new/")), -1); /* a folder's name, not yet made */
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/")), -1); /* a folder's name, not yet made */
     assert_int_equal(errno, EISDIR);
     const char *file = qf_test_dir_write(d.path, "afile", "x");
     char under[700];
@@ -57,8 +49,8 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(tool_out_check(under), -1);
     assert_int_equal(errno, ENOTDIR);
     if (geteuid() != 0) { /* root writes anywhere */
-        assert_int_equal(mkdir(path_in(&d, "ro"), 0500), 0);
-        assert_int_equal(tool_out_check(path_in(&d, "ro/x/y.csv")), -1);
+        assert_int_equal(mkdir(qf_test_dir_path(&d, "ro"), 0500), 0);
+        assert_int_equal(tool_out_check(qf_test_dir_path(&d, "ro/x/y.csv")), -1);
         assert_int_equal(errno, EACCES);
     }
     qf_test_dir_remove(d.path);
@@ -70,11 +62,11 @@ static void test_make_parents(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "toolfile");
     struct stat st;
-    assert_int_equal(tool_make_parents(path_in(&d, "a/b/x.csv")), 0);
-    assert_int_equal(stat(path_in(&d, "a/b"), &st), 0);
+    assert_int_equal(tool_make_parents(qf_test_dir_path(&d, "a/b/x.csv")), 0);
+    assert_int_equal(stat(qf_test_dir_path(&d, "a/b"), &st), 0);
     assert_true(S_ISDIR(st.st_mode));
-    assert_false(exists(path_in(&d, "a/b/x.csv")));
-    assert_int_equal(tool_make_parents(path_in(&d, "a/b/x.csv")), 0); /* already there */
+    assert_false(exists(qf_test_dir_path(&d, "a/b/x.csv")));
+    assert_int_equal(tool_make_parents(qf_test_dir_path(&d, "a/b/x.csv")), 0); /* already there */
     const char *file = qf_test_dir_write(d.path, "afile", "x");
     char under[700];
     snprintf(under, sizeof under, "%s/sub/x.csv", file);

@@ -87,6 +87,16 @@ static inline void qf_test_dir_remove(const char *path) {
     nftw(path, qf_test_dir_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* d's path joined with rel ("a/b.csv"), in a static rotating buffer of four. */
+static inline const char *qf_test_dir_path(const qf_test_dir *d, const char *rel) {
+    static char bufs[4][600];
+    static int next;
+    char *p = bufs[next++ % 4];
+    int w = snprintf(p, 600, "%s/%s", d->path, rel);
+    assert_true(w > 0 && w < 600);
+    return p;
+}
+
 /* Writes text to dir/name and returns the path in a static rotating buffer. */
 static inline const char *qf_test_dir_write(const char *dir, const char *name, const char *text) {
     static char bufs[4][512];

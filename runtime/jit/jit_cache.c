@@ -19,6 +19,7 @@
 #include "jit_compile.h"
 #include "jit_key.h"
 #include "qf_arch.h"
+#include "qf_fs.h"
 
 #define QF_CACHE_MAGIC "QFUSEKC1"
 #define QF_CACHE_FORMAT 1u              /* bump when the header or the payload's meaning changes */
@@ -65,32 +66,14 @@ int qf_cache_resolve(char *buf, size_t cap) {
     return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
 }
 
-/* mkdir -p, creating each missing directory with mode 0700, then checks that path is a directory
- * this process may create files in. Returns 0, or EACCES/EROFS with *read_only set when it is an
- * existing directory this process can only read, or another errno value. */
-static int qf_cache_mkdirs(char *path, int *read_only) {
+/* mkdir -p (qf_mkdirs), creating each missing directory with mode 0700, then checks that path is
+ * a directory this process may create files in. Returns 0, or EACCES/EROFS with *read_only set
+ * when it is an existing directory this process can only read, or another errno value. */
+static int qf_cache_mkdirs(const char *path, int *read_only) {
     *read_only = 0;
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        int err = mkdir(path, 0700) != 0 && errno != EEXIST ? errno : 0;
-        *p = c;
-        if (err && (c != '\0' || (err != EACCES && err != EROFS)))
-            return err;
-        if (c == '\0') {
-            struct stat st;
-            if (err && stat(path, &st) != 0)
-                return err; /* it does not exist and cannot be made: mkdir's reason */
-            break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return errno;
-    if (!S_ISDIR(st.st_mode))
-        return ENOTDIR;
+    const int made = qf_mkdirs(path, 0700, NULL);
+    if (made)
+        return made;
     if (access(path, W_OK | X_OK) == 0)
         return 0;
     const int err = errno;

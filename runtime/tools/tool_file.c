@@ -1,5 +1,6 @@
 /* tool_file.c: the tools' output files (tool_file.h). */
 #include "tool_file.h"
+#include "qf_fs.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -55,18 +56,14 @@ int tool_out_check(const char *path) {
 }
 
 int tool_make_parents(const char *path) {
-    char *p = strdup(path);
-    if (!p)
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return 0; /* in the working directory, or directly under / */
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir)
         return -1;
-    int rc = 0;
-    for (char *s = strchr(p + 1, '/'); s && rc == 0; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            rc = -1;
-        *s = '/';
-    }
-    const int e = errno;
-    free(p);
-    errno = e;
-    return rc;
+    const int err = qf_mkdirs(dir, 0755, NULL);
+    free(dir);
+    errno = err;
+    return err ? -1 : 0;
 }

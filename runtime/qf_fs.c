@@ -1,0 +1,47 @@
+/* qf_fs.c: see qf_fs.h. */
+#include "qf_fs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* 0 when dir is (now) a directory; else errno. A failed mkdir of something already a directory
+ * is no failure: EEXIST, but also EACCES or EROFS under a parent this process cannot write. */
+static int qf_mkdir1(const char *dir, mode_t mode) {
+    if (mkdir(dir, mode) == 0)
+        return 0;
+    const int err = errno;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return err == EEXIST ? errno : err; /* EEXIST and gone: a dangling link */
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len) {
+    char buf[PATH_MAX];
+    const size_t n = strlen(path);
+    if (failed_len)
+        *failed_len = n;
+    if (n == 0)
+        return ENOENT;
+    if (n >= sizeof buf)
+        return ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        if (buf[i - 1] == '/') /* "a//b", or a trailing '/' */
+            continue;
+        const char c = buf[i];
+        buf[i] = '\0';
+        const int err = qf_mkdir1(buf, mode);
+        buf[i] = c;
+        if (err) {
+            if (failed_len)
+                *failed_len = i;
+            return err;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,18 @@
+/* qf_fs.h: directories made on the way to a file, shared by the kernel cache (runtime/jit), the
+ * generator's output (gen/gen_emit.c) and the tools' output files (runtime/tools/tool_file.c). */
+#ifndef QF_FS_H
+#define QF_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* mkdir -p: creates each missing directory of path, the last component included, with `mode`
+ * (before the umask); a component that is already a directory is kept as it is, whatever its mode.
+ * Returns 0 when path is then a directory, else an errno value: ENOTDIR when path or one of its
+ * ancestors exists and is not a directory, ENAMETOOLONG past PATH_MAX, or mkdir(2)'s reason
+ * (EACCES, EROFS, ...). When failed_len is not NULL it gets the length of the leading part of
+ * path that could not be made (all of path when the last component failed), so that a message
+ * can name it. Writability of the result is the caller's check. */
+int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
+
+#endif /* QF_FS_H */

@@ -1,0 +1,108 @@
+/* test_fs.c: qf_mkdirs (runtime/qf_fs.c), the one mkdir -p of the kernel cache, qfuse-gen's
+ * output and the tools' output files: what it makes, with what mode, what it keeps, and which
+ * component it names when it fails. */
+#include "test_util.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qf_fs.h"
+
+static int is_dir(const char *p, mode_t *mode) {
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    if (mode)
+        *mode = st.st_mode & 07777;
+    return 1;
+}
+
+/* Every missing component is made with the mode asked (under umask 022); existing ones are kept
+ * with their own mode; doubled and trailing slashes are accepted. */
+static void test_makes_every_component(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    const mode_t old = umask(022);
+    mode_t m = 0;
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a/b/c"), 0700, NULL), 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "a"), &m));
+    assert_int_equal(m, 0700);
+    assert_true(is_dir(qf_test_dir_path(&d, "a/b/c"), &m));
+    assert_int_equal(m, 0700);
+    assert_int_equal(chmod(qf_test_dir_path(&d, "a"), 0750), 0);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a/b/c"), 0777, NULL), 0); /* all there: nothing changes */
+    assert_true(is_dir(qf_test_dir_path(&d, "a"), &m));
+    assert_int_equal(m, 0750);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a//x/"), 0777, NULL), 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "a/x"), &m));
+    assert_int_equal(m, 0755); /* 0777 under the umask */
+    assert_int_equal(qf_mkdirs("/", 0700, NULL), 0);
+    umask(old);
+    qf_test_dir_remove(d.path);
+}
+
+/* A file in the way: ENOTDIR, and failed_len names the file's own path, whether it is the last
+ * component or an ancestor; nothing is made past it. */
+static void test_file_in_the_way(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    const char *file = qf_test_dir_write(d.path, "f", "x");
+    size_t bad = 0;
+    assert_int_equal(qf_mkdirs(file, 0700, &bad), ENOTDIR);
+    assert_int_equal(bad, strlen(file));
+    char under[700];
+    snprintf(under, sizeof under, "%s/sub/deeper", file);
+    bad = 0;
+    assert_int_equal(qf_mkdirs(under, 0700, &bad), ENOTDIR);
+    assert_int_equal(bad, strlen(file));
+    bad = 1;
+    assert_int_equal(qf_mkdirs("", 0700, &bad), ENOENT);
+    assert_int_equal(bad, 0);
+    qf_test_dir_remove(d.path);
+}
+
+/* Under a folder this process may not write: an existing directory there is accepted (the
+ * caller checks writability), a new one fails with EACCES naming it. */
+static void test_read_only_parent(void **state) {
+    (void)state;
+    if (geteuid() == 0)
+        skip(); /* root writes anywhere */
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    assert_int_equal(mkdir(qf_test_dir_path(&d, "ro"), 0700), 0);
+    assert_int_equal(mkdir(qf_test_dir_path(&d, "ro/kept"), 0700), 0);
+    assert_int_equal(chmod(qf_test_dir_path(&d, "ro"), 0500), 0);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "ro/kept"), 0700, NULL), 0);
+    size_t bad = 0;
+    const char *want = qf_test_dir_path(&d, "ro/new");
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "ro/new/x"), 0700, &bad), EACCES);
+    assert_int_equal(bad, strlen(want));
+    assert_false(is_dir(want, NULL));
+    assert_int_equal(chmod(qf_test_dir_path(&d, "ro"), 0700), 0);
+    qf_test_dir_remove(d.path);
+}
+
+/* A path at PATH_MAX or longer is refused before anything is made. */
+static void test_too_long(void **state) {
+    (void)state;
+    char *p = malloc(PATH_MAX + 8);
+    assert_non_null(p);
+    memset(p, 'a', PATH_MAX + 7);
+    p[0] = '/';
+    p[PATH_MAX + 7] = '\0';
+    assert_int_equal(qf_mkdirs(p, 0700, NULL), ENAMETOOLONG);
+    free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_makes_every_component),
+        cmocka_unit_test(test_file_in_the_way),
+        cmocka_unit_test(test_read_only_parent),
+        cmocka_unit_test(test_too_long),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
