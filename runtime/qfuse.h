@@ -266,7 +266,8 @@ typedef struct qf_rng {
  *   x:     [..., K] bf16, fp16 or fp32, viewed as [M, K] (M = product of the leading dims);
  *          NVFP4 needs M and K multiples of 16 and x 16-byte aligned.
  *   role:  QF_ROLE_INPUT with a norm (layernorm or rmsnorm: the fused norm + quantize of the
- *          activation), QF_ROLE_WEIGHT or QF_ROLE_GRAD without one (norm NULL or QF_NORM_NONE).
+ *          activation) or without one (the input of a second Linear, as layernorm_mlp's fc2);
+ *          QF_ROLE_WEIGHT or QF_ROLE_GRAD without one (norm NULL or QF_NORM_NONE).
  *   norm:  gamma/beta [K] (16-byte aligned for NVFP4), eps, zero_centered_gamma; NULL = none.
  *   scale: device fp32 [1], the quantization scale of delayed scaling (from qf_scale_update);
  *          required by fp8_delayed, ignored by the families that compute their scales.
