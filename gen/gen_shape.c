@@ -140,12 +140,13 @@ void qf_gen_shape_emit_helpers(qf_gen_buf *b) {
         b,
         "/* Writes output *n when it fits in cap, with bytes = product(dims) * dtype size, and\n"
         " * counts past cap so the caller can answer -2. Returns -1 when a dim is negative (a\n"
-        " * formula overflowed) or the bytes overflow. */\n"
+        " * formula overflowed) or the bytes exceed INT64_MAX. */\n"
         "static int qf_shape_add(qf_shape *out, int cap, int *n, const char *name, qf_dtype dt,\n"
         "                        int ndim, const int64_t *dims) {\n"
         "    uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt); /* E2M1 dims: bytes */\n"
         "    for (int i = 0; i < ndim; i++) {\n"
-        "        if (dims[i] < 0 || (dims[i] > 0 && bytes > UINT64_MAX / (uint64_t)dims[i]))\n"
+        "        if (dims[i] < 0 ||\n"
+        "            (dims[i] > 0 && bytes > (uint64_t)INT64_MAX / (uint64_t)dims[i]))\n"
         "            return -1;\n"
         "        bytes *= (uint64_t)dims[i];\n"
         "    }\n"
@@ -183,6 +184,9 @@ static void qf_gen_dim_emit_c(qf_gen_buf *b, const char *d) {
 static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const qf_fake_op *op) {
     qf_gen_buf_addf(b, "    if (q->outputs & ~0x%xu) /* bits other than the op's */\n"
                        "        return -1;\n", qf_fake_op_outputs(t, op));
+    qf_gen_buf_adds(b, "    if ((unsigned)q->dtype >= QF_DTYPE_COUNT || (unsigned)q->norm >= "
+                       "QF_NORM_COUNT ||\n        (unsigned)q->role >= QF_ROLE_COUNT)\n"
+                       "        return -1; /* enums out of range, read or not */\n");
     qf_gen_buf_adds(b, "    if (");
     for (const char *s = op->dims_used; *s; s++)
         qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);
@@ -196,8 +200,6 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const q
     if (op->quantizer && op->needs_norm) /* a norm + quantize is its role's only */
         qf_gen_buf_addf(b, "    if (q->role != %s)\n        return -1;\n",
                         qf_enum_c(QF_ENUM_ROLE, op->role));
-    if (op->role == QF_FAKE_ROLE_QUERY)
-        qf_gen_buf_adds(b, "    if ((unsigned)q->role >= QF_ROLE_COUNT)\n        return -1;\n");
     if (op->align > 0) {
         qf_gen_buf_adds(b, "    if (");
         for (const char *s = op->dims_aligned; *s; s++)

@@ -249,6 +249,17 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
                                      const qf_shape_query *q, char *buf, size_t n) {
     if (q->outputs & ~QF_OUT_KNOWN)
         return "outputs has bits other than QF_OUT_ROWWISE, _COLUMNWISE, _FP32 and _GATED";
+    /* enums out of range are refused whether the op reads them or not */
+    if ((unsigned)q->dtype >= QF_DTYPE_COUNT) {
+        snprintf(buf, n, "dtype %d is not a qf_dtype", (int)q->dtype);
+        return buf;
+    }
+    if ((unsigned)q->norm >= QF_NORM_COUNT) {
+        snprintf(buf, n, "norm %d is not a qf_norm", (int)q->norm);
+        return buf;
+    }
+    if ((unsigned)q->role >= QF_ROLE_COUNT)
+        return "role is not a qf_role";
     const unsigned reads = qf_fake_op_outputs(t, o);
     if (q->outputs & ~reads) {
         char has[64], takes[64];
@@ -272,8 +283,6 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
         return "the op needs norm layernorm or rmsnorm";
     if (o->quantizer && o->needs_norm && q->role != (qf_role)o->role)
         return "a norm + quantize is the input role's only";
-    if (o->role == QF_FAKE_ROLE_QUERY && (unsigned)q->role >= QF_ROLE_COUNT)
-        return "role is not a qf_role";
     for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)
         if (qf_fake_symbol(q, *s) % o->align != 0) {
             snprintf(buf, n, "%c = %lld is not a multiple of %d (numerics 4)", *s,
@@ -307,14 +316,15 @@ static int qf_fake_cond_holds(qf_fake_cond c, const qf_shape_query *q) {
     }
 }
 
-/* Fills *s with output o (dtype dt) for q; -1 when a dim or the bytes overflow. */
+/* Fills *s with output o (dtype dt) for q; -1 when a dim overflows or the bytes exceed INT64_MAX
+ * (as the generated qf_shape_add). */
 static int qf_fake_fill(const qf_fake_out *o, qf_dtype dt, const qf_shape_query *q, qf_shape *s) {
     uint64_t bytes = dt == QF_DTYPE_E2M1 ? 1 : qf_dtype_size(dt); /* E2M1 dims: bytes */
     memset(s, 0, sizeof *s);
     for (int i = 0; i < o->ndim; i++) {
         const char *f = o->dims[i];
         const int64_t d = qf_fake_eval(&f, q);
-        if (d < 0 || *f || (d > 0 && bytes > UINT64_MAX / (uint64_t)d))
+        if (d < 0 || *f || (d > 0 && bytes > (uint64_t)INT64_MAX / (uint64_t)d))
             return -1;
         s->dims[i] = d;
         bytes *= (uint64_t)d;

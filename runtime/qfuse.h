@@ -71,7 +71,7 @@ typedef struct qf_shape {
     qf_dtype dtype;
     int ndim;
     int64_t dims[4];
-    uint64_t bytes;     /* exact bytes written */
+    uint64_t bytes;     /* exact bytes written, at most INT64_MAX */
 } qf_shape;
 
 /* Bytes of one element of dtype; 0 for E2M1 (packed two per byte: an E2M1 tensor's dims count

@@ -5,10 +5,12 @@
  * its family's schema, expanded into the same variants qfuse-gen would emit, and each variant
  * gets the prelude qfuse-gen would write, over the template text the registry holds. The kernels
  * are JIT-compiled on first use like any other, so a recipe author edits a file and runs, with no
- * rebuild. A process loads each path once; the recipes and kernel entries it makes live until
- * the process ends (ops hand out pointers to them). */
+ * rebuild. A process loads each file once, found by its absolute path (realpath: after a chdir,
+ * "x.lua" names another file); the recipes and kernel entries it makes live until the process
+ * ends (ops hand out pointers to them). */
 #include "recipe_file.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,7 @@ typedef struct qf_loaded_recipe {
     qf_kernel_entry kernels[QF_GEN_VARIANTS_MAX];
     qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* the kernels' names live here */
     char *preludes[QF_GEN_VARIANTS_MAX];
-    char *request; /* the path as the caller spelled it: the lookup key */
+    char *request; /* the lookup key: the file's absolute path (qf_recipe_file_key) */
     struct qf_loaded_recipe *next;
 } qf_loaded_recipe;
 
@@ -72,10 +74,18 @@ static void qf_recipe_file_free(qf_loaded_recipe *lr) {
     free(lr);
 }
 
-/* Loads, validates and expands the recipe at path into a new entry. NULL with e set on error. */
-static qf_loaded_recipe *qf_recipe_file_build(const char *path, qf_gen_err *e) {
+/* The lookup key of path: its absolute path with links resolved, so that a relative path means
+ * the file it names now, whatever directory an earlier call ran in; path itself when it cannot
+ * be resolved (the load then fails and stores nothing). buf holds PATH_MAX bytes. */
+static const char *qf_recipe_file_key(const char *path, char *buf) {
+    return realpath(path, buf) ? buf : path;
+}
+
+/* Loads, validates and expands the recipe at path into a new entry under key. NULL with e set
+ * on error. */
+static qf_loaded_recipe *qf_recipe_file_build(const char *path, const char *key, qf_gen_err *e) {
     qf_loaded_recipe *lr = calloc(1, sizeof *lr);
-    if (!lr || !(lr->request = strdup(path))) {
+    if (!lr || !(lr->request = strdup(key))) {
         qf_gen_fail(e, "%s: out of host memory", path);
         qf_recipe_file_free(lr);
         return NULL;
@@ -98,10 +108,10 @@ static qf_loaded_recipe *qf_recipe_file_build(const char *path, qf_gen_err *e) {
     return lr;
 }
 
-/* The entry loaded for path, or NULL. Called with the lock held. */
-static const qf_recipe *qf_recipe_file_find(const char *path) {
+/* The entry loaded under key, or NULL. Called with the lock held. */
+static const qf_recipe *qf_recipe_file_find(const char *key) {
     for (const qf_loaded_recipe *lr = qf_recipe_files; lr; lr = lr->next)
-        if (strcmp(lr->request, path) == 0)
+        if (strcmp(lr->request, key) == 0)
             return &lr->r;
     return NULL;
 }
@@ -121,11 +131,13 @@ static qf_status qf_recipe_file_status(const qf_gen_err *e) {
 
 qf_status qf_recipe_file_load(const char *path, const qf_recipe **out) {
     qf_status s = QF_OK;
+    char buf[PATH_MAX];
+    const char *key = qf_recipe_file_key(path, buf);
     pthread_mutex_lock(&qf_recipe_file_lock);
-    *out = qf_recipe_file_find(path);
+    *out = qf_recipe_file_find(key);
     if (!*out) {
         qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
-        qf_loaded_recipe *lr = qf_recipe_file_build(path, &e);
+        qf_loaded_recipe *lr = qf_recipe_file_build(path, key, &e);
         if (lr) {
             lr->next = qf_recipe_files;
             qf_recipe_files = lr;

@@ -96,6 +96,37 @@ static void test_loaded_once(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* A file is known by its absolute path: one relative path after a chdir is the file it names
+ * there, not the one loaded before; another spelling of a loaded file is that recipe. */
+static void test_relative_path_follows_cwd(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "recipe_file");
+    char a[600], b[600], here[PATH_MAX];
+    snprintf(a, sizeof a, "%s/a", d.path);
+    snprintf(b, sizeof b, "%s/b", d.path);
+    assert_int_equal(mkdir(a, 0700), 0);
+    assert_int_equal(mkdir(b, 0700), 0);
+    qf_test_dir_write(a, "x.lua", "return {family = 'mxfp8'}");
+    qf_test_dir_write(b, "x.lua", "return {family = 'nvfp4'}");
+    assert_non_null(getcwd(here, sizeof here));
+    assert_int_equal(chdir(a), 0);
+    const qf_recipe *ra = qf_test_find("x.lua", QF_OK);
+    assert_int_equal(chdir(b), 0);
+    const qf_recipe *rb = qf_test_find("x.lua", QF_OK);
+    const qf_recipe *rb2 = qf_test_find("./x.lua", QF_OK);
+    assert_int_equal(chdir(here), 0);
+    assert_non_null(ra);
+    assert_non_null(rb);
+    assert_int_equal(ra->family, QF_FAMILY_MXFP8);
+    assert_int_equal(rb->family, QF_FAMILY_NVFP4);
+    assert_ptr_equal(rb2, rb);
+    char abs_b[700];
+    snprintf(abs_b, sizeof abs_b, "%s/x.lua", b);
+    assert_ptr_equal(qf_test_find(abs_b, QF_OK), rb);
+    qf_test_dir_remove(d.path);
+}
+
 /* Fake shapes of a loaded recipe (interpreted from the family's table) equal the generated
  * function's of the built-in recipe with the same formats. */
 static void test_shapes(void **state) {
@@ -239,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_same_as_generator), cmocka_unit_test(test_loaded_once),
         cmocka_unit_test(test_shapes),            cmocka_unit_test(test_jit_compiles),
         cmocka_unit_test(test_errors),            cmocka_unit_test(test_public_queries),
+        cmocka_unit_test(test_relative_path_follows_cwd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -610,7 +610,41 @@ static void test_blk_nq_and_other_ops(void **state) {
     const int counts[] = {1, 3, 1, 2};
     for (int i = 0; i < 4; i++)
         assert_int_equal(r->shapes(&others[i], out, CAP), counts[i]);
-    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 7 * 48 * 2); /* the activation's a */
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 7 * 48 * 2); 
+/* the activation's a */
+}
+
+/* Enum fields out of range are refused, with their value named, whether the op reads them or
+ * not (a quantize reads no dtype or norm, a GEMM no role); the same query in range passes. */
+static void test_enums_out_of_range(void **state) {
+    (void)state;
+    const qf_shape_query ok = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
+                               .outputs = QF_OUT_ROWWISE, .M = 32, .K = 32};
+    const qf_shape_query gemm = {.op = QF_OP_GEMM, .M = 32, .N = 32, .K = 32};
+    qf_shape sh[CAP];
+    int n = 0;
+    assert_int_equal(qf_fake_shapes("mxfp8", &ok, sh, CAP, &n), QF_OK);
+    assert_int_equal(qf_fake_shapes("fp8_delayed", &gemm, sh, CAP, &n), QF_OK);
+    static const struct {
+        int field, value;
+        const char *why;
+    } bad[] = {{0, 42, "dtype 42 is not a qf_dtype"}, {0, -3, "dtype -3 is not a qf_dtype"},
+               {1, 9, "norm 9 is not a qf_norm"},     {2, 7, "role is not a qf_role"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int g = 0; g < 2; g++) {
+            qf_shape_query q = g ? gemm : ok;
+            if (bad[i].field == 0)
+                q.dtype = (qf_dtype)bad[i].value;
+            else if (bad[i].field == 1)
+                q.norm = (qf_norm)bad[i].value;
+            else
+                q.role = (qf_role)bad[i].value;
+            assert_int_equal(qf_fake_shapes(g ? "fp8_delayed" : "mxfp8", &q, sh, CAP, &n),
+                             QF_ERR_INVALID_ARG);
+            assert_non_null(strstr(qf_last_error(), bad[i].why));
+            assert_int_equal(qf_test_recipe(g ? "fp8_delayed" : "mxfp8")->shapes(&q, sh, CAP), -1); /* the generated function */
+        }
+    }
 }
 
 static void test_interpreter_matches_generated(void **state) {
@@ -625,7 +659,7 @@ static void test_interpreter_matches_generated(void **state) {
         r.shapes = NULL; /* the same recipe, interpreted */
         for (int op = 0; op <= QF_OP_COUNT; op++)
             for (int role = 0; role <= QF_ROLE_COUNT; role++)
-                for (int norm = 0; norm < QF_NORM_COUNT; norm++)
+                for (int norm = 0; norm <= QF_NORM_COUNT; norm++)
                     for (unsigned oi = 0; oi < 6; oi++)
                         for (int m = 0; m < ns; m++)
                             for (int k = 0; k < ns; k += 2)
@@ -635,7 +669,9 @@ static void test_interpreter_matches_generated(void **state) {
                                     qf_shape_query q = {.op = (qf_op)op, .role = (qf_role)role,
                                                         .norm = (qf_norm)norm, .outputs = outs[oi],
                                                         .M = sizes[m], .N = sizes[(m + k) % ns],
-                                                        .K = sizes[k]};
+                                                        .K = sizes[k],
+                                                        .dtype = m == 3 ? QF_DTYPE_COUNT
+                                                                        : QF_DTYPE_BF16};
                                     qf_shape a[CAP], b[CAP];
                                     int na = qf_recipes[ri].shapes(&q, a, cap);
                                     int nb = qf_recipe_shapes(&r, &q, b, cap);
@@ -678,6 +714,7 @@ int main(void) {
         cmocka_unit_test(test_blk_shapes_match_reference),
         cmocka_unit_test(test_blk_nq_and_other_ops),
         cmocka_unit_test(test_interpreter_matches_generated),
+        cmocka_unit_test(test_enums_out_of_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,8 +39,13 @@ def _hint(v, what="a size"):
 _OUTPUT_BITS = _lib.OUT_ROWWISE | _lib.OUT_COLUMNWISE | _lib.OUT_FP32 | _lib.OUT_GATED
 
 
+def _is_path(recipe):
+    """libqfuse's rule (qf_recipe_is_path): a recipe file's path holds a '/' or ends in .lua."""
+    return "/" in recipe or recipe.endswith(".lua")
+
+
 def _recipe(recipe):
-    """A recipe name or .lua path as bytes for libqfuse."""
+    """A recipe name or .lua path as bytes for libqfuse (a path in the file system's encoding)."""
     if isinstance(recipe, os.PathLike):
         recipe = os.fspath(recipe)
     if not isinstance(recipe, str):
@@ -48,7 +53,13 @@ def _recipe(recipe):
                         % type(recipe).__name__)
     if "\0" in recipe:
         raise ValueError("qfuse: recipe %r holds a NUL character" % (recipe,))
-    return recipe.encode()
+    return os.fsencode(recipe)
+
+
+def _recipe_key(rb):
+    """The cache key of recipe bytes rb: a file by its absolute path (as libqfuse keys it), so
+    that a relative path after a chdir is the file it names then."""
+    return os.path.realpath(rb) if _is_path(os.fsdecode(rb)) else rb
 
 
 def _query(op, role, norm, outputs, M, N, K, dtype):
@@ -94,7 +105,7 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     rb = _recipe(recipe)  # checks the arguments, every call
     q = _query(op, role, norm, outputs, M, N, K, dtype)
     given = {n: v is not None for n, v in (("M", M), ("N", N), ("K", K))}
-    key = (rb, q.op, q.role, q.norm, q.outputs, q.dtype,  # SymInts hashed by their example
+    key = (_recipe_key(rb), q.op, q.role, q.norm, q.outputs, q.dtype,  # SymInts hashed by their example
            tuple(getattr(q, n) if g else None for n, g in given.items()))
     hit = _formula_cache.get(key)
     if hit is not None:

@@ -103,6 +103,29 @@ def test_sizes_left_out():
     assert e.value.status == "QF_ERR_NOT_FOUND"
 
 
+def test_recipe_file_follows_cwd(tmp_path, monkeypatch):
+    """A relative recipe path is the file it names under the working directory of each call
+    (libqfuse and the formula cache key files by their absolute path); a path that is not
+    UTF-8 is passed in the file system's encoding."""
+    for sub, family in (("a", "mxfp8"), ("b", "nvfp4")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "x.lua").write_text("return {family = '%s'}" % family)
+    kw = dict(role="weight", outputs=1, M=32, K=32)
+    monkeypatch.chdir(tmp_path / "a")
+    mx = shapes.concrete("x.lua", "quantize", **kw)
+    monkeypatch.chdir(tmp_path / "b")
+    nv = shapes.concrete("x.lua", "quantize", **kw)
+    nv_formulas = shapes.formulas("x.lua", "quantize", **kw)
+    assert mx[0].dims == (32, 32) and mx[0].dtype == "e4m3"
+    assert nv[0].dims == (32, 16) and nv[0].dtype == "e2m1"
+    assert nv_formulas == shapes.formulas(str(tmp_path / "b" / "x.lua"), "quantize", **kw)
+    odd = os.fsencode(str(tmp_path)) + b"/d\xff"
+    os.mkdir(odd)
+    with open(odd + b"/mx.lua", "w") as f:
+        f.write("return {family = 'mxfp8'}")
+    assert shapes.concrete(os.fsdecode(odd + b"/mx.lua"), "quantize", **kw) == mx
+
+
 def test_symbolic_sizes_checked():
     """A SymInt-like size is hashed by its example value, and one without an int example value
     is refused saying so; a recipe of the wrong type is refused before any lookup."""
@@ -152,6 +175,11 @@ def test_bad_queries_raise():
             (("fp8_block", "gemm", dict(outputs=5, M=128, N=128, K=128)),
              "outputs has QF_OUT_ROWWISE, which gemm does not take (it takes QF_OUT_FP32)"),
             (("fp8_delayed", "quantize", dict(outputs=1, M=2 ** 62, K=2 ** 62)),
+             "an output's size overflows int64"),
+            # dims that fit, bytes between 2^63 and 2^64 (unsigned arithmetic does not overflow)
+            (("mxfp8", "quantize", dict(outputs=1, M=1, K=2 ** 61)),
+             "an output's size overflows int64"),
+            (("fp8_current", "quantize", dict(outputs=1, M=8, K=2 ** 60 + 16)),
              "an output's size overflows int64")):
         with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)):
             shapes.outputs(recipe, op, **kw)

@@ -2,6 +2,7 @@
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
 import math
+import os
 import warnings
 
 import torch
@@ -49,14 +50,16 @@ def check_group(group):
 
 
 def _recipe(recipe):
-    """The recipe, checked: a shipped name or a .lua file libqfuse loads (ValueError if not)."""
+    """The recipe, checked: a shipped name or a .lua file libqfuse loads (ValueError if not). A
+    file is kept by its absolute path: the module's recipe is the file named when it was made,
+    whatever the working directory of later calls."""
     if not isinstance(recipe, str):
         raise TypeError("recipe must be a recipe name or a .lua path (str), not %r" % (recipe,))
     try:
         ops.recipe_family(recipe)
     except _lib.QfuseError as e:
         raise ValueError("recipe %r: %s" % (recipe, e)) from None
-    return recipe
+    return os.path.abspath(recipe) if shapes._is_path(recipe) else recipe
 
 
 class _HostState:
