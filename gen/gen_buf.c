@@ -141,3 +141,47 @@ int qf_gen_read_file(const char *path, const char *what, char **text, size_t *le
     *len = got;
     return 0;
 }
+
+/* The length of the well-formed UTF-8 character at p (1-4, none of U+0000..U+001F or U+007F), or
+ * 0 for a byte that starts none. */
+static size_t qf_gen_utf8_len(const unsigned char *p) {
+    if (p[0] >= 0x20 && p[0] < 0x7F)
+        return 1;
+    const size_t n = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
+    if (n == 0 || p[0] >= 0xF5)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+    const unsigned cp = n == 2   ? (p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu)
+                        : n == 3 ? (p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu)
+                                 : (p[0] & 0x07u) << 18 | (p[1] & 0x3Fu) << 12 |
+                                       (p[2] & 0x3Fu) << 6 | (p[3] & 0x3Fu);
+    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0; /* overlong, past Unicode, or a surrogate */
+    return n;
+}
+
+const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
+    const size_t n = strlen(path);
+    const unsigned char *p = (const unsigned char *)path;
+    size_t o = 0;
+    if (n > QF_GEN_PATH_SHOWN) {
+        p += n - QF_GEN_PATH_SHOWN;
+        while ((*p & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
+            p++;
+        memcpy(*buf, "...", 3), o = 3;
+    }
+    while (*p) {
+        const size_t c = qf_gen_utf8_len(p);
+        if (c) {
+            memcpy(*buf + o, p, c), o += c, p += c;
+        } else {
+            snprintf(*buf + o, sizeof *buf - o, "\\x%02X", *p++);
+            o += 4;
+        }
+    }
+    (*buf)[o] = '\0';
+    return *buf;
+}

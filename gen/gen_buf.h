@@ -56,4 +56,14 @@ void qf_gen_buf_add_c_literal(qf_gen_buf *b, const char *s, size_t n, int indent
  * `what` names the file's role in the error ("template", "header"). */
 int qf_gen_read_file(const char *path, const char *what, char **text, size_t *len, qf_gen_err *e);
 
+/* Bytes of a path a message shows: a longer one is shown as "..." and its last
+ * QF_GEN_PATH_SHOWN bytes (the file name and the directories nearest it, from a UTF-8 character
+ * boundary), so that it leaves room in the message (qf_gen_err.msg, 4096 bytes) for the reason;
+ * control characters and bytes that are not UTF-8 are shown as \xNN, so a file name cannot break
+ * the message's line or reach a terminal as an escape sequence. */
+#define QF_GEN_PATH_SHOWN 200
+typedef char qf_gen_shown[3 + 4 * QF_GEN_PATH_SHOWN + 1];
+/* path as messages show it (see QF_GEN_PATH_SHOWN), written into buf; returns buf. */
+const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf);
+
 #endif /* QF_GEN_BUF_H */

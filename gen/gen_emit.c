@@ -6,6 +6,7 @@
 #include "gen_emit.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
@@ -349,14 +350,29 @@ int qf_gen_emit_build(const qf_gen_plan *p, qf_gen_files *out, qf_gen_err *e) {
 
 /* ========================================================================= writing */
 
+/* Fails with "<the first len bytes of path>: <reason>", the path as messages show it
+ * (qf_gen_path_shown: however long the path, the reason stays in the message). */
+static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const char *fmt, ...)
+    QF_GEN_PRINTF(4, 5);
+static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const char *fmt, ...) {
+    char part[QF_GEN_PATH_MAX + 400], reason[1024];
+    qf_gen_shown shown;
+    snprintf(part, sizeof part, "%.*s", (int)(len < sizeof part ? len : sizeof part - 1), path);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    return qf_gen_fail(e, "%s: %s", qf_gen_path_shown(part, &shown), reason);
+}
+
 /* mkdir -p of path (qf_mkdirs); the error names the component that could not be made. */
 static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
     size_t bad;
     const int err = qf_mkdirs(path, 0777, &bad);
     if (err == ENOTDIR)
-        return qf_gen_fail(e, "%.*s: exists and is not a directory", (int)bad, path);
+        return qf_gen_fail_path(e, path, bad, "exists and is not a directory");
     if (err)
-        return qf_gen_fail(e, "%.*s: cannot create directory (%s)", (int)bad, path, strerror(err));
+        return qf_gen_fail_path(e, path, bad, "cannot create directory (%s)", strerror(err));
     return 0;
 }
 
@@ -379,13 +395,13 @@ static int qf_gen_write_atomic(const char *path, const char *text, size_t len, q
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f)
-        return qf_gen_fail(e, "%s: cannot create (%s)", tmp, strerror(errno));
+        return qf_gen_fail_path(e, tmp, strlen(tmp), "cannot create (%s)", strerror(errno));
     int ok = fwrite(text, 1, len, f) == len;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, path) != 0) {
         int err = errno;
         remove(tmp);
-        return qf_gen_fail(e, "%s: cannot write (%s)", path, strerror(err));
+        return qf_gen_fail_path(e, path, strlen(path), "cannot write (%s)", strerror(err));
     }
     return 0;
 }
@@ -404,7 +420,8 @@ static int qf_gen_remove_stale(const char *dir, const qf_gen_files *f, qf_gen_er
     snprintf(kdir, sizeof kdir, "%s/kernels", dir);
     DIR *d = opendir(kdir);
     if (!d)
-        return qf_gen_fail(e, "%s: cannot open directory (%s)", kdir, strerror(errno));
+        return qf_gen_fail_path(e, kdir, strlen(kdir), "cannot open directory (%s)",
+                                strerror(errno));
     struct dirent *de;
     int rc = 0;
     while ((de = readdir(d)) != NULL && rc == 0) {
@@ -417,7 +434,8 @@ static int qf_gen_remove_stale(const char *dir, const qf_gen_files *f, qf_gen_er
         if (qf_gen_files_has(f, rel) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         if (unlink(path) != 0)
-            rc = qf_gen_fail(e, "%s: cannot remove stale file (%s)", path, strerror(errno));
+            rc = qf_gen_fail_path(e, path, strlen(path), "cannot remove stale file (%s)",
+                                  strerror(errno));
     }
     closedir(d);
     return rc;
@@ -426,23 +444,28 @@ static int qf_gen_remove_stale(const char *dir, const qf_gen_files *f, qf_gen_er
 int qf_gen_emit_write(const char *dir, const qf_gen_files *f, qf_gen_err *e) {
     char path[QF_GEN_PATH_MAX];
     if (strlen(dir) + 200 >= sizeof path)
-        return qf_gen_fail(e, "%s: output directory path too long", dir);
+        return qf_gen_fail_path(e, dir, strlen(dir), "output directory path too long (at most %d "
+                                "bytes)", QF_GEN_PATH_MAX - 201);
+    qf_gen_shown dir_shown;
     snprintf(path, sizeof path, "%s/kernels", dir);
     struct stat kst; /* a link there would take the kernels, and the stale-file removal, elsewhere */
     if (lstat(path, &kst) == 0 && S_ISLNK(kst.st_mode))
-        return qf_gen_fail(e, "%s: is a symbolic link; qfuse-gen writes only under %s, nothing "
-                           "was written", path, dir);
-    if (qf_gen_mkdirs(path, e) != 0)
-        return -1;
+        return qf_gen_fail_path(e, path, strlen(path), "is a symbolic link; qfuse-gen writes only "
+                                "under %s, nothing was written",
+                                qf_gen_path_shown(dir, &dir_shown));
     /* an output name held by something other than a regular file (a directory, a link) would
-     * fail its rename after the files before it were written: refused first, nothing written */
+     * fail its rename after the files before it were written: refused first, nothing written
+     * or made */
     for (int i = 0; i < f->n; i++) {
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, f->v[i].rel);
         if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-            return qf_gen_fail(e, "%s: exists and is not a regular file; nothing was written",
-                               path);
+            return qf_gen_fail_path(e, path, strlen(path), "exists and is not a regular file; "
+                                    "nothing was written");
     }
+    snprintf(path, sizeof path, "%s/kernels", dir);
+    if (qf_gen_mkdirs(path, e) != 0)
+        return -1;
     for (int i = 0; i < f->n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, f->v[i].rel);
         if (qf_gen_write_atomic(path, f->v[i].text, f->v[i].len, e) != 0)

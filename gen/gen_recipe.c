@@ -488,59 +488,6 @@ static int qf_gen_recipe_pmain(lua_State *L) {
 
 /* ========================================================================= entry points */
 
-/* Bytes of a path a message shows: a longer one is shown as "..." and its last
- * QF_GEN_PATH_SHOWN bytes (the file name and the directories nearest it, from a UTF-8 character
- * boundary), so that it leaves room in the message (qf_gen_err.msg, 4096 bytes) for the reason;
- * control characters and bytes that are not UTF-8 are shown as \xNN, so a file name cannot break
- * the message's line or reach a terminal as an escape sequence. */
-#define QF_GEN_PATH_SHOWN 200
-typedef char qf_gen_shown[3 + 4 * QF_GEN_PATH_SHOWN + 1];
-
-/* The length of the well-formed UTF-8 character at p (1-4, none of U+0000..U+001F or U+007F), or
- * 0 for a byte that starts none. */
-static size_t qf_gen_utf8_len(const unsigned char *p) {
-    if (p[0] >= 0x20 && p[0] < 0x7F)
-        return 1;
-    const size_t n = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (n == 0 || p[0] >= 0xF5)
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    const unsigned cp = n == 2   ? (p[0] & 0x1Fu) << 6 | (p[1] & 0x3Fu)
-                        : n == 3 ? (p[0] & 0x0Fu) << 12 | (p[1] & 0x3Fu) << 6 | (p[2] & 0x3Fu)
-                                 : (p[0] & 0x07u) << 18 | (p[1] & 0x3Fu) << 12 |
-                                       (p[2] & 0x3Fu) << 6 | (p[3] & 0x3Fu);
-    static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0; /* overlong, past Unicode, or a surrogate */
-    return n;
-}
-
-/* path as messages show it (see QF_GEN_PATH_SHOWN), written into buf. */
-static const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
-    const size_t n = strlen(path);
-    const unsigned char *p = (const unsigned char *)path;
-    size_t o = 0;
-    if (n > QF_GEN_PATH_SHOWN) {
-        p += n - QF_GEN_PATH_SHOWN;
-        while ((*p & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
-            p++;
-        memcpy(*buf, "...", 3), o = 3;
-    }
-    while (*p) {
-        const size_t c = qf_gen_utf8_len(p);
-        if (c) {
-            memcpy(*buf + o, p, c), o += c, p += c;
-        } else {
-            snprintf(*buf + o, sizeof *buf - o, "\\x%02X", *p++);
-            o += 4;
-        }
-    }
-    (*buf)[o] = '\0';
-    return *buf;
-}
-
 /* Sets out->name and out->file from the path's stem; the name must be [a-z0-9_]+. shown: the
  * path as messages show it (qf_gen_path_shown). */
 static int qf_gen_recipe_name(const char *path, const char *shown, qf_recipe *out,

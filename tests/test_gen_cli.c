@@ -113,9 +113,26 @@ static void test_cli_output_is_directory(void **state) {
     assert_string_equal(err, want);
     char kdir[600];
     snprintf(kdir, sizeof kdir, "%s/kernels", d.path);
-    assert_int_equal(files_in(kdir), 0); /* the folder is made, but holds no file */
+    struct stat st;
+    assert_int_not_equal(stat(kdir, &st), 0); /* nothing made either: not even DIR/kernels */
     free(out), free(err);
     qf_test_dir_remove(d.path);
+}
+
+/* An output path too long for the generator: the message keeps its reason, with the path shown
+ * by its end ("..." and the last 200 bytes), whatever the path's length. */
+static void test_cli_output_path_too_long(void **state) {
+    (void)state;
+    static char dir[100001];
+    memset(dir, 'a', sizeof dir - 1);
+    dir[0] = '/';
+    char *out, *err;
+    const char *args[] = {"-o", dir, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 1);
+    assert_non_null(strstr(err, "qfuse-gen: ...aaa"));
+    assert_non_null(strstr(err, ": output directory path too long (at most 3895 bytes)\n"));
+    assert_true(strlen(err) < 400);
+    free(out), free(err);
 }
 
 /* DIR/kernels as a symbolic link to another folder: refused, nothing written or removed there. */
@@ -252,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_cli_out_is_file),
         cmocka_unit_test(test_cli_output_is_directory),
         cmocka_unit_test(test_cli_kernels_link),
+        cmocka_unit_test(test_cli_output_path_too_long),
         cmocka_unit_test(test_cli_list_arch_changes_key),
         cmocka_unit_test(test_cli_usage),
         cmocka_unit_test(test_cli_from_another_folder),

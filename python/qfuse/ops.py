@@ -288,7 +288,7 @@ def _layout(recipe, device):
     """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
     arch = _lib.lib.qf_ctx_arch(_ctx(device))
     lay = ctypes.c_int()
-    _lib.check(_lib.lib.qf_gemm_scale_layout(recipe.encode(), arch, ctypes.byref(lay)))
+    _lib.check(_lib.lib.qf_gemm_scale_layout(shapes._recipe(recipe), arch, ctypes.byref(lay)))
     return lay.value
 
 
@@ -405,7 +405,7 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
             t.zero_()
     q = _quantized(outs, wq, _layout(recipe, w.device))
     xt = _c(w)
-    _run(layer, w.device, _lib.lib.qf_quantize, ctx, recipe.encode(), _lib.ROLES["weight"],
+    _run(layer, w.device, _lib.lib.qf_quantize, ctx, shapes._recipe(recipe), _lib.ROLES["weight"],
          ctypes.byref(xt), None, _ptr(scale), None, ctypes.byref(q), _stream(w.device))
     st.key = None if capturing else key
 
@@ -495,7 +495,7 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
     xt = _c(x.contiguous(), dims=(m, k))
     nd = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma) if norm else None
     rng = _lib.Rng(seed, offset)
-    _lib.check(_lib.lib.qf_quantize(_ctx(dev), recipe.encode(), role, ctypes.byref(xt),
+    _lib.check(_lib.lib.qf_quantize(_ctx(dev), shapes._recipe(recipe), role, ctypes.byref(xt),
                                     ctypes.byref(nd) if nd is not None else None,
                                     ctypes.c_void_p(scale.data_ptr()) if scale is not None
                                     else None, ctypes.byref(rng), ctypes.byref(qs),
@@ -574,7 +574,7 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
     ob = _lib.Operand(ctypes.pointer(qb), b_copy)
     yt = _c(y)
     bt = _c(bias) if bias is not None else None
-    _lib.check(_lib.lib.qf_gemm_ex(_ctx(dev), recipe.encode(), ctypes.byref(oa),
+    _lib.check(_lib.lib.qf_gemm_ex(_ctx(dev), shapes._recipe(recipe), ctypes.byref(oa),
                                    ctypes.byref(ob),
                                    ctypes.byref(bt) if bt is not None else None,
                                    ctypes.byref(yt), None, _stream(dev)))
@@ -603,7 +603,7 @@ def scale_update_(amax: torch.Tensor, history: torch.Tensor, scale: torch.Tensor
     n, hist = history.shape
     dev = amax.device
     ctx = _ctx(dev)
-    _lib.check(_lib.lib.qf_scale_update(ctx, recipe.encode(), n, hist, amax.data_ptr(),
+    _lib.check(_lib.lib.qf_scale_update(ctx, shapes._recipe(recipe), n, hist, amax.data_ptr(),
                                         history.data_ptr(), scale.data_ptr(),
                                         scale_inv.data_ptr(), fmt.data_ptr(), _stream(dev)))
 
@@ -611,6 +611,15 @@ def scale_update_(amax: torch.Tensor, history: torch.Tensor, scale: torch.Tensor
 @scale_update_.register_fake
 def _(amax, history, scale, scale_inv, fmt, recipe):
     _check_scale_state(amax, history, scale, scale_inv, fmt)
+    # what qf_scale_update checks of the recipe, made here while torch.compile traces: a
+    # delayed-scaling recipe (an unknown one raises QfuseError) and H its amax_history_len
+    family, _, hist_len = recipe_info(recipe)
+    if hist_len == 0:
+        raise ValueError("qfuse::scale_update_: recipe %r (%s) computes its scales in the "
+                         "quantizer; only delayed scaling has a scale update" % (recipe, family))
+    if history.shape[1] != hist_len:
+        raise ValueError("qfuse::scale_update_: history is %s; recipe %r keeps H = %d amaxes "
+                         "(amax_history_len)" % (tuple(history.shape), recipe, hist_len))
     return None
 
 
@@ -658,7 +667,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
     ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, recipe.encode(), ctypes.byref(xt),
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
          ctypes.byref(ll), ctypes.byref(yt), stream)
     return [y] + xq
 
@@ -723,7 +732,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     if has_bias:
         g.dbias = _c(dbias)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_linear_bwd, ctx, recipe.encode(), ctypes.byref(xt),
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_bwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
          ctypes.byref(dyt), ctypes.byref(ll), ctypes.byref(g), stream)
     _merge_amax(amax, LINEAR_TENSORS.index("dy"), dyo, dyq)
     return dx, dgamma, dbeta, dweight, dbias
@@ -846,7 +855,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     h = torch.empty(ho.dims, dtype=TORCH_DTYPE[ho.dtype], device=dev)
     # where the forward quantizes act(h) in one kernel it leaves a unwritten: zeros, so that the
     # op's outputs are determined by its inputs
-    writes_a = _lib.lib.qf_layernorm_mlp_writes_a(ctx, recipe.encode(), m, f)
+    writes_a = _lib.lib.qf_layernorm_mlp_writes_a(ctx, shapes._recipe(recipe), m, f)
     if writes_a < 0:
         _lib.check(-writes_a)
     a = (torch.empty if writes_a else torch.zeros)(ao.dims, dtype=TORCH_DTYPE[ao.dtype], device=dev)
@@ -867,7 +876,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     p.x_scale = _ptr(scales, MLP_TENSORS.index("x"))
     p.a_scale = _ptr(scales, MLP_TENSORS.index("a"))
     xt, yt = _c(x.contiguous(), dims=(m, k)), _c(y, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_mlp_fwd, ctx, recipe.encode(), ctypes.byref(xt),
+    _run(layer, dev, _lib.lib.qf_layernorm_mlp_fwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
          ctypes.byref(p), ctypes.byref(yt), stream)
     return [y, h, a] + xq + aq
 
@@ -941,7 +950,7 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     if has_b2:
         g.db2 = _c(db2)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_mlp_bwd, ctx, recipe.encode(), ctypes.byref(xt),
+    _run(layer, dev, _lib.lib.qf_layernorm_mlp_bwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
          ctypes.byref(dyt), ctypes.byref(p), ctypes.byref(g), stream)
     _merge_amax(amax, MLP_TENSORS.index("dy"), dyo, dyq)
     _merge_amax(amax, MLP_TENSORS.index("dh"), dho, dhq)

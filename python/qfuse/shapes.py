@@ -126,20 +126,25 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     return res
 
 
+_FORMULA_DEPTH = 32  # libqfuse's formulas nest two deep; deeper ones are refused, not recursed
+
+
 def evaluate(formula, sizes):
     """The value of one formula for sizes {"M": ..., "N": ..., "K": ...} (ints or SymInts)."""
     if not isinstance(formula, str):
         raise TypeError("a shape formula is a str, not %s" % type(formula).__name__)
     pos = [0]
 
-    def expr():
-        s = formula[pos[0]:]
+    def expr(depth=0):
+        if depth > _FORMULA_DEPTH:
+            raise ValueError("bad shape formula %r: nested deeper than %d" % (
+                formula if len(formula) <= 80 else formula[:80] + "...", _FORMULA_DEPTH))
         for fn, name in (("roundup", "roundup("), ("cdiv", "cdiv(")):
-            if s.startswith(name):
+            if formula.startswith(name, pos[0]):
                 pos[0] += len(name)
-                a = expr()
+                a = expr(depth + 1)
                 _expect(",")
-                b = expr()
+                b = expr(depth + 1)
                 _expect(")")
                 if isinstance(b, int) and b <= 0:
                     raise ValueError("bad shape formula %r: %s by %d" % (formula, fn, b))

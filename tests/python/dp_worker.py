@@ -100,6 +100,9 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--tol", type=float, default=0.02)
     args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("dp_worker.py: no CUDA GPU: the data-parallel run needs one GPU (gloo) or two "
+                 "(nccl)")
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", rank % torch.cuda.device_count())

@@ -82,6 +82,11 @@ def test_evaluate_rejects_bad_formulas():
     for bad in ("", "roundup(M,128", "cdiv(M)", "Q", "M+1"):
         with pytest.raises(ValueError):
             shapes.evaluate(bad, {"M": 1, "N": 1, "K": 1})
+    deep = "cdiv(" * 5000 + "M" + ",2)" * 5000  # no RecursionError: refused by its depth
+    with pytest.raises(ValueError, match="nested deeper than"):
+        shapes.evaluate(deep, {"M": 1})
+    nested = "cdiv(" * 30 + "M" + ",1)" * 30  # within the depth: evaluated
+    assert shapes.evaluate(nested, {"M": 7}) == 7
 
 
 def test_sizes_left_out():
