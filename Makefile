@@ -385,8 +385,10 @@ install: all $(INSTALL_GEN)
 	ln -sf $(notdir $(SOLIB_REAL)) $(INSTALL_LIB)/$(SONAME)
 	ln -sf $(SONAME) $(INSTALL_LIB)/libqfuse.so
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/qfuse/
-	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include
+	install -d $(DESTDIR)$(PREFIX)/share/qfuse/templates $(DESTDIR)$(PREFIX)/share/qfuse/include \
+	        $(DESTDIR)$(PREFIX)/share/qfuse/recipes
 	install -m 644 $(TEMPLATES) $(DEV_HEADERS) $(DESTDIR)$(PREFIX)/share/qfuse/templates/
+	install -m 644 $(RECIPES) $(DESTDIR)$(PREFIX)/share/qfuse/recipes/
 	install -m 644 runtime/qf_formats.h $(DESTDIR)$(PREFIX)/share/qfuse/include/
 	install -m 644 LICENSE $(DESTDIR)$(PREFIX)/share/qfuse/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@CUDA_HOME@|$(CUDA_HOME)|g' -e 's|@VERSION@|$(VERSION)|g' \

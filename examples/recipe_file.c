@@ -1,7 +1,8 @@
 /* recipe_file.c: a recipe file run without rebuilding anything: an op takes the path of a .lua
  * file wherever it takes a recipe name.
  *
- *   recipe_file [RECIPE.lua]    default examples/my_recipe.lua
+ *   recipe_file [RECIPE.lua]    default examples/my_recipe.lua (a path from the source tree's
+ *                               top, where `make test` runs it; elsewhere name the file)
  *
  * The first op that names the path loads the file with the same sandbox and checks as
  * `qfuse-gen --check`, expands it into the kernel variants qfuse-gen would emit (named after the

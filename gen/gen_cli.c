@@ -48,7 +48,7 @@ static const char qf_gen_usage[] =
     "--list's keys; --templates (default ./templates, else those of the source tree this\n"
     "qfuse-gen was built in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
     "templates, --include (default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include)\n"
-    "qf_formats.h.\n";
+    "qf_formats.h. Arguments after -- are recipes, whatever they start with.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
@@ -185,8 +185,11 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         fprintf(err, "qfuse-gen: out of memory\n");
         return 2;
     }
+    int options = 1; /* until "--": every argument after it is a recipe, even one like "-x" */
     for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0)
+        if (options && strcmp(argv[i], "--") == 0)
+            options = 0;
+        else if (!options || argv[i][0] != '-' || strcmp(argv[i], "-") == 0)
             a->recipes[a->n_recipes++] = argv[i];
         else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
             return 2;

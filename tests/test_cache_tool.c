@@ -127,6 +127,9 @@ static int exists(const fixture *fx, const char *name) {
 static void test_help(void **state) {
     expect_run(run_tool(*state, "--help"), 0, "usage: qfuse-cache", NULL);
     expect_run(run_tool(*state, "warm", "--help"), 0, "prune --older-than", NULL);
+    /* -- ends the options: before the command, and before warm's recipes */
+    expect_run(run_tool(*state, "--", "list"), 0, "0 entries", NULL);
+    expect_run(run_tool(*state, "warm", "--", "--arch"), 2, NULL, "unknown recipe '--arch'");
 }
 
 /* Bad arguments exit 2 with a message naming them, and touch nothing (no directory made). */

@@ -205,6 +205,9 @@ static void test_cli_usage(void **state) {
          "",
          "--arch given twice"},
         {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
+        /* after --, every argument is a recipe */
+        {{"--check", "--", "recipes/fp8_delayed.lua", NULL}, 0, "fp8_delayed.lua: ok", ""},
+        {{"--check", "--", "--list", NULL}, 1, "", "--list: recipe file name must end in .lua"},
         {{"--check", "", NULL}, 1, "", "'': no recipe file name (a path ending in <name>.lua)"},
         {{"--check", "recipes/", NULL}, 1, "", "'recipes/': no recipe file name"},
         /* one bad file does not stop the check of the others */

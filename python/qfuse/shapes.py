@@ -88,6 +88,15 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
 
 
+def _unsaid(e, missing):
+    """e with the sizes the caller left out shown as such in libqfuse's query ("N=1024" was the
+    value libqfuse checked the query at, not one the caller gave)."""
+    msg = e.message
+    for m in missing:
+        msg = msg.replace(" %s=1024" % m, " %s=(not given)" % m, 1)
+    return type(e)(e.code, msg)
+
+
 def _missing(op, missing):
     return ValueError("qfuse.shapes: %s needs %s (its outputs' shapes use %s)"
                       % (op, " and ".join(missing), "them" if len(missing) > 1 else "it"))
@@ -113,7 +122,13 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     missing = [n for n, g in given.items() if not g]
     out = (_lib.ShapeFormula * 16)()
     n = ctypes.c_int()
-    _lib.check(_lib.lib.qf_fake_shape_formulas(rb, ctypes.byref(q), out, 16, ctypes.byref(n)))
+    try:
+        _lib.check(_lib.lib.qf_fake_shape_formulas(rb, ctypes.byref(q), out, 16,
+                                                   ctypes.byref(n)))
+    except _lib.QfuseError as e:
+        if not missing:
+            raise
+        raise _unsaid(e, missing) from None
     res = tuple((out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
                  tuple(out[i].dims[d].decode() for d in range(out[i].ndim)))
                 for i in range(n.value))

@@ -48,6 +48,7 @@ static const char qf_usage[] =
     "                             cache (QFUSE_CACHE_READONLY) it compiles nothing and fails\n"
     "                             unless every selected variant is cached\n"
     "  --help                     this text\n"
+    "-- ends the options (before COMMAND, or before warm's recipes).\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
 /* Prints "qfuse-cache: <message>" and a hint to stderr; returns 2 (bad usage). */
@@ -248,8 +249,9 @@ static const char *qf_list_cell(const qf_list_row *r, int c) {
 
 /* One row of `list`: the entry's state is "ok" (this build asks for it), "stale" (a kernel of this
  * build, but a key it no longer asks for, or a GEMM it does not run on that arch), "foreign" (a
- * kernel this build does not have: another build, or a recipe file loaded at run time), "temp" or
- * "invalid: why". */
+ * kernel this build does not have: another build, or a recipe file loaded at run time; the
+ * entries of a file named like a shipped recipe carry that recipe's kernel names, so they are
+ * "stale"), "temp" or "invalid: why". */
 static void qf_tool_list_row(const qf_cache_info *info, time_t now, qf_list_row *row) {
     const int kidx = qf_tool_kernel(info->label);
     qf_kernel_instance inst;
@@ -643,10 +645,10 @@ static int qf_warm_select(qf_warm *w, const qf_recipe *r) {
 }
 
 /* A recipe name, or the path of a recipe file (loaded and validated as the runtime does): adds
- * it to the selection. Returns -1, or the exit status: 2 for an unknown name, 1 for a recipe
- * file that cannot be read or is invalid. */
-static int qf_warm_recipe(const char *name, qf_warm *w) {
-    if (name[0] == '-')
+ * it to the selection. Returns -1, or the exit status: 2 for an unknown name (or, while options
+ * are still read, one starting with '-'), 1 for a recipe file that cannot be read or is invalid. */
+static int qf_warm_recipe(const char *name, qf_warm *w, int options) {
+    if (options && name[0] == '-')
         return qf_tool_usage_error("warm: unknown option '%s'", name);
     const qf_recipe *r = NULL;
     qf_status s = qf_recipe_find(name, &r);
@@ -668,11 +670,16 @@ static int qf_warm_recipe(const char *name, qf_warm *w) {
 /* Options of warm: --arch, --jobs, --kernel and recipes (names or .lua paths) into w (all built-in
  * ones when none is named). Returns -1 to go on, or the exit status. */
 static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
-    int any = 0, rc = -1, jobs_given = 0;
+    int any = 0, rc = -1, jobs_given = 0, options = 1; /* after "--": recipes only */
     char known[256];
     for (int i = 0; i < argc && rc < 0; i++) {
         const char *v = NULL;
-        if (qf_tool_opt(argc, argv, &i, "--kernel", &v)) {
+        if (options && strcmp(argv[i], "--") == 0) {
+            options = 0;
+        } else if (!options) {
+            rc = qf_warm_recipe(argv[i], w, 0);
+            any = 1;
+        } else if (qf_tool_opt(argc, argv, &i, "--kernel", &v)) {
             if (!v || !*v)
                 rc = qf_tool_usage_error("warm: --kernel needs a pattern");
             else if (w->n_globs == QF_WARM_MAX_GLOBS)
@@ -702,7 +709,7 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
                 rc = qf_tool_usage_error("warm: --jobs '%s' must be an integer in 1..%d",
                                          v ? v : "", QF_WARM_MAX_JOBS);
         } else {
-            rc = qf_warm_recipe(argv[i], w);
+            rc = qf_warm_recipe(argv[i], w, 1);
             any = 1;
         }
     }
@@ -739,6 +746,10 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
     *rc = 0;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *v = NULL;
+        if (strcmp(argv[i], "--") == 0) { /* the end of the global options */
+            i++;
+            break;
+        }
         if (!qf_tool_opt(argc, argv, &i, "--dir", &v))
             *rc = qf_tool_usage_error("unknown option '%s'", argv[i]);
         else if (dirs++)

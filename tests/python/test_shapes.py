@@ -131,6 +131,18 @@ def test_recipe_file_follows_cwd(tmp_path, monkeypatch):
     assert shapes.concrete(os.fsdecode(odd + b"/mx.lua"), "quantize", **kw) == mx
 
 
+def test_rejected_query_names_sizes_left_out():
+    """A refused query's message shows the sizes the caller gave, and the others as not given
+    (libqfuse checked it at 1024)."""
+    with pytest.raises(QfuseError) as e:
+        shapes.outputs("fp8_delayed", "scale_update", M=3)
+    assert "M=3 N=(not given) K=(not given)" in str(e.value)
+    assert e.value.status == "QF_ERR_INVALID_ARG"
+    with pytest.raises(QfuseError) as e:
+        shapes.outputs("fp8_delayed", "scale_update", M=3, N=1024, K=5)
+    assert "M=3 N=1024 K=5" in str(e.value)
+
+
 def test_symbolic_sizes_checked():
     """A SymInt-like size is hashed by its example value, and one without an int example value
     is refused saying so; a recipe of the wrong type is refused before any lookup."""
