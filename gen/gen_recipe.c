@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,12 +264,20 @@ static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const c
                                  double lo, double hi, double def) {
     double v = def;
     if (qf_gen_field_typed(L, sb, name, LUA_TNUMBER, "number")) {
-        v = (double)lua_tonumber(L, -1);
-        if (v != v)
+        const double given = (double)lua_tonumber(L, -1);
+        if (given != given)
             luaL_error(L, "%s: field '%s' (a number expected, got nan)", sb->path, name);
+        /* the field is an fp32: the value is rounded to it first (3.4028235e38, the usual
+         * spelling of FLT_MAX, is FLT_MAX), then checked; doubles at or past 2^128 - 2^103
+         * would round to infinity */
+        v = fabs(given) < 0x1.ffffffp+127 ? (double)(float)given : given;
         if (!(v >= lo && v <= hi))
             luaL_error(L, "%s: field '%s' (value %f out of range %f..%f)", sb->path, name,
-                       (lua_Number)v, (lua_Number)lo, (lua_Number)hi);
+                       (lua_Number)given, (lua_Number)lo, (lua_Number)hi);
+        if (v == 0.0 && given != 0.0)
+            luaL_error(L, "%s: field '%s' (value %f is 0 in fp32, below its smallest "
+                       "subnormal, 1.4e-45; write 0 if 0 is meant)", sb->path, name,
+                       (lua_Number)given);
     }
     lua_pop(L, 1);
     return v == 0.0 ? 0.0f : (float)v; /* -0.0 is 0: one recipe, one options string and key */

@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <float.h>
 #include <math.h>
 
 /* ========================================================================= helpers */
@@ -104,6 +105,13 @@ static const qf_error_case qf_error_cases[] = {
      "field 'amax_epsilon' (value -1e-12 out of range 0.0..3.4028234663853e+38)", 0},
     {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 1/0}",
      "field 'amax_epsilon' (value inf out of range 0.0..3.4028234663853e+38)", 0},
+    /* an fp32 field: checked after the rounding to fp32 */
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 3.4028236e38}",
+     "field 'amax_epsilon' (value 3.4028236e+38 out of range 0.0..3.4028234663853e+38)", 0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 1e-46}",
+     "field 'amax_epsilon' (value 1e-46 is 0 in fp32, below its smallest subnormal, 1.4e-45; "
+     "write 0 if 0 is meant)",
+     0},
     {"x.lua", "return {family = \"fp8_block\", weight_2d = false}",
      "unknown field 'weight_2d' (this family's fields: family, description, amax_epsilon, "
      "power_2_scales)",
@@ -346,6 +354,13 @@ static void test_recipe_fp8_current(void **state) {
     assert_int_equal(r.fmt[QF_ROLE_GRAD], QF_DTYPE_E4M3);
     assert_string_equal(r.options, "amax_epsilon=9.99999996e-13;family=fp8_current;format=e4m3;"
                                    "power_2_scales=true");
+    /* 3.4028235e38, the usual spelling of FLT_MAX, rounds to it; so does 1e-45 to the smallest
+     * subnormal */
+    qf_test_load_text(state, "m.lua",
+                      "return {family = 'fp8_current', amax_epsilon = 3.4028235e38}", &r);
+    assert_true(r.amax_epsilon == FLT_MAX);
+    qf_test_load_text(state, "s.lua", "return {family = 'fp8_current', amax_epsilon = 1e-45}", &r);
+    assert_true(r.amax_epsilon == 0x1p-149f);
 }
 
 /* A bare {family = "mxfp8"} has every default: the options string still names all options. */
