@@ -396,10 +396,11 @@ install: all $(INSTALL_GEN)
 
 clean:
 	rm -rf $(B) $(FUZZ_DIR) $(ASAN_DIR) $(CHECK_DIR)
-# distclean also removes make bench's results and what a qfuse-gen run left in out/; the
-# downloaded checkpoint (out/data) stays: it cannot be made again without the network.
+# distclean also removes make bench's results, what a qfuse-gen run left in out/ and the
+# metadata `pip install .` leaves in python/; the downloaded checkpoint (out/data) stays: it
+# cannot be made again without the network.
 distclean: clean
 	rm -rf $(OUT)/bench $(OUT)/kernels $(OUT)/registry.c $(OUT)/shapes.c $(OUT)/shapes.h \
-	       $(OUT)/manifest.json
+	       $(OUT)/manifest.json python/qfuse.egg-info
 
 -include $(shell find $(B) $(FUZZ_DIR)/fuzz-obj -name '*.d' 2>/dev/null)

@@ -193,6 +193,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->iters)
         o->iters = o->quick ? 10 : 50;
+    if (o->shape && o->sections && !(o->sections & SEC_GEMM)) {
+        fprintf(stderr, "qfuse-bench: --shape picks GEMM rows; the sections asked (--section) "
+                "have none: add --section gemm\n");
+        return 2;
+    }
     if (!o->sections)
         o->sections = SEC_ALL;
     if (optind != argc) {

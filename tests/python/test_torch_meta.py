@@ -414,6 +414,7 @@ def test_module_arguments_and_cpu_fallback():
     for kw, err, msg in ((dict(eps=-1.0), ValueError, "eps must be"),
                          (dict(eps=float("nan")), ValueError, "eps must be"),
                          (dict(zero_centered_gamma="false"), TypeError, "zero_centered_gamma"),
+                         (dict(bias="yes"), TypeError, "bias must be a bool"),
                          (dict(rng_seed=-1), ValueError, "rng_seed"),
                          (dict(rng_seed=1 << 64), ValueError, "rng_seed"),
                          (dict(amax_group=5), TypeError, "amax_group must be")):

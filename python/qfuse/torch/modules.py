@@ -312,7 +312,7 @@ class LayerNormLinear(_FusedNorm):
                          params_dtype, device, rng_seed, return_layernorm_output)
         self.out_features = _size("out_features", out_features)
         self.weight = self._param(out_features, in_features)
-        self.bias = self._param(out_features, fill=0.0) if bias else None
+        self.bias = self._param(out_features, fill=0.0) if _flag("bias", bias) else None
         self.fused, self.fallback_reason = self._decide([(out_features, in_features)])
         self._wq_names = self._cache_buffers("wq", self.weight) if self.fused else []
         self._delayed_state(ops.LINEAR_TENSORS)
@@ -365,7 +365,7 @@ class LayerNormMLP(_FusedNorm):
         self.ffn_hidden_size = _size("ffn_hidden_size", ffn_hidden_size)
         fin = 2 * self.ffn_hidden_size if activation == "swiglu" else self.ffn_hidden_size
         self.fc1_weight = self._param(fin, hidden_size)
-        self.fc1_bias = self._param(fin, fill=0.0) if bias else None
+        self.fc1_bias = self._param(fin, fill=0.0) if _flag("bias", bias) else None
         self.fc2_weight = self._param(hidden_size, ffn_hidden_size)
         self.fc2_bias = self._param(hidden_size, fill=0.0) if bias else None
         self.fused, self.fallback_reason = self._decide([(fin, hidden_size),
