@@ -1,15 +1,15 @@
 /* gen_cli.c: the qfuse-gen command line (parsing and the generate / --list / --check commands). */
-#include <sys/stat.h>
 #include "gen_cli.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gen_emit.h"
-#include "qf_arch.h"
 #include "gen_plan.h"
 #include "names.h"
+#include "qf_arch.h"
 
 /* ORDER GEN_CMD (private to this file: the values are never stored) */
 typedef enum qf_gen_cmd {
@@ -118,17 +118,23 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     else if (o == OPT_ARCH) {
         v = qf_gen_optval(argc, argv, i, "--arch");
         if (v && (a->arch = qf_arch_parse(v)) < 0) {
-            fprintf(err, "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
-                    "with XX in %d..%d (e.g. sm_90, or sm_90a, its compile target)\n", v,
-                    QF_ARCH_MIN, QF_ARCH_MAX);
+            qf_gen_shown shown;
+            fprintf(err,
+                    "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
+                    "with XX in %d..%d (e.g. sm_90, or sm_90a, its compile target)\n",
+                    qf_gen_path_shown(v, &shown), QF_ARCH_MIN, QF_ARCH_MAX);
             return 2;
         }
     } else {
-        fprintf(err, "qfuse-gen: unknown option '%s'\n%s", arg, qf_gen_usage);
+        qf_gen_shown shown; /* as messages show a path: no raw control or non-UTF-8 bytes */
+        fprintf(err, "qfuse-gen: unknown option '%s'\n%s", qf_gen_path_shown(arg, &shown),
+                qf_gen_usage);
         return 2;
     }
     if (!v || !*v) {
-        fprintf(err, "qfuse-gen: option '%s' needs a value\n%s", arg, qf_gen_usage);
+        qf_gen_shown shown;
+        fprintf(err, "qfuse-gen: option '%s' needs a value\n%s", qf_gen_path_shown(arg, &shown),
+                qf_gen_usage);
         return 2;
     }
     return 0;
@@ -170,8 +176,8 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
     a->arch = 90;
     /* In a source tree use its templates; else those of the tree this binary was built in;
      * else the installed copies (make install). */
-    const char *tree = qf_gen_is_dir("templates") && qf_gen_is_dir("runtime") ? NULL
-                                                                                : qf_gen_exe_tree();
+    const char *tree =
+        qf_gen_is_dir("templates") && qf_gen_is_dir("runtime") ? NULL : qf_gen_exe_tree();
     snprintf(tree_templates, sizeof tree_templates, "%s/templates", tree ? tree : "");
     snprintf(tree_include, sizeof tree_include, "%s/runtime", tree ? tree : "");
     a->opts.templates_dir = qf_gen_is_dir("templates") ? "templates"
@@ -279,16 +285,18 @@ static int qf_gen_fields(FILE *out, FILE *err) {
 }
 
 /* The plan of recipes[0..n), or 1 with the error printed. */
-static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
-                              qf_gen_plan *plan, FILE *err) {
+static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n, qf_gen_plan *plan,
+                              FILE *err) {
     qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     if (qf_gen_plan_build(plan, &a->opts, recipes, n, &e) == 0)
         return 0;
     fprintf(err, "qfuse-gen: %s\n", e.msg);
     if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
-        fprintf(err, "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
+        fprintf(err,
+                "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
                 "of them is not a directory: run from the source tree, pass --templates DIR "
-                "--include DIR, or `make install`\n", a->opts.templates_dir, a->opts.include_dir);
+                "--include DIR, or `make install`\n",
+                a->opts.templates_dir, a->opts.include_dir);
     return 1;
 }
 
