@@ -205,9 +205,10 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         return 2;
     }
     if (a->n_recipes > 0 && (a->cmd == QF_GEN_CMD_VERSION || a->cmd == QF_GEN_CMD_FIELDS)) {
+        qf_gen_shown shown;
         fprintf(err, "qfuse-gen: %s takes no recipe (got '%s')\n%s",
-                a->cmd == QF_GEN_CMD_FIELDS ? "--fields" : "--version", a->recipes[0],
-                qf_gen_usage);
+                a->cmd == QF_GEN_CMD_FIELDS ? "--fields" : "--version",
+                qf_gen_path_shown(a->recipes[0], &shown), qf_gen_usage);
         return 2;
     }
     return 0;

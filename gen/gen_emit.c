@@ -357,7 +357,9 @@ static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const c
 static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const char *fmt, ...) {
     char part[QF_GEN_PATH_MAX + 400], reason[1024];
     qf_gen_shown shown;
-    snprintf(part, sizeof part, "%.*s", (int)(len < sizeof part ? len : sizeof part - 1), path);
+    const size_t keep = len < sizeof part ? len : sizeof part - 1; /* the end: what is shown */
+    memcpy(part, path + (len - keep), keep);
+    part[keep] = '\0';
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);

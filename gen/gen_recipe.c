@@ -271,12 +271,12 @@ static float qf_gen_field_number(lua_State *L, const qf_gen_sandbox *sb, const c
          * spelling of FLT_MAX, is FLT_MAX), then checked; doubles at or past 2^128 - 2^103
          * would round to infinity */
         v = fabs(given) < 0x1.ffffffp+127 ? (double)(float)given : given;
-        if (!(v >= lo && v <= hi))
+        if (!(given >= lo && v >= lo && v <= hi)) /* given: -1e-46 is below 0, not 0 */
             luaL_error(L, "%s: field '%s' (value %f out of range %f..%f)", sb->path, name,
                        (lua_Number)given, (lua_Number)lo, (lua_Number)hi);
         if (v == 0.0 && given != 0.0)
-            luaL_error(L, "%s: field '%s' (value %f is 0 in fp32, below its smallest "
-                       "subnormal, 1.4e-45; write 0 if 0 is meant)", sb->path, name,
+            luaL_error(L, "%s: field '%s' (value %f is 0 in fp32: at most 2^-150, half its "
+                       "smallest subnormal; write 0 if 0 is meant)", sb->path, name,
                        (lua_Number)given);
     }
     lua_pop(L, 1);

@@ -14,7 +14,7 @@ static int qf_mkdir1(const char *dir, mode_t mode) {
     const int err = errno;
     struct stat st;
     if (stat(dir, &st) != 0)
-        return err == EEXIST ? errno : err; /* EEXIST and gone: a dangling link */
+        return err; /* EEXIST with nothing behind it: a link to nothing */
     return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 

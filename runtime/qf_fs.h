@@ -6,13 +6,16 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "status.h" /* QF_INTERNAL */
+
 /* mkdir -p: creates each missing directory of path, the last component included, with `mode`
  * (before the umask); a component that is already a directory is kept as it is, whatever its mode.
  * Returns 0 when path is then a directory, else an errno value: ENOTDIR when path or one of its
- * ancestors exists and is not a directory, ENAMETOOLONG past PATH_MAX, or mkdir(2)'s reason
- * (EACCES, EROFS, ...). When failed_len is not NULL it gets the length of the leading part of
- * path that could not be made (all of path when the last component failed), so that a message
- * can name it. Writability of the result is the caller's check. */
-int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
+ * ancestors exists and is not a directory, EEXIST for a symbolic link to nothing, ENAMETOOLONG
+ * past PATH_MAX, or mkdir(2)'s reason (EACCES, EROFS, ...). When failed_len is not NULL it
+ * gets the length of the leading part of path that could not be made (all of path when the last
+ * component failed), so that a message can name it. Writability of the result is the caller's
+ * check. */
+QF_INTERNAL int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
 
 #endif /* QF_FS_H */

@@ -5,15 +5,16 @@
  * its family's schema, expanded into the same variants qfuse-gen would emit, and each variant
  * gets the prelude qfuse-gen would write, over the template text the registry holds. The kernels
  * are JIT-compiled on first use like any other, so a recipe author edits a file and runs, with no
- * rebuild. A process loads each file once, found by its absolute path (realpath: after a chdir,
- * "x.lua" names another file); the recipes and kernel entries it makes live until the process
- * ends (ops hand out pointers to them). */
+ * rebuild. A process loads each file once, found by its absolute path (a relative path joined
+ * to the working directory of the call: after a chdir, "x.lua" names another file); the recipes
+ * and kernel entries it makes live until the process ends (ops hand out pointers to them). */
 #include "recipe_file.h"
 
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctx.h"
 #include "gen_recipe.h"
@@ -26,7 +27,7 @@ typedef struct qf_loaded_recipe {
     qf_kernel_entry kernels[QF_GEN_VARIANTS_MAX];
     qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* the kernels' names live here */
     char *preludes[QF_GEN_VARIANTS_MAX];
-    char *request; /* the lookup key: the file's absolute path (qf_recipe_file_key) */
+    char *request; /* the lookup key: the path made absolute (qf_recipe_file_key) */
     struct qf_loaded_recipe *next;
 } qf_loaded_recipe;
 
@@ -74,11 +75,17 @@ static void qf_recipe_file_free(qf_loaded_recipe *lr) {
     free(lr);
 }
 
-/* The lookup key of path: its absolute path with links resolved, so that a relative path means
- * the file it names now, whatever directory an earlier call ran in; path itself when it cannot
- * be resolved (the load then fails and stores nothing). buf holds PATH_MAX bytes. */
+/* The lookup key of path: path itself when absolute, else the working directory joined with it
+ * (nothing resolved or normalized, so the key does not depend on the file: a recipe stays
+ * loaded while its file is replaced), so that a relative path means the file it names under the
+ * directory of each call. path itself when the working directory cannot be had. buf holds
+ * PATH_MAX bytes. */
 static const char *qf_recipe_file_key(const char *path, char *buf) {
-    return realpath(path, buf) ? buf : path;
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd))
+        return path;
+    const int n = snprintf(buf, PATH_MAX, "%s/%s", cwd, path);
+    return n > 0 && n < PATH_MAX ? buf : path;
 }
 
 /* Loads, validates and expands the recipe at path into a new entry under key. NULL with e set

@@ -11,8 +11,9 @@ QF_INTERNAL int qf_recipe_is_path(const char *s);
 
 /* The recipe of the file at path, loaded, validated and expanded into its kernel variants on the
  * first call for that file (the same sandbox, schema, variants and preludes as qfuse-gen), then
- * returned again as is: a process reads each file once, known by its absolute path (a relative
- * path names the file under the current working directory of each call). The recipe and its kernels are owned by
+ * returned again as is: a process reads each file once, known by its path made absolute (a
+ * relative path is joined to the working directory of each call; links are not resolved, so
+ * each spelling through a link loads on its own). The recipe and its kernels are owned by
  * qfuse and live until the process ends; *out points to it. Thread-safe. Errors (message set,
  * *out NULL): QF_ERR_NOT_FOUND (the file cannot be opened), QF_ERR_UNSUPPORTED (a family that is
  * not implemented yet), QF_ERR_INVALID_ARG (not a valid recipe: the message names the file and

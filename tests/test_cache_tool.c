@@ -130,6 +130,7 @@ static void test_help(void **state) {
     /* -- ends the options: before the command, and before warm's recipes */
     expect_run(run_tool(*state, "--", "list"), 0, "0 entries", NULL);
     expect_run(run_tool(*state, "warm", "--", "--arch"), 2, NULL, "unknown recipe '--arch'");
+    expect_run(run_tool(*state, "warm", "--", "--help"), 2, NULL, "unknown recipe '--help'");
 }
 
 /* Bad arguments exit 2 with a message naming them, and touch nothing (no directory made). */

@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,7 +34,8 @@ static void test_makes_every_component(void **state) {
     assert_true(is_dir(qf_test_dir_path(&d, "a/b/c"), &m));
     assert_int_equal(m, 0700);
     assert_int_equal(chmod(qf_test_dir_path(&d, "a"), 0750), 0);
-    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a/b/c"), 0777, NULL), 0); /* all there: nothing changes */
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a/b/c"), 0777, NULL),
+                     0); /* all there: nothing changes */
     assert_true(is_dir(qf_test_dir_path(&d, "a"), &m));
     assert_int_equal(m, 0750);
     assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "a//x/"), 0777, NULL), 0);
@@ -65,6 +67,34 @@ static void test_file_in_the_way(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* Links: one to a directory is that directory; one to nothing is EEXIST, naming the link. A
+ * relative path is made under the working directory. */
+static void test_links_and_relative(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    assert_int_equal(mkdir(qf_test_dir_path(&d, "real"), 0700), 0);
+    assert_int_equal(symlink("real", qf_test_dir_path(&d, "to_dir")), 0);
+    assert_int_equal(symlink("nothing", qf_test_dir_path(&d, "to_nothing")), 0);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "to_dir/sub"), 0700, NULL), 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "real/sub"), NULL));
+    size_t bad = 0;
+    const char *dangling = qf_test_dir_path(&d, "to_nothing");
+    const size_t dangling_len = strlen(dangling);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "to_nothing/sub"), 0700, &bad), EEXIST);
+    assert_int_equal(bad, dangling_len);
+    char here[PATH_MAX];
+    assert_non_null(getcwd(here, sizeof here));
+    int made = -1;
+    if (chdir(d.path) == 0) { /* no assert until the working directory is back */
+        made = qf_mkdirs("rel/a/", 0700, NULL);
+        assert_int_equal(chdir(here), 0);
+    }
+    assert_int_equal(made, 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "rel/a"), NULL));
+    qf_test_dir_remove(d.path);
+}
+
 /* The checks of test_read_only_parent, as a user that cannot write ro: 0, or the line that
  * failed. */
 static int read_only_checks(const char *base) {
@@ -75,15 +105,16 @@ static int read_only_checks(const char *base) {
     snprintf(deep, sizeof deep, "%s/x", made);
     if (mkdir(ro, 0700) != 0 || mkdir(kept, 0700) != 0 || chmod(ro, 0500) != 0)
         return __LINE__;
-    if (qf_mkdirs(kept, 0700, NULL) != 0) /* already there: accepted */
-        return __LINE__;
     size_t bad = 0;
-    if (qf_mkdirs(deep, 0700, &bad) != EACCES || bad != strlen(made))
-        return __LINE__;
-    if (is_dir(made, NULL))
-        return __LINE__;
-    chmod(ro, 0700);
-    return 0;
+    int line = 0;
+    if (qf_mkdirs(kept, 0700, NULL) != 0) /* already there: accepted */
+        line = __LINE__;
+    else if (qf_mkdirs(deep, 0700, &bad) != EACCES || bad != strlen(made))
+        line = __LINE__;
+    else if (is_dir(made, NULL))
+        line = __LINE__;
+    chmod(ro, 0700); /* whatever failed: the folder can be removed */
+    return line;
 }
 
 /* Under a folder this process may not write: an existing directory there is accepted (the
@@ -98,7 +129,7 @@ static void test_read_only_parent(void **state) {
     const pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+        if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
             _exit(255);
         const int line = read_only_checks(d.path);
         _exit(line ? 1 + line % 250 : 0);
@@ -131,6 +162,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_makes_every_component),
         cmocka_unit_test(test_file_in_the_way),
+        cmocka_unit_test(test_links_and_relative),
         cmocka_unit_test(test_read_only_parent),
         cmocka_unit_test(test_too_long),
     };

@@ -126,10 +126,12 @@ static void test_cli_output_path_too_long(void **state) {
     static char dir[100001];
     memset(dir, 'a', sizeof dir - 1);
     dir[0] = '/';
+    memcpy(dir + sizeof dir - 11, "/the_end_z", 10); /* the path's end is what is shown */
     char *out, *err;
     const char *args[] = {"-o", dir, "recipes/fp8_delayed.lua", NULL};
     assert_int_equal(qf_test_cli(&out, &err, args), 1);
     assert_non_null(strstr(err, "qfuse-gen: ...aaa"));
+    assert_non_null(strstr(err, "aaa/the_end_z: output directory path too long"));
     assert_non_null(strstr(err, ": output directory path too long (at most 3895 bytes)\n"));
     assert_true(strlen(err) < 400);
     free(out), free(err);

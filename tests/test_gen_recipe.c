@@ -109,9 +109,11 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 3.4028236e38}",
      "field 'amax_epsilon' (value 3.4028236e+38 out of range 0.0..3.4028234663853e+38)", 0},
     {"x.lua", "return {family = \"fp8_block\", amax_epsilon = 1e-46}",
-     "field 'amax_epsilon' (value 1e-46 is 0 in fp32, below its smallest subnormal, 1.4e-45; "
-     "write 0 if 0 is meant)",
+     "field 'amax_epsilon' (value 1e-46 is 0 in fp32: at most 2^-150, half its smallest "
+     "subnormal; write 0 if 0 is meant)",
      0},
+    {"x.lua", "return {family = \"fp8_block\", amax_epsilon = -1e-46}",
+     "field 'amax_epsilon' (value -1e-46 out of range 0.0..3.4028234663853e+38)", 0},
     {"x.lua", "return {family = \"fp8_block\", weight_2d = false}",
      "unknown field 'weight_2d' (this family's fields: family, description, amax_epsilon, "
      "power_2_scales)",

@@ -610,8 +610,7 @@ static void test_blk_nq_and_other_ops(void **state) {
     const int counts[] = {1, 3, 1, 2};
     for (int i = 0; i < 4; i++)
         assert_int_equal(r->shapes(&others[i], out, CAP), counts[i]);
-    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 7 * 48 * 2); 
-/* the activation's a */
+    qf_test_expect(&out[0], QF_DTYPE_BF16, 2, 7, 48, 7 * 48 * 2); /* the activation's a */
 }
 
 /* Enum fields out of range are refused, with their value named, whether the op reads them or
@@ -642,7 +641,8 @@ static void test_enums_out_of_range(void **state) {
             assert_int_equal(qf_fake_shapes(g ? "fp8_delayed" : "mxfp8", &q, sh, CAP, &n),
                              QF_ERR_INVALID_ARG);
             assert_non_null(strstr(qf_last_error(), bad[i].why));
-            assert_int_equal(qf_test_recipe(g ? "fp8_delayed" : "mxfp8")->shapes(&q, sh, CAP), -1); /* the generated function */
+            const qf_recipe *gen = qf_test_recipe(g ? "fp8_delayed" : "mxfp8");
+            assert_int_equal(gen->shapes(&q, sh, CAP), -1); /* the generated function */
         }
     }
 }

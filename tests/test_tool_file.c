@@ -20,7 +20,8 @@ static void test_out_check_accepts(void **state) {
     qf_test_dir d;
     qf_test_dir_make(&d, "toolfile");
     assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new.csv")), 0);
-    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "a/b/c/new.csv")), 0); /* folders to be made */
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "a/b/c/new.csv")),
+                     0); /* folders to be made */
     assert_false(exists(qf_test_dir_path(&d, "new.csv")));
     assert_false(exists(qf_test_dir_path(&d, "a")));
     const char *old = qf_test_dir_write(d.path, "old.csv", "kept");
@@ -41,7 +42,8 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(errno, ENOENT);
     assert_int_equal(tool_out_check(d.path), -1); /* a directory */
     assert_int_equal(errno, EISDIR);
-    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/")), -1); /* a folder's name, not yet made */
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/")),
+                     -1); /* a folder's name, not yet made */
     assert_int_equal(errno, EISDIR);
     const char *file = qf_test_dir_write(d.path, "afile", "x");
     char under[700];

@@ -613,13 +613,18 @@ def _(amax, history, scale, scale_inv, fmt, recipe):
     _check_scale_state(amax, history, scale, scale_inv, fmt)
     # what qf_scale_update checks of the recipe, made here while torch.compile traces: a
     # delayed-scaling recipe (an unknown one raises QfuseError) and H its amax_history_len
+    # (the errors libqfuse's checks raise in eager mode: QF_ERR_UNSUPPORTED, QF_ERR_INVALID_ARG)
     family, _, hist_len = recipe_info(recipe)
     if hist_len == 0:
-        raise ValueError("qfuse::scale_update_: recipe %r (%s) computes its scales in the "
-                         "quantizer; only delayed scaling has a scale update" % (recipe, family))
+        raise _lib.QfuseError(_lib.STATUS.index("QF_ERR_UNSUPPORTED"),
+                              "qfuse::scale_update_: recipe %r (%s) computes its scales in the "
+                              "quantizer; only delayed scaling has a scale update"
+                              % (recipe, family))
     if history.shape[1] != hist_len:
-        raise ValueError("qfuse::scale_update_: history is %s; recipe %r keeps H = %d amaxes "
-                         "(amax_history_len)" % (tuple(history.shape), recipe, hist_len))
+        raise _lib.QfuseArgumentError(_lib.STATUS.index("QF_ERR_INVALID_ARG"),
+                                      "qfuse::scale_update_: history is %s; recipe %r keeps "
+                                      "H = %d amaxes (amax_history_len)"
+                                      % (tuple(history.shape), recipe, hist_len))
     return None
 
 
@@ -667,8 +672,8 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
     ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
     ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
-         ctypes.byref(ll), ctypes.byref(yt), stream)
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, shapes._recipe(recipe),
+         ctypes.byref(xt), ctypes.byref(ll), ctypes.byref(yt), stream)
     return [y] + xq
 
 
@@ -732,8 +737,8 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     if has_bias:
         g.dbias = _c(dbias)
     xt, dyt = _c(x2, dims=(m, k)), _c(dy2, dims=(m, n_out))
-    _run(layer, dev, _lib.lib.qf_layernorm_linear_bwd, ctx, shapes._recipe(recipe), ctypes.byref(xt),
-         ctypes.byref(dyt), ctypes.byref(ll), ctypes.byref(g), stream)
+    _run(layer, dev, _lib.lib.qf_layernorm_linear_bwd, ctx, shapes._recipe(recipe),
+         ctypes.byref(xt), ctypes.byref(dyt), ctypes.byref(ll), ctypes.byref(g), stream)
     _merge_amax(amax, LINEAR_TENSORS.index("dy"), dyo, dyq)
     return dx, dgamma, dbeta, dweight, dbias
 

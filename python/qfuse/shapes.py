@@ -56,10 +56,21 @@ def _recipe(recipe):
     return os.fsencode(recipe)
 
 
+def _abs_path(p):
+    """A recipe path made absolute as libqfuse makes it (qf_recipe_file_key): joined to the
+    working directory, nothing resolved or normalized; p itself when that directory is gone."""
+    if os.path.isabs(p):
+        return p
+    try:
+        return os.path.join(os.getcwdb() if isinstance(p, bytes) else os.getcwd(), p)
+    except OSError:
+        return p
+
+
 def _recipe_key(rb):
-    """The cache key of recipe bytes rb: a file by its absolute path (as libqfuse keys it), so
-    that a relative path after a chdir is the file it names then."""
-    return os.path.realpath(rb) if _is_path(os.fsdecode(rb)) else rb
+    """The cache key of recipe bytes rb: a file by its path made absolute (as libqfuse keys it),
+    so that a relative path after a chdir is the file it names then."""
+    return _abs_path(rb) if _is_path(os.fsdecode(rb)) else rb
 
 
 def _query(op, role, norm, outputs, M, N, K, dtype):
@@ -114,7 +125,8 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     rb = _recipe(recipe)  # checks the arguments, every call
     q = _query(op, role, norm, outputs, M, N, K, dtype)
     given = {n: v is not None for n, v in (("M", M), ("N", N), ("K", K))}
-    key = (_recipe_key(rb), q.op, q.role, q.norm, q.outputs, q.dtype,  # SymInts hashed by their example
+    # SymInts hashed by their example values
+    key = (_recipe_key(rb), q.op, q.role, q.norm, q.outputs, q.dtype,
            tuple(getattr(q, n) if g else None for n, g in given.items()))
     hit = _formula_cache.get(key)
     if hit is not None:

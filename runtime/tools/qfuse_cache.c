@@ -762,8 +762,10 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
             if (v[0] != '/' && (!getcwd(cwd, sizeof cwd) ||
                                 snprintf(abs, sizeof abs, "%s/%s", cwd, v) >= (int)sizeof abs))
                 *rc = qf_tool_usage_error("--dir %s: cannot make it an absolute path", v);
-            setenv("QFUSE_CACHE_DIR", v[0] == '/' ? v : abs, 1);
-            unsetenv("QFUSE_DISABLE_DISK_CACHE");
+            else {
+                setenv("QFUSE_CACHE_DIR", v[0] == '/' ? v : abs, 1);
+                unsetenv("QFUSE_DISABLE_DISK_CACHE");
+            }
         }
         if (*rc)
             return -1;
@@ -774,7 +776,7 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) /* after --: no option */
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(qf_usage, stdout);
             return 0;

@@ -471,11 +471,12 @@ def test_scale_update_op(host_ops):
                      (dict(history=torch.zeros(n)), "history is")):
         with pytest.raises(ValueError, match=msg):
             torch.ops.qfuse.scale_update_(*state("meta", **bad), "fp8_delayed")
-    # the recipe, checked by the fake implementation as libqfuse checks it
-    with pytest.raises(ValueError, match="keeps H = 1024 amaxes"):
+    # the recipe, checked by the fake implementation as libqfuse checks it, with its statuses
+    with pytest.raises(qops._lib.QfuseArgumentError, match="keeps H = 1024 amaxes"):
         torch.ops.qfuse.scale_update_(*state("meta", history=torch.zeros(n, 16)), "fp8_delayed")
-    with pytest.raises(ValueError, match="computes its scales in the quantizer"):
+    with pytest.raises(qops._lib.QfuseError, match="computes its scales in the quantizer") as e:
         torch.ops.qfuse.scale_update_(*state("meta"), "mxfp8")
+    assert e.value.status == "QF_ERR_UNSUPPORTED"
     with pytest.raises(qops._lib.QfuseError) as e:
         torch.ops.qfuse.scale_update_(*state("meta"), "nosuch")
     assert e.value.status == "QF_ERR_NOT_FOUND"

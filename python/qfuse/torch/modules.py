@@ -2,7 +2,6 @@
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
 import math
-import os
 import warnings
 
 import torch
@@ -59,7 +58,7 @@ def _recipe(recipe):
         ops.recipe_family(recipe)
     except _lib.QfuseError as e:
         raise ValueError("recipe %r: %s" % (recipe, e)) from None
-    return os.path.abspath(recipe) if shapes._is_path(recipe) else recipe
+    return shapes._abs_path(recipe) if shapes._is_path(recipe) else recipe
 
 
 class _HostState:
