@@ -415,13 +415,25 @@ static qf_status qf_g_dequant_fits(const char *op, const qf_g_stage *v) {
     return QF_OK;
 }
 
+/* qf_dq_params.per_row_magic for rows of per_row chunks: ceil(2^64 / per_row), which is
+ * UINT64_MAX / per_row + 1 for per_row >= 2 (one more than the floor, or, where per_row divides
+ * 2^64, the exact quotient); 0 for per_row 1 (the kernel takes the row as the chunk index). */
+static uint64_t qf_dq_magic(uint64_t per_row) {
+    return per_row <= 1 ? 0 : UINT64_MAX / per_row + 1;
+}
+
 static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_kernel *lk,
                               const qf_g_stage *v, void *out, void *stream) {
     QF_TRY(qf_g_dequant_fits(op, v));
+    /* the kernel finds scale entries by shifts (qf_dq_params); the bias broadcast reads none */
+    QF_ASSERT(v->elem == QF_DTYPE_BF16 ||
+              (v->block_rows > 0 && (v->block_rows & (v->block_rows - 1)) == 0 &&
+               v->block_cols > 0 && (v->block_cols & (v->block_cols - 1)) == 0));
     qf_dq_params p = {.data = v->data, .scale = v->scale, .out = out, .rows = v->rows,
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
                       .block_rows = v->block_rows, .block_cols = v->block_cols,
-                      .out_fp32 = v->out_fp32};
+                      .out_fp32 = v->out_fp32,
+                      .per_row_magic = qf_dq_magic((uint64_t)(v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC)};
     const int64_t per_block = QF_DQ_THREADS * QF_DQ_CHUNKS;
     const int64_t blocks = (qf_g_dequant_chunks(v) + per_block - 1) / per_block;
     return qf_ctx_launch(ctx, lk->fn_dequant, blocks > 0 ? (unsigned)blocks : 1u, QF_DQ_THREADS,

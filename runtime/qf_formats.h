@@ -342,8 +342,10 @@ QF_STATIC_ASSERT(sizeof(qf_ws_gemm_params) == 384,
  * NVFP4; NVFP4's global scale is left to the GEMM's alpha). The data is [rows, cols] elements
  * (E2M1: cols/2 bytes, low nibble first); the scale of element (r, c) is
  * scale[(r / block_rows) * scale_ld + c / block_cols] (compact layouts of numerics 2.3, 2.4), so
- * padding entries are never read. Each thread writes QF_DQ_CHUNKS chunks of QF_DQ_VEC consecutive
- * elements of one row.
+ * padding entries are never read; block_rows and block_cols are powers of two. Each thread writes
+ * QF_DQ_CHUNKS chunks of QF_DQ_VEC consecutive elements of one row; chunk i is in row i / per_row,
+ * per_row = cdiv(cols, QF_DQ_VEC), which the kernel forms as the high 64 bits of i *
+ * per_row_magic (qf_dq_magic, runtime/op_gemm.c).
  * With elem QF_DTYPE_BF16 the entry broadcasts a bias instead: data is bf16 [cols], out [rows,
  * cols] (fp32 when out_fp32) gets it in every row, and scale, when not NULL, is an fp32 slot set
  * to 1 (the GEMM's device beta; rows 0 sets only that). */
@@ -358,8 +360,9 @@ typedef struct qf_dq_params {
     int32_t block_rows;      /* 1 (1x32, 1x16 blocks) or 32 (MXFP8's columnwise 32x1 blocks) */
     int32_t block_cols;      /* 32, 16 or 1 */
     int32_t out_fp32;        /* the bias broadcast only: 1 writes out as fp32 [rows, cols] */
+    uint64_t per_row_magic;  /* ceil(2^64 / per_row), 0 when per_row is 1 (qf_dq_magic) */
 } qf_dq_params;
-QF_STATIC_ASSERT(sizeof(qf_dq_params) == 8 * 8, "qf_dq_params ABI");
+QF_STATIC_ASSERT(sizeof(qf_dq_params) == 9 * 8, "qf_dq_params ABI");
 #define QF_DQ_THREADS 256 /* threads per block of `<name>_dequant` */
 #define QF_DQ_VEC 8       /* elements per chunk: an 8-byte FP8 load, a 16-byte bf16 store */
 #define QF_DQ_CHUNKS 2    /* chunks per thread, QF_DQ_THREADS apart */

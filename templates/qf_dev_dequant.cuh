@@ -134,15 +134,38 @@ __device__ __forceinline__ void e4m3_pairs_pow7(unsigned w, unsigned sel, unsign
 
 namespace dq {
 
-/* One element (any alignment). */
-template <int ELEM>
-__device__ __forceinline__ float load1(const qf_dq_params &p, long long r, long long c) {
-    const long long i = r * p.cols + c;
-    if (ELEM == QF_DTYPE_E2M1)
-        return e2m1_value(static_cast<unsigned>(p.data[i / 2]) >> (4 * (i & 1)));
-    float lo, hi;
-    fp8x2_to_float2<ELEM>(p.data[i], lo, hi);
-    return lo;
+/* The row of chunk i (rows of per_row = cdiv(cols, QF_DQ_VEC) chunks): i / per_row as the high
+ * 64 bits of i * p.per_row_magic, magic = ceil(2^64 / per_row) (0 when per_row is 1). Exact for
+ * i and per_row below 2^32 (the launcher keeps the chunk count there): the product exceeds
+ * i / per_row by i * (magic - 2^64 / per_row) / 2^64 < i / 2^64 < 2^-32 <= 1 / per_row, less than
+ * the distance from i / per_row up to the next integer. */
+__device__ __forceinline__ unsigned row_of(const qf_dq_params &p, unsigned i) {
+    const unsigned long long m = p.per_row_magic;
+    if (m == 0)
+        return i;
+    const unsigned long long lo = static_cast<unsigned long long>(i) * static_cast<unsigned>(m);
+    const unsigned long long hi =
+        static_cast<unsigned long long>(i) * static_cast<unsigned>(m >> 32) + (lo >> 32);
+    return static_cast<unsigned>(hi >> 32);
+}
+
+/* Where the scale entries of a copy are: block_rows and block_cols are powers of two (1, 16 or
+ * 32), so (r / block_rows, c / block_cols) are shifts. */
+struct ScaleMap {
+    const uint8_t *base;
+    unsigned long long ld; /* p.scale_ld */
+    int row_shift, col_shift;
+};
+
+__device__ __forceinline__ ScaleMap scale_map(const qf_dq_params &p) {
+    return {p.scale, static_cast<unsigned long long>(p.scale_ld), __ffs(p.block_rows) - 1,
+            __ffs(p.block_cols) - 1};
+}
+
+/* The scale entry of element (r, c). */
+__device__ __forceinline__ const uint8_t *scale_ptr(const ScaleMap &s, unsigned long long r,
+                                                    unsigned long long c) {
+    return s.base + (r >> s.row_shift) * s.ld + (c >> s.col_shift);
 }
 
 /* The scale byte b as fp32: E8M0, or E4M3 for NVFP4. */
@@ -155,48 +178,69 @@ __device__ __forceinline__ float scale_value(unsigned b) {
     return lo;
 }
 
-/* The scale entry of element (r, c) (qf_dq_params). */
-__device__ __forceinline__ const uint8_t *scale_ptr(const qf_dq_params &p, long long r,
-                                                    long long c) {
-    return p.scale + (r / p.block_rows) * p.scale_ld + c / p.block_cols;
+/* One element (any alignment). */
+template <int ELEM>
+__device__ __forceinline__ float load1(const qf_dq_params &p, long long i) {
+    if (ELEM == QF_DTYPE_E2M1)
+        return e2m1_value(static_cast<unsigned>(p.data[i / 2]) >> (4 * (i & 1)));
+    float lo, hi;
+    fp8x2_to_float2<ELEM>(p.data[i], lo, hi);
+    return lo;
 }
 
 /* One vector chunk: QF_DQ_VEC elements of one row, read with one 8-byte (FP8) or 4-byte (E2M1)
- * load, and their scale bytes: one for 1x16 and 1x32 blocks, QF_DQ_VEC consecutive ones (one
- * per column) for 32x1 blocks. */
+ * load, and their scale bytes: one for 1x16 and 1x32 blocks (ONE), QF_DQ_VEC consecutive ones
+ * (one per column) for 32x1 blocks. */
 struct Raw {
     unsigned w[2];  /* the elements' bytes (E2M1: w[0] only) */
     unsigned sc[2]; /* the scale byte (sc[0] & 0xFF) or QF_DQ_VEC scale bytes */
 };
 
-template <int ELEM>
-__device__ __forceinline__ Raw load_raw(const qf_dq_params &p, long long r, long long c0) {
+/* Chunk i, in row r at column c0 (a vector launch: cols a multiple of QF_DQ_VEC, so the chunk's
+ * elements start at element i * QF_DQ_VEC). */
+template <int ELEM, bool ONE>
+__device__ __forceinline__ Raw load_raw(const qf_dq_params &p, const ScaleMap &sm, unsigned i,
+                                        unsigned r, unsigned long long c0) {
     Raw raw;
-    const long long i = r * p.cols + c0;
+    const unsigned long long e = static_cast<unsigned long long>(i) * QF_DQ_VEC;
     if (ELEM == QF_DTYPE_E2M1) {
-        raw.w[0] = __ldg(reinterpret_cast<const unsigned *>(p.data + i / 2));
+        raw.w[0] = __ldg(reinterpret_cast<const unsigned *>(p.data + e / 2));
         raw.w[1] = 0u;
     } else {
-        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(p.data + i));
+        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(p.data + e));
         raw.w[0] = q.x, raw.w[1] = q.y;
     }
-    if (p.block_cols >= QF_DQ_VEC) {
-        raw.sc[0] = __ldg(scale_ptr(p, r, c0));
+    if constexpr (ONE) {
+        raw.sc[0] = __ldg(scale_ptr(sm, r, c0));
         raw.sc[1] = 0u;
     } else { /* 32x1 blocks: the QF_DQ_VEC entries of columns c0.. */
-        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(scale_ptr(p, r, c0)));
+        const uint2 q = __ldg(reinterpret_cast<const uint2 *>(scale_ptr(sm, r, c0)));
         raw.sc[0] = q.x, raw.sc[1] = q.y;
     }
     return raw;
 }
 
-/* Decodes a loaded chunk and stores its QF_DQ_VEC bf16 values (one 16-byte store). */
-template <int ELEM>
-__device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw, long long r,
-                                          long long c0) {
+/* 1 when a byte of w is 0x00 or 0xFF: the E8M0 codes whose value is not the byte shifted into
+ * an fp32 exponent (2^-127, a subnormal; NaN). */
+__device__ __forceinline__ bool e8m0_special4(unsigned w) {
+    const unsigned n = ~w;
+    return (((w - 0x01010101u) & n) | ((n - 0x01010101u) & w)) & 0x80808080u;
+}
+
+/* The E8M0 scale byte j of w (j = 0..3) as fp32 for a byte in 1..254: 2^(b - 127), the byte in
+ * the exponent field. */
+__device__ __forceinline__ float e8m0_plain(unsigned w, int j) {
+    return __uint_as_float(__byte_perm(w, 0u, 0x0444u | static_cast<unsigned>(j) << 12) >> 1);
+}
+
+/* Decodes a loaded chunk and stores its QF_DQ_VEC bf16 values at out element e (one 16-byte
+ * store). */
+template <int ELEM, bool ONE>
+__device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw,
+                                          unsigned long long e) {
     unsigned o[QF_DQ_VEC / 2];
     if constexpr (ELEM == QF_DTYPE_E2M1) { /* 8 codes of one 1x16 block: one scale */
-        static_assert(QF_DQ_VEC == 8, "8 codes: half of a 1x16 block (p.block_cols 16)");
+        static_assert(QF_DQ_VEC == 8 && ONE, "8 codes: half of a 1x16 block (p.block_cols 16)");
         const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
         e2m1x8_bf16(raw.w[0], float2_to_bf16x2(s0, s0), o);
     } else {
@@ -206,77 +250,108 @@ __device__ __forceinline__ void store_raw(const qf_dq_params &p, const Raw &raw,
             fp8x2_to_float2<ELEM>(raw.w[i], v[4 * i], v[4 * i + 1]);
             fp8x2_to_float2<ELEM>(raw.w[i] >> 16, v[4 * i + 2], v[4 * i + 3]);
         }
-        const bool one = p.block_cols >= QF_DQ_VEC;
-        const float s0 = scale_value<ELEM>(raw.sc[0] & 0xFFu);
+        if constexpr (ONE) {
+            const float s0 = e8m0_value(raw.sc[0] & 0xFFu);
 #pragma unroll
-        for (int i = 0; i < QF_DQ_VEC; i++)
-            s[i] = one ? s0 : e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
+            for (int i = 0; i < QF_DQ_VEC; i++)
+                s[i] = s0;
+        } else if (!e8m0_special4(raw.sc[0]) && !e8m0_special4(raw.sc[1])) {
+#pragma unroll
+            for (int i = 0; i < QF_DQ_VEC; i++)
+                s[i] = e8m0_plain(raw.sc[i / 4], i % 4);
+        } else {
+#pragma unroll
+            for (int i = 0; i < QF_DQ_VEC; i++)
+                s[i] = e8m0_value((raw.sc[i / 4] >> (8 * (i % 4))) & 0xFFu);
+        }
 #pragma unroll
         for (int i = 0; i < QF_DQ_VEC / 2; i++)
             o[i] = float2_to_bf16x2(v[2 * i] * s[2 * i], v[2 * i + 1] * s[2 * i + 1]);
     }
-    *reinterpret_cast<uint4 *>(p.out + r * p.cols + c0) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4 *>(p.out + e) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* Chunk k (0 .. QF_DQ_CHUNKS - 1) of this thread: chunk number (block * QF_DQ_CHUNKS + k) *
+ * QF_DQ_THREADS + thread, so that each pass of a warp reads and writes consecutive memory. */
+__device__ __forceinline__ unsigned chunk_index(int k) {
+    return (blockIdx.x * QF_DQ_CHUNKS + k) * QF_DQ_THREADS + threadIdx.x;
+}
+
+/* Row r and first column c0 of chunk i; false past the end. */
+__device__ __forceinline__ bool chunk_at(const qf_dq_params &p, unsigned i, unsigned *r,
+                                         unsigned long long *c0) {
+    const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+    const unsigned row = row_of(p, i);
+    *r = row;
+    *c0 = static_cast<unsigned long long>(i - row * per_row) * QF_DQ_VEC;
+    return row < p.rows;
 }
 
 /* Elements c0 .. c0 + QF_DQ_VEC - 1 of row r (as far as they exist), one at a time. */
 template <int ELEM>
-__device__ __forceinline__ void chunk_scalar(const qf_dq_params &p, long long r, long long c0) {
-    for (int i = 0; i < QF_DQ_VEC && c0 + i < p.cols; i++) {
-        const float x =
-            load1<ELEM>(p, r, c0 + i) * scale_value<ELEM>(__ldg(scale_ptr(p, r, c0 + i)));
+__device__ __forceinline__ void chunk_scalar(const qf_dq_params &p, const ScaleMap &sm,
+                                             unsigned r, unsigned long long c0) {
+    const unsigned long long cols = static_cast<unsigned long long>(p.cols);
+    for (unsigned long long c = c0; c < c0 + QF_DQ_VEC && c < cols; c++) {
+        const unsigned long long i = r * cols + c;
+        const float x = load1<ELEM>(p, static_cast<long long>(i)) *
+                        scale_value<ELEM>(__ldg(scale_ptr(sm, r, c)));
         unsigned short h;
         asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
-        p.out[r * p.cols + c0 + i] = h;
+        p.out[i] = h;
     }
 }
 
-/* Chunk k (0 .. QF_DQ_CHUNKS - 1) of this thread: chunk number (block * QF_DQ_CHUNKS + k) *
- * QF_DQ_THREADS + thread, so that each pass of a warp reads and writes consecutive memory. False
- * past the end. */
-__device__ __forceinline__ bool chunk_of(const qf_dq_params &p, int k, long long *r,
-                                         long long *c0) {
-    const unsigned per_row = static_cast<unsigned>((p.cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
-    const unsigned i = (blockIdx.x * QF_DQ_CHUNKS + k) * QF_DQ_THREADS + threadIdx.x;
-    const unsigned row = i / per_row;
-    *r = row;
-    *c0 = static_cast<long long>(i - row * per_row) * QF_DQ_VEC;
-    return row < p.rows;
-}
-
-/* The whole copy, QF_DQ_CHUNKS chunks per thread, all loaded before any is stored (grid:
- * cdiv(rows * cdiv(cols, QF_DQ_VEC), QF_DQ_THREADS * QF_DQ_CHUNKS); the launcher keeps the chunk
- * count below 2^32). The vector path needs rows of whole chunks and 16-byte aligned buffers
- * (and scale rows, for 32x1 blocks). */
-template <int ELEM>
-__device__ __forceinline__ void run(const qf_dq_params &p) {
-    const unsigned long long a = reinterpret_cast<unsigned long long>(p.data) |
-                                 reinterpret_cast<unsigned long long>(p.out) |
-                                 (p.block_cols >= QF_DQ_VEC
-                                      ? 0ull
-                                      : reinterpret_cast<unsigned long long>(p.scale) |
-                                            static_cast<unsigned long long>(p.scale_ld));
-    const bool vec = p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0;
-    long long r[QF_DQ_CHUNKS], c0[QF_DQ_CHUNKS];
+/* The vector path: all of the thread's chunks loaded before any is stored. */
+template <int ELEM, bool ONE>
+__device__ __forceinline__ void run_vec(const qf_dq_params &p, const ScaleMap &sm) {
+    Raw raw[QF_DQ_CHUNKS];
+    unsigned idx[QF_DQ_CHUNKS];
     bool live[QF_DQ_CHUNKS];
 #pragma unroll
-    for (int k = 0; k < QF_DQ_CHUNKS; k++)
-        live[k] = chunk_of(p, k, &r[k], &c0[k]);
-    if (!vec) {
+    for (int k = 0; k < QF_DQ_CHUNKS; k++) {
+        unsigned r;
+        unsigned long long c0;
+        idx[k] = chunk_index(k);
+        live[k] = chunk_at(p, idx[k], &r, &c0);
+        if (live[k])
+            raw[k] = load_raw<ELEM, ONE>(p, sm, idx[k], r, c0);
+    }
 #pragma unroll
-        for (int k = 0; k < QF_DQ_CHUNKS; k++)
-            if (live[k])
-                chunk_scalar<ELEM>(p, r[k], c0[k]);
+    for (int k = 0; k < QF_DQ_CHUNKS; k++)
+        if (live[k])
+            store_raw<ELEM, ONE>(p, raw[k], static_cast<unsigned long long>(idx[k]) * QF_DQ_VEC);
+}
+
+/* The whole copy, QF_DQ_CHUNKS chunks per thread (grid: cdiv(rows * cdiv(cols, QF_DQ_VEC),
+ * QF_DQ_THREADS * QF_DQ_CHUNKS); the launcher keeps the chunk count below 2^32). The vector path
+ * needs rows of whole chunks and 16-byte aligned buffers (and scale rows, for 32x1 blocks); it
+ * is compiled apart for one scale per chunk (1x16, 1x32 blocks) and for one per column. */
+template <int ELEM>
+__device__ __forceinline__ void run(const qf_dq_params &p) {
+    const bool one = p.block_cols >= QF_DQ_VEC;
+    const unsigned long long a = reinterpret_cast<unsigned long long>(p.data) |
+                                 reinterpret_cast<unsigned long long>(p.out) |
+                                 (one ? 0ull
+                                      : reinterpret_cast<unsigned long long>(p.scale) |
+                                            static_cast<unsigned long long>(p.scale_ld));
+    const ScaleMap sm = scale_map(p);
+    if (p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0) {
+        if constexpr (ELEM == QF_DTYPE_E2M1)
+            run_vec<ELEM, true>(p, sm); /* NVFP4: 1x16 blocks only */
+        else if (one)
+            run_vec<ELEM, true>(p, sm);
+        else
+            run_vec<ELEM, false>(p, sm);
         return;
     }
-    Raw raw[QF_DQ_CHUNKS];
 #pragma unroll
-    for (int k = 0; k < QF_DQ_CHUNKS; k++)
-        if (live[k])
-            raw[k] = load_raw<ELEM>(p, r[k], c0[k]);
-#pragma unroll
-    for (int k = 0; k < QF_DQ_CHUNKS; k++)
-        if (live[k])
-            store_raw<ELEM>(p, raw[k], r[k], c0[k]);
+    for (int k = 0; k < QF_DQ_CHUNKS; k++) {
+        unsigned r;
+        unsigned long long c0;
+        if (chunk_at(p, chunk_index(k), &r, &c0))
+            chunk_scalar<ELEM>(p, sm, r, c0);
+    }
 }
 
 /* The bias of the staged GEMM broadcast into y (qf_dq_params with elem QF_DTYPE_BF16):
@@ -291,22 +366,25 @@ __device__ __forceinline__ void broadcast(const qf_dq_params &p) {
     const bool vec = p.cols % QF_DQ_VEC == 0 && (a & 15u) == 0;
 #pragma unroll
     for (int k = 0; k < QF_DQ_CHUNKS; k++) {
-        long long r, c0;
-        if (!chunk_of(p, k, &r, &c0))
+        unsigned r;
+        unsigned long long c0;
+        if (!chunk_at(p, chunk_index(k), &r, &c0))
             continue;
+        const unsigned long long cols = static_cast<unsigned long long>(p.cols);
+        const int n = c0 + QF_DQ_VEC <= cols ? QF_DQ_VEC : static_cast<int>(cols - c0);
         const uint16_t *src = reinterpret_cast<const uint16_t *>(p.data) + c0;
         if (p.out_fp32) { /* bf16 -> fp32: the bits shifted up */
-            unsigned *dst = reinterpret_cast<unsigned *>(p.out) + r * p.cols + c0;
-            for (int j = 0; j < QF_DQ_VEC && c0 + j < p.cols; j++)
+            unsigned *dst = reinterpret_cast<unsigned *>(p.out) + r * cols + c0;
+            for (int j = 0; j < n; j++)
                 dst[j] = static_cast<unsigned>(__ldg(src + j)) << 16;
             continue;
         }
-        uint16_t *dst = p.out + r * p.cols + c0;
+        uint16_t *dst = p.out + r * cols + c0;
         if (vec) {
             *reinterpret_cast<uint4 *>(dst) = __ldg(reinterpret_cast<const uint4 *>(src));
             continue;
         }
-        for (int j = 0; j < QF_DQ_VEC && c0 + j < p.cols; j++)
+        for (int j = 0; j < n; j++)
             dst[j] = src[j];
     }
 }
