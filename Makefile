@@ -122,7 +122,8 @@ help:
 	@echo "make check-valgrind  tests under valgrind memcheck (VALGRIND=$(VALGRIND))"
 	@echo "qfuse-cache     $(B)/qfuse-cache list|clear|prune|warm: the disk kernel cache (--help)"
 	@echo "make bench      benchmarks + PyTorch peers + plot + docs/bench.md tables (GPU); QUICK=1 smoke,"
-	@echo "                SECTION=\"gemm step\" some sections (tables in out/bench/tables.md), ITERS=N"
+	@echo "                SECTION=\"gemm step\" some sections (tables in out/bench/tables.md), ITERS=N,"
+	@echo "                GEMM_DATA=bytes block-scaled GEMM operands as random bytes (default quantized)"
 	@echo "make fuzz       fuzz the recipe loader and generator (clang + libFuzzer), FUZZ_SECONDS"
 	@echo "make fuzz-merge minimize build-fuzz's new inputs into tests/fuzz/corpus"
 	@echo "make gen        only regenerate build/generated/ from recipes/ and templates/"
@@ -289,7 +290,9 @@ BENCH_DIR := $(OUT)/bench
 BENCH_QUICK := $(if $(filter 1,$(QUICK)),--quick)
 # SECTION="gemm step" runs those sections only (quant, gemm, jit, step), ITERS=N sets the timed
 # batches; a run of some sections writes its tables to $(BENCH_DIR)/tables.md, not docs/bench.md.
-BENCH_ARGS := $(BENCH_QUICK) $(if $(ITERS),--iters $(ITERS))
+# GEMM_DATA=bytes draws the block-scaled GEMMs' operands as random bytes with unit scales (default:
+# the recipes' quantization of N(0, 1) data), in qfuse-bench and the peers alike.
+BENCH_ARGS := $(BENCH_QUICK) $(if $(ITERS),--iters $(ITERS)) $(if $(GEMM_DATA),--gemm-data $(GEMM_DATA))
 BENCH_PEER_SECTIONS := $(filter-out jit,$(SECTION))
 bench: $(QFUSE_BENCH)
 	$(Q)mkdir -p $(BENCH_DIR)

@@ -144,6 +144,41 @@ def nvfp4_quantize(y):
     return packed, sf.view(torch.uint8), amax
 
 
+BF16_MAX = 3.3895313892515355e38  # 0x7F7F
+
+
+def fp8_block_quantize(y, tile):
+    """FP8 block scaling (numerics 2.5; power_2_scales, amax_epsilon 0) of y [M, K] (bf16 values
+    in fp32): E4M3 q [M, K] and fp32 scale_inv [M, K/128] (1x128 blocks) or, when tile, one per
+    128x128 tile, [M/128, K/128]. M (tile) and K multiples of 128 (the benchmark shapes are)."""
+    m, k = y.shape
+    if tile:
+        blocks = y.view(m // 128, 128, k // 128, 128)
+        amax = blocks.abs().amax(dim=(1, 3))
+    else:
+        blocks = y.view(m, k // 128, 128)
+        amax = blocks.abs().amax(-1)
+    ok = torch.isfinite(amax) & (amax > 0)
+    scale = torch.where(ok, E4M3_MAX / torch.where(ok, amax, 1.0), 1.0)
+    scale = torch.where(torch.isinf(scale), BF16_MAX, scale)
+    scale = torch.ldexp(torch.ones_like(scale), torch.frexp(scale).exponent - 1)  # 2^floor(log2)
+    q = blocks * (scale[:, None, :, None] if tile else scale.unsqueeze(-1))
+    q = q.clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(m, k)
+    return q, scale.reciprocal()
+
+
+def nvfp4_gemm_alpha(amax_a, amax_b):
+    """fl(fl(amax_a * amax_b) * fl(1/7225344)), 7225344 = 6*6*448*448 (numerics 2.4)."""
+    return (amax_a * amax_b) * torch.tensor(1.0 / 7225344.0, dtype=torch.float32,
+                                            device=amax_a.device)
+
+
+def gemm_operand(rows, cols):
+    """fp32 values of one GEMM operand's data under --gemm-data quantized: N(0, 1) rounded to bf16,
+    as qfuse-bench quantizes them."""
+    return torch.randn(rows, cols, device="cuda").to(torch.bfloat16).float()
+
+
 # ============================================================================ the work items
 
 
@@ -359,38 +394,59 @@ def bench_gemm_shape(rows, shape, l2, args):
         row = new_row(kind, "fp8_delayed", "gemm_fp8", "", "e4m3", "", m, k, n)
         run_peer(rows, row, fn, arg_sets, args, nbytes, flops)
     del arg_sets
-    # FP8 block scaling (numerics 2.5) on operand bytes drawn as qfuse-bench's rows draw them
-    # (random bytes with bit 3 clear, never NaN; every scale 1.0: a GEMM's speed depends on its
-    # data): a's 1x128 scales [M, K/128] stored K-block-major, the weight's 128x128 tiles
-    # (fprop, dgrad) or the other 1x128 operand (wgrad), in the layouts torch._scaled_mm takes
-    # for cuBLASLt's VEC128 / BLK128x128 modes
+    # FP8 block scaling (numerics 2.5) on operands drawn as qfuse-bench's rows draw them (a GEMM's
+    # speed depends on its data): --gemm-data quantized, the quantization of N(0, 1) data (a's
+    # 1x128 blocks; the weight's 128x128 tiles for fprop and dgrad, the other operand's 1x128
+    # blocks for wgrad); bytes, random bytes with bit 3 clear (never NaN) and every scale 1.0.
+    # a's scales [M, K/128] are stored K-block-major, in the layouts torch._scaled_mm takes for
+    # cuBLASLt's VEC128 / BLK128x128 modes
     kb = -(-k // 128)
     block_sets = []
     for _ in range(sets):
-        a = torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7
-        w = torch.randint(0, 256, (n, k), device="cuda", dtype=torch.uint8) & 0xF7
-        block_sets.append((a.view(torch.float8_e4m3fn), w.view(torch.float8_e4m3fn),
-                           torch.ones(kb, m, device="cuda").t(),
-                           torch.ones(-(-n // 128), kb, device="cuda").t() if weight
-                           else torch.ones(kb, n, device="cuda")))
+        if args.gemm_data == "bytes":
+            a = (torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7).view(
+                torch.float8_e4m3fn)
+            w = (torch.randint(0, 256, (n, k), device="cuda", dtype=torch.uint8) & 0xF7).view(
+                torch.float8_e4m3fn)
+            sa = torch.ones(kb, m, device="cuda").t()
+            sw = torch.ones(-(-n // 128), kb, device="cuda").t() if weight else \
+                torch.ones(kb, n, device="cuda")
+        else:
+            a, sa = fp8_block_quantize(gemm_operand(m, k), False)
+            w, sw = fp8_block_quantize(gemm_operand(n, k), weight)
+            sa = sa.t().contiguous().t()
+            sw = sw.t() if weight else sw.t().contiguous()
+        block_sets.append((a, w, sa, sw))
     row = new_row("peer_eager", "fp8_block", "gemm_fp8_block", "", "e4m3", "", m, k, n)
     run_peer(rows, row, gemm_fp8, block_sets, args, nbytes, flops)
-    row["note"] = row["note"] or ("torch._scaled_mm, 1x128 x %s block scales, qfuse-bench's "
-                                  "operand bytes" % ("128x128" if weight else "1x128"))
+    row["note"] = row["note"] or ("torch._scaled_mm, 1x128 x %s block scales, operands as "
+                                  "qfuse-bench's (%s)" % ("128x128" if weight else "1x128",
+                                                          gemm_data_note(args)))
     del block_sets
     bench_block_gemm_emulated(rows, shape, l2, args)
 
 
+def gemm_data_note(args):
+    """The operands' data as the rows' notes name it (--gemm-data, as qfuse-bench's notes)."""
+    return "random bytes, unit scales" if args.gemm_data == "bytes" else "quantized N(0, 1) data"
+
+
 def bench_block_gemm_emulated(rows, shape, l2, args):
     """The emulation peers of the MXFP8 and NVFP4 GEMMs: dequantize + bf16 matmul as one
-    torch.compile'd sequence (and eager), on the same operand bytes as qfuse-bench's rows (random
-    data bytes, every block scale 1.0, NVFP4 alpha 1). Where the second operand is a weight, also
-    with its bf16 copy dequantized once, outside the timing, and kept (op gemm_<family>_wkept,
-    beside qfuse-bench's rows of that name)."""
+    torch.compile'd sequence (and eager), on operands drawn as qfuse-bench's rows draw them
+    (--gemm-data: the rowwise quantization of N(0, 1) data, or random data bytes with every block
+    scale 1.0 and NVFP4 alpha 1). Where the second operand is a weight, also with its bf16 copy
+    dequantized once, outside the timing, and kept (op gemm_<family>_wkept, beside qfuse-bench's
+    rows of that name)."""
     m, k, n, weight = shape
     table = torch.tensor(E2M1_VALUES, device="cuda")
+    quantized = args.gemm_data != "bytes"
     mx_sets, nv_sets = [], []
     for _ in range(rotation_count(m * k + n * k, l2)):
+        if quantized:
+            mx_sets.append(mxfp8_quantize(gemm_operand(m, k)) +
+                           mxfp8_quantize(gemm_operand(n, k)))
+            continue
         a = torch.randint(0, 256, (m, k), device="cuda", dtype=torch.uint8) & 0xF7
         w = torch.randint(0, 256, (n, k), device="cuda", dtype=torch.uint8) & 0xF7
         mx_sets.append((a.view(torch.float8_e4m3fn), torch.full((m, k // 32), 127, device="cuda",
@@ -405,6 +461,11 @@ def bench_block_gemm_emulated(rows, shape, l2, args):
         del kept
     del mx_sets
     for _ in range(rotation_count((m * k + n * k) // 2, l2)):
+        if quantized:
+            a, sa, amax_a = nvfp4_quantize(gemm_operand(m, k))
+            w, sw, amax_w = nvfp4_quantize(gemm_operand(n, k))
+            nv_sets.append((a, sa, w, sw, nvfp4_gemm_alpha(amax_a, amax_w), table))
+            continue
         a = torch.randint(0, 256, (m, k // 2), device="cuda", dtype=torch.uint8)
         w = torch.randint(0, 256, (n, k // 2), device="cuda", dtype=torch.uint8)
         nv_sets.append((a, torch.full((m, k // 16), 0x38, device="cuda", dtype=torch.uint8), w,
@@ -424,8 +485,9 @@ def emulated_peers(rows, family, dtype, fn, arg_sets, shape, args, nbytes, suffi
     for kind, f in (("peer_eager", fn), ("peer_compile", compiled(fn))):
         row = new_row(kind, family, "gemm_" + family + suffix, "", dtype, "", m, k, n)
         run_peer(rows, row, f, arg_sets, args, nbytes, 2 * m * n * k)
-        row["note"] = row["note"] or ("dequantize to bf16 + bf16 matmul, one sequence" + (
-            "; the weight dequantized once, outside the timing" if suffix else ""))
+        row["note"] = row["note"] or ("dequantize to bf16 + bf16 matmul, one sequence, %s" % (
+            gemm_data_note(args)) + ("; the weight dequantized once, outside the timing"
+                                     if suffix else ""))
 
 
 # ============================================================================ output
@@ -532,6 +594,9 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=10, help="calls per timed batch (default 10)")
     p.add_argument("--section", action="append", choices=("quant", "gemm", "step"),
                    help="only this section (repeatable; default all), as qfuse-bench's")
+    p.add_argument("--gemm-data", choices=("quantized", "bytes"), default="quantized",
+                   help="operands of the block-scaled GEMM peers, as qfuse-bench's: the "
+                        "quantization of N(0, 1) data (default) or random bytes, unit scales")
     args = p.parse_args(argv)
     args.section = args.section or ["quant", "gemm", "step"]
     args.iters = args.iters or (10 if args.quick else 50)

@@ -309,6 +309,17 @@ def ceiling(qrows, op, field):
 # ============================================================================ docs/bench.md
 
 
+def block_gemm_data(qrows):
+    """What the block-scaled GEMM rows multiplied, from their notes (qfuse-bench --gemm-data)."""
+    for r in qrows:
+        if r["kind"] == "qfuse" and r["op"].startswith(("gemm_mxfp8", "gemm_nvfp4",
+                                                         "gemm_fp8_block")):
+            for data in ("quantized N(0, 1) data", "random bytes, unit scales"):
+                if data in (r.get("note") or ""):
+                    return " (operands: %s)" % data
+    return ""
+
+
 def doc_section(qmeta, pmeta, qrows, prows, families):
     copy, bf16 = ceiling(qrows, "copy_d2d", "tbps"), ceiling(qrows, "cublaslt_bf16_gemm", "tflops")
     lines = ["Measured by `make bench` on %s, %s (CUDA %s, driver %s, cuBLASLt %s, NVRTC %s; "
@@ -335,11 +346,11 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     lines += gemm_table(qrows, prows, families)
     block = block_gemm_table(qrows, prows, families)
     if block:
-        lines += ["", "Block-scaled GEMMs on this GPU:", ""] + block
+        lines += ["", "Block-scaled GEMMs on this GPU%s:" % block_gemm_data(qrows), ""] + block
     fp8_block = fp8_block_gemm_table(qrows, prows, families)
     if fp8_block:
-        lines += ["", "FP8 block scaling GEMMs (cuBLASLt, 1x128 / 128x128 block scales):", ""] + \
-            fp8_block
+        lines += ["", "FP8 block scaling GEMMs (cuBLASLt, 1x128 / 128x128 block scales)%s:"
+                  % block_gemm_data(qrows), ""] + fp8_block
     step = step_table(qrows, prows)
     if step:
         lines += ["", "One LayerNorm + MLP training step (SwiGLU; forward + backward, weights "

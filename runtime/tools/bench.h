@@ -38,6 +38,9 @@ typedef struct bench_opts {
     unsigned sections;          /* SEC_* mask */
     int dtype;                  /* --dtype: one x dtype, or -1 for all */
     int shape;                  /* --shape: 1 + its index in the GEMM shapes, or 0 for all */
+    int gemm_bytes;             /* --gemm-data bytes: the block-scaled GEMMs' operands are random
+                                 * bytes with unit scales; 0 (quantized): the recipe's own
+                                 * quantization of N(0, 1) data */
     tool_recipes recipes;       /* --recipe */
 } bench_opts;
 
@@ -78,7 +81,7 @@ typedef struct row {
     const char *kind, *recipe, *op, *norm, *dtype, *outputs;
     int64_t M, K, N;
     double bytes, flops, us, ratio_copy, ratio_lt;
-    char note[200];
+    char note[256];
 } row;
 
 row bench_row_new(const char *kind, const char *recipe, const char *op);

@@ -251,14 +251,17 @@ double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
 
 /* ==================================================================== generated GEMM rows */
 
-/* Rotated operands of one block-scaled GEMM (MXFP8, NVFP4 on Hopper), laid out by the recipe's
- * fake shapes: the copies its training GEMM reads (qf_gemm_kinds): for fprop the rowwise copies
- * of an activation [M, K] and a weight [N, K]; a columnwise copy is that of a [K, M] (or [K, N])
- * tensor, as the backward quantizes dy and x. y is [M, N]. Element bytes are random with bit 3
- * clear (never an E4M3 NaN); every block scale is 1.0 in its dtype (E8M0 127, E4M3 0x38) and
- * every amax 2688, so an NVFP4 alpha is 1. bf16[0] and bf16[1] hold the sets' bf16 copies of a
- * and b once block_gemm_bf16 made them (qf_dequantize); when kept is set, the GEMM reads b's
- * (qf_gemm_opts.b_dequantized): a weight kept across the micro-batches of a step. */
+/* Rotated operands of one block-scaled GEMM (MXFP8, NVFP4 on Hopper; FP8 block scaling), laid
+ * out by the recipe's fake shapes: the copies its training GEMM reads (qf_gemm_kinds): for fprop
+ * the rowwise copies of an activation [M, K] and a weight [N, K]; a columnwise copy is that of a
+ * [K, M] (or [K, N]) tensor, as the backward quantizes dy and x. y is [M, N]. The operands are
+ * the recipe's own quantization (qf_quantize, in each operand's role) of N(0, 1) bf16 data, what
+ * a training step multiplies: a GEMM's speed depends on its values (docs/bench.md). With
+ * --gemm-data bytes they are random bytes with bit 3 clear (never an E4M3 NaN), every block scale
+ * 1.0 in its dtype (E8M0 127, E4M3 0x38) and every amax 2688, so an NVFP4 alpha is 1. bf16[0]
+ * and bf16[1] hold the sets' bf16 copies of a and b once block_gemm_bf16 made them
+ * (qf_dequantize); when kept is set, the GEMM reads b's (qf_gemm_opts.b_dequantized): a weight
+ * kept across the micro-batches of a step. */
 typedef struct block_gemm {
     bench *b;
     const qf_recipe *r;
@@ -427,7 +430,28 @@ static qf_shape_query block_gemm_query(qf_role role, qf_copy c, int64_t rows, in
                             .M = col ? K : rows, .K = col ? rows : K};
 }
 
-/* Allocates and fills the rotated operand sets of g. */
+/* The operands' data as the rows' notes name it (--gemm-data). */
+static const char *block_gemm_data(const bench *b) {
+    return b->o.gemm_bytes ? "random bytes, unit scales" : "quantized N(0, 1) data";
+}
+
+/* Quantizes the [q->M, q->K] bf16 data h (host) into each set's operand `which` (0: a, 1: b) of
+ * g, in q's role and copy, each set from its own rotation of h (bench_dev_rotated): the recipe's
+ * quantizer, with stochastic rounding where its role has it (a seed per set). */
+static void block_gemm_quantize(block_gemm *g, int which, const qf_shape_query *q, const void *h) {
+    const size_t bytes = (size_t)(q->M * q->K) * 2;
+    for (int i = 0; i < g->n_rot; i++) {
+        void *d = bench_dev_rotated(h, bytes, i, g->n_rot);
+        const qf_tensor x = bench_tensor_2d(d, QF_DTYPE_BF16, q->M, q->K);
+        const qf_rng rng = {.seed = 0x5eed + (uint64_t)which, .offset = (uint64_t)i};
+        QF_OR_DIE(qf_quantize(g->b->ctx, g->r->name, q->role, &x, NULL, NULL, &rng,
+                              which ? &g->qw[i] : &g->qa[i], NULL));
+        CUDA_OR_DIE(cudaDeviceSynchronize());
+        cudaFree(d);
+    }
+}
+
+/* Allocates and fills the rotated operand sets of g (block_gemm). */
 static void block_gemm_alloc(block_gemm *g) {
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
     const qf_shape_query qa = block_gemm_query(k->a_role, k->a_copy, g->M, g->K);
@@ -438,10 +462,20 @@ static void block_gemm_alloc(block_gemm *g) {
     for (int i = 0; i < g->n_rot; i++) {
         bench_out_alloc(&g->a[i], g->r, &qa), bench_out_alloc(&g->w[i], g->r, &qw);
         bench_out_alloc(&g->y[i], g->r, &qy);
-        block_gemm_fill(&g->a[i], 31 + (uint64_t)i);
-        block_gemm_fill(&g->w[i], 37 + (uint64_t)i);
+        if (g->b->o.gemm_bytes) {
+            block_gemm_fill(&g->a[i], 31 + (uint64_t)i);
+            block_gemm_fill(&g->w[i], 37 + (uint64_t)i);
+        }
         g->qa[i] = bench_out_quantized(&g->a[i], QF_SCALE_LAYOUT_COMPACT);
         g->qw[i] = bench_out_quantized(&g->w[i], QF_SCALE_LAYOUT_COMPACT);
+    }
+    if (g->b->o.gemm_bytes)
+        return;
+    for (int which = 0; which < 2; which++) {
+        const qf_shape_query *q = which ? &qw : &qa;
+        void *h = bench_host_random(QF_DTYPE_BF16, q->M * q->K, which ? 13 : 11);
+        block_gemm_quantize(g, which, q, h);
+        free(h);
     }
 }
 
@@ -480,12 +514,12 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
         if (has_gemm_kernel(ri))
             snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
-                     "compact scales; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
-                     qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+                     "compact scales, %s; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
+                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), bf_us / q.us);
         else
             snprintf(q.note, sizeof q.note, "%s: qf_gemm of the %s copies, cuBLASLt with their "
-                     "block scales; x%.3f of bf16 cuBLASLt in this run", c->kind,
-                     qf_gemm_kinds[c->gemm].name, bf_us / q.us);
+                     "block scales, %s; x%.3f of bf16 cuBLASLt in this run", c->kind,
+                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), bf_us / q.us);
         bench_row_emit(b, &q);
         if (!has_gemm_kernel(ri)) { /* no dequantized copies: the FP8 tensor cores read them */
             for (int i = 0; i < g->n_rot; i++)

@@ -72,7 +72,7 @@ static void bench_copy(bench *b) {
 static void usage(FILE *f) {
     fprintf(f, "usage: qfuse-bench [--csv FILE] [--quick] [--iters N] [--batch N]\n"
                "                   [--recipe NAME]... [--dtype bf16|fp16|fp32] [--section S]...\n"
-               "                   [--shape MxKxN]\n"
+               "                   [--shape MxKxN] [--gemm-data quantized|bytes]\n"
                "Times every qfuse op at the shapes of real models' layers against ceilings\n"
                "measured in the same run (D2D copy, cuBLASLt bf16 and FP8 GEMMs), the\n"
                "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
@@ -90,6 +90,10 @@ static void usage(FILE *f) {
                "              (repeatable; default: all; the copy ceiling always runs)\n"
                "  --shape S   only the GEMM rows of shape S = MxKxN, one of the GEMM section's\n"
                "              (8192x8192x8192, 16384x4096x14336, ...; for profiling one GEMM)\n"
+               "  --gemm-data D  operands of the block-scaled GEMM rows (MXFP8, NVFP4,\n"
+               "              fp8_block): quantized (default: the recipe's own quantizers applied\n"
+               "              to N(0, 1) data, in each operand's role) or bytes (random data\n"
+               "              bytes, every block scale 1)\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
                "tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note (the speedups\n"
                "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n"
@@ -131,6 +135,16 @@ static int parse_section(const char *v, unsigned *mask) {
     return -1;
 }
 
+/* --gemm-data: quantized or bytes into o->gemm_bytes; 0, or -1 with a message. */
+static int parse_gemm_data(const char *v, bench_opts *o) {
+    if (strcmp(v, "quantized") == 0 || strcmp(v, "bytes") == 0) {
+        o->gemm_bytes = v[0] == 'b';
+        return 0;
+    }
+    fprintf(stderr, "qfuse-bench: --gemm-data '%s': expected quantized or bytes\n", v);
+    return -1;
+}
+
 /* --shape MxKxN: one of gemm_shapes_full, into o->shape; 0, or -1 with a message. */
 static int parse_shape(const char *v, bench_opts *o) {
     long long m, k, n;
@@ -164,12 +178,13 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                                           {"dtype", required_argument, 0, 'd'},
                                           {"section", required_argument, 0, 's'},
                                           {"shape", required_argument, 0, 'S'},
+                                          {"gemm-data", required_argument, 0, 'g'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10, .dtype = -1};
     argv[0] = (char *)"qfuse-bench"; /* getopt's messages name the program, not its path */
     int c;
-    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:h", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:g:h", longs, NULL)) != -1) {
         if (c == 'c' && !(o->csv = tool_path_arg("--csv", optarg)))
             return 2;
         else if (c == 'q')
@@ -186,7 +201,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 'S' && parse_shape(optarg, o) < 0)
             return 2;
-        else if (c == 'c' || c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' || c == 'S')
+        else if (c == 'g' && parse_gemm_data(optarg, o) < 0)
+            return 2;
+        else if (c == 'c' || c == 'i' || c == 'b' || c == 'r' || c == 'd' || c == 's' ||
+                 c == 'S' || c == 'g')
             continue;
         else
             return tool_usage_exit(c == 'h', usage);

@@ -1,0 +1,79 @@
+"""The benchmark's operand data (--gemm-data), without a GPU: qfuse-bench and
+scripts/bench_peers.py take the same choices, and the peers' FP8 block-scaling quantizer follows
+numerics 2.5 on its examples (that part needs PyTorch; it runs on the CPU)."""
+import importlib.util
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def load_bench_peers():
+    spec = importlib.util.spec_from_file_location(
+        "bench_peers", os.path.join(ROOT, "scripts", "bench_peers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_peers_gemm_data_option(capsys):
+    bp = load_bench_peers()
+    assert bp.parse_args([]).gemm_data == "quantized"
+    assert bp.parse_args(["--gemm-data", "bytes"]).gemm_data == "bytes"
+    with pytest.raises(SystemExit) as e:
+        bp.parse_args(["--gemm-data", "random"])
+    assert e.value.code == 2
+    assert "invalid choice: 'random'" in capsys.readouterr().err
+
+
+def test_bench_gemm_data_option():
+    lib = os.environ.get("QFUSE_LIB", "")
+    tool = os.path.join(os.path.dirname(lib), "qfuse-bench")
+    if not os.path.exists(tool):
+        pytest.skip("qfuse-bench is not built next to %s (make)" % lib)
+    r = subprocess.run([tool, "--gemm-data", "random"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2
+    assert "--gemm-data 'random': expected quantized or bytes" in r.stderr
+    r = subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "--gemm-data D" in r.stdout
+
+
+def test_fp8_block_quantize_examples():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: the peers' quantizer "
+                                                "needs it")
+    bp = load_bench_peers()
+    y = torch.zeros(2, 256)
+    y[0, :128] = torch.linspace(-3.0, 3.0, 128)      # amax 3: 448 / 3 rounds down to 128
+    y[0, 128:] = torch.linspace(-448.0, 448.0, 128)  # amax 448: scale 1
+    y[1, :128] = 1e-38                               # 448 / 1e-38 is inf: bf16 max, then 2^127
+    # y[1, 128:] stays zero: scale 1, zero data
+    q, scale_inv = bp.fp8_block_quantize(y, False)
+    assert scale_inv.shape == (2, 2)
+    assert scale_inv.tolist() == [[1 / 128, 1.0], [2.0 ** -127, 1.0]]
+    assert q[0, 127].float().item() == 384.0  # 3 * 128
+    assert q[0, 255].float().item() == 448.0
+    assert torch.all(q[1, 128:].float() == 0)
+    w = torch.ones(256, 128)
+    w[128:, :] = 2.0  # the second 128x128 tile
+    qw, sw = bp.fp8_block_quantize(w, True)
+    assert sw.shape == (2, 1)
+    assert sw.flatten().tolist() == [1 / 256, 1 / 128]  # 448 -> 256 and 224 -> 128
+    assert torch.all(qw.float() == 256.0)
+
+
+def test_report_names_the_gemm_data():
+    spec = importlib.util.spec_from_file_location(
+        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    row = {"kind": "qfuse", "op": "gemm_nvfp4_wkept",
+           "note": "fprop: qf_gemm of the fprop copies, compact scales, random bytes, unit scales; "
+                   "x0.950 of bf16 cuBLASLt in this run"}
+    assert br.block_gemm_data([row]) == " (operands: random bytes, unit scales)"
+    assert br.block_gemm_data([dict(row, note=row["note"].replace(
+        "random bytes, unit scales", "quantized N(0, 1) data"))]) == \
+        " (operands: quantized N(0, 1) data)"
+    assert br.block_gemm_data([dict(row, op="gemm_fp8")]) == ""  # per-tensor FP8: not these rows
