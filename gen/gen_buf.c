@@ -142,13 +142,13 @@ int qf_gen_read_file(const char *path, const char *what, char **text, size_t *le
     return 0;
 }
 
-/* The length of the well-formed UTF-8 character at p (1-4, none of U+0000..U+001F or U+007F), or
- * 0 for a byte that starts none. */
-static size_t qf_gen_utf8_len(const unsigned char *p) {
+/* The length of the well-formed UTF-8 character at p (1-4, none of U+0000..U+001F or U+007F)
+ * within the `left` bytes there, or 0 for a byte that starts none. */
+static size_t qf_gen_utf8_len(const unsigned char *p, size_t left) {
     if (p[0] >= 0x20 && p[0] < 0x7F)
         return 1;
     const size_t n = p[0] >= 0xF0 && p[0] <= 0xF4 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (n == 0 || p[0] >= 0xF5)
+    if (n == 0 || n > left || p[0] >= 0xF5)
         return 0;
     for (size_t i = 1; i < n; i++)
         if ((p[i] & 0xC0) != 0x80)
@@ -163,18 +163,17 @@ static size_t qf_gen_utf8_len(const unsigned char *p) {
     return n;
 }
 
-const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
-    const size_t n = strlen(path);
-    const unsigned char *p = (const unsigned char *)path;
+const char *qf_gen_path_shown_n(const char *path, size_t n, qf_gen_shown *buf) {
+    const unsigned char *p = (const unsigned char *)path, *end = p + n;
     size_t o = 0;
     if (n > QF_GEN_PATH_SHOWN) {
         p += n - QF_GEN_PATH_SHOWN;
-        while ((*p & 0xC0) == 0x80) /* a UTF-8 continuation byte: start after the character */
+        while (p < end && (*p & 0xC0) == 0x80) /* a continuation byte: start after its character */
             p++;
         memcpy(*buf, "...", 3), o = 3;
     }
-    while (*p) {
-        const size_t c = qf_gen_utf8_len(p);
+    while (p < end) {
+        const size_t c = qf_gen_utf8_len(p, (size_t)(end - p));
         if (c) {
             memcpy(*buf + o, p, c), o += c, p += c;
         } else {
@@ -184,4 +183,8 @@ const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
     }
     (*buf)[o] = '\0';
     return *buf;
+}
+
+const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf) {
+    return qf_gen_path_shown_n(path, strlen(path), buf);
 }

@@ -65,5 +65,7 @@ int qf_gen_read_file(const char *path, const char *what, char **text, size_t *le
 typedef char qf_gen_shown[3 + 4 * QF_GEN_PATH_SHOWN + 1];
 /* path as messages show it (see QF_GEN_PATH_SHOWN), written into buf; returns buf. */
 const char *qf_gen_path_shown(const char *path, qf_gen_shown *buf);
+/* The same for the first n bytes of path (a leading component: shown by its own end). */
+const char *qf_gen_path_shown_n(const char *path, size_t n, qf_gen_shown *buf);
 
 #endif /* QF_GEN_BUF_H */

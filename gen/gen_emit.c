@@ -351,20 +351,17 @@ int qf_gen_emit_build(const qf_gen_plan *p, qf_gen_files *out, qf_gen_err *e) {
 /* ========================================================================= writing */
 
 /* Fails with "<the first len bytes of path>: <reason>", the path as messages show it
- * (qf_gen_path_shown: however long the path, the reason stays in the message). */
+ * (qf_gen_path_shown_n: however long the path, the reason stays in the message). */
 static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const char *fmt, ...)
     QF_GEN_PRINTF(4, 5);
 static int qf_gen_fail_path(qf_gen_err *e, const char *path, size_t len, const char *fmt, ...) {
-    char part[QF_GEN_PATH_MAX + 400], reason[1024];
+    char reason[1024];
     qf_gen_shown shown;
-    const size_t keep = len < sizeof part ? len : sizeof part - 1; /* the end: what is shown */
-    memcpy(part, path + (len - keep), keep);
-    part[keep] = '\0';
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    return qf_gen_fail(e, "%s: %s", qf_gen_path_shown(part, &shown), reason);
+    return qf_gen_fail(e, "%s: %s", qf_gen_path_shown_n(path, len, &shown), reason);
 }
 
 /* mkdir -p of path (qf_mkdirs); the error names the component that could not be made. */

@@ -400,9 +400,14 @@ static qf_status qf_g_ws_launch(qf_ctx_t *ctx, const qf_loaded_kernel *lk, qf_ws
                          (unsigned)smem, p, stream);
 }
 
+/* The QF_DQ_VEC-element chunks of one row of stage v (the last one partly past cols). */
+static int64_t qf_g_dequant_per_row(const qf_g_stage *v) {
+    return (v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC;
+}
+
 /* The QF_DQ_VEC-element chunks of stage v: the work items of its <name>_dequant launch. */
 static int64_t qf_g_dequant_chunks(const qf_g_stage *v) {
-    return v->rows * ((v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC);
+    return v->rows * qf_g_dequant_per_row(v);
 }
 
 /* Whether one <name>_dequant launch covers stage v (checked before any kernel load, so that a
@@ -433,7 +438,7 @@ static qf_status qf_g_dequant(qf_ctx_t *ctx, const char *op, const qf_loaded_ker
                       .cols = v->cols, .scale_ld = v->scale_ld, .elem = (int32_t)v->elem,
                       .block_rows = v->block_rows, .block_cols = v->block_cols,
                       .out_fp32 = v->out_fp32,
-                      .per_row_magic = qf_dq_magic((uint64_t)(v->cols + QF_DQ_VEC - 1) / QF_DQ_VEC)};
+                      .per_row_magic = qf_dq_magic((uint64_t)qf_g_dequant_per_row(v))};
     const int64_t per_block = QF_DQ_THREADS * QF_DQ_CHUNKS;
     const int64_t blocks = (qf_g_dequant_chunks(v) + per_block - 1) / per_block;
     return qf_ctx_launch(ctx, lk->fn_dequant, blocks > 0 ? (unsigned)blocks : 1u, QF_DQ_THREADS,

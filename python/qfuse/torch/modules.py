@@ -364,7 +364,8 @@ class LayerNormMLP(_FusedNorm):
         self.ffn_hidden_size = _size("ffn_hidden_size", ffn_hidden_size)
         fin = 2 * self.ffn_hidden_size if activation == "swiglu" else self.ffn_hidden_size
         self.fc1_weight = self._param(fin, hidden_size)
-        self.fc1_bias = self._param(fin, fill=0.0) if _flag("bias", bias) else None
+        bias = _flag("bias", bias)
+        self.fc1_bias = self._param(fin, fill=0.0) if bias else None
         self.fc2_weight = self._param(hidden_size, ffn_hidden_size)
         self.fc2_bias = self._param(hidden_size, fill=0.0) if bias else None
         self.fused, self.fallback_reason = self._decide([(fin, hidden_size),
