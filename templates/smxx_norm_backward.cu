@@ -92,6 +92,27 @@ __device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
     }
 }
 
+/* Pass 1 on one element: xh, then the row sums s1 += dxh, s2 += dxh * xh and the column terms
+ * dxn * xh (returned) and dxn; the products that feed a sum are fused into it (fmaf: one rounding
+ * where the plain expression has two, still fp32 arithmetic in any order, numerics 6). */
+__device__ __forceinline__ float pass1_elem(float x, float d, float g, float mu, float rs,
+                                            float &s1, float &s2) {
+    const float xh = kLayerNorm ? (x - mu) * rs : x * rs;
+    const float dxh = d * g;
+    s1 += dxh;
+    s2 = fmaf(dxh, xh, s2);
+    return d * xh;
+}
+
+/* Pass 2 on one element: dx = rsigma (dxh - m1 - xh m2), with xh m2 = (x - mu) (rsigma m2), as
+ * rsigma fma(-(x - mu), rm2, fma(dxn, g, -m1)) (m1 = mean_K(dxh), 0 for RMSNorm; rm2 = rsigma
+ * mean_K(dxh xh), once per row; RMSNorm: x for x - mu). */
+__device__ __forceinline__ float pass2_elem(float x, float d, float g, float mu, float rs,
+                                            float m1, float rm2) {
+    const float xm = kLayerNorm ? x - mu : x;
+    return rs * fmaf(-xm, rm2, fmaf(d, g, -m1));
+}
+
 /* Columns c..c+V-1 of row r: x, dxn and g. */
 template <int V>
 __device__ __forceinline__ void load_cols(const qf_nb_params &p, long long r, long long c,
@@ -114,13 +135,8 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
             float xv[V], d[V], g[V], dg[V];
             load_cols<V>(p, r, c, xv, d, g);
 #pragma unroll
-            for (int j = 0; j < V; j++) {
-                const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
-                const float dxh = d[j] * g[j];
-                s1 += dxh;
-                s2 += dxh * xh;
-                dg[j] = d[j] * xh;
-            }
+            for (int j = 0; j < V; j++)
+                dg[j] = pass1_elem(xv[j], d[j], g[j], mu, rs, s1, s2);
             smem_add<V>(acc_at<V>(s_acc, c), dg);
             if (kLayerNorm)
                 smem_add<V>(acc_at<V>(s_acc + acc_half(K), c), d);
@@ -142,15 +158,13 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
             t2 += red[1][w];
         }
         const float m1 = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
-        const float m2 = t2 / static_cast<float>(K);
+        const float rm2 = rs * (t2 / static_cast<float>(K));
         for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
             float xv[V], d[V], g[V], dx[V];
             load_cols<V>(p, r, c, xv, d, g);
 #pragma unroll
-            for (int j = 0; j < V; j++) {
-                const float xh = kLayerNorm ? (xv[j] - mu) * rs : xv[j] * rs;
-                dx[j] = rs * (d[j] * g[j] - m1 - xh * m2);
-            }
+            for (int j = 0; j < V; j++)
+                dx[j] = pass2_elem(xv[j], d[j], g[j], mu, rs, m1, rm2);
             store_n<kInDtype, V>(p.dx, r * K + c, dx);
         }
     }
@@ -225,11 +239,8 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
             [&](int q, long long, const float (&xv)[8], const float (&d)[8], const float (&g)[8]) {
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
-                    const float xh = kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
-                    const float dxh = d[j] * g[j];
-                    s1[q] += dxh;
-                    s2[q] += dxh * xh;
-                    sg[j] = q ? sg[j] + d[j] * xh : d[j] * xh;
+                    const float dg = pass1_elem(xv[j], d[j], g[j], mu[q], rs[q], s1[q], s2[q]);
+                    sg[j] = q ? sg[j] + dg : dg;
                     sb[j] = q ? sb[j] + d[j] : d[j];
                 }
             },
@@ -250,7 +261,7 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
             }
         }
         __syncthreads();
-        float m1[NR], m2[NR];
+        float m1[NR], rm2[NR];
 #pragma unroll
         for (int q = 0; q < NR; q++) {
             float t1 = 0.0f, t2 = 0.0f;
@@ -260,18 +271,16 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
                 t2 += red[2 * q + 1][w];
             }
             m1[q] = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
-            m2[q] = t2 / static_cast<float>(K);
+            rm2[q] = rs[q] * (t2 / static_cast<float>(K));
         }
         held_each<RV, NR>(p, xr, dr, nr,
                           [&](int q, long long c, const float (&xv)[8], const float (&d)[8],
                               const float (&g)[8]) {
                               float dx[8];
 #pragma unroll
-                              for (int j = 0; j < 8; j++) {
-                                  const float xh =
-                                      kLayerNorm ? (xv[j] - mu[q]) * rs[q] : xv[j] * rs[q];
-                                  dx[j] = rs[q] * (d[j] * g[j] - m1[q] - xh * m2[q]);
-                              }
+                              for (int j = 0; j < 8; j++)
+                                  dx[j] = pass2_elem(xv[j], d[j], g[j], mu[q], rs[q], m1[q],
+                                                     rm2[q]);
                               store_n<kInDtype, 8>(p.dx, (r + q) * K + c, dx);
                           },
                           [](long long) {});
