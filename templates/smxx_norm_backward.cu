@@ -92,9 +92,9 @@ __device__ __forceinline__ void smem_add(float *acc, const float (&v)[V]) {
     }
 }
 
-/* Pass 1 on one element: xh, then the row sums s1 += dxh, s2 += dxh * xh and the column terms
- * dxn * xh (returned) and dxn; the products that feed a sum are fused into it (fmaf: one rounding
- * where the plain expression has two, still fp32 arithmetic in any order, numerics 6). */
+/* Pass 1 on one element: xh, then the row sums s1 += dxh, s2 += dxh * xh and the column term
+ * dxn * xh (returned; dxn is the other); dxh * xh is fused into s2 (fmaf: one rounding where the
+ * plain expression has two, still fp32 arithmetic in any order, numerics 6). */
 __device__ __forceinline__ float pass1_elem(float x, float d, float g, float mu, float rs,
                                             float &s1, float &s2) {
     const float xh = kLayerNorm ? (x - mu) * rs : x * rs;
