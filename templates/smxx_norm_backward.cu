@@ -113,6 +113,31 @@ __device__ __forceinline__ float pass2_elem(float x, float d, float g, float mu,
     return rs * fmaf(-xm, rm2, fmaf(d, g, -m1));
 }
 
+/* Row q's sums over this thread's columns, s1 = sum dxh and s2 = sum dxh * xh, summed over the
+ * warp; lane 0 writes them to red[2q] and red[2q + 1] (one slot per warp). */
+__device__ __forceinline__ void row_sums_put(float (*red)[kWarps], int q, float s1, float s2) {
+    s1 = warp_sum(s1);
+    s2 = warp_sum(s2);
+    if ((threadIdx.x & 31) == 0) {
+        red[2 * q][threadIdx.x >> 5] = s1;
+        red[2 * q + 1][threadIdx.x >> 5] = s2;
+    }
+}
+
+/* After the barrier that follows row_sums_put: row q's m1 = mean_K(dxh) (LayerNorm; 0 for
+ * RMSNorm) and rm2 = rsigma mean_K(dxh * xh), pass2_elem's operands (numerics 6). */
+__device__ __forceinline__ void row_means(const float (*red)[kWarps], int q, float rs,
+                                          long long K, float &m1, float &rm2) {
+    float t1 = 0.0f, t2 = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) {
+        t1 += red[2 * q][w];
+        t2 += red[2 * q + 1][w];
+    }
+    m1 = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
+    rm2 = rs * (t2 / static_cast<float>(K));
+}
+
 /* Columns c..c+V-1 of row r: x, dxn and g. */
 template <int V>
 __device__ __forceinline__ void load_cols(const qf_nb_params &p, long long r, long long c,
@@ -144,21 +169,10 @@ __device__ __forceinline__ void rows(const qf_nb_params &p, float *s_acc,
         /* two buffers, alternated per row: a row's reads finish before the next row writes the
          * same buffer, behind the next row's first barrier */
         float (*red)[kWarps] = s_red[(r - r0) & 1];
-        s1 = warp_sum(s1);
-        s2 = warp_sum(s2);
-        if ((threadIdx.x & 31) == 0) {
-            red[0][threadIdx.x >> 5] = s1;
-            red[1][threadIdx.x >> 5] = s2;
-        }
+        row_sums_put(red, 0, s1, s2);
         __syncthreads();
-        float t1 = 0.0f, t2 = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kWarps; w++) {
-            t1 += red[0][w];
-            t2 += red[1][w];
-        }
-        const float m1 = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
-        const float rm2 = rs * (t2 / static_cast<float>(K));
+        float m1, rm2;
+        row_means(red, 0, rs, K, m1, rm2);
         for (long long c = static_cast<long long>(threadIdx.x) * V; c < K; c += kThreads * V) {
             float xv[V], d[V], g[V], dx[V];
             load_cols<V>(p, r, c, xv, d, g);
@@ -252,27 +266,13 @@ __device__ __forceinline__ void rows_held(const qf_nb_params &p, float *s_acc,
         /* two buffers, alternated per step (as in rows) */
         float (*red)[kWarps] = s_red[((r - r0) / NR) & 1];
 #pragma unroll
-        for (int q = 0; q < NR; q++) {
-            s1[q] = warp_sum(s1[q]);
-            s2[q] = warp_sum(s2[q]);
-            if ((threadIdx.x & 31) == 0) {
-                red[2 * q][threadIdx.x >> 5] = s1[q];
-                red[2 * q + 1][threadIdx.x >> 5] = s2[q];
-            }
-        }
+        for (int q = 0; q < NR; q++)
+            row_sums_put(red, q, s1[q], s2[q]);
         __syncthreads();
         float m1[NR], rm2[NR];
 #pragma unroll
-        for (int q = 0; q < NR; q++) {
-            float t1 = 0.0f, t2 = 0.0f;
-#pragma unroll
-            for (int w = 0; w < kWarps; w++) {
-                t1 += red[2 * q][w];
-                t2 += red[2 * q + 1][w];
-            }
-            m1[q] = kLayerNorm ? t1 / static_cast<float>(K) : 0.0f;
-            rm2[q] = rs[q] * (t2 / static_cast<float>(K));
-        }
+        for (int q = 0; q < NR; q++)
+            row_means(red, q, rs[q], K, m1[q], rm2[q]);
         held_each<RV, NR>(p, xr, dr, nr,
                           [&](int q, long long c, const float (&xv)[8], const float (&d)[8],
                               const float (&g)[8]) {
