@@ -90,6 +90,9 @@ static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     return 0;
 }
 
+/* The valued options (bit 1 << OPT_x of qf_gen_args.given once seen). */
+enum { OPT_OUTPUT, OPT_TEMPLATES, OPT_INCLUDE, OPT_ARCH, OPT_NONE };
+
 /* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */
 static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE *err) {
     const char *arg = argv[*i], *v = NULL;
@@ -97,7 +100,6 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     if (cmd)
         return cmd == 1 ? 0 : 2;
     /* the valued options, each given once (bit 1 << o of a->given) */
-    enum { OPT_OUTPUT, OPT_TEMPLATES, OPT_INCLUDE, OPT_ARCH, OPT_NONE };
     static const char *const names[] = {"--output", "--templates", "--include", "--arch"};
     int o = strcmp(arg, "-o") == 0 ? OPT_OUTPUT : OPT_NONE;
     for (int k = 0; k < OPT_NONE && o == OPT_NONE; k++)
@@ -200,6 +202,19 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
             return 2;
     }
+    /* what a command would ignore is refused: --list and --check write nothing, --check makes no
+     * key (--help and --version ignore everything) */
+    const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = writes || a->cmd == QF_GEN_CMD_LIST;
+    if (a->cmd < QF_GEN_CMD_HELP && ((!writes && (a->given & (1u << OPT_OUTPUT))) ||
+                                     (!keys && (a->given & (1u << OPT_ARCH))))) {
+        fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s",
+                !writes && (a->given & (1u << OPT_OUTPUT)) ? "-o/--output" : "--arch",
+                a->cmd == QF_GEN_CMD_LIST ? "--list" : "--check",
+                !writes && (a->given & (1u << OPT_OUTPUT)) ? "it writes nothing"
+                                                           : "it makes no fusion key",
+                qf_gen_usage);
+        return 2;
+    }
     if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) { /* help, version, fields take none */
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;
@@ -292,12 +307,23 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     if (qf_gen_plan_build(plan, &a->opts, recipes, n, &e) == 0)
         return 0;
     fprintf(err, "qfuse-gen: %s\n", e.msg);
-    if (!qf_gen_is_dir(a->opts.templates_dir) || !qf_gen_is_dir(a->opts.include_dir))
-        fprintf(err,
-                "qfuse-gen: templates are read from %s and qf_formats.h from %s, and one "
-                "of them is not a directory: run from the source tree, pass --templates DIR "
-                "--include DIR, or `make install`\n",
-                a->opts.templates_dir, a->opts.include_dir);
+    /* a folder that is not one: the option named when it was given, else where it came from */
+    const struct {
+        const char *dir, *opt, *what, *are;
+        int bit;
+    } dirs[] = {{a->opts.templates_dir, "--templates", "the CUDA templates", "are", OPT_TEMPLATES},
+                {a->opts.include_dir, "--include", "qf_formats.h", "is", OPT_INCLUDE}};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        if (qf_gen_is_dir(dirs[i].dir))
+            continue;
+        if (a->given & (1u << dirs[i].bit))
+            fprintf(err, "qfuse-gen: %s %s is not a directory (the folder of %s)\n", dirs[i].opt,
+                    dirs[i].dir, dirs[i].what);
+        else
+            fprintf(err, "qfuse-gen: %s %s read from %s, which is not a directory: run from "
+                    "the source tree, pass %s DIR, or `make install`\n", dirs[i].what,
+                    dirs[i].are, dirs[i].dir, dirs[i].opt);
+    }
     return 1;
 }
 

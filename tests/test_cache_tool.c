@@ -320,6 +320,24 @@ static void test_warm_recipe_file(void **state) {
                "0 compiled, 1 already cached", NULL);
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", bad), 1, NULL,
                "field 'margin' (value 40 out of range 0..32)");
+    /* a file of a built-in recipe's name: its kernels have the same names; with the same fields
+     * (the defaults are the built-in's) they are the same kernels, compiled once; with another
+     * margin, other kernels, both compiled */
+    char same[4096 + 16], other[4096 + 16];
+    snprintf(same, sizeof same, "%s/same", fx->root);
+    snprintf(other, sizeof other, "%s/other", fx->root);
+    assert_int_equal(mkdir(same, 0755), 0);
+    assert_int_equal(mkdir(other, 0755), 0);
+    const char *twin =
+        qf_test_dir_write(same, "fp8_delayed.lua", "return {family = 'fp8_delayed'}\n");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*delayed_scale_update",
+                        "fp8_delayed", twin),
+               0, "warm: sm_90a, 1 variant:", NULL);
+    twin = qf_test_dir_write(other, "fp8_delayed.lua",
+                             "return {family = 'fp8_delayed', margin = 1}\n");
+    expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "*delayed_scale_update",
+                        "fp8_delayed", twin),
+               0, "warm: sm_90a, 2 variants:", NULL);
 }
 
 /* warm compiles a generated GEMM only for the architectures its family's row runs it on: the

@@ -42,7 +42,8 @@ static void test_cli_check_shipped(void **state) {
     free(out), free(err);
 }
 
-/* --list prints every variant with a key and writes nothing. */
+/* --list prints every variant with a key and writes nothing (an -o, which it would ignore, is
+ * refused). */
 static void test_cli_list(void **state) {
     (void)state;
     qf_test_dir d;
@@ -50,8 +51,12 @@ static void test_cli_list(void **state) {
     struct stat st;
     qf_test_dir_make_gen(&d);
     snprintf(outdir, sizeof outdir, "%s/none", d.path);
-    const char *args[] = {"--list", "-o", outdir, "--arch", "sm_100", "recipes/fp8_delayed.lua",
-                          NULL};
+    const char *with_o[] = {"--list", "-o", outdir, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, with_o), 2);
+    assert_non_null(strstr(err, "-o/--output has no effect with --list"));
+    assert_int_not_equal(stat(outdir, &st), 0);
+    free(out), free(err);
+    const char *args[] = {"--list", "--arch", "sm_100", "recipes/fp8_delayed.lua", NULL};
     assert_int_equal(qf_test_cli(&out, &err, args), 0);
     assert_non_null(strstr(out, "keys for sm_100"));
     assert_non_null(strstr(out, "qf_fp8_delayed_nq_rmsnorm_zcg_fp16: op=norm_quantize"));
@@ -206,6 +211,19 @@ static void test_cli_usage(void **state) {
          2,
          "",
          "--arch given twice"},
+        /* an option the command would ignore */
+        {{"--check", "-o", "x", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "-o/--output has no effect with --check (it writes nothing)"},
+        {{"--list", "--output=x", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "-o/--output has no effect with --list"},
+        {{"--check", "--arch", "sm_90", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "--arch has no effect with --check (it makes no fusion key)"},
         {{"--check", "recipes/nope.lua", NULL}, 1, "", "cannot open recipes/nope.lua"},
         /* after --, every argument is a recipe */
         {{"--check", "--", "recipes/fp8_delayed.lua", NULL}, 0, "fp8_delayed.lua: ok", ""},
@@ -221,6 +239,14 @@ static void test_cli_usage(void **state) {
          1,
          "",
          "/nonexistent/qf_formats.h: cannot open header"},
+        {{"--check", "--include", "/nonexistent", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "--include /nonexistent is not a directory (the folder of qf_formats.h)"},
+        {{"--templates", "/nonexistent", "-o", "x", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "--templates /nonexistent is not a directory (the folder of the CUDA templates)"},
         {{"--check", "recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
          1,
          "",

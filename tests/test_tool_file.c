@@ -50,6 +50,10 @@ static void test_out_check_refuses(void **state) {
     snprintf(under, sizeof under, "%s/sub/x.csv", file); /* a file in the way of its folders */
     assert_int_equal(tool_out_check(under), -1);
     assert_int_equal(errno, ENOTDIR);
+    assert_int_equal(tool_out_check("/dev/null"), -1); /* not a regular file */
+    assert_int_equal(errno, EINVAL);
+    assert_non_null(strstr(tool_out_why(errno), "not a regular file"));
+    assert_string_equal(tool_out_why(EISDIR), strerror(EISDIR));
     if (geteuid() != 0) { /* root writes anywhere */
         assert_int_equal(mkdir(qf_test_dir_path(&d, "ro"), 0500), 0);
         assert_int_equal(tool_out_check(qf_test_dir_path(&d, "ro/x/y.csv")), -1);

@@ -184,7 +184,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.csv = "out/bench/qfuse.csv", .iters = 0, .batch = 10, .dtype = -1};
     argv[0] = (char *)"qfuse-bench"; /* getopt's messages name the program, not its path */
     int c;
+    unsigned seen = 0;
     while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:g:h", longs, NULL)) != -1) {
+        if (tool_once(longs, "rsqh", c, &seen) < 0) /* --recipe and --section add up */
+            return 2;
         if (c == 'c' && !(o->csv = tool_path_arg("--csv", optarg)))
             return 2;
         else if (c == 'q')
@@ -232,7 +235,7 @@ int main(int argc, char **argv) {
     if (rc >= 0)
         return rc;
     if (tool_out_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
-        fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, strerror(errno));
+        fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, tool_out_why(errno));
         return 2;
     }
     qf_status s = qf_ctx_init(&b.ctx, 0);

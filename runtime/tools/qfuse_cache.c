@@ -524,14 +524,41 @@ static void qf_warm_done(void *ud, const qf_tool_job *it, int done, int total, q
     qf_warm_progress(w, it, done, s != QF_OK || unstored ? "FAILED" : disk ? "cached" : "compiled");
 }
 
-/* Every instance of every kernel of the selected recipes into w->items. */
+/* 1 when two of the selected recipes share a name (a built-in recipe and a file of its name, or
+ * two such files): their kernels have the same names, and the same keys where their fields are
+ * the same. */
+static int qf_warm_twins(const qf_warm *w) {
+    for (int a = 0; a < w->n_recipes; a++)
+        for (int b = a + 1; b < w->n_recipes; b++)
+            if (strcmp(w->recipes[a]->name, w->recipes[b]->name) == 0)
+                return 1;
+    return 0;
+}
+
+/* 1 when job j has the fusion key of one of w's first n items (keys[0..n): theirs). */
+static int qf_warm_seen(const qf_warm *w, const qf_tool_job *j, char (*keys)[QF_KEY_HEX_LEN + 1],
+                        int n) {
+    qf_kernel_key(j->k->recipe, j->k, &j->inst, qf_nvrtc_header_names, qf_nvrtc_headers,
+                  qf_nvrtc_header_count, w->arch, keys[n]);
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], keys[n]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Every instance of every kernel of the selected recipes into w->items, each key once (recipes
+ * of one name with the same fields give the same kernels: qfuse-cache warm mxfp8
+ * recipes/mxfp8.lua compiles them once). */
 static int qf_warm_collect(qf_warm *w) {
     int skipped_gemm = 0; /* matching kernels this arch never runs */
     int n_kernels = 0;
     for (int r = 0; r < w->n_recipes; r++)
         n_kernels += w->recipes[r]->n_kernels;
-    w->items = calloc((size_t)n_kernels * QF_KERNEL_MAX_INSTANCES + 1, sizeof *w->items);
-    if (!w->items) {
+    const size_t cap = (size_t)n_kernels * QF_KERNEL_MAX_INSTANCES + 1;
+    w->items = calloc(cap, sizeof *w->items);
+    char (*keys)[QF_KEY_HEX_LEN + 1] = qf_warm_twins(w) ? calloc(cap, sizeof *keys) : NULL;
+    if (!w->items || (qf_warm_twins(w) && !keys)) {
+        free(keys);
         fprintf(stderr, "qfuse-cache: out of memory\n");
         return -1;
     }
@@ -545,9 +572,13 @@ static int qf_warm_collect(qf_warm *w) {
             skipped_gemm += keep && !qf_tool_runs_on(ke, w->arch);
             keep = keep && qf_tool_runs_on(ke, w->arch);
             int n = keep ? qf_kernel_instances(ke, inst) : 0;
-            for (int i = 0; i < n; i++)
-                w->items[w->n_items++] = (qf_tool_job){.k = ke, .inst = inst[i]};
+            for (int i = 0; i < n; i++) {
+                const qf_tool_job j = {.k = ke, .inst = inst[i]};
+                if (!keys || !qf_warm_seen(w, &j, keys, w->n_items))
+                    w->items[w->n_items++] = j;
+            }
         }
+    free(keys);
     if (w->n_items == 0 && skipped_gemm)
         fprintf(stderr, "qfuse-cache: warm: nothing to compile: the matching GEMM kernels do not "
                         "run on sm_%d (the runtime uses cuBLASLt there)\n", w->arch);

@@ -531,7 +531,10 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     *o = (demo_opts){.tokens = 16384, .iters = 20, .train_steps = 300};
     argv[0] = (char *)"qfuse-demo"; /* getopt's messages name the program, not its path */
     int c;
+    unsigned seen = 0;
     while ((c = getopt_long(argc, argv, "w:t:i:r:s:l:h", longs, NULL)) != -1) {
+        if (tool_once(longs, "rh", c, &seen) < 0) /* --recipe adds up */
+            return 2;
         if (c == 'w' || c == 'l') { /* file names */
             const char *v = tool_path_arg(c == 'w' ? "--weights" : "--loss-csv", optarg);
             if (!v)
@@ -606,7 +609,7 @@ int main(int argc, char **argv) {
                (long long)block.K, (long long)block.N, (long long)block.F);
     }
     if (csv_path && tool_out_check(csv_path) != 0) { /* fails before the GPU work */
-        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path, strerror(errno));
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path, tool_out_why(errno));
         layer_free(&real), demo_block_free(&block);
         return 2;
     }

@@ -8,6 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *tool_out_why(int err) {
+    return err == EINVAL ? "not a regular file (a device, pipe or socket is there)"
+                         : strerror(err);
+}
+
 int tool_out_check(const char *path) {
     struct stat st;
     if (!*path) {

@@ -11,6 +11,10 @@
  * there), ENOTDIR (an ancestor is a file), or access(2)'s. */
 int tool_out_check(const char *path);
 
+/* What tool_out_check's errno err means for the tool's message: for EINVAL "not a regular file
+ * (a device, pipe or socket is there)", else strerror(err). A static string. */
+const char *tool_out_why(int err);
+
 /* Creates the missing parent directories of path (mkdir -p of its dirname, mode 0755 before the
  * umask). 0, or -1 with errno from the first directory that could not be made. */
 int tool_make_parents(const char *path);

@@ -4,6 +4,7 @@
 #ifndef QF_TOOL_UTIL_H
 #define QF_TOOL_UTIL_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,29 @@ static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
         return 2;
     }
     usage(stdout);
+    return 0;
+}
+
+/* Option c (getopt_long's return) given a second time, where its letter is not in repeatable
+ * (the options that add to a list, and flags): a usage error naming it, as qfuse-gen and
+ * qfuse-cache refuse a repeated option, rather than the last value silently winning. longs is
+ * the getopt_long table (at most 32 entries); *seen holds a bit per entry, zero at the start.
+ * 0, or -1 after the message. */
+static inline int tool_once(const struct option *longs, const char *repeatable, int c,
+                            unsigned *seen) {
+    if (c <= 0 || strchr(repeatable, c))
+        return 0;
+    for (int i = 0; i < 32 && longs[i].name; i++) {
+        if (longs[i].val != c)
+            continue;
+        if (*seen >> i & 1u) {
+            fprintf(stderr, QF_TOOL_NAME ": --%s given twice\n", longs[i].name);
+            tool_usage_hint();
+            return -1;
+        }
+        *seen |= 1u << i;
+        return 0;
+    }
     return 0;
 }
 

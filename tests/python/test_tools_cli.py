@@ -1,0 +1,49 @@
+"""The tools' command lines without a GPU: qfuse-bench and qfuse-demo refuse a second value of a
+single-valued option (exit 2, naming it) and add up repeated --recipe and --section values, and an
+output that is not a regular file is refused with that reason (docs/tools.md)."""
+import os
+import subprocess
+
+import pytest
+
+
+def tool(name):
+    lib = os.environ.get("QFUSE_LIB", "")
+    path = os.path.join(os.path.dirname(lib), name)
+    if not os.path.exists(path):
+        pytest.skip("%s is not built next to %s (make)" % (name, lib))
+    return path
+
+
+def run(args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name,args,opt", [
+    ("qfuse-bench", ["--iters", "5", "--iters", "6"], "--iters"),
+    ("qfuse-bench", ["--dtype", "bf16", "--dtype", "fp16"], "--dtype"),
+    ("qfuse-bench", ["--csv", "a.csv", "--csv", "b.csv"], "--csv"),
+    ("qfuse-demo", ["--iters", "1", "--iters", "2"], "--iters"),
+    ("qfuse-demo", ["--tokens", "64", "--tokens=128"], "--tokens"),
+])
+def test_option_given_twice(name, args, opt):
+    r = run([tool(name)] + args)
+    assert r.returncode == 2
+    assert "%s: %s given twice" % (name, opt) in r.stderr
+    assert "Try '%s --help'." % name in r.stderr
+
+
+def test_repeatable_options_add_up():
+    # --help after the repeats: parsing got past them (and nothing runs, GPU or not)
+    r = run([tool("qfuse-bench"), "--recipe", "fp8_current", "--recipe", "fp8_delayed",
+             "--section", "step", "--section", "gemm", "--quick", "--quick", "--help"])
+    assert r.returncode == 0 and r.stdout.startswith("usage: qfuse-bench")
+    r = run([tool("qfuse-demo"), "--recipe", "fp8_current", "--recipe", "mxfp8", "--help"])
+    assert r.returncode == 0 and "usage: qfuse-demo" in r.stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
+def test_output_not_a_regular_file():
+    r = run([tool("qfuse-bench"), "--csv", "/dev/null"])
+    assert r.returncode == 2
+    assert "--csv /dev/null: not a regular file" in r.stderr
