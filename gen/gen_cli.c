@@ -202,19 +202,28 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
             return 2;
     }
-    /* what a command would ignore is refused: --list and --check write nothing, --check makes no
-     * key (--help and --version ignore everything) */
+    /* what a command would ignore is refused (--help ignores everything): --list, --check,
+     * --fields and --version write nothing; only generating and --list make keys (--arch);
+     * --fields and --version read no template or header */
+    const int help = a->cmd == QF_GEN_CMD_HELP;
     const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = writes || a->cmd == QF_GEN_CMD_LIST;
-    if (a->cmd < QF_GEN_CMD_HELP && ((!writes && (a->given & (1u << OPT_OUTPUT))) ||
-                                     (!keys && (a->given & (1u << OPT_ARCH))))) {
-        fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s",
-                !writes && (a->given & (1u << OPT_OUTPUT)) ? "-o/--output" : "--arch",
-                a->cmd == QF_GEN_CMD_LIST ? "--list" : "--check",
-                !writes && (a->given & (1u << OPT_OUTPUT)) ? "it writes nothing"
-                                                           : "it makes no fusion key",
-                qf_gen_usage);
-        return 2;
-    }
+    const int reads = a->cmd < QF_GEN_CMD_HELP;
+    const struct {
+        int bit, used;
+        const char *opt, *why;
+    } uses[] = {{OPT_OUTPUT, writes, "-o/--output", "it writes nothing"},
+                {OPT_ARCH, keys, "--arch", "it makes no fusion key"},
+                {OPT_TEMPLATES, reads, "--templates", "it reads no template"},
+                {OPT_INCLUDE, reads, "--include", "it reads no header"}};
+    static const char *const cmd_flag[] = {"", "--list", "--check", "--help", "--version",
+                                           "--fields"}; /* ORDER GEN_CMD */
+    _Static_assert(sizeof cmd_flag / sizeof cmd_flag[0] == QF_GEN_CMD_COUNT, "a flag per command");
+    for (size_t u = 0; u < sizeof uses / sizeof uses[0] && !help; u++)
+        if (!uses[u].used && (a->given & (1u << uses[u].bit))) {
+            fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s", uses[u].opt,
+                    cmd_flag[a->cmd], uses[u].why, qf_gen_usage);
+            return 2;
+        }
     if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) { /* help, version, fields take none */
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;

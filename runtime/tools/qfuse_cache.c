@@ -482,6 +482,7 @@ typedef struct qf_warm {
     int n_globs;
     const qf_recipe *recipes[QF_WARM_MAX_RECIPES]; /* the selected ones, each once */
     int n_recipes;
+    int twins; /* two of them share a name (qf_warm_twins): progress names each file's path */
     qf_tool_job *items;
 } qf_warm;
 
@@ -500,8 +501,11 @@ static void qf_warm_progress(const qf_warm *w, const qf_tool_job *it, int done, 
     } else {
         char variant[96];
         qf_tool_instance_text(it->k, &it->inst, variant, sizeof variant);
-        fprintf(stderr, "warm: [%d/%d] %s %s%s%s%s\n", done, w->n_items, how, name,
-                *variant ? " (" : "", variant, *variant ? ")" : "");
+        const qf_recipe *r = it->k->recipe; /* a file's kernels, beside a built-in twin's */
+        const int file = w->twins && !(r >= qf_recipes && r < qf_recipes + qf_recipe_count);
+        fprintf(stderr, "warm: [%d/%d] %s %s%s%s%s%s%s\n", done, w->n_items, how, name,
+                *variant ? " (" : "", variant, *variant ? ")" : "", file ? " from " : "",
+                file ? r->path : "");
     }
 }
 
@@ -556,8 +560,9 @@ static int qf_warm_collect(qf_warm *w) {
         n_kernels += w->recipes[r]->n_kernels;
     const size_t cap = (size_t)n_kernels * QF_KERNEL_MAX_INSTANCES + 1;
     w->items = calloc(cap, sizeof *w->items);
-    char (*keys)[QF_KEY_HEX_LEN + 1] = qf_warm_twins(w) ? calloc(cap, sizeof *keys) : NULL;
-    if (!w->items || (qf_warm_twins(w) && !keys)) {
+    w->twins = qf_warm_twins(w);
+    char (*keys)[QF_KEY_HEX_LEN + 1] = w->twins ? calloc(cap, sizeof *keys) : NULL;
+    if (!w->items || (w->twins && !keys)) {
         free(keys);
         fprintf(stderr, "qfuse-cache: out of memory\n");
         return -1;

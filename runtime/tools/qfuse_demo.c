@@ -540,11 +540,13 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             if (!v)
                 return 2;
             *(c == 'w' ? &o->weights : &o->loss_csv) = v;
-        } else if (c == 't')
-            o->tokens = parse_count("--tokens", optarg, DEMO_MAX_TOKENS);
-        else if (c == 'i')
-            o->iters = (int)parse_count("--iters", optarg, 100000);
-        else if (c == 's') {
+        } else if (c == 't') {
+            if ((o->tokens = parse_count("--tokens", optarg, DEMO_MAX_TOKENS)) < 0)
+                return 2;
+        } else if (c == 'i') {
+            if ((o->iters = (int)parse_count("--iters", optarg, 100000)) < 0)
+                return 2;
+        } else if (c == 's') {
             char *end = NULL;
             errno = 0;
             const long long n = strtoll(optarg, &end, 10);
@@ -560,8 +562,6 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
         else if (c != 'r')
             return tool_usage_exit(c == 'h', usage);
     }
-    if (o->tokens < 1 || o->iters < 1 || o->train_steps < 0)
-        return 2;
     if (optind != argc) {
         fprintf(stderr, "qfuse-demo: unexpected argument '%s'\n", argv[optind]);
         tool_usage_hint();

@@ -1,6 +1,7 @@
 """The tools' command lines without a GPU: qfuse-bench and qfuse-demo refuse a second value of a
-single-valued option (exit 2, naming it) and add up repeated --recipe and --section values, and an
-output that is not a regular file is refused with that reason (docs/tools.md)."""
+single-valued option (exit 2, naming it), stop at the first bad value and add up repeated --recipe
+and --section values; an output that is not a regular file is refused with that reason; and
+scripts/gpu-compare keeps its own --csv (docs/tools.md)."""
 import os
 import subprocess
 
@@ -25,6 +26,7 @@ def run(args):
     ("qfuse-bench", ["--csv", "a.csv", "--csv", "b.csv"], "--csv"),
     ("qfuse-demo", ["--iters", "1", "--iters", "2"], "--iters"),
     ("qfuse-demo", ["--tokens", "64", "--tokens=128"], "--tokens"),
+    ("qfuse-bench", ["-i", "5", "--iters=6"], "--iters"),
 ])
 def test_option_given_twice(name, args, opt):
     r = run([tool(name)] + args)
@@ -47,3 +49,22 @@ def test_output_not_a_regular_file():
     r = run([tool("qfuse-bench"), "--csv", "/dev/null"])
     assert r.returncode == 2
     assert "--csv /dev/null: not a regular file" in r.stderr
+
+
+def test_bad_value_stops_parsing():
+    # the first bad value is the one error: parsing stops there (no --help, no second message)
+    for name in ("qfuse-bench", "qfuse-demo"):
+        r = run([tool(name), "--iters", "0", "--help", "--iters", "5"])
+        assert r.returncode == 2 and "usage:" not in r.stdout
+        assert r.stderr.count("\n") == 1 and "--iters '0': expected an integer" in r.stderr
+
+
+def test_gpu_compare_keeps_its_csv(tmp_path):
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    out = tmp_path / "out"
+    r = run(["sh", os.path.join(root, "scripts", "gpu-compare"), str(tmp_path), str(out),
+             "--quick", "--csv=x.csv"])
+    assert r.returncode == 2 and "--csv is the script's own" in r.stderr
+    assert not out.exists()
+    r = run(["sh", os.path.join(root, "scripts", "gpu-compare")])
+    assert r.returncode == 2 and r.stderr.startswith("usage: scripts/gpu-compare")
