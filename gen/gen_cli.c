@@ -325,13 +325,15 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         if (qf_gen_is_dir(dirs[i].dir))
             continue;
+        struct stat st;
+        const char *is = stat(dirs[i].dir, &st) != 0 ? "does not exist" : "is not a directory";
         if (a->given & (1u << dirs[i].bit))
-            fprintf(err, "qfuse-gen: %s %s is not a directory (the folder of %s)\n", dirs[i].opt,
-                    dirs[i].dir, dirs[i].what);
+            fprintf(err, "qfuse-gen: %s %s %s (the folder of %s)\n", dirs[i].opt, dirs[i].dir,
+                    is, dirs[i].what);
         else
-            fprintf(err, "qfuse-gen: %s %s read from %s, which is not a directory: run from "
-                    "the source tree, pass %s DIR, or `make install`\n", dirs[i].what,
-                    dirs[i].are, dirs[i].dir, dirs[i].opt);
+            fprintf(err, "qfuse-gen: %s %s read from %s, which %s: run from the source tree, "
+                    "pass %s DIR, or `make install`\n", dirs[i].what, dirs[i].are, dirs[i].dir,
+                    is, dirs[i].opt);
     }
     return 1;
 }
