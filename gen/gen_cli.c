@@ -90,8 +90,22 @@ static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     return 0;
 }
 
-/* The valued options (bit 1 << OPT_x of qf_gen_args.given once seen). */
+/* The valued options (bit 1 << OPT_x of qf_gen_args.given once seen), their long names, and how
+ * messages name them (qf_gen_opt_shown). */
 enum { OPT_OUTPUT, OPT_TEMPLATES, OPT_INCLUDE, OPT_ARCH, OPT_NONE };
+static const char *const qf_gen_opt_names[] = {"--output", "--templates", "--include", "--arch"};
+
+static const char *qf_gen_opt_shown(int o) {
+    return o == OPT_OUTPUT ? "-o/--output" : qf_gen_opt_names[o];
+}
+
+/* The flag of command c, as messages name it (qf_gen_cmd_flags; "" for generating). */
+static const char *qf_gen_cmd_flag(qf_gen_cmd c) {
+    for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
+        if (qf_gen_cmd_flags[k].cmd == c)
+            return qf_gen_cmd_flags[k].flag;
+    return "";
+}
 
 /* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */
 static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE *err) {
@@ -100,13 +114,11 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     if (cmd)
         return cmd == 1 ? 0 : 2;
     /* the valued options, each given once (bit 1 << o of a->given) */
-    static const char *const names[] = {"--output", "--templates", "--include", "--arch"};
     int o = strcmp(arg, "-o") == 0 ? OPT_OUTPUT : OPT_NONE;
     for (int k = 0; k < OPT_NONE && o == OPT_NONE; k++)
-        o = qf_gen_is_opt(arg, names[k]) ? k : OPT_NONE;
+        o = qf_gen_is_opt(arg, qf_gen_opt_names[k]) ? k : OPT_NONE;
     if (o != OPT_NONE && (a->given & (1u << o))) {
-        fprintf(err, "qfuse-gen: %s given twice\n%s", o == OPT_OUTPUT ? "-o/--output" : names[o],
-                qf_gen_usage);
+        fprintf(err, "qfuse-gen: %s given twice\n%s", qf_gen_opt_shown(o), qf_gen_usage);
         return 2;
     }
     if (o != OPT_NONE)
@@ -209,19 +221,17 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
     const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = writes || a->cmd == QF_GEN_CMD_LIST;
     const int reads = a->cmd < QF_GEN_CMD_HELP;
     const struct {
-        int bit, used;
-        const char *opt, *why;
-    } uses[] = {{OPT_OUTPUT, writes, "-o/--output", "it writes nothing"},
-                {OPT_ARCH, keys, "--arch", "it makes no fusion key"},
-                {OPT_TEMPLATES, reads, "--templates", "it reads no template"},
-                {OPT_INCLUDE, reads, "--include", "it reads no header"}};
-    static const char *const cmd_flag[] = {"", "--list", "--check", "--help", "--version",
-                                           "--fields"}; /* ORDER GEN_CMD */
-    _Static_assert(sizeof cmd_flag / sizeof cmd_flag[0] == QF_GEN_CMD_COUNT, "a flag per command");
+        int opt, used;
+        const char *why;
+    } uses[] = {{OPT_OUTPUT, writes, "it writes nothing"},
+                {OPT_ARCH, keys, "it makes no fusion key"},
+                {OPT_TEMPLATES, reads, "it reads no template"},
+                {OPT_INCLUDE, reads, "it reads no header"}};
     for (size_t u = 0; u < sizeof uses / sizeof uses[0] && !help; u++)
-        if (!uses[u].used && (a->given & (1u << uses[u].bit))) {
-            fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s", uses[u].opt,
-                    cmd_flag[a->cmd], uses[u].why, qf_gen_usage);
+        if (!uses[u].used && (a->given & (1u << uses[u].opt))) {
+            fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s",
+                    qf_gen_opt_shown(uses[u].opt), qf_gen_cmd_flag(a->cmd), uses[u].why,
+                    qf_gen_usage);
             return 2;
         }
     if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) { /* help, version, fields take none */
@@ -318,22 +328,23 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     fprintf(err, "qfuse-gen: %s\n", e.msg);
     /* a folder that is not one: the option named when it was given, else where it came from */
     const struct {
-        const char *dir, *opt, *what, *are;
-        int bit;
-    } dirs[] = {{a->opts.templates_dir, "--templates", "the CUDA templates", "are", OPT_TEMPLATES},
-                {a->opts.include_dir, "--include", "qf_formats.h", "is", OPT_INCLUDE}};
+        const char *dir, *what, *are;
+        int opt;
+    } dirs[] = {{a->opts.templates_dir, "the CUDA templates", "are", OPT_TEMPLATES},
+                {a->opts.include_dir, "qf_formats.h", "is", OPT_INCLUDE}};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         if (qf_gen_is_dir(dirs[i].dir))
             continue;
         struct stat st;
         const char *is = stat(dirs[i].dir, &st) != 0 ? "does not exist" : "is not a directory";
-        if (a->given & (1u << dirs[i].bit))
-            fprintf(err, "qfuse-gen: %s %s %s (the folder of %s)\n", dirs[i].opt, dirs[i].dir,
-                    is, dirs[i].what);
+        const char *opt = qf_gen_opt_shown(dirs[i].opt);
+        if (a->given & (1u << dirs[i].opt))
+            fprintf(err, "qfuse-gen: %s %s %s (the folder of %s)\n", opt, dirs[i].dir, is,
+                    dirs[i].what);
         else
             fprintf(err, "qfuse-gen: %s %s read from %s, which %s: run from the source tree, "
                     "pass %s DIR, or `make install`\n", dirs[i].what, dirs[i].are, dirs[i].dir,
-                    is, dirs[i].opt);
+                    is, opt);
     }
     return 1;
 }

@@ -28,11 +28,8 @@ def test_peers_gemm_data_option(capsys):
     assert "invalid choice: 'random'" in capsys.readouterr().err
 
 
-def test_bench_gemm_data_option():
-    lib = os.environ.get("QFUSE_LIB", "")
-    tool = os.path.join(os.path.dirname(lib), "qfuse-bench")
-    if not os.path.exists(tool):
-        pytest.skip("qfuse-bench is not built next to %s (make)" % lib)
+def test_bench_gemm_data_option(built_tool):
+    tool = built_tool("qfuse-bench")
     r = subprocess.run([tool, "--gemm-data", "random"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2

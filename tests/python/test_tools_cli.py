@@ -8,14 +8,6 @@ import subprocess
 import pytest
 
 
-def tool(name):
-    lib = os.environ.get("QFUSE_LIB", "")
-    path = os.path.join(os.path.dirname(lib), name)
-    if not os.path.exists(path):
-        pytest.skip("%s is not built next to %s (make)" % (name, lib))
-    return path
-
-
 def run(args):
     return subprocess.run(args, capture_output=True, text=True, timeout=60)
 
@@ -28,33 +20,33 @@ def run(args):
     ("qfuse-demo", ["--tokens", "64", "--tokens=128"], "--tokens"),
     ("qfuse-bench", ["-i", "5", "--iters=6"], "--iters"),
 ])
-def test_option_given_twice(name, args, opt):
-    r = run([tool(name)] + args)
+def test_option_given_twice(built_tool, name, args, opt):
+    r = run([built_tool(name)] + args)
     assert r.returncode == 2
     assert "%s: %s given twice" % (name, opt) in r.stderr
     assert "Try '%s --help'." % name in r.stderr
 
 
-def test_repeatable_options_add_up():
+def test_repeatable_options_add_up(built_tool):
     # --help after the repeats: parsing got past them (and nothing runs, GPU or not)
-    r = run([tool("qfuse-bench"), "--recipe", "fp8_current", "--recipe", "fp8_delayed",
+    r = run([built_tool("qfuse-bench"), "--recipe", "fp8_current", "--recipe", "fp8_delayed",
              "--section", "step", "--section", "gemm", "--quick", "--quick", "--help"])
     assert r.returncode == 0 and r.stdout.startswith("usage: qfuse-bench")
-    r = run([tool("qfuse-demo"), "--recipe", "fp8_current", "--recipe", "mxfp8", "--help"])
+    r = run([built_tool("qfuse-demo"), "--recipe", "fp8_current", "--recipe", "mxfp8", "--help"])
     assert r.returncode == 0 and "usage: qfuse-demo" in r.stdout
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/null"), reason="no /dev/null")
-def test_output_not_a_regular_file():
-    r = run([tool("qfuse-bench"), "--csv", "/dev/null"])
+def test_output_not_a_regular_file(built_tool):
+    r = run([built_tool("qfuse-bench"), "--csv", "/dev/null"])
     assert r.returncode == 2
     assert "--csv /dev/null: not a regular file" in r.stderr
 
 
-def test_bad_value_stops_parsing():
+def test_bad_value_stops_parsing(built_tool):
     # the first bad value is the one error: parsing stops there (no --help, no second message)
     for name in ("qfuse-bench", "qfuse-demo"):
-        r = run([tool(name), "--iters", "0", "--help", "--iters", "5"])
+        r = run([built_tool(name), "--iters", "0", "--help", "--iters", "5"])
         assert r.returncode == 2 and "usage:" not in r.stdout
         assert r.stderr.count("\n") == 1 and "--iters '0': expected an integer" in r.stderr
 
