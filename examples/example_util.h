@@ -16,7 +16,8 @@
 
 #define EXAMPLE_MAX_BUFS 64
 
-/* The one optional positional argument of an example: *arg is it, or dflt. Returns -1 to go on,
+/* The one optional positional argument of an example: *arg is it, or dflt. Returns -1 to go on
+ * (stdout then line-buffered, so that its lines and stderr's keep their order through a pipe),
  * else the exit status: 0 after -h/--help (usage on stdout), 2 after an unknown option or a
  * second argument (what was wrong and the usage on stderr). */
 static int example_arg(int argc, char **argv, const char *usage, const char *dflt,
@@ -28,6 +29,7 @@ static int example_arg(int argc, char **argv, const char *usage, const char *dfl
         return help ? 0 : 2;
     }
     *arg = argc > 1 ? argv[1] : dflt;
+    setvbuf(stdout, NULL, _IOLBF, 0);
     return -1;
 }
 
