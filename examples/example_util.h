@@ -33,6 +33,13 @@ static int example_arg(int argc, char **argv, const char *usage, const char *dfl
     return -1;
 }
 
+/* 1 when s is what an op takes as a recipe file's path rather than a shipped recipe's name: it
+ * holds a '/' or ends in ".lua" (docs/api.md). */
+static int example_is_recipe_path(const char *s) {
+    const size_t n = strlen(s);
+    return strchr(s, '/') != NULL || (n >= 4 && strcmp(s + n - 4, ".lua") == 0);
+}
+
 static int g_gpu; /* 1: a GPU context; 0: a device-less one, host memory stands in */
 static void *g_bufs[EXAMPLE_MAX_BUFS];
 static int g_nbufs;

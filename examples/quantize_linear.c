@@ -136,8 +136,7 @@ static const qf_recipe *find_recipe(const char *name) {
     for (int i = 0; i < qf_recipe_count; i++)
         fprintf(stderr, " %s", qf_recipes[i].name);
     fprintf(stderr, "\n");
-    const size_t n = strlen(name);
-    if (n > 4 && strcmp(name + n - 4, ".lua") == 0)
+    if (example_is_recipe_path(name))
         fprintf(stderr, "quantize_linear: a recipe file runs through build/examples/recipe_file "
                         "%s\n", name);
     return NULL;

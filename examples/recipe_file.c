@@ -78,10 +78,7 @@ int main(int argc, char **argv) {
     const int done = example_arg(argc, argv, usage, "examples/my_recipe.lua", &path);
     if (done >= 0)
         return done;
-    /* an op takes a text with a '/' or ending in ".lua" as a recipe file, else as a shipped
-     * recipe's name (docs/api.md) */
-    const size_t n = strlen(path);
-    if (!strchr(path, '/') && (n < 4 || strcmp(path + n - 4, ".lua") != 0)) {
+    if (!example_is_recipe_path(path)) {
         fprintf(stderr, "recipe_file: '%s' is not a recipe file's path (a path has a '/' or ends "
                 "in .lua; a bare name is a shipped recipe); %s\n", path, usage);
         return 2;

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "qfuse.h"
+#include "recipe_file.h"
 #include "registry.h"
 
 #ifndef QF_TOOL_NAME
@@ -154,8 +155,7 @@ static inline int tool_recipes_add(tool_recipes *t, const char *name) {
     fprintf(stderr, QF_TOOL_NAME ": --recipe '%s': no such recipe; the registry has:", name);
     for (int ri = 0; ri < qf_recipe_count; ri++)
         fprintf(stderr, " %s", qf_recipes[ri].name);
-    const size_t n = strlen(name);
-    fprintf(stderr, "%s\n", n > 4 && strcmp(name + n - 4, ".lua") == 0
+    fprintf(stderr, "%s\n", qf_recipe_is_path(name)
                                 ? " (this tool takes the names of shipped recipes; a recipe file "
                                   "runs through the C API or qfuse-cache warm)"
                                 : "");
