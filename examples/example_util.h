@@ -23,10 +23,15 @@
 static int example_arg(int argc, char **argv, const char *usage, const char *dflt,
                        const char **arg) {
     const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
-    if (help || argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(help ? stdout : stderr, "%s%s\n",
-                help ? "" : argc > 2 ? "too many arguments; " : "unknown option; ", usage);
-        return help ? 0 : 2;
+    if (help) {
+        printf("%s\n", usage);
+        return 0;
+    }
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr, EXAMPLE_NAME ": %s '%s'; %s\n",
+                argc > 2 ? "one argument at most, not also" : "unknown option",
+                argc > 2 ? argv[2] : argv[1], usage);
+        return 2;
     }
     *arg = argc > 1 ? argv[1] : dflt;
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -17,6 +17,9 @@
  *   cc -std=c11 recipe_file.c $(pkg-config --cflags --libs qfuse) -L/usr/local/cuda/lib64 -lcudart
  */
 #define EXAMPLE_NAME "recipe_file"
+#include <errno.h>
+#include <unistd.h>
+
 #include "example_util.h"
 
 #include "registry.h" /* qf_shape_query */
@@ -82,6 +85,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "recipe_file: '%s' is not a recipe file's path (a path has a '/' or ends "
                 "in .lua; a bare name is a shipped recipe); %s\n", path, usage);
         return 2;
+    }
+    if (argc < 2 && access(path, R_OK) != 0) { /* the default is relative to the repository */
+        fprintf(stderr, "recipe_file: cannot read %s: %s (run it from the repository root, or "
+                "pass a recipe file's path)\n", path, strerror(errno));
+        return 1;
     }
     static const float one = 1.0f; /* the scale an fp8_delayed recipe quantizes with */
     qf_ctx_t *ctx = open_ctx("loads the recipe file and checks the call, and launches nothing");

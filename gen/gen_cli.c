@@ -48,7 +48,8 @@ static const char qf_gen_usage[] =
     "--list's keys; --templates (default ./templates, else those of the source tree this\n"
     "qfuse-gen was built in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
     "templates, --include (default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include)\n"
-    "qf_formats.h. Arguments after -- are recipes, whatever they start with.\n";
+    "qf_formats.h. Arguments after -- are recipes, whatever they start with.\n"
+    "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
@@ -325,8 +326,9 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     qf_gen_err e = {{0}, QF_GEN_ERR_INVALID};
     if (qf_gen_plan_build(plan, &a->opts, recipes, n, &e) == 0)
         return 0;
-    fprintf(err, "qfuse-gen: %s\n", e.msg);
-    /* a folder that is not one: the option named when it was given, else where it came from */
+    /* a folder that is not one: said (naming the option when it was given, else where the folder
+     * came from) instead of the error, where that error is about the folder */
+    int said = 0;
     const struct {
         const char *dir, *what, *are;
         int opt;
@@ -345,7 +347,10 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
             fprintf(err, "qfuse-gen: %s %s read from %s, which %s: run from the source tree, "
                     "pass %s DIR, or `make install`\n", dirs[i].what, dirs[i].are, dirs[i].dir,
                     is, opt);
+        said |= strstr(e.msg, dirs[i].dir) != NULL;
     }
+    if (!said)
+        fprintf(err, "qfuse-gen: %s\n", e.msg);
     return 1;
 }
 

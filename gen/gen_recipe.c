@@ -554,8 +554,13 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
         }
     }
     named[o] = '\0';
+    /* Lua's parser says this without a line where a recipe nests past its C-stack limit
+     * (LUAI_MAXCCALLS, 200 levels in Lua 5.4) */
+    const char *hint = strcmp(named, "C stack overflow") == 0
+                           ? " (tables, parentheses or calls nested about 200 levels deep)"
+                           : "";
     if (strncmp(named, sb->path, plen) != 0)
-        return qf_gen_fail(e, "%s: %s", sb->path, named);
+        return qf_gen_fail(e, "%s: %s%s", sb->path, named, hint);
     return qf_gen_fail(e, "%s", named);
 }
 

@@ -56,12 +56,13 @@ static void dir_with_env(const char *qdir, const char *xdg, const char *home, ch
     free(old_xdg);
 }
 
-/* QFUSE_CACHE_DIR, else an absolute XDG_CACHE_HOME/qfuse, else HOME/.cache/qfuse. */
+/* QFUSE_CACHE_DIR, else an absolute XDG_CACHE_HOME/qfuse, else HOME/.cache/qfuse (HOME exists). */
 static void test_dir_resolution_order(void **state) {
     fixture *fx = *state;
     char xdg[PATH_MAX], home[PATH_MAX], want[PATH_MAX], got[PATH_MAX];
     path_fmt(xdg, "%s/xdg", fx->root);
     path_fmt(home, "%s/home", fx->root);
+    assert_int_equal(mkdir(home, 0700), 0); /* below HOME only (test_jit_cache_dir.c) */
     dir_with_env(fx->dir, xdg, home, got);
     assert_string_equal(got, fx->dir);
     dir_with_env(NULL, xdg, home, got);

@@ -75,7 +75,48 @@ static void test_relative_dir_refused(void **state) {
     assert_non_null(strstr(err, "QFUSE_CACHE_DIR=rel/cache is not an absolute path"));
     free(err);
     char buf[PATH_MAX];
-    assert_int_equal(qf_cache_resolve(buf, sizeof buf), EINVAL);
+    assert_int_equal(qf_cache_resolve(buf, sizeof buf, NULL), EINVAL);
+}
+
+/* The default below HOME: made below an existing HOME (.cache and .cache/qfuse), never HOME
+ * itself (a service account's /nonexistent): memory-only then, one warning naming HOME. */
+static void test_home_not_created(void **state) {
+    fixture *fx = *state;
+    const char *home0 = getenv("HOME"), *xdg0 = getenv("XDG_CACHE_HOME");
+    char *home_saved = home0 ? strdup(home0) : NULL, *xdg_saved = xdg0 ? strdup(xdg0) : NULL;
+    char home[PATH_MAX], made[PATH_MAX];
+    path_fmt(home, "%s/nohome", fx->root);
+    unsetenv("QFUSE_CACHE_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", home, 1);
+    char *err;
+    const char *dir = dir_captured(&err);
+    struct stat st;
+    const int home_made = stat(home, &st) == 0;
+    setenv("HOME", fx->root, 1);
+    char *err2;
+    const char *dir2 = dir_captured(&err2);
+    path_fmt(made, "%s/.cache/qfuse", fx->root);
+    const int cache_made = stat(made, &st) == 0 && S_ISDIR(st.st_mode);
+    if (home_saved)
+        setenv("HOME", home_saved, 1);
+    else
+        unsetenv("HOME");
+    if (xdg_saved)
+        setenv("XDG_CACHE_HOME", xdg_saved, 1);
+    free(home_saved);
+    free(xdg_saved);
+    assert_null(dir);
+    assert_int_equal(home_made, 0);
+    assert_non_null(strstr(err, "is not an existing directory"));
+    assert_non_null(strstr(err, home));
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
+    assert_non_null(dir2);
+    assert_string_equal(dir2, made);
+    assert_int_equal(cache_made, 1);
+    assert_string_equal(err2, "");
+    free(err);
+    free(err2);
 }
 
 /* A stored entry is read back through a read-only cache; a new store writes nothing. */
@@ -190,7 +231,7 @@ static void test_world_writable(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_env_flag_spellings),   T(test_env_flag_unknown_warns_once),
-        T(test_relative_dir_refused),
+        T(test_relative_dir_refused), T(test_home_not_created),
         T(test_readonly_flag),        T(test_readonly_flag_missing_dir),
         T(test_failed_store_reported), T(test_world_writable),
     };

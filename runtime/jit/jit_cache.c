@@ -49,19 +49,23 @@ static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
 static char qf_cache_path[PATH_MAX];
 static int qf_cache_read_only; /* the chosen directory is read, never written */
 
-int qf_cache_resolve(char *buf, size_t cap) {
+int qf_cache_resolve(char *buf, size_t cap, const char **home_used) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     int n;
+    if (home_used)
+        *home_used = NULL;
     if (dir && *dir && dir[0] != '/')
         return EINVAL; /* relative: it would follow the working directory */
     if (dir && *dir)
         n = snprintf(buf, cap, "%s", dir);
     else if (xdg && xdg[0] == '/')
         n = snprintf(buf, cap, "%s/qfuse", xdg);
-    else if (home && home[0] == '/') /* a relative HOME would follow the working directory */
+    else if (home && home[0] == '/') { /* a relative HOME would follow the working directory */
         n = snprintf(buf, cap, "%s/.cache/qfuse", home);
-    else
+        if (home_used)
+            *home_used = home;
+    } else
         return ENOENT;
     return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
 }
@@ -105,7 +109,16 @@ static int qf_cache_world_writable(const char *dir) {
 static const char *qf_cache_decide(void) {
     if (qf_env_flag("QFUSE_DISABLE_DISK_CACHE"))
         return NULL;
-    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path), ro = 0;
+    const char *home = NULL;
+    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path, &home), ro = 0;
+    struct stat home_st;
+    if (!err && home && (stat(home, &home_st) != 0 || !S_ISDIR(home_st.st_mode))) {
+        /* ~/.cache/qfuse is made below an existing home only (a service account's HOME is often
+         * /nonexistent, which is not to be created) */
+        qf_warn("HOME=%s is not an existing directory, so there is no ~/.cache/qfuse; using the "
+                "in-memory cache only (set QFUSE_CACHE_DIR for a disk cache)", home);
+        return NULL;
+    }
     if (err == ENOENT) {
         qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, "
                 "or not absolute paths); using the in-memory cache only");

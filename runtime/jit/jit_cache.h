@@ -19,7 +19,8 @@
 
 /* Cache directory: $QFUSE_CACHE_DIR, else $XDG_CACHE_HOME/qfuse (when absolute), else
  * $HOME/.cache/qfuse; empty variables count as unset; QFUSE_CACHE_DIR must be absolute. Missing
- * directories (parents included) are created with mode 0700. An existing directory this process can
+ * directories (parents included) are created with mode 0700, except HOME itself: where HOME is not
+ * an existing directory there is no disk cache (one warning). An existing directory this process can
  * read but not write is used read-only (entries loaded, stores skipped: a shared node cache; one
  * warning), as is the directory when QFUSE_CACHE_READONLY is on (silently; it must exist). Returns
  * NULL when the disk cache is disabled (QFUSE_DISABLE_DISK_CACHE on, silently) or the directory
@@ -37,10 +38,11 @@ QF_INTERNAL int qf_cache_dir_open_to_all(const char *dir, unsigned *mode);
 QF_INTERNAL int qf_cache_dir_read_only(void);
 
 /* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or ~/.cache/qfuse)
- * into buf without creating or checking it. Returns 0, ENOENT (nothing configured), EINVAL (a
- * relative QFUSE_CACHE_DIR) or ENAMETOOLONG. XDG_CACHE_HOME (as the XDG spec says) and HOME
- * count only when absolute. */
-QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
+ * into buf without creating or checking it; *home_used (when not NULL) is set to $HOME where the
+ * directory is the one below it, else NULL (qf_cache_dir creates that one only below an existing
+ * HOME). Returns 0, ENOENT (nothing configured), EINVAL (a relative QFUSE_CACHE_DIR) or
+ * ENAMETOOLONG. XDG_CACHE_HOME (as the XDG spec says) and HOME count only when absolute. */
+QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap, const char **home_used);
 
 /* Resets the memoized directory decision, and so re-arms its warning (tests change
  * QFUSE_CACHE_DIR between cases). Thread-safe, but invalidates strings qf_cache_dir returned. */

@@ -309,7 +309,7 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
     struct stat st;
     if (qf_tool_cache_disabled())
         return -1;
-    int err = qf_cache_resolve(dir, cap);
+    int err = qf_cache_resolve(dir, cap, NULL);
     if (err) {
         fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
                 err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "

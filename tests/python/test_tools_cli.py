@@ -60,3 +60,18 @@ def test_gpu_compare_keeps_its_csv(tmp_path):
     assert not out.exists()
     r = run(["sh", os.path.join(root, "scripts", "gpu-compare")])
     assert r.returncode == 2 and r.stderr.startswith("usage: scripts/gpu-compare")
+
+
+@pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
+def test_example_arguments(built_tool, name):
+    # an unknown option or a second argument: exit 2, the program and the argument named, the
+    # usage; --help: the usage on stdout, exit 0 (nothing runs, GPU or not)
+    tool = built_tool(os.path.join("examples", name))
+    r = run([tool, "--bogus"])
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("%s: unknown option '--bogus'; usage: %s" % (name, name))
+    r = run([tool, "a", "b"])
+    assert r.returncode == 2
+    assert r.stderr.startswith("%s: one argument at most, not also 'b'; usage:" % name)
+    r = run([tool, "--help"])
+    assert r.returncode == 0 and r.stdout.startswith("usage: %s" % name) and r.stderr == ""

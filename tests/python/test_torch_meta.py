@@ -382,6 +382,17 @@ def test_bad_arguments_fail_at_trace_time():
         qops._layer_state(987654)
 
 
+def test_module_default_device_without_gpu(monkeypatch):
+    """device="cuda" (the default) where PyTorch sees no GPU: qfuse's error, naming device='cpu',
+    not the driver's from the first allocation."""
+    from qfuse.torch import LayerNormLinear, LayerNormMLP
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="no CUDA device here: pass device='cpu'"):
+        LayerNormLinear(K, N)
+    with pytest.raises(RuntimeError, match="device='cuda:0'.*no CUDA device"):
+        LayerNormMLP(K, 64, device="cuda:0")
+
+
 def test_module_arguments_and_cpu_fallback():
     import warnings
     from qfuse.torch import LayerNormLinear, LayerNormMLP

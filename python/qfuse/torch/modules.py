@@ -112,6 +112,9 @@ class _FusedNorm(torch.nn.Module):
         self.return_layernorm_output = _flag("return_layernorm_output", return_layernorm_output)
         rng_seed = _seed(rng_seed)
         self._dev = torch.device(device)
+        if self._dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device=%r, but PyTorch sees no CUDA device here: pass device='cpu' "
+                               "(the unfused path) on a machine without a GPU" % (device,))
         self._dtype = params_dtype
         self.layer_norm_weight = self._param(in_features, fill=0.0 if zero_centered_gamma else 1.0)
         self.layer_norm_bias = (self._param(in_features, fill=0.0)
