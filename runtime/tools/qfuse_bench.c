@@ -85,9 +85,10 @@ static void usage(FILE *f) {
                "  --iters N   timed batches per row, median reported (default 50)\n"
                "  --batch N   back-to-back launches per timed batch (default 10)\n"
                "  --recipe R  only recipe R (repeatable; default: every recipe)\n"
-               "  --dtype D   only norm + quantize rows with x in dtype D\n"
+               "  --dtype D   only the quant section's rows with x in dtype D\n"
                "  --section S only section S: quant (norm + quantize), gemm, jit or step\n"
-               "              (repeatable; default: all; the copy ceiling always runs)\n"
+               "              (repeatable; default: all; the copy ceiling always runs;\n"
+               "              --dtype, --shape and --gemm-data need their section in it)\n"
                "  --shape S   only the GEMM rows of shape S = MxKxN, one of the GEMM section's\n"
                "              (8192x8192x8192, 16384x4096x14336, ...; for profiling one GEMM)\n"
                "  --gemm-data D  operands of the block-scaled GEMM rows (MXFP8, NVFP4,\n"
@@ -185,9 +186,11 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     argv[0] = (char *)"qfuse-bench"; /* getopt's messages name the program, not its path */
     int c;
     unsigned seen = 0;
+    int gemm_data_given = 0;
     while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:g:h", longs, NULL)) != -1) {
         if (tool_once(longs, "rsqh", c, &seen) < 0) /* --recipe and --section add up */
             return 2;
+        gemm_data_given |= c == 'g';
         if (c == 'c' && !(o->csv = tool_path_arg("--csv", optarg)))
             return 2;
         else if (c == 'q')
@@ -214,11 +217,21 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     }
     if (!o->iters)
         o->iters = o->quick ? 10 : 50;
-    if (o->shape && o->sections && !(o->sections & SEC_GEMM)) {
-        fprintf(stderr, "qfuse-bench: --shape picks GEMM rows; the sections asked (--section) "
-                "have none: add --section gemm\n");
-        return 2;
-    }
+    /* the options that act on one section's rows, refused where --section leaves that out */
+    const struct {
+        int given;
+        unsigned sec;
+        const char *opt, *rows, *sec_name;
+    } picks[] = {{o->shape != 0, SEC_GEMM, "--shape", "GEMM", "gemm"},
+                 {gemm_data_given, SEC_GEMM, "--gemm-data", "GEMM", "gemm"},
+                 {o->dtype >= 0, SEC_QUANT, "--dtype", "norm + quantize", "quant"}};
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++)
+        if (picks[i].given && o->sections && !(o->sections & picks[i].sec)) {
+            fprintf(stderr, "qfuse-bench: %s acts on the %s rows; the sections asked (--section) "
+                    "have none: add --section %s\n", picks[i].opt, picks[i].rows,
+                    picks[i].sec_name);
+            return 2;
+        }
     if (!o->sections)
         o->sections = SEC_ALL;
     if (optind != argc) {

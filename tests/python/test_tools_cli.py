@@ -75,3 +75,17 @@ def test_example_arguments(built_tool, name):
     assert r.stderr.startswith("%s: one argument at most, not also 'b'; usage:" % name)
     r = run([tool, "--help"])
     assert r.returncode == 0 and r.stdout.startswith("usage: %s" % name) and r.stderr == ""
+
+
+@pytest.mark.parametrize("args,opt,section", [
+    (["--shape", "8192x8192x8192", "--section", "quant"], "--shape", "gemm"),
+    (["--gemm-data", "bytes", "--section", "step"], "--gemm-data", "gemm"),
+    (["--dtype", "bf16", "--section", "jit"], "--dtype", "quant"),
+])
+def test_bench_option_outside_its_section(built_tool, args, opt, section):
+    # an option that picks one section's rows, with --section leaving that section out: exit 2
+    # before any work, naming the section to add
+    r = run([built_tool("qfuse-bench")] + args)
+    assert r.returncode == 2
+    assert r.stderr.startswith("qfuse-bench: %s acts on the" % opt)
+    assert r.stderr.rstrip().endswith("add --section %s" % section)
