@@ -19,21 +19,22 @@
 /* The one optional positional argument of an example: *arg is it, or dflt. Returns -1 to go on
  * (stdout then line-buffered, so that its lines and stderr's keep their order through a pipe),
  * else the exit status: 0 after -h/--help (usage on stdout), 2 after an unknown option or a
- * second argument (what was wrong and the usage on stderr). */
+ * second argument (what was wrong and the usage on stderr). A first "--" ends the options. */
 static int example_arg(int argc, char **argv, const char *usage, const char *dflt,
                        const char **arg) {
-    const int help = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
-    if (help) {
+    const int first = argc >= 2 && strcmp(argv[1], "--") == 0 ? 2 : 1, n = argc - first;
+    const int opt = n == 1 && first == 1 && argv[1][0] == '-'; /* not after "--" */
+    if (opt && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("%s\n", usage);
         return 0;
     }
-    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+    if (n > 1 || opt) {
         fprintf(stderr, EXAMPLE_NAME ": %s '%s'; %s\n",
-                argc > 2 ? "one argument at most, not also" : "unknown option",
-                argc > 2 ? argv[2] : argv[1], usage);
+                opt ? "unknown option" : "one argument at most, not also", argv[first + !opt],
+                usage);
         return 2;
     }
-    *arg = argc > 1 ? argv[1] : dflt;
+    *arg = n ? argv[first] : dflt;
     setvbuf(stdout, NULL, _IOLBF, 0);
     return -1;
 }

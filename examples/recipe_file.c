@@ -78,7 +78,8 @@ int main(int argc, char **argv) {
     const char *path;
     static const char usage[] =
         "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)";
-    const int done = example_arg(argc, argv, usage, "examples/my_recipe.lua", &path);
+    static const char dflt_path[] = "examples/my_recipe.lua";
+    const int done = example_arg(argc, argv, usage, dflt_path, &path);
     if (done >= 0)
         return done;
     if (!example_is_recipe_path(path)) {
@@ -86,9 +87,12 @@ int main(int argc, char **argv) {
                 "in .lua; a bare name is a shipped recipe); %s\n", path, usage);
         return 2;
     }
-    if (argc < 2 && access(path, R_OK) != 0) { /* the default is relative to the repository */
-        fprintf(stderr, "recipe_file: cannot read %s: %s (run it from the repository root, or "
-                "pass a recipe file's path)\n", path, strerror(errno));
+    if (access(path, R_OK) != 0) { /* the default is relative to the repository's root */
+        const int err = errno, dflt = path == dflt_path;
+        fprintf(stderr, "recipe_file: cannot read %s: %s%s\n", path, strerror(err),
+                dflt && err == ENOENT
+                    ? " (run it from the repository root, or pass a recipe file's path)"
+                    : "");
         return 1;
     }
     static const float one = 1.0f; /* the scale an fp8_delayed recipe quantizes with */

@@ -347,7 +347,8 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
             fprintf(err, "qfuse-gen: %s %s read from %s, which %s: run from the source tree, "
                     "pass %s DIR, or `make install`\n", dirs[i].what, dirs[i].are, dirs[i].dir,
                     is, opt);
-        said |= strstr(e.msg, dirs[i].dir) != NULL;
+        const size_t len = strlen(dirs[i].dir); /* the error names a path inside the folder */
+        said |= strncmp(e.msg, dirs[i].dir, len) == 0 && (e.msg[len] == ':' || e.msg[len] == '/');
     }
     if (!said)
         fprintf(err, "qfuse-gen: %s\n", e.msg);

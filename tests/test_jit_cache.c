@@ -102,8 +102,8 @@ static void test_dir_under_file_degrades(void **state) {
     assert_int_equal(hit, 0);
     assert_int_equal(qf_test_count_substr(err, WARNING), 1);
     assert_non_null(strstr(err, dir));
-    assert_non_null(strstr(err, "is not writable (Not a directory); using the in-memory cache "
-                                "only"));
+    assert_non_null(strstr(err, "cannot be created or written (Not a directory); using the "
+                                "in-memory cache only"));
     free(err);
 }
 

@@ -75,7 +75,7 @@ static void test_relative_dir_refused(void **state) {
     assert_non_null(strstr(err, "QFUSE_CACHE_DIR=rel/cache is not an absolute path"));
     free(err);
     char buf[PATH_MAX];
-    assert_int_equal(qf_cache_resolve(buf, sizeof buf, NULL), EINVAL);
+    assert_int_equal(qf_cache_resolve(buf, sizeof buf), EINVAL);
 }
 
 /* The default below HOME: made below an existing HOME (.cache and .cache/qfuse), never HOME
@@ -91,6 +91,12 @@ static void test_home_not_created(void **state) {
     setenv("HOME", home, 1);
     char *err;
     const char *dir = dir_captured(&err);
+    setenv("QFUSE_CACHE_DIR", "", 1); /* empty: the default, so the same, said in one warning */
+    char *err_empty;
+    const char *dir_empty = dir_captured(&err_empty);
+    unsetenv("QFUSE_CACHE_DIR");
+    char buf[PATH_MAX];
+    const int resolved = qf_cache_resolve(buf, sizeof buf);
     struct stat st;
     const int home_made = stat(home, &st) == 0;
     setenv("HOME", fx->root, 1);
@@ -107,7 +113,12 @@ static void test_home_not_created(void **state) {
     free(home_saved);
     free(xdg_saved);
     assert_null(dir);
+    assert_null(dir_empty);
+    assert_int_equal(resolved, ENOTDIR);
     assert_int_equal(home_made, 0);
+    assert_int_equal(qf_test_count_substr(err_empty, WARNING), 1);
+    assert_non_null(strstr(err_empty, "QFUSE_CACHE_DIR is set but empty: set it to a directory"));
+    free(err_empty);
     assert_non_null(strstr(err, "is not an existing directory"));
     assert_non_null(strstr(err, home));
     assert_int_equal(qf_test_count_substr(err, WARNING), 1);

@@ -49,12 +49,11 @@ static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
 static char qf_cache_path[PATH_MAX];
 static int qf_cache_read_only; /* the chosen directory is read, never written */
 
-int qf_cache_resolve(char *buf, size_t cap, const char **home_used) {
+int qf_cache_resolve(char *buf, size_t cap) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
+    struct stat st;
     int n;
-    if (home_used)
-        *home_used = NULL;
     if (dir && *dir && dir[0] != '/')
         return EINVAL; /* relative: it would follow the working directory */
     if (dir && *dir)
@@ -63,8 +62,8 @@ int qf_cache_resolve(char *buf, size_t cap, const char **home_used) {
         n = snprintf(buf, cap, "%s/qfuse", xdg);
     else if (home && home[0] == '/') { /* a relative HOME would follow the working directory */
         n = snprintf(buf, cap, "%s/.cache/qfuse", home);
-        if (home_used)
-            *home_used = home;
+        if (n >= 0 && (size_t)n < cap && (stat(home, &st) != 0 || !S_ISDIR(st.st_mode)))
+            return ENOTDIR; /* never made: a service account's HOME is often /nonexistent */
     } else
         return ENOENT;
     return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
@@ -109,14 +108,17 @@ static int qf_cache_world_writable(const char *dir) {
 static const char *qf_cache_decide(void) {
     if (qf_env_flag("QFUSE_DISABLE_DISK_CACHE"))
         return NULL;
-    const char *home = NULL;
-    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path, &home), ro = 0;
-    struct stat home_st;
-    if (!err && home && (stat(home, &home_st) != 0 || !S_ISDIR(home_st.st_mode))) {
-        /* ~/.cache/qfuse is made below an existing home only (a service account's HOME is often
-         * /nonexistent, which is not to be created) */
+    int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path), ro = 0;
+    const char *set = getenv("QFUSE_CACHE_DIR");
+    const int set_empty = set && !*set; /* the default, but said, as a relative path is */
+    if (!err && set_empty)
+        qf_warn("QFUSE_CACHE_DIR is set but empty; using %s", qf_cache_path);
+    if (err == ENOTDIR) {
         qf_warn("HOME=%s is not an existing directory, so there is no ~/.cache/qfuse; using the "
-                "in-memory cache only (set QFUSE_CACHE_DIR for a disk cache)", home);
+                "in-memory cache only (%s)", getenv("HOME"),
+                set_empty ? "QFUSE_CACHE_DIR is set but empty: set it to a directory for a disk "
+                            "cache"
+                          : "set QFUSE_CACHE_DIR for a disk cache");
         return NULL;
     }
     if (err == ENOENT) {
@@ -129,9 +131,6 @@ static const char *qf_cache_decide(void) {
                 getenv("QFUSE_CACHE_DIR"));
         return NULL;
     }
-    const char *set = getenv("QFUSE_CACHE_DIR");
-    if (!err && set && !*set) /* empty: the default, but said, as a relative path is */
-        qf_warn("QFUSE_CACHE_DIR is set but empty; using %s", qf_cache_path);
     if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */
         struct stat st;
         const int there = stat(qf_cache_path, &st) == 0;
@@ -157,8 +156,8 @@ static const char *qf_cache_decide(void) {
         return qf_cache_path;
     }
     if (err) {
-        qf_warn("kernel cache directory %s is not writable (%s); using the in-memory cache only",
-                qf_cache_path, strerror(err));
+        qf_warn("kernel cache directory %s cannot be created or written (%s); using the "
+                "in-memory cache only", qf_cache_path, strerror(err));
         return NULL;
     }
     return qf_cache_path;

@@ -38,11 +38,11 @@ QF_INTERNAL int qf_cache_dir_open_to_all(const char *dir, unsigned *mode);
 QF_INTERNAL int qf_cache_dir_read_only(void);
 
 /* Writes the configured cache directory (QFUSE_CACHE_DIR, $XDG_CACHE_HOME/qfuse or ~/.cache/qfuse)
- * into buf without creating or checking it; *home_used (when not NULL) is set to $HOME where the
- * directory is the one below it, else NULL (qf_cache_dir creates that one only below an existing
- * HOME). Returns 0, ENOENT (nothing configured), EINVAL (a relative QFUSE_CACHE_DIR) or
- * ENAMETOOLONG. XDG_CACHE_HOME (as the XDG spec says) and HOME count only when absolute. */
-QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap, const char **home_used);
+ * into buf without creating it. Returns 0, ENOENT (nothing configured), EINVAL (a relative
+ * QFUSE_CACHE_DIR), ENOTDIR (buf is the one below HOME, and HOME is not an existing directory:
+ * it is never made) or ENAMETOOLONG. XDG_CACHE_HOME (as the XDG spec says) and HOME count only
+ * when absolute. */
+QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
 
 /* Resets the memoized directory decision, and so re-arms its warning (tests change
  * QFUSE_CACHE_DIR between cases). Thread-safe, but invalidates strings qf_cache_dir returned. */

@@ -230,6 +230,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             fprintf(stderr, "qfuse-bench: %s acts on the %s rows; the sections asked (--section) "
                     "have none: add --section %s\n", picks[i].opt, picks[i].rows,
                     picks[i].sec_name);
+            tool_usage_hint();
             return 2;
         }
     if (!o->sections)

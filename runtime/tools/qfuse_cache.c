@@ -309,13 +309,15 @@ static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n
     struct stat st;
     if (qf_tool_cache_disabled())
         return -1;
-    int err = qf_cache_resolve(dir, cap, NULL);
+    int err = qf_cache_resolve(dir, cap);
     if (err) {
         fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
                 err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "
                                   "absolute paths"
-                : err == EINVAL ? "QFUSE_CACHE_DIR must be an absolute path"
-                                : strerror(err));
+                : err == EINVAL  ? "QFUSE_CACHE_DIR must be an absolute path"
+                : err == ENOTDIR ? "HOME is not an existing directory, so there is no "
+                                   "~/.cache/qfuse (set QFUSE_CACHE_DIR, or pass --dir)"
+                                 : strerror(err));
         return -1;
     }
     const char *set = getenv("QFUSE_CACHE_DIR");

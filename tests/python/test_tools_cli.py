@@ -88,4 +88,30 @@ def test_bench_option_outside_its_section(built_tool, args, opt, section):
     r = run([built_tool("qfuse-bench")] + args)
     assert r.returncode == 2
     assert r.stderr.startswith("qfuse-bench: %s acts on the" % opt)
-    assert r.stderr.rstrip().endswith("add --section %s" % section)
+    assert r.stderr.splitlines() == [r.stderr.splitlines()[0], "Try 'qfuse-bench --help'."]
+    assert r.stderr.splitlines()[0].endswith("add --section %s" % section)
+
+
+def test_cache_tool_without_home(built_tool, tmp_path):
+    # the default cache below a HOME that does not exist: list, clear and warm all say so and
+    # fail (exit 1); the missing HOME is never created
+    home = tmp_path / "nohome"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("QFUSE_CACHE_DIR", "XDG_CACHE_HOME", "QFUSE_DISABLE_DISK_CACHE")}
+    env["HOME"] = str(home)
+    tool = built_tool("qfuse-cache")
+    for args in (["list"], ["clear"], ["warm", "--kernel", "qf_mxfp8_act_bf16", "mxfp8"]):
+        r = subprocess.run([tool] + args, capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 1, (args, r.stderr)
+        assert "not an existing directory, so there is no ~/.cache/qfuse" in r.stderr, args
+    assert not home.exists()
+
+
+@pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
+def test_example_double_dash(built_tool, name):
+    # "--" ends the options: what follows is the argument, even with a leading '-'
+    tool = built_tool(os.path.join("examples", name))
+    r = run([tool, "--", "-x.lua", "y"])
+    assert r.returncode == 2 and "one argument at most, not also 'y'" in r.stderr
+    r = run([tool, "--", "-no-such-recipe.lua"])
+    assert r.returncode != 0 and "unknown option" not in r.stderr and "-no-such-recipe" in r.stderr
