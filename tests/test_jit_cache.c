@@ -31,29 +31,15 @@ static void test_dir_created_0700(void **state) {
     }
 }
 
-/* Sets (or, for NULL, unsets) name. */
-static void set_or_unset(const char *name, const char *value) {
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-}
-
 /* The directory qf_cache_dir picks with the three variables set as given (NULL = unset), as a
- * string ("(null)" for NULL). HOME and XDG_CACHE_HOME are restored afterwards. */
+ * string ("(null)" for NULL); the fixture restores HOME and XDG_CACHE_HOME. */
 static void dir_with_env(const char *qdir, const char *xdg, const char *home, char out[PATH_MAX]) {
-    char *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
-    char *old_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
     set_or_unset("QFUSE_CACHE_DIR", qdir);
     set_or_unset("XDG_CACHE_HOME", xdg);
     set_or_unset("HOME", home);
     qf_cache_reset();
     const char *d = qf_cache_dir();
     snprintf(out, PATH_MAX, "%s", d ? d : "(null)");
-    set_or_unset("HOME", old_home);
-    set_or_unset("XDG_CACHE_HOME", old_xdg);
-    free(old_home);
-    free(old_xdg);
 }
 
 /* QFUSE_CACHE_DIR, else an absolute XDG_CACHE_HOME/qfuse, else HOME/.cache/qfuse (HOME exists). */

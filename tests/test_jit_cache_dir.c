@@ -81,9 +81,7 @@ static void test_relative_dir_refused(void **state) {
 /* The default below HOME: made below an existing HOME (.cache and .cache/qfuse), never HOME
  * itself (a service account's /nonexistent): memory-only then, one warning naming HOME. */
 static void test_home_not_created(void **state) {
-    fixture *fx = *state;
-    const char *home0 = getenv("HOME"), *xdg0 = getenv("XDG_CACHE_HOME");
-    char *home_saved = home0 ? strdup(home0) : NULL, *xdg_saved = xdg0 ? strdup(xdg0) : NULL;
+    fixture *fx = *state; /* its teardown restores HOME and XDG_CACHE_HOME */
     char home[PATH_MAX], made[PATH_MAX];
     path_fmt(home, "%s/nohome", fx->root);
     unsetenv("QFUSE_CACHE_DIR");
@@ -104,14 +102,6 @@ static void test_home_not_created(void **state) {
     const char *dir2 = dir_captured(&err2);
     path_fmt(made, "%s/.cache/qfuse", fx->root);
     const int cache_made = stat(made, &st) == 0 && S_ISDIR(st.st_mode);
-    if (home_saved)
-        setenv("HOME", home_saved, 1);
-    else
-        unsetenv("HOME");
-    if (xdg_saved)
-        setenv("XDG_CACHE_HOME", xdg_saved, 1);
-    free(home_saved);
-    free(xdg_saved);
     assert_null(dir);
     assert_null(dir_empty);
     assert_int_equal(resolved, ENOTDIR);

@@ -20,11 +20,21 @@
 #define HEADER_SIZE 72
 #define WARNING "qfuse: warning:"
 
-/* Per-test state: a fresh temporary root, with the cache directory below it. */
+/* Per-test state: a fresh temporary root, with the cache directory below it, and HOME and
+ * XDG_CACHE_HOME as they were (teardown restores them, so a test may set them freely). */
 typedef struct fixture {
     char root[PATH_MAX];
     char dir[PATH_MAX];
+    char *home, *xdg; /* malloc'ed copies, or NULL where unset */
 } fixture;
+
+/* Sets (or, for NULL, unsets) name. */
+static inline void set_or_unset(const char *name, const char *value) {
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
 
 /* {===================================================================== helpers */
 
@@ -151,6 +161,8 @@ static inline int setup(void **state) {
     if (!mkdtemp(fx->root))
         return -1;
     path_fmt(fx->dir, "%s/cache", fx->root);
+    fx->home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    fx->xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
     setenv("QFUSE_CACHE_DIR", fx->dir, 1);
     unsetenv("QFUSE_DISABLE_DISK_CACHE");
     unsetenv("QFUSE_CACHE_FSYNC");
@@ -166,6 +178,10 @@ static inline int teardown(void **state) {
     unsetenv("QFUSE_CACHE_DIR");
     unsetenv("QFUSE_DISABLE_DISK_CACHE");
     unsetenv("QFUSE_CACHE_FSYNC");
+    set_or_unset("HOME", fx->home);
+    set_or_unset("XDG_CACHE_HOME", fx->xdg);
+    free(fx->home);
+    free(fx->xdg);
     qf_cache_reset();
     free(fx);
     return 0;
