@@ -78,6 +78,37 @@ static void test_relative_dir_refused(void **state) {
     assert_int_equal(qf_cache_resolve(buf, sizeof buf), EINVAL);
 }
 
+/* Nothing configured (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME unset, or relative): ENOENT, and
+ * one warning that says which variables, with the memory-only fallback. qf_cache_resolve_why
+ * words each error, naming the variable's value. */
+static void test_nothing_configured(void **state) {
+    (void)state; /* the fixture's teardown restores HOME and XDG_CACHE_HOME */
+    unsetenv("QFUSE_CACHE_DIR");
+    setenv("XDG_CACHE_HOME", "relative/xdg", 1); /* counts only when absolute */
+    unsetenv("HOME");
+    char buf[PATH_MAX], why[PATH_MAX + 128];
+    assert_int_equal(qf_cache_resolve(buf, sizeof buf), ENOENT);
+    char *err;
+    const char *dir = dir_captured(&err);
+    assert_null(dir);
+    assert_int_equal(qf_test_count_substr(err, WARNING), 1);
+    assert_non_null(strstr(err, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "
+                                "absolute paths, so there is no kernel cache directory; using "
+                                "the in-memory cache only"));
+    free(err);
+    setenv("QFUSE_CACHE_DIR", "a/b", 1);
+    assert_string_equal(qf_cache_resolve_why(EINVAL, why, sizeof why),
+                        "QFUSE_CACHE_DIR=a/b is not an absolute path");
+    setenv("HOME", "/nonexistent", 1);
+    assert_string_equal(qf_cache_resolve_why(ENOTDIR, why, sizeof why),
+                        "HOME=/nonexistent is not an existing directory, so there is no "
+                        "~/.cache/qfuse");
+    assert_non_null(strstr(qf_cache_resolve_why(ENAMETOOLONG, why, sizeof why),
+                           "path cannot be formed (File name too long)"));
+    why[39] = 'x';
+    assert_int_equal(strlen(qf_cache_resolve_why(ENOTDIR, why, 40)), 39); /* cut, terminated */
+}
+
 /* The default below HOME: made below an existing HOME (.cache and .cache/qfuse), never HOME
  * itself (a service account's /nonexistent): memory-only then, one warning naming HOME. */
 static void test_home_not_created(void **state) {
@@ -232,7 +263,7 @@ static void test_world_writable(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_env_flag_spellings),   T(test_env_flag_unknown_warns_once),
-        T(test_relative_dir_refused), T(test_home_not_created),
+        T(test_relative_dir_refused), T(test_nothing_configured), T(test_home_not_created),
         T(test_readonly_flag),        T(test_readonly_flag_missing_dir),
         T(test_failed_store_reported), T(test_world_writable),
     };

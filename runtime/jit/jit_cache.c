@@ -69,6 +69,22 @@ int qf_cache_resolve(char *buf, size_t cap) {
     return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
 }
 
+const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
+    const char *dir = getenv("QFUSE_CACHE_DIR"), *home = getenv("HOME");
+    if (err == EINVAL)
+        snprintf(buf, cap, "QFUSE_CACHE_DIR=%s is not an absolute path", dir ? dir : "");
+    else if (err == ENOTDIR)
+        snprintf(buf, cap, "HOME=%s is not an existing directory, so there is no ~/.cache/qfuse",
+                 home ? home : "");
+    else if (err == ENOENT)
+        snprintf(buf, cap, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not absolute "
+                           "paths, so there is no kernel cache directory");
+    else
+        snprintf(buf, cap, "the kernel cache directory's path cannot be formed (%s)",
+                 strerror(err));
+    return buf;
+}
+
 /* mkdir -p (qf_mkdirs), creating each missing directory with mode 0700, then checks that path is
  * a directory this process may create files in. Returns 0, or EACCES/EROFS with *read_only set
  * when it is an existing directory this process can only read, or another errno value. */
@@ -113,22 +129,13 @@ static const char *qf_cache_decide(void) {
     const int set_empty = set && !*set; /* the default, but said, as a relative path is */
     if (!err && set_empty)
         qf_warn("QFUSE_CACHE_DIR is set but empty; using %s", qf_cache_path);
-    if (err == ENOTDIR) {
-        qf_warn("HOME=%s is not an existing directory, so there is no ~/.cache/qfuse; using the "
-                "in-memory cache only (%s)", getenv("HOME"),
+    if (err == ENOTDIR || err == ENOENT || err == EINVAL) {
+        char why[PATH_MAX + 128];
+        qf_warn("%s; using the in-memory cache only (%s)",
+                qf_cache_resolve_why(err, why, sizeof why),
                 set_empty ? "QFUSE_CACHE_DIR is set but empty: set it to a directory for a disk "
                             "cache"
-                          : "set QFUSE_CACHE_DIR for a disk cache");
-        return NULL;
-    }
-    if (err == ENOENT) {
-        qf_warn("no kernel cache directory (QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, "
-                "or not absolute paths); using the in-memory cache only");
-        return NULL;
-    }
-    if (err == EINVAL) {
-        qf_warn("QFUSE_CACHE_DIR=%s is not an absolute path; using the in-memory cache only",
-                getenv("QFUSE_CACHE_DIR"));
+                          : "set QFUSE_CACHE_DIR to an absolute path for a disk cache");
         return NULL;
     }
     if (!err && qf_env_flag("QFUSE_CACHE_READONLY")) { /* use the entries, never write */

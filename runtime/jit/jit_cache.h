@@ -44,6 +44,11 @@ QF_INTERNAL int qf_cache_dir_read_only(void);
  * when absolute. */
 QF_INTERNAL int qf_cache_resolve(char *buf, size_t cap);
 
+/* Why qf_cache_resolve returned err (nonzero), as a clause for a message, into buf (cap bytes,
+ * always terminated): what is unset or wrong, naming the variable and its value. The runtime's
+ * warning and qfuse-cache's error both say it, each with its own remedy. Returns buf. */
+QF_INTERNAL const char *qf_cache_resolve_why(int err, char *buf, size_t cap);
+
 /* Resets the memoized directory decision, and so re-arms its warning (tests change
  * QFUSE_CACHE_DIR between cases). Thread-safe, but invalidates strings qf_cache_dir returned. */
 QF_INTERNAL void qf_cache_reset(void);

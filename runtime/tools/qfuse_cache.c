@@ -302,24 +302,29 @@ static void qf_tool_list_print(const qf_list_row *rows, int n) {
     }
 }
 
+/* The configured directory into dir (cap bytes) without creating it. Returns 0, or -1 after
+ * saying why there is none (the disk cache switched off, nothing configured, a relative
+ * QFUSE_CACHE_DIR, a missing HOME). */
+static int qf_tool_resolve(char *dir, size_t cap) {
+    if (qf_tool_cache_disabled())
+        return -1;
+    const int err = qf_cache_resolve(dir, cap);
+    if (err) {
+        char why[PATH_MAX + 128];
+        fprintf(stderr, "qfuse-cache: %s (set QFUSE_CACHE_DIR to an absolute path, or pass "
+                "--dir)\n", qf_cache_resolve_why(err, why, sizeof why));
+        return -1;
+    }
+    return 0;
+}
+
 /* The configured directory into dir without creating it, and its entries (*names, *n; free with
  * qf_tool_free_names): 0 when it exists, 1 when it does not (nothing to list or remove), -1
  * after saying why there is none or why it cannot be read. */
 static int qf_tool_entries(char *dir, size_t cap, struct dirent ***names, int *n) {
     struct stat st;
-    if (qf_tool_cache_disabled())
+    if (qf_tool_resolve(dir, cap) != 0)
         return -1;
-    int err = qf_cache_resolve(dir, cap);
-    if (err) {
-        fprintf(stderr, "qfuse-cache: no cache directory: %s\n",
-                err == ENOENT   ? "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "
-                                  "absolute paths"
-                : err == EINVAL  ? "QFUSE_CACHE_DIR must be an absolute path"
-                : err == ENOTDIR ? "HOME is not an existing directory, so there is no "
-                                   "~/.cache/qfuse (set QFUSE_CACHE_DIR, or pass --dir)"
-                                 : strerror(err));
-        return -1;
-    }
     const char *set = getenv("QFUSE_CACHE_DIR");
     if (set && !*set)
         fprintf(stderr, "qfuse-cache: QFUSE_CACHE_DIR is set but empty; using %s\n", dir);
@@ -760,6 +765,9 @@ static int qf_tool_warm(int argc, char **argv) {
     int jobs = qf_tool_cpus(QF_WARM_MAX_JOBS);
     qf_warm w = {.tty = isatty(2)};
     int rc = qf_warm_args(argc, argv, &w, &jobs);
+    char where[PATH_MAX];
+    if (rc < 0 && qf_tool_resolve(where, sizeof where) != 0) /* said before any other line */
+        rc = 1;
     if (rc < 0) { /* the directory is made only once there is something to compile */
         w.arch = w.arch ? w.arch : qf_warm_default_arch();
         const int max = qf_jit_max_arch();

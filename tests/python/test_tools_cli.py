@@ -103,8 +103,18 @@ def test_cache_tool_without_home(built_tool, tmp_path):
     for args in (["list"], ["clear"], ["warm", "--kernel", "qf_mxfp8_act_bf16", "mxfp8"]):
         r = subprocess.run([tool] + args, capture_output=True, text=True, timeout=120, env=env)
         assert r.returncode == 1, (args, r.stderr)
-        assert "not an existing directory, so there is no ~/.cache/qfuse" in r.stderr, args
+        # said first, before warm's choice of architecture or anything else
+        assert r.stderr.startswith("qfuse-cache: HOME=%s is not an existing directory, so there "
+                                   "is no ~/.cache/qfuse" % home), (args, r.stderr)
     assert not home.exists()
+    # a relative QFUSE_CACHE_DIR is refused in the runtime's words, never made below the cwd
+    env["QFUSE_CACHE_DIR"] = "rel/cache"
+    r = subprocess.run([tool, "list"], capture_output=True, text=True, timeout=60, env=env,
+                       cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("qfuse-cache: QFUSE_CACHE_DIR=rel/cache is not an absolute path"
+                               " (set QFUSE_CACHE_DIR to an absolute path, or pass --dir)")
+    assert not (tmp_path / "rel").exists()
 
 
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
