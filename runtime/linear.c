@@ -10,6 +10,7 @@
 /* The stages, forward then backward. */
 enum {
     QF_LL_WEIGHT,
+    QF_LL_WEIGHT_BF16,
     QF_LL_NORM,
     QF_LL_GEMM,
     QF_LL_DY,
@@ -23,6 +24,7 @@ enum {
 /* What each stage does, in the caller's names (prefixed to a failing stage's message). */
 static const char *const qf_ll_stage_names[] = {
     [QF_LL_WEIGHT] = "quantizing ll->weight into ll->wq (qf_quantize)",
+    [QF_LL_WEIGHT_BF16] = "dequantizing ll->wq into ll->wq_bf16 (qf_dequantize)",
     [QF_LL_NORM] = "norm + quantize of x into ll->xq (qf_quantize)",
     [QF_LL_GEMM] = "GEMM of ll->xq and ll->wq into y (qf_gemm)",
     [QF_LL_DY] = "quantizing dy into g->dyq (qf_quantize; with g->dbias, qf_quantize_dbias)",
@@ -94,6 +96,35 @@ static qf_status qf_stage_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quant
     return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
 }
 
+/* The bf16 values of both copies of a weight's wq into kept[copy] where its data is set. Every
+ * copy is checked: on the device-less twin (qf_stages_run) each call that accepts its arguments
+ * answers QF_ERR_NO_DEVICE, which does not end the stage. */
+static qf_status qf_stage_weight_bf16(qf_ctx_t *ctx, const char *recipe, const qf_quantized *wq,
+                                      qf_tensor kept[QF_COPY_COUNT], void *stream) {
+    qf_status res = QF_OK;
+    for (int c = 0; c < QF_COPY_COUNT; c++) {
+        const qf_operand w = {wq, (qf_copy)c};
+        const qf_status s =
+            kept[c].data ? qf_dequantize(ctx, recipe, QF_ROLE_WEIGHT, &w, &kept[c], stream)
+                         : QF_OK;
+        if (s != QF_OK && s != QF_ERR_NO_DEVICE)
+            return s;
+        res = s != QF_OK ? s : res;
+    }
+    return res;
+}
+
+/* 1 when any of a weight's bf16 copies is kept (its data set). */
+static int qf_kept_any(const qf_tensor kept[QF_COPY_COUNT]) {
+    return kept[QF_COPY_ROWWISE].data || kept[QF_COPY_COLUMNWISE].data;
+}
+
+/* The options of a GEMM whose b is a weight's copy: b_dequantized = kept where its data is set
+ * (the weight's bf16 values, qf_stage_weight_bf16). */
+static qf_gemm_opts qf_weight_opts(const qf_tensor *kept) {
+    return (qf_gemm_opts){.b_dequantized = kept->data ? kept : NULL};
+}
+
 /* A gradient's quantization (2-D view x) into out, with its dbias where dbias->data is set
  * (qf_quantize_dbias: one kernel where it can). */
 static qf_status qf_stage_q_grad(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
@@ -126,20 +157,26 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *strea
     case QF_LL_WEIGHT: /* weights never round stochastically (numerics 2.4): no rng */
         return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, NULL, ll->w_scale, NULL,
                            &ll->wq, stream);
+    case QF_LL_WEIGHT_BF16:
+        return qf_stage_weight_bf16(ctx, recipe, &ll->wq, ll->wq_bf16, stream);
     case QF_LL_NORM:
         return qf_quantize(ctx, recipe, QF_ROLE_INPUT, c->x, &ll->norm, ll->x_scale, NULL,
                            &ll->xq, stream);
-    case QF_LL_GEMM:
+    case QF_LL_GEMM: {
+        const qf_gemm_opts o = qf_weight_opts(&ll->wq_bf16[QF_COPY_ROWWISE]);
         return qf_stage_gemm(ctx, recipe, &ll->xq, QF_COPY_ROWWISE, &ll->wq, QF_COPY_ROWWISE,
-                             &ll->bias, c->y, NULL, stream);
+                             &ll->bias, c->y, &o, stream);
+    }
     case QF_LL_DY: {
         const qf_tensor dy2 = qf_flat2d(c->dy);
         return qf_stage_q_grad(ctx, recipe, &dy2, g->dy_scale, &g->rng, &g->dyq, &g->dbias,
                                stream);
     }
-    case QF_LL_DGRAD:
+    case QF_LL_DGRAD: {
+        const qf_gemm_opts o = qf_weight_opts(&ll->wq_bf16[QF_COPY_COLUMNWISE]);
         return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_ROWWISE, &ll->wq, QF_COPY_COLUMNWISE,
-                             NULL, &g->dxn, NULL, stream);
+                             NULL, &g->dxn, &o, stream);
+    }
     case QF_LL_WGRAD: {
         const qf_gemm_opts o = {.accumulate = g->accumulate_wgrad};
         return qf_stage_gemm(ctx, recipe, &g->dyq, QF_COPY_COLUMNWISE, &ll->xq,
@@ -235,21 +272,32 @@ static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t
     return QF_OK;
 }
 
-qf_weight_key qf_weight_key_of(const void *d0, const void *d1, uint64_t version,
-                               const qf_recipe *r) {
-    return (qf_weight_key){.data = {d0, d1}, .version = version, .recipe = r, .valid = 1};
+qf_weight_key qf_weight_key_of(const void *d0, const void *d1, const qf_tensor *kept,
+                               int n_kept, uint64_t version, const qf_recipe *r) {
+    qf_weight_key k = {.data = {d0, d1}, .version = version, .recipe = r, .valid = 1};
+    for (int i = 0; i < n_kept && i < 4; i++)
+        k.kept[i] = kept[i].data;
+    return k;
 }
 
 int qf_weights_stale(const qf_weight_key *cached, int changed, const qf_weight_key *now) {
     if (changed < 0) /* the caller quantized the weights itself */
         return 0;
-    return changed || !cached->valid || cached->data[0] != now->data[0] ||
-           cached->data[1] != now->data[1] || cached->version != now->version ||
-           cached->recipe != now->recipe;
+    if (changed || !cached->valid || cached->version != now->version ||
+        cached->recipe != now->recipe)
+        return 1;
+    for (int i = 0; i < 2; i++)
+        if (cached->data[i] != now->data[i])
+            return 1;
+    for (int i = 0; i < 4; i++)
+        if (cached->kept[i] != now->kept[i])
+            return 1;
+    return 0;
 }
 
 static const qf_stages qf_ll_stages = {
-    qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage, QF_LL_BIT(QF_LL_WEIGHT),
+    qf_ll_stage_names, QF_LL_STAGES, qf_ll_stage,
+    QF_LL_BIT(QF_LL_WEIGHT) | QF_LL_BIT(QF_LL_WEIGHT_BF16),
     QF_LL_BIT(QF_LL_GEMM) | QF_LL_BIT(QF_LL_DGRAD) | QF_LL_BIT(QF_LL_WGRAD)};
 
 /* The checks every entry point makes first: non-NULL arguments (named) and a fused norm. */
@@ -269,10 +317,13 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y, "y"));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->weight_version, r);
+    const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->wq_bf16, QF_COPY_COUNT,
+                                               ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
     const unsigned mask =
-        (stale ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) | QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
+        (stale ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) |
+        (stale && qf_kept_any(ll->wq_bf16) ? QF_LL_BIT(QF_LL_WEIGHT_BF16) : 0u) |
+        QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
     const qf_ll_call c = {recipe, x, ll, y, NULL, NULL};
     QF_TRY(qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream));
     if (stale)
@@ -312,6 +363,8 @@ qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_lin
 enum {
     QF_MLP_W1,
     QF_MLP_W2,
+    QF_MLP_W1_BF16,
+    QF_MLP_W2_BF16,
     QF_MLP_NORM,
     QF_MLP_FC1,
     QF_MLP_ACT,
@@ -335,6 +388,8 @@ enum {
 static const char *const qf_mlp_stage_names[] = {
     [QF_MLP_W1] = "quantizing mlp->w1 into mlp->w1q (qf_quantize)",
     [QF_MLP_W2] = "quantizing mlp->w2 into mlp->w2q (qf_quantize)",
+    [QF_MLP_W1_BF16] = "dequantizing mlp->w1q into mlp->w1q_bf16 (qf_dequantize)",
+    [QF_MLP_W2_BF16] = "dequantizing mlp->w2q into mlp->w2q_bf16 (qf_dequantize)",
     [QF_MLP_NORM] = "norm + quantize of x into mlp->xq (qf_quantize)",
     [QF_MLP_FC1] = "fc1 GEMM of mlp->xq and mlp->w1q into mlp->h (qf_gemm)",
     [QF_MLP_ACT] = "activation of mlp->h into mlp->a (qf_activation_fwd)",
@@ -381,11 +436,17 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     case QF_MLP_W2:
         return qf_quantize(ctx, r, QF_ROLE_WEIGHT, &m->w2, NULL, m->w2_scale, NULL, &m->w2q,
                            stream);
+    case QF_MLP_W1_BF16:
+        return qf_stage_weight_bf16(ctx, r, &m->w1q, m->w1q_bf16, stream);
+    case QF_MLP_W2_BF16:
+        return qf_stage_weight_bf16(ctx, r, &m->w2q, m->w2q_bf16, stream);
     case QF_MLP_NORM:
         return qf_quantize(ctx, r, QF_ROLE_INPUT, c->x, &m->norm, m->x_scale, NULL, &m->xq,
                            stream);
-    case QF_MLP_FC1:
-        return qf_stage_gemm(ctx, r, &m->xq, R, &m->w1q, R, &m->b1, &m->h, NULL, stream);
+    case QF_MLP_FC1: {
+        const qf_gemm_opts o = qf_weight_opts(&m->w1q_bf16[R]);
+        return qf_stage_gemm(ctx, r, &m->xq, R, &m->w1q, R, &m->b1, &m->h, &o, stream);
+    }
     case QF_MLP_ACT: {
         const qf_tensor h = qf_flat2d(&m->h);
         qf_tensor a = qf_flat2d(&m->a);
@@ -408,14 +469,18 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         const qf_tensor a = qf_flat2d(&m->a);
         return qf_quantize_cast(ctx, r, QF_ROLE_INPUT, &a, &m->aq, stream);
     }
-    case QF_MLP_FC2:
-        return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, NULL, stream);
+    case QF_MLP_FC2: {
+        const qf_gemm_opts o = qf_weight_opts(&m->w2q_bf16[R]);
+        return qf_stage_gemm(ctx, r, &m->aq, R, &m->w2q, R, &m->b2, c->y, &o, stream);
+    }
     case QF_MLP_DY: {
         const qf_tensor dy = qf_flat2d(c->dy);
         return qf_stage_q_grad(ctx, r, &dy, g->dy_scale, &g->rng_dy, &g->dyq, &g->db2, stream);
     }
-    case QF_MLP_DGRAD2:
-        return qf_stage_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, NULL, stream);
+    case QF_MLP_DGRAD2: {
+        const qf_gemm_opts o = qf_weight_opts(&m->w2q_bf16[C]);
+        return qf_stage_gemm(ctx, r, &g->dyq, R, &m->w2q, C, NULL, &g->da, &o, stream);
+    }
     case QF_MLP_WGRAD2:
         return qf_stage_gemm(ctx, r, &g->dyq, C, &m->aq, C, NULL, &g->dw2, &acc, stream);
     case QF_MLP_ACT_BWD: {
@@ -435,8 +500,10 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         return qf_quantize_dbias_act(ctx, r, m->act, &h, &da, g->dh_scale, &g->rng_dh, &g->dhq,
                                      &g->db1, stream);
     }
-    case QF_MLP_DGRAD1:
-        return qf_stage_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, NULL, stream);
+    case QF_MLP_DGRAD1: {
+        const qf_gemm_opts o = qf_weight_opts(&m->w1q_bf16[C]);
+        return qf_stage_gemm(ctx, r, &g->dhq, R, &m->w1q, C, NULL, &g->dxn, &o, stream);
+    }
     case QF_MLP_WGRAD1:
         return qf_stage_gemm(ctx, r, &g->dhq, C, &m->xq, C, NULL, &g->dw1, &acc, stream);
     default:
@@ -445,7 +512,9 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
 }
 
 static const qf_stages qf_mlp_stages = {
-    qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage, QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2),
+    qf_mlp_stage_names, QF_MLP_STAGES, qf_mlp_stage,
+    QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2) | QF_LL_BIT(QF_MLP_W1_BF16) |
+        QF_LL_BIT(QF_MLP_W2_BF16),
     QF_LL_BIT(QF_MLP_FC1) | QF_LL_BIT(QF_MLP_FC2) | QF_LL_BIT(QF_MLP_DGRAD2) |
         QF_LL_BIT(QF_MLP_WGRAD2) | QF_LL_BIT(QF_MLP_DGRAD1) | QF_LL_BIT(QF_MLP_WGRAD1)};
 
@@ -524,10 +593,15 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, y, "y", y));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    const qf_tensor kept[] = {mlp->w1q_bf16[0], mlp->w1q_bf16[1], mlp->w2q_bf16[0],
+                              mlp->w2q_bf16[1]};
     const qf_weight_key key =
-        qf_weight_key_of(mlp->w1.data, mlp->w2.data, mlp->weight_version, r);
+        qf_weight_key_of(mlp->w1.data, mlp->w2.data, kept, 2 * QF_COPY_COUNT,
+                         mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
-    const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2);
+    const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2) |
+                       (qf_kept_any(mlp->w1q_bf16) ? QF_LL_BIT(QF_MLP_W1_BF16) : 0u) |
+                       (qf_kept_any(mlp->w2q_bf16) ? QF_LL_BIT(QF_MLP_W2_BF16) : 0u);
     const unsigned act = qf_mlp_act_stages(r, qf_mlp_fused(r, x, mlp));
     const unsigned mask = (stale ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) | QF_LL_BIT(QF_MLP_FC1) |
                           act | QF_LL_BIT(QF_MLP_FC2);

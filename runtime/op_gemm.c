@@ -854,3 +854,22 @@ qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const q
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _dequant entry", op, k->name);
     return qf_g_dequant(ctx, op, &lk, &st, out->data, stream);
 }
+
+qf_status qf_dequantized_dims(const qf_quantized *q, qf_copy copy, int64_t dims[2]) {
+    static const char op[] = "qf_dequantized_dims";
+    qf_clear_error();
+    if (!q || !dims)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !q ? "q" : "dims");
+    if ((unsigned)copy >= QF_COPY_COUNT)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: copy %d is not a qf_copy", op, (int)copy);
+    const qf_tensor *d = &q->t[qf_copy_slot_table[copy].data];
+    const int64_t n = qf_tensor_numel(d);
+    if (d->ndim < 1 || d->ndim > QF_MAX_DIMS || n < 1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: the %s copy's data slot has no dims (%d "
+                            "dims, %lld elements); give it its fake shape", op,
+                            qf_enum_name(QF_ENUM_COPY, copy), d->ndim, (long long)n);
+    const int64_t last = d->dims[d->ndim - 1];
+    dims[0] = n / last;
+    dims[1] = last * (d->dtype == QF_DTYPE_E2M1 ? 2 : 1);
+    return QF_OK;
+}

@@ -422,6 +422,13 @@ qf_status qf_gemm_ex(qf_ctx_t *ctx, const char *recipe, const qf_operand *a, con
 qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const qf_operand *x,
                         qf_tensor *out, void *stream);
 
+/* The dims [R, C] of qf_dequantize's out for copy `copy` of q (and of a layer's kept bf16 weight
+ * copies, qf_ln_linear.wq_bf16): that copy's data slot viewed 2-D, R its leading dims' product
+ * and C its last dim in elements (two per byte for E2M1). q: a quantized tensor whose data slot
+ * of `copy` has its dims set (its fake shape; the data may be NULL). No device needed. Errors:
+ * QF_ERR_INVALID_ARG (q or dims NULL, copy not a qf_copy, a slot without dims). */
+qf_status qf_dequantized_dims(const qf_quantized *q, qf_copy copy, int64_t dims[2]);
+
 /* The gradients of a fused norm (numerics 6), caller memory sized by the fake shapes of a
  * QF_OP_NORM_BACKWARD query (norm, M, K, dtype = x's dtype). */
 typedef struct qf_norm_grads {
@@ -554,6 +561,8 @@ qf_status qf_quantize_dbias(qf_ctx_t *ctx, const char *recipe, const qf_tensor *
  * micro-batches of a step, bit-identical to quantizing again. */
 typedef struct qf_weight_key {
     const void *data[2];  /* the weights' data pointers (W; W1 and W2) */
+    const void *kept[4];  /* the data pointers of their kept bf16 copies (wq_bf16; w1q_bf16 and
+                           * w2q_bf16), NULL where not kept */
     uint64_t version;
     const void *recipe;   /* the recipe the copies are quantized under */
     int valid;
@@ -571,10 +580,19 @@ typedef struct qf_ln_linear {
                                  * scales and amax, and the MU / RSIGMA slots; layout as wq */
     qf_quantized wq;            /* rowwise copy of the weight (32x32 / 16x16 tiles under
                                  * weight_2d), its scales and amax */
+    qf_tensor wq_bf16[QF_COPY_COUNT]; /* optional (data NULL: not kept), MXFP8 and NVFP4 on
+                                 * sm_89..99 only (elsewhere refused): the bf16 values of wq's
+                                 * rowwise and columnwise copies (qf_dequantize's out: each
+                                 * copy's data dims in elements), written whenever the weight
+                                 * is quantized and read by the fprop and dgrad GEMMs in place
+                                 * of dequantizing wq at every call (qf_gemm_opts.b_dequantized):
+                                 * the same results, 2 more bytes per weight element and copy,
+                                 * for micro-batches that reuse the weight (numerics 7) */
     int weight_changed;         /* > 0: quantize the weight this call; 0: reuse wq unless the
                                  * weight cache's key differs (cached); < 0: wq is current, the
-                                 * caller quantized it (qf_quantize, weight role, both copies):
-                                 * never quantize, the key is left as it is */
+                                 * caller quantized it (qf_quantize, weight role, both copies)
+                                 * and wrote wq_bf16 where set (qf_dequantize): never quantize,
+                                 * the key is left as it is */
     uint64_t weight_version;    /* the caller's version of the weight: bump it after an update */
     qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_linear;
@@ -586,8 +604,10 @@ typedef struct qf_ln_linear {
  * elements; ..."). The weight is quantized when weight_changed is set (then cleared) or the
  * weight cache's key (ll->cached: the weight's data pointer, weight_version, the recipe) differs
  * from the last quantization's, so a zeroed ll quantizes on its first call; captured in a CUDA
- * graph, a call keeps what it did at capture. Errors as qf_quantize and qf_gemm; ll->weight
- * [N, K'] with K' != K is QF_ERR_INVALID_ARG. */
+ * graph, a call keeps what it did at capture. With ll->wq_bf16 set, quantizing the weight is
+ * followed by its dequantization into them (qf_dequantize) and the GEMM reads the rowwise one.
+ * Errors as qf_quantize, qf_dequantize and qf_gemm; ll->weight [N, K'] with K' != K is
+ * QF_ERR_INVALID_ARG. */
 qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                   qf_ln_linear *ll, qf_tensor *y, void *stream);
 
@@ -643,6 +663,8 @@ typedef struct qf_ln_mlp {
                                                              * W1, a and W2; else ignored */
     qf_quantized xq;            /* q(xn): rowwise (+ columnwise for the backward), MU, RSIGMA */
     qf_quantized w1q, w2q;      /* the weights' copies (+ columnwise for the backward) */
+    qf_tensor w1q_bf16[QF_COPY_COUNT], w2q_bf16[QF_COPY_COUNT]; /* optional: the bf16 values of
+                                 * w1q's and w2q's copies, as qf_ln_linear's wq_bf16 */
     qf_quantized aq;            /* q(a), input role: rowwise (+ columnwise for the backward) */
     qf_tensor h;                /* [M, Fin] bf16: fc1's output, saved for act' */
     qf_tensor a;                /* [M, F] bf16: the activation before its quantization; not
@@ -652,7 +674,8 @@ typedef struct qf_ln_mlp {
                                  * bf16, and data may be NULL */
     int weight_changed;         /* > 0: quantize both weights this call; 0: reuse w1q, w2q
                                  * unless the weight cache's key differs (cached); < 0: both are
-                                 * current, quantized by the caller: never quantize */
+                                 * current, quantized (and w1q_bf16, w2q_bf16 written) by the
+                                 * caller: never quantize */
     uint64_t weight_version;    /* the caller's version of the weights: bump it after an update */
     qf_weight_key cached;       /* written by the ops (the weight cache) */
 } qf_ln_mlp;

@@ -459,10 +459,23 @@ static void test_act_quantize_args(void **state) {
                                  NULL), QF_ERR_INVALID_ARG, "dbias has 32 elements");
 }
 
+/* The bf16 copies of both copies of a weight's q at fake addresses, as qf_dequantize writes them
+ * (qf_dequantized_dims); off_by (nonzero: a wrong shape) is added to the last dim of the
+ * columnwise one. */
+static void fake_kept(const qf_quantized *q, int64_t off_by, qf_tensor kept[QF_COPY_COUNT]) {
+    for (int c = 0; c < QF_COPY_COUNT; c++) {
+        int64_t d[2];
+        assert_int_equal(qf_dequantized_dims(q, (qf_copy)c, d), QF_OK);
+        kept[c] = fake_t(QF_DTYPE_BF16, 2, d[0], d[1] + (c == QF_COPY_COLUMNWISE ? off_by : 0));
+    }
+}
+
 /* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
- * [n, f] under recipe on a host context: QF_ERR_NO_DEVICE when every stage accepts the shapes. */
-static qf_status mlp_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
-                               int64_t f, int64_t n) {
+ * [n, f] under recipe on a host context: QF_ERR_NO_DEVICE when every stage accepts the shapes.
+ * kept: 1 keeps both weights' bf16 copies (w1q_bf16, w2q_bf16), 2 with W2's columnwise one of a
+ * wrong shape; 0 keeps none. */
+static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
+                                    int64_t f, int64_t n, int kept) {
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
     const char *recipe = r->name;
     const int64_t fin = 2 * f;
@@ -495,8 +508,38 @@ static qf_status mlp_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int
     qf_tensor y = fake_t(bf, 2, m, n);
     if (st != QF_OK) /* the fake shapes refuse a tensor of the step (message set) */
         return st;
+    if (kept) {
+        fake_kept(&mlp.w1q, 0, mlp.w1q_bf16);
+        fake_kept(&mlp.w2q, kept == 2 ? 32 : 0, mlp.w2q_bf16);
+    }
     const qf_status s = qf_layernorm_mlp_fwd(ctx, recipe, &x, &mlp, &y, NULL);
     return s != QF_ERR_NO_DEVICE ? s : qf_layernorm_mlp_bwd(ctx, recipe, &x, &dy, &mlp, &g, NULL);
+}
+
+static qf_status mlp_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
+                               int64_t f, int64_t n) {
+    return mlp_host_step_kept(ctx, r, m, k, f, n, 0);
+}
+
+/* The weights' bf16 copies kept (w1q_bf16, w2q_bf16) on a host context (sm_90): MXFP8 and NVFP4
+ * accept a whole step with them; the other families refuse them at their first dequantization,
+ * named, before any launch; a copy of the wrong shape is refused, named. */
+static void test_mlp_kept_bf16_host(void **state) {
+    qf_ctx_t *ctx = *state;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        const qf_status s = mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 1);
+        if (r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) {
+            assert_int_equal(s, QF_ERR_NO_DEVICE);
+            expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 2), QF_ERR_INVALID_ARG,
+                   "dequantizing mlp->w2q into mlp->w2q_bf16 (qf_dequantize)", "out");
+        } else {
+            assert_int_equal(s, QF_ERR_UNSUPPORTED);
+            assert_non_null(strstr(qf_last_error(), "qf_layernorm_mlp_fwd: dequantizing mlp->w1q "
+                                                    "into mlp->w1q_bf16 (qf_dequantize)"));
+            assert_non_null(strstr(qf_last_error(), "only MXFP8 and NVFP4"));
+        }
+    }
 }
 
 /* The shapes a whole MLP step accepts per recipe, on a host context (sm_90): the GPU test's
@@ -604,23 +647,30 @@ static void test_mlp_writes_a(void **state) {
     assert_non_null(strstr(qf_last_error(), "must be positive"));
 }
 
-/* The weight cache's decision (SPEC 6): reuse while the weights' storage, version and recipe are
- * those of the cached copies; quantize when any differs, when nothing is cached, or on request. */
+/* The weight cache's decision (SPEC 6): reuse while the weights' storage, their kept bf16
+ * copies, the version and the recipe are those of the cached copies; quantize when any differs,
+ * when nothing is cached, or on request. */
 static void test_weight_cache_key(void **state) {
     (void)state;
     const qf_recipe *r1 = &qf_recipes[0], *r2 = &qf_recipes[1];
-    const qf_weight_key now = qf_weight_key_of(slot(0), slot(1), 7, r1), none = {0};
+    const qf_tensor kept[2] = {{.data = slot(3)}, {.data = NULL}};
+    const qf_tensor other[2] = {{.data = slot(3)}, {.data = slot(4)}};
+    const qf_weight_key now = qf_weight_key_of(slot(0), slot(1), kept, 2, 7, r1), none = {0};
     assert_true(qf_weights_stale(&none, 0, &now));   /* nothing cached: quantize */
     assert_false(qf_weights_stale(&now, 0, &now));   /* same storage, version, recipe: reuse */
     assert_true(qf_weights_stale(&now, 1, &now));    /* weight_changed */
     assert_false(qf_weights_stale(&none, -1, &now)); /* the caller's copies: never quantize */
     assert_false(qf_weights_stale(&now, -1, &now));
-    const qf_weight_key later[] = {qf_weight_key_of(slot(0), slot(1), 8, r1),
-                                   qf_weight_key_of(slot(2), slot(1), 7, r1),
-                                   qf_weight_key_of(slot(0), slot(2), 7, r1),
-                                   qf_weight_key_of(slot(0), slot(1), 7, r2)};
+    const qf_weight_key later[] = {qf_weight_key_of(slot(0), slot(1), kept, 2, 8, r1),
+                                   qf_weight_key_of(slot(2), slot(1), kept, 2, 7, r1),
+                                   qf_weight_key_of(slot(0), slot(2), kept, 2, 7, r1),
+                                   qf_weight_key_of(slot(0), slot(1), kept, 2, 7, r2),
+                                   qf_weight_key_of(slot(0), slot(1), other, 2, 7, r1),
+                                   qf_weight_key_of(slot(0), slot(1), NULL, 0, 7, r1)};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         assert_true(qf_weights_stale(&now, 0, &later[i]));
+    /* a bf16 copy kept from now on is written before a GEMM reads it */
+    assert_true(qf_weights_stale(&later[5], 0, &now));
 }
 
 int main(void) {
@@ -658,6 +708,7 @@ int main(void) {
         T(test_mlp_args),
         T(test_mlp_shapes_host),
         T(test_mlp_writes_a),
+        T(test_mlp_kept_bf16_host),
         cmocka_unit_test(test_weight_cache_key),
     };
     return cmocka_run_group_tests_name("api_bwd", tests, NULL, NULL);

@@ -593,6 +593,33 @@ static void test_dequantize_args(void **state) {
            "x.columnwise_data.dtype is e2m1; expected e4m3");
 }
 
+/* qf_dequantized_dims: the dims qf_dequantize's out must have, from the copy's data slot: the
+ * NVFP4 rowwise copy [100, 48] packed bytes -> [100, 96], MXFP8's columnwise copy as stored,
+ * a 3-D copy viewed 2-D; bad arguments are named. */
+static void test_dequantized_dims(void **state) {
+    nvg_args g = nvg_valid(state);
+    int64_t d[2] = {0, 0};
+    assert_int_equal(qf_dequantized_dims(&g.qa, QF_COPY_ROWWISE, d), QF_OK);
+    assert_int_equal(d[0], NVG_M), assert_int_equal(d[1], NVG_K);
+    qf_tensor out = t2(slot(8), QF_DTYPE_BF16, d[0], d[1]); /* what qf_dequantize accepts */
+    const qf_operand x = {&g.qa, QF_COPY_ROWWISE};
+    expect(qf_dequantize(g.ctx, "nvfp4", QF_ROLE_INPUT, &x, &out, NULL), QF_ERR_NO_DEVICE,
+           "qf_dequantize: arguments are valid");
+    qf_quantized q = {0};
+    q.t[QF_SLOT_COLUMNWISE_DATA] = t2(NULL, QF_DTYPE_E4M3, K, N); /* dims only: no data */
+    assert_int_equal(qf_dequantized_dims(&q, QF_COPY_COLUMNWISE, d), QF_OK);
+    assert_int_equal(d[0], K), assert_int_equal(d[1], N);
+    q.t[QF_SLOT_COLUMNWISE_DATA].ndim = 3, q.t[QF_SLOT_COLUMNWISE_DATA].dims[2] = 8;
+    assert_int_equal(qf_dequantized_dims(&q, QF_COPY_COLUMNWISE, d), QF_OK);
+    assert_int_equal(d[0], K * N), assert_int_equal(d[1], 8);
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
+           "qf_dequantized_dims: the rowwise copy's data slot has no dims (0 dims");
+    expect(qf_dequantized_dims(&q, (qf_copy)2, d), QF_ERR_INVALID_ARG,
+           "copy 2 is not a qf_copy");
+    expect(qf_dequantized_dims(NULL, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG, "q is NULL");
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, NULL), QF_ERR_INVALID_ARG, "dims is NULL");
+}
+
 /* =====================================================================} */
 
 /* {===================================================================== slot names */
@@ -648,6 +675,7 @@ int main(void) {
         T(test_fbg_layout),
         T(test_nvg_b_dequantized),
         T(test_dequantize_args),
+        T(test_dequantized_dims),
         T(test_recipe_file_same_api),
         T(test_slot_names),
     };

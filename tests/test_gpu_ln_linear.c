@@ -21,7 +21,9 @@
  *      (scratch) and =direct;
  *   5. the weight cache (SPEC 6): new values in W's buffer are not seen while weight_version stays
  *      (y bit-identical to before), and are once it is bumped (y bit-identical to a fresh layer
- *      quantizing the new W).
+ *      quantizing the new W);
+ *   6. MXFP8 and NVFP4: the weight's bf16 copies kept (ll.wq_bf16) change no byte of a step,
+ *      eager or captured (kept_recipe).
  * Without a GPU it skips. */
 #include "test_gpu_util.h"
 
@@ -385,6 +387,60 @@ static void cache_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
     layer_free(&L), layer_free(&F);
 }
 
+/* 6.: MXFP8 and NVFP4 with compact scales (the staged Hopper GEMM's): a layer that keeps its
+ * weight's bf16 copies (ll.wq_bf16) writes, step for step, the bytes of one that does not (both
+ * under QFUSE_HOPPER_GEMM=staged, the way a kept copy takes at every size), and its step
+ * captured in a CUDA graph replays them. */
+static void kept_recipe(qf_ctx_t *ctx, const qf_recipe *r) {
+    layer P, L;
+    layer_make(ctx, &P, r, QF_NORM_LAYERNORM), layer_make(ctx, &L, r, QF_NORM_LAYERNORM);
+    if (L.layout != QF_SCALE_LAYOUT_COMPACT) {
+        printf("%-12s kept bf16 weight: not on this GPU (its GEMM reads swizzled scales)\n",
+               r->name);
+        layer_free(&P), layer_free(&L);
+        return;
+    }
+    dual kb[QF_COPY_COUNT];
+    kept_alloc(&L.wq, kb, L.ll.wq_bf16);
+    setenv("QFUSE_HOPPER_GEMM", "staged", 1);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    layer_step(ctx, &P, st), layer_step(ctx, &L, st);
+    CK(cudaStreamSynchronize(st));
+    dual *po[64], *lo[64];
+    const int n = layer_outputs(&P, po);
+    assert_int_equal(layer_outputs(&L, lo), n);
+    int64_t differ = 0;
+    for (int i = 0; i < n; i++) {
+        dual_down(po[i]), dual_down(lo[i]);
+        differ += count_mismatches(po[i]->h, lo[i]->h, (int64_t)po[i]->bytes);
+    }
+    layer_run lr = {ctx, &L};
+    const size_t nodes = graph_check(layer_step_on, &lr, st, lo, n, r->name);
+    unsetenv("QFUSE_HOPPER_GEMM");
+    printf("%-12s kept bf16 weight: %lld bytes of %d outputs differ from the layer without; "
+           "captured step of %zu nodes replays them\n", r->name, (long long)differ, n, nodes);
+    assert_int_equal(differ, 0);
+    CK(cudaStreamDestroy(st));
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        dual_free(&kb[c]);
+    layer_free(&P), layer_free(&L);
+}
+
+static void test_ln_linear_kept_weight(void **state) {
+    (void)state;
+    qf_ctx_t *ctx = gpu_ctx();
+    int runs = 0;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        if ((r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) &&
+            recipe_quantizes(r, "test_ln_linear_kept_weight"))
+            kept_recipe(ctx, r), runs++;
+    }
+    printf("test_gpu_ln_linear: %d recipes with a kept bf16 weight\n", runs);
+    qf_ctx_free(ctx);
+}
+
 static void test_ln_linear_weight_cache(void **state) {
     (void)state;
     qf_ctx_t *ctx = gpu_ctx();
@@ -430,7 +486,8 @@ static void test_ln_linear_graph(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ln_linear_backward),
                                        cmocka_unit_test(test_ln_linear_graph),
-                                       cmocka_unit_test(test_ln_linear_weight_cache)};
+                                       cmocka_unit_test(test_ln_linear_weight_cache),
+                                       cmocka_unit_test(test_ln_linear_kept_weight)};
     qf_test_filter_from_env("gpu_ln_linear", tests);
     return cmocka_run_group_tests_name("gpu_ln_linear", tests, NULL, NULL);
 }

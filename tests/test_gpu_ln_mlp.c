@@ -13,7 +13,9 @@
  *      more. db2, from the unquantized dy: 2^-8;
  *   3. CUDA graphs (SPEC 6): the same step (both weights' quantization, forward, backward)
  *      captured on a stream in global capture mode (an allocation or synchronization inside fails
- *      it) and replayed twice writes the eager step's bytes into every output, poisoned before.
+ *      it) and replayed twice writes the eager step's bytes into every output, poisoned before;
+ *   4. MXFP8 and NVFP4 (swiglu, compact scales): the weights' bf16 copies kept (w1q_bf16,
+ *      w2q_bf16) change no byte of the step (check_kept).
  * Without a GPU it skips. */
 #include "mlp_model.h"
 #include "test_gpu_util.h"
@@ -53,6 +55,91 @@ static void mlp_step_on(void *arg, cudaStream_t st) {
     m->mlp->weight_changed = 1;
     QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(m->ctx, m->r->name, m->x, m->mlp, m->y, st));
     QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(m->ctx, m->r->name, m->x, m->dy, m->mlp, m->g, st));
+}
+
+/* outs[0..n) into host copies (freed with snap_free). */
+static void **snap(dual **outs, int n) {
+    void **s = malloc((size_t)n * sizeof *s);
+    assert_non_null(s);
+    for (int i = 0; i < n; i++) {
+        dual_down(outs[i]);
+        s[i] = malloc(outs[i]->bytes);
+        assert_non_null(s[i]);
+        memcpy(s[i], outs[i]->h, outs[i]->bytes);
+    }
+    return s;
+}
+
+static void snap_free(void **s, int n) {
+    for (int i = 0; i < n; i++)
+        free(s[i]);
+    free(s);
+}
+
+/* Poisons outs[0..n) except the buffers of w1q and w2q (written only where the weights are
+ * quantized), runs the MLP's forward and backward with weight_changed = changed, and compares
+ * every output with want: 1 when all are bit-identical. */
+static int step_same(mlp_step *ms, int changed, const qtensor *w1q, const qtensor *w2q,
+                     dual **outs, int n, void **want) {
+    for (int i = 0; i < n; i++) {
+        const dual *b = outs[i];
+        const int weight = b >= w1q->buf && b < w1q->buf + QF_SLOT_COUNT;
+        if (!weight && !(b >= w2q->buf && b < w2q->buf + QF_SLOT_COUNT))
+            CK(cudaMemset(b->d, 0xFF, b->bytes));
+    }
+    ms->mlp->weight_changed = changed;
+    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ms->ctx, ms->r->name, ms->x, ms->mlp, ms->y, NULL));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(ms->ctx, ms->r->name, ms->x, ms->dy, ms->mlp, ms->g, NULL));
+    CK(cudaDeviceSynchronize());
+    int same = 1;
+    for (int i = 0; i < n; i++) {
+        dual_down(outs[i]);
+        same &= count_mismatches(want[i], outs[i]->h, (int64_t)outs[i]->bytes) == 0;
+    }
+    return same;
+}
+
+/* MXFP8 and NVFP4 with compact scales (the staged Hopper GEMM's): the step with both weights'
+ * bf16 copies kept (w1q_bf16, w2q_bf16) writes the bytes of the step without them, both under
+ * QFUSE_HOPPER_GEMM=staged (the way the GEMMs take with a kept copy at every size): in the call
+ * that quantizes the weights, in a later one that reuses them (a micro-batch), and after the
+ * weights' version is bumped. The GEMMs do read the kept copies: with W1's rowwise one zeroed
+ * and the weights reused, h changes. */
+static void check_kept(mlp_step *ms, qtensor *w1q, qtensor *w2q, dual **outs, int n, dual *h) {
+    qf_ln_mlp *mlp = ms->mlp;
+    setenv("QFUSE_HOPPER_GEMM", "staged", 1);
+    ms->mlp->weight_changed = 1;
+    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ms->ctx, ms->r->name, ms->x, mlp, ms->y, NULL));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(ms->ctx, ms->r->name, ms->x, ms->dy, mlp, ms->g, NULL));
+    CK(cudaDeviceSynchronize());
+    void **want = snap(outs, n);
+    dual kb1[QF_COPY_COUNT], kb2[QF_COPY_COUNT];
+    kept_alloc(w1q, kb1, mlp->w1q_bf16);
+    kept_alloc(w2q, kb2, mlp->w2q_bf16);
+    const int first = step_same(ms, 1, w1q, w2q, outs, n, want);
+    const int reused = step_same(ms, 0, w1q, w2q, outs, n, want);
+    CK(cudaMemset(kb1[QF_COPY_ROWWISE].d, 0, kb1[QF_COPY_ROWWISE].bytes));
+    QF_OK_OR_FAIL(qf_layernorm_mlp_fwd(ms->ctx, ms->r->name, ms->x, mlp, ms->y, NULL));
+    CK(cudaDeviceSynchronize());
+    dual_down(h);
+    int64_t h_at = -1;
+    for (int i = 0; i < n && h_at < 0; i++)
+        h_at = outs[i] == h ? i : -1;
+    assert_true(h_at >= 0);
+    const int64_t h_changed = count_mismatches(want[h_at], h->h, (int64_t)h->bytes);
+    mlp->weight_version++;
+    const int bumped = step_same(ms, 0, w1q, w2q, outs, n, want);
+    printf("%-12s kept bf16 weights: the step %s, reused %s, bumped %s; h with W1's kept copy "
+           "zeroed: %lld bytes differ\n", ms->r->name, first ? "bit-identical" : "DIFFERS",
+           reused ? "bit-identical" : "DIFFERS", bumped ? "bit-identical" : "DIFFERS",
+           (long long)h_changed);
+    assert_true(first && reused && bumped);
+    assert_true(h_changed > 0);
+    unsetenv("QFUSE_HOPPER_GEMM");
+    memset(mlp->w1q_bf16, 0, sizeof mlp->w1q_bf16), memset(mlp->w2q_bf16, 0, sizeof mlp->w2q_bf16);
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        dual_free(&kb1[c]), dual_free(&kb2[c]);
+    snap_free(want, n);
 }
 
 static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activation act) {
@@ -207,6 +294,9 @@ static void run_recipe(qf_ctx_t *ctx, const qf_recipe *r, qf_norm norm, qf_activ
     CK(cudaStreamDestroy(st));
     printf("%-12s %-6s: captured step, 2 replays bit-identical to eager (%d outputs)\n", r->name,
            act_names[act], n_out);
+    if ((r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) &&
+        layout == QF_SCALE_LAYOUT_COMPACT && act == QF_ACT_SWIGLU)
+        check_kept(&ms, &w1q, &w2q, outs, n_out, &h);
 
     double *frees[] = {hv, dav, ra, rdh, xv, w1v, w2v, b1v, b2v, dyv, gv, bv, ye, dw1e, dw2e,
                        db1e, db2e, dxe, dge, dbe};

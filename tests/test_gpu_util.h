@@ -280,6 +280,18 @@ static inline void qt_free(qtensor *t) {
             dual_free(&t->buf[s]);
 }
 
+/* Device buffers buf[] for the bf16 values of both copies of a weight's t, as a layer keeps them
+ * (qf_ln_linear.wq_bf16; qf_dequantized_dims), and their tensors kept[]. */
+static inline void kept_alloc(const qtensor *t, dual buf[QF_COPY_COUNT],
+                              qf_tensor kept[QF_COPY_COUNT]) {
+    for (int c = 0; c < QF_COPY_COUNT; c++) {
+        int64_t d[2];
+        QF_OK_OR_FAIL(qf_dequantized_dims(&t->q, (qf_copy)c, d));
+        buf[c] = dual_alloc((size_t)(d[0] * d[1]) * 2);
+        kept[c] = tv(&buf[c], QF_DTYPE_BF16, 2, d[0], d[1]);
+    }
+}
+
 /* Host bytes of slot s of t (the slot must exist). */
 static inline const uint8_t *qt_host(const qtensor *t, qf_slot s) {
     assert_true(t->has[s]);

@@ -95,14 +95,15 @@ class NormGrads(ctypes.Structure):  # qf_norm_grads
 
 
 class WeightKey(ctypes.Structure):  # qf_weight_key
-    _fields_ = [("data", ctypes.c_void_p * 2), ("version", ctypes.c_uint64),
+    _fields_ = [("data", ctypes.c_void_p * 2), ("kept", ctypes.c_void_p * 4),
+                ("version", ctypes.c_uint64),
                 ("recipe", ctypes.c_void_p), ("valid", ctypes.c_int)]
 
 
 class LnLinear(ctypes.Structure):  # qf_ln_linear
     _fields_ = [("norm", NormDesc), ("weight", Tensor), ("bias", Tensor),
                 ("x_scale", ctypes.c_void_p), ("w_scale", ctypes.c_void_p), ("xq", Quantized),
-                ("wq", Quantized), ("weight_changed", ctypes.c_int),
+                ("wq", Quantized), ("wq_bf16", Tensor * 2), ("weight_changed", ctypes.c_int),
                 ("weight_version", ctypes.c_uint64), ("cached", WeightKey)]
 
 
@@ -118,7 +119,8 @@ class LnMlp(ctypes.Structure):  # qf_ln_mlp
                 ("w2", Tensor), ("b2", Tensor), ("x_scale", ctypes.c_void_p),
                 ("w1_scale", ctypes.c_void_p), ("a_scale", ctypes.c_void_p),
                 ("w2_scale", ctypes.c_void_p), ("xq", Quantized), ("w1q", Quantized),
-                ("w2q", Quantized), ("aq", Quantized), ("h", Tensor), ("a", Tensor),
+                ("w2q", Quantized), ("w1q_bf16", Tensor * 2), ("w2q_bf16", Tensor * 2),
+                ("aq", Quantized), ("h", Tensor), ("a", Tensor),
                 ("weight_changed", ctypes.c_int), ("weight_version", ctypes.c_uint64),
                 ("cached", WeightKey)]
 
@@ -157,8 +159,8 @@ def _load():
                 dll = ctypes.CDLL(path)
             except OSError as e:
                 raise OSError("cannot load %s: %s" % (path, e)) from e
-            if not hasattr(dll, "qf_fake_shape_formulas"):
-                raise OSError("%s is not a libqfuse of this version (no qf_fake_shape_formulas):"
+            if not hasattr(dll, "qf_dequantized_dims"):  # the newest function these structs need
+                raise OSError("%s is not a libqfuse of this version (no qf_dequantized_dims):"
                               " rebuild it with `make`" % path)
             return dll
         tried.append(path)
@@ -191,6 +193,11 @@ _SIGNATURES = {
                                   ctypes.POINTER(Operand), ctypes.POINTER(Tensor),
                                   ctypes.POINTER(Tensor), ctypes.POINTER(GemmOpts),
                                   ctypes.c_void_p]),
+    "qf_dequantize": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
+                                     ctypes.POINTER(Operand), ctypes.POINTER(Tensor),
+                                     ctypes.c_void_p]),
+    "qf_dequantized_dims": (ctypes.c_int, [ctypes.POINTER(Quantized), ctypes.c_int,
+                                           ctypes.POINTER(ctypes.c_int64 * 2)]),
     "qf_scale_update": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int,
                                        ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,

@@ -12,7 +12,8 @@ Ops:
   qfuse::quantize_weight_(weight, wq, layer, recipe, scale)   the weight cache: quantizes `weight`
       (weight role, both copies) into the buffers `wq` unless they already hold this weight's
       values (same storage, same torch version counter, same recipe); always while a CUDA graph
-      is being captured, so that a replay never reads stale copies.
+      is being captured, so that a replay never reads stale copies. Buffers made with
+      weight_buffers(keep_bf16=True) end in both copies' bf16 values, written with them.
   qfuse::layernorm_linear_fwd(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps,
       zero_centered_gamma, for_backward, scales, amax) -> [y, *xq]: libqfuse's
       qf_layernorm_linear_fwd with the weight's copies as given (norm + quantize of x, the
@@ -276,10 +277,15 @@ def _check_layer(op, x, gamma, beta, norm, weights, biases, buffers, recipe):
         if b is not None and (b.dim() != 1 or b.shape[0] != w.shape[0]):
             fail("bias %d is %s; expected [%s]", i, tuple(b.shape), w.shape[0])
         outs = _weight_outs(recipe, w.shape[0], w.shape[1])
-        if len(wq) != len(outs) or any(tuple(t.shape) != tuple(o.dims) for t, o in
-                                       zip(wq, outs)):
-            fail("weight %d's cache buffers are %s; recipe %r keeps %s", i,
-                 [tuple(t.shape) for t in wq], recipe, [o.dims for o in outs])
+        kept = wq[len(outs):]
+        if (len(wq) not in (len(outs), len(outs) + 2) or any(tuple(t.shape) != tuple(o.dims) for t, o in
+                                           zip(wq, outs)) or
+                (kept and ([tuple(t.shape) for t in kept] != _kept_dims(recipe, *w.shape) or
+                           any(t.dtype != torch.bfloat16 for t in kept)))):
+            fail("weight %d's cache buffers are %s; recipe %r keeps %s, and to keep its bf16 "
+                 "values also %s in bf16 (weight_buffers)", i,
+                 [tuple(t.shape) for t in wq], recipe, [o.dims for o in outs],
+                 _kept_dims(recipe, *w.shape))
     if weights and weights[0].shape[1] != k:
         fail("weight 0 is %s but x's last dim is %s", tuple(weights[0].shape), k)
 
@@ -328,6 +334,28 @@ def _norm_desc(norm, gamma, beta, eps, zero_centered_gamma):
 def _weight_outs(recipe, n_out, k):
     return shapes.outputs(recipe, "quantize", role="weight", outputs=ROWWISE | COLUMNWISE,
                           M=n_out, K=k)
+
+
+def _kept_dims(recipe, n_out, k):
+    """The dims of the bf16 values of a weight [n_out, k]'s two copies, as a layer keeps them
+    (qf_ln_linear.wq_bf16): libqfuse's qf_dequantized_dims of its fake-shape copies."""
+    q = _lib.Quantized()
+    for o in _weight_outs(recipe, n_out, k):
+        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(None, o.dtype, o.dims)
+    res = []
+    for copy in (_lib.COPY_ROWWISE, _lib.COPY_COLUMNWISE):
+        d = (ctypes.c_int64 * 2)()
+        _lib.check(_lib.lib.qf_dequantized_dims(ctypes.byref(q), copy, ctypes.byref(d)))
+        res.append((d[0], d[1]))
+    return res
+
+
+def _set_kept(field, recipe, weight, wq):
+    """The kept bf16 copies at the end of a weight's cache buffers wq (if any) into `field`, a
+    qf_tensor[2] of the op's struct (wq_bf16, w1q_bf16, w2q_bf16)."""
+    kept = wq[len(_weight_outs(recipe, *weight.shape)):]
+    for c, t in enumerate(kept):
+        field[c] = _c(t)
 
 
 def _x_outs(recipe, norm, m, k, for_backward):
@@ -379,10 +407,27 @@ def recipe_family(recipe):
     return recipe_info(recipe)[0]
 
 
-def weight_buffers(recipe, weight):
+KEEPS_BF16 = ("mxfp8", "nvfp4")  # the families whose Hopper GEMMs multiply bf16 values
+
+
+def weight_buffers(recipe, weight, keep_bf16=False):
     """New buffers for the weight cache of `weight` [N, K] (both copies, the recipe's fake
-    shapes), for qfuse::quantize_weight_."""
-    return _alloc(_weight_outs(recipe, weight.shape[0], weight.shape[1]), weight.device)
+    shapes), for qfuse::quantize_weight_. keep_bf16 adds the bf16 values of both copies
+    (_kept_dims; 2 bytes per element and copy), which quantize_weight_ writes with the copies
+    and the layer ops' GEMMs then read instead of dequantizing the weight at every call: MXFP8
+    and NVFP4 on GPUs whose GEMM reads compact scales (sm_89..99); ValueError elsewhere."""
+    n_out, k = weight.shape[0], weight.shape[1]
+    bufs = _alloc(_weight_outs(recipe, n_out, k), weight.device)
+    if keep_bf16:
+        if recipe_family(recipe) not in KEEPS_BF16 or (
+                weight.device.type == "cuda" and _layout(recipe, weight.device) !=
+                _lib.LAYOUT_COMPACT):
+            raise ValueError("qfuse: weight_buffers(keep_bf16=True): recipe %r on %s has no "
+                             "bf16 GEMM operands to keep (MXFP8 and NVFP4 on sm_89..99 only)"
+                             % (recipe, weight.device))
+        bufs += [torch.empty(d, dtype=torch.bfloat16, device=weight.device)
+                 for d in _kept_dims(recipe, n_out, k)]
+    return bufs
 
 
 # ------------------------------------------------------------------ qfuse::quantize_weight_
@@ -407,6 +452,10 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
     xt = _c(w)
     _run(layer, w.device, _lib.lib.qf_quantize, ctx, shapes._recipe(recipe), _lib.ROLES["weight"],
          ctypes.byref(xt), None, _ptr(scale), None, ctypes.byref(q), _stream(w.device))
+    for copy, t in enumerate(wq[len(outs):]):  # the kept bf16 values (weight_buffers)
+        op, kt = _lib.Operand(ctypes.pointer(q), copy), _c(t)
+        _run(layer, w.device, _lib.lib.qf_dequantize, ctx, shapes._recipe(recipe),
+             _lib.ROLES["weight"], ctypes.byref(op), ctypes.byref(kt), _stream(w.device))
     st.key = None if capturing else key
 
 
@@ -669,7 +718,8 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
         ll.bias = _c(bias)
     ll.xq = _quantized(xo, xq, layout)
     ll.wq = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
-    ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq current
+    _set_kept(ll.wq_bf16, recipe, weight, wq)
+    ll.weight_changed = -1  # qfuse::quantize_weight_ keeps wq (and its bf16 values) current
     ll.x_scale = _ptr(scales, LINEAR_TENSORS.index("x"))
     xt, yt = _c(x2, dims=(m, k)), _c(y, dims=(m, n_out))
     _run(layer, dev, _lib.lib.qf_layernorm_linear_fwd, ctx, shapes._recipe(recipe),
@@ -721,6 +771,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     ll.weight = _c(weight)
     ll.xq = _quantized(_x_outs(recipe, norm, m, k, True), xq, layout)
     ll.wq = _quantized(_weight_outs(recipe, n_out, k), wq, layout)
+    _set_kept(ll.wq_bf16, recipe, weight, wq)
     g = _lib.LnLinearGrads()
     dyo = shapes.outputs(recipe, "quantize", role="grad", outputs=ROWWISE | COLUMNWISE, M=m,
                          K=n_out)
@@ -876,6 +927,7 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
     p.xq, p.aq = _quantized(xo, xq, layout), _quantized(aqo, aq, layout)
     p.w1q = _quantized(_weight_outs(recipe, fin, k), w1q, layout)
     p.w2q = _quantized(_weight_outs(recipe, n_out, f), w2q, layout)
+    _set_kept(p.w1q_bf16, recipe, w1, w1q), _set_kept(p.w2q_bf16, recipe, w2, w2q)
     p.h, p.a = _c(h), _c(a)
     p.weight_changed = -1  # qfuse::quantize_weight_ keeps w1q, w2q current
     p.x_scale = _ptr(scales, MLP_TENSORS.index("x"))
@@ -927,6 +979,7 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     p.aq = _quantized(aqo, aq, layout)
     p.w1q = _quantized(_weight_outs(recipe, fin, k), w1q, layout)
     p.w2q = _quantized(_weight_outs(recipe, n_out, f), w2q, layout)
+    _set_kept(p.w1q_bf16, recipe, w1, w1q), _set_kept(p.w2q_bf16, recipe, w2, w2q)
     p.h, p.a = _c(h), _c(a)
     g = _lib.LnMlpGrads()
     both = ROWWISE | COLUMNWISE

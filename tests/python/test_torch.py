@@ -235,6 +235,39 @@ def test_pipelined_micro_batches(recipe, module):
         assert torch.equal(a.fp8_amax, b.fp8_amax) and bool((a.fp8_amax > 0).all())
 
 
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4"])
+def test_keep_weight_bf16(monkeypatch, recipe, module):
+    """keep_weight_bf16=True changes no bit: two micro-batches through the weight cache, then an
+    in-place weight update and a third, give the outputs and gradients of the same module
+    without it (both under QFUSE_HOPPER_GEMM=staged, the way a kept copy takes at every size),
+    and the kept copies are rewritten with the weight."""
+    monkeypatch.setenv("QFUSE_HOPPER_GEMM", "staged")
+    mods = []
+    for keep in (False, True):
+        torch.manual_seed(0)
+        m = (LayerNormLinear(K, N, recipe=recipe, keep_weight_bf16=keep)
+             if module == "LayerNormLinear" else
+             LayerNormMLP(K, F, recipe=recipe, activation="swiglu", keep_weight_bf16=keep))
+        mods.append(randomize(m))
+    plain, kept = mods
+    assert kept.keeps_weight_bf16 and not plain.keeps_weight_bf16
+    names = kept._wq_names if module == "LayerNormLinear" else kept._w2_names
+    n_out = N if module == "LayerNormLinear" else K
+    for step, seed in enumerate((1, 2, 3)):
+        if step == 2:  # an optimizer-style update: both caches quantize (and keep) again
+            before = getattr(kept, names[-1]).clone()
+            with torch.no_grad():
+                for m in mods:
+                    for p in m.parameters():
+                        p.mul_(0.75)
+        x, dy = inputs(M, seed=seed, n_out=n_out)
+        got = [grads(m, x, dy) for m in mods]
+        for a, b in zip(got[0], got[1]):
+            assert torch.equal(a, b), (recipe, module, step)
+    assert not torch.equal(before, getattr(kept, names[-1]))
+
+
 def test_errors_and_fallback():
     layer = make("mxfp8")
     with pytest.raises(ValueError, match="last dim 100, expected in_features=512"):

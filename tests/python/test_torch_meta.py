@@ -3,6 +3,7 @@ this checks the shapes libqfuse's formulas give under symbolic tracing, the auto
 torch.compile (backend aot_eager) over three batch sizes: one graph, no break, no recompile.
 Skipped, saying why, without torch."""
 import ctypes
+import re
 
 import pytest
 
@@ -348,6 +349,10 @@ def test_bad_arguments_fail_at_trace_time():
         (dict(bias=torch.empty(N - 1, dtype=torch.bfloat16, device="meta")), "bias 0 is"),
         (dict(wq=wq[:1]), "cache buffers are"),
         (dict(wq=[]), "cache buffers are"),
+        (dict(wq=wq + [torch.empty(N, K, dtype=torch.bfloat16, device="meta")]),
+         "cache buffers are"),  # one kept bf16 copy: both or none
+        (dict(wq=wq + [torch.empty(N, K, dtype=torch.float32, device="meta")] * 2),
+         "also [(384, 512), (384, 512)] in bf16"),
         (dict(weight=torch.empty(N, dtype=torch.bfloat16, device="meta")), "expected 2-D"),
         (dict(norm=3), "norm is 3"),
         (dict(norm=-1), "norm is -1"),
@@ -355,8 +360,7 @@ def test_bad_arguments_fail_at_trace_time():
         (dict(x=torch.empty(64, K, dtype=torch.bfloat16)), "is on meta, x on cpu"),
     ]
     for kw, msg in cases:
-        with pytest.raises((ValueError, TypeError), match=msg.replace("(", r"\(").replace(
-                ")", r"\)")):
+        with pytest.raises((ValueError, TypeError), match=re.escape(msg)):
             fwd(**kw)
     with pytest.raises(ValueError, match="dy is"):
         out = fwd()
@@ -428,7 +432,8 @@ def test_module_arguments_and_cpu_fallback():
                          (dict(bias="yes"), TypeError, "bias must be a bool"),
                          (dict(rng_seed=-1), ValueError, "rng_seed"),
                          (dict(rng_seed=1 << 64), ValueError, "rng_seed"),
-                         (dict(amax_group=5), TypeError, "amax_group must be")):
+                         (dict(amax_group=5), TypeError, "amax_group must be"),
+                         (dict(keep_weight_bf16="yes"), TypeError, "keep_weight_bf16")):
         with pytest.raises(err, match=msg), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             LayerNormLinear(K, N, device="cpu", **kw)
@@ -439,6 +444,78 @@ def test_module_arguments_and_cpu_fallback():
         qt.update_scales(5)
     with pytest.raises(TypeError, match="amax_group must be"):
         qt.update_scales(mlp, group=object())
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "nvfp4", "mxfp8_2d"])
+def test_kept_weight_bf16_on_host_context(host_ops, monkeypatch, recipe):
+    """weight_buffers(keep_bf16=True) ends in both copies' bf16 values (libqfuse's
+    qf_dequantized_dims: MXFP8's columnwise copy as stored, NVFP4's in elements), and the layer
+    ops hand them to libqfuse (wq_bf16, w1q_bf16, w2q_bf16), which accepts them (device-less
+    context); given of the wrong dims, libqfuse's GEMM refuses them by name, so the ctypes
+    structs put them where libqfuse reads them. Recipes without bf16 GEMM operands refuse."""
+    layer = qops.new_layer()
+    w, g, b, bias, _ = params(recipe, "cpu")
+    wq = qops.weight_buffers(recipe, w.data, keep_bf16=True)
+    n = len(qops._weight_outs(recipe, N, K))
+    kept = qops._kept_dims(recipe, N, K)
+    # MXFP8's columnwise copy is stored as is ([N, K], 32x1 blocks), NVFP4's transposed
+    assert kept == [(N, K), (N, K) if recipe.startswith("mxfp8") else (K, N)]
+    assert [tuple(t.shape) for t in wq[n:]] == kept and all(
+        t.dtype == torch.bfloat16 for t in wq[n:])
+    expect_valid(torch.ops.qfuse.quantize_weight_, w.data, wq, layer, recipe)
+    x = torch.randn(32, K).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_linear_fwd, x, w.data, g.data, b.data, wq, bias.data,
+                 layer, recipe, 1, 1e-5, False, True, None, None)
+    xq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype])
+          for o in qops._x_outs(recipe, 1, 32, K, True)]
+    dy = torch.randn(32, N).to(torch.bfloat16)
+    expect_valid(torch.ops.qfuse.layernorm_linear_bwd, dy, x, w.data, g.data, b.data, wq, xq,
+                 layer, recipe, 1, 1e-5, False, True, None, None)
+    F = 256
+    w1, w2 = torch.randn(2 * F, K).to(torch.bfloat16), torch.randn(K, F).to(torch.bfloat16)
+    w1q = qops.weight_buffers(recipe, w1, keep_bf16=True)
+    w2q = qops.weight_buffers(recipe, w2, keep_bf16=True)
+    expect_valid(torch.ops.qfuse.layernorm_mlp_fwd, x, w1, w2, g.data, b.data, w1q, w2q, None,
+                 None, layer, recipe, 1, 1e-5, False, 1, True, None, None)
+    # the kept copies of the wrong dims, past Python's check: libqfuse names them
+    bad = [torch.empty(N, K + 32, dtype=torch.bfloat16) for _ in range(2)]
+    monkeypatch.setattr(qops, "_kept_dims", lambda r, n_out, k: [(N, K + 32)] * 2)
+    with pytest.raises(qops._lib.QfuseArgumentError, match="fprop|GEMM of ll->xq.*b_dequantized"):
+        torch.ops.qfuse.layernorm_linear_fwd(x, w.data, g.data, b.data, wq[:n] + bad,
+                                             bias.data, layer, recipe, 1, 1e-5, False, True,
+                                             None, None)
+    with pytest.raises(ValueError, match="no bf16 GEMM operands to keep"):
+        qops.weight_buffers("fp8_current", w.data, keep_bf16=True)
+
+
+def test_kept_weight_bf16_module_on_meta(monkeypatch):
+    """LayerNormMLP(keep_weight_bf16=True) with its fused path forced on, on meta tensors: the
+    weight cache registers both weights' bf16 copies last (non-persistent, out of the
+    state_dict), forward and backward run, and torch.compile traces one graph; under a recipe
+    without bf16 GEMM operands the option has no effect."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    monkeypatch.setattr(qops, "_layout", lambda recipe, dev: qops._lib.LAYOUT_COMPACT)
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    m = qt.LayerNormMLP(K, 128, recipe="nvfp4", activation="swiglu", device="meta",
+                        keep_weight_bf16=True)
+    assert m.keeps_weight_bf16
+    assert m._w1_names[-2:] == ["_w1q_rowwise_bf16", "_w1q_columnwise_bf16"]
+    assert tuple(getattr(m, m._w2_names[-1]).shape) == qops._kept_dims("nvfp4", K, 128)[1]
+    assert not any(k.endswith("_bf16") for k in m.state_dict())
+    cm = torch.compile(m, backend="aot_eager", fullgraph=True, dynamic=True)
+    for rows in (64, 128, 192):  # NVFP4's wgrad takes M in whole 32-element blocks
+        x = torch.empty(rows, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        cm(x).sum().backward()
+        assert x.grad.shape == (rows, K)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    plain = qt.LayerNormLinear(K, N, recipe="fp8_current", device="meta", keep_weight_bf16=True)
+    assert not plain.keeps_weight_bf16
+    assert not any(n.endswith("_bf16") for n in plain._wq_names)
 
 
 def test_amax_reduction_of_a_c_caller_is_kept(host_ops):
