@@ -2,9 +2,12 @@
  * "Ops", numerics 6), as stages of the public ops. Linear forward: y = gemm(quant(norm(x)),
  * quant(W)) + bias, the weight quantized only when it changed; backward: q(dy) -> dgrad, wgrad,
  * dbias -> the norm's backward. The MLP: the same with fc1, the activation and fc2. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ctx.h"
+#include "names.h"
 #include "validate.h"
 
 /* The stages, forward then backward. */
@@ -96,19 +99,25 @@ static qf_status qf_stage_gemm(qf_ctx_t *ctx, const char *recipe, const qf_quant
     return qf_gemm_ex(ctx, recipe, &oa, &ob, bias && bias->data ? bias : NULL, &y, opts, stream);
 }
 
-/* The bf16 values of both copies of a weight's wq into kept[copy] where its data is set. Every
- * copy is checked: on the device-less twin (qf_stages_run) each call that accepts its arguments
- * answers QF_ERR_NO_DEVICE, which does not end the stage. */
+/* The bf16 values of both copies of a weight's wq into kept[copy] (named kept_arg[copy] in
+ * messages) where its data is set. Every copy is checked: on the device-less twin
+ * (qf_stages_run) each call that accepts its arguments answers QF_ERR_NO_DEVICE, which does not
+ * end the stage. A failure names the copy ("the columnwise copy, ll->wq_bf16[1]: ..."). */
 static qf_status qf_stage_weight_bf16(qf_ctx_t *ctx, const char *recipe, const qf_quantized *wq,
-                                      qf_tensor kept[QF_COPY_COUNT], void *stream) {
+                                      qf_tensor kept[QF_COPY_COUNT], const char *kept_arg,
+                                      void *stream) {
     qf_status res = QF_OK;
     for (int c = 0; c < QF_COPY_COUNT; c++) {
         const qf_operand w = {wq, (qf_copy)c};
         const qf_status s =
             kept[c].data ? qf_dequantize(ctx, recipe, QF_ROLE_WEIGHT, &w, &kept[c], stream)
                          : QF_OK;
-        if (s != QF_OK && s != QF_ERR_NO_DEVICE)
-            return s;
+        if (s != QF_OK && s != QF_ERR_NO_DEVICE) {
+            char inner[1024];
+            snprintf(inner, sizeof inner, "%s", qf_last_error());
+            return qf_set_error(s, "the %s copy, %s[%d]: %s", qf_enum_name(QF_ENUM_COPY, c),
+                                kept_arg, c, inner);
+        }
         res = s != QF_OK ? s : res;
     }
     return res;
@@ -117,6 +126,80 @@ static qf_status qf_stage_weight_bf16(qf_ctx_t *ctx, const char *recipe, const q
 /* 1 when any of a weight's bf16 copies is kept (its data set). */
 static int qf_kept_any(const qf_tensor kept[QF_COPY_COUNT]) {
     return kept[QF_COPY_ROWWISE].data || kept[QF_COPY_COLUMNWISE].data;
+}
+
+/* The named tensors of one call, for the kept copies' overlap checks (qf_check_kept). */
+#define QF_TLIST_MAX 96
+typedef struct qf_tlist {
+    int n;
+    char name[QF_TLIST_MAX][48];
+    const qf_tensor *t[QF_TLIST_MAX];
+} qf_tlist;
+
+/* Adds t (named as printf's fmt says) when it has data and well-formed dims; a malformed one is
+ * left to its stage's checks, which name it. */
+static void qf_tl_add(qf_tlist *l, const qf_tensor *t, const char *fmt, ...) {
+    if (!t || !t->data || qf_tensor_numel(t) < 1 || l->n == QF_TLIST_MAX)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->name[l->n], sizeof l->name[0], fmt, ap);
+    va_end(ap);
+    l->t[l->n++] = t;
+}
+
+/* Every slot of q, named "<arg>-><slot>". */
+static void qf_tl_add_q(qf_tlist *l, const qf_quantized *q, const char *arg) {
+    for (int s = 0; s < QF_SLOT_COUNT; s++)
+        qf_tl_add(l, &q->t[s], "%s->%s", arg, qf_slot_name((qf_slot)s));
+}
+
+/* A norm's gamma and beta, named under arg ("ll->norm"). */
+static void qf_tl_add_norm(qf_tlist *l, const qf_norm_desc *n, const char *arg) {
+    qf_tl_add(l, &n->gamma, "%s.gamma", arg), qf_tl_add(l, &n->beta, "%s.beta", arg);
+}
+
+/* The kept bf16 weight copies of a call (the first n_kept entries of l) where any is set: only
+ * where the recipe's GEMM on this arch multiplies bf16 values (its generated GEMM module's
+ * staged path: MXFP8 and NVFP4 on sm_89..99), and apart from each other and from every other
+ * tensor of the call (the rest of l), since each is written by the weight's dequantization and
+ * read by a GEMM. QF_ERR_INVALID_ARG names the argument. */
+static qf_status qf_check_kept(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
+                               const qf_tlist *l, int n_kept) {
+    if (n_kept == 0)
+        return QF_OK;
+    const char *first = l->name[0];
+    if (qf_family_gemm_path(r->family, ctx->arch).engine != QF_GEMM_KERNEL)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is set, but recipe '%s' (%s) on sm_%d "
+                            "multiplies its quantized copies directly: there is no bf16 weight "
+                            "to keep (MXFP8 and NVFP4 keep one on sm_89..99); leave it NULL", op,
+                            first, r->name, qf_family_name(r->family), ctx->arch);
+    for (int i = 0; i < l->n && i < n_kept; i++)
+        for (int j = i + 1; j < l->n; j++)
+            QF_TRY(qf_check_disjoint(op, l->name[i], l->t[i], l->name[j], l->t[j]));
+    return QF_OK;
+}
+
+/* The kept copies of ll (first: their count), then the rest of a LayerNorm + Linear call: x, y or
+ * dy (out, named out_name) and the tensors of ll and g (NULL: the forward's). */
+static int qf_ll_tensors(qf_tlist *l, const qf_ln_linear *ll, const qf_tensor *x,
+                         const qf_tensor *out, const char *out_name, const qf_ln_linear_grads *g) {
+    l->n = 0;
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        qf_tl_add(l, &ll->wq_bf16[c], "ll->wq_bf16[%d]", c);
+    const int n_kept = l->n;
+    qf_tl_add(l, x, "x"), qf_tl_add(l, out, "%s", out_name);
+    qf_tl_add(l, &ll->weight, "ll->weight"), qf_tl_add(l, &ll->bias, "ll->bias");
+    qf_tl_add_norm(l, &ll->norm, "ll->norm");
+    qf_tl_add_q(l, &ll->xq, "ll->xq"), qf_tl_add_q(l, &ll->wq, "ll->wq");
+    if (g) {
+        qf_tl_add_q(l, &g->dyq, "g->dyq");
+        qf_tl_add(l, &g->dxn, "g->dxn"), qf_tl_add(l, &g->dweight, "g->dweight");
+        qf_tl_add(l, &g->dbias, "g->dbias"), qf_tl_add(l, &g->norm.dx, "g->norm.dx");
+        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma");
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta");
+    }
+    return n_kept;
 }
 
 /* The options of a GEMM whose b is a weight's copy: b_dequantized = kept where its data is set
@@ -158,7 +241,7 @@ static qf_status qf_ll_stage(qf_ctx_t *ctx, int i, const void *call, void *strea
         return qf_quantize(ctx, recipe, QF_ROLE_WEIGHT, &ll->weight, NULL, ll->w_scale, NULL,
                            &ll->wq, stream);
     case QF_LL_WEIGHT_BF16:
-        return qf_stage_weight_bf16(ctx, recipe, &ll->wq, ll->wq_bf16, stream);
+        return qf_stage_weight_bf16(ctx, recipe, &ll->wq, ll->wq_bf16, "ll->wq_bf16", stream);
     case QF_LL_NORM:
         return qf_quantize(ctx, recipe, QF_ROLE_INPUT, c->x, &ll->norm, ll->x_scale, NULL,
                            &ll->xq, stream);
@@ -317,6 +400,8 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y, "y"));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    qf_tlist tl;
+    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, y, "y", NULL)));
     const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->wq_bf16, QF_COPY_COUNT,
                                                ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
@@ -339,6 +424,10 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     if (!dy)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: dy is NULL", op);
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, dy, "dy"));
+    const qf_recipe *r = NULL;
+    QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    qf_tlist tl;
+    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, dy, "dy", g)));
     const unsigned mask = QF_LL_BIT(QF_LL_DY) | QF_LL_BIT(QF_LL_DGRAD) |
                           (g->defer_wgrad ? 0u : QF_LL_BIT(QF_LL_WGRAD)) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
@@ -437,9 +526,9 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
         return qf_quantize(ctx, r, QF_ROLE_WEIGHT, &m->w2, NULL, m->w2_scale, NULL, &m->w2q,
                            stream);
     case QF_MLP_W1_BF16:
-        return qf_stage_weight_bf16(ctx, r, &m->w1q, m->w1q_bf16, stream);
+        return qf_stage_weight_bf16(ctx, r, &m->w1q, m->w1q_bf16, "mlp->w1q_bf16", stream);
     case QF_MLP_W2_BF16:
-        return qf_stage_weight_bf16(ctx, r, &m->w2q, m->w2q_bf16, stream);
+        return qf_stage_weight_bf16(ctx, r, &m->w2q, m->w2q_bf16, "mlp->w2q_bf16", stream);
     case QF_MLP_NORM:
         return qf_quantize(ctx, r, QF_ROLE_INPUT, c->x, &m->norm, m->x_scale, NULL, &m->xq,
                            stream);
@@ -509,6 +598,35 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     default:
         return qf_stage_norm_bwd(ctx, r, &m->norm, &m->xq, c->x, &g->dxn, &g->norm, stream);
     }
+}
+
+/* The kept copies of mlp (first: their count), then the rest of a LayerNorm + MLP call: x, y or
+ * dy (out, named out_name) and the tensors of mlp and g (NULL: the forward's). */
+static int qf_mlp_tensors(qf_tlist *l, const qf_ln_mlp *m, const qf_tensor *x,
+                          const qf_tensor *out, const char *out_name, const qf_ln_mlp_grads *g) {
+    l->n = 0;
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        qf_tl_add(l, &m->w1q_bf16[c], "mlp->w1q_bf16[%d]", c);
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        qf_tl_add(l, &m->w2q_bf16[c], "mlp->w2q_bf16[%d]", c);
+    const int n_kept = l->n;
+    qf_tl_add(l, x, "x"), qf_tl_add(l, out, "%s", out_name);
+    qf_tl_add(l, &m->w1, "mlp->w1"), qf_tl_add(l, &m->b1, "mlp->b1");
+    qf_tl_add(l, &m->w2, "mlp->w2"), qf_tl_add(l, &m->b2, "mlp->b2");
+    qf_tl_add(l, &m->h, "mlp->h"), qf_tl_add(l, &m->a, "mlp->a");
+    qf_tl_add_norm(l, &m->norm, "mlp->norm");
+    qf_tl_add_q(l, &m->xq, "mlp->xq"), qf_tl_add_q(l, &m->w1q, "mlp->w1q");
+    qf_tl_add_q(l, &m->w2q, "mlp->w2q"), qf_tl_add_q(l, &m->aq, "mlp->aq");
+    if (g) {
+        qf_tl_add_q(l, &g->dyq, "g->dyq"), qf_tl_add_q(l, &g->dhq, "g->dhq");
+        qf_tl_add(l, &g->da, "g->da"), qf_tl_add(l, &g->dh, "g->dh");
+        qf_tl_add(l, &g->dxn, "g->dxn"), qf_tl_add(l, &g->dw1, "g->dw1");
+        qf_tl_add(l, &g->dw2, "g->dw2"), qf_tl_add(l, &g->db1, "g->db1");
+        qf_tl_add(l, &g->db2, "g->db2"), qf_tl_add(l, &g->norm.dx, "g->norm.dx");
+        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma");
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta");
+    }
+    return n_kept;
 }
 
 static const qf_stages qf_mlp_stages = {
@@ -593,6 +711,8 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, y, "y", y));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    qf_tlist tl;
+    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, y, "y", NULL)));
     const qf_tensor kept[] = {mlp->w1q_bf16[0], mlp->w1q_bf16[1], mlp->w2q_bf16[0],
                               mlp->w2q_bf16[1]};
     const qf_weight_key key =
@@ -619,6 +739,8 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, dy, "dy", g));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    qf_tlist tl;
+    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, dy, "dy", g)));
     /* dh and its quantization with db1: in one kernel, dh never stored (qf_mlp_fused); else dh,
      * then q(dh) */
     const unsigned dh = qf_mlp_fused(r, x, mlp) ? QF_LL_BIT(QF_MLP_DH_ACT)

@@ -862,14 +862,23 @@ qf_status qf_dequantized_dims(const qf_quantized *q, qf_copy copy, int64_t dims[
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op, !q ? "q" : "dims");
     if ((unsigned)copy >= QF_COPY_COUNT)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: copy %d is not a qf_copy", op, (int)copy);
+    const char *name = qf_enum_name(QF_ENUM_COPY, copy);
     const qf_tensor *d = &q->t[qf_copy_slot_table[copy].data];
+    if (d->dtype != QF_DTYPE_E4M3 && d->dtype != QF_DTYPE_E5M2 && d->dtype != QF_DTYPE_E2M1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: the %s copy's data slot has dtype %s; "
+                            "expected a quantized element format (e4m3, e5m2 or e2m1)", op, name,
+                            qf_dtype_name(d->dtype));
     const int64_t n = qf_tensor_numel(d);
     if (d->ndim < 1 || d->ndim > QF_MAX_DIMS || n < 1)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: the %s copy's data slot has no dims (%d "
-                            "dims, %lld elements); give it its fake shape", op,
-                            qf_enum_name(QF_ENUM_COPY, copy), d->ndim, (long long)n);
-    const int64_t last = d->dims[d->ndim - 1];
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: the %s copy's data slot has ndim %d%s; give "
+                            "it its fake shape", op, name, d->ndim,
+                            d->ndim < 1 || d->ndim > QF_MAX_DIMS ? " (1..8)"
+                                                                 : " and no elements, or too many");
+    const int64_t last = d->dims[d->ndim - 1], per_byte = d->dtype == QF_DTYPE_E2M1 ? 2 : 1;
+    if (n > INT64_MAX / per_byte)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: the %s copy holds %lld bytes of E2M1 codes: "
+                            "more elements than an int64 counts", op, name, (long long)n);
     dims[0] = n / last;
-    dims[1] = last * (d->dtype == QF_DTYPE_E2M1 ? 2 : 1);
+    dims[1] = last * per_byte;
     return QF_OK;
 }

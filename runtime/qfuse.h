@@ -581,7 +581,8 @@ typedef struct qf_ln_linear {
     qf_quantized wq;            /* rowwise copy of the weight (32x32 / 16x16 tiles under
                                  * weight_2d), its scales and amax */
     qf_tensor wq_bf16[QF_COPY_COUNT]; /* optional (data NULL: not kept), MXFP8 and NVFP4 on
-                                 * sm_89..99 only (elsewhere refused): the bf16 values of wq's
+                                 * sm_89..99 only (elsewhere refused, as is one overlapping any
+                                 * other tensor of the call): the bf16 values of wq's
                                  * rowwise and columnwise copies (qf_dequantize's out: each
                                  * copy's data dims in elements), written whenever the weight
                                  * is quantized and read by the fprop and dgrad GEMMs in place

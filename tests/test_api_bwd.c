@@ -473,7 +473,9 @@ static void fake_kept(const qf_quantized *q, int64_t off_by, qf_tensor kept[QF_C
 /* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
  * [n, f] under recipe on a host context: QF_ERR_NO_DEVICE when every stage accepts the shapes.
  * kept: 1 keeps both weights' bf16 copies (w1q_bf16, w2q_bf16), 2 with W2's columnwise one of a
- * wrong shape; 0 keeps none. */
+ * wrong shape, 3 with W2's rowwise one on W1's, 4 with W1's rowwise one on W2's rowwise data, 5
+ * with W1's columnwise one on h, 6 with W2's columnwise one on the backward's dxn; 0 keeps
+ * none. */
 static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
                                     int64_t f, int64_t n, int kept) {
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
@@ -512,6 +514,14 @@ static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m
         fake_kept(&mlp.w1q, 0, mlp.w1q_bf16);
         fake_kept(&mlp.w2q, kept == 2 ? 32 : 0, mlp.w2q_bf16);
     }
+    if (kept == 3)
+        mlp.w2q_bf16[0].data = mlp.w1q_bf16[0].data;
+    if (kept == 4)
+        mlp.w1q_bf16[0].data = mlp.w2q.t[QF_SLOT_ROWWISE_DATA].data;
+    if (kept == 5)
+        mlp.w1q_bf16[1].data = mlp.h.data;
+    if (kept == 6)
+        mlp.w2q_bf16[1].data = g.dxn.data;
     const qf_status s = qf_layernorm_mlp_fwd(ctx, recipe, &x, &mlp, &y, NULL);
     return s != QF_ERR_NO_DEVICE ? s : qf_layernorm_mlp_bwd(ctx, recipe, &x, &dy, &mlp, &g, NULL);
 }
@@ -521,25 +531,40 @@ static qf_status mlp_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int
     return mlp_host_step_kept(ctx, r, m, k, f, n, 0);
 }
 
-/* The weights' bf16 copies kept (w1q_bf16, w2q_bf16) on a host context (sm_90): MXFP8 and NVFP4
- * accept a whole step with them; the other families refuse them at their first dequantization,
- * named, before any launch; a copy of the wrong shape is refused, named. */
+/* The weights' bf16 copies kept (w1q_bf16, w2q_bf16) on a host context: under MXFP8 and NVFP4
+ * on sm_90 a whole step accepts them; a copy of the wrong shape is refused with its stage and its
+ * copy named; a copy overlapping another kept one, a weight's quantized data, h or a gradient is
+ * refused by name. The other families, and sm_100 (whose GEMMs read the quantized copies), refuse
+ * them before any stage. */
 static void test_mlp_kept_bf16_host(void **state) {
-    qf_ctx_t *ctx = *state;
+    qf_ctx_t *ctx = *state, *c100 = NULL;
+    assert_int_equal(qf_ctx_init_host(&c100, 100), QF_OK);
     for (int i = 0; i < qf_recipe_count; i++) {
         const qf_recipe *r = &qf_recipes[i];
         const qf_status s = mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 1);
         if (r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4) {
             assert_int_equal(s, QF_ERR_NO_DEVICE);
             expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 2), QF_ERR_INVALID_ARG,
-                   "dequantizing mlp->w2q into mlp->w2q_bf16 (qf_dequantize)", "out");
+                   "dequantizing mlp->w2q into mlp->w2q_bf16 (qf_dequantize): the columnwise "
+                   "copy, mlp->w2q_bf16[1]: qf_dequantize: out");
+            expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 3), QF_ERR_INVALID_ARG,
+                   "qf_layernorm_mlp_fwd: mlp->w1q_bf16[0] (", "and mlp->w2q_bf16[0] (",
+                   "overlap");
+            expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 4), QF_ERR_INVALID_ARG,
+                   "mlp->w1q_bf16[0] (", "overlap"); /* 96 KiB from there overlap several */
+            expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 5), QF_ERR_INVALID_ARG,
+                   "mlp->w1q_bf16[1] (", "and mlp->h (", "overlap");
+            expect(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 6), QF_ERR_INVALID_ARG,
+                   "qf_layernorm_mlp_bwd: mlp->w2q_bf16[1] (", "and g->dxn (", "overlap");
         } else {
-            assert_int_equal(s, QF_ERR_UNSUPPORTED);
-            assert_non_null(strstr(qf_last_error(), "qf_layernorm_mlp_fwd: dequantizing mlp->w1q "
-                                                    "into mlp->w1q_bf16 (qf_dequantize)"));
-            assert_non_null(strstr(qf_last_error(), "only MXFP8 and NVFP4"));
+            expect(s, QF_ERR_INVALID_ARG, "qf_layernorm_mlp_fwd: mlp->w1q_bf16[0] is set, but "
+                   "recipe", "multiplies its quantized copies directly", "leave it NULL");
         }
+        if (r->family == QF_FAMILY_MXFP8 || r->family == QF_FAMILY_NVFP4)
+            expect(mlp_host_step_kept(c100, r, 256, 192, 128, 192, 1), QF_ERR_INVALID_ARG,
+                   "on sm_100 multiplies its quantized copies directly");
     }
+    qf_ctx_free(c100);
 }
 
 /* The shapes a whole MLP step accepts per recipe, on a host context (sm_90): the GPU test's

@@ -181,6 +181,33 @@ static void test_ll_mxfp8_valid_reaches_device(void **state) {
            "scale layouts 0 and 1");
 }
 
+/* ll->wq_bf16 (the weight's kept bf16 copies, rowwise [32, 64]): accepted under MXFP8 (the
+ * forward only: its rowwise copy; the GEMM then reads it, staged); refused by name where it
+ * overlaps y or the weight, and under a per-tensor FP8 recipe, before any stage. */
+static void test_ll_kept_weight(void **state) {
+    ll_args a = ll_valid(state);
+    a.ll.xq.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(9), QF_DTYPE_E8M0, 128, 4);
+    a.ll.wq.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(12), QF_DTYPE_E8M0, 128, 4);
+    void *const k0 = (char *)slot(14) + 65536, *const k1 = (char *)slot(15) + 65536; /* free */
+    a.ll.wq_bf16[QF_COPY_ROWWISE] = t2(k0, QF_DTYPE_BF16, N, K);
+    expect(ll_run(&a, "mxfp8"), QF_ERR_NO_DEVICE, "arguments are valid");
+    a.ll.wq_bf16[QF_COPY_ROWWISE].data = a.y.data;
+    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: ll->wq_bf16[0] (",
+           "and y (", "overlap");
+    a.ll.wq_bf16[QF_COPY_ROWWISE].data = a.ll.weight.data;
+    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "ll->wq_bf16[0] (", "and ll->weight (",
+           "overlap");
+    a.ll.wq_bf16[QF_COPY_ROWWISE].data = k0;
+    a.ll.wq_bf16[QF_COPY_COLUMNWISE] = t2(k1, QF_DTYPE_BF16, N, K);
+    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "dequantizing ll->wq into ll->wq_bf16",
+           "the columnwise copy, ll->wq_bf16[1]: qf_dequantize: x.columnwise_data");
+    a = ll_valid(state); /* fp8_delayed: its GEMM multiplies the FP8 bytes */
+    a.ll.wq_bf16[QF_COPY_COLUMNWISE] = t2(k1, QF_DTYPE_BF16, N, K);
+    expect(ll_run(&a, kRecipe), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: ll->wq_bf16[1] is "
+           "set, but recipe 'fp8_delayed' (fp8_delayed) on sm_90 multiplies its quantized copies "
+           "directly", "leave it NULL");
+}
+
 static void test_ll_weight_k_mismatch(void **state) {
     ll_args a = ll_valid(state);
     a.ll.weight.dims[1] = 48;
@@ -613,7 +640,20 @@ static void test_dequantized_dims(void **state) {
     assert_int_equal(qf_dequantized_dims(&q, QF_COPY_COLUMNWISE, d), QF_OK);
     assert_int_equal(d[0], K * N), assert_int_equal(d[1], 8);
     expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
-           "qf_dequantized_dims: the rowwise copy's data slot has no dims (0 dims");
+           "qf_dequantized_dims: the rowwise copy's data slot has dtype fp32; expected a "
+           "quantized element format");
+    q.t[QF_SLOT_ROWWISE_DATA].dtype = QF_DTYPE_E4M3;
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
+           "the rowwise copy's data slot has ndim 0 (1..8); give it its fake shape");
+    q.t[QF_SLOT_ROWWISE_DATA] = t2(NULL, QF_DTYPE_E2M1, 1, INT64_MAX); /* 2^64 - 2 elements */
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
+           "more elements than an int64 counts");
+    q.t[QF_SLOT_ROWWISE_DATA] = t2(NULL, QF_DTYPE_E2M1, (int64_t)1 << 40, (int64_t)1 << 22);
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
+           "holds 4611686018427387904 bytes"); /* 2^62 bytes: 2^63 elements */
+    q.t[QF_SLOT_ROWWISE_DATA].dims[1] = -4;
+    expect(qf_dequantized_dims(&q, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG,
+           "has ndim 2 and no elements, or too many");
     expect(qf_dequantized_dims(&q, (qf_copy)2, d), QF_ERR_INVALID_ARG,
            "copy 2 is not a qf_copy");
     expect(qf_dequantized_dims(NULL, QF_COPY_ROWWISE, d), QF_ERR_INVALID_ARG, "q is NULL");
@@ -657,6 +697,7 @@ int main(void) {
         T(test_gemm_training_copies),
         T(test_ll_valid_reaches_device),
         T(test_ll_mxfp8_valid_reaches_device),
+        T(test_ll_kept_weight),
         T(test_ll_weight_k_mismatch),
         T(test_ll_bad_bias_checked_before_any_stage),
         T(test_ll_null_y),

@@ -104,7 +104,11 @@ static void test_nothing_configured(void **state) {
                         "HOME=/nonexistent is not an existing directory, so there is no "
                         "~/.cache/qfuse");
     assert_non_null(strstr(qf_cache_resolve_why(ENAMETOOLONG, why, sizeof why),
-                           "path cannot be formed (File name too long)"));
+                           "path (QFUSE_CACHE_DIR, or qfuse-cache's --dir) is longer than"));
+    unsetenv("QFUSE_CACHE_DIR"); /* then HOME's (XDG_CACHE_HOME is relative here) */
+    assert_non_null(strstr(qf_cache_resolve_why(ENAMETOOLONG, why, sizeof why),
+                           "path ($HOME/.cache/qfuse) is longer than"));
+    assert_non_null(strstr(qf_cache_resolve_why(EIO, why, sizeof why), "cannot be formed"));
     why[39] = 'x';
     assert_int_equal(strlen(qf_cache_resolve_why(ENOTDIR, why, 40)), 39); /* cut, terminated */
 }

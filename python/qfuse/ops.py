@@ -277,15 +277,16 @@ def _check_layer(op, x, gamma, beta, norm, weights, biases, buffers, recipe):
         if b is not None and (b.dim() != 1 or b.shape[0] != w.shape[0]):
             fail("bias %d is %s; expected [%s]", i, tuple(b.shape), w.shape[0])
         outs = _weight_outs(recipe, w.shape[0], w.shape[1])
+        keeps = recipe_family(recipe) in KEEPS_BF16
         kept = wq[len(outs):]
-        if (len(wq) not in (len(outs), len(outs) + 2) or any(tuple(t.shape) != tuple(o.dims) for t, o in
-                                           zip(wq, outs)) or
+        if (len(wq) not in ((len(outs), len(outs) + 2) if keeps else (len(outs),)) or
+                any(tuple(t.shape) != tuple(o.dims) for t, o in zip(wq, outs)) or
                 (kept and ([tuple(t.shape) for t in kept] != _kept_dims(recipe, *w.shape) or
                            any(t.dtype != torch.bfloat16 for t in kept)))):
-            fail("weight %d's cache buffers are %s; recipe %r keeps %s, and to keep its bf16 "
-                 "values also %s in bf16 (weight_buffers)", i,
-                 [tuple(t.shape) for t in wq], recipe, [o.dims for o in outs],
-                 _kept_dims(recipe, *w.shape))
+            also = (", and to keep its bf16 values also %s in bf16 (weight_buffers)"
+                    % (_kept_dims(recipe, *w.shape),) if keeps else "")
+            fail("weight %d's cache buffers are %s; recipe %r keeps %s%s", i,
+                 [tuple(t.shape) for t in wq], recipe, [o.dims for o in outs], also)
     if weights and weights[0].shape[1] != k:
         fail("weight 0 is %s but x's last dim is %s", tuple(weights[0].shape), k)
 
@@ -410,12 +411,39 @@ def recipe_family(recipe):
 KEEPS_BF16 = ("mxfp8", "nvfp4")  # the families whose Hopper GEMMs multiply bf16 values
 
 
+def _check_kept_buffers(op, weight, wq, n):
+    """The kept bf16 copies wq[n:] (shapes already checked): contiguous, 16-byte aligned (as
+    libqfuse's qf_dequantize takes them), apart from each other, the weight and the other cache
+    buffers, so that writing them overwrites nothing. Raises ValueError naming the buffer."""
+    def span(t):
+        return t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+    for c, t in enumerate(wq[n:]):
+        name = "kept %s copy" % ("rowwise", "columnwise")[c]
+        if not t.is_contiguous() or t.data_ptr() % 16:
+            raise ValueError("qfuse::%s: the %s must be contiguous and 16-byte aligned "
+                             "(weight_buffers makes it so)" % (op, name))
+        lo, hi = span(t)
+        for other_name, o in [("weight", weight)] + [("cache buffer %d" % j, o)
+                                                     for j, o in enumerate(wq) if j != n + c]:
+            olo, ohi = span(o)
+            if o.numel() and lo < ohi and olo < hi:
+                raise ValueError("qfuse::%s: the %s overlaps the %s; give it memory of its own "
+                                 "(weight_buffers makes it so)" % (op, name, other_name))
+
+
 def weight_buffers(recipe, weight, keep_bf16=False):
     """New buffers for the weight cache of `weight` [N, K] (both copies, the recipe's fake
     shapes), for qfuse::quantize_weight_. keep_bf16 adds the bf16 values of both copies
     (_kept_dims; 2 bytes per element and copy), which quantize_weight_ writes with the copies
     and the layer ops' GEMMs then read instead of dequantizing the weight at every call: MXFP8
     and NVFP4 on GPUs whose GEMM reads compact scales (sm_89..99); ValueError elsewhere."""
+    if not isinstance(keep_bf16, bool) and keep_bf16 not in (0, 1):
+        raise TypeError("qfuse: weight_buffers: keep_bf16 must be a bool, not %r" % (keep_bf16,))
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.dtype not in QF_DTYPE:
+        raise ValueError("qfuse: weight_buffers: weight must be a 2-D [N, K] bf16, fp16 or fp32 "
+                         "tensor, not %s" % (("%s %s" % (tuple(weight.shape), weight.dtype))
+                                             if isinstance(weight, torch.Tensor)
+                                             else type(weight).__name__))
     n_out, k = weight.shape[0], weight.shape[1]
     bufs = _alloc(_weight_outs(recipe, n_out, k), weight.device)
     if keep_bf16:
@@ -445,6 +473,12 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
         return
     w = weight.contiguous()
     outs = _weight_outs(recipe, w.shape[0], w.shape[1])
+    if len(wq) > len(outs):  # the kept bf16 copies: checked before anything is written
+        _check_kept_buffers("quantize_weight_", w, wq, len(outs))
+        if w.device.type == "cuda" and _layout(recipe, w.device) != _lib.LAYOUT_COMPACT:
+            raise ValueError("qfuse::quantize_weight_: recipe %r's GEMM on %s reads the quantized "
+                             "copies: it keeps no bf16 values (MXFP8 and NVFP4 on sm_89..99); "
+                             "make the buffers without keep_bf16" % (recipe, w.device))
     for o, t in zip(outs, wq):
         if o.name.startswith("amax"):
             t.zero_()

@@ -79,6 +79,13 @@ const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
     else if (err == ENOENT)
         snprintf(buf, cap, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not absolute "
                            "paths, so there is no kernel cache directory");
+    else if (err == ENAMETOOLONG)
+        snprintf(buf, cap, "the kernel cache directory's path (%s) is longer than %d bytes",
+                 dir && *dir ? "QFUSE_CACHE_DIR, or qfuse-cache's --dir"
+                 : getenv("XDG_CACHE_HOME") && getenv("XDG_CACHE_HOME")[0] == '/'
+                     ? "$XDG_CACHE_HOME/qfuse"
+                     : "$HOME/.cache/qfuse",
+                 PATH_MAX - 1);
     else
         snprintf(buf, cap, "the kernel cache directory's path cannot be formed (%s)",
                  strerror(err));

@@ -311,8 +311,9 @@ static int qf_tool_resolve(char *dir, size_t cap) {
     const int err = qf_cache_resolve(dir, cap);
     if (err) {
         char why[PATH_MAX + 128];
-        fprintf(stderr, "qfuse-cache: %s (set QFUSE_CACHE_DIR to an absolute path, or pass "
-                "--dir)\n", qf_cache_resolve_why(err, why, sizeof why));
+        fprintf(stderr, "qfuse-cache: %s%s\n", qf_cache_resolve_why(err, why, sizeof why),
+                err == ENAMETOOLONG ? "; give a shorter one"
+                                    : " (set QFUSE_CACHE_DIR to an absolute path, or pass --dir)");
         return -1;
     }
     return 0;
@@ -652,16 +653,17 @@ static int qf_warm_check(qf_warm *w, const char *dir) {
     return 0;
 }
 
-/* This GPU's architecture when there is one, else sm_90 (said on stderr). */
-static int qf_warm_default_arch(void) {
+/* This GPU's architecture when there is one, else sm_90, with why there is no GPU in no_gpu
+ * (cap bytes; empty when there is one), for warm to say once its directory is settled. */
+static int qf_warm_default_arch(char *no_gpu, size_t cap) {
     qf_ctx_t *ctx = NULL;
+    no_gpu[0] = '\0';
     if (qf_ctx_init(&ctx, 0) == QF_OK) {
         int arch = qf_ctx_arch(ctx);
         qf_ctx_free(ctx);
         return arch;
     }
-    fprintf(stderr, "qfuse-cache: no usable GPU (%s); warming for sm_90 (--arch chooses)\n",
-            qf_last_error());
+    snprintf(no_gpu, cap, "%s", qf_last_error());
     return 90;
 }
 
@@ -768,8 +770,9 @@ static int qf_tool_warm(int argc, char **argv) {
     char where[PATH_MAX];
     if (rc < 0 && qf_tool_resolve(where, sizeof where) != 0) /* said before any other line */
         rc = 1;
+    char no_gpu[512] = "";
     if (rc < 0) { /* the directory is made only once there is something to compile */
-        w.arch = w.arch ? w.arch : qf_warm_default_arch();
+        w.arch = w.arch ? w.arch : qf_warm_default_arch(no_gpu, sizeof no_gpu);
         const int max = qf_jit_max_arch();
         if (max > 0 && w.arch > max)
             fprintf(stderr, "qfuse-cache: this NVRTC targets at most sm_%d: the sm_%d entries hold "
@@ -777,6 +780,9 @@ static int qf_tool_warm(int argc, char **argv) {
                     w.arch, max);
         int read_only = 0;
         const char *dir = qf_warm_collect(&w) == 0 ? qf_tool_dir(&read_only) : NULL;
+        if (dir && no_gpu[0]) /* said once the directory is settled, not before its errors */
+            fprintf(stderr, "qfuse-cache: no usable GPU (%s); warming for sm_90 (--arch "
+                    "chooses)\n", no_gpu);
         rc = !dir ? 1 : read_only ? qf_warm_check(&w, dir) : qf_warm_run(&w, jobs, dir);
     }
     free(w.items);

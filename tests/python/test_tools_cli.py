@@ -117,6 +117,32 @@ def test_cache_tool_without_home(built_tool, tmp_path):
     assert not (tmp_path / "rel").exists()
 
 
+def test_cache_tool_directory_said_first(built_tool, tmp_path):
+    # warm on a machine without a GPU says a refused cache directory (open to every user)
+    # before anything else, and never that it is warming; a path longer than PATH_MAX is said
+    # as such, with its remedy
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    env = {k: v for k, v in os.environ.items() if k != "QFUSE_DISABLE_DISK_CACHE"}
+    env["QFUSE_CACHE_DIR"] = str(shared)
+    tool = built_tool("qfuse-cache")
+    r = subprocess.run([tool, "warm", "--kernel", "qf_mxfp8_act_bf16", "mxfp8"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stderr
+    assert "writable by every user" in r.stderr.splitlines()[0], r.stderr
+    assert "warming for" not in r.stderr
+    long_dir = "/tmp/" + "d" * 5000
+    for args in (["--dir", long_dir, "list"], ["warm", "--kernel", "x", "mxfp8"]):
+        env["QFUSE_CACHE_DIR"] = long_dir
+        r = subprocess.run([tool] + args, capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 1, (args, r.stderr)
+        assert r.stderr.startswith("qfuse-cache: the kernel cache directory's path "
+                                   "(QFUSE_CACHE_DIR, or qfuse-cache's --dir) is longer than"), \
+            r.stderr
+        assert r.stderr.rstrip().endswith("bytes; give a shorter one"), r.stderr
+
+
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
 def test_example_double_dash(built_tool, name):
     # "--" ends the options: what follows is the argument, even with a leading '-'

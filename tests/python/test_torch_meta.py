@@ -479,6 +479,7 @@ def test_kept_weight_bf16_on_host_context(host_ops, monkeypatch, recipe):
                  None, layer, recipe, 1, 1e-5, False, 1, True, None, None)
     # the kept copies of the wrong dims, past Python's check: libqfuse names them
     bad = [torch.empty(N, K + 32, dtype=torch.bfloat16) for _ in range(2)]
+    real_kept_dims = qops._kept_dims
     monkeypatch.setattr(qops, "_kept_dims", lambda r, n_out, k: [(N, K + 32)] * 2)
     with pytest.raises(qops._lib.QfuseArgumentError, match="fprop|GEMM of ll->xq.*b_dequantized"):
         torch.ops.qfuse.layernorm_linear_fwd(x, w.data, g.data, b.data, wq[:n] + bad,
@@ -486,6 +487,34 @@ def test_kept_weight_bf16_on_host_context(host_ops, monkeypatch, recipe):
                                              None, None)
     with pytest.raises(ValueError, match="no bf16 GEMM operands to keep"):
         qops.weight_buffers("fp8_current", w.data, keep_bf16=True)
+    monkeypatch.setattr(qops, "_kept_dims", real_kept_dims)
+    # kept copies that would overwrite something, or that libqfuse cannot take: refused by
+    # quantize_weight_ before it quantizes anything (a ValueError, not libqfuse's answer)
+    big = torch.empty(N * K + 8, dtype=torch.bfloat16)
+    for bad, msg in (([wq[n], wq[n].view(kept[1])],
+                      "kept rowwise copy overlaps the cache buffer %d" % (n + 1)),
+                     ([w.data, wq[n + 1]], "kept rowwise copy overlaps the weight"),
+                     ([big[1:1 + N * K].view(N, K), wq[n + 1]], "16-byte aligned")):
+        with pytest.raises(ValueError, match=msg):
+            torch.ops.qfuse.quantize_weight_(w.data, wq[:n] + bad, layer, recipe)
+    with pytest.raises(TypeError, match="keep_bf16 must be a bool"):
+        qops.weight_buffers(recipe, w.data, keep_bf16="no")
+    for bad_w in (torch.empty(N), torch.empty(2, N, K), torch.empty(N, K, dtype=torch.int32)):
+        with pytest.raises(ValueError, match="weight must be a 2-D"):
+            qops.weight_buffers(recipe, bad_w)
+
+
+def test_kept_weight_bf16_refused_where_not_kept():
+    """Under a recipe whose GEMM multiplies its quantized copies (per-tensor FP8, FP8 block
+    scaling) the layer ops take no extra bf16 buffers, and their message offers none."""
+    w, g, b, bias, wq = params("fp8_current")
+    x = torch.empty(64, K, dtype=torch.bfloat16, device="meta")
+    extra = [torch.empty(d, dtype=torch.bfloat16, device="meta")
+             for d in qops._kept_dims("fp8_current", N, K)]
+    with pytest.raises(ValueError, match="cache buffers are") as e:
+        torch.ops.qfuse.layernorm_linear_fwd(x, w, g, b, wq + extra, bias, qops.new_layer(),
+                                             "fp8_current", 1, 1e-5, False, True, None, None)
+    assert "bf16" not in str(e.value)
 
 
 def test_kept_weight_bf16_module_on_meta(monkeypatch):
