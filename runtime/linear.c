@@ -400,8 +400,9 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y, "y"));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    qf_tlist tl;
-    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, y, "y", NULL)));
+    qf_tlist tl; /* the list is made only where a copy is kept: it costs microseconds a call */
+    if (qf_kept_any(ll->wq_bf16))
+        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, y, "y", NULL)));
     const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->wq_bf16, QF_COPY_COUNT,
                                                ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
@@ -427,7 +428,8 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     qf_tlist tl;
-    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, dy, "dy", g)));
+    if (qf_kept_any(ll->wq_bf16))
+        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, dy, "dy", g)));
     const unsigned mask = QF_LL_BIT(QF_LL_DY) | QF_LL_BIT(QF_LL_DGRAD) |
                           (g->defer_wgrad ? 0u : QF_LL_BIT(QF_LL_WGRAD)) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
@@ -712,7 +714,8 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     qf_tlist tl;
-    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, y, "y", NULL)));
+    if (qf_kept_any(mlp->w1q_bf16) || qf_kept_any(mlp->w2q_bf16))
+        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, y, "y", NULL)));
     const qf_tensor kept[] = {mlp->w1q_bf16[0], mlp->w1q_bf16[1], mlp->w2q_bf16[0],
                               mlp->w2q_bf16[1]};
     const qf_weight_key key =
@@ -740,7 +743,8 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     qf_tlist tl;
-    QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, dy, "dy", g)));
+    if (qf_kept_any(mlp->w1q_bf16) || qf_kept_any(mlp->w2q_bf16))
+        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, dy, "dy", g)));
     /* dh and its quantization with db1: in one kernel, dh never stored (qf_mlp_fused); else dh,
      * then q(dh) */
     const unsigned dh = qf_mlp_fused(r, x, mlp) ? QF_LL_BIT(QF_MLP_DH_ACT)
