@@ -92,10 +92,20 @@ static void test_nothing_configured(void **state) {
     const char *dir = dir_captured(&err);
     assert_null(dir);
     assert_int_equal(qf_test_count_substr(err, WARNING), 1);
-    assert_non_null(strstr(err, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not "
-                                "absolute paths, so there is no kernel cache directory; using "
-                                "the in-memory cache only"));
+    assert_non_null(strstr(err, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, empty or "
+                                "not absolute paths, so there is no kernel cache directory; "
+                                "using the in-memory cache only"));
     free(err);
+    /* trailing slashes are not doubled in the joined path; "/" itself joins to "/.cache" */
+    char buf2[PATH_MAX];
+    setenv("HOME", "/tmp//", 1);
+    assert_int_equal(qf_cache_resolve(buf2, sizeof buf2), 0);
+    assert_string_equal(buf2, "/tmp/.cache/qfuse");
+    setenv("XDG_CACHE_HOME", "/", 1);
+    assert_int_equal(qf_cache_resolve(buf2, sizeof buf2), 0);
+    assert_string_equal(buf2, "/qfuse");
+    setenv("XDG_CACHE_HOME", "relative/xdg", 1);
+    unsetenv("HOME");
     setenv("QFUSE_CACHE_DIR", "a/b", 1);
     assert_string_equal(qf_cache_resolve_why(EINVAL, why, sizeof why),
                         "QFUSE_CACHE_DIR=a/b is not an absolute path");

@@ -49,6 +49,14 @@ static const char *qf_cache_chosen; /* qf_cache_path, or NULL for memory-only */
 static char qf_cache_path[PATH_MAX];
 static int qf_cache_read_only; /* the chosen directory is read, never written */
 
+/* The length of path without its trailing slashes ("/x/" -> 2, "/" -> 0), for joining. */
+static int qf_cache_trimmed(const char *path) {
+    size_t n = strlen(path);
+    while (n > 0 && path[n - 1] == '/')
+        n--;
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
 int qf_cache_resolve(char *buf, size_t cap) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
@@ -59,9 +67,9 @@ int qf_cache_resolve(char *buf, size_t cap) {
     if (dir && *dir)
         n = snprintf(buf, cap, "%s", dir);
     else if (xdg && xdg[0] == '/')
-        n = snprintf(buf, cap, "%s/qfuse", xdg);
+        n = snprintf(buf, cap, "%.*s/qfuse", qf_cache_trimmed(xdg), xdg);
     else if (home && home[0] == '/') { /* a relative HOME would follow the working directory */
-        n = snprintf(buf, cap, "%s/.cache/qfuse", home);
+        n = snprintf(buf, cap, "%.*s/.cache/qfuse", qf_cache_trimmed(home), home);
         if (n >= 0 && (size_t)n < cap && (stat(home, &st) != 0 || !S_ISDIR(st.st_mode)))
             return ENOTDIR; /* never made: a service account's HOME is often /nonexistent */
     } else
@@ -77,8 +85,8 @@ const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
         snprintf(buf, cap, "HOME=%s is not an existing directory, so there is no ~/.cache/qfuse",
                  home ? home : "");
     else if (err == ENOENT)
-        snprintf(buf, cap, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, or not absolute "
-                           "paths, so there is no kernel cache directory");
+        snprintf(buf, cap, "QFUSE_CACHE_DIR, XDG_CACHE_HOME and HOME are unset, empty or not "
+                           "absolute paths, so there is no kernel cache directory");
     else if (err == ENAMETOOLONG)
         snprintf(buf, cap, "the kernel cache directory's path (%s) is longer than %d bytes",
                  dir && *dir ? "QFUSE_CACHE_DIR, or qfuse-cache's --dir"
