@@ -5,12 +5,16 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* 0 when dir is (now) a directory; else errno. A failed mkdir of something already a directory
  * is no failure: EEXIST, but also EACCES or EROFS under a parent this process cannot write. */
-static int qf_mkdir1(const char *dir, mode_t mode) {
-    if (mkdir(dir, mode) == 0)
+static int qf_mkdir1(const char *dir, mode_t mode, int *created) {
+    *created = 0;
+    if (mkdir(dir, mode) == 0) {
+        *created = 1;
         return 0;
+    }
     const int err = errno;
     struct stat st;
     if (stat(dir, &st) != 0)
@@ -28,6 +32,7 @@ int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len) {
     if (n >= sizeof buf)
         return ENAMETOOLONG;
     memcpy(buf, path, n + 1);
+    size_t first_made = 0; /* the end of the first component this call made (0: none yet) */
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0')
             continue;
@@ -35,11 +40,21 @@ int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len) {
             continue;
         const char c = buf[i];
         buf[i] = '\0';
-        const int err = qf_mkdir1(buf, mode);
+        int created;
+        const int err = qf_mkdir1(buf, mode, &created);
         buf[i] = c;
+        if (!err && created && !first_made)
+            first_made = i;
         if (err) {
             if (failed_len)
                 *failed_len = i;
+            /* all or nothing: the directories made above the failure are removed, deepest
+             * first (each was made empty; one that is no longer empty stays) */
+            for (size_t j = i; first_made && j-- > first_made;) /* down to first_made itself */
+                if (buf[j] == '/' && buf[j - 1] != '/') {
+                    buf[j] = '\0';
+                    rmdir(buf);
+                }
             return err;
         }
     }

@@ -14,8 +14,8 @@
  * ancestors exists and is not a directory, EEXIST for a symbolic link to nothing, ENAMETOOLONG
  * past PATH_MAX, or mkdir(2)'s reason (EACCES, EROFS, ...). When failed_len is not NULL it
  * gets the length of the leading part of path that could not be made (all of path when the last
- * component failed), so that a message can name it. Writability of the result is the caller's
- * check. */
+ * component failed), so that a message can name it. On failure the directories this call made
+ * are removed again (all or nothing). Writability of the result is the caller's check. */
 QF_INTERNAL int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
 
 #endif /* QF_FS_H */

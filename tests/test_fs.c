@@ -67,6 +67,26 @@ static void test_file_in_the_way(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* All or nothing: a component that cannot be made (a name longer than NAME_MAX, below three new
+ * directories) leaves none of the directories this call made; those that were there stay. */
+static void test_failure_makes_nothing(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "kept"), 0700, NULL), 0);
+    char path[1024], name[300];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    snprintf(path, sizeof path, "%s/kept/a//b/c/%s/d", d.path, name);
+    size_t bad = 0;
+    assert_int_equal(qf_mkdirs(path, 0700, &bad), ENAMETOOLONG);
+    assert_int_equal(bad, strlen(path) - 2); /* the long component, named */
+    mode_t m;
+    assert_true(is_dir(qf_test_dir_path(&d, "kept"), &m));
+    assert_false(is_dir(qf_test_dir_path(&d, "kept/a"), &m));
+    qf_test_dir_remove(d.path);
+}
+
 /* Links: one to a directory is that directory; one to nothing is EEXIST, naming the link. A
  * relative path is made under the working directory. */
 static void test_links_and_relative(void **state) {
@@ -162,6 +182,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_makes_every_component),
         cmocka_unit_test(test_file_in_the_way),
+        cmocka_unit_test(test_failure_makes_nothing),
         cmocka_unit_test(test_links_and_relative),
         cmocka_unit_test(test_read_only_parent),
         cmocka_unit_test(test_too_long),
