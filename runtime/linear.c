@@ -80,11 +80,21 @@ static qf_status qf_ll_check_dims(const char *op, const qf_tensor *x, const qf_t
     return QF_OK;
 }
 
+/* Re-records failure s with the context printf's fmt makes in front of its message. */
+static qf_status qf_fail_in(qf_status s, const char *fmt, ...) QF_PRINTF(2, 3);
+static qf_status qf_fail_in(qf_status s, const char *fmt, ...) {
+    char inner[1024], where[512];
+    snprintf(inner, sizeof inner, "%s", qf_last_error());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(where, sizeof where, fmt, ap);
+    va_end(ap);
+    return qf_set_error(s, "%s: %s", where, inner);
+}
+
 /* Re-records the failure of a stage with the op and the stage in front of its message. */
 static qf_status qf_ll_fail(const char *op, const char *stage, qf_status s) {
-    char inner[1024];
-    snprintf(inner, sizeof inner, "%s", qf_last_error());
-    return qf_set_error(s, "%s: %s: %s", op, stage, inner);
+    return qf_fail_in(s, "%s: %s", op, stage);
 }
 
 /* The GEMM of copies (qa, ca) and (qb, cb) into out (2-D view), with the options opts. */
@@ -112,12 +122,9 @@ static qf_status qf_stage_weight_bf16(qf_ctx_t *ctx, const char *recipe, const q
         const qf_status s =
             kept[c].data ? qf_dequantize(ctx, recipe, QF_ROLE_WEIGHT, &w, &kept[c], stream)
                          : QF_OK;
-        if (s != QF_OK && s != QF_ERR_NO_DEVICE) {
-            char inner[1024];
-            snprintf(inner, sizeof inner, "%s", qf_last_error());
-            return qf_set_error(s, "the %s copy, %s[%d]: %s", qf_enum_name(QF_ENUM_COPY, c),
-                                kept_arg, c, inner);
-        }
+        if (s != QF_OK && s != QF_ERR_NO_DEVICE)
+            return qf_fail_in(s, "the %s copy, %s[%d]", qf_enum_name(QF_ENUM_COPY, c), kept_arg,
+                              c);
         res = s != QF_OK ? s : res;
     }
     return res;
@@ -355,11 +362,13 @@ static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t
     return QF_OK;
 }
 
-qf_weight_key qf_weight_key_of(const void *d0, const void *d1, const qf_tensor *kept,
-                               int n_kept, uint64_t version, const qf_recipe *r) {
+qf_weight_key qf_weight_key_of(const void *d0, const qf_tensor *kept0, const void *d1,
+                               const qf_tensor *kept1, uint64_t version, const qf_recipe *r) {
     qf_weight_key k = {.data = {d0, d1}, .version = version, .recipe = r, .valid = 1};
-    for (int i = 0; i < n_kept && i < 4; i++)
-        k.kept[i] = kept[i].data;
+    const qf_tensor *kept[2] = {kept0, kept1};
+    for (int w = 0; w < 2; w++)
+        for (int c = 0; kept[w] && c < QF_COPY_COUNT; c++)
+            k.kept[w * QF_COPY_COUNT + c] = kept[w][c].data;
     return k;
 }
 
@@ -403,8 +412,8 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     qf_tlist tl; /* the list is made only where a copy is kept: it costs microseconds a call */
     if (qf_kept_any(ll->wq_bf16))
         QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, y, "y", NULL)));
-    const qf_weight_key key = qf_weight_key_of(ll->weight.data, NULL, ll->wq_bf16, QF_COPY_COUNT,
-                                               ll->weight_version, r);
+    const qf_weight_key key =
+        qf_weight_key_of(ll->weight.data, ll->wq_bf16, NULL, NULL, ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
     const unsigned mask =
         (stale ? QF_LL_BIT(QF_LL_WEIGHT) : 0u) |
@@ -716,11 +725,8 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     qf_tlist tl;
     if (qf_kept_any(mlp->w1q_bf16) || qf_kept_any(mlp->w2q_bf16))
         QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, y, "y", NULL)));
-    const qf_tensor kept[] = {mlp->w1q_bf16[0], mlp->w1q_bf16[1], mlp->w2q_bf16[0],
-                              mlp->w2q_bf16[1]};
-    const qf_weight_key key =
-        qf_weight_key_of(mlp->w1.data, mlp->w2.data, kept, 2 * QF_COPY_COUNT,
-                         mlp->weight_version, r);
+    const qf_weight_key key = qf_weight_key_of(mlp->w1.data, mlp->w1q_bf16, mlp->w2.data,
+                                               mlp->w2q_bf16, mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
     const unsigned w = QF_LL_BIT(QF_MLP_W1) | QF_LL_BIT(QF_MLP_W2) |
                        (qf_kept_any(mlp->w1q_bf16) ? QF_LL_BIT(QF_MLP_W1_BF16) : 0u) |

@@ -120,12 +120,14 @@ QF_INTERNAL qf_status qf_query_shapes(const char *op, const qf_recipe *r,
                                       const qf_shape_query *q, qf_shape *out, int cap, int *n);
 
 /* The weight cache of the composed ops (linear.c, SPEC 6): the key of weights d0 (and d1, or
- * NULL) with their n_kept (<= 4) bf16 copies kept[] (wq_bf16, ...; data NULL where not kept) at
- * the caller's version under recipe r, and whether a layer's weights must be quantized (again):
- * the caller says so (changed), or its cached copies were made from other storage, into other
- * bf16 copies, at another version or under another recipe, or nothing is cached. */
-QF_INTERNAL qf_weight_key qf_weight_key_of(const void *d0, const void *d1, const qf_tensor *kept,
-                                           int n_kept, uint64_t version, const qf_recipe *r);
+ * NULL) with their kept bf16 copies kept0, kept1 (QF_COPY_COUNT each: wq_bf16, or w1q_bf16 and
+ * w2q_bf16; NULL, or data NULL, where not kept) at the caller's version under recipe r, and
+ * whether a layer's weights must be quantized (again): the caller says so (changed), or its
+ * cached copies were made from other storage, into other bf16 copies, at another version or
+ * under another recipe, or nothing is cached. */
+QF_INTERNAL qf_weight_key qf_weight_key_of(const void *d0, const qf_tensor *kept0, const void *d1,
+                                           const qf_tensor *kept1, uint64_t version,
+                                           const qf_recipe *r);
 QF_INTERNAL int qf_weights_stale(const qf_weight_key *cached, int changed,
                                  const qf_weight_key *now);
 

@@ -680,18 +680,19 @@ static void test_weight_cache_key(void **state) {
     const qf_recipe *r1 = &qf_recipes[0], *r2 = &qf_recipes[1];
     const qf_tensor kept[2] = {{.data = slot(3)}, {.data = NULL}};
     const qf_tensor other[2] = {{.data = slot(3)}, {.data = slot(4)}};
-    const qf_weight_key now = qf_weight_key_of(slot(0), slot(1), kept, 2, 7, r1), none = {0};
+    const qf_weight_key now = qf_weight_key_of(slot(0), kept, slot(1), NULL, 7, r1), none = {0};
     assert_true(qf_weights_stale(&none, 0, &now));   /* nothing cached: quantize */
     assert_false(qf_weights_stale(&now, 0, &now));   /* same storage, version, recipe: reuse */
     assert_true(qf_weights_stale(&now, 1, &now));    /* weight_changed */
     assert_false(qf_weights_stale(&none, -1, &now)); /* the caller's copies: never quantize */
     assert_false(qf_weights_stale(&now, -1, &now));
-    const qf_weight_key later[] = {qf_weight_key_of(slot(0), slot(1), kept, 2, 8, r1),
-                                   qf_weight_key_of(slot(2), slot(1), kept, 2, 7, r1),
-                                   qf_weight_key_of(slot(0), slot(2), kept, 2, 7, r1),
-                                   qf_weight_key_of(slot(0), slot(1), kept, 2, 7, r2),
-                                   qf_weight_key_of(slot(0), slot(1), other, 2, 7, r1),
-                                   qf_weight_key_of(slot(0), slot(1), NULL, 0, 7, r1)};
+    const qf_weight_key later[] = {qf_weight_key_of(slot(0), kept, slot(1), NULL, 8, r1),
+                                   qf_weight_key_of(slot(2), kept, slot(1), NULL, 7, r1),
+                                   qf_weight_key_of(slot(0), kept, slot(2), NULL, 7, r1),
+                                   qf_weight_key_of(slot(0), kept, slot(1), NULL, 7, r2),
+                                   qf_weight_key_of(slot(0), other, slot(1), NULL, 7, r1),
+                                   qf_weight_key_of(slot(0), NULL, slot(1), NULL, 7, r1),
+                                   qf_weight_key_of(slot(0), NULL, slot(1), kept, 7, r1)};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         assert_true(qf_weights_stale(&now, 0, &later[i]));
     /* a bf16 copy kept from now on is written before a GEMM reads it */

@@ -57,25 +57,6 @@ static void mlp_step_on(void *arg, cudaStream_t st) {
     QF_OK_OR_FAIL(qf_layernorm_mlp_bwd(m->ctx, m->r->name, m->x, m->dy, m->mlp, m->g, st));
 }
 
-/* outs[0..n) into host copies (freed with snap_free). */
-static void **snap(dual **outs, int n) {
-    void **s = malloc((size_t)n * sizeof *s);
-    assert_non_null(s);
-    for (int i = 0; i < n; i++) {
-        dual_down(outs[i]);
-        s[i] = malloc(outs[i]->bytes);
-        assert_non_null(s[i]);
-        memcpy(s[i], outs[i]->h, outs[i]->bytes);
-    }
-    return s;
-}
-
-static void snap_free(void **s, int n) {
-    for (int i = 0; i < n; i++)
-        free(s[i]);
-    free(s);
-}
-
 /* Poisons outs[0..n) except the buffers of w1q and w2q (written only where the weights are
  * quantized), runs the MLP's forward and backward with weight_changed = changed, and compares
  * every output with want: 1 when all are bit-identical. */

@@ -199,17 +199,30 @@ typedef void (*step_fn)(void *arg, cudaStream_t st);
  * is captured on st in global capture mode (an allocation or synchronization inside fails the
  * capture), replayed twice, and every output compared with the saved bytes. Returns the graph's
  * node count. */
+/* The device bytes of outs[0..n) in host copies (free with snap_free). */
+static inline void **snap(dual **outs, int n) {
+    void **s = malloc((size_t)n * sizeof *s);
+    assert_non_null(s);
+    for (int i = 0; i < n; i++) {
+        dual_down(outs[i]);
+        s[i] = malloc(outs[i]->bytes);
+        assert_non_null(s[i]);
+        memcpy(s[i], outs[i]->h, outs[i]->bytes);
+    }
+    return s;
+}
+
+static inline void snap_free(void **s, int n) {
+    for (int i = 0; i < n; i++)
+        free(s[i]);
+    free(s);
+}
+
 static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual **outs, int n,
                                  const char *what) {
-    void **eager = malloc((size_t)n * sizeof *eager);
-    assert_non_null(eager);
-    for (int i = 0; i < n; i++) {
-        eager[i] = malloc(outs[i]->bytes);
-        assert_non_null(eager[i]);
-        dual_down(outs[i]);
-        memcpy(eager[i], outs[i]->h, outs[i]->bytes);
+    void **eager = snap(outs, n);
+    for (int i = 0; i < n; i++)
         CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
-    }
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -229,9 +242,7 @@ static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual *
                          rep, i, (long long)bad);
         }
     }
-    for (int i = 0; i < n; i++)
-        free(eager[i]);
-    free(eager);
+    snap_free(eager, n);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     return nodes;

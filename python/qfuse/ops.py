@@ -411,6 +411,14 @@ def recipe_family(recipe):
 KEEPS_BF16 = ("mxfp8", "nvfp4")  # the families whose Hopper GEMMs multiply bf16 values
 
 
+def keeps_bf16(recipe, device):
+    """Whether a weight's bf16 values can be kept under `recipe` on `device`: an MXFP8 or NVFP4
+    recipe whose GEMM there reads compact scales (sm_89..99, which multiply bf16 values); a
+    device other than CUDA is not asked (meta and CPU tensors size buffers only)."""
+    return recipe_family(recipe) in KEEPS_BF16 and (
+        torch.device(device).type != "cuda" or _layout(recipe, device) == _lib.LAYOUT_COMPACT)
+
+
 def _check_kept_buffers(op, weight, wq, n):
     """The kept bf16 copies wq[n:] (shapes already checked): contiguous, 16-byte aligned (as
     libqfuse's qf_dequantize takes them), apart from each other, the weight and the other cache
@@ -447,9 +455,7 @@ def weight_buffers(recipe, weight, keep_bf16=False):
     n_out, k = weight.shape[0], weight.shape[1]
     bufs = _alloc(_weight_outs(recipe, n_out, k), weight.device)
     if keep_bf16:
-        if recipe_family(recipe) not in KEEPS_BF16 or (
-                weight.device.type == "cuda" and _layout(recipe, weight.device) !=
-                _lib.LAYOUT_COMPACT):
+        if not keeps_bf16(recipe, weight.device):
             raise ValueError("qfuse: weight_buffers(keep_bf16=True): recipe %r on %s has no "
                              "bf16 GEMM operands to keep (MXFP8 and NVFP4 on sm_89..99 only)"
                              % (recipe, weight.device))
@@ -475,7 +481,7 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
     outs = _weight_outs(recipe, w.shape[0], w.shape[1])
     if len(wq) > len(outs):  # the kept bf16 copies: checked before anything is written
         _check_kept_buffers("quantize_weight_", w, wq, len(outs))
-        if w.device.type == "cuda" and _layout(recipe, w.device) != _lib.LAYOUT_COMPACT:
+        if not keeps_bf16(recipe, w.device):
             raise ValueError("qfuse::quantize_weight_: recipe %r's GEMM on %s reads the quantized "
                              "copies: it keeps no bf16 values (MXFP8 and NVFP4 on sm_89..99); "
                              "make the buffers without keep_bf16" % (recipe, w.device))

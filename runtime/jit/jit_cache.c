@@ -57,27 +57,49 @@ static int qf_cache_trimmed(const char *path) {
     return n > INT_MAX ? INT_MAX : (int)n;
 }
 
+/* Where the cache directory comes from, by the precedence qf_cache_resolve documents: a set
+ * QFUSE_CACHE_DIR (absolute or not), else an absolute XDG_CACHE_HOME, else an absolute HOME. */
+typedef enum { QF_SRC_DIR, QF_SRC_XDG, QF_SRC_HOME, QF_SRC_NONE } qf_cache_src;
+
+static qf_cache_src qf_cache_source(void) {
+    const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    return dir && *dir                ? QF_SRC_DIR
+           : xdg && xdg[0] == '/'     ? QF_SRC_XDG
+           : home && home[0] == '/'   ? QF_SRC_HOME /* a relative one would follow the cwd */
+                                      : QF_SRC_NONE;
+}
+
 int qf_cache_resolve(char *buf, size_t cap) {
     const char *dir = getenv("QFUSE_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     struct stat st;
     int n;
-    if (dir && *dir && dir[0] != '/')
-        return EINVAL; /* relative: it would follow the working directory */
-    if (dir && *dir)
+    switch (qf_cache_source()) {
+    case QF_SRC_DIR:
+        if (dir[0] != '/')
+            return EINVAL; /* relative: it would follow the working directory */
         n = snprintf(buf, cap, "%s", dir);
-    else if (xdg && xdg[0] == '/')
+        break;
+    case QF_SRC_XDG:
         n = snprintf(buf, cap, "%.*s/qfuse", qf_cache_trimmed(xdg), xdg);
-    else if (home && home[0] == '/') { /* a relative HOME would follow the working directory */
+        break;
+    case QF_SRC_HOME:
         n = snprintf(buf, cap, "%.*s/.cache/qfuse", qf_cache_trimmed(home), home);
         if (n >= 0 && (size_t)n < cap && (stat(home, &st) != 0 || !S_ISDIR(st.st_mode)))
             return ENOTDIR; /* never made: a service account's HOME is often /nonexistent */
-    } else
+        break;
+    default:
         return ENOENT;
+    }
     return n < 0 || (size_t)n >= cap ? ENAMETOOLONG : 0;
 }
 
 const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
+    static const char *const from[] = {[QF_SRC_DIR] = "QFUSE_CACHE_DIR, or qfuse-cache's --dir",
+                                       [QF_SRC_XDG] = "$XDG_CACHE_HOME/qfuse",
+                                       [QF_SRC_HOME] = "$HOME/.cache/qfuse",
+                                       [QF_SRC_NONE] = "none"};
     const char *dir = getenv("QFUSE_CACHE_DIR"), *home = getenv("HOME");
     if (err == EINVAL)
         snprintf(buf, cap, "QFUSE_CACHE_DIR=%s is not an absolute path", dir ? dir : "");
@@ -89,11 +111,7 @@ const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
                            "absolute paths, so there is no kernel cache directory");
     else if (err == ENAMETOOLONG)
         snprintf(buf, cap, "the kernel cache directory's path (%s) is longer than %d bytes",
-                 dir && *dir ? "QFUSE_CACHE_DIR, or qfuse-cache's --dir"
-                 : getenv("XDG_CACHE_HOME") && getenv("XDG_CACHE_HOME")[0] == '/'
-                     ? "$XDG_CACHE_HOME/qfuse"
-                     : "$HOME/.cache/qfuse",
-                 PATH_MAX - 1);
+                 from[qf_cache_source()], PATH_MAX - 1);
     else
         snprintf(buf, cap, "the kernel cache directory's path cannot be formed (%s)",
                  strerror(err));

@@ -234,8 +234,7 @@ class _FusedNorm(torch.nn.Module):
         """Whether the weight cache also keeps the weights' bf16 values: asked for, and useful
         here (a fused MXFP8 or NVFP4 recipe on a GPU whose GEMM reads compact scales)."""
         return (_flag("keep_weight_bf16", keep_weight_bf16) and self.fused and
-                ops.recipe_family(self.recipe) in ops.KEEPS_BF16 and
-                ops._layout(self.recipe, self._dev) == _lib.LAYOUT_COMPACT)
+                ops.keeps_bf16(self.recipe, self._dev))
 
     def _cache_buffers(self, prefix, weight):
         """Registers the weight cache's buffers of `weight` (non-persistent; with
