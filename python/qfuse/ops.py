@@ -444,7 +444,8 @@ def weight_buffers(recipe, weight, keep_bf16=False):
     shapes), for qfuse::quantize_weight_. keep_bf16 adds the bf16 values of both copies
     (_kept_dims; 2 bytes per element and copy), which quantize_weight_ writes with the copies
     and the layer ops' GEMMs then read instead of dequantizing the weight at every call: MXFP8
-    and NVFP4 on GPUs whose GEMM reads compact scales (sm_89..99); ValueError elsewhere."""
+    and NVFP4 on GPUs whose GEMM reads compact scales (sm_89..99); ValueError where keeps_bf16
+    says no (other recipes; other CUDA GPUs; CPU and meta weights are sized, not asked)."""
     if not isinstance(keep_bf16, bool) and keep_bf16 not in (0, 1):
         raise TypeError("qfuse: weight_buffers: keep_bf16 must be a bool, not %r" % (keep_bf16,))
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.dtype not in QF_DTYPE:
@@ -456,9 +457,9 @@ def weight_buffers(recipe, weight, keep_bf16=False):
     bufs = _alloc(_weight_outs(recipe, n_out, k), weight.device)
     if keep_bf16:
         if not keeps_bf16(recipe, weight.device):
-            raise ValueError("qfuse: weight_buffers(keep_bf16=True): recipe %r on %s has no "
-                             "bf16 GEMM operands to keep (MXFP8 and NVFP4 on sm_89..99 only)"
-                             % (recipe, weight.device))
+            raise ValueError("qfuse: weight_buffers(keep_bf16=True): recipe %r (%s) on %s has "
+                             "no bf16 GEMM operands to keep: MXFP8 and NVFP4 on sm_89..99 only"
+                             % (recipe, recipe_family(recipe), weight.device))
         bufs += [torch.empty(d, dtype=torch.bfloat16, device=weight.device)
                  for d in _kept_dims(recipe, n_out, k)]
     return bufs
