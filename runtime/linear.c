@@ -62,6 +62,25 @@ static qf_tensor qf_flat2d(const qf_tensor *t) {
     return f;
 }
 
+/* out (named out_name: y or dy) [..., N] with x's leading dims (N from n_from). */
+static qf_status qf_check_rows_of(const char *op, const qf_tensor *x, const qf_tensor *out,
+                                  const char *out_name, int64_t N, const char *n_from) {
+    int same = out->ndim == x->ndim && out->ndim >= 1 && out->ndim <= QF_MAX_DIMS &&
+               out->dims[out->ndim - 1] == N;
+    for (int i = 0; same && i + 1 < x->ndim; i++)
+        same = out->dims[i] == x->dims[i];
+    if (same)
+        return QF_OK;
+    char got[160] = "", want[160] = "";
+    for (int i = 0, w = 0; i < out->ndim && i < QF_MAX_DIMS && w >= 0 && w < (int)sizeof got; i++)
+        w += snprintf(got + w, sizeof got - (size_t)w, "%s%lld", i ? ", " : "",
+                      (long long)out->dims[i]);
+    for (int i = 0, w = 0; i + 1 < x->ndim && w >= 0 && w < (int)sizeof want; i++)
+        w += snprintf(want + w, sizeof want - (size_t)w, "%lld, ", (long long)x->dims[i]);
+    return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is [%s]; expected [%sN = %lld] (x's leading "
+                        "dims, N %s)", op, out_name, got, want, (long long)N, n_from);
+}
+
 /* x [..., K], weight [N, K] and y (named y_name: y or dy) [..., N] with x's leading dims. */
 static qf_status qf_ll_check_dims(const char *op, const qf_tensor *x, const qf_tensor *weight,
                                   const qf_tensor *y, const char *y_name) {
@@ -72,12 +91,7 @@ static qf_status qf_ll_check_dims(const char *op, const qf_tensor *x, const qf_t
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: ll->weight is [%lld, %lld]; its last "
                             "dimension must equal x's K = %lld", op, (long long)N, (long long)Kw,
                             (long long)K);
-    if (y->ndim != x->ndim || qf_tensor_numel(y) != M * N)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %d dims and %lld elements; expected "
-                            "[..., N = %lld] with x's %d dims and leading dims (%lld elements)",
-                            op, y_name, y->ndim, (long long)qf_tensor_numel(y), (long long)N,
-                            x->ndim, (long long)(M * N));
-    return QF_OK;
+    return qf_check_rows_of(op, x, y, y_name, N, "ll->weight's rows");
 }
 
 /* Re-records failure s with the context printf's fmt makes in front of its message. */
@@ -135,78 +149,162 @@ static int qf_kept_any(const qf_tensor kept[QF_COPY_COUNT]) {
     return kept[QF_COPY_ROWWISE].data || kept[QF_COPY_COLUMNWISE].data;
 }
 
-/* The named tensors of one call, for the kept copies' overlap checks (qf_check_kept). */
+/* The tensors of one call, for its overlap checks (qf_check_call): each with where its name
+ * comes from (formatted only for a message) and its role: read, written, or a kept bf16 weight
+ * copy (apart from every other tensor of the call, in both directions). */
 #define QF_TLIST_MAX 96
+enum { QF_TL_READ, QF_TL_WRITTEN, QF_TL_KEPT };
+typedef struct qf_tl_entry {
+    const qf_tensor *t;
+    const char *arg; /* "x", "ll->xq", "mlp->w1q_bf16" */
+    int index;       /* the slot of a qf_quantized (slot), or the copy of a kept array (array) */
+    unsigned char form, role; /* form 0: arg; 1: arg->slot; 2: arg[index] */
+    uintptr_t lo, hi;         /* its bytes [lo, hi) */
+} qf_tl_entry;
 typedef struct qf_tlist {
     int n;
-    char name[QF_TLIST_MAX][48];
-    const qf_tensor *t[QF_TLIST_MAX];
+    qf_tl_entry e[QF_TLIST_MAX];
 } qf_tlist;
+/* the MLP's backward: 4 kept copies, 10 tensors, 6 quantized and 10 gradients */
+_Static_assert(2 * QF_COPY_COUNT + 10 + 6 * QF_SLOT_COUNT + 10 <= QF_TLIST_MAX, "QF_TLIST_MAX");
 
-/* Adds t (named as printf's fmt says) when it has data and well-formed dims; a malformed one is
- * left to its stage's checks, which name it. */
-static void qf_tl_add(qf_tlist *l, const qf_tensor *t, const char *fmt, ...) {
+/* Adds t when it has data and well-formed dims (a malformed one is left to its stage's checks,
+ * which name it). The lists are sized for every argument of the largest call. */
+static void qf_tl_put(qf_tlist *l, const qf_tensor *t, const char *arg, int index, int form,
+                      int role) {
     if (!t || !t->data || qf_tensor_numel(t) < 1 || l->n == QF_TLIST_MAX)
         return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->name[l->n], sizeof l->name[0], fmt, ap);
-    va_end(ap);
-    l->t[l->n++] = t;
+    l->e[l->n] = (qf_tl_entry){t, arg, index, (unsigned char)form, (unsigned char)role, 0, 0};
+    qf_tensor_span(t, &l->e[l->n].lo, &l->e[l->n].hi);
+    l->n++;
 }
 
-/* Every slot of q, named "<arg>-><slot>". */
-static void qf_tl_add_q(qf_tlist *l, const qf_quantized *q, const char *arg) {
+static void qf_tl_add(qf_tlist *l, const qf_tensor *t, const char *arg, int role) {
+    qf_tl_put(l, t, arg, 0, 0, role);
+}
+
+/* The slots a stage's quantization of role (norm `norm`) of an input [M, K] into q uses: those
+ * its fake shapes list for the copies q asks for (their data set). A slot set but not listed
+ * (left over from another recipe) is no tensor of the call; where q asks for no copy or the
+ * query fails, none: the stage names what is wrong. */
+static unsigned qf_q_slots_of(const qf_recipe *r, qf_role role, qf_norm norm, int64_t M,
+                              int64_t K, const qf_quantized *q) {
+    const unsigned outputs = (q->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0u) |
+                             (q->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0u);
+    const qf_shape_query sq = {.op = norm != QF_NORM_NONE ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
+                               .role = role, .norm = norm, .outputs = outputs, .M = M, .K = K};
+    qf_shape shapes[QF_FAKE_MAX_OUTPUTS];
+    const int n = outputs && M > 0 && K > 0 ? qf_recipe_shapes(r, &sq, shapes, QF_FAKE_MAX_OUTPUTS)
+                                            : 0;
+    unsigned m = 0;
+    for (int i = 0; i < n; i++) {
+        const int slot = qf_slot_from_name(shapes[i].name);
+        m |= slot >= 0 ? 1u << slot : 0u;
+    }
+    return m;
+}
+
+/* The slots of q that a stage's quantization of role (norm `norm`, input [M, K]) uses
+ * (qf_q_slots_of), named "<arg>-><slot>". */
+static void qf_tl_add_q(qf_tlist *l, const qf_recipe *r, qf_role role, qf_norm norm, int64_t M,
+                        int64_t K, const qf_quantized *q, const char *arg, int tl_role) {
+    const unsigned used = qf_q_slots_of(r, role, norm, M, K, q);
     for (int s = 0; s < QF_SLOT_COUNT; s++)
-        qf_tl_add(l, &q->t[s], "%s->%s", arg, qf_slot_name((qf_slot)s));
+        if (used >> s & 1u)
+            qf_tl_put(l, &q->t[s], arg, s, 1, tl_role);
 }
 
-/* A norm's gamma and beta, named under arg ("ll->norm"). */
-static void qf_tl_add_norm(qf_tlist *l, const qf_norm_desc *n, const char *arg) {
-    qf_tl_add(l, &n->gamma, "%s.gamma", arg), qf_tl_add(l, &n->beta, "%s.beta", arg);
+/* Both copies of a kept bf16 weight array, named "<arg>[c]". */
+static void qf_tl_add_kept(qf_tlist *l, const qf_tensor kept[QF_COPY_COUNT], const char *arg) {
+    for (int c = 0; c < QF_COPY_COUNT; c++)
+        qf_tl_put(l, &kept[c], arg, c, 2, QF_TL_KEPT);
 }
 
-/* The kept bf16 weight copies of a call (the first n_kept entries of l) where any is set: only
- * where the recipe's GEMM on this arch multiplies bf16 values (its generated GEMM module's
- * staged path: MXFP8 and NVFP4 on sm_89..99), and apart from each other and from every other
- * tensor of the call (the rest of l), since each is written by the weight's dequantization and
- * read by a GEMM. QF_ERR_INVALID_ARG names the argument. */
+/* A norm's gamma and beta (read), named under arg ("ll->norm"). */
+static void qf_tl_add_norm(qf_tlist *l, const qf_norm_desc *n, const char *gamma,
+                           const char *beta) {
+    qf_tl_add(l, &n->gamma, gamma, QF_TL_READ), qf_tl_add(l, &n->beta, beta, QF_TL_READ);
+}
+
+/* The name of entry e in messages. */
+static void qf_tl_name(const qf_tl_entry *e, char *buf, size_t n) {
+    if (e->form == 1)
+        snprintf(buf, n, "%s->%s", e->arg, qf_slot_name((qf_slot)e->index));
+    else if (e->form == 2)
+        snprintf(buf, n, "%s[%d]", e->arg, e->index);
+    else
+        snprintf(buf, n, "%s", e->arg);
+}
+
+/* No tensor a call writes (or keeps) shares a byte with another tensor of the call: each stage
+ * checks its own arguments, and this the ones that meet across stages (fc1's h written by one
+ * stage and read by a later one, a weight's copies written over x). The entries sorted by their
+ * first byte, each is compared with those that start before it ends. QF_ERR_INVALID_ARG names
+ * both, the written one first (qf_check_disjoint's message). */
+static qf_status qf_check_call(const char *op, qf_tlist *l) {
+    for (int i = 1; i < l->n; i++) { /* insertion sort by lo: a few dozen entries */
+        const qf_tl_entry e = l->e[i];
+        int j = i - 1;
+        for (; j >= 0 && l->e[j].lo > e.lo; j--)
+            l->e[j + 1] = l->e[j];
+        l->e[j + 1] = e;
+    }
+    for (int i = 0; i < l->n; i++)
+        for (int j = i + 1; j < l->n && l->e[j].lo < l->e[i].hi; j++) {
+            if (l->e[i].role == QF_TL_READ && l->e[j].role == QF_TL_READ)
+                continue;
+            /* the written (or kept) one named first */
+            const qf_tl_entry *p = &l->e[i], *q = &l->e[j];
+            if (q->role > p->role)
+                p = &l->e[j], q = &l->e[i];
+            char a[64], b[64];
+            qf_tl_name(p, a, sizeof a), qf_tl_name(q, b, sizeof b);
+            return qf_check_disjoint(op, a, p->t, b, q->t);
+        }
+    return QF_OK;
+}
+
+/* Kept bf16 weight copies (kept, named arg, where either is set) only where the recipe's GEMM on this arch
+ * multiplies bf16 values (its generated GEMM module's staged path: MXFP8 and NVFP4 on
+ * sm_89..99). QF_ERR_INVALID_ARG names the first set. */
 static qf_status qf_check_kept(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
-                               const qf_tlist *l, int n_kept) {
-    if (n_kept == 0)
+                               const qf_tensor kept[QF_COPY_COUNT], const char *arg) {
+    if (!qf_kept_any(kept))
         return QF_OK;
-    const char *first = l->name[0];
+    char first_arg[64];
+    snprintf(first_arg, sizeof first_arg, "%s[%d]", arg, kept[0].data ? 0 : 1);
     if (qf_family_gemm_path(r->family, ctx->arch).engine != QF_GEMM_KERNEL)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is set, but recipe '%s' (%s) on sm_%d "
                             "multiplies its quantized copies directly: there is no bf16 weight "
                             "to keep (MXFP8 and NVFP4 keep one on sm_89..99); leave it NULL", op,
-                            first, r->name, qf_family_name(r->family), ctx->arch);
-    for (int i = 0; i < l->n && i < n_kept; i++)
-        for (int j = i + 1; j < l->n; j++)
-            QF_TRY(qf_check_disjoint(op, l->name[i], l->t[i], l->name[j], l->t[j]));
+                            first_arg, r->name, qf_family_name(r->family), ctx->arch);
     return QF_OK;
 }
 
-/* The kept copies of ll (first: their count), then the rest of a LayerNorm + Linear call: x, y or
- * dy (out, named out_name) and the tensors of ll and g (NULL: the forward's). */
-static int qf_ll_tensors(qf_tlist *l, const qf_ln_linear *ll, const qf_tensor *x,
-                         const qf_tensor *out, const char *out_name, const qf_ln_linear_grads *g) {
+/* The tensors of a LayerNorm + Linear call: x, y (forward, written) or dy (backward, read), the
+ * tensors of ll and g (NULL: the forward's). The forward writes ll->xq, and ll->wq where it may
+ * quantize the weight (weight_changed >= 0); the backward writes g's. */
+static void qf_ll_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_linear *ll,
+                          const qf_tensor *x, const qf_tensor *out, const char *out_name,
+                          const qf_ln_linear_grads *g) {
+    const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ;
+    const int64_t K = x->dims[x->ndim - 1], M = qf_tensor_numel(x) / K, N = ll->weight.dims[0];
+    const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
     l->n = 0;
-    for (int c = 0; c < QF_COPY_COUNT; c++)
-        qf_tl_add(l, &ll->wq_bf16[c], "ll->wq_bf16[%d]", c);
-    const int n_kept = l->n;
-    qf_tl_add(l, x, "x"), qf_tl_add(l, out, "%s", out_name);
-    qf_tl_add(l, &ll->weight, "ll->weight"), qf_tl_add(l, &ll->bias, "ll->bias");
-    qf_tl_add_norm(l, &ll->norm, "ll->norm");
-    qf_tl_add_q(l, &ll->xq, "ll->xq"), qf_tl_add_q(l, &ll->wq, "ll->wq");
+    qf_tl_add_kept(l, ll->wq_bf16, "ll->wq_bf16");
+    qf_tl_add(l, x, "x", R), qf_tl_add(l, out, out_name, fwd ? W : R);
+    qf_tl_add(l, &ll->weight, "ll->weight", R), qf_tl_add(l, &ll->bias, "ll->bias", R);
+    qf_tl_add_norm(l, &ll->norm, "ll->norm.gamma", "ll->norm.beta");
+    qf_tl_add_q(l, r, in, ll->norm.norm, M, K, &ll->xq, "ll->xq", fwd ? W : R);
+    qf_tl_add_q(l, r, wt, QF_NORM_NONE, N, K, &ll->wq, "ll->wq",
+                fwd && ll->weight_changed >= 0 ? W : R);
     if (g) {
-        qf_tl_add_q(l, &g->dyq, "g->dyq");
-        qf_tl_add(l, &g->dxn, "g->dxn"), qf_tl_add(l, &g->dweight, "g->dweight");
-        qf_tl_add(l, &g->dbias, "g->dbias"), qf_tl_add(l, &g->norm.dx, "g->norm.dx");
-        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma");
-        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta");
+        qf_tl_add_q(l, r, gr, QF_NORM_NONE, M, N, &g->dyq, "g->dyq", W);
+        qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dweight, "g->dweight", W);
+        qf_tl_add(l, &g->dbias, "g->dbias", W), qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
+        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
     }
-    return n_kept;
 }
 
 /* The options of a GEMM whose b is a weight's copy: b_dequantized = kept where its data is set
@@ -409,9 +507,10 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, y, "y"));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    qf_tlist tl; /* the list is made only where a copy is kept: it costs microseconds a call */
-    if (qf_kept_any(ll->wq_bf16))
-        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, y, "y", NULL)));
+    QF_TRY(qf_check_kept(op, ctx, r, ll->wq_bf16, "ll->wq_bf16"));
+    qf_tlist tl;
+    qf_ll_tensors(&tl, r, ll, x, y, "y", NULL);
+    QF_TRY(qf_check_call(op, &tl));
     const qf_weight_key key =
         qf_weight_key_of(ll->weight.data, ll->wq_bf16, NULL, NULL, ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
@@ -434,11 +533,16 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     if (!dy)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: dy is NULL", op);
     QF_TRY(qf_ll_check_dims(op, x, &ll->weight, dy, "dy"));
+    if (g->defer_wgrad != 0 && g->defer_wgrad != 1)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: g->defer_wgrad is %d; expected 0 (wgrad in "
+                            "this call) or 1 (deferred to qf_layernorm_linear_wgrad)", op,
+                            g->defer_wgrad);
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_kept(op, ctx, r, ll->wq_bf16, "ll->wq_bf16"));
     qf_tlist tl;
-    if (qf_kept_any(ll->wq_bf16))
-        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_ll_tensors(&tl, ll, x, dy, "dy", g)));
+    qf_ll_tensors(&tl, r, ll, x, dy, "dy", g);
+    QF_TRY(qf_check_call(op, &tl));
     const unsigned mask = QF_LL_BIT(QF_LL_DY) | QF_LL_BIT(QF_LL_DGRAD) |
                           (g->defer_wgrad ? 0u : QF_LL_BIT(QF_LL_WGRAD)) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
@@ -611,33 +715,39 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     }
 }
 
-/* The kept copies of mlp (first: their count), then the rest of a LayerNorm + MLP call: x, y or
- * dy (out, named out_name) and the tensors of mlp and g (NULL: the forward's). */
-static int qf_mlp_tensors(qf_tlist *l, const qf_ln_mlp *m, const qf_tensor *x,
-                          const qf_tensor *out, const char *out_name, const qf_ln_mlp_grads *g) {
+/* The tensors of a LayerNorm + MLP call, as qf_ll_tensors: the forward writes y, mlp->xq, h, a,
+ * aq, and w1q and w2q where it may quantize the weights; the backward g's. */
+static void qf_mlp_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_mlp *m,
+                           const qf_tensor *x, const qf_tensor *out, const char *out_name,
+                           const qf_ln_mlp_grads *g) {
+    const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ, F = fwd ? W : R;
+    const int Fw = fwd && m->weight_changed >= 0 ? W : R;
+    const int64_t K = x->dims[x->ndim - 1], M = qf_tensor_numel(x) / K;
+    const int64_t Fin = m->w1.dims[0], N = m->w2.dims[0], F2 = m->w2.dims[m->w2.ndim - 1];
+    const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
+    const qf_norm none = QF_NORM_NONE;
     l->n = 0;
-    for (int c = 0; c < QF_COPY_COUNT; c++)
-        qf_tl_add(l, &m->w1q_bf16[c], "mlp->w1q_bf16[%d]", c);
-    for (int c = 0; c < QF_COPY_COUNT; c++)
-        qf_tl_add(l, &m->w2q_bf16[c], "mlp->w2q_bf16[%d]", c);
-    const int n_kept = l->n;
-    qf_tl_add(l, x, "x"), qf_tl_add(l, out, "%s", out_name);
-    qf_tl_add(l, &m->w1, "mlp->w1"), qf_tl_add(l, &m->b1, "mlp->b1");
-    qf_tl_add(l, &m->w2, "mlp->w2"), qf_tl_add(l, &m->b2, "mlp->b2");
-    qf_tl_add(l, &m->h, "mlp->h"), qf_tl_add(l, &m->a, "mlp->a");
-    qf_tl_add_norm(l, &m->norm, "mlp->norm");
-    qf_tl_add_q(l, &m->xq, "mlp->xq"), qf_tl_add_q(l, &m->w1q, "mlp->w1q");
-    qf_tl_add_q(l, &m->w2q, "mlp->w2q"), qf_tl_add_q(l, &m->aq, "mlp->aq");
+    qf_tl_add_kept(l, m->w1q_bf16, "mlp->w1q_bf16");
+    qf_tl_add_kept(l, m->w2q_bf16, "mlp->w2q_bf16");
+    qf_tl_add(l, x, "x", R), qf_tl_add(l, out, out_name, F);
+    qf_tl_add(l, &m->w1, "mlp->w1", R), qf_tl_add(l, &m->b1, "mlp->b1", R);
+    qf_tl_add(l, &m->w2, "mlp->w2", R), qf_tl_add(l, &m->b2, "mlp->b2", R);
+    qf_tl_add(l, &m->h, "mlp->h", F), qf_tl_add(l, &m->a, "mlp->a", F);
+    qf_tl_add_norm(l, &m->norm, "mlp->norm.gamma", "mlp->norm.beta");
+    qf_tl_add_q(l, r, in, m->norm.norm, M, K, &m->xq, "mlp->xq", F);
+    qf_tl_add_q(l, r, in, none, M, F2, &m->aq, "mlp->aq", F);
+    qf_tl_add_q(l, r, wt, none, Fin, K, &m->w1q, "mlp->w1q", Fw);
+    qf_tl_add_q(l, r, wt, none, N, F2, &m->w2q, "mlp->w2q", Fw);
     if (g) {
-        qf_tl_add_q(l, &g->dyq, "g->dyq"), qf_tl_add_q(l, &g->dhq, "g->dhq");
-        qf_tl_add(l, &g->da, "g->da"), qf_tl_add(l, &g->dh, "g->dh");
-        qf_tl_add(l, &g->dxn, "g->dxn"), qf_tl_add(l, &g->dw1, "g->dw1");
-        qf_tl_add(l, &g->dw2, "g->dw2"), qf_tl_add(l, &g->db1, "g->db1");
-        qf_tl_add(l, &g->db2, "g->db2"), qf_tl_add(l, &g->norm.dx, "g->norm.dx");
-        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma");
-        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta");
+        qf_tl_add_q(l, r, gr, none, M, N, &g->dyq, "g->dyq", W);
+        qf_tl_add_q(l, r, gr, none, M, Fin, &g->dhq, "g->dhq", W);
+        qf_tl_add(l, &g->da, "g->da", W), qf_tl_add(l, &g->dh, "g->dh", W);
+        qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dw1, "g->dw1", W);
+        qf_tl_add(l, &g->dw2, "g->dw2", W), qf_tl_add(l, &g->db1, "g->db1", W);
+        qf_tl_add(l, &g->db2, "g->db2", W), qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
+        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
     }
-    return n_kept;
 }
 
 static const qf_stages qf_mlp_stages = {
@@ -672,13 +782,7 @@ static qf_status qf_mlp_begin(const char *op, qf_ctx_t *ctx, const qf_tensor *x,
                                                                         : mlp->a.dtype));
     int64_t N2, F2;
     QF_TRY(qf_check_activation(op, "mlp->w2", &mlp->w2, &N2, &F2));
-    const int64_t last = out->ndim >= 1 && out->ndim <= QF_MAX_DIMS ? out->dims[out->ndim - 1] : 0;
-    if (qf_tensor_numel(out) != M * N2 || last != N2)
-        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %lld elements (last dim %lld); "
-                            "expected [..., N = %lld] (mlp->w2's rows) with x's %lld rows", op,
-                            out_name, (long long)qf_tensor_numel(out), (long long)last,
-                            (long long)N2, (long long)M);
-    return QF_OK;
+    return qf_check_rows_of(op, x, out, out_name, N2, "mlp->w2's rows");
 }
 
 /* 1 when the forward quantizes act(h) of [M, F] in one kernel and the backward q(dh) with db1
@@ -722,9 +826,11 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, y, "y", y));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_kept(op, ctx, r, mlp->w1q_bf16, "mlp->w1q_bf16"));
+    QF_TRY(qf_check_kept(op, ctx, r, mlp->w2q_bf16, "mlp->w2q_bf16"));
     qf_tlist tl;
-    if (qf_kept_any(mlp->w1q_bf16) || qf_kept_any(mlp->w2q_bf16))
-        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, y, "y", NULL)));
+    qf_mlp_tensors(&tl, r, mlp, x, y, "y", NULL);
+    QF_TRY(qf_check_call(op, &tl));
     const qf_weight_key key = qf_weight_key_of(mlp->w1.data, mlp->w1q_bf16, mlp->w2.data,
                                                mlp->w2q_bf16, mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
@@ -748,9 +854,11 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_mlp_begin(op, ctx, x, mlp, dy, "dy", g));
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
+    QF_TRY(qf_check_kept(op, ctx, r, mlp->w1q_bf16, "mlp->w1q_bf16"));
+    QF_TRY(qf_check_kept(op, ctx, r, mlp->w2q_bf16, "mlp->w2q_bf16"));
     qf_tlist tl;
-    if (qf_kept_any(mlp->w1q_bf16) || qf_kept_any(mlp->w2q_bf16))
-        QF_TRY(qf_check_kept(op, ctx, r, &tl, qf_mlp_tensors(&tl, mlp, x, dy, "dy", g)));
+    qf_mlp_tensors(&tl, r, mlp, x, dy, "dy", g);
+    QF_TRY(qf_check_call(op, &tl));
     /* dh and its quantization with db1: in one kernel, dh never stored (qf_mlp_fused); else dh,
      * then q(dh) */
     const unsigned dh = qf_mlp_fused(r, x, mlp) ? QF_LL_BIT(QF_MLP_DH_ACT)

@@ -84,16 +84,21 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
     return QF_OK;
 }
 
+void qf_tensor_span(const qf_tensor *t, uintptr_t *lo, uintptr_t *hi) {
+    /* an E2M1 tensor's dims count its bytes (two values per byte) */
+    const size_t e = qf_dtype_size(t->dtype);
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)qf_tensor_numel(t) * (e ? e : 1);
+}
+
 qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *a,
                             const char *arg_b, const qf_tensor *b) {
     if (!a || !b || !a->data || !b->data)
         return QF_OK;
-    const uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-    /* an E2M1 tensor's dims count its bytes (two values per byte) */
-    const size_t ea = qf_dtype_size(a->dtype), eb = qf_dtype_size(b->dtype);
-    const uintptr_t na = (uintptr_t)qf_tensor_numel(a) * (ea ? ea : 1);
-    const uintptr_t nb = (uintptr_t)qf_tensor_numel(b) * (eb ? eb : 1);
-    if (pa < pb + nb && pb < pa + na)
+    uintptr_t pa, pb, ea, eb;
+    qf_tensor_span(a, &pa, &ea), qf_tensor_span(b, &pb, &eb);
+    const uintptr_t na = ea - pa, nb = eb - pb;
+    if (pa < eb && pb < ea)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s (%p, %zu bytes) and %s (%p, %zu bytes) "
                             "overlap; an output shares memory with no other argument", op, arg_a,
                             a->data, (size_t)na, arg_b, b->data, (size_t)nb);

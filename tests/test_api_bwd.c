@@ -475,7 +475,8 @@ static void fake_kept(const qf_quantized *q, int64_t off_by, qf_tensor kept[QF_C
  * kept: 1 keeps both weights' bf16 copies (w1q_bf16, w2q_bf16), 2 with W2's columnwise one of a
  * wrong shape, 3 with W2's rowwise one on W1's, 4 with W1's rowwise one on W2's rowwise data, 5
  * with W1's columnwise one on h, 6 with W2's columnwise one on the backward's dxn; 0 keeps
- * none. */
+ * none. Buffers shared across stages, none kept: 7 h on a, 8 y on h, 9 w2q's copies on w1q's,
+ * 10 aq on xq, 11 the backward's dh on h, 12 its dxn on x, 13 its dyq's data on dy. */
 static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k,
                                     int64_t f, int64_t n, int kept) {
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
@@ -510,7 +511,7 @@ static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m
     qf_tensor y = fake_t(bf, 2, m, n);
     if (st != QF_OK) /* the fake shapes refuse a tensor of the step (message set) */
         return st;
-    if (kept) {
+    if (kept >= 1 && kept <= 6) {
         fake_kept(&mlp.w1q, 0, mlp.w1q_bf16);
         fake_kept(&mlp.w2q, kept == 2 ? 32 : 0, mlp.w2q_bf16);
     }
@@ -522,6 +523,22 @@ static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m
         mlp.w1q_bf16[1].data = mlp.h.data;
     if (kept == 6)
         mlp.w2q_bf16[1].data = g.dxn.data;
+    if (kept == 7)
+        mlp.h.data = mlp.a.data;
+    if (kept == 8)
+        y.data = mlp.h.data;
+    if (kept == 9)
+        for (int i = 0; i < QF_SLOT_COUNT; i++)
+            mlp.w2q.t[i].data = mlp.w1q.t[i].data;
+    if (kept == 10)
+        for (int i = 0; i < QF_SLOT_COUNT; i++)
+            mlp.aq.t[i].data = mlp.xq.t[i].data;
+    if (kept == 11)
+        g.dh.data = mlp.h.data;
+    if (kept == 12)
+        g.dxn.data = x.data;
+    if (kept == 13)
+        g.dyq.t[QF_SLOT_ROWWISE_DATA].data = dy.data;
     const qf_status s = qf_layernorm_mlp_fwd(ctx, recipe, &x, &mlp, &y, NULL);
     return s != QF_ERR_NO_DEVICE ? s : qf_layernorm_mlp_bwd(ctx, recipe, &x, &dy, &mlp, &g, NULL);
 }
@@ -565,6 +582,109 @@ static void test_mlp_kept_bf16_host(void **state) {
                    "on sm_100 multiplies its quantized copies directly");
     }
     qf_ctx_free(c100);
+}
+
+/* A LayerNorm + Linear step (forward, then backward with every gradient, an fp32 wgrad) of x
+ * [m, k] and a weight [n, k] under recipe on a host context: QF_ERR_NO_DEVICE when every stage
+ * accepts its arguments. tweak: 0 none; 1 y on x; 2 xq's mu on wq's rowwise data; 3 wq's
+ * rowwise data on x; 4 the backward's dxn on xq's rowwise data; 5 dy [2, m / 2, n]; 6
+ * defer_wgrad 5. */
+static qf_status ll_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int64_t k, int64_t n,
+                              int tweak) {
+    const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
+    const char *recipe = r->name;
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    qf_status st = QF_OK;
+    if (qf_family_get(r->family)->scale_layout)
+        assert_int_equal(qf_gemm_scale_layout(recipe, 90, &layout), QF_OK);
+    const float *sc = fake_buf(64);
+    qf_ln_linear ll = {
+        .norm = {.norm = QF_NORM_LAYERNORM, .eps = 1e-5f, .gamma = fake_t(bf, 1, k, 0),
+                 .beta = fake_t(bf, 1, k, 0)},
+        .weight = fake_t(bf, 2, n, k), .bias = fake_t(bf, 1, n, 0),
+        .x_scale = sc, .w_scale = sc + 1, .weight_changed = 1,
+        .xq = fake_q(recipe, QF_ROLE_INPUT, QF_NORM_LAYERNORM, m, k, layout, &st),
+        .wq = fake_q(recipe, QF_ROLE_WEIGHT, QF_NORM_NONE, n, k, layout, &st)};
+    qf_ln_linear_grads g = {
+        .dyq = fake_q(recipe, QF_ROLE_GRAD, QF_NORM_NONE, m, n, layout, &st),
+        .dy_scale = sc + 2, .rng = {1, 2}, .dxn = fake_t(bf, 2, m, k),
+        .dweight = fake_t(f32, 2, n, k), .dbias = fake_t(bf, 1, n, 0)};
+    g.norm.dx = fake_t(bf, 2, m, k);
+    g.norm.dgamma = fake_t(f32, 1, k, 0), g.norm.dbeta = fake_t(f32, 1, k, 0);
+    const qf_tensor x = fake_t(bf, 2, m, k);
+    qf_tensor dy = fake_t(bf, 2, m, n), y = fake_t(bf, 2, m, n);
+    if (st != QF_OK)
+        return st;
+    if (tweak == 1)
+        y.data = x.data;
+    if (tweak == 2)
+        ll.xq.t[QF_SLOT_MU].data = ll.wq.t[QF_SLOT_ROWWISE_DATA].data;
+    if (tweak == 3)
+        ll.wq.t[QF_SLOT_ROWWISE_DATA].data = x.data;
+    if (tweak == 4)
+        g.dxn.data = ll.xq.t[QF_SLOT_ROWWISE_DATA].data;
+    if (tweak == 5)
+        dy.ndim = 3, dy.dims[0] = 2, dy.dims[1] = m / 2, dy.dims[2] = n;
+    if (tweak == 6)
+        g.defer_wgrad = 5;
+    const qf_status s = qf_layernorm_linear_fwd(ctx, recipe, &x, &ll, &y, NULL);
+    return s != QF_ERR_NO_DEVICE ? s : qf_layernorm_linear_bwd(ctx, recipe, &x, &dy, &ll, &g, NULL);
+}
+
+/* A LayerNorm + Linear step's arguments across its stages, under every recipe on a host context:
+ * accepted as made; refused by name, before any stage, where one stage's output is another's
+ * input or output (y on x, the statistics or x under the weight's copy, dxn on x's copy), where
+ * dy's leading dims are not x's, and where defer_wgrad is neither 0 nor 1. */
+static void test_ll_step_host(void **state) {
+    qf_ctx_t *ctx = *state;
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        assert_int_equal(ll_host_step(ctx, r, 256, 192, 128, 0), QF_ERR_NO_DEVICE);
+        expect(ll_host_step(ctx, r, 256, 192, 128, 1), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_fwd: y (", "and x (", "overlap");
+        expect(ll_host_step(ctx, r, 256, 192, 128, 2), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_fwd: ", "ll->xq->mu (", "overlap");
+        expect(ll_host_step(ctx, r, 256, 192, 128, 3), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_fwd: ll->wq->rowwise_data (", "and x (", "overlap");
+        expect(ll_host_step(ctx, r, 256, 192, 128, 4), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_bwd: g->dxn (", "and ll->xq->rowwise_data (", "overlap");
+        expect(ll_host_step(ctx, r, 256, 192, 128, 5), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_bwd: dy is [2, 128, 128]; expected [256, N = 128]");
+        expect(ll_host_step(ctx, r, 256, 192, 128, 6), QF_ERR_INVALID_ARG,
+               "qf_layernorm_linear_bwd: g->defer_wgrad is 5; expected 0");
+    }
+}
+
+/* Buffers that two stages of an MLP step share (one writes what another reads or writes) are
+ * refused before any stage, by name, under every recipe, on a host context: each stage checks
+ * only its own arguments. */
+static void test_mlp_shared_across_stages(void **state) {
+    qf_ctx_t *ctx = *state;
+    static const struct {
+        const char *a, *b, *op;
+    } cases[] = {
+        {"mlp->a (", "mlp->h (", "qf_layernorm_mlp_fwd"},
+        {"y (", "mlp->h (", "qf_layernorm_mlp_fwd"},
+        {"mlp->w1q->", "mlp->w2q->", "qf_layernorm_mlp_fwd"},
+        {"mlp->xq->", "mlp->aq->", "qf_layernorm_mlp_fwd"},
+        {"mlp->h (", "g->dh (", "qf_layernorm_mlp_bwd"},
+        {"x (", "g->dxn (", "qf_layernorm_mlp_bwd"},
+        {"dy (", "g->dyq->rowwise_data (", "qf_layernorm_mlp_bwd"},
+    };
+    for (int i = 0; i < qf_recipe_count; i++) {
+        const qf_recipe *r = &qf_recipes[i];
+        assert_int_equal(mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 0), QF_ERR_NO_DEVICE);
+        for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            const qf_status s = mlp_host_step_kept(ctx, r, 256, 192, 128, 192, 7 + c);
+            const char *msg = qf_last_error();
+            if (s != QF_ERR_INVALID_ARG || !strstr(msg, cases[c].op) || !strstr(msg, "overlap") ||
+                (!strstr(msg, cases[c].a) && !strstr(msg, cases[c].b)))
+                fail_msg("%s case %d: status %d, message: %s", r->name, 7 + c, (int)s, msg);
+            /* the same call's arguments are refused before its first stage is named */
+            if (strstr(msg, "(qf_"))
+                fail_msg("%s case %d: refused by a stage: %s", r->name, 7 + c, msg);
+        }
+    }
 }
 
 /* The shapes a whole MLP step accepts per recipe, on a host context (sm_90): the GPU test's
@@ -641,7 +761,13 @@ static void test_mlp_args(void **state) {
     mlp.h = t2(slot(4), QF_DTYPE_BF16, M, N), mlp.a = t2(slot(5), QF_DTYPE_BF16, M, 16);
     mlp.w2 = t2(slot(6), QF_DTYPE_BF16, N + 1, 16);
     expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
-           "dy has 128 elements (last dim 32); expected [..., N = 33] (mlp->w2's rows)");
+           "qf_layernorm_mlp_bwd: dy is [4, 32]; expected [4, N = 33] (x's leading dims, N "
+           "mlp->w2's rows)");
+    qf_tensor dy3 = dy; /* the same elements, other leading dims */
+    dy3.ndim = 3, dy3.dims[0] = 2, dy3.dims[1] = 2, dy3.dims[2] = N;
+    mlp.w2.dims[0] = N;
+    expect(qf_layernorm_mlp_bwd(ctx, kRecipe, &x, &dy3, &mlp, &g, NULL), QF_ERR_INVALID_ARG,
+           "dy is [2, 2, 32]; expected [4, N = 32]");
     mlp.w2.dims[0] = N;
     /* a stage's own check, named with its stage: nothing is cached, so the first stage is W1's
      * quantization, and mlp->w1q has no buffers */
@@ -734,6 +860,8 @@ int main(void) {
         T(test_mlp_args),
         T(test_mlp_shapes_host),
         T(test_mlp_writes_a),
+        T(test_mlp_shared_across_stages),
+        T(test_ll_step_host),
         T(test_mlp_kept_bf16_host),
         cmocka_unit_test(test_weight_cache_key),
     };
