@@ -59,19 +59,16 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
     static const char op[] = "qf_scale_update";
     const qf_recipe *r;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
-    QF_TRY(qf_su_check(op, n, H, amax, history, scale, scale_inv, fmt));
-    qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
-                      .fmt = fmt, .n = n, .H = H};
-    switch (r->family) {
-    case QF_FAMILY_FP8_DELAYED:
-        return qf_su_delayed(ctx, op, r, &p, stream);
-    case QF_FAMILY_FP8_CURRENT:
-    case QF_FAMILY_MXFP8:
-    case QF_FAMILY_NVFP4:
+    const qf_family_traits *f = &qf_families[r->family];
+    if (!f->implemented)
+        return qf_family_unsupported(op, r);
+    /* the families table: only a family with a scale-update template (delayed scaling) has one */
+    if (!f->ops[QF_OP_SCALE_UPDATE].tpl)
         return qf_set_error(QF_ERR_UNSUPPORTED, "%s: recipe '%s' (%s) has no scale update: its "
                             "quantizer computes the scales from the data", op, r->name,
                             qf_family_name(r->family));
-    default:
-        return qf_family_unsupported(op, r);
-    }
+    QF_TRY(qf_su_check(op, n, H, amax, history, scale, scale_inv, fmt));
+    qf_su_params p = {.amax = amax, .history = history, .scale = scale, .scale_inv = scale_inv,
+                      .fmt = fmt, .n = n, .H = H};
+    return qf_su_delayed(ctx, op, r, &p, stream);
 }

@@ -350,12 +350,19 @@ static void test_su_misaligned_or_overlapping(void **state) {
     expect(su_run(state, &a), QF_ERR_INVALID_ARG, "scale", "fmt");
 }
 
-/* Block-scaled families compute their scales in the quantizer: no scale update. */
+/* Every family but delayed scaling computes its scales in the quantizer: no scale update, said
+ * before any argument is checked. */
 static void test_su_block_family(void **state) {
     su_args a = su_valid();
     expect(su_run_recipe(state, "mxfp8", &a), QF_ERR_UNSUPPORTED,
            "qf_scale_update: recipe 'mxfp8' (mxfp8) has no scale update");
     expect(su_run_recipe(state, "nvfp4", &a), QF_ERR_UNSUPPORTED, "recipe 'nvfp4' (nvfp4)");
+    expect(su_run_recipe(state, "fp8_block", &a), QF_ERR_UNSUPPORTED,
+           "recipe 'fp8_block' (fp8_block) has no scale update");
+    expect(su_run_recipe(state, "fp8_current", &a), QF_ERR_UNSUPPORTED,
+           "recipe 'fp8_current' (fp8_current) has no scale update");
+    a.amax = a.history; /* the family's answer comes before the arguments' */
+    expect(su_run_recipe(state, "mxfp8", &a), QF_ERR_UNSUPPORTED, "has no scale update");
     expect(su_run_recipe(state, "no_such_recipe", &a), QF_ERR_NOT_FOUND, "no_such_recipe");
 }
 
