@@ -12,6 +12,17 @@
 #include "gen_render.h"
 #include "kernel_key.h"
 
+/* The text (len bytes) read from path, a `what` ("template", "header") that NVRTC compiles: C
+ * text, so neither empty nor holding a NUL byte (which would end it early). 0, or -1 with e set. */
+static int qf_gen_text_check(const char *path, const char *what, const char *text, size_t len,
+                             qf_gen_err *e) {
+    if (len == 0)
+        return qf_gen_fail(e, "%s: %s is empty", path, what);
+    if (strlen(text) != len)
+        return qf_gen_fail(e, "%s: %s contains a NUL byte", path, what);
+    return 0;
+}
+
 /* The text of template `name` under dir, read into p on first use. Returns NULL on error. */
 static const char *qf_gen_tpl_get(qf_gen_plan *p, const char *dir, const char *name,
                                   qf_gen_err *e) {
@@ -28,8 +39,7 @@ static const char *qf_gen_tpl_get(qf_gen_plan *p, const char *dir, const char *n
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (qf_gen_read_file(path, "template", &text, &len, e) != 0)
         return NULL;
-    if (strlen(text) != len) {
-        qf_gen_fail(e, "%s: template contains a NUL byte", path);
+    if (qf_gen_text_check(path, "template", text, len, e) != 0) {
         free(text);
         return NULL;
     }
@@ -147,6 +157,8 @@ static int qf_gen_plan_add_header(qf_gen_plan *p, const char *dir, const char *n
     }
     p->header_names[p->n_headers] = copy;
     p->header_texts[p->n_headers++] = text;
+    if (qf_gen_text_check(path, "header", text, len, e) != 0)
+        return -1;
     return qf_gen_header_check(path, text, e);
 }
 

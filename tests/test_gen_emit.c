@@ -63,6 +63,24 @@ static void test_gen_header_placeholder(void **state) {
                         "registry.c");
 }
 
+/* A template or shared header that is empty, or holds a NUL byte (NVRTC would see its text end
+ * there), stops the run before anything is written, naming the file and what is wrong. */
+static void test_gen_text_empty_or_nul(void **state) {
+    const qf_test_dir *d = *state;
+    const char *args[] = {"-o", d->path, "--templates", d->path, "--include", d->path,
+                          "recipes/fp8_delayed.lua", NULL};
+    qf_test_templates(d->path, "");
+    qf_test_dir_write(d->path, "qf_formats.h", "#pragma once\n");
+    qf_test_cli_refused(args, d->path, "smxx_fp8_norm_quantize.cu: template is empty",
+                        "registry.c");
+    qf_test_templates(d->path, qf_test_nq_ok);
+    char path[512];
+    qf_test_write(d->path, "qf_formats.h", "a\0b", 3, path);
+    qf_test_cli_refused(args, d->path, "qf_formats.h: header contains a NUL byte", "registry.c");
+    qf_test_dir_write(d->path, "qf_formats.h", "");
+    qf_test_cli_refused(args, d->path, "qf_formats.h: header is empty", "registry.c");
+}
+
 static void test_gen_template_unused_value(void **state) {
     const qf_test_dir *d = *state;
     qf_test_templates(d->path, "void __KERNEL_NAME__() { int a[] = {__FAMILY__, __NORM__, "
@@ -491,6 +509,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         T(test_gen_template_unfilled),
         T(test_gen_template_unused_value),
+        T(test_gen_text_empty_or_nul),
         T(test_gen_header_placeholder),
         cmocka_unit_test(test_gen_reproducible),
         T(test_gen_banners),
