@@ -470,6 +470,21 @@ static void fake_kept(const qf_quantized *q, int64_t off_by, qf_tensor kept[QF_C
     }
 }
 
+/* The scale layout recipe r's GEMM reads on sm_90 (compact where it has no block scales). */
+static qf_scale_layout host_layout(const qf_recipe *r) {
+    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    if (qf_family_get(r->family)->scale_layout)
+        assert_int_equal(qf_gemm_scale_layout(r->name, 90, &layout), QF_OK);
+    return layout;
+}
+
+/* A LayerNorm over k columns with bf16 gamma and beta at fake addresses. */
+static qf_norm_desc fake_ln(int64_t k) {
+    return (qf_norm_desc){.norm = QF_NORM_LAYERNORM, .eps = 1e-5f,
+                          .gamma = fake_t(QF_DTYPE_BF16, 1, k, 0),
+                          .beta = fake_t(QF_DTYPE_BF16, 1, k, 0)};
+}
+
 /* A whole LayerNorm + MLP step (SwiGLU, every output, fp32 wgrads) of x [m, k], fc1 [2f, k], fc2
  * [n, f] under recipe on a host context: QF_ERR_NO_DEVICE when every stage accepts the shapes.
  * kept: 1 keeps both weights' bf16 copies (w1q_bf16, w2q_bf16), 2 with W2's columnwise one of a
@@ -482,14 +497,11 @@ static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
     const char *recipe = r->name;
     const int64_t fin = 2 * f;
-    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    const qf_scale_layout layout = host_layout(r);
     qf_status st = QF_OK;
-    if (qf_family_get(r->family)->scale_layout)
-        assert_int_equal(qf_gemm_scale_layout(recipe, 90, &layout), QF_OK);
     const float *sc = fake_buf(64);
     qf_ln_mlp mlp = {
-        .norm = {.norm = QF_NORM_LAYERNORM, .eps = 1e-5f, .gamma = fake_t(bf, 1, k, 0),
-                 .beta = fake_t(bf, 1, k, 0)},
+        .norm = fake_ln(k),
         .act = QF_ACT_SWIGLU, .w1 = fake_t(bf, 2, fin, k), .b1 = fake_t(bf, 1, fin, 0),
         .w2 = fake_t(bf, 2, n, f), .b2 = fake_t(bf, 1, n, 0),
         .x_scale = sc, .w1_scale = sc + 1, .a_scale = sc + 2, .w2_scale = sc + 3,
@@ -593,14 +605,11 @@ static qf_status ll_host_step(qf_ctx_t *ctx, const qf_recipe *r, int64_t m, int6
                               int tweak) {
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
     const char *recipe = r->name;
-    qf_scale_layout layout = QF_SCALE_LAYOUT_COMPACT;
+    const qf_scale_layout layout = host_layout(r);
     qf_status st = QF_OK;
-    if (qf_family_get(r->family)->scale_layout)
-        assert_int_equal(qf_gemm_scale_layout(recipe, 90, &layout), QF_OK);
     const float *sc = fake_buf(64);
     qf_ln_linear ll = {
-        .norm = {.norm = QF_NORM_LAYERNORM, .eps = 1e-5f, .gamma = fake_t(bf, 1, k, 0),
-                 .beta = fake_t(bf, 1, k, 0)},
+        .norm = fake_ln(k),
         .weight = fake_t(bf, 2, n, k), .bias = fake_t(bf, 1, n, 0),
         .x_scale = sc, .w_scale = sc + 1, .weight_changed = 1,
         .xq = fake_q(recipe, QF_ROLE_INPUT, QF_NORM_LAYERNORM, m, k, layout, &st),
