@@ -71,7 +71,11 @@ static qf_status qf_check_rows_of(const char *op, const qf_tensor *x, const qf_t
         same = out->dims[i] == x->dims[i];
     if (same)
         return QF_OK;
-    char got[160] = "", want[160] = "";
+    if (out->ndim < 1 || out->ndim > QF_MAX_DIMS || out->ndim != x->ndim)
+        return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s has %d dims; expected x's %d, with x's "
+                            "leading dims and N = %lld (%s)", op, out_name, out->ndim, x->ndim,
+                            (long long)N, n_from);
+    char got[256] = "", want[256] = "";
     for (int i = 0, w = 0; i < out->ndim && i < QF_MAX_DIMS && w >= 0 && w < (int)sizeof got; i++)
         w += snprintf(got + w, sizeof got - (size_t)w, "%s%lld", i ? ", " : "",
                       (long long)out->dims[i]);
@@ -150,23 +154,26 @@ static int qf_kept_any(const qf_tensor kept[QF_COPY_COUNT]) {
 }
 
 /* The tensors of one call, for its overlap checks (qf_check_call): each with where its name
- * comes from (formatted only for a message) and its role: read, written, or a kept bf16 weight
- * copy (apart from every other tensor of the call, in both directions). */
+ * comes from (formatted only for a message) and its role in the stages the call runs: read,
+ * written, or a kept bf16 weight copy (apart from every other tensor of the call, in both
+ * directions). Two entries whose `same` masks share a bit may be the same buffer (the same data
+ * and dtype): an in-place stage. */
 #define QF_TLIST_MAX 96
 enum { QF_TL_READ, QF_TL_WRITTEN, QF_TL_KEPT };
 typedef struct qf_tl_entry {
     const qf_tensor *t;
     const char *arg; /* "x", "ll->xq", "mlp->w1q_bf16" */
-    int index;       /* the slot of a qf_quantized (slot), or the copy of a kept array (array) */
-    unsigned char form, role; /* form 0: arg; 1: arg->slot; 2: arg[index] */
-    uintptr_t lo, hi;         /* its bytes [lo, hi) */
+    int index;       /* the slot of a qf_quantized (form 1), or the copy of a kept array (2) */
+    unsigned char form, role, same; /* form 0: arg; 1: arg->slot; 2: arg[index] */
+    uintptr_t lo, hi;               /* its bytes [lo, hi) */
 } qf_tl_entry;
 typedef struct qf_tlist {
-    int n;
+    int n, n_scales;
     qf_tl_entry e[QF_TLIST_MAX];
+    qf_tensor scales[4]; /* fp8_delayed's scales, one float each */
 } qf_tlist;
-/* the MLP's backward: 4 kept copies, 10 tensors, 6 quantized and 10 gradients */
-_Static_assert(2 * QF_COPY_COUNT + 10 + 6 * QF_SLOT_COUNT + 10 <= QF_TLIST_MAX, "QF_TLIST_MAX");
+/* the MLP's backward: 4 kept copies, 14 tensors and scales, 6 quantized and 10 gradients */
+_Static_assert(2 * QF_COPY_COUNT + 14 + 6 * QF_SLOT_COUNT + 10 <= QF_TLIST_MAX, "QF_TLIST_MAX");
 
 /* Adds t when it has data and well-formed dims (a malformed one is left to its stage's checks,
  * which name it). The lists are sized for every argument of the largest call. */
@@ -174,13 +181,23 @@ static void qf_tl_put(qf_tlist *l, const qf_tensor *t, const char *arg, int inde
                       int role) {
     if (!t || !t->data || qf_tensor_numel(t) < 1 || l->n == QF_TLIST_MAX)
         return;
-    l->e[l->n] = (qf_tl_entry){t, arg, index, (unsigned char)form, (unsigned char)role, 0, 0};
+    l->e[l->n] = (qf_tl_entry){t, arg, index, (unsigned char)form, (unsigned char)role, 0, 0, 0};
     qf_tensor_span(t, &l->e[l->n].lo, &l->e[l->n].hi);
     l->n++;
 }
 
 static void qf_tl_add(qf_tlist *l, const qf_tensor *t, const char *arg, int role) {
     qf_tl_put(l, t, arg, 0, 0, role);
+}
+
+/* The scale a stage reads from scale (fp8_delayed's, one float; the other families ignore it). */
+static void qf_tl_add_scale(qf_tlist *l, const qf_recipe *r, const float *scale,
+                            const char *arg) {
+    if (r->family != QF_FAMILY_FP8_DELAYED || !scale || l->n_scales == 4)
+        return;
+    qf_tensor *t = &l->scales[l->n_scales++];
+    *t = (qf_tensor){.data = (void *)scale, .dtype = QF_DTYPE_FP32, .ndim = 1, .dims = {1}};
+    qf_tl_add(l, t, arg, QF_TL_READ);
 }
 
 /* The slots a stage's quantization of role (norm `norm`) of an input [M, K] into q uses: those
@@ -220,10 +237,18 @@ static void qf_tl_add_kept(qf_tlist *l, const qf_tensor kept[QF_COPY_COUNT], con
         qf_tl_put(l, &kept[c], arg, c, 2, QF_TL_KEPT);
 }
 
-/* A norm's gamma and beta (read), named under arg ("ll->norm"). */
+/* A norm's gamma and, under LayerNorm, beta (read; RMSNorm ignores beta). */
 static void qf_tl_add_norm(qf_tlist *l, const qf_norm_desc *n, const char *gamma,
                            const char *beta) {
-    qf_tl_add(l, &n->gamma, gamma, QF_TL_READ), qf_tl_add(l, &n->beta, beta, QF_TL_READ);
+    qf_tl_add(l, &n->gamma, gamma, QF_TL_READ);
+    if (n->norm == QF_NORM_LAYERNORM)
+        qf_tl_add(l, &n->beta, beta, QF_TL_READ);
+}
+
+/* The rows of a [..., C] tensor checked by its op (qf_check_activation): numel / C. */
+static int64_t qf_rows_of(const qf_tensor *t) {
+    return t->ndim >= 1 && t->dims[t->ndim - 1] > 0 ? qf_tensor_numel(t) / t->dims[t->ndim - 1]
+                                                    : 0;
 }
 
 /* The name of entry e in messages. */
@@ -236,11 +261,12 @@ static void qf_tl_name(const qf_tl_entry *e, char *buf, size_t n) {
         snprintf(buf, n, "%s", e->arg);
 }
 
-/* No tensor a call writes (or keeps) shares a byte with another tensor of the call: each stage
- * checks its own arguments, and this the ones that meet across stages (fc1's h written by one
- * stage and read by a later one, a weight's copies written over x). The entries sorted by their
- * first byte, each is compared with those that start before it ends. QF_ERR_INVALID_ARG names
- * both, the written one first (qf_check_disjoint's message). */
+/* No tensor a call writes (or keeps) shares a byte with another tensor of the call, but where
+ * an in-place stage takes one buffer for both (their `same` masks): each stage checks its own
+ * arguments, and this the ones that meet across stages (fc1's h written by one stage and read by
+ * a later one, a weight's copies written over x). The entries sorted by their first byte, each is
+ * compared with those that start before it ends. QF_ERR_INVALID_ARG names both, the written one
+ * first (qf_check_disjoint's message). */
 static qf_status qf_check_call(const char *op, qf_tlist *l) {
     for (int i = 1; i < l->n; i++) { /* insertion sort by lo: a few dozen entries */
         const qf_tl_entry e = l->e[i];
@@ -251,15 +277,19 @@ static qf_status qf_check_call(const char *op, qf_tlist *l) {
     }
     for (int i = 0; i < l->n; i++)
         for (int j = i + 1; j < l->n && l->e[j].lo < l->e[i].hi; j++) {
-            if (l->e[i].role == QF_TL_READ && l->e[j].role == QF_TL_READ)
-                continue;
-            /* the written (or kept) one named first */
             const qf_tl_entry *p = &l->e[i], *q = &l->e[j];
-            if (q->role > p->role)
+            if (p->role == QF_TL_READ && q->role == QF_TL_READ)
+                continue;
+            if ((p->same & q->same) && p->t->data == q->t->data && p->t->dtype == q->t->dtype &&
+                p->hi == q->hi)
+                continue; /* one buffer, in place */
+            if (q->role > p->role) /* the written (or kept) one named first */
                 p = &l->e[j], q = &l->e[i];
             char a[64], b[64];
             qf_tl_name(p, a, sizeof a), qf_tl_name(q, b, sizeof b);
-            return qf_check_disjoint(op, a, p->t, b, q->t);
+            const qf_status st = qf_check_disjoint(op, a, p->t, b, q->t);
+            if (st != QF_OK)
+                return st;
         }
     return QF_OK;
 }
@@ -281,30 +311,38 @@ static qf_status qf_check_kept(const char *op, const qf_ctx_t *ctx, const qf_rec
     return QF_OK;
 }
 
-/* The tensors of a LayerNorm + Linear call: x, y (forward, written) or dy (backward, read), the
- * tensors of ll and g (NULL: the forward's). The forward writes ll->xq, and ll->wq where it may
- * quantize the weight (weight_changed >= 0); the backward writes g's. */
+/* The tensors of a LayerNorm + Linear call running the stages of mask: x, y (forward, written)
+ * or dy (backward, read), the tensors of ll and g (NULL: the forward's) those stages use, each
+ * written by one of them or read. */
 static void qf_ll_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_linear *ll,
                           const qf_tensor *x, const qf_tensor *out, const char *out_name,
-                          const qf_ln_linear_grads *g) {
+                          const qf_ln_linear_grads *g, unsigned mask) {
     const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ;
-    const int64_t K = x->dims[x->ndim - 1], M = qf_tensor_numel(x) / K, N = ll->weight.dims[0];
+    const int64_t K = x->dims[x->ndim - 1], M = qf_rows_of(x), N = qf_rows_of(&ll->weight);
     const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
-    l->n = 0;
+    const int w_q = (mask & QF_LL_BIT(QF_LL_WEIGHT)) != 0;
+    l->n = l->n_scales = 0;
     qf_tl_add_kept(l, ll->wq_bf16, "ll->wq_bf16");
     qf_tl_add(l, x, "x", R), qf_tl_add(l, out, out_name, fwd ? W : R);
     qf_tl_add(l, &ll->weight, "ll->weight", R), qf_tl_add(l, &ll->bias, "ll->bias", R);
     qf_tl_add_norm(l, &ll->norm, "ll->norm.gamma", "ll->norm.beta");
     qf_tl_add_q(l, r, in, ll->norm.norm, M, K, &ll->xq, "ll->xq", fwd ? W : R);
-    qf_tl_add_q(l, r, wt, QF_NORM_NONE, N, K, &ll->wq, "ll->wq",
-                fwd && ll->weight_changed >= 0 ? W : R);
-    if (g) {
-        qf_tl_add_q(l, r, gr, QF_NORM_NONE, M, N, &g->dyq, "g->dyq", W);
-        qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dweight, "g->dweight", W);
-        qf_tl_add(l, &g->dbias, "g->dbias", W), qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
-        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
-        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
+    qf_tl_add_q(l, r, wt, QF_NORM_NONE, N, K, &ll->wq, "ll->wq", w_q ? W : R);
+    if (fwd) {
+        qf_tl_add_scale(l, r, ll->x_scale, "ll->x_scale");
+        if (w_q)
+            qf_tl_add_scale(l, r, ll->w_scale, "ll->w_scale");
+        return;
     }
+    qf_tl_add_scale(l, r, g->dy_scale, "g->dy_scale");
+    qf_tl_add_q(l, r, gr, QF_NORM_NONE, M, N, &g->dyq, "g->dyq", W);
+    qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dbias, "g->dbias", W);
+    if (mask & QF_LL_BIT(QF_LL_WGRAD))
+        qf_tl_add(l, &g->dweight, "g->dweight", W);
+    qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
+    qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
+    if (ll->norm.norm == QF_NORM_LAYERNORM)
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
 }
 
 /* The options of a GEMM whose b is a weight's copy: b_dequantized = kept where its data is set
@@ -431,13 +469,15 @@ static qf_status qf_stage_timed(qf_ctx_t *ctx, const qf_stages *t, int i, const 
     return s;
 }
 
-/* Runs the stages of mask in order; after the weight stages, clears *weight_changed.
+/* Runs the stages of mask in order (the tensors of the call, tl, checked across them first; NULL:
+ * none); after the weight stages, clears *weight_changed.
  * NOTES: "bad input launches nothing" must hold for the composition too, so every stage is first
  * checked against a device-less twin of ctx (the ops validate, then stop before any device work
  * with QF_ERR_NO_DEVICE), and only then run for real. The price is a second pass of host-side
  * argument checks, microseconds per call. */
 static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t, unsigned mask,
-                               const void *call, int *weight_changed, void *stream) {
+                               const void *call, qf_tlist *tl, int *weight_changed,
+                               void *stream) {
     qf_status s = QF_ERR_NO_DEVICE;
     int i;
     qf_ctx_t twin;
@@ -448,6 +488,8 @@ static qf_status qf_stages_run(const char *op, qf_ctx_t *ctx, const qf_stages *t
     qf_ctx_twin_free(&twin);
     if (s != QF_ERR_NO_DEVICE)
         return qf_ll_fail(op, t->names[i - 1], s);
+    if (tl) /* each stage's own arguments are right: now those that meet across stages */
+        QF_TRY(qf_check_call(op, tl));
     unsigned left = mask & t->weights;
     for (i = 0; i < t->n; i++) {
         if (!(mask & QF_LL_BIT(i)))
@@ -508,9 +550,6 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_check_kept(op, ctx, r, ll->wq_bf16, "ll->wq_bf16"));
-    qf_tlist tl;
-    qf_ll_tensors(&tl, r, ll, x, y, "y", NULL);
-    QF_TRY(qf_check_call(op, &tl));
     const qf_weight_key key =
         qf_weight_key_of(ll->weight.data, ll->wq_bf16, NULL, NULL, ll->weight_version, r);
     const int stale = qf_weights_stale(&ll->cached, ll->weight_changed, &key);
@@ -519,7 +558,9 @@ qf_status qf_layernorm_linear_fwd(qf_ctx_t *ctx, const char *recipe, const qf_te
         (stale && qf_kept_any(ll->wq_bf16) ? QF_LL_BIT(QF_LL_WEIGHT_BF16) : 0u) |
         QF_LL_BIT(QF_LL_NORM) | QF_LL_BIT(QF_LL_GEMM);
     const qf_ll_call c = {recipe, x, ll, y, NULL, NULL};
-    QF_TRY(qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream));
+    qf_tlist tl;
+    qf_ll_tensors(&tl, r, ll, x, y, "y", NULL, mask);
+    QF_TRY(qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &tl, &ll->weight_changed, stream));
     if (stale)
         ll->cached = key;
     return QF_OK;
@@ -540,14 +581,13 @@ qf_status qf_layernorm_linear_bwd(qf_ctx_t *ctx, const char *recipe, const qf_te
     const qf_recipe *r = NULL;
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_check_kept(op, ctx, r, ll->wq_bf16, "ll->wq_bf16"));
-    qf_tlist tl;
-    qf_ll_tensors(&tl, r, ll, x, dy, "dy", g);
-    QF_TRY(qf_check_call(op, &tl));
     const unsigned mask = QF_LL_BIT(QF_LL_DY) | QF_LL_BIT(QF_LL_DGRAD) |
                           (g->defer_wgrad ? 0u : QF_LL_BIT(QF_LL_WGRAD)) |
                           QF_LL_BIT(QF_LL_NORM_BWD);
     const qf_ll_call c = {recipe, x, ll, NULL, dy, g};
-    return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &ll->weight_changed, stream);
+    qf_tlist tl;
+    qf_ll_tensors(&tl, r, ll, x, dy, "dy", g, mask);
+    return qf_stages_run(op, ctx, &qf_ll_stages, mask, &c, &tl, &ll->weight_changed, stream);
 }
 
 qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_linear *ll,
@@ -558,8 +598,8 @@ qf_status qf_layernorm_linear_wgrad(qf_ctx_t *ctx, const char *recipe, qf_ln_lin
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: %s is NULL", op,
                             !ctx ? "ctx" : !ll ? "ll" : "g");
     const qf_ll_call c = {recipe, NULL, ll, NULL, NULL, g};
-    return qf_stages_run(op, ctx, &qf_ll_stages, QF_LL_BIT(QF_LL_WGRAD), &c, &ll->weight_changed,
-                         stream);
+    return qf_stages_run(op, ctx, &qf_ll_stages, QF_LL_BIT(QF_LL_WGRAD), &c, NULL,
+                         &ll->weight_changed, stream);
 }
 
 /* {===================================================================== LayerNorm + MLP */
@@ -715,39 +755,67 @@ static qf_status qf_mlp_stage(qf_ctx_t *ctx, int i, const void *call, void *stre
     }
 }
 
-/* The tensors of a LayerNorm + MLP call, as qf_ll_tensors: the forward writes y, mlp->xq, h, a,
- * aq, and w1q and w2q where it may quantize the weights; the backward g's. */
+/* The tensors of a LayerNorm + MLP call running the stages of mask, as qf_ll_tensors: the
+ * forward writes y, mlp->xq, h, a (where a stage writes it), aq, and the weights' copies where
+ * their stages run; the backward g's (dh where a stage writes it), where dh may be da's or h's
+ * buffer under a non-gated activation (qf_activation_bwd in place; nothing after it reads
+ * them). */
 static void qf_mlp_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_mlp *m,
                            const qf_tensor *x, const qf_tensor *out, const char *out_name,
-                           const qf_ln_mlp_grads *g) {
+                           const qf_ln_mlp_grads *g, unsigned mask) {
     const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ, F = fwd ? W : R;
-    const int Fw = fwd && m->weight_changed >= 0 ? W : R;
-    const int64_t K = x->dims[x->ndim - 1], M = qf_tensor_numel(x) / K;
-    const int64_t Fin = m->w1.dims[0], N = m->w2.dims[0], F2 = m->w2.dims[m->w2.ndim - 1];
+    const int w_q = (mask & QF_LL_BIT(QF_MLP_W1)) != 0, Fw = w_q ? W : R;
+    const int64_t K = x->dims[x->ndim - 1], M = qf_rows_of(x);
+    const int64_t Fin = qf_rows_of(&m->w1), N = qf_rows_of(&m->w2), F2 = m->w2.dims[m->w2.ndim - 1];
     const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
     const qf_norm none = QF_NORM_NONE;
-    l->n = 0;
+    l->n = l->n_scales = 0;
     qf_tl_add_kept(l, m->w1q_bf16, "mlp->w1q_bf16");
     qf_tl_add_kept(l, m->w2q_bf16, "mlp->w2q_bf16");
     qf_tl_add(l, x, "x", R), qf_tl_add(l, out, out_name, F);
     qf_tl_add(l, &m->w1, "mlp->w1", R), qf_tl_add(l, &m->b1, "mlp->b1", R);
     qf_tl_add(l, &m->w2, "mlp->w2", R), qf_tl_add(l, &m->b2, "mlp->b2", R);
-    qf_tl_add(l, &m->h, "mlp->h", F), qf_tl_add(l, &m->a, "mlp->a", F);
     qf_tl_add_norm(l, &m->norm, "mlp->norm.gamma", "mlp->norm.beta");
     qf_tl_add_q(l, r, in, m->norm.norm, M, K, &m->xq, "mlp->xq", F);
     qf_tl_add_q(l, r, in, none, M, F2, &m->aq, "mlp->aq", F);
     qf_tl_add_q(l, r, wt, none, Fin, K, &m->w1q, "mlp->w1q", Fw);
     qf_tl_add_q(l, r, wt, none, N, F2, &m->w2q, "mlp->w2q", Fw);
-    if (g) {
-        qf_tl_add_q(l, r, gr, none, M, N, &g->dyq, "g->dyq", W);
-        qf_tl_add_q(l, r, gr, none, M, Fin, &g->dhq, "g->dhq", W);
-        qf_tl_add(l, &g->da, "g->da", W), qf_tl_add(l, &g->dh, "g->dh", W);
-        qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dw1, "g->dw1", W);
-        qf_tl_add(l, &g->dw2, "g->dw2", W), qf_tl_add(l, &g->db1, "g->db1", W);
-        qf_tl_add(l, &g->db2, "g->db2", W), qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
-        qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
-        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
+    const int gated = m->act == QF_ACT_SWIGLU;
+    const int n_h = l->n;
+    qf_tl_add(l, &m->h, "mlp->h", F);
+    if (l->n > n_h && !fwd && !gated)
+        l->e[n_h].same = 2u;
+    if (fwd) {
+        if (mask & (QF_LL_BIT(QF_MLP_ACT) | QF_LL_BIT(QF_MLP_ACT_AMAX)))
+            qf_tl_add(l, &m->a, "mlp->a", W);
+        qf_tl_add_scale(l, r, m->x_scale, "mlp->x_scale");
+        qf_tl_add_scale(l, r, m->a_scale, "mlp->a_scale");
+        if (w_q) {
+            qf_tl_add_scale(l, r, m->w1_scale, "mlp->w1_scale");
+            qf_tl_add_scale(l, r, m->w2_scale, "mlp->w2_scale");
+        }
+        return;
     }
+    qf_tl_add_scale(l, r, g->dy_scale, "g->dy_scale");
+    qf_tl_add_scale(l, r, g->dh_scale, "g->dh_scale");
+    qf_tl_add_q(l, r, gr, none, M, N, &g->dyq, "g->dyq", W);
+    qf_tl_add_q(l, r, gr, none, M, Fin, &g->dhq, "g->dhq", W);
+    const int n_da = l->n;
+    qf_tl_add(l, &g->da, "g->da", W);
+    if (l->n > n_da && !gated)
+        l->e[n_da].same = 1u;
+    if (mask & QF_LL_BIT(QF_MLP_ACT_BWD)) {
+        const int n_dh = l->n;
+        qf_tl_add(l, &g->dh, "g->dh", W);
+        if (l->n > n_dh && !gated)
+            l->e[n_dh].same = 3u; /* da's (1) or h's (2) */
+    }
+    qf_tl_add(l, &g->dxn, "g->dxn", W), qf_tl_add(l, &g->dw1, "g->dw1", W);
+    qf_tl_add(l, &g->dw2, "g->dw2", W), qf_tl_add(l, &g->db1, "g->db1", W);
+    qf_tl_add(l, &g->db2, "g->db2", W), qf_tl_add(l, &g->norm.dx, "g->norm.dx", W);
+    qf_tl_add(l, &g->norm.dgamma, "g->norm.dgamma", W);
+    if (m->norm.norm == QF_NORM_LAYERNORM)
+        qf_tl_add(l, &g->norm.dbeta, "g->norm.dbeta", W);
 }
 
 static const qf_stages qf_mlp_stages = {
@@ -828,9 +896,6 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_check_kept(op, ctx, r, mlp->w1q_bf16, "mlp->w1q_bf16"));
     QF_TRY(qf_check_kept(op, ctx, r, mlp->w2q_bf16, "mlp->w2q_bf16"));
-    qf_tlist tl;
-    qf_mlp_tensors(&tl, r, mlp, x, y, "y", NULL);
-    QF_TRY(qf_check_call(op, &tl));
     const qf_weight_key key = qf_weight_key_of(mlp->w1.data, mlp->w1q_bf16, mlp->w2.data,
                                                mlp->w2q_bf16, mlp->weight_version, r);
     const int stale = qf_weights_stale(&mlp->cached, mlp->weight_changed, &key);
@@ -841,7 +906,9 @@ qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     const unsigned mask = (stale ? w : 0u) | QF_LL_BIT(QF_MLP_NORM) | QF_LL_BIT(QF_MLP_FC1) |
                           act | QF_LL_BIT(QF_MLP_FC2);
     const qf_mlp_call c = {recipe, x, mlp, y, NULL, NULL};
-    QF_TRY(qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream));
+    qf_tlist tl;
+    qf_mlp_tensors(&tl, r, mlp, x, y, "y", NULL, mask);
+    QF_TRY(qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &tl, &mlp->weight_changed, stream));
     if (stale)
         mlp->cached = key;
     return QF_OK;
@@ -856,9 +923,6 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
     QF_TRY(qf_check_recipe(op, ctx, recipe, &r));
     QF_TRY(qf_check_kept(op, ctx, r, mlp->w1q_bf16, "mlp->w1q_bf16"));
     QF_TRY(qf_check_kept(op, ctx, r, mlp->w2q_bf16, "mlp->w2q_bf16"));
-    qf_tlist tl;
-    qf_mlp_tensors(&tl, r, mlp, x, dy, "dy", g);
-    QF_TRY(qf_check_call(op, &tl));
     /* dh and its quantization with db1: in one kernel, dh never stored (qf_mlp_fused); else dh,
      * then q(dh) */
     const unsigned dh = qf_mlp_fused(r, x, mlp) ? QF_LL_BIT(QF_MLP_DH_ACT)
@@ -867,7 +931,9 @@ qf_status qf_layernorm_mlp_bwd(qf_ctx_t *ctx, const char *recipe, const qf_tenso
                           QF_LL_BIT(QF_MLP_WGRAD2) | dh | QF_LL_BIT(QF_MLP_DGRAD1) |
                           QF_LL_BIT(QF_MLP_WGRAD1) | QF_LL_BIT(QF_MLP_NORM_BWD);
     const qf_mlp_call c = {recipe, x, mlp, NULL, dy, g};
-    return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &mlp->weight_changed, stream);
+    qf_tlist tl;
+    qf_mlp_tensors(&tl, r, mlp, x, dy, "dy", g, mask);
+    return qf_stages_run(op, ctx, &qf_mlp_stages, mask, &c, &tl, &mlp->weight_changed, stream);
 }
 
 /* =====================================================================} */

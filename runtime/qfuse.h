@@ -602,10 +602,11 @@ typedef struct qf_ln_linear {
  * the leading dims of x. Every stage (weight quantize when weight_changed, norm + quantize, GEMM)
  * is checked before the first one launches; a message names the stage and the argument
  * ("qf_layernorm_linear_fwd: GEMM of ll->xq and ll->wq into y (qf_gemm): qf_gemm: bias has 31
- * elements; ..."). Before those, QF_ERR_INVALID_ARG where a tensor the call writes (y, ll->xq,
- * ll->wq unless weight_changed < 0, the backward's g) or keeps (wq_bf16) shares a byte with
- * another tensor of the call (each stage checks only its own), and where y or dy does not have
- * x's leading dims. The weight is quantized when weight_changed is set (then cleared) or the
+ * elements; ..."); y or dy without x's leading dims is refused first. Then, still before any
+ * launch, QF_ERR_INVALID_ARG (naming both) where a tensor one of the call's stages writes (y,
+ * ll->xq, ll->wq where the weight is quantized, the backward's g) or keeps (wq_bf16) shares a
+ * byte with another tensor the call uses, fp8_delayed's scales included: each stage checks only
+ * its own. The weight is quantized when weight_changed is set (then cleared) or the
  * weight cache's key (ll->cached: the weight's data pointer, weight_version, the recipe) differs
  * from the last quantization's, so a zeroed ll quantizes on its first call; captured in a CUDA
  * graph, a call keeps what it did at capture. With ll->wq_bf16 set, quantizing the weight is
@@ -709,7 +710,9 @@ typedef struct qf_ln_mlp_grads {
  * (qf_quantize_act; the same bytes, mlp->a not written); fp8_current writes a and its amax in
  * one kernel and then casts a (the same bytes as the unfused stages). Every stage's arguments are
  * checked before the first one launches; a message names the stage. Errors as the ops of the
- * stages, and as qf_layernorm_linear_fwd's across stages (here also h, a and aq written). */
+ * stages, and as qf_layernorm_linear_fwd's across stages (here also h, aq, and a where a stage
+ * writes it; the backward's g->dh where a stage writes it, which under gelu or relu may be
+ * g->da's or mlp->h's buffer: the activation backward in place). */
 qf_status qf_layernorm_mlp_fwd(qf_ctx_t *ctx, const char *recipe, const qf_tensor *x,
                                qf_ln_mlp *mlp, qf_tensor *y, void *stream);
 

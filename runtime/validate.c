@@ -87,8 +87,12 @@ qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t, c
 void qf_tensor_span(const qf_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     /* an E2M1 tensor's dims count its bytes (two values per byte) */
     const size_t e = qf_dtype_size(t->dtype);
+    const int64_t n = qf_tensor_numel(t);
+    uintptr_t bytes;
     *lo = (uintptr_t)t->data;
-    *hi = *lo + (uintptr_t)qf_tensor_numel(t) * (e ? e : 1);
+    if (n < 0 || __builtin_mul_overflow((uintptr_t)n, (uintptr_t)(e ? e : 1), &bytes) ||
+        __builtin_add_overflow(*lo, bytes, hi))
+        *hi = UINTPTR_MAX; /* past the address space: it overlaps whatever lies after it */
 }
 
 qf_status qf_check_disjoint(const char *op, const char *arg_a, const qf_tensor *a,

@@ -26,7 +26,8 @@ QF_INTERNAL qf_status qf_check_tensor_struct(const char *op, const char *arg, co
 QF_INTERNAL qf_status qf_check_buffer(const char *op, const char *arg, const qf_tensor *t,
                                       const qf_shape *s);
 
-/* The bytes [*lo, *hi) of t's data: numel x dtype size (an E2M1 tensor's dims count bytes). */
+/* The bytes [*lo, *hi) of t's data: numel x dtype size (an E2M1 tensor's dims count bytes);
+ * *hi is UINTPTR_MAX where that overflows or the dims are malformed. */
 QF_INTERNAL void qf_tensor_span(const qf_tensor *t, uintptr_t *lo, uintptr_t *hi);
 
 /* QF_ERR_INVALID_ARG naming both when the bytes of a and b (numel x dtype size from data; an

@@ -183,7 +183,8 @@ static void test_ll_mxfp8_valid_reaches_device(void **state) {
 
 /* ll->wq_bf16 (the weight's kept bf16 copies, rowwise [32, 64]): accepted under MXFP8 (the
  * forward only: its rowwise copy; the GEMM then reads it, staged); refused by name where it
- * overlaps y or the weight, and under a per-tensor FP8 recipe, before any stage. */
+ * overlaps y (by the GEMM stage) or the weight (across stages), and under a per-tensor FP8
+ * recipe, before any stage. */
 static void test_ll_kept_weight(void **state) {
     ll_args a = ll_valid(state);
     a.ll.xq.t[QF_SLOT_ROWWISE_SCALE_INV] = t2(slot(9), QF_DTYPE_E8M0, 128, 4);
@@ -192,8 +193,8 @@ static void test_ll_kept_weight(void **state) {
     a.ll.wq_bf16[QF_COPY_ROWWISE] = t2(k0, QF_DTYPE_BF16, N, K);
     expect(ll_run(&a, "mxfp8"), QF_ERR_NO_DEVICE, "arguments are valid");
     a.ll.wq_bf16[QF_COPY_ROWWISE].data = a.y.data;
-    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: ll->wq_bf16[0] (",
-           "and y (", "overlap");
+    expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "qf_layernorm_linear_fwd: GEMM of ll->xq",
+           "opts->b_dequantized (", "and y (", "overlap"); /* the GEMM stage's own check */
     a.ll.wq_bf16[QF_COPY_ROWWISE].data = a.ll.weight.data;
     expect(ll_run(&a, "mxfp8"), QF_ERR_INVALID_ARG, "ll->wq_bf16[0] (", "and ll->weight (",
            "overlap");
