@@ -78,6 +78,7 @@ char *qf_gen_buf_take(qf_gen_buf *b) {
         return NULL;
     }
     char *p = b->p;
+    p[b->len] = '\0'; /* nothing added yet: the allocation is fresh */
     qf_gen_buf_init(b);
     return p;
 }
