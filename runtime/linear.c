@@ -294,9 +294,9 @@ static qf_status qf_check_call(const char *op, qf_tlist *l) {
     return QF_OK;
 }
 
-/* Kept bf16 weight copies (kept, named arg, where either is set) only where the recipe's GEMM on this arch
- * multiplies bf16 values (its generated GEMM module's staged path: MXFP8 and NVFP4 on
- * sm_89..99). QF_ERR_INVALID_ARG names the first set. */
+/* Kept bf16 weight copies (kept, named arg, where either is set) only where the recipe's GEMM
+ * on this arch multiplies bf16 values (its generated GEMM module's staged path: MXFP8 and NVFP4
+ * on sm_89..99). QF_ERR_INVALID_ARG names the first set. */
 static qf_status qf_check_kept(const char *op, const qf_ctx_t *ctx, const qf_recipe *r,
                                const qf_tensor kept[QF_COPY_COUNT], const char *arg) {
     if (!qf_kept_any(kept))

@@ -504,7 +504,8 @@ static qf_status mlp_host_step_kept(qf_ctx_t *ctx, const qf_recipe *r, int64_t m
     const float *sc = fake_buf(64);
     qf_ln_mlp mlp = {
         .norm = fake_ln(k),
-        .act = gelu ? QF_ACT_GELU : QF_ACT_SWIGLU, .w1 = fake_t(bf, 2, fin, k), .b1 = fake_t(bf, 1, fin, 0),
+        .act = gelu ? QF_ACT_GELU : QF_ACT_SWIGLU,
+        .w1 = fake_t(bf, 2, fin, k), .b1 = fake_t(bf, 1, fin, 0),
         .w2 = fake_t(bf, 2, n, f), .b2 = fake_t(bf, 1, n, 0),
         .x_scale = sc, .w1_scale = sc + 1, .a_scale = sc + 2, .w2_scale = sc + 3,
         .xq = fake_q(recipe, QF_ROLE_INPUT, QF_NORM_LAYERNORM, m, k, layout, &st),
@@ -688,9 +689,10 @@ static void test_ll_step_host(void **state) {
 
 /* Buffers that two stages of an MLP step share (one writes what another reads or writes) are
  * refused (by name, where no stage of the call checks both) under every recipe, on a host
- * context, where the stages the call runs use them: a only where the forward writes it, dh only where the backward writes it (not where
- * per-tensor FP8 quantizes act'(h) in one kernel), a scale only under delayed scaling. dh on da
- * or on h, as one buffer under gelu, is the activation backward in place: accepted. */
+ * context, where the stages the call runs use them: a only where the forward writes it, dh only
+ * where the backward writes it (not where per-tensor FP8 quantizes act'(h) in one kernel), a
+ * scale only under delayed scaling. dh on da or on h, as one buffer under gelu, is the
+ * activation backward in place: accepted. */
 static void test_mlp_shared_across_stages(void **state) {
     qf_ctx_t *ctx = *state;
     enum { ALL, WRITES_A, WRITES_DH, DELAYED, NONE };
