@@ -206,10 +206,8 @@ static void qf_tl_add_scale(qf_tlist *l, const qf_recipe *r, const float *scale,
  * query fails, none: the stage names what is wrong. */
 static unsigned qf_q_slots_of(const qf_recipe *r, qf_role role, qf_norm norm, int64_t M,
                               int64_t K, const qf_quantized *q) {
-    const unsigned outputs = (q->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0u) |
-                             (q->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0u);
-    const qf_shape_query sq = {.op = norm != QF_NORM_NONE ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
-                               .role = role, .norm = norm, .outputs = outputs, .M = M, .K = K};
+    const unsigned outputs = qf_outputs_of(q);
+    const qf_shape_query sq = qf_quantize_query(role, norm, outputs, M, K);
     qf_shape shapes[QF_FAKE_MAX_OUTPUTS];
     const int n = outputs && M > 0 && K > 0 ? qf_recipe_shapes(r, &sq, shapes, QF_FAKE_MAX_OUTPUTS)
                                             : 0;
@@ -243,12 +241,6 @@ static void qf_tl_add_norm(qf_tlist *l, const qf_norm_desc *n, const char *gamma
     qf_tl_add(l, &n->gamma, gamma, QF_TL_READ);
     if (n->norm == QF_NORM_LAYERNORM)
         qf_tl_add(l, &n->beta, beta, QF_TL_READ);
-}
-
-/* The rows of a [..., C] tensor checked by its op (qf_check_activation): numel / C. */
-static int64_t qf_rows_of(const qf_tensor *t) {
-    return t->ndim >= 1 && t->dims[t->ndim - 1] > 0 ? qf_tensor_numel(t) / t->dims[t->ndim - 1]
-                                                    : 0;
 }
 
 /* The name of entry e in messages. */
@@ -318,7 +310,9 @@ static void qf_ll_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_linear *l
                           const qf_tensor *x, const qf_tensor *out, const char *out_name,
                           const qf_ln_linear_grads *g, unsigned mask) {
     const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ;
-    const int64_t K = x->dims[x->ndim - 1], M = qf_rows_of(x), N = qf_rows_of(&ll->weight);
+    /* x and the weight passed qf_check_activation (qf_ll_check_dims): their 2-D views' rows */
+    const int64_t K = x->dims[x->ndim - 1], M = qf_flat2d(x).dims[0];
+    const int64_t N = qf_flat2d(&ll->weight).dims[0];
     const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
     const int w_q = (mask & QF_LL_BIT(QF_LL_WEIGHT)) != 0;
     l->n = l->n_scales = 0;
@@ -765,8 +759,10 @@ static void qf_mlp_tensors(qf_tlist *l, const qf_recipe *r, const qf_ln_mlp *m,
                            const qf_ln_mlp_grads *g, unsigned mask) {
     const int fwd = g == NULL, W = QF_TL_WRITTEN, R = QF_TL_READ, F = fwd ? W : R;
     const int w_q = (mask & QF_LL_BIT(QF_MLP_W1)) != 0, Fw = w_q ? W : R;
-    const int64_t K = x->dims[x->ndim - 1], M = qf_rows_of(x);
-    const int64_t Fin = qf_rows_of(&m->w1), N = qf_rows_of(&m->w2), F2 = m->w2.dims[m->w2.ndim - 1];
+    /* x and the weights passed qf_check_activation (qf_mlp_begin): their 2-D views' rows */
+    const int64_t K = x->dims[x->ndim - 1], M = qf_flat2d(x).dims[0];
+    const int64_t Fin = qf_flat2d(&m->w1).dims[0], N = qf_flat2d(&m->w2).dims[0];
+    const int64_t F2 = m->w2.dims[m->w2.ndim - 1];
     const qf_role in = QF_ROLE_INPUT, wt = QF_ROLE_WEIGHT, gr = QF_ROLE_GRAD;
     const qf_norm none = QF_NORM_NONE;
     l->n = l->n_scales = 0;

@@ -67,9 +67,7 @@ static qf_status qf_q_check(qf_qcall *c, const qf_ctx_t *ctx, const char *recipe
 
 /* The recipe's fake shapes of c's outputs (n of them, at most QF_MAX_SHAPES), q the query. */
 static qf_status qf_q_shapes(const qf_qcall *c, qf_shape_query *q, qf_shape *shapes, int *n) {
-    const int norm = c->nd->norm != QF_NORM_NONE;
-    *q = (qf_shape_query){.op = norm ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE, .role = c->role,
-                          .norm = c->nd->norm, .outputs = c->outputs, .M = c->M, .K = c->K};
+    *q = qf_quantize_query(c->role, c->nd->norm, c->outputs, c->M, c->K);
     return qf_query_shapes(c->op, c->r, q, shapes, QF_MAX_SHAPES, n);
 }
 

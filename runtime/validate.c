@@ -281,9 +281,19 @@ qf_status qf_check_grad_input(const char *op, const char *arg, const qf_tensor *
                         (long long)last, what, dims, (long long)rows, (long long)cols);
 }
 
+unsigned qf_outputs_of(const qf_quantized *out) {
+    return (out->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0u) |
+           (out->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0u);
+}
+
+qf_shape_query qf_quantize_query(qf_role role, qf_norm norm, unsigned outputs, int64_t M,
+                                 int64_t K) {
+    return (qf_shape_query){.op = norm != QF_NORM_NONE ? QF_OP_NORM_QUANTIZE : QF_OP_QUANTIZE,
+                            .role = role, .norm = norm, .outputs = outputs, .M = M, .K = K};
+}
+
 qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out, unsigned *outputs) {
-    *outputs = (out->t[QF_SLOT_ROWWISE_DATA].data ? QF_OUT_ROWWISE : 0) |
-               (out->t[QF_SLOT_COLUMNWISE_DATA].data ? QF_OUT_COLUMNWISE : 0);
+    *outputs = qf_outputs_of(out);
     if (!*outputs)
         return qf_set_error(QF_ERR_INVALID_ARG, "%s: out->rowwise_data.data and "
                             "out->columnwise_data.data are both NULL; request at least one copy",

@@ -96,10 +96,18 @@ QF_INTERNAL qf_status qf_check_grad_input(const char *op, const char *arg, const
                                           int64_t rows, int64_t cols, const char *what,
                                           const char *dims);
 
-/* The copies a quantizer was asked for: QF_OUT_ROWWISE when the ROWWISE_DATA slot has data, plus
- * QF_OUT_COLUMNWISE when COLUMNWISE_DATA has; QF_ERR_INVALID_ARG when neither has. */
+/* The copies a quantizer is asked for: QF_OUT_ROWWISE when the ROWWISE_DATA slot has data, plus
+ * QF_OUT_COLUMNWISE when COLUMNWISE_DATA has (0: none). */
+QF_INTERNAL unsigned qf_outputs_of(const qf_quantized *out);
+
+/* qf_outputs_of into *outputs; QF_ERR_INVALID_ARG when it is none. */
 QF_INTERNAL qf_status qf_check_outputs_selected(const char *op, const qf_quantized *out,
                                                 unsigned *outputs);
+
+/* The fake-shape query of a quantization (role, with norm `norm` or none) of an input [M, K]
+ * into the copies `outputs`: QF_OP_NORM_QUANTIZE with a norm, else QF_OP_QUANTIZE. */
+QF_INTERNAL qf_shape_query qf_quantize_query(qf_role role, qf_norm norm, unsigned outputs,
+                                             int64_t M, int64_t K);
 
 /* out->layout of a block-scaled quantizer (MXFP8, NVFP4): QF_ERR_INVALID_ARG when it is not a
  * qf_scale_layout. */
