@@ -194,11 +194,6 @@ static inline void fill_uniform_bf16(void *p, int64_t n, float scale, float offs
 /* One step of work queued on a stream (graph_check). */
 typedef void (*step_fn)(void *arg, cudaStream_t st);
 
-/* A step captured as a CUDA graph against the same step run eagerly (SPEC 6): outs[0..n) hold
- * the eager step's results; their bytes are saved and the buffers poisoned (0xFF), then run(arg)
- * is captured on st in global capture mode (an allocation or synchronization inside fails the
- * capture), replayed twice, and every output compared with the saved bytes. Returns the graph's
- * node count. */
 /* The device bytes of outs[0..n) in host copies (free with snap_free). */
 static inline void **snap(dual **outs, int n) {
     void **s = malloc((size_t)n * sizeof *s);
@@ -218,6 +213,11 @@ static inline void snap_free(void **s, int n) {
     free(s);
 }
 
+/* A step captured as a CUDA graph against the same step run eagerly (SPEC 6): outs[0..n) hold
+ * the eager step's results; their bytes are saved and the buffers poisoned (0xFF), then run(arg)
+ * is captured on st in global capture mode (an allocation or synchronization inside fails the
+ * capture), replayed twice, and every output compared with the saved bytes. Returns the graph's
+ * node count. */
 static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual **outs, int n,
                                  const char *what) {
     void **eager = snap(outs, n);
