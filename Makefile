@@ -130,8 +130,8 @@ help:
 	@echo "make clean      remove the build directories; distclean also out/ but out/data"
 	@echo "variables: CUDA_HOME BUILD_DIR PREFIX QFUSE_DEPS_PREFIX V=1"
 
-# ---- dependencies and flag tracking
-$(DEPS_OK): scripts/install-deps | $(B)/
+# ---- dependencies and flag tracking (install-deps runs again when the flags change: CUDA_HOME)
+$(DEPS_OK): scripts/install-deps $(FLAGS_FILE) | $(B)/
 	$(Q)CUDA_HOME=$(CUDA_HOME) QFUSE_DEPS_PREFIX=$(QFUSE_DEPS_PREFIX) scripts/install-deps
 	$(Q)touch $@
 

@@ -16,9 +16,9 @@ typedef enum qf_gen_cmd {
     QF_GEN_CMD_GENERATE,
     QF_GEN_CMD_LIST,
     QF_GEN_CMD_CHECK,
-    QF_GEN_CMD_HELP,
+    QF_GEN_CMD_FIELDS, /* the first that reads no recipe, template or header */
     QF_GEN_CMD_VERSION,
-    QF_GEN_CMD_FIELDS,
+    QF_GEN_CMD_HELP, /* last: it wins over every other */
     QF_GEN_CMD_COUNT
 } qf_gen_cmd;
 
@@ -64,7 +64,8 @@ static int qf_gen_is_opt(const char *arg, const char *name) {
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
-/* Flags that pick the command. ORDER GEN_CMD: a later command wins (--help beats --list). */
+/* Flags that pick the command. ORDER GEN_CMD: a later command wins (--help beats every other,
+ * --version --fields). */
 static const struct {
     const char *flag;
     qf_gen_cmd cmd;
@@ -73,8 +74,8 @@ static const struct {
     {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION}, {"--fields", QF_GEN_CMD_FIELDS},
 };
 
-/* Sets a->cmd when arg is a command flag; returns 1 then (--help and --version win over the
- * others), or 2 with the usage error printed when --list and --check are both given. */
+/* Sets a->cmd when arg is a command flag; returns 1 then (the later in ORDER GEN_CMD wins:
+ * --help over every other), or 2 with the usage error printed when --list and --check are both given. */
 static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
@@ -220,7 +221,7 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
      * --fields and --version read no template or header */
     const int help = a->cmd == QF_GEN_CMD_HELP;
     const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = writes || a->cmd == QF_GEN_CMD_LIST;
-    const int reads = a->cmd < QF_GEN_CMD_HELP;
+    const int reads = a->cmd < QF_GEN_CMD_FIELDS;
     const struct {
         int opt, used;
         const char *why;
@@ -235,7 +236,7 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
                     qf_gen_usage);
             return 2;
         }
-    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_HELP) { /* help, version, fields take none */
+    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_FIELDS) { /* fields, version, help take none */
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;
     }

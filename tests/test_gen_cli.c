@@ -191,6 +191,10 @@ static void test_cli_usage(void **state) {
     static const qf_cli_case cases[] = {
         {{"--help", NULL}, 0, "usage: qfuse-gen", ""},
         {{"--version", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
+        /* --help ignores every other argument, command flags included */
+        {{"--help", "--version", NULL}, 0, "usage: qfuse-gen", ""},
+        {{"--fields", "--help", NULL}, 0, "usage: qfuse-gen", ""},
+        {{"--version", "--fields", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
         {{"--fields", "recipes/mxfp8.lua", NULL}, 2, "", "--fields takes no recipe"},
         {{"--version", "x.lua", NULL}, 2, "", "--version takes no recipe (got 'x.lua')"},
         {{NULL}, 2, "", "no recipe given"},

@@ -112,7 +112,8 @@ static const qf_hostile_case qf_hostile_cases[] = {
     {"return {{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
      "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{"
      "{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{",
-     0, 0, ": C stack overflow (tables, parentheses or calls nested about 200 levels deep)", 0,
+     0, 0, ": C stack overflow (nested about 200 levels deep: tables, parentheses, calls, or a "
+     "chain of right-associative operators such as .. or ^)", 0,
      0},
     {"", 0, 0, ": recipe must return a table (got nil)", 0, 0},
     /* what luaL_loadfilex skips: a BOM and a '#' first line; line numbers stay right */

@@ -330,6 +330,25 @@ static void test_foreign_key(void **state) {
     assert_miss_warns(path_a, 90, want, 2);
 }
 
+/* A stored key of other bytes than hex digits (here a terminal escape sequence) is damage: the
+ * warning says so and does not print those bytes. */
+static void test_stored_key_not_hex(void **state) {
+    char path[PATH_MAX];
+    const char *want[] = {"corrupt", "stored key is not 32 lowercase hex digits"};
+    const char esc[] = "\x1b[2J\x1b]0;title\x07";
+    store_a(*state, path);
+    patch_file(path, 12, esc, sizeof esc - 1);
+    void *data = (void *)1;
+    size_t size = 1;
+    char *err = NULL;
+    assert_int_equal(load_captured(KEY_A, 90, &data, &size, &err), 0);
+    for (int i = 0; i < 2; i++)
+        assert_non_null(strstr(err, want[i]));
+    assert_null(strchr(err, '\x1b'));
+    assert_null(strchr(err, '\x07'));
+    free(err);
+}
+
 static void test_wrong_arch(void **state) {
     fixture *fx = *state;
     char path[PATH_MAX];
@@ -430,6 +449,7 @@ int main(void) {
         T(test_bit_flipped_payload),
         T(test_bad_magic),
         T(test_foreign_key),
+        T(test_stored_key_not_hex),
         T(test_wrong_arch),
         T(test_wrong_nvrtc_version),
         T(test_wrong_format_version),

@@ -226,6 +226,13 @@ static void test_bad_json(void **state) {
     expect_bad_header("json_garbage", "{} xyz", "garbage");
     expect_bad_header("json_array", "[1,2]", "not an object");
     expect_bad_header("json_meta", "{\"__metadata__\":3}", "__metadata__");
+    /* a name cut short by a NUL would be another tensor's: refused, raw or escaped */
+    expect_bad_header("json_ctrl", "{\"a\x01" "b\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                   "\"data_offsets\":[0,8]}}",
+                      "control byte 0x01");
+    expect_bad_header("json_nul_escape", "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],"
+                                         "\"data_offsets\":[0,8]}}",
+                      "\\u0000 escape");
     char deep[4200];
     memset(deep, '[', 4000); /* deeper than cJSON's nesting limit: no stack exhaustion */
     deep[4000] = '\0';

@@ -161,23 +161,30 @@ static inline char *qf_test_capture_end(qf_test_capture *c) {
 }
 
 /* Runs one cmocka group: `per_case` once for each of the n_cases elements of a case table (each
- * run's state points at its element; all are named `name`), then the n_tests other tests. */
+ * run's state points at its element; run i is named `name#i`, its index in the table), then the
+ * n_tests other tests. */
 static inline int qf_test_run_cases(const char *group, const char *name,
                                     CMUnitTestFunction per_case, const void *cases, size_t size,
                                     size_t n_cases, const struct CMUnitTest *tests,
                                     size_t n_tests) {
     struct CMUnitTest *all = calloc(n_cases + n_tests, sizeof *all);
-    if (!all) {
+    char(*names)[96] = calloc(n_cases ? n_cases : 1, sizeof *names);
+    if (!all || !names) {
         fprintf(stderr, "%s: out of memory\n", group);
+        free(all);
+        free(names);
         return 1;
     }
-    for (size_t i = 0; i < n_cases; i++)
-        all[i] = (struct CMUnitTest){.name = name,
+    for (size_t i = 0; i < n_cases; i++) {
+        snprintf(names[i], sizeof names[i], "%s#%zu", name, i);
+        all[i] = (struct CMUnitTest){.name = names[i],
                                      .test_func = per_case,
                                      .initial_state = (void *)((const char *)cases + i * size)};
+    }
     memcpy(all + n_cases, tests, n_tests * sizeof *tests);
     int failed = _cmocka_run_group_tests(group, all, n_cases + n_tests, NULL, NULL);
     free(all);
+    free(names);
     return failed;
 }
 

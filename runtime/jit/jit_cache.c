@@ -307,6 +307,11 @@ static const char *qf_cache_check_header(const qf_cache_header *h, const char *k
     if (h->size > QF_CACHE_MAX_PAYLOAD)
         return qf_cache_reject("corrupt", why, cap, "implausible payload size %llu",
                                (unsigned long long)h->size);
+    for (int i = 0; i < QF_KEY_HEX_LEN; i++) /* printed below, so checked first */
+        if (!((h->key[i] >= '0' && h->key[i] <= '9') || (h->key[i] >= 'a' && h->key[i] <= 'f')))
+            return qf_cache_reject("corrupt", why, cap,
+                                   "its stored key is not %d lowercase hex digits",
+                                   QF_KEY_HEX_LEN);
     if (memcmp(h->key, key, QF_KEY_HEX_LEN) != 0)
         return qf_cache_reject("foreign", why, cap, "key mismatch (it holds %.32s)", h->key);
     if (h->arch != arch)

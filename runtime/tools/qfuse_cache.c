@@ -1,7 +1,7 @@
 /* qfuse_cache.c: qfuse-cache, the disk kernel cache: list, clear, prune and warm (docs/tools.md).
  *
- * Entries are the files qf_cache_store writes (jit_cache.h); anything else in the directory is
- * never touched. `warm` compiles through a device-less context (qf_ctx_init_host), i.e. through
+ * Entries are the files named as qf_cache_store names them (jit_cache.h), whatever they hold;
+ * files of other names in the directory are never touched. `warm` compiles through a device-less context (qf_ctx_init_host), i.e. through
  * exactly the lookup the runtime makes on first use, so the keys it stores are the keys a job
  * will ask for. Exit status: 0 success, 1 failure, 2 bad usage. */
 #include <dirent.h>

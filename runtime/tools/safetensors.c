@@ -244,6 +244,19 @@ static qf_status st_check_overlap(const qf_st_file *f) {
 
 /* Parses the header text; validates every entry, name uniqueness and overlaps. */
 static qf_status st_parse_header(qf_st_file *f, const char *hdr, size_t n) {
+    /* JSON allows no raw control byte but whitespace, and a name is a C string here: such a byte,
+     * or a \u0000 escape (which would cut a name short), is refused before parsing */
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)hdr[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return st_bad(f, "header has a control byte 0x%02x at byte %zu (JSON allows none)",
+                          c, i);
+        if (c == '\\' && i + 5 < n && memcmp(hdr + i + 1, "u0000", 5) == 0)
+            return st_bad(f, "header has a \\u0000 escape at byte %zu (a name cannot hold NUL)",
+                          i);
+        if (c == '\\')
+            i++; /* the escaped character: "\\\\u0000" is a backslash, then text */
+    }
     const char *end = NULL;
     f->json = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
     if (!f->json)
