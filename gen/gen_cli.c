@@ -75,7 +75,8 @@ static const struct {
 };
 
 /* Sets a->cmd when arg is a command flag; returns 1 then (the later in ORDER GEN_CMD wins:
- * --help over every other), or 2 with the usage error printed when --list and --check are both given. */
+ * --help over every other), or 2 with the usage error printed when --list and --check are both
+ * given. */
 static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {

@@ -557,8 +557,8 @@ static int qf_gen_recipe_error(lua_State *L, int st, const qf_gen_sandbox *sb, q
     /* Lua's parser says this without a line where a recipe nests past its C-stack limit
      * (LUAI_MAXCCALLS, 200 levels in Lua 5.4) */
     const char *hint = strcmp(named, "C stack overflow") == 0
-                           ? " (nested about 200 levels deep: tables, parentheses, calls, or a chain of "
-                             "right-associative operators such as .. or ^)"
+                           ? " (nested about 200 levels deep: tables, parentheses, calls, or a "
+                             "chain of right-associative operators such as .. or ^)"
                            : "";
     if (strncmp(named, sb->path, plen) != 0)
         return qf_gen_fail(e, "%s: %s%s", sb->path, named, hint);

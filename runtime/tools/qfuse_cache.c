@@ -1,9 +1,10 @@
 /* qfuse_cache.c: qfuse-cache, the disk kernel cache: list, clear, prune and warm (docs/tools.md).
  *
  * Entries are the files named as qf_cache_store names them (jit_cache.h), whatever they hold;
- * files of other names in the directory are never touched. `warm` compiles through a device-less context (qf_ctx_init_host), i.e. through
- * exactly the lookup the runtime makes on first use, so the keys it stores are the keys a job
- * will ask for. Exit status: 0 success, 1 failure, 2 bad usage. */
+ * files of other names in the directory are never touched. `warm` compiles through a
+ * device-less context (qf_ctx_init_host), i.e. through exactly the lookup the runtime makes on
+ * first use, so the keys it stores are the keys a job will ask for. Exit status: 0 success, 1
+ * failure, 2 bad usage. */
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
