@@ -34,8 +34,8 @@ current scaling and NVFP4 inside the ops (qf_set_amax_reduce).
 """
 from typing import List, Optional, Tuple
 
-import math
 import ctypes
+import itertools
 import threading
 
 import torch
@@ -71,6 +71,7 @@ class _LayerState:
 
 _layers = {}
 _layers_lock = threading.Lock()
+_layer_ids = itertools.count(1)  # ids are never reused: a freed one stays unknown
 
 
 def new_layer(seed=0, advance_rng=True, offset=0):
@@ -80,9 +81,17 @@ def new_layer(seed=0, advance_rng=True, offset=0):
     state = _LayerState(seed, advance_rng)
     state.offset = offset
     with _layers_lock:
-        i = len(_layers) + 1
+        i = next(_layer_ids)
         _layers[i] = state
         return i
+
+
+def free_layers(layers):
+    """Forgets the host state of the layer ids in `layers` (the modules call it when they are
+    collected); ids already unknown are skipped. An op given a freed id raises ValueError."""
+    with _layers_lock:
+        for i in layers:
+            _layers.pop(i, None)
 
 
 def layer_settings(layer):
@@ -291,6 +300,77 @@ def _check_layer(op, x, gamma, beta, norm, weights, biases, buffers, recipe):
         fail("weight 0 is %s but x's last dim is %s", tuple(weights[0].shape), k)
 
 
+def _arg_error(message):
+    """The exception libqfuse's own refusal of an argument becomes (QF_ERR_INVALID_ARG): a
+    QfuseArgumentError, i.e. a QfuseError and a ValueError."""
+    return _lib.QfuseArgumentError(_lib.STATUS.index("QF_ERR_INVALID_ARG"), message)
+
+
+def _check_layer_id(layer):
+    """A layer id of this process (ValueError otherwise); a symbolic one (torch.compile traces
+    the modules' ids as SymInts, so that layers share one graph) is left to the real op."""
+    if not isinstance(layer, torch.SymInt):
+        _layer_state(layer)
+
+
+FLT_MAX = 3.4028234663852886e38  # eps travels as fp32
+
+
+def _check_eps(op, eps):
+    # NaN compares false, and an int compares exactly (10**400 is not converted)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps <= FLT_MAX:
+        raise ValueError("qfuse::%s: eps is %r; expected a finite number >= 0 that fp32 holds"
+                         % (op, eps))
+
+
+def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_state):
+    """The layer ops' checks beyond _check_layer, in the real op and its fake alike (what
+    libqfuse would refuse, or could not see): a layer id of this process; eps finite, >= 0 and
+    an fp32 value; gamma of x's dtype or fp32, beta of gamma's, both contiguous; each bias
+    contiguous bf16 (the modules cast theirs); delayed scaling's scales given; scales and amax,
+    when given, contiguous fp32 [>= n_state] on x's device (one element per tensor of the step,
+    LINEAR_TENSORS or MLP_TENSORS, read at its index). Raises what libqfuse's refusal raises,
+    QfuseArgumentError (a ValueError)."""
+    def fail(msg, *a):
+        raise _arg_error("qfuse::%s: %s" % (op, msg % a))
+    _check_layer_id(layer)
+    _check_eps(op, eps)
+    if gamma.dtype not in (x.dtype, torch.float32):
+        fail("gamma is %s; expected x's dtype (%s) or fp32", gamma.dtype, x.dtype)
+    if beta is not None and beta.dtype != gamma.dtype:
+        fail("beta is %s; expected gamma's dtype (%s)", beta.dtype, gamma.dtype)
+    named = [("gamma", gamma), ("beta", beta)] + [("bias %d" % i, b) for i, b in enumerate(biases)]
+    for name, t in named:
+        if t is not None and not t.is_contiguous():
+            fail("%s is not contiguous (strides %s); pass .contiguous()", name, t.stride())
+    for i, b in enumerate(biases):
+        if b is not None and b.dtype != torch.bfloat16:
+            fail("bias %d is %s; expected bf16 (qfuse.torch's modules cast theirs)", i, b.dtype)
+    if scales is None and recipe_family(recipe) == "fp8_delayed":
+        fail("recipe %r scales by delayed scaling: scales, fp32 [%d] (one scale per tensor of "
+             "the step), is needed", recipe, n_state)
+    for name, t in (("scales", scales), ("amax", amax)):
+        if t is not None and (t.dtype != torch.float32 or t.dim() != 1 or t.numel() < n_state or
+                              not t.is_contiguous() or t.device != x.device):
+            fail("%s is %s %s on %s; expected contiguous fp32 [%d] on x's device", name,
+                 tuple(t.shape), t.dtype, t.device, n_state)
+
+
+def check_backward(op, recipe, m, weights):
+    """The backward's GEMMs over m tokens for each weight [N, K], refused by their fake shapes as
+    libqfuse would refuse them: the dgrad (dX [m, K] = dY [m, N] W, whose K is N) and the wgrad
+    (dW [N, K] = dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of 16 for the FP8
+    recipes, numerics 4). Raises ValueError naming the GEMM. The modules ask it before a forward
+    whose backward would fail (after delayed scaling's amaxes were merged)."""
+    for i, (n, k) in enumerate(weights):
+        for what, mm, nn, kk in (("dgrad", m, k, n), ("wgrad", n, k, m)):
+            try:
+                shapes.outputs(recipe, "gemm", M=mm, N=nn, K=kk)
+            except _lib.QfuseError as e:
+                raise ValueError("qfuse::%s: weight %d's %s GEMM (M = %s, N = %s, K = %s) is "
+                                 "refused: %s" % (op, i, what, mm, nn, kk, e.message)) from None
+
+
 def _layout(recipe, device):
     """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
     arch = _lib.lib.qf_ctx_arch(_ctx(device))
@@ -470,7 +550,7 @@ def weight_buffers(recipe, weight, keep_bf16=False):
 @torch.library.custom_op("qfuse::quantize_weight_", mutates_args=("wq",))
 def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, recipe: str,
                      scale: Optional[torch.Tensor] = None) -> None:
-    _check_weight_cache(weight, wq, recipe)
+    _check_weight_cache(weight, wq, recipe, scale)
     st = _layer_state(layer)
     ctx = _ctx(weight.device)
     key = (weight.data_ptr(), weight._version, recipe, tuple(t.data_ptr() for t in wq),
@@ -502,16 +582,34 @@ def quantize_weight_(weight: torch.Tensor, wq: List[torch.Tensor], layer: int, r
 
 @quantize_weight_.register_fake
 def _(weight, wq, layer, recipe, scale=None):
-    _check_weight_cache(weight, wq, recipe)
+    _check_weight_cache(weight, wq, recipe, scale)
+    _check_layer_id(layer)
     return None
 
 
-def _check_weight_cache(weight, wq, recipe):
-    """quantize_weight_'s arguments: a 2-D weight and its cache buffers (_check_layer's rules)."""
+def _check_weight_cache(weight, wq, recipe, scale=None):
+    """quantize_weight_'s arguments: a 2-D weight and its cache buffers (_check_layer's rules:
+    contiguous, of the dtypes the weight outputs have, uint8 for the quantized slots); scale,
+    needed under delayed scaling, a contiguous fp32 [>= 1] on the weight's device."""
+    op = "qfuse::quantize_weight_"
     if weight.dim() != 2 or weight.dtype not in QF_DTYPE:
-        raise ValueError("qfuse::quantize_weight_: weight is %s %s; expected [N, K] bf16, fp16 "
-                         "or fp32" % (tuple(weight.shape), weight.dtype))
+        raise ValueError("%s: weight is %s %s; expected [N, K] bf16, fp16 or fp32"
+                         % (op, tuple(weight.shape), weight.dtype))
     _check_layer("quantize_weight_", weight, None, None, 1, [weight], [None], [wq], recipe)
+    for o, t in zip(_weight_outs(recipe, *weight.shape), wq):
+        if t.dtype != TORCH_DTYPE[o.dtype] or not t.is_contiguous():
+            raise ValueError("%s: cache buffer %s is %s%s; expected a contiguous %s tensor "
+                             "(weight_buffers makes them)" % (
+                                 op, o.name, t.dtype,
+                                 "" if t.is_contiguous() else ", not contiguous",
+                                 TORCH_DTYPE[o.dtype]))
+    if scale is None and recipe_family(recipe) == "fp8_delayed":
+        raise _arg_error("%s: recipe %r scales by delayed scaling: scale (fp32 [1]) is needed"
+                         % (op, recipe))
+    if scale is not None and (scale.dtype != torch.float32 or scale.numel() < 1 or
+                              not scale.is_contiguous() or scale.device != weight.device):
+        raise ValueError("%s: scale is %s %s on %s; expected a contiguous fp32 [1] on the "
+                         "weight's device" % (op, tuple(scale.shape), scale.dtype, scale.device))
 
 
 # ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
@@ -526,13 +624,29 @@ def _lib_role(role):
     return ("input", "weight", "grad")[role]
 
 
+def is_empty(t):
+    """Whether t has no elements; a symbolic size of torch.compile's is taken as nonzero unless
+    known to be 0 (guard_size_oblivious: no guard on a data-dependent size)."""
+    n = t.numel()
+    if isinstance(n, torch.SymInt):
+        from torch.fx.experimental.symbolic_shapes import guard_size_oblivious
+        return guard_size_oblivious(n == 0)
+    return n == 0
+
+
+def _concrete(v):
+    """v, or the value of a SymInt v (torch.compile's dynamic shapes make int arguments symbolic;
+    the ops take concrete roles, sizes and flags, so the graph is specialized on them)."""
+    return int(v) if isinstance(v, torch.SymInt) else v
+
+
 def _check_int(op, name, v, allowed):
     if isinstance(v, bool) or not isinstance(v, int) or v not in allowed:
         raise ValueError("qfuse::%s: %s is %r; expected one of %s" % (op, name, v,
                                                                        sorted(allowed)))
 
 
-def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps):
+def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe):
     """qfuse::quantize's arguments, in the real op and its fake alike: role 0..2, norm 0..2
     (a norm with the input role only; gamma [K] for both norms, beta [K] for LayerNorm only,
     of x's dtype or fp32; eps finite >= 0), outputs 1..3, x [..., K] of bf16, fp16 or fp32
@@ -543,7 +657,7 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps):
     if norm and role != 0:
         raise ValueError("qfuse::quantize: a norm (norm %d) is fused with the input role (0) "
                          "only; role is %d" % (norm, role))
-    if x.dim() < 1 or x.shape[-1] < 1 or x.numel() < 1 or x.dtype not in QF_DTYPE:
+    if x.dim() < 1 or x.shape[-1] < 1 or is_empty(x) or x.dtype not in QF_DTYPE:
         raise ValueError("qfuse::quantize: x is %s %s; expected [..., K] bf16, fp16 or fp32 "
                          "with K >= 1 and at least one row" % (tuple(x.shape), x.dtype))
     k = x.shape[-1]
@@ -557,8 +671,11 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps):
             raise ValueError("qfuse::quantize: %s is %s %s on %s; expected [K] = [%d] of x's "
                              "dtype or fp32, on x's device" % (name, tuple(t.shape), t.dtype,
                                                                t.device, k))
-    if norm and not (isinstance(eps, float) and math.isfinite(eps) and eps >= 0):
-        raise ValueError("qfuse::quantize: eps is %r; expected a finite number >= 0" % (eps,))
+    if norm:
+        _check_eps("quantize", eps)
+    if scale is None and recipe_family(recipe) == "fp8_delayed":
+        raise _arg_error("qfuse::quantize: recipe %r scales by delayed scaling: scale (fp32 "
+                         "[1]) is needed" % (recipe,))
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
                               scale.device != x.device):
         raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "
@@ -577,7 +694,8 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
     (1 rowwise, 2 columnwise, 3 both) and their scales, amaxes, mu and rsigma, in the order of
     the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale; seed, offset:
     the stochastic-rounding stream (NVFP4 gradients)."""
-    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps)
+    role, norm, outputs = _concrete(role), _concrete(norm), _concrete(outputs)
+    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe)
     dev = x.device
     outs = _q_outs(recipe, role, norm, outputs, m, k)
     q = _alloc(outs, dev)
@@ -596,7 +714,8 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
 @quantize.register_fake
 def _(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs, seed,
       offset):
-    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps)
+    role, norm, outputs = _concrete(role), _concrete(norm), _concrete(outputs)
+    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe)
     return [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
             for o in _q_outs(recipe, role, norm, outputs, m, k)]
 
@@ -606,6 +725,7 @@ def _operand(recipe, q, spec, copy, which):
     terms: spec is the quantization that made q (role, norm, outputs, M, K of the tensor
     quantized), checked against q's tensors (count, shapes, dtypes), and copy one it holds."""
     op = "gemm"
+    spec, copy = [_concrete(v) for v in spec], _concrete(copy)
     if len(spec) != 5 or any(isinstance(v, bool) or not isinstance(v, int) for v in spec):
         raise ValueError("qfuse::gemm: %s_spec is %r; expected [role, norm, outputs, M, K] "
                          "(ints)" % (which, spec))
@@ -627,6 +747,9 @@ def _operand(recipe, q, spec, copy, which):
             raise ValueError("qfuse::gemm: operand %s's %s is %s %s; its quantization gives %s "
                              "%s" % (which, o.name, tuple(t.shape), t.dtype, tuple(o.dims),
                                      TORCH_DTYPE[o.dtype]))
+        if not t.is_contiguous():
+            raise ValueError("qfuse::gemm: operand %s's %s is not contiguous (strides %s)"
+                             % (which, o.name, t.stride()))
     return outs, ((m, k) if copy == _lib.COPY_ROWWISE else (k, m))
 
 
@@ -641,9 +764,11 @@ def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias=None):
     bo, (n, kb) = _operand(recipe, b, b_spec, b_copy, "b")
     if kb != k:
         raise ValueError("qfuse::gemm: a reduces over K = %d, b over K = %d" % (k, kb))
-    if bias is not None and (tuple(bias.shape) != (n,) or bias.dtype != torch.bfloat16):
-        raise ValueError("qfuse::gemm: bias is %s %s; expected [N] = [%d] bf16"
-                         % (tuple(bias.shape), bias.dtype, n))
+    if bias is not None and (tuple(bias.shape) != (n,) or bias.dtype != torch.bfloat16 or
+                             not bias.is_contiguous()):
+        raise ValueError("qfuse::gemm: bias is %s %s%s; expected a contiguous [N] = [%d] bf16"
+                         % (tuple(bias.shape), bias.dtype,
+                            "" if bias.is_contiguous() else " (not contiguous)", n))
     return ao, bo, m, n, k
 
 
@@ -744,6 +869,8 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
                          scales: Optional[torch.Tensor],
                          amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
     _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
+    _check_call("layernorm_linear_fwd", x, gamma, beta, [bias], eps, layer, recipe, scales, amax,
+                len(LINEAR_TENSORS))
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     x2 = x.contiguous()
@@ -772,6 +899,8 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
 def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_gamma,
       for_backward, scales, amax):
     _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
+    _check_call("layernorm_linear_fwd", x, gamma, beta, [bias], eps, layer, recipe, scales, amax,
+                len(LINEAR_TENSORS))
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     y_out = shapes.outputs(recipe, "gemm", M=m, N=n_out, K=k)[0]
@@ -799,6 +928,9 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
                                                                 torch.Tensor]:
     _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
     _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
+    _check_call("layernorm_linear_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
+                len(LINEAR_TENSORS))
+    check_backward("layernorm_linear_bwd", recipe, x.numel() // x.shape[-1], [weight.shape])
     st = _layer_state(layer)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
@@ -840,6 +972,9 @@ def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centere
       has_bias, scales, amax):
     _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
     _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
+    _check_call("layernorm_linear_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
+                len(LINEAR_TENSORS))
+    check_backward("layernorm_linear_bwd", recipe, x.numel() // x.shape[-1], [weight.shape])
     k, n_out = x.shape[-1], weight.shape[0]
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
     nb, dw_out = _norm_grad_outs(recipe, norm, x), _wgrad_out(recipe, n_out, k, x.numel() // k,
@@ -943,6 +1078,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
                       scales: Optional[torch.Tensor],
                       amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
     _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
+    _check_call("layernorm_mlp_fwd", x, gamma, beta, [b1, b2], eps, layer, recipe, scales, amax,
+                len(MLP_TENSORS))
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
     ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
@@ -983,6 +1120,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
 def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_centered_gamma,
       act, for_backward, scales, amax):
     _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
+    _check_call("layernorm_mlp_fwd", x, gamma, beta, [b1, b2], eps, layer, recipe, scales, amax,
+                len(MLP_TENSORS))
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     ho, ao, aqo, yo = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
     y = x.new_empty((*x.shape[:-1], yo.dims[1]), dtype=TORCH_DTYPE[yo.dtype])
@@ -1006,6 +1145,9 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
     _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
                act)
     _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
+    _check_call("layernorm_mlp_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
+                len(MLP_TENSORS))
+    check_backward("layernorm_mlp_bwd", recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
     st = _layer_state(layer)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
@@ -1062,6 +1204,9 @@ def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, e
     _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
                act)
     _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
+    _check_call("layernorm_mlp_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
+                len(MLP_TENSORS))
+    check_backward("layernorm_mlp_bwd", recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     nb = _norm_grad_outs(recipe, norm, x)
     dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16

@@ -4,6 +4,7 @@ torch.compile (backend aot_eager) over three batch sizes: one graph, no break, n
 Skipped, saying why, without torch."""
 import ctypes
 import re
+import warnings
 
 import pytest
 
@@ -767,3 +768,124 @@ def test_delayed_state_dict_moves_between_fused_and_fallback(monkeypatch, module
     cpu.load_state_dict(sd)  # strict
     fused.load_state_dict(cpu.state_dict(), assign=True)
     assert torch.equal(fused.fp8_history, sd["fp8_history"])
+
+
+def _linear_args(recipe="mxfp8", rows=64, dtype=torch.bfloat16, device="meta"):
+    """The arguments of qfuse::layernorm_linear_fwd for x [rows, K] and W [N, K]: a dict."""
+    def t(*shape, dt=torch.bfloat16):
+        return torch.empty(*shape, dtype=dt, device=device)
+    wq = [t(*o.dims, dt=qops.TORCH_DTYPE[o.dtype]) for o in qops._weight_outs(recipe, N, K)]
+    return dict(x=t(rows, K, dt=dtype), weight=t(N, K), gamma=t(K), beta=t(K), wq=wq, bias=t(N),
+                layer=qops.new_layer(), recipe=recipe, norm=1, eps=1e-5,
+                zero_centered_gamma=False, for_backward=True, scales=None, amax=None)
+
+
+@pytest.mark.parametrize("case", ["eps_nan", "eps_neg", "eps_inf_fp32", "bias_fp32",
+                                  "beta_dtype", "gamma_strided", "layer_unknown",
+                                  "scales_missing", "scales_short", "scales_fp64", "amax_int"])
+def test_layer_fake_refuses_what_the_real_op_refuses(case):
+    """The fake of qfuse::layernorm_linear_fwd refuses, while tracing, each argument libqfuse
+    or the real implementation refuses (eps, dtypes, contiguity, the layer id, delayed scaling's
+    scales and the state tensors' dtype and length, which the real op would read past)."""
+    a = _linear_args("fp8_delayed" if case.startswith(("scales", "amax")) else "mxfp8")
+    a["scales"] = torch.ones(3, device="meta") if a["recipe"] == "fp8_delayed" else None
+    want = {"eps_nan": "eps", "eps_neg": "eps", "eps_inf_fp32": "eps", "bias_fp32": "bias 0",
+            "beta_dtype": "beta", "gamma_strided": "gamma is not contiguous",
+            "layer_unknown": "layer", "scales_missing": "scales", "scales_short": "scales",
+            "scales_fp64": "scales", "amax_int": "amax"}[case]
+    if case.startswith("eps"):
+        a["eps"] = {"eps_nan": float("nan"), "eps_neg": -1.0, "eps_inf_fp32": 1e39}[case]
+    elif case == "bias_fp32":
+        a["bias"] = a["bias"].float()
+    elif case == "beta_dtype":
+        a["gamma"] = a["gamma"].float()
+    elif case == "gamma_strided":
+        a["gamma"] = torch.empty(2 * K, dtype=torch.bfloat16, device="meta")[::2]
+    elif case == "layer_unknown":
+        a["layer"] = 10 ** 9
+    elif case == "scales_missing":
+        a["scales"] = None
+    elif case == "scales_short":
+        a["scales"] = torch.ones(2, device="meta")
+    elif case == "scales_fp64":
+        a["scales"] = torch.ones(3, dtype=torch.float64, device="meta")
+    elif case == "amax_int":
+        a["amax"] = torch.zeros(3, dtype=torch.int32, device="meta")
+    with pytest.raises(ValueError, match=want):
+        torch.ops.qfuse.layernorm_linear_fwd(**a)
+
+
+def test_layer_ops_take_mixed_norm_dtypes(host_ops):
+    """gamma fp32 with bf16 x and gamma of x's dtype are what libqfuse takes (numerics 3): the
+    real op's arguments are valid for both; a bf16 gamma with fp32 x is refused alike by the
+    fake and the real op."""
+    for xdt, gdt in ((torch.bfloat16, torch.float32), (torch.float32, torch.float32),
+                     (torch.float16, torch.float16)):
+        a = _linear_args(dtype=xdt, device="cpu")
+        a["gamma"], a["beta"] = a["gamma"].to(gdt), a["beta"].to(gdt)
+        expect_valid(torch.ops.qfuse.layernorm_linear_fwd, *a.values())
+    a = _linear_args(dtype=torch.float32, device="cpu")
+    with pytest.raises(ValueError, match="gamma is torch.bfloat16"):
+        torch.ops.qfuse.layernorm_linear_fwd(*a.values())
+
+
+def test_backward_gemms_refused_before_the_forward(monkeypatch):
+    """A fused LayerNormLinear whose backward GEMMs a recipe refuses (MXFP8's dgrad over
+    out_features = 48, its wgrad over 17 tokens: K a multiple of 32) refuses the training forward
+    before it runs; without gradients the forward runs; the backward op's fake refuses the same
+    while tracing. An empty batch runs (the ops take at least one row: the unfused path)."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    m = qt.LayerNormLinear(K, 48, recipe="mxfp8", device="meta")
+    x = torch.empty(64, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    with pytest.raises(ValueError, match="dgrad GEMM"):
+        m(x)
+    with torch.no_grad():
+        assert m(x).shape == (64, 48)
+    m = qt.LayerNormLinear(K, N, recipe="mxfp8", device="meta")
+    with pytest.raises(ValueError, match="wgrad GEMM"):
+        m(torch.empty(17, K, dtype=torch.bfloat16, device="meta", requires_grad=True))
+    y = m(torch.empty(0, 3, K, dtype=torch.bfloat16, device="meta", requires_grad=True))
+    assert y.shape == (0, 3, N)
+    a = _linear_args()
+    with pytest.raises(ValueError, match="wgrad GEMM"):
+        torch.ops.qfuse.layernorm_linear_bwd(
+            torch.empty(17, N, dtype=torch.bfloat16, device="meta"),
+            torch.empty(17, K, dtype=torch.bfloat16, device="meta"), a["weight"], a["gamma"],
+            a["beta"], a["wq"], [], a["layer"], "mxfp8", 1, 1e-5, False, True, None, None)
+
+
+def test_module_host_state_freed_with_the_module():
+    """A module's layer ids are forgotten once it is collected, and ids are not reused."""
+    import gc
+    import qfuse.torch as qt
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = qt.LayerNormMLP(K, 64, recipe="mxfp8", device="cpu")
+    ids = list(m._host.layers)
+    assert all(i in qops._layers for i in ids)
+    del m
+    gc.collect()
+    assert not any(i in qops._layers for i in ids)
+    assert qops.new_layer() > max(ids)
+
+
+@pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
+def test_module_takes_every_input_dtype(monkeypatch, module):
+    """A fused module takes bf16, fp16 and fp32 x whatever its params_dtype (the norm's
+    parameters reach the ops in fp32 where their dtype is not x's: exact), forward and backward
+    on meta tensors (the ops' fakes check the dtypes libqfuse takes)."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    for pdt in (torch.bfloat16, torch.float16):
+        m = (qt.LayerNormLinear(K, N, recipe="mxfp8", device="meta", params_dtype=pdt)
+             if module == "LayerNormLinear" else
+             qt.LayerNormMLP(K, 256, recipe="mxfp8", device="meta", params_dtype=pdt))
+        for xdt in (torch.bfloat16, torch.float16, torch.float32):
+            x = torch.empty(64, K, dtype=xdt, device="meta", requires_grad=True)
+            y = m(x)
+            y.sum().backward()
+            assert y.dtype == torch.bfloat16 and x.grad.shape == x.shape
+            assert m.layer_norm_weight.grad.dtype == pdt

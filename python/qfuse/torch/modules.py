@@ -1,8 +1,9 @@
 """qfuse.torch.LayerNormLinear and LayerNormMLP: LayerNorm or RMSNorm followed by a Linear (or a
 two-layer MLP) under a qfuse recipe, forward and backward through the qfuse custom ops
 (qfuse.ops), usable under torch.compile(fullgraph=True) with dynamic batch dimensions."""
-import math
+import os
 import warnings
+import weakref
 
 import torch
 
@@ -19,9 +20,10 @@ def _size(what, v):
 
 
 def _eps(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise ValueError("eps must be a finite number >= 0 (inside the square root), not %r"
-                         % (v,))
+    # NaN compares false, and an int compares exactly (10**400 is not converted)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= ops.FLT_MAX:
+        raise ValueError("eps must be a finite number >= 0 that fp32 holds (inside the square "
+                         "root), not %r" % (v,))
     return float(v)
 
 
@@ -52,8 +54,11 @@ def _recipe(recipe):
     """The recipe, checked: a shipped name or a .lua file libqfuse loads (ValueError if not). A
     file is kept by its absolute path: the module's recipe is the file named when it was made,
     whatever the working directory of later calls."""
+    if isinstance(recipe, os.PathLike):
+        recipe = os.fspath(recipe)
     if not isinstance(recipe, str):
-        raise TypeError("recipe must be a recipe name or a .lua path (str), not %r" % (recipe,))
+        raise TypeError("recipe must be a recipe name or a .lua path (str or path), not %r"
+                        % (recipe,))
     try:
         ops.recipe_family(recipe)
     except _lib.QfuseError as e:
@@ -70,6 +75,12 @@ class _HostState:
 
     def __init__(self, layers, group=None):
         self.layers, self.group = list(layers), group
+        self._free()
+
+    def _free(self):
+        """The layers' host state is forgotten when this object is collected (with its module);
+        the list is read then, so layers appended or replaced later are the ones freed."""
+        weakref.finalize(self, ops.free_layers, self.layers)
 
     def __deepcopy__(self, memo):
         return _HostState([ops.copy_layer(i) for i in self.layers], self.group)
@@ -79,6 +90,7 @@ class _HostState:
 
     def __setstate__(self, state):
         self.layers, self.group = [ops.new_layer(*s) for s in state["layers"]], None
+        self._free()
 
 
 def _host_layer(i, doc):
@@ -99,10 +111,10 @@ class _FusedNorm(torch.nn.Module):
                  device, rng_seed, return_layernorm_output):
         super().__init__()
         self._host = _HostState([])
-        if normalization not in _NORMS:
+        if not isinstance(normalization, str) or normalization not in _NORMS:
             raise ValueError("normalization must be 'LayerNorm' or 'RMSNorm', not %r"
                              % (normalization,))
-        if params_dtype not in ops.QF_DTYPE:
+        if not isinstance(params_dtype, torch.dtype) or params_dtype not in ops.QF_DTYPE:
             raise ValueError("params_dtype must be torch.bfloat16, torch.float16 or "
                              "torch.float32, not %r" % (params_dtype,))
         self.in_features = _size("in_features", in_features)
@@ -111,6 +123,9 @@ class _FusedNorm(torch.nn.Module):
         self.zero_centered_gamma = _flag("zero_centered_gamma", zero_centered_gamma)
         self.return_layernorm_output = _flag("return_layernorm_output", return_layernorm_output)
         rng_seed = _seed(rng_seed)
+        if not isinstance(device, (str, torch.device)):
+            raise TypeError("device must be a torch device or its name ('cuda', 'cuda:1', "
+                            "'cpu'), not %r" % (device,))
         self._dev = torch.device(device)
         if self._dev.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("device=%r, but PyTorch sees no CUDA device here: pass device='cpu' "
@@ -274,6 +289,27 @@ class _FusedNorm(torch.nn.Module):
             raise ValueError("qfuse.torch.%s: x has last dim %d, expected in_features=%d"
                              % (type(self).__name__, x.shape[-1], self.in_features))
 
+    def _norm_params(self, x):
+        """gamma and beta as the ops take them for x: as they are where their dtype is x's or
+        fp32, else cast to fp32 (exact from bf16 or fp16; autograd follows the cast back)."""
+        g, b = self.layer_norm_weight, self.layer_norm_bias
+        if g.dtype in (x.dtype, torch.float32):
+            return g, b
+        return g.float(), None if b is None else b.float()
+
+    def _check_tokens(self, x, for_backward, weights):
+        """A forward whose backward could not run (its GEMMs over x's tokens refused:
+        ops.check_backward) is refused before it runs (where delayed scaling would have merged
+        its amaxes already). Under torch.compile the backward op's fake makes the same check
+        while tracing."""
+        if not for_backward or torch.compiler.is_compiling():
+            return
+        m = x.numel() // x.shape[-1]
+        ok = self.__dict__.setdefault("_tokens_ok", set())  # token counts already asked
+        if m not in ok:
+            ops.check_backward(type(self).__name__, self.recipe, m, weights)
+            ok.add(m)
+
     @staticmethod
     def _bias(b):
         """A bias as the ops take it: bf16 (a cast of fp32/fp16 parameters, which autograd
@@ -346,15 +382,17 @@ class LayerNormLinear(_FusedNorm):
 
     def forward(self, x):
         self._check_x(x)
-        if not self.fused:
+        if not self.fused or ops.is_empty(x):  # no rows: the ops take at least one
             xn = self._norm(x.to(self.weight.dtype))
             y = torch.nn.functional.linear(xn, self.weight, self.bias)
             return self._out(y.to(torch.bfloat16), x, xn)
         t = ops.LINEAR_TENSORS
-        wq = self._quantize_weight(self.weight, self._wq_names, self._layer, t.index("w"))
         for_backward = self._for_backward(x)
+        self._check_tokens(x, for_backward, [tuple(self.weight.shape)])
+        wq = self._quantize_weight(self.weight, self._wq_names, self._layer, t.index("w"))
+        gamma, beta = self._norm_params(x)
         out = torch.ops.qfuse.layernorm_linear_fwd(
-            x, self.weight, self.layer_norm_weight, self.layer_norm_bias, wq,
+            x, self.weight, gamma, beta, wq,
             self._bias(self.bias), self._layer, self.recipe, _NORMS[self.normalization],
             self.eps, self.zero_centered_gamma, for_backward, *self._scales())
         if self._delayed:
@@ -420,19 +458,22 @@ class LayerNormMLP(_FusedNorm):
 
     def forward(self, x):
         self._check_x(x)
-        if not self.fused:
+        if not self.fused or ops.is_empty(x):  # no rows: the ops take at least one
             xn = self._norm(x.to(self.fc1_weight.dtype))
             h = torch.nn.functional.linear(xn, self.fc1_weight, self.fc1_bias)
             y = torch.nn.functional.linear(self._act(h), self.fc2_weight, self.fc2_bias)
             return self._out(y.to(torch.bfloat16), x, xn)
         t = ops.MLP_TENSORS
+        for_backward = self._for_backward(x)
+        self._check_tokens(x, for_backward, [tuple(self.fc1_weight.shape),
+                                             tuple(self.fc2_weight.shape)])
         w1q = self._quantize_weight(self.fc1_weight, self._w1_names, self._layer, t.index("w1"))
         w2q = self._quantize_weight(self.fc2_weight, self._w2_names, self._layer_w2,
                                     t.index("w2"))
-        for_backward = self._for_backward(x)
         act = ops.ACT_NAMES.index(self.activation)
+        gamma, beta = self._norm_params(x)
         out = torch.ops.qfuse.layernorm_mlp_fwd(
-            x, self.fc1_weight, self.fc2_weight, self.layer_norm_weight, self.layer_norm_bias,
+            x, self.fc1_weight, self.fc2_weight, gamma, beta,
             w1q, w2q, self._bias(self.fc1_bias), self._bias(self.fc2_bias), self._layer,
             self.recipe, _NORMS[self.normalization], self.eps, self.zero_centered_gamma, act,
             for_backward, *self._scales())
