@@ -360,14 +360,15 @@ def check_backward(op, recipe, m, weights):
     """The backward's GEMMs over m tokens for each weight [N, K], refused by their fake shapes as
     libqfuse would refuse them: the dgrad (dX [m, K] = dY [m, N] W, whose K is N) and the wgrad
     (dW [N, K] = dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of 16 for the FP8
-    recipes, numerics 4). Raises ValueError naming the GEMM. The modules ask it before a forward
-    whose backward would fail (after delayed scaling's amaxes were merged)."""
+    recipes, numerics 4). Raises QfuseArgumentError (a ValueError) naming the GEMM, as libqfuse's
+    refusal would. The modules ask it before a forward whose backward would fail (after delayed
+    scaling's amaxes were merged)."""
     for i, (n, k) in enumerate(weights):
         for what, mm, nn, kk in (("dgrad", m, k, n), ("wgrad", n, k, m)):
             try:
                 shapes.outputs(recipe, "gemm", M=mm, N=nn, K=kk)
             except _lib.QfuseError as e:
-                raise ValueError("qfuse::%s: weight %d's %s GEMM (M = %s, N = %s, K = %s) is "
+                raise _arg_error("qfuse::%s: weight %d's %s GEMM (M = %s, N = %s, K = %s) is "
                                  "refused: %s" % (op, i, what, mm, nn, kk, e.message)) from None
 
 
