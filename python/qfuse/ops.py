@@ -845,8 +845,8 @@ def _(amax, history, scale, scale_inv, fmt, recipe):
 
 
 def _check_scale_state(amax, history, scale, scale_inv, fmt):
-    if history.dim() != 2:
-        raise ValueError("qfuse::scale_update_: history is %s; expected [n, H]"
+    if history.dim() != 2 or history.shape[0] < 1 or history.shape[1] < 1:
+        raise ValueError("qfuse::scale_update_: history is %s; expected [n, H] with n, H >= 1"
                          % (tuple(history.shape),))
     n = history.shape[0]
     for name, t, dt in (("amax", amax, torch.float32), ("history", history, torch.float32),

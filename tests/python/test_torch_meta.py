@@ -586,7 +586,10 @@ def test_scale_update_op(host_ops):
     assert e.value.status == "QF_ERR_UNSUPPORTED"
     for bad, msg in ((dict(amax=torch.zeros(n + 1)), "amax is"),
                      (dict(fmt=torch.zeros(n)), "fmt must be"),
-                     (dict(history=torch.zeros(n)), "history is")):
+                     (dict(history=torch.zeros(n)), "history is"),
+                     (dict(amax=torch.zeros(0), history=torch.zeros(0, hist),
+                           scale=torch.ones(0), scale_inv=torch.ones(0),
+                           fmt=torch.zeros(0, dtype=torch.uint8)), "n, H >= 1")):
         with pytest.raises(ValueError, match=msg):
             torch.ops.qfuse.scale_update_(*state("meta", **bad), "fp8_delayed")
     # the recipe, checked by the fake implementation as libqfuse checks it, with its statuses
