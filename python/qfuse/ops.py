@@ -316,11 +316,23 @@ def _check_layer_id(layer):
 FLT_MAX = 3.4028234663852886e38  # eps travels as fp32
 
 
+def eps_ok(eps):
+    """Whether eps is a number >= 0 that fp32 holds (NaN compares false, and an int compares
+    exactly: 10**400 is not converted)."""
+    return not isinstance(eps, bool) and isinstance(eps, (int, float)) and 0 <= eps <= FLT_MAX
+
+
 def _check_eps(op, eps):
-    # NaN compares false, and an int compares exactly (10**400 is not converted)
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 <= eps <= FLT_MAX:
+    if not eps_ok(eps):
         raise ValueError("qfuse::%s: eps is %r; expected a finite number >= 0 that fp32 holds"
                          % (op, eps))
+
+
+def _check_delayed_scale(op, recipe, scale, what):
+    """Delayed scaling's scale (`what`, its expected form) given where the recipe scales so."""
+    if scale is None and recipe_family(recipe) == "fp8_delayed":
+        raise _arg_error("qfuse::%s: recipe %r scales by delayed scaling: %s is needed"
+                         % (op, recipe, what))
 
 
 def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_state):
@@ -346,9 +358,8 @@ def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_
     for i, b in enumerate(biases):
         if b is not None and b.dtype != torch.bfloat16:
             fail("bias %d is %s; expected bf16 (qfuse.torch's modules cast theirs)", i, b.dtype)
-    if scales is None and recipe_family(recipe) == "fp8_delayed":
-        fail("recipe %r scales by delayed scaling: scales, fp32 [%d] (one scale per tensor of "
-             "the step), is needed", recipe, n_state)
+    _check_delayed_scale(op, recipe, scales, "scales, fp32 [%d] (one scale per tensor of the "
+                         "step)," % n_state)
     for name, t in (("scales", scales), ("amax", amax)):
         if t is not None and (t.dtype != torch.float32 or t.dim() != 1 or t.numel() < n_state or
                               not t.is_contiguous() or t.device != x.device):
@@ -604,9 +615,7 @@ def _check_weight_cache(weight, wq, recipe, scale=None):
                                  op, o.name, t.dtype,
                                  "" if t.is_contiguous() else ", not contiguous",
                                  TORCH_DTYPE[o.dtype]))
-    if scale is None and recipe_family(recipe) == "fp8_delayed":
-        raise _arg_error("%s: recipe %r scales by delayed scaling: scale (fp32 [1]) is needed"
-                         % (op, recipe))
+    _check_delayed_scale("quantize_weight_", recipe, scale, "scale (fp32 [1])")
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() < 1 or
                               not scale.is_contiguous() or scale.device != weight.device):
         raise ValueError("%s: scale is %s %s on %s; expected a contiguous fp32 [1] on the "
@@ -674,9 +683,7 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe):
                                                                t.device, k))
     if norm:
         _check_eps("quantize", eps)
-    if scale is None and recipe_family(recipe) == "fp8_delayed":
-        raise _arg_error("qfuse::quantize: recipe %r scales by delayed scaling: scale (fp32 "
-                         "[1]) is needed" % (recipe,))
+    _check_delayed_scale("quantize", recipe, scale, "scale (fp32 [1])")
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
                               scale.device != x.device):
         raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "

@@ -359,10 +359,30 @@ def test_bad_arguments_fail_at_trace_time():
         (dict(norm=-1), "norm is -1"),
         (dict(x=torch.empty(64, K, dtype=torch.int32, device="meta")), "bf16, fp16 or fp32"),
         (dict(x=torch.empty(64, K, dtype=torch.bfloat16)), "is on meta, x on cpu"),
+        # what libqfuse refuses or could not see (eps, dtypes, contiguity, the layer id)
+        (dict(eps=float("nan")), "eps is nan"),
+        (dict(eps=-1.0), "eps is -1.0"),
+        (dict(eps=1e39), "eps is 1e+39"),  # beyond fp32
+        (dict(bias=bias.float()), "bias 0 is torch.float32"),
+        (dict(gamma=g.float()), "beta is torch.bfloat16"),
+        (dict(gamma=torch.empty(2 * K, dtype=torch.bfloat16, device="meta")[::2]),
+         "gamma is not contiguous"),
+        (dict(layer=10 ** 9), "layer 1000000000 is not a layer id"),
     ]
     for kw, msg in cases:
         with pytest.raises((ValueError, TypeError), match=re.escape(msg)):
             fwd(**kw)
+    # delayed scaling: its scales, and the state tensors' dtype and length (read by address)
+    dwq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+           for o in qops._weight_outs("fp8_delayed", N, K)]
+    ones = torch.ones(3, device="meta")
+    for kw, msg in ((dict(), "scales, fp32 [3]"),
+                    (dict(scales=torch.ones(2, device="meta")), "scales is (2,)"),
+                    (dict(scales=ones.double()), "scales is (3,) torch.float64"),
+                    (dict(scales=ones, amax=torch.zeros(3, dtype=torch.int32, device="meta")),
+                     "amax is (3,) torch.int32")):
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            fwd(recipe="fp8_delayed", wq=dwq, **kw)
     with pytest.raises(ValueError, match="dy is"):
         out = fwd()
         torch.ops.qfuse.layernorm_linear_bwd(torch.empty(64, N + 1, dtype=torch.bfloat16,
@@ -773,64 +793,24 @@ def test_delayed_state_dict_moves_between_fused_and_fallback(monkeypatch, module
     assert torch.equal(fused.fp8_history, sd["fp8_history"])
 
 
-def _linear_args(recipe="mxfp8", rows=64, dtype=torch.bfloat16, device="meta"):
-    """The arguments of qfuse::layernorm_linear_fwd for x [rows, K] and W [N, K]: a dict."""
-    def t(*shape, dt=torch.bfloat16):
-        return torch.empty(*shape, dtype=dt, device=device)
-    wq = [t(*o.dims, dt=qops.TORCH_DTYPE[o.dtype]) for o in qops._weight_outs(recipe, N, K)]
-    return dict(x=t(rows, K, dt=dtype), weight=t(N, K), gamma=t(K), beta=t(K), wq=wq, bias=t(N),
-                layer=qops.new_layer(), recipe=recipe, norm=1, eps=1e-5,
-                zero_centered_gamma=False, for_backward=True, scales=None, amax=None)
-
-
-@pytest.mark.parametrize("case", ["eps_nan", "eps_neg", "eps_inf_fp32", "bias_fp32",
-                                  "beta_dtype", "gamma_strided", "layer_unknown",
-                                  "scales_missing", "scales_short", "scales_fp64", "amax_int"])
-def test_layer_fake_refuses_what_the_real_op_refuses(case):
-    """The fake of qfuse::layernorm_linear_fwd refuses, while tracing, each argument libqfuse
-    or the real implementation refuses (eps, dtypes, contiguity, the layer id, delayed scaling's
-    scales and the state tensors' dtype and length, which the real op would read past)."""
-    a = _linear_args("fp8_delayed" if case.startswith(("scales", "amax")) else "mxfp8")
-    a["scales"] = torch.ones(3, device="meta") if a["recipe"] == "fp8_delayed" else None
-    want = {"eps_nan": "eps", "eps_neg": "eps", "eps_inf_fp32": "eps", "bias_fp32": "bias 0",
-            "beta_dtype": "beta", "gamma_strided": "gamma is not contiguous",
-            "layer_unknown": "layer", "scales_missing": "scales", "scales_short": "scales",
-            "scales_fp64": "scales", "amax_int": "amax"}[case]
-    if case.startswith("eps"):
-        a["eps"] = {"eps_nan": float("nan"), "eps_neg": -1.0, "eps_inf_fp32": 1e39}[case]
-    elif case == "bias_fp32":
-        a["bias"] = a["bias"].float()
-    elif case == "beta_dtype":
-        a["gamma"] = a["gamma"].float()
-    elif case == "gamma_strided":
-        a["gamma"] = torch.empty(2 * K, dtype=torch.bfloat16, device="meta")[::2]
-    elif case == "layer_unknown":
-        a["layer"] = 10 ** 9
-    elif case == "scales_missing":
-        a["scales"] = None
-    elif case == "scales_short":
-        a["scales"] = torch.ones(2, device="meta")
-    elif case == "scales_fp64":
-        a["scales"] = torch.ones(3, dtype=torch.float64, device="meta")
-    elif case == "amax_int":
-        a["amax"] = torch.zeros(3, dtype=torch.int32, device="meta")
-    with pytest.raises(ValueError, match=want):
-        torch.ops.qfuse.layernorm_linear_fwd(**a)
-
 
 def test_layer_ops_take_mixed_norm_dtypes(host_ops):
     """gamma fp32 with bf16 x and gamma of x's dtype are what libqfuse takes (numerics 3): the
     real op's arguments are valid for both; a bf16 gamma with fp32 x is refused alike by the
     fake and the real op."""
+    w, g, b, bias, wq = (t.detach() if isinstance(t, torch.Tensor) else t
+                         for t in params("mxfp8", "cpu"))
+    layer = qops.new_layer()
+
+    def fwd(xdt, gdt):
+        return torch.ops.qfuse.layernorm_linear_fwd(
+            torch.empty(64, K, dtype=xdt), w, g.to(gdt), b.to(gdt), wq, bias, layer, "mxfp8", 1,
+            1e-5, False, True, None, None)
     for xdt, gdt in ((torch.bfloat16, torch.float32), (torch.float32, torch.float32),
                      (torch.float16, torch.float16)):
-        a = _linear_args(dtype=xdt, device="cpu")
-        a["gamma"], a["beta"] = a["gamma"].to(gdt), a["beta"].to(gdt)
-        expect_valid(torch.ops.qfuse.layernorm_linear_fwd, *a.values())
-    a = _linear_args(dtype=torch.float32, device="cpu")
+        expect_valid(fwd, xdt, gdt)
     with pytest.raises(ValueError, match="gamma is torch.bfloat16"):
-        torch.ops.qfuse.layernorm_linear_fwd(*a.values())
-
+        fwd(torch.float32, torch.bfloat16)
 
 def test_backward_gemms_refused_before_the_forward(monkeypatch):
     """A fused LayerNormLinear whose backward GEMMs a recipe refuses (MXFP8's dgrad over
@@ -851,12 +831,12 @@ def test_backward_gemms_refused_before_the_forward(monkeypatch):
         m(torch.empty(17, K, dtype=torch.bfloat16, device="meta", requires_grad=True))
     y = m(torch.empty(0, 3, K, dtype=torch.bfloat16, device="meta", requires_grad=True))
     assert y.shape == (0, 3, N)
-    a = _linear_args()
+    w, g, b, _, wq = params("mxfp8")
     with pytest.raises(ValueError, match="wgrad GEMM"):
         torch.ops.qfuse.layernorm_linear_bwd(
             torch.empty(17, N, dtype=torch.bfloat16, device="meta"),
-            torch.empty(17, K, dtype=torch.bfloat16, device="meta"), a["weight"], a["gamma"],
-            a["beta"], a["wq"], [], a["layer"], "mxfp8", 1, 1e-5, False, True, None, None)
+            torch.empty(17, K, dtype=torch.bfloat16, device="meta"), w, g, b, wq, [],
+            qops.new_layer(), "mxfp8", 1, 1e-5, False, True, None, None)
 
 
 def test_module_host_state_freed_with_the_module():

@@ -20,8 +20,7 @@ def _size(what, v):
 
 
 def _eps(v):
-    # NaN compares false, and an int compares exactly (10**400 is not converted)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= ops.FLT_MAX:
+    if not ops.eps_ok(v):
         raise ValueError("eps must be a finite number >= 0 that fp32 holds (inside the square "
                          "root), not %r" % (v,))
     return float(v)
