@@ -117,12 +117,16 @@ typedef struct dual {
     size_t bytes;
 } dual;
 
-/* Allocates both halves; the device half is filled with QF_TEST_POISON. */
+/* Allocates both halves; the device half is filled with QF_TEST_POISON. The fill and dual_up's
+ * copy run on the legacy default stream, which the tests' non-blocking streams do not wait for,
+ * and a copy from pageable memory may return before it lands: both end with a device
+ * synchronization, so that an op on any stream finds the buffer as set. */
 static inline dual dual_alloc(size_t bytes) {
     dual b = {NULL, malloc(bytes ? bytes : 1), bytes};
     assert_non_null(b.h);
     CK(cudaMalloc(&b.d, bytes ? bytes : 1));
     CK(cudaMemset(b.d, QF_TEST_POISON, bytes ? bytes : 1));
+    CK(cudaDeviceSynchronize());
     return b;
 }
 
@@ -131,9 +135,10 @@ static inline void dual_free(dual *b) {
     free(b->h);
 }
 
-/* Host to device. */
+/* Host to device (then a device synchronization: dual_alloc). */
 static inline void dual_up(dual *b) {
     CK(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
 }
 
 /* Device to host. */
@@ -220,9 +225,11 @@ static inline void snap_free(void **s, int n) {
  * node count. */
 static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual **outs, int n,
                                  const char *what) {
+    CK(cudaDeviceSynchronize()); /* the eager step done, on whatever stream it ran */
     void **eager = snap(outs, n);
-    for (int i = 0; i < n; i++)
-        CK(cudaMemset(outs[i]->d, 0xFF, outs[i]->bytes));
+    for (int i = 0; i < n; i++) /* on st: a non-blocking st would not wait for the legacy stream */
+        CK(cudaMemsetAsync(outs[i]->d, 0xFF, outs[i]->bytes, st));
+    CK(cudaStreamSynchronize(st));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -236,10 +243,17 @@ static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual *
         CK(cudaStreamSynchronize(st));
         for (int i = 0; i < n; i++) {
             dual_down(outs[i]);
-            const int64_t bad = count_mismatches(eager[i], outs[i]->h, (int64_t)outs[i]->bytes);
+            const uint8_t *e = eager[i], *g = outs[i]->h;
+            const int64_t bad = count_mismatches(e, g, (int64_t)outs[i]->bytes);
+            int64_t at = 0, last = 0;
+            for (int64_t j = 0; bad && j < (int64_t)outs[i]->bytes; j++)
+                if (e[j] != g[j])
+                    last = j, at = at ? at : j + 1;
             if (bad)
-                fail_msg("%s: graph replay %d: output %d differs from eager in %lld bytes", what,
-                         rep, i, (long long)bad);
+                fail_msg("%s: graph replay %d: output %d (%zu bytes) differs from eager in %lld "
+                         "bytes, from byte %lld (eager 0x%02x, replay 0x%02x) to %lld", what, rep,
+                         i, outs[i]->bytes, (long long)bad, (long long)(at - 1), e[at - 1],
+                         g[at - 1], (long long)last);
         }
     }
     snap_free(eager, n);
