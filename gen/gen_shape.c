@@ -197,6 +197,8 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const q
     if (op->needs_norm)
         qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)\n"
                            "        return -1;\n");
+    if (op->quantizer && !op->needs_norm) /* a plain quantize fuses no norm */
+        qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_NONE)\n        return -1;\n");
     if (op->quantizer && op->needs_norm) /* a norm + quantize is its role's only */
         qf_gen_buf_addf(b, "    if (q->role != %s)\n        return -1;\n",
                         qf_enum_c(QF_ENUM_ROLE, op->role));
@@ -254,7 +256,8 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                     "int cap) {\n",
                     r->name, opname);
     qf_gen_emit_op_checks(b, t, op);
-    if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
+    /* a quantizer's dtype is its input's (the shapes do not depend on it) */
+    if (op->quantizer || qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
         qf_gen_buf_adds(b, "    if (q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
                            "q->dtype != QF_DTYPE_FP32)\n        return -1;\n");
     if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_ROLE))

@@ -269,7 +269,8 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
                  qf_enum_name(QF_ENUM_OP, o->op), takes);
         return buf;
     }
-    if (qf_fake_uses_query_dtype(t, o->op) && q->dtype != QF_DTYPE_BF16 &&
+    /* a quantizer's dtype is its input's (the shapes do not depend on it) */
+    if ((o->quantizer || qf_fake_uses_query_dtype(t, o->op)) && q->dtype != QF_DTYPE_BF16 &&
         q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
         return "the op takes dtype bf16, fp16 or fp32";
     for (const char *s = o->dims_used; *s; s++)
@@ -281,6 +282,8 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
         return "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE";
     if (o->needs_norm && q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)
         return "the op needs norm layernorm or rmsnorm";
+    if (o->quantizer && !o->needs_norm && q->norm != QF_NORM_NONE)
+        return "a plain quantize takes norm none (a norm + quantize is QF_OP_NORM_QUANTIZE)";
     if (o->quantizer && o->needs_norm && q->role != (qf_role)o->role)
         return "a norm + quantize is the input role's only";
     for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)

@@ -16,19 +16,21 @@
  * source text, hence every fusion key. */
 #define QF_OUT_KNOWN (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE | QF_OUT_FP32 | QF_OUT_GATED)
 
-/* Question asked of a fake-shape function (numerics 4). Unused fields are ignored. */
+/* Question asked of a fake-shape function (numerics 4). Unused fields are ignored (enums out of
+ * range are refused). */
 typedef struct qf_shape_query {
     qf_op op;           /* any qf_op but QF_OP_SCALE_UPDATE */
     qf_role role;       /* QF_OP_QUANTIZE: which role's format */
     qf_norm norm;       /* QF_OP_NORM_QUANTIZE: layernorm has mu, rmsnorm does not;
-                         * QF_OP_NORM_BACKWARD: layernorm has dbeta */
+                         * QF_OP_NORM_BACKWARD: layernorm has dbeta; QF_OP_QUANTIZE: none */
     unsigned outputs;   /* quantizers: QF_OUT_ROWWISE | QF_OUT_COLUMNWISE; GEMM: QF_OUT_FP32;
                          * activation: QF_OUT_GATED for swiglu */
     int64_t M, N, K;    /* GEMM: y[M, N] = A[M, K] B[N, K]^T; quantizers, norm backward: x[M, K];
                          * dbias: dy [M, N]; activation: a [M, N] (N = F) */
     qf_dtype dtype;     /* norm backward (x's dtype, dx's), dbias (dy's, dbias's), activation
-                         * (h's, a's, dh's): bf16, fp16 or fp32. NOTES: QF_DTYPE_FP32 is 0, so a
-                         * query that leaves it unset asks for fp32. */
+                         * (h's, a's, dh's), quantizers (x's; the shapes do not depend on it):
+                         * bf16, fp16 or fp32. NOTES: QF_DTYPE_FP32 is 0, so a query that leaves
+                         * it unset asks for fp32. */
 } qf_shape_query;
 
 /* One CUDA template, stored once and shared by every variant rendered from it. */

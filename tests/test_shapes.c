@@ -10,11 +10,11 @@
 
 #define CAP 8
 
-/* A valid quantizer query of x[M, K]. */
+/* A valid quantizer query of x[M, K] (LayerNorm for a norm + quantize, no norm otherwise). */
 static qf_shape_query qf_test_query(qf_op op, unsigned outputs, int64_t M, int64_t K) {
     qf_shape_query q = {.op = op,
                         .role = QF_ROLE_INPUT,
-                        .norm = QF_NORM_LAYERNORM,
+                        .norm = op == QF_OP_NORM_QUANTIZE ? QF_NORM_LAYERNORM : QF_NORM_NONE,
                         .outputs = outputs,
                         .M = M,
                         .K = K};
@@ -614,7 +614,7 @@ static void test_blk_nq_and_other_ops(void **state) {
 }
 
 /* Enum fields out of range are refused, with their value named, whether the op reads them or
- * not (a quantize reads no dtype or norm, a GEMM no role); the same query in range passes. */
+ * not (a GEMM reads no role, norm or dtype); the same query in range passes. */
 static void test_enums_out_of_range(void **state) {
     (void)state;
     const qf_shape_query ok = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
@@ -647,6 +647,57 @@ static void test_enums_out_of_range(void **state) {
     }
 }
 
+/* A quantizer's query names its input's dtype (bf16, fp16 or fp32; the shapes do not depend on
+ * it) and, for a plain quantize, no norm (a norm + quantize is QF_OP_NORM_QUANTIZE): every
+ * recipe's generated function, the family table (a recipe loaded at run time) and
+ * qf_fake_shapes / qf_fake_shape_formulas refuse the others, saying why. A GEMM reads no dtype:
+ * an E4M3 one is ignored there. */
+static void test_quantizer_query_norm_and_dtype(void **state) {
+    (void)state;
+    static const qf_dtype quantized[] = {QF_DTYPE_E4M3, QF_DTYPE_E5M2, QF_DTYPE_E8M0,
+                                         QF_DTYPE_E2M1};
+    static const qf_dtype inputs[] = {QF_DTYPE_FP32, QF_DTYPE_FP16, QF_DTYPE_BF16};
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        const char *name = qf_recipes[ri].name;
+        qf_recipe interp = qf_recipes[ri];
+        interp.shapes = NULL; /* the same recipe, answered by its family's table */
+        qf_shape sh[CAP];
+        qf_shape_formula f[CAP];
+        int n = 0;
+        for (int op = QF_OP_NORM_QUANTIZE; op <= QF_OP_QUANTIZE; op++) {
+            qf_shape_query q = qf_test_query((qf_op)op, QF_OUT_ROWWISE, 64, 128);
+            for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+                q.dtype = inputs[i];
+                assert_int_equal(qf_fake_shapes(name, &q, sh, CAP, &n), QF_OK);
+                assert_true(qf_recipes[ri].shapes(&q, sh, CAP) > 0);
+                assert_true(qf_recipe_shapes(&interp, &q, sh, CAP) > 0);
+            }
+            for (size_t i = 0; i < sizeof quantized / sizeof quantized[0]; i++) {
+                q.dtype = quantized[i];
+                assert_int_equal(qf_fake_shapes(name, &q, sh, CAP, &n), QF_ERR_INVALID_ARG);
+                assert_non_null(strstr(qf_last_error(), "the op takes dtype bf16, fp16 or fp32"));
+                assert_int_equal(qf_fake_shape_formulas(name, &q, f, CAP, &n),
+                                 QF_ERR_INVALID_ARG);
+                assert_int_equal(qf_recipes[ri].shapes(&q, sh, CAP), -1);
+                assert_int_equal(qf_recipe_shapes(&interp, &q, sh, CAP), -1);
+            }
+        }
+        qf_shape_query q = qf_test_query(QF_OP_QUANTIZE, QF_OUT_ROWWISE, 64, 128);
+        for (int norm = QF_NORM_LAYERNORM; norm < QF_NORM_COUNT; norm++) {
+            q.norm = (qf_norm)norm;
+            assert_int_equal(qf_fake_shapes(name, &q, sh, CAP, &n), QF_ERR_INVALID_ARG);
+            assert_non_null(strstr(qf_last_error(), "a plain quantize takes norm none"));
+            assert_int_equal(qf_fake_shape_formulas(name, &q, f, CAP, &n), QF_ERR_INVALID_ARG);
+            assert_int_equal(qf_recipes[ri].shapes(&q, sh, CAP), -1);
+            assert_int_equal(qf_recipe_shapes(&interp, &q, sh, CAP), -1);
+        }
+        const qf_shape_query gemm = {.op = QF_OP_GEMM, .M = 64, .N = 128, .K = 128,
+                                     .dtype = QF_DTYPE_E4M3};
+        assert_int_equal(qf_fake_shapes(name, &gemm, sh, CAP, &n), QF_OK);
+        assert_int_equal(qf_recipe_shapes(&interp, &gemm, sh, CAP), 1);
+    }
+}
+
 static void test_interpreter_matches_generated(void **state) {
     (void)state;
     static const int64_t sizes[] = {-1, 0, 1, 5, 16, 31, 32, 160, 217, 4096, 1040,
@@ -670,8 +721,9 @@ static void test_interpreter_matches_generated(void **state) {
                                                         .norm = (qf_norm)norm, .outputs = outs[oi],
                                                         .M = sizes[m], .N = sizes[(m + k) % ns],
                                                         .K = sizes[k],
-                                                        .dtype = m == 3 ? QF_DTYPE_COUNT
-                                                                        : QF_DTYPE_BF16};
+                                                        .dtype = m == 3   ? QF_DTYPE_COUNT
+                                                                 : m == 4 ? QF_DTYPE_E4M3
+                                                                          : QF_DTYPE_BF16};
                                     qf_shape a[CAP], b[CAP];
                                     int na = qf_recipes[ri].shapes(&q, a, cap);
                                     int nb = qf_recipe_shapes(&r, &q, b, cap);
@@ -715,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_blk_nq_and_other_ops),
         cmocka_unit_test(test_interpreter_matches_generated),
         cmocka_unit_test(test_enums_out_of_range),
+        cmocka_unit_test(test_quantizer_query_norm_and_dtype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -285,6 +285,20 @@ def host_context(arch=90):
     return p
 
 
+_host_contexts = {}
+
+
+def checking_context(arch):
+    """The device-less context (host_context) of compute capability `arch` that the ops' fake
+    implementations check their arguments against: created on first use and kept for the
+    process (not to be freed)."""
+    with _ctx_lock:
+        ctx = _host_contexts.get(arch)
+        if ctx is None:
+            ctx = _host_contexts[arch] = host_context(arch)
+        return ctx
+
+
 def c_tensor(data_ptr, dtype, dims):
     """A qf_tensor of a device pointer, a qfuse dtype name and its dims."""
     t = Tensor()

@@ -1,5 +1,8 @@
 """libqfuse's ops as PyTorch custom ops (namespace `qfuse`), with fake implementations from
 libqfuse's fake-shape formulas (qfuse.shapes: no shape formula is written here) and autograd.
+The fakes of qfuse::quantize and qfuse::gemm also make their real op's libqfuse call, against a
+device-less context with placeholder addresses (_Target), so that they refuse what libqfuse
+refuses.
 
 Ops:
   qfuse::quantize(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs,
@@ -171,10 +174,16 @@ def _contiguous(t):
     return t
 
 
-def _c(t, dtype=None, dims=None):
-    """qf_tensor of torch tensor t (contiguous), its dtype (or the qfuse name given), its dims."""
-    return _lib.c_tensor(_contiguous(t).data_ptr(), dtype or _dtype_name(t),
-                         t.shape if dims is None else dims)
+def _data_ptr(t):
+    """The device address of torch tensor t (contiguous: ValueError otherwise)."""
+    return _contiguous(t).data_ptr()
+
+
+def _c(t, dtype=None, dims=None, address=_data_ptr):
+    """qf_tensor of torch tensor t (contiguous), its dtype (or the qfuse name given), its dims
+    (a symbolic one at its example value), at address(t)."""
+    return _lib.c_tensor(address(t), dtype or _dtype_name(t),
+                         [shapes._hint(d) for d in (t.shape if dims is None else dims)])
 
 
 def _dtype_name(t):
@@ -190,6 +199,64 @@ def _ctx(device):
         raise ValueError("qfuse: the ops run on CUDA tensors; these are on %s" % device)
     idx = device.index if device.index is not None else torch.cuda.current_device()
     return _lib.context(idx)
+
+
+NO_DEVICE = _lib.STATUS.index("QF_ERR_NO_DEVICE")
+FAKE_ARCH = 90  # the architecture the fakes check against where no GPU says (meta tensors)
+_PLACEHOLDER_BASE = 1 << 40  # the first placeholder address of a fake call (_Target)
+
+
+class _Target:
+    """Where one libqfuse call of an op goes, and the device addresses it hands over. The real op
+    (fake=False): the device's context and current stream, the tensors' own addresses. Its fake
+    implementation (fake=True: meta or fake tensors, which have no memory): the device-less
+    context of the device's architecture (a CUDA device's own where torch sees a GPU, sm_90
+    otherwise; _lib.checking_context), no stream, and placeholder addresses: each tensor a range
+    of its own, non-null and apart from every other one, on a 256-byte boundary plus its storage
+    offset (the alignment its own allocation would give it), sized from its bytes.
+    libqfuse checks every argument of the call as on the device, never reads through an address
+    on a device-less context, and answers QF_ERR_NO_DEVICE ("arguments are valid") where the real
+    op would launch: check() takes that answer as valid in the fake and raises any other failure
+    as the real op raises it."""
+
+    def __init__(self, device, fake):
+        self.fake = fake
+        if fake:
+            gpu = device.type == "cuda" and torch.cuda.is_available()
+            arch = _lib.lib.qf_ctx_arch(_ctx(device)) if gpu else FAKE_ARCH
+            self.ctx, self.stream = _lib.checking_context(arch), None
+            self._next, self._placed = _PLACEHOLDER_BASE, {}
+        else:
+            self.ctx, self.stream = _ctx(device), _stream(device)
+
+    def address(self, t):
+        """The device address of tensor t (contiguous: ValueError otherwise) in this call; the
+        same tensor object has the same one."""
+        _contiguous(t)
+        if not self.fake:
+            return t.data_ptr()
+        placed = self._placed.get(id(t))
+        if placed is None:
+            size = t.element_size()
+            offset = shapes._hint(t.storage_offset(), "a storage offset") * size
+            nbytes = offset + max(shapes._hint(t.numel(), "a size"), 1) * size
+            base = self._next
+            self._next = (base + nbytes + 2 * 256 - 1) // 256 * 256  # a gap before the next
+            placed = self._placed[id(t)] = (t, base + offset)  # t kept: its id stays its own
+        return placed[1]
+
+    def pointer(self, t):
+        """address(t) as a void pointer argument; None for None."""
+        return None if t is None else ctypes.c_void_p(self.address(t))
+
+    def layout(self, recipe):
+        """The scale layout the GEMM of the call's architecture reads for the recipe."""
+        return _arch_layout(recipe, _lib.lib.qf_ctx_arch(self.ctx))
+
+    def check(self, status):
+        """_lib.check(status) of the call; QF_ERR_NO_DEVICE passes in a fake."""
+        if not (self.fake and status == NO_DEVICE):
+            _lib.check(status)
 
 
 def _ptr(t, index=0):
@@ -383,20 +450,25 @@ def check_backward(op, recipe, m, weights):
                                  "refused: %s" % (op, i, what, mm, nn, kk, e.message)) from None
 
 
-def _layout(recipe, device):
-    """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
-    arch = _lib.lib.qf_ctx_arch(_ctx(device))
+def _arch_layout(recipe, arch):
+    """The scale layout the GEMM of compute capability `arch` reads for the recipe."""
     lay = ctypes.c_int()
     _lib.check(_lib.lib.qf_gemm_scale_layout(shapes._recipe(recipe), arch, ctypes.byref(lay)))
     return lay.value
 
 
-def _quantized(outs, tensors, layout, dtypes=None):
-    """qf_quantized of the fake-shape outputs `outs` held in `tensors` (same order)."""
+def _layout(recipe, device):
+    """The scale layout this GPU's GEMM reads for the recipe (compact on Hopper)."""
+    return _arch_layout(recipe, _lib.lib.qf_ctx_arch(_ctx(device)))
+
+
+def _quantized(outs, tensors, layout, address=_data_ptr):
+    """qf_quantized of the fake-shape outputs `outs` (concrete dims) held in `tensors` (same
+    order), each at address(t)."""
     q = _lib.Quantized()
     q.layout = layout
     for o, t in zip(outs, tensors):
-        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(_contiguous(t).data_ptr(), o.dtype, o.dims)
+        q.t[_lib.SLOTS.index(o.name)] = _lib.c_tensor(address(t), o.dtype, o.dims)
     return q
 
 
@@ -413,14 +485,14 @@ def _stream(device):
     return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
 
 
-def _norm_desc(norm, gamma, beta, eps, zero_centered_gamma):
+def _norm_desc(norm, gamma, beta, eps, zero_centered_gamma, address=_data_ptr):
     d = _lib.NormDesc()
     d.norm = norm
     d.zero_centered_gamma = int(zero_centered_gamma)
     d.eps = eps
-    d.gamma = _c(gamma)
+    d.gamma = _c(gamma, address=address)
     if beta is not None:
-        d.beta = _c(beta)
+        d.beta = _c(beta, address=address)
     return d
 
 
@@ -656,11 +728,14 @@ def _check_int(op, name, v, allowed):
                                                                        sorted(allowed)))
 
 
-def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe):
+def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, seed, offset):
     """qfuse::quantize's arguments, in the real op and its fake alike: role 0..2, norm 0..2
     (a norm with the input role only; gamma [K] for both norms, beta [K] for LayerNorm only,
     of x's dtype or fp32; eps finite >= 0), outputs 1..3, x [..., K] of bf16, fp16 or fp32
-    with K >= 1 and at least one row, scale None or one fp32 value. Returns (m, k)."""
+    with K >= 1 and at least one row, scale one fp32 value under delayed scaling (fp8_delayed)
+    and None under the recipes that compute their scales (libqfuse ignores it there), seed and
+    offset ints >= 0 (uint64 in libqfuse; a symbolic one checked at its example value).
+    Returns (m, k)."""
     _check_int("quantize", "role", role, {0, 1, 2})
     _check_int("quantize", "norm", norm, {0, 1, 2})
     _check_int("quantize", "outputs", outputs, {1, 2, 3})
@@ -684,12 +759,50 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe):
     if norm:
         _check_eps("quantize", eps)
     _check_delayed_scale("quantize", recipe, scale, "scale (fp32 [1])")
+    family = recipe_family(recipe) if scale is not None else None
+    if family not in (None, "fp8_delayed"):
+        raise ValueError("qfuse::quantize: scale is given, but recipe %r (%s) computes its "
+                         "scales in the quantizer and reads none; only delayed scaling "
+                         "(fp8_delayed) takes a scale: pass None" % (recipe, family))
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
                               scale.device != x.device):
         raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "
                          "delayed scale) on x's device" % (tuple(scale.shape), scale.dtype,
                                                           scale.device))
+    for name, v in (("seed", seed), ("offset", offset)):
+        h = shapes._hint(v, name) if isinstance(v, torch.SymInt) else v
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 2 ** 64:
+            raise ValueError("qfuse::quantize: %s is %r; expected an int >= 0 (the "
+                             "stochastic-rounding stream's %s, a uint64)" % (name, v, name))
     return x.numel() // k, k
+
+
+def _quantize(fake, x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma,
+              outputs, seed, offset):
+    """qfuse::quantize (fake=False) or its fake implementation: the same checks and the same
+    qf_quantize call, on the device or, in the fake, on a device-less context (_Target; sizes
+    at their example values). Returns the outputs."""
+    role, norm, outputs = _concrete(role), _concrete(norm), _concrete(outputs)
+    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, seed, offset)
+    outs = _q_outs(recipe, role, norm, outputs, m, k)
+    if fake:
+        q = [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype]) for o in outs]
+    else:
+        q = _alloc(outs, x.device)
+    mc, kc = shapes._hint(m, "M"), shapes._hint(k, "K")
+    if not (isinstance(m, int) and isinstance(k, int)):  # symbolic: the dims at mc, kc
+        outs = _q_outs(recipe, role, norm, outputs, mc, kc)
+    to = _Target(x.device, fake)
+    qs = _quantized(outs, q, to.layout(recipe), to.address)
+    xt = _c(x.contiguous(), dims=(mc, kc), address=to.address)
+    nd = (_norm_desc(norm, gamma, beta, eps, zero_centered_gamma, to.address) if norm
+          else None)
+    rng = _lib.Rng(shapes._hint(seed, "seed"), shapes._hint(offset, "offset"))
+    to.check(_lib.lib.qf_quantize(to.ctx, shapes._recipe(recipe), role, ctypes.byref(xt),
+                                  ctypes.byref(nd) if nd is not None else None,
+                                  to.pointer(scale), ctypes.byref(rng), ctypes.byref(qs),
+                                  to.stream))
+    return q
 
 
 @torch.library.custom_op("qfuse::quantize", mutates_args=())
@@ -700,32 +813,17 @@ def quantize(x: torch.Tensor, gamma: Optional[torch.Tensor], beta: Optional[torc
     """x [..., K] quantized under the recipe's rules for `role` (0 input, 1 weight, 2 grad), with
     a fused norm (1 LayerNorm, 2 RMSNorm; input role) or none (0): the copies `outputs` asks for
     (1 rowwise, 2 columnwise, 3 both) and their scales, amaxes, mu and rsigma, in the order of
-    the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale; seed, offset:
-    the stochastic-rounding stream (NVFP4 gradients)."""
-    role, norm, outputs = _concrete(role), _concrete(norm), _concrete(outputs)
-    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe)
-    dev = x.device
-    outs = _q_outs(recipe, role, norm, outputs, m, k)
-    q = _alloc(outs, dev)
-    qs = _quantized(outs, q, _layout(recipe, dev))
-    xt = _c(x.contiguous(), dims=(m, k))
-    nd = _norm_desc(norm, gamma, beta, eps, zero_centered_gamma) if norm else None
-    rng = _lib.Rng(seed, offset)
-    _lib.check(_lib.lib.qf_quantize(_ctx(dev), shapes._recipe(recipe), role, ctypes.byref(xt),
-                                    ctypes.byref(nd) if nd is not None else None,
-                                    ctypes.c_void_p(scale.data_ptr()) if scale is not None
-                                    else None, ctypes.byref(rng), ctypes.byref(qs),
-                                    _stream(dev)))
-    return q
+    the recipe's fake shapes (qf_quantize). scale: fp8_delayed's [1] fp32 scale (None under the
+    other recipes); seed, offset: the stochastic-rounding stream (NVFP4 gradients), ints >= 0."""
+    return _quantize(False, x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma,
+                     outputs, seed, offset)
 
 
 @quantize.register_fake
 def _(x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma, outputs, seed,
       offset):
-    role, norm, outputs = _concrete(role), _concrete(norm), _concrete(outputs)
-    m, k = _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe)
-    return [x.new_empty(o.dims, dtype=TORCH_DTYPE[o.dtype])
-            for o in _q_outs(recipe, role, norm, outputs, m, k)]
+    return _quantize(True, x, gamma, beta, scale, recipe, role, norm, eps, zero_centered_gamma,
+                     outputs, seed, offset)
 
 
 def _operand(recipe, q, spec, copy, which):
@@ -780,6 +878,27 @@ def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias=None):
     return ao, bo, m, n, k
 
 
+def _gemm(fake, a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
+    """qfuse::gemm (fake=False) or its fake implementation: the same checks and the same
+    qf_gemm_ex call, on the device or, in the fake, on a device-less context (_Target), which
+    applies libqfuse's rules of the recipe's GEMM (operand formats, scale layouts by the GEMM's
+    roles, sizes). Returns y."""
+    a_copy, b_copy = _concrete(a_copy), _concrete(b_copy)
+    ao, bo, m, n, _ = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias)
+    to = _Target(a[0].device, fake)
+    layout = to.layout(recipe)
+    qa, qb = _quantized(ao, a, layout, to.address), _quantized(bo, b, layout, to.address)
+    y = a[0].new_empty((m, n), dtype=torch.float32 if out_fp32 else torch.bfloat16)
+    oa = _lib.Operand(ctypes.pointer(qa), a_copy)
+    ob = _lib.Operand(ctypes.pointer(qb), b_copy)
+    yt = _c(y, address=to.address)
+    bt = _c(bias, address=to.address) if bias is not None else None
+    to.check(_lib.lib.qf_gemm_ex(to.ctx, shapes._recipe(recipe), ctypes.byref(oa),
+                                 ctypes.byref(ob), ctypes.byref(bt) if bt is not None else None,
+                                 ctypes.byref(yt), None, to.stream))
+    return y
+
+
 @torch.library.custom_op("qfuse::gemm", mutates_args=())
 def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tensor],
          recipe: str, a_spec: List[int], b_spec: List[int], a_copy: int, b_copy: int,
@@ -788,28 +907,12 @@ def gemm(a: List[torch.Tensor], b: List[torch.Tensor], bias: Optional[torch.Tens
     qfuse::quantize; a_spec / b_spec: its role, norm, outputs and the [M, K] it quantized), the
     training GEMM the copies name (fprop: both rowwise; dgrad: a rowwise, b columnwise; wgrad:
     both columnwise; qf_gemm). bf16 y, or fp32 with out_fp32."""
-    ao, bo, m, n, _ = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias)
-    dev = a[0].device
-    layout = _layout(recipe, dev)
-    qa, qb = _quantized(ao, a, layout), _quantized(bo, b, layout)
-    y = torch.empty(m, n, dtype=torch.float32 if out_fp32 else torch.bfloat16, device=dev)
-    oa = _lib.Operand(ctypes.pointer(qa), a_copy)
-    ob = _lib.Operand(ctypes.pointer(qb), b_copy)
-    yt = _c(y)
-    bt = _c(bias) if bias is not None else None
-    _lib.check(_lib.lib.qf_gemm_ex(_ctx(dev), shapes._recipe(recipe), ctypes.byref(oa),
-                                   ctypes.byref(ob),
-                                   ctypes.byref(bt) if bt is not None else None,
-                                   ctypes.byref(yt), None, _stream(dev)))
-    return y
+    return _gemm(False, a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32)
 
 
 @gemm.register_fake
 def _(a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32):
-    _, _, m, n, k = _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias)
-    y = shapes.outputs(recipe, "gemm", M=m, N=n, K=k,
-                       outputs=_lib.OUT_FP32 if out_fp32 else 0)[0]
-    return a[0].new_empty(y.dims, dtype=TORCH_DTYPE[y.dtype])
+    return _gemm(True, a, b, bias, recipe, a_spec, b_spec, a_copy, b_copy, out_fp32)
 
 
 # ------------------------------------------------------------------ qfuse::scale_update_

@@ -197,9 +197,26 @@ def test_bad_queries_raise():
             (("mxfp8", "quantize", dict(outputs=1, M=1, K=2 ** 61)),
              "an output's size overflows int64"),
             (("fp8_current", "quantize", dict(outputs=1, M=8, K=2 ** 60 + 16)),
-             "an output's size overflows int64")):
+             "an output's size overflows int64"),
+            # a plain quantize fuses no norm; a quantizer's dtype is its input's
+            (("mxfp8", "quantize", dict(norm="layernorm", outputs=3, M=64, K=64)),
+             "a plain quantize takes norm none (a norm + quantize is QF_OP_NORM_QUANTIZE)"),
+            (("nvfp4", "quantize", dict(role="grad", norm="rmsnorm", outputs=1, M=64, K=64)),
+             "a plain quantize takes norm none"),
+            (("mxfp8", "quantize", dict(outputs=3, M=64, K=64, dtype="e4m3")),
+             "the op takes dtype bf16, fp16 or fp32"),
+            (("fp8_block", "norm_quantize", dict(norm="layernorm", outputs=1, M=64, K=64,
+                                                 dtype="e2m1")),
+             "the op takes dtype bf16, fp16 or fp32")):
         with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)):
             shapes.outputs(recipe, op, **kw)
+    for dtype in ("bf16", "fp16", "fp32"):  # the inputs a quantizer takes
+        for op, norm in (("quantize", "none"), ("norm_quantize", "rmsnorm")):
+            assert shapes.outputs("mxfp8", op, norm=norm, outputs=1, M=64, K=64, dtype=dtype)
+            assert shapes.formulas("mxfp8", op, norm=norm, outputs=1, M=64, K=64, dtype=dtype)
+    with pytest.raises(QfuseError, match="a plain quantize takes norm none"):
+        shapes.formulas("fp8_delayed", "quantize", role="grad", norm="layernorm", outputs=1,
+                        M=64, K=64)
     for recipe in ("mxfp8", "fp8_block"):  # a norm + quantize is the input role's only
         with pytest.raises(QfuseError, match="a norm . quantize is the input role's only"):
             shapes.outputs(recipe, "norm_quantize", role="weight", norm="layernorm", outputs=3,

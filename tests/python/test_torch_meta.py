@@ -268,11 +268,12 @@ def test_quantize_gemm_fakes_check_arguments():
             (g, g, 2, 1e-5, None, "norm 2 takes no beta"),
             (g[:100], g, 1, 1e-5, None, "gamma is \\(100,\\)"),
             (g, g, 1, -1.0, None, "eps is -1.0"),
-            (g, g, 1, float("nan"), None, "eps is nan"),
-            (None, None, 0, 0.0, torch.ones(5, dtype=torch.int32, device="meta"),
-             "scale is \\(5,\\) torch.int32")):
+            (g, g, 1, float("nan"), None, "eps is nan")):
         with pytest.raises(ValueError, match=msg):
             q(x, gamma, beta, scale, recipe, 0 if norm else 2, norm, eps, False, 3, 0, 0)
+    with pytest.raises(ValueError, match="scale is \\(5,\\) torch.int32"):
+        q(x, None, None, torch.ones(5, dtype=torch.int32, device="meta"), "fp8_delayed", 2, 0,
+          0.0, False, 3, 0, 0)
     a = q(x, None, None, None, recipe, 2, 0, 0.0, False, 3, 0, 0)  # dy [64, 256]
     w = q(torch.empty(128, 256, dtype=torch.bfloat16, device="meta"), None, None, None, recipe,
           1, 0, 0.0, False, 3, 0, 0)
@@ -295,6 +296,85 @@ def test_quantize_gemm_fakes_check_arguments():
                        "bias is \\(128,\\) torch.float32")):
         with pytest.raises(ValueError, match=msg):
             g(*args)
+
+
+def real_and_fake(fn, make_args, exc, msg):
+    """fn on CPU tensors (the real op against the device-less context) and on meta tensors (its
+    fake) raises exc, with msg in the message, alike: both ask libqfuse the same. The messages."""
+    said = []
+    for device in ("cpu", "meta"):
+        with pytest.raises(exc, match=re.escape(msg)) as e:
+            fn(*make_args(device))
+        said.append(str(e.value))
+    return said
+
+
+@pytest.mark.parametrize("recipe,a_role,b_role,msg", [
+    # cuBLASLt's FP8 GEMM reads an E4M3 b only: a gradient's E5M2 copy (fp8_delayed and
+    # fp8_current's hybrid format) is refused as b
+    ("fp8_delayed", 0, 2, "b.rowwise_data e4m3 (got e4m3, e5m2)"),
+    ("fp8_current", 2, 2, "b.rowwise_data e4m3 (got e5m2, e5m2)"),
+    # fp8_block's fprop reads a's 1x128 scales: a weight's 128x128 tiles are refused
+    ("fp8_block", 1, 1, "a.rowwise_scale_inv has 4 elements"),
+])
+def test_gemm_fake_applies_libqfuse_rules(host_ops, recipe, a_role, b_role, msg):
+    """qfuse::gemm's fake hands its operands to libqfuse (a device-less context, placeholder
+    addresses) as the real op does, so it refuses what libqfuse refuses of the recipe's GEMM
+    beyond the operands' shapes, with the real op's error; the operands of the training GEMM
+    pass both."""
+    m, n, k = 64, 128, 256
+
+    def slots(role, rows, device):
+        return [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device=device)
+                for o in qops._q_outs(recipe, role, 0, 3, rows, k)]
+
+    def args(a_role, b_role):
+        return lambda device: (slots(a_role, m, device), slots(b_role, n, device), None, recipe,
+                               [a_role, 0, 3, m, k], [b_role, 0, 3, n, k], 0, 0, False)
+    said = real_and_fake(torch.ops.qfuse.gemm, args(a_role, b_role), qops._lib.QfuseArgumentError,
+                         msg)
+    assert said[0] == said[1]
+    expect_valid(torch.ops.qfuse.gemm, *args(0, 1)("cpu"))  # fprop: x and W
+    assert tuple(torch.ops.qfuse.gemm(*args(0, 1)("meta")).shape) == (m, n)
+
+
+def test_quantize_refuses_unread_scale_and_negative_stream(host_ops):
+    """qfuse::quantize, real and fake: a scale where the recipe computes its scales (libqfuse
+    ignores it there) and a negative seed or offset (a uint64 in libqfuse) are refused by name;
+    delayed scaling's scale and a zero stream pass."""
+    def x(device):
+        return torch.empty(64, 256, dtype=torch.bfloat16, device=device)
+
+    for recipe in ("fp8_current", "mxfp8", "nvfp4", "fp8_block"):
+        real_and_fake(torch.ops.qfuse.quantize,
+                      lambda d: (x(d), None, None, torch.ones(1, device=d), recipe, 2, 0, 0.0,
+                                 False, 3, 0, 0),
+                      ValueError, "scale is given, but recipe %r" % recipe)
+    for seed, offset, msg in ((-1, 0, "seed is -1"), (0, -2, "offset is -2")):
+        real_and_fake(torch.ops.qfuse.quantize,
+                      lambda d: (x(d), None, None, None, "nvfp4", 2, 0, 0.0, False, 3, seed,
+                                 offset),
+                      ValueError, msg)
+    scale = torch.ones(1)
+    expect_valid(torch.ops.qfuse.quantize, x("cpu"), None, None, scale, "fp8_delayed", 2, 0, 0.0,
+                 False, 3, 0, 0)
+    out = torch.ops.qfuse.quantize(x("meta"), None, None, scale.to("meta"), "fp8_delayed", 2, 0,
+                                   0.0, False, 3, 0, 0)
+    assert [tuple(t.shape) for t in out] == [(64, 256), (256, 64), (1,), (1,)]
+
+
+def test_quantize_fake_applies_libqfuse_rules(host_ops):
+    """qfuse::quantize's fake hands its arguments to libqfuse as the real op does, at addresses
+    aligned as the tensors' own: an NVFP4 x that starts 2 bytes into its storage (libqfuse's
+    vector loads need 16-byte alignment) is refused by both; 16 bytes in, it passes."""
+    def x(offset):
+        return lambda d: (torch.empty(64 * 256 + 8, dtype=torch.bfloat16, device=d)[offset:]
+                          [:64 * 256].view(64, 256), None, None, None, "nvfp4", 2, 0, 0.0,
+                          False, 3, 0, 0)
+    real_and_fake(torch.ops.qfuse.quantize, x(1), qops._lib.QfuseArgumentError,
+                  "is not 16-byte aligned")
+    expect_valid(torch.ops.qfuse.quantize, *x(8)("cpu"))
+    assert len(torch.ops.qfuse.quantize(*x(8)("meta"))) == 6
 
 
 def test_real_ops_refuse_non_contiguous_tensors(host_ops):
