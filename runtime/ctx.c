@@ -1,6 +1,7 @@
 /* ctx.c: context creation and release, device-less contexts (qf_ctx_init_host) and their twins. */
 #include "ctx.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -134,6 +135,20 @@ qf_status qf_ctx_scratch_free(qf_ctx_t *ctx, void *p, void *stream) {
     (void)cudaGetLastError();
     return qf_set_error(QF_ERR_CUDA, "cudaFreeAsync of device scratch failed: %s",
                         cudaGetErrorString(e));
+}
+
+qf_status qf_ctx_table_grow(void **items, int n, int *cap, size_t size, const char *what) {
+    if (n < *cap)
+        return QF_OK;
+    if (*cap > INT_MAX / 2)
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "%s: the table is full (%d items)", what, n);
+    const int grown = *cap ? 2 * *cap : 16;
+    void *t = realloc(*items, (size_t)grown * size);
+    if (!t)
+        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    *items = t;
+    *cap = grown;
+    return QF_OK;
 }
 
 qf_status qf_ctx_init(qf_ctx_t **out, int device) {

@@ -75,8 +75,8 @@ struct qf_ctx {
     pthread_mutex_t lock;       /* guards kernels[], plans[], last and graph_scratch* */
     qf_loaded_kernel *kernels;
     int n_kernels, cap_kernels;
-    qf_gemm_plan *plans;
-    int n_plans;
+    qf_gemm_plan *plans;        /* one per GEMM problem, kept for the context's life */
+    int n_plans, cap_plans;
     qf_kernel_info last;
     qf_stage_times *stage_times; /* NULL unless a tool attached one */
 };
@@ -86,6 +86,12 @@ struct qf_ctx {
  * Updates ctx->last. */
 QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
                                     const qf_kernel_instance *inst, qf_loaded_kernel *out);
+
+/* Makes room for one more item in a context's table *items (n used of *cap, each `size` bytes),
+ * doubling it from 16 (the kernels, the cuBLASLt plans); the items may move. Errors:
+ * QF_ERR_OUT_OF_MEMORY naming `what`. */
+QF_INTERNAL qf_status qf_ctx_table_grow(void **items, int n, int *cap, size_t size,
+                                        const char *what);
 
 /* Releases the cached cuBLASLt plans (gemm_lt.c). */
 QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);

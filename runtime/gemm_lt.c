@@ -13,7 +13,6 @@
 #include "stream.h"
 #include "validate.h"
 
-#define QF_MAX_PLANS 32
 #define QF_LT_MX_VERSION 120800 /* cuBLASLt 12.8: CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 */
 #define QF_LT_BLOCK_VERSION 120900 /* cuBLASLt 12.9: VEC128_32F and BLK128x128_32F */
 
@@ -93,7 +92,7 @@ void qf_gemm_plans_free(qf_ctx_t *ctx) {
         qf_plan_release(&ctx->plans[i]);
     free(ctx->plans);
     ctx->plans = NULL;
-    ctx->n_plans = 0;
+    ctx->n_plans = ctx->cap_plans = 0;
 }
 
 /* One attribute of a plan's descriptor. */
@@ -275,10 +274,10 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
             return qf_plan_operands(p, c);
         }
     }
-    if (!ctx->plans && !(ctx->plans = calloc(QF_MAX_PLANS, sizeof *ctx->plans)))
-        return qf_set_error(QF_ERR_OUT_OF_MEMORY, "%s: out of host memory", qf_plan_op(want));
-    if (ctx->n_plans == QF_MAX_PLANS) /* simple bound: drop the oldest */
-        qf_plan_release(&ctx->plans[--ctx->n_plans]);
+    /* never evicted: a plan made again would be tuned again, and could take another algorithm
+     * (other bits for the same inputs) or, inside a capture, go untuned */
+    QF_TRY(qf_ctx_table_grow((void **)&ctx->plans, ctx->n_plans, &ctx->cap_plans,
+                             sizeof *ctx->plans, qf_plan_op(want)));
     qf_gemm_plan *p = &ctx->plans[ctx->n_plans];
     *p = *want;
     qf_status s = qf_plan_descs(p);

@@ -1,6 +1,6 @@
 /* test_ctx.c: device-less contexts (qf_ctx_init_host) and the in-memory kernel table: many threads
  * looking kernels up at once leave one entry per instance under the right fusion key; lookups go
- * memory, then disk, then NVRTC. No GPU needed: a device-less context runs the same lookup as a
+ * memory, then disk, then NVRTC; the tables grow and keep their items. No GPU needed: a device-less context runs the same lookup as a
  * GPU one, minus loading the module. */
 #include "test_util.h"
 
@@ -138,12 +138,38 @@ static void test_lookup_sources(void **state) {
     qf_cache_reset();
 }
 
+/* A context's tables (kernels, cuBLASLt plans) grow by doubling and keep every item: 40 pushes
+ * leave room for 64 and the 40 values in order; a table with room is left as it is. */
+static void test_table_grow(void **state) {
+    (void)state;
+    long *items = NULL;
+    int n = 0, cap = 0;
+    for (long v = 0; v < 40; v++) {
+        assert_int_equal(qf_ctx_table_grow((void **)&items, n, &cap, sizeof *items, "t"), QF_OK);
+        assert_true(n < cap);
+        items[n++] = v * v;
+    }
+    assert_int_equal(cap, 64);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(items[i], (long)i * i);
+    long *before = items;
+    assert_int_equal(qf_ctx_table_grow((void **)&items, n, &cap, sizeof *items, "t"), QF_OK);
+    assert_ptr_equal(items, before);
+    assert_int_equal(cap, 64);
+    int huge = INT_MAX / 2 + 1;
+    assert_int_equal(qf_ctx_table_grow((void **)&items, huge, &huge, sizeof *items, "plans"),
+                     QF_ERR_OUT_OF_MEMORY);
+    assert_non_null(strstr(qf_last_error(), "plans: the table is full"));
+    free(items);
+}
+
 /* =====================================================================} */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_threads),
         cmocka_unit_test(test_lookup_sources),
+        cmocka_unit_test(test_table_grow),
     };
     return cmocka_run_group_tests_name("ctx", tests, NULL, NULL);
 }

@@ -153,14 +153,8 @@ static qf_status qf_ctx_build(qf_ctx_t *c, const qf_kernel_entry *k, const qf_ke
 }
 
 static qf_status qf_ctx_insert(qf_ctx_t *c, const qf_loaded_kernel *e) {
-    if (c->n_kernels == c->cap_kernels) {
-        int cap = c->cap_kernels ? 2 * c->cap_kernels : 16;
-        qf_loaded_kernel *t = realloc(c->kernels, (size_t)cap * sizeof *t);
-        if (!t)
-            return qf_set_error(QF_ERR_OUT_OF_MEMORY, "kernel table: out of host memory");
-        c->kernels = t;
-        c->cap_kernels = cap;
-    }
+    QF_TRY(qf_ctx_table_grow((void **)&c->kernels, c->n_kernels, &c->cap_kernels,
+                             sizeof *c->kernels, "kernel table"));
     c->kernels[c->n_kernels++] = *e;
     return QF_OK;
 }
