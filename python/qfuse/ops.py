@@ -395,11 +395,17 @@ def _check_eps(op, eps):
                          % (op, eps))
 
 
-def _check_delayed_scale(op, recipe, scale, what):
-    """Delayed scaling's scale (`what`, its expected form) given where the recipe scales so."""
-    if scale is None and recipe_family(recipe) == "fp8_delayed":
-        raise _arg_error("qfuse::%s: recipe %r scales by delayed scaling: %s is needed"
-                         % (op, recipe, what))
+def _check_delayed_scale(op, recipe, scale, name, form):
+    """Delayed scaling's scale argument `name` (of the form `form`): given where the recipe scales
+    so, None where it computes its scales (libqfuse would ignore one there)."""
+    family = recipe_family(recipe)
+    if scale is None and family == "fp8_delayed":
+        raise _arg_error("qfuse::%s: recipe %r scales by delayed scaling: %s (%s) is needed"
+                         % (op, recipe, name, form))
+    if scale is not None and family != "fp8_delayed":
+        raise _arg_error("qfuse::%s: %s is given, but recipe %r (%s) computes its scales in the "
+                         "quantizer and reads none; only delayed scaling (fp8_delayed) takes "
+                         "one: pass None" % (op, name, recipe, family))
 
 
 def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_state):
@@ -425,8 +431,8 @@ def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_
     for i, b in enumerate(biases):
         if b is not None and b.dtype != torch.bfloat16:
             fail("bias %d is %s; expected bf16 (qfuse.torch's modules cast theirs)", i, b.dtype)
-    _check_delayed_scale(op, recipe, scales, "scales, fp32 [%d] (one scale per tensor of the "
-                         "step)," % n_state)
+    _check_delayed_scale(op, recipe, scales, "scales",
+                         "fp32 [%d], one scale per tensor of the step" % n_state)
     for name, t in (("scales", scales), ("amax", amax)):
         if t is not None and (t.dtype != torch.float32 or t.dim() != 1 or t.numel() < n_state or
                               not t.is_contiguous() or t.device != x.device):
@@ -687,7 +693,7 @@ def _check_weight_cache(weight, wq, recipe, scale=None):
                                  op, o.name, t.dtype,
                                  "" if t.is_contiguous() else ", not contiguous",
                                  TORCH_DTYPE[o.dtype]))
-    _check_delayed_scale("quantize_weight_", recipe, scale, "scale (fp32 [1])")
+    _check_delayed_scale("quantize_weight_", recipe, scale, "scale", "fp32 [1]")
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() < 1 or
                               not scale.is_contiguous() or scale.device != weight.device):
         raise ValueError("%s: scale is %s %s on %s; expected a contiguous fp32 [1] on the "
@@ -758,12 +764,7 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, see
                                                                t.device, k))
     if norm:
         _check_eps("quantize", eps)
-    _check_delayed_scale("quantize", recipe, scale, "scale (fp32 [1])")
-    family = recipe_family(recipe) if scale is not None else None
-    if family not in (None, "fp8_delayed"):
-        raise ValueError("qfuse::quantize: scale is given, but recipe %r (%s) computes its "
-                         "scales in the quantizer and reads none; only delayed scaling "
-                         "(fp8_delayed) takes a scale: pass None" % (recipe, family))
+    _check_delayed_scale("quantize", recipe, scale, "scale", "fp32 [1]")
     if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
                               scale.device != x.device):
         raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "

@@ -456,13 +456,18 @@ def test_bad_arguments_fail_at_trace_time():
     dwq = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
            for o in qops._weight_outs("fp8_delayed", N, K)]
     ones = torch.ones(3, device="meta")
-    for kw, msg in ((dict(), "scales, fp32 [3]"),
+    for kw, msg in ((dict(), "scales (fp32 [3]"),
                     (dict(scales=torch.ones(2, device="meta")), "scales is (2,)"),
                     (dict(scales=ones.double()), "scales is (3,) torch.float64"),
                     (dict(scales=ones, amax=torch.zeros(3, dtype=torch.int32, device="meta")),
                      "amax is (3,) torch.int32")):
         with pytest.raises(ValueError, match=re.escape(msg)):
             fwd(recipe="fp8_delayed", wq=dwq, **kw)
+    # scales where the recipe computes its own (libqfuse would ignore them), and a weight scale
+    with pytest.raises(ValueError, match="scales is given, but recipe 'mxfp8'"):
+        fwd(scales=ones)
+    with pytest.raises(ValueError, match="scale is given, but recipe 'mxfp8'"):
+        torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe, torch.ones(1, device="meta"))
     with pytest.raises(ValueError, match="dy is"):
         out = fwd()
         torch.ops.qfuse.layernorm_linear_bwd(torch.empty(64, N + 1, dtype=torch.bfloat16,
