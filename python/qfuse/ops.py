@@ -740,7 +740,8 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, see
     of x's dtype or fp32; eps finite >= 0), outputs 1..3, x [..., K] of bf16, fp16 or fp32
     with K >= 1 and at least one row, scale one fp32 value under delayed scaling (fp8_delayed)
     and None under the recipes that compute their scales (libqfuse ignores it there), seed and
-    offset ints >= 0 (uint64 in libqfuse; a symbolic one checked at its example value).
+    offset ints in [0, 2^63) (uint64 in libqfuse, int64 in the schema; a symbolic one checked at
+    its example value).
     Returns (m, k)."""
     _check_int("quantize", "role", role, {0, 1, 2})
     _check_int("quantize", "norm", norm, {0, 1, 2})
@@ -762,6 +763,9 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, see
             raise ValueError("qfuse::quantize: %s is %s %s on %s; expected [K] = [%d] of x's "
                              "dtype or fp32, on x's device" % (name, tuple(t.shape), t.dtype,
                                                                t.device, k))
+        if t is not None and not t.is_contiguous():
+            raise ValueError("qfuse::quantize: %s is not contiguous (strides %s); pass "
+                             ".contiguous()" % (name, t.stride()))
     if norm:
         _check_eps("quantize", eps)
     _check_delayed_scale("quantize", recipe, scale, "scale", "fp32 [1]")
@@ -772,9 +776,10 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, see
                                                           scale.device))
     for name, v in (("seed", seed), ("offset", offset)):
         h = shapes._hint(v, name) if isinstance(v, torch.SymInt) else v
-        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 2 ** 64:
-            raise ValueError("qfuse::quantize: %s is %r; expected an int >= 0 (the "
-                             "stochastic-rounding stream's %s, a uint64)" % (name, v, name))
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 2 ** 63:
+            raise ValueError("qfuse::quantize: %s is %r; expected an int in [0, 2^63) (the "
+                             "stochastic-rounding stream's %s: a uint64 in libqfuse, an int64 "
+                             "in the op's schema)" % (name, v, name))
     return x.numel() // k, k
 
 
@@ -876,6 +881,13 @@ def _gemm_operands(recipe, a, b, a_spec, b_spec, a_copy, b_copy, bias=None):
         raise ValueError("qfuse::gemm: bias is %s %s%s; expected a contiguous [N] = [%d] bf16"
                          % (tuple(bias.shape), bias.dtype,
                             "" if bias.is_contiguous() else " (not contiguous)", n))
+    dev = a[0].device  # libqfuse takes every address as one of this device's
+    for name, ts in (("a", a), ("b", b), ("bias", [] if bias is None else [bias])):
+        for i, t in enumerate(ts):
+            if t.device != dev:
+                raise ValueError("qfuse::gemm: %s%s is on %s, a's first tensor on %s; every "
+                                 "operand tensor and the bias must be on one device"
+                                 % (name, "" if name == "bias" else "[%d]" % i, t.device, dev))
     return ao, bo, m, n, k
 
 

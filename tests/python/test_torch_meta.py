@@ -268,7 +268,9 @@ def test_quantize_gemm_fakes_check_arguments():
             (g, g, 2, 1e-5, None, "norm 2 takes no beta"),
             (g[:100], g, 1, 1e-5, None, "gamma is \\(100,\\)"),
             (g, g, 1, -1.0, None, "eps is -1.0"),
-            (g, g, 1, float("nan"), None, "eps is nan")):
+            (g, g, 1, float("nan"), None, "eps is nan"),
+            (torch.empty(512, dtype=torch.bfloat16, device="meta")[::2], g, 1, 1e-5, None,
+             "gamma is not contiguous")):
         with pytest.raises(ValueError, match=msg):
             q(x, gamma, beta, scale, recipe, 0 if norm else 2, norm, eps, False, 3, 0, 0)
     with pytest.raises(ValueError, match="scale is \\(5,\\) torch.int32"):
@@ -293,7 +295,11 @@ def test_quantize_gemm_fakes_check_arguments():
                       ((a, w, torch.empty(129, dtype=torch.bfloat16, device="meta"), recipe, sa,
                         sw, 0, 0, False), "bias is \\(129,\\)"),
                       ((a, w, torch.empty(128, device="meta"), recipe, sa, sw, 0, 0, False),
-                       "bias is \\(128,\\) torch.float32")):
+                       "bias is \\(128,\\) torch.float32"),
+                      ((a, w, torch.empty(128, dtype=torch.bfloat16), recipe, sa, sw, 0, 0,
+                        False), "bias is on cpu, a's first tensor on meta"),
+                      ((a, [torch.empty_like(w[0], device="cpu")] + w[1:], None, recipe, sa,
+                        sw, 0, 0, False), "b\\[0\\] is on cpu")):
         with pytest.raises(ValueError, match=msg):
             g(*args)
 
