@@ -86,12 +86,11 @@ static int qf_gen_shape_out_check(const qf_fake_out *o, qf_gen_err *e) {
     return 0;
 }
 
-/* An alignment names symbols the op uses ("MK" of "MNK"). */
-static int qf_gen_align_ok(const qf_fake_op *op) {
-    if (op->align <= 0)
-        return op->align == 0;
-    return op->dims_aligned && op->dims_aligned[0] &&
-           strspn(op->dims_aligned, op->dims_used) == strlen(op->dims_aligned);
+/* A bound (an alignment or a largest size) names symbols the op uses ("MK" of "MNK"). */
+static int qf_gen_bound_ok(int64_t bound, const char *dims, const char *used) {
+    if (bound <= 0)
+        return bound == 0;
+    return dims && dims[0] && strspn(dims, used) == strlen(dims);
 }
 
 int qf_gen_shape_table_check(const qf_fake_table *t, qf_gen_err *e) {
@@ -99,9 +98,11 @@ int qf_gen_shape_table_check(const qf_fake_table *t, qf_gen_err *e) {
         for (int j = 0; j < i; j++)
             if (t->ops[i].op == t->ops[j].op)
                 return qf_gen_fail(e, "shape table: op %d listed twice", (int)t->ops[i].op);
-        if (!qf_gen_align_ok(&t->ops[i]))
-            return qf_gen_fail(e, "shape table: op %d has an alignment on symbols it does not use",
-                               (int)t->ops[i].op);
+        const qf_fake_op *op = &t->ops[i];
+        if (!qf_gen_bound_ok(op->align, op->dims_aligned, op->dims_used) ||
+            !qf_gen_bound_ok(op->max, op->dims_max, op->dims_used))
+            return qf_gen_fail(e, "shape table: op %d has an alignment or a largest size on "
+                               "symbols it does not use", (int)op->op);
     }
     for (int i = 0; i < t->n_outs; i++)
         if (qf_gen_shape_out_check(&t->outs[i], e) != 0)
@@ -209,6 +210,8 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const q
                             op->align);
         qf_gen_buf_adds(b, ")\n        return -1;\n");
     }
+    for (const char *s = op->max > 0 ? op->dims_max : ""; *s; s++)
+        qf_gen_buf_addf(b, "    if (q->%c > %lld)\n        return -1;\n", *s, (long long)op->max);
 }
 
 /* One `if (cond) { dims; add }` block of output o; query_role: the op takes the query's role,
@@ -416,6 +419,9 @@ static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
         used += (size_t)snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
     for (const char *s = op->align > 0 ? op->dims_aligned : ""; *s && used < sizeof req; s++)
         used += (size_t)snprintf(req + used, sizeof req - used, " && %c %% %d == 0", *s, op->align);
+    for (const char *s = op->max > 0 ? op->dims_max : ""; *s && used < sizeof req; s++)
+        used += (size_t)snprintf(req + used, sizeof req - used, " && %c <= %lld", *s,
+                                 (long long)op->max);
     cJSON_AddStringToObject(
         j, "role",
         op->role == QF_FAKE_ROLE_QUERY ? "query" : qf_enum_name(QF_ENUM_ROLE, op->role));

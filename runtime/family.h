@@ -234,6 +234,9 @@ typedef struct qf_fake_op {
     int needs_norm;           /* the query's norm must be layernorm or rmsnorm */
     int align;                /* > 0: the symbols of dims_aligned must be multiples of it */
     const char *dims_aligned; /* "MK" (nvfp4: 1x16 blocks and 16-row groups), or NULL */
+    int64_t max;              /* > 0: the symbols of dims_max must be at most it (what the op's
+                               * kernel holds) */
+    const char *dims_max;     /* "K" (the norm backward), or NULL */
 } qf_fake_op;
 
 /* The shape table of a family: its ops and all their outputs. */

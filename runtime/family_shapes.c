@@ -7,6 +7,7 @@
 
 #include "family.h"
 #include "names.h"
+#include "qf_formats.h"
 #include "registry.h"
 
 #define QF_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -14,27 +15,28 @@
 
 extern const qf_fake_table qf_fake_fp8, qf_fake_mxfp8, qf_fake_nvfp4, qf_fake_fp8_block;
 
-/* The backward ops of every family (numerics 6): the norm's, of x [M, K] of the query's dtype,
- * and dbias, of dy [M, N] of the query's dtype. */
+/* The backward ops of every family (numerics 6): the norm's, of x [M, K] of the query's dtype
+ * (K <= QF_NB_MAX_K: its column sums live in shared memory), and dbias, of dy [M, N] of the
+ * query's dtype (N <= QF_DB_MAX_N: one launch). */
 #define QF_FAKE_NORM_BWD_OP                                                                        \
-    {QF_OP_NORM_BACKWARD, "MK", 0, QF_ROLE_INPUT, 1, 0, NULL},                                     \
-        {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL},                                          \
-        {QF_OP_ACTIVATION, "MN", 0, QF_ROLE_INPUT, 0, 0, NULL}
+    {QF_OP_NORM_BACKWARD, "MK", 0, QF_ROLE_INPUT, 1, 0, NULL, QF_NB_MAX_K, "K"},                   \
+        {QF_OP_DBIAS, "MN", 0, QF_ROLE_GRAD, 0, 0, NULL, QF_DB_MAX_N, "N"},                        \
+        {QF_OP_ACTIVATION, "MN", 0, QF_ROLE_INPUT, 0, 0, NULL, 0, NULL}
 
 /* The FP8 families' ops: their GEMM is cuBLASLt's FP8 GEMM, which takes K and N multiples of 16
  * (per-tensor and block scales alike). */
 static const qf_fake_op qf_fake_fp8_delayed_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
-    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 16, "NK"},
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL, 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 16, "NK", 0, NULL},
     QF_FAKE_NORM_BWD_OP,
 };
 
 /* MXFP8's ops: its GEMM takes K multiples of 32 (one E8M0 scale per 32 along K, every path). */
 static const qf_fake_op qf_fake_mxfp8_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL},
-    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 0, NULL, 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 0, NULL, 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K", 0, NULL},
     QF_FAKE_NORM_BWD_OP,
 };
 
@@ -109,9 +111,9 @@ const qf_fake_table qf_fake_mxfp8 = {
  * amax per copy. M and K must be multiples of 16; the GEMM's K a multiple of 32 (whole 16-byte
  * rows of packed data, as its kernel and cuBLASLt's FP4 operands need). */
 static const qf_fake_op qf_fake_nvfp4_ops[] = {
-    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK"},
-    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 16, "MK"},
-    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K"},
+    {QF_OP_NORM_QUANTIZE, "MK", 1, QF_ROLE_INPUT, 1, 16, "MK", 0, NULL},
+    {QF_OP_QUANTIZE, "MK", 1, QF_FAKE_ROLE_QUERY, 0, 16, "MK", 0, NULL},
+    {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 32, "K", 0, NULL},
     QF_FAKE_NORM_BWD_OP,
 };
 
@@ -290,6 +292,12 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
         if (qf_fake_symbol(q, *s) % o->align != 0) {
             snprintf(buf, n, "%c = %lld is not a multiple of %d (numerics 4)", *s,
                      (long long)qf_fake_symbol(q, *s), o->align);
+            return buf;
+        }
+    for (const char *s = o->max > 0 ? o->dims_max : ""; *s; s++)
+        if (qf_fake_symbol(q, *s) > o->max) {
+            snprintf(buf, n, "%c = %lld is more than the op's kernel holds, %lld (numerics 4)",
+                     *s, (long long)qf_fake_symbol(q, *s), (long long)o->max);
             return buf;
         }
     return NULL;

@@ -10,8 +10,6 @@
 
 #define QF_NB_SHAPES 4
 #define QF_DB_TILE(k) ((int64_t)(k)->block_threads * 8) /* dbias columns per block (smxx_dbias) */
-/* dbias: the grid (QF_NB_MAX_BLOCKS blocks of rows x column tiles of 256 x 8) fits 2^31 - 1 */
-#define QF_DB_MAX_N ((int64_t)1 << 30)
 
 /* {===================================================================== common */
 

@@ -218,7 +218,7 @@ static void test_shape_formula_check(void **state) {
                                       "roundup (M,4)", "1234567890"};
     static const char *const good[] = {"roundup(M,128)", "roundup(cdiv(K,32),4)", "cdiv(N,K)",
                                        "123456789"};
-    static const qf_fake_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL};
+    static const qf_fake_op op = {QF_OP_GEMM, "MNK", 0, QF_ROLE_INPUT, 0, 0, NULL, 0, NULL};
     qf_gen_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0] + sizeof good / sizeof good[0]; i++) {
         int ok = i >= sizeof bad / sizeof bad[0];

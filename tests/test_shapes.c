@@ -742,6 +742,38 @@ static void test_interpreter_matches_generated(void **state) {
     assert_true(compared > 1000); /* the grid reaches valid queries of every recipe */
 }
 
+/* The norm backward's K and dbias's N up to what their kernels hold (QF_NB_MAX_K, QF_DB_MAX_N),
+ * and no further: refused by name by qf_fake_shapes, by the generated functions and by the
+ * family's table alike, as the ops refuse them (QF_ERR_UNSUPPORTED). */
+static void test_backward_size_bounds(void **state) {
+    (void)state;
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        const char *name = qf_recipes[ri].name;
+        qf_recipe interp = qf_recipes[ri];
+        interp.shapes = NULL;
+        qf_shape sh[CAP];
+        int n = 0;
+        const qf_shape_query nb = {.op = QF_OP_NORM_BACKWARD, .norm = QF_NORM_LAYERNORM, .M = 32,
+                                   .K = QF_NB_MAX_K, .dtype = QF_DTYPE_BF16};
+        const qf_shape_query db = {.op = QF_OP_DBIAS, .M = 1, .N = QF_DB_MAX_N,
+                                   .dtype = QF_DTYPE_BF16};
+        const qf_shape_query *qs[] = {&nb, &db};
+        const char *why[] = {"K = 24577 is more than the op's kernel holds, 24576",
+                             "N = 1073741825 is more than the op's kernel holds, 1073741824"};
+        for (int i = 0; i < 2; i++) {
+            qf_shape_query q = *qs[i];
+            assert_int_equal(qf_fake_shapes(name, &q, sh, CAP, &n), QF_OK);
+            assert_true(qf_recipes[ri].shapes(&q, sh, CAP) > 0);
+            assert_true(qf_recipe_shapes(&interp, &q, sh, CAP) > 0);
+            *(i ? &q.N : &q.K) += 1;
+            assert_int_equal(qf_fake_shapes(name, &q, sh, CAP, &n), QF_ERR_INVALID_ARG);
+            assert_non_null(strstr(qf_last_error(), why[i]));
+            assert_int_equal(qf_recipes[ri].shapes(&q, sh, CAP), -1);
+            assert_int_equal(qf_recipe_shapes(&interp, &q, sh, CAP), -1);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nq_rowwise_only),
@@ -768,6 +800,7 @@ int main(void) {
         cmocka_unit_test(test_interpreter_matches_generated),
         cmocka_unit_test(test_enums_out_of_range),
         cmocka_unit_test(test_quantizer_query_norm_and_dtype),
+        cmocka_unit_test(test_backward_size_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -441,12 +441,18 @@ def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_
 
 
 def check_backward(op, recipe, m, weights):
-    """The backward's GEMMs over m tokens for each weight [N, K], refused by their fake shapes as
-    libqfuse would refuse them: the dgrad (dX [m, K] = dY [m, N] W, whose K is N) and the wgrad
-    (dW [N, K] = dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of 16 for the FP8
-    recipes, numerics 4). Raises QfuseArgumentError (a ValueError) naming the GEMM, as libqfuse's
-    refusal would. The modules ask it before a forward whose backward would fail (after delayed
-    scaling's amaxes were merged)."""
+    """The backward over m tokens, refused by its fake shapes as libqfuse would refuse it: the
+    norm's, over x [m, K] with K the first weight's (K <= 24576, numerics 4), and for each weight
+    [N, K] the dgrad GEMM (dX [m, K] = dY [m, N] W, whose K is N) and the wgrad (dW [N, K] =
+    dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of 16 for the FP8 recipes).
+    Raises QfuseArgumentError (a ValueError) naming the stage, as libqfuse's refusal would. The
+    modules ask it before a forward whose backward would fail (after delayed scaling's amaxes
+    were merged)."""
+    try:
+        shapes.outputs(recipe, "norm_backward", norm="layernorm", M=m, K=weights[0][1])
+    except _lib.QfuseError as e:
+        raise _arg_error("qfuse::%s: the norm backward over x [%s, %s] is refused: %s"
+                         % (op, m, weights[0][1], e.message)) from None
     for i, (n, k) in enumerate(weights):
         for what, mm, nn, kk in (("dgrad", m, k, n), ("wgrad", n, k, m)):
             try:

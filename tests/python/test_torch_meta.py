@@ -930,6 +930,35 @@ def test_backward_gemms_refused_before_the_forward(monkeypatch):
             qops.new_layer(), "mxfp8", 1, 1e-5, False, True, None, None)
 
 
+def test_norm_backward_size_refused_while_tracing(monkeypatch):
+    """The norm backward holds K <= 24576 (its column sums in shared memory): at K = 24608 the
+    fake shapes refuse it, so the training forward of a fused module and the backward op's fake
+    refuse it while tracing, before anything runs; K = 24576 passes; without gradients the
+    forward runs."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    with pytest.raises(qops._lib.QfuseError, match="K = 24577 is more than the op's kernel"):
+        shapes.outputs("mxfp8", "norm_backward", norm="layernorm", M=32, K=24577)
+    assert len(shapes.outputs("mxfp8", "norm_backward", norm="layernorm", M=32,
+                              K=24576)) == 3
+    big = 24608  # a multiple of 32, as MXFP8's GEMMs need
+    m = qt.LayerNormLinear(big, 64, recipe="mxfp8", device="meta")
+    x = torch.empty(64, big, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    with pytest.raises(ValueError, match="norm backward over x \\[64, 24608\\] is refused"):
+        m(x)
+    with torch.no_grad():
+        assert m(x).shape == (64, 64)
+    w, g, b = m.weight.detach(), m.layer_norm_weight.detach(), m.layer_norm_bias.detach()
+    with pytest.raises(ValueError, match="norm backward over x"):
+        torch.ops.qfuse.layernorm_linear_bwd(
+            torch.empty(64, 64, dtype=torch.bfloat16, device="meta"), x.detach(), w, g, b,
+            qops.weight_buffers("mxfp8", w), [], qops.new_layer(), "mxfp8", 1, 1e-5, False,
+            True, None, None)
+    qt.LayerNormLinear(24576, 64, recipe="mxfp8", device="meta")(
+        torch.empty(64, 24576, dtype=torch.bfloat16, device="meta", requires_grad=True))
+
+
 def test_module_host_state_freed_with_the_module():
     """A module's layer ids are forgotten once it is collected, and ids are not reused."""
     import gc
