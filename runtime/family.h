@@ -236,7 +236,7 @@ typedef struct qf_fake_op {
     const char *dims_aligned; /* "MK" (nvfp4: 1x16 blocks and 16-row groups), or NULL */
     int64_t max;              /* > 0: the symbols of dims_max must be at most it (what the op's
                                * kernel holds) */
-    const char *dims_max;     /* "K" (the norm backward), or NULL */
+    const char *dims_max;     /* "K" (the norm backward), "N" (dbias), or NULL */
 } qf_fake_op;
 
 /* The shape table of a family: its ops and all their outputs. */
