@@ -1,7 +1,7 @@
 /* test_ctx.c: device-less contexts (qf_ctx_init_host) and the in-memory kernel table: many threads
  * looking kernels up at once leave one entry per instance under the right fusion key; lookups go
- * memory, then disk, then NVRTC; the tables grow and keep their items. No GPU needed: a device-less context runs the same lookup as a
- * GPU one, minus loading the module. */
+ * memory, then disk, then NVRTC; the tables grow and keep their items. No GPU needed: a
+ * device-less context runs the same lookup as a GPU one, minus loading the module. */
 #include "test_util.h"
 
 #include <ftw.h>
