@@ -135,6 +135,16 @@ def test_mlp_autograd_and_compile_on_meta(recipe, act):
 # ------------------------------------------------------------------ the ops' C calls, no GPU
 
 @pytest.fixture
+def qt(monkeypatch):
+    """qfuse.torch with its fused modules' GPU decision forced to "fused", so that they run the
+    ops (their fakes) on meta tensors."""
+    import qfuse.torch as qt
+    from qfuse.torch import modules
+    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
+    return qt
+
+
+@pytest.fixture
 def host_ops(monkeypatch):
     """The ops' real implementations on CPU tensors against a device-less sm_90 context:
     libqfuse checks every argument they build (shapes, dtypes, alignment of every slot and
@@ -629,14 +639,11 @@ def test_kept_weight_bf16_refused_where_not_kept():
     assert "bf16" not in str(e.value)
 
 
-def test_kept_weight_bf16_module_on_meta(monkeypatch):
+def test_kept_weight_bf16_module_on_meta(monkeypatch, qt):
     """LayerNormMLP(keep_weight_bf16=True) with its fused path forced on, on meta tensors: the
     weight cache registers both weights' bf16 copies last (non-persistent, out of the
     state_dict), forward and backward run, and torch.compile traces one graph; under a recipe
     without bf16 GEMM operands the option has no effect."""
-    import qfuse.torch as qt
-    from qfuse.torch import modules
-    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
     monkeypatch.setattr(qops, "_layout", lambda recipe, dev: qops._lib.LAYOUT_COMPACT)
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
@@ -777,14 +784,11 @@ def test_delayed_scaling_compiles_on_meta():
 
 
 @pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
-def test_delayed_scaling_modules_on_meta(monkeypatch, module):
+def test_delayed_scaling_modules_on_meta(qt, module):
     """The fp8_delayed modules on meta tensors (their fused path forced on: the ops run their
     fakes): two micro-batches forward, then both backwards, eager (the amax state the forwards
     and backwards mutate is not a versioned saved tensor), then compiled (aot_eager) over three
     batch sizes: forward() asks no shape query while traced, one graph, no break."""
-    import qfuse.torch as qt
-    from qfuse.torch import modules
-    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
@@ -903,14 +907,12 @@ def test_layer_ops_take_mixed_norm_dtypes(host_ops):
     with pytest.raises(ValueError, match="gamma is torch.bfloat16"):
         fwd(torch.float32, torch.bfloat16)
 
-def test_backward_gemms_refused_before_the_forward(monkeypatch):
+
+def test_backward_gemms_refused_before_the_forward(qt):
     """A fused LayerNormLinear whose backward GEMMs a recipe refuses (MXFP8's dgrad over
     out_features = 48, its wgrad over 17 tokens: K a multiple of 32) refuses the training forward
     before it runs; without gradients the forward runs; the backward op's fake refuses the same
     while tracing. An empty batch runs (the ops take at least one row: the unfused path)."""
-    import qfuse.torch as qt
-    from qfuse.torch import modules
-    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
     m = qt.LayerNormLinear(K, 48, recipe="mxfp8", device="meta")
     x = torch.empty(64, K, dtype=torch.bfloat16, device="meta", requires_grad=True)
     with pytest.raises(ValueError, match="dgrad GEMM"):
@@ -930,14 +932,11 @@ def test_backward_gemms_refused_before_the_forward(monkeypatch):
             qops.new_layer(), "mxfp8", 1, 1e-5, False, True, None, None)
 
 
-def test_norm_backward_size_refused_while_tracing(monkeypatch):
+def test_norm_backward_size_refused_while_tracing(qt):
     """The norm backward holds K <= 24576 (its column sums in shared memory): at K = 24608 the
     fake shapes refuse it, so the training forward of a fused module and the backward op's fake
     refuse it while tracing, before anything runs; K = 24576 passes; without gradients the
     forward runs."""
-    import qfuse.torch as qt
-    from qfuse.torch import modules
-    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
     with pytest.raises(qops._lib.QfuseError, match="K = 24577 is more than the op's kernel"):
         shapes.outputs("mxfp8", "norm_backward", norm="layernorm", M=32, K=24577)
     assert len(shapes.outputs("mxfp8", "norm_backward", norm="layernorm", M=32,
@@ -975,13 +974,10 @@ def test_module_host_state_freed_with_the_module():
 
 
 @pytest.mark.parametrize("module", ["LayerNormLinear", "LayerNormMLP"])
-def test_module_takes_every_input_dtype(monkeypatch, module):
+def test_module_takes_every_input_dtype(qt, module):
     """A fused module takes bf16, fp16 and fp32 x whatever its params_dtype (the norm's
     parameters reach the ops in fp32 where their dtype is not x's: exact), forward and backward
     on meta tensors (the ops' fakes check the dtypes libqfuse takes)."""
-    import qfuse.torch as qt
-    from qfuse.torch import modules
-    monkeypatch.setattr(modules._FusedNorm, "_decide", lambda self, gemms: (True, ""))
     for pdt in (torch.bfloat16, torch.float16):
         m = (qt.LayerNormLinear(K, N, recipe="mxfp8", device="meta", params_dtype=pdt)
              if module == "LayerNormLinear" else
