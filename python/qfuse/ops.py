@@ -462,6 +462,23 @@ def check_backward(op, recipe, m, weights):
                                  "refused: %s" % (op, i, what, mm, nn, kk, e.message)) from None
 
 
+
+def _check_linear_fwd(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, scales, amax):
+    """qfuse::layernorm_linear_fwd's checks, in the real op and its fake alike."""
+    op = "layernorm_linear_fwd"
+    _check_layer(op, x, gamma, beta, norm, [weight], [bias], [wq], recipe)
+    _check_call(op, x, gamma, beta, [bias], eps, layer, recipe, scales, amax, len(LINEAR_TENSORS))
+
+
+def _check_linear_bwd(dy, x, weight, gamma, beta, wq, layer, recipe, norm, eps, scales, amax):
+    """qfuse::layernorm_linear_bwd's checks, in the real op and its fake alike."""
+    op = "layernorm_linear_bwd"
+    _check_layer(op, x, gamma, beta, norm, [weight], [None], [wq], recipe)
+    _check_dy(op, dy, x, weight.shape[0])
+    _check_call(op, x, gamma, beta, [], eps, layer, recipe, scales, amax, len(LINEAR_TENSORS))
+    check_backward(op, recipe, x.numel() // x.shape[-1], [weight.shape])
+
+
 def _arch_layout(recipe, arch):
     """The scale layout the GEMM of compute capability `arch` reads for the recipe."""
     lay = ctypes.c_int()
@@ -998,9 +1015,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
                          eps: float, zero_centered_gamma: bool, for_backward: bool,
                          scales: Optional[torch.Tensor],
                          amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
-    _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
-    _check_call("layernorm_linear_fwd", x, gamma, beta, [bias], eps, layer, recipe, scales, amax,
-                len(LINEAR_TENSORS))
+    _check_linear_fwd(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, scales, amax)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     x2 = x.contiguous()
@@ -1028,9 +1043,7 @@ def layernorm_linear_fwd(x: torch.Tensor, weight: torch.Tensor, gamma: torch.Ten
 @layernorm_linear_fwd.register_fake
 def _(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, zero_centered_gamma,
       for_backward, scales, amax):
-    _check_layer("layernorm_linear_fwd", x, gamma, beta, norm, [weight], [bias], [wq], recipe)
-    _check_call("layernorm_linear_fwd", x, gamma, beta, [bias], eps, layer, recipe, scales, amax,
-                len(LINEAR_TENSORS))
+    _check_linear_fwd(x, weight, gamma, beta, wq, bias, layer, recipe, norm, eps, scales, amax)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
     y_out = shapes.outputs(recipe, "gemm", M=m, N=n_out, K=k)[0]
@@ -1056,11 +1069,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
                          amax: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor,
                                                                 torch.Tensor, torch.Tensor,
                                                                 torch.Tensor]:
-    _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
-    _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
-    _check_call("layernorm_linear_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
-                len(LINEAR_TENSORS))
-    check_backward("layernorm_linear_bwd", recipe, x.numel() // x.shape[-1], [weight.shape])
+    _check_linear_bwd(dy, x, weight, gamma, beta, wq, layer, recipe, norm, eps, scales, amax)
     st = _layer_state(layer)
     k, n_out = x.shape[-1], weight.shape[0]
     m = x.numel() // k
@@ -1100,11 +1109,7 @@ def layernorm_linear_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
 @layernorm_linear_bwd.register_fake
 def _(dy, x, weight, gamma, beta, wq, xq, layer, recipe, norm, eps, zero_centered_gamma,
       has_bias, scales, amax):
-    _check_layer("layernorm_linear_bwd", x, gamma, beta, norm, [weight], [None], [wq], recipe)
-    _check_dy("layernorm_linear_bwd", dy, x, weight.shape[0])
-    _check_call("layernorm_linear_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
-                len(LINEAR_TENSORS))
-    check_backward("layernorm_linear_bwd", recipe, x.numel() // x.shape[-1], [weight.shape])
+    _check_linear_bwd(dy, x, weight, gamma, beta, wq, layer, recipe, norm, eps, scales, amax)
     k, n_out = x.shape[-1], weight.shape[0]
     dw_dtype = torch.float32 if weight.dtype == torch.float32 else torch.bfloat16
     nb, dw_out = _norm_grad_outs(recipe, norm, x), _wgrad_out(recipe, n_out, k, x.numel() // k,
@@ -1181,6 +1186,23 @@ def _check_dy(op, dy, x, n_out):
         raise ValueError("qfuse::%s: dy is %s; expected x's leading dims and %s: %s"
                          % (op, tuple(dy.shape), n_out, (*x.shape[:-1], n_out)))
 
+def _check_mlp_fwd(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, act,
+                   scales, amax):
+    """qfuse::layernorm_mlp_fwd's checks, in the real op and its fake alike."""
+    op = "layernorm_mlp_fwd"
+    _check_mlp(op, x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
+    _check_call(op, x, gamma, beta, [b1, b2], eps, layer, recipe, scales, amax, len(MLP_TENSORS))
+
+
+def _check_mlp_bwd(dy, x, w1, w2, gamma, beta, w1q, w2q, layer, recipe, norm, eps, act, scales,
+                   amax):
+    """qfuse::layernorm_mlp_bwd's checks, in the real op and its fake alike."""
+    op = "layernorm_mlp_bwd"
+    _check_mlp(op, x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe, act)
+    _check_dy(op, dy, x, w2.shape[0])
+    _check_call(op, x, gamma, beta, [], eps, layer, recipe, scales, amax, len(MLP_TENSORS))
+    check_backward(op, recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
+
 
 def _mlp_dims(x, w1, w2, act):
     """(M, K, Fin, F, N) of an MLP: x [..., K], W1 [Fin, K], W2 [N, F], Fin = 2F for swiglu."""
@@ -1207,9 +1229,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
                       zero_centered_gamma: bool, act: int, for_backward: bool,
                       scales: Optional[torch.Tensor],
                       amax: Optional[torch.Tensor]) -> List[torch.Tensor]:
-    _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
-    _check_call("layernorm_mlp_fwd", x, gamma, beta, [b1, b2], eps, layer, recipe, scales, amax,
-                len(MLP_TENSORS))
+    _check_mlp_fwd(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, act,
+                   scales, amax)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
     ctx, stream, layout = _ctx(dev), _stream(dev), _layout(recipe, dev)
@@ -1249,9 +1270,8 @@ def layernorm_mlp_fwd(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, gamma
 @layernorm_mlp_fwd.register_fake
 def _(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, zero_centered_gamma,
       act, for_backward, scales, amax):
-    _check_mlp("layernorm_mlp_fwd", x, w1, w2, gamma, beta, norm, b1, b2, w1q, w2q, recipe, act)
-    _check_call("layernorm_mlp_fwd", x, gamma, beta, [b1, b2], eps, layer, recipe, scales, amax,
-                len(MLP_TENSORS))
+    _check_mlp_fwd(x, w1, w2, gamma, beta, w1q, w2q, b1, b2, layer, recipe, norm, eps, act,
+                   scales, amax)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     ho, ao, aqo, yo = _mlp_outs(recipe, norm, act, m, k, fin, f, n_out, for_backward)
     y = x.new_empty((*x.shape[:-1], yo.dims[1]), dtype=TORCH_DTYPE[yo.dtype])
@@ -1272,12 +1292,8 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
                                                              torch.Tensor, torch.Tensor,
                                                              torch.Tensor, torch.Tensor,
                                                              torch.Tensor]:
-    _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
-               act)
-    _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
-    _check_call("layernorm_mlp_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
-                len(MLP_TENSORS))
-    check_backward("layernorm_mlp_bwd", recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
+    _check_mlp_bwd(dy, x, w1, w2, gamma, beta, w1q, w2q, layer, recipe, norm, eps, act, scales,
+                   amax)
     st = _layer_state(layer)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     dev = x.device
@@ -1331,12 +1347,8 @@ def layernorm_mlp_bwd(dy: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: t
 @layernorm_mlp_bwd.register_fake
 def _(dy, x, w1, w2, gamma, beta, w1q, w2q, xq, aq, h, a, layer, recipe, norm, eps,
       zero_centered_gamma, act, has_b1, has_b2, scales, amax):
-    _check_mlp("layernorm_mlp_bwd", x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe,
-               act)
-    _check_dy("layernorm_mlp_bwd", dy, x, w2.shape[0])
-    _check_call("layernorm_mlp_bwd", x, gamma, beta, [], eps, layer, recipe, scales, amax,
-                len(MLP_TENSORS))
-    check_backward("layernorm_mlp_bwd", recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
+    _check_mlp_bwd(dy, x, w1, w2, gamma, beta, w1q, w2q, layer, recipe, norm, eps, act, scales,
+                   amax)
     m, k, fin, f, n_out = _mlp_dims(x, w1, w2, act)
     nb = _norm_grad_outs(recipe, norm, x)
     dw_dtype = torch.float32 if w1.dtype == torch.float32 else torch.bfloat16
