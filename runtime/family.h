@@ -225,6 +225,11 @@ static inline int qf_fake_out_has_role(const qf_fake_out *o, int role) {
 }
 
 /* One op a shape function answers. */
+/* dbias's largest N (QF_OP_DBIAS, op_bwd.c): its grid (QF_NB_MAX_BLOCKS blocks of rows x column
+ * tiles of 256 x 8) fits 2^31 - 1 blocks. Host-only: kept out of qf_formats.h, whose text is in
+ * every kernel's source (and fusion key). */
+#define QF_DB_MAX_N ((int64_t)1 << 30)
+
 typedef struct qf_fake_op {
     qf_op op;
     const char *dims_used;    /* symbols that must be > 0: "MK", "MNK" */

@@ -394,8 +394,6 @@ typedef struct qf_nb_params {
 QF_STATIC_ASSERT(sizeof(qf_nb_params) == 14 * 8, "qf_nb_params ABI");
 #define QF_NB_MAX_BLOCKS 512   /* at most this many row blocks (the partials' height) */
 #define QF_NB_MAX_K 24576      /* 2 K fp32 accumulators in shared memory (192 KiB) */
-#define QF_DB_MAX_N ((int64_t)1 << 30) /* dbias: its grid (QF_NB_MAX_BLOCKS blocks of rows x
-                                        * column tiles of 256 x 8) fits 2^31 - 1 blocks */
 /* The norm backward's accumulators of dgamma and of dbeta in shared memory: this many floats each
  * for K columns at `threads` threads per block (K rounded up to 8 columns per thread; at most
  * QF_NB_MAX_K for K <= QF_NB_MAX_K at 256 threads). */
@@ -421,7 +419,7 @@ QF_STATIC_ASSERT(sizeof(qf_act_params) == 7 * 8, "qf_act_params ABI");
 
 /* Parameter block of the dbias module (templates/smxx_dbias.cu, numerics 6): dbias [N] = sum_M dy
  * for dy [M, N], both of the kernel's dtype, through per-block partials as qf_nb_params (blocks of
- * rows_per_block rows, at most QF_NB_MAX_BLOCKS; N <= QF_DB_MAX_N). */
+ * rows_per_block rows, at most QF_NB_MAX_BLOCKS; N <= 2^30, QF_DB_MAX_N in op_bwd.c). */
 typedef struct qf_db_params {
     const void *dy;          /* [M, N] */
     float *part;             /* [blocks, N] scratch */
