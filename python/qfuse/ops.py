@@ -440,16 +440,17 @@ def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_
                  tuple(t.shape), t.dtype, t.device, n_state)
 
 
-def check_backward(op, recipe, m, weights):
+def check_backward(op, recipe, norm, m, weights):
     """The backward over m tokens, refused by its fake shapes as libqfuse would refuse it: the
-    norm's, over x [m, K] with K the first weight's (K <= 24576, numerics 4), and for each weight
-    [N, K] the dgrad GEMM (dX [m, K] = dY [m, N] W, whose K is N) and the wgrad (dW [N, K] =
-    dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of 16 for the FP8 recipes).
+    norm's (norm 1 LayerNorm, 2 RMSNorm), over x [m, K] with K the first weight's (K <= 24576,
+    numerics 4), and for each weight [N, K] the dgrad GEMM (dX [m, K] = dY [m, N] W, whose K is
+    N) and the wgrad (dW [N, K] = dY^T X, whose K is m: a multiple of 32 for MXFP8 and NVFP4, of
+    16 for the FP8 recipes).
     Raises QfuseArgumentError (a ValueError) naming the stage, as libqfuse's refusal would. The
     modules ask it before a forward whose backward would fail (after delayed scaling's amaxes
     were merged)."""
     try:
-        shapes.outputs(recipe, "norm_backward", norm="layernorm", M=m, K=weights[0][1])
+        shapes.outputs(recipe, "norm_backward", norm=NORM_NAMES[norm], M=m, K=weights[0][1])
     except _lib.QfuseError as e:
         raise _arg_error("qfuse::%s: the norm backward over x [%s, %s] is refused: %s"
                          % (op, m, weights[0][1], e.message)) from None
@@ -476,7 +477,7 @@ def _check_linear_bwd(dy, x, weight, gamma, beta, wq, layer, recipe, norm, eps, 
     _check_layer(op, x, gamma, beta, norm, [weight], [None], [wq], recipe)
     _check_dy(op, dy, x, weight.shape[0])
     _check_call(op, x, gamma, beta, [], eps, layer, recipe, scales, amax, len(LINEAR_TENSORS))
-    check_backward(op, recipe, x.numel() // x.shape[-1], [weight.shape])
+    check_backward(op, recipe, norm, x.numel() // x.shape[-1], [weight.shape])
 
 
 def _arch_layout(recipe, arch):
@@ -1201,7 +1202,7 @@ def _check_mlp_bwd(dy, x, w1, w2, gamma, beta, w1q, w2q, layer, recipe, norm, ep
     _check_mlp(op, x, w1, w2, gamma, beta, norm, None, None, w1q, w2q, recipe, act)
     _check_dy(op, dy, x, w2.shape[0])
     _check_call(op, x, gamma, beta, [], eps, layer, recipe, scales, amax, len(MLP_TENSORS))
-    check_backward(op, recipe, x.numel() // x.shape[-1], [w1.shape, w2.shape])
+    check_backward(op, recipe, norm, x.numel() // x.shape[-1], [w1.shape, w2.shape])
 
 
 def _mlp_dims(x, w1, w2, act):

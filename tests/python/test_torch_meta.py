@@ -960,6 +960,9 @@ def test_norm_backward_size_refused_while_tracing(qt):
             True, None, None)
     qt.LayerNormLinear(24576, 64, recipe="mxfp8", device="meta")(
         torch.empty(64, 24576, dtype=torch.bfloat16, device="meta", requires_grad=True))
+    rms = qt.LayerNormLinear(big, 64, recipe="mxfp8", device="meta", normalization="RMSNorm")
+    with pytest.raises(ValueError, match="norm rmsnorm"):  # the query names the module's norm
+        rms(x)
 
 
 def test_module_host_state_freed_with_the_module():

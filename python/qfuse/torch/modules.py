@@ -306,7 +306,8 @@ class _FusedNorm(torch.nn.Module):
         m = x.numel() // x.shape[-1]
         ok = self.__dict__.setdefault("_tokens_ok", set())  # token counts already asked
         if m not in ok:
-            ops.check_backward(type(self).__name__, self.recipe, m, weights)
+            ops.check_backward(type(self).__name__, self.recipe, _NORMS[self.normalization], m,
+                               weights)
             ok.add(m)
 
     @staticmethod
