@@ -407,16 +407,29 @@ static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
     return j;
 }
 
-/* {"role", "requires", "outputs": [...]} of one op. */
+/* {"role", "requires", "outputs": [...]} of one op. "requires" states, in the conditions'
+ * syntax, what the op's generated function checks (qf_gen_emit_op_checks and the dtype test of
+ * qf_gen_emit_op_fn), but for the enums' ranges and the output bits other than the op's. */
 static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
                              const qf_fake_op *op) {
-    char req[128];
+    char req[256];
     size_t used = 0;
     cJSON *j = cJSON_CreateObject(), *outs = cJSON_CreateArray();
     for (const char *s = op->dims_used; *s; s++)
         used += (size_t)snprintf(req + used, sizeof req - used, "%s%c > 0", used ? " && " : "", *s);
     if (op->quantizer)
         used += (size_t)snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
+    if (op->needs_norm)
+        used += (size_t)snprintf(req + used, sizeof req - used,
+                                 " && norm in {layernorm, rmsnorm}");
+    if (op->quantizer && !op->needs_norm)
+        used += (size_t)snprintf(req + used, sizeof req - used, " && norm == none");
+    if (op->quantizer && op->needs_norm)
+        used += (size_t)snprintf(req + used, sizeof req - used, " && role == %s",
+                                 qf_enum_name(QF_ENUM_ROLE, op->role));
+    if (op->quantizer || qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
+        used += (size_t)snprintf(req + used, sizeof req - used,
+                                 " && dtype in {bf16, fp16, fp32}");
     for (const char *s = op->align > 0 ? op->dims_aligned : ""; *s && used < sizeof req; s++)
         used += (size_t)snprintf(req + used, sizeof req - used, " && %c %% %d == 0", *s, op->align);
     for (const char *s = op->max > 0 ? op->dims_max : ""; *s && used < sizeof req; s++)

@@ -57,6 +57,18 @@ static void test_gen_manifest_shapes(void **state) {
     assert_string_equal(qf_test_json_str(qf_test_shape_out(r, "quantize", 0), "dtype"),
                         "format[role]");
     assert_string_equal(qf_test_json_str(qf_test_shape_out(r, "gemm", 0), "bytes"), "2*M*N");
+    /* requires: what the generated functions check (the norm, the role and the dtype too) */
+    const cJSON *shapes = cJSON_GetObjectItem(r, "shapes");
+    assert_string_equal(qf_test_json_str(nq, "requires"),
+                        "M > 0 && K > 0 && (rowwise || columnwise) && norm in {layernorm, "
+                        "rmsnorm} && role == input && dtype in {bf16, fp16, fp32}");
+    assert_string_equal(qf_test_json_str(cJSON_GetObjectItem(shapes, "quantize"), "requires"),
+                        "M > 0 && K > 0 && (rowwise || columnwise) && norm == none && dtype in "
+                        "{bf16, fp16, fp32}");
+    assert_string_equal(
+        qf_test_json_str(cJSON_GetObjectItem(shapes, "norm_backward"), "requires"),
+        "M > 0 && K > 0 && norm in {layernorm, rmsnorm} && dtype in {bf16, fp16, fp32} && K <= "
+        "24576");
     cJSON_Delete(root);
 }
 
@@ -200,7 +212,9 @@ static void test_gen_nvfp4_manifest(void **state) {
     assert_string_equal(qf_test_json_str(cJSON_GetObjectItem(r, "formats"), "grad"), "e2m1");
     const cJSON *nq = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), "norm_quantize");
     assert_string_equal(qf_test_json_str(nq, "requires"),
-                        "M > 0 && K > 0 && (rowwise || columnwise) && M % 16 == 0 && K % 16 == 0");
+                        "M > 0 && K > 0 && (rowwise || columnwise) && norm in {layernorm, "
+                        "rmsnorm} && role == input && dtype in {bf16, fp16, fp32} && M % 16 == 0 "
+                        "&& K % 16 == 0");
     const cJSON *gm = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shapes"), "gemm");
     assert_string_equal(qf_test_json_str(gm, "requires"), "M > 0 && N > 0 && K > 0 && K % 32 == 0");
     qf_test_nv_outputs(r);
