@@ -464,8 +464,20 @@ static const char *qf_gen_skip_prefix(const char *s, size_t *len) {
     return s;
 }
 
-/* The one function that does Lua work (STYLE 11): load text-only, run in an empty _ENV, validate
- * the returned table. Argument 1: the sandbox (light userdata). */
+/* __index of the recipe's _ENV: reading a name the recipe never assigned is an error, not nil,
+ * so that an unquoted string (grad_format = e5m2) or a misspelt boolean (True) does not silently
+ * leave the field at its default. Arguments: _ENV, the name. */
+static int qf_gen_undefined_name(lua_State *L) {
+    size_t len = 0;
+    const char *name = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : "?";
+    const char *shown = qf_gen_push_shown(L, name, len);
+    return luaL_error(L, "undefined name '%s' (a recipe sees no globals; a string value needs "
+                      "quotes: \"%s\")", shown, shown);
+}
+
+/* The one function that does Lua work (STYLE 11): load text-only, run in an empty _ENV (reading
+ * an unassigned name raises: qf_gen_undefined_name), validate the returned table. Argument 1:
+ * the sandbox (light userdata). */
 static int qf_gen_recipe_pmain(lua_State *L) {
     qf_gen_sandbox *sb = lua_touserdata(L, 1);
     lua_settop(L, 0);
@@ -478,6 +490,10 @@ static int qf_gen_recipe_pmain(lua_State *L) {
     if (st != LUA_OK)
         return lua_error(L); /* a memory error stays one: lua_error knows its message */
     lua_newtable(L); /* the recipe's whole world: no io, os, require, load, string... */
+    lua_newtable(L); /* its metatable, out of the recipe's reach (no getmetatable) */
+    lua_pushcfunction(L, qf_gen_undefined_name);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
     lua_setupvalue(L, -2, 1);
     sb->in_chunk = 1;
     lua_call(L, 0, LUA_MULTRET);

@@ -123,12 +123,19 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return 42", "recipe must return a table (got number)", 0},
     {"x.lua", "local t = {}", "recipe must return a table (got nil)", 0},
     {"x.lua", "return {", "1: unexpected symbol near <eof>", 1},
-    {"x.lua", "os.exit(3) return {}", "attempt to index a nil value (global 'os')", 1},
-    {"x.lua", "return require('x')", "attempt to call a nil value (global 'require')", 1},
-    {"x.lua", "return load('return {}')()", "attempt to call a nil value (global 'load')", 1},
+    /* an unquoted string or a misspelt boolean is an undefined name, not the field's default */
+    {"x.lua", "return {family = \"mxfp8\", grad_format = e5m2}",
+     ".lua:1: undefined name 'e5m2' (a recipe sees no globals; a string value needs quotes: "
+     "\"e5m2\")",
+     1},
+    {"x.lua", "return {family = \"mxfp8\",\n weight_2d = True}", ".lua:2: undefined name 'True'",
+     1},
+    {"x.lua", "os.exit(3) return {}", "undefined name 'os'", 1},
+    {"x.lua", "return require('x')", "undefined name 'require'", 1},
+    {"x.lua", "return load('return {}')()", "undefined name 'load'", 1},
     {"x.lua", "return dofile('recipes/fp8_delayed.lua')",
-     "attempt to call a nil value (global 'dofile')", 1},
-    {"x.lua", "return io.open('/etc/passwd')", "attempt to index a nil value (global 'io')", 1},
+     "undefined name 'dofile'", 1},
+    {"x.lua", "return io.open('/etc/passwd')", "undefined name 'io'", 1},
     {"x.lua", "return {family = (\"x\"):rep(3)}", "attempt to index a string value", 1},
     {"x.lua", "while true do end", "instruction budget of 10000000 exceeded", 1},
     {"x.lua", "local s = 'x' for i = 1, 40 do s = s .. s end return {}",
@@ -207,16 +214,16 @@ static void test_recipe_error(void **state) {
 
 /* ========================================================================= sandbox */
 
-/* io, os, require, load, dofile, string... are all nil inside a recipe. */
+/* A recipe's _ENV holds only what it assigns: io, os, require, load, string... are undefined
+ * names. */
 static void test_recipe_empty_env(void **state) {
     qf_recipe r;
-    const char *text =
-        "local none = io == nil and os == nil and require == nil and load == nil and\n"
-        "  dofile == nil and string == nil and print == nil and pcall == nil and\n"
-        "  setmetatable == nil and _G == nil and loadstring == nil and debug == nil\n"
-        "return {family = 'fp8_delayed', margin = none and 7 or 8}\n";
-    qf_test_load_text(state, "env.lua", text, &r);
+    /* a name the recipe assigns reads back; io, never assigned, is refused */
+    qf_test_load_text(state, "env.lua", "m = 7\nreturn {family = 'fp8_delayed', margin = m}\n", &r);
     assert_int_equal(r.margin, 7);
+    qf_test_refused(qf_test_recipe_file(state, "env2.lua",
+                                        "m = 7\nreturn {family = 'fp8_delayed', margin = io}\n"),
+                    NULL, ".lua:2: undefined name 'io'", 1);
 }
 
 /* A huge table hits a smaller heap cap with the memory message, not the instruction budget. */
