@@ -454,12 +454,21 @@ static int qf_tool_duration(const char *s, long long *out) {
     return 0;
 }
 
+/* What follows a refused argument in its message: where --dir belongs, when the argument is
+ * --dir given after the command; else "". */
+static const char *qf_tool_dir_hint(const char *arg) {
+    return strncmp(arg, "--dir", 5) == 0
+               ? " (--dir goes before the command: qfuse-cache --dir DIR COMMAND ...)"
+               : "";
+}
+
 static int qf_tool_prune(int argc, char **argv) {
     long long age = -1;
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
         if (!qf_tool_opt(argc, argv, &i, "--older-than", &v))
-            return qf_tool_usage_error("prune: unexpected argument '%s'", argv[i]);
+            return qf_tool_usage_error("prune: unexpected argument '%s'%s", argv[i],
+                                       qf_tool_dir_hint(argv[i]));
         if (!v)
             return qf_tool_usage_error("prune: --older-than needs a value");
         if (age >= 0)
@@ -695,7 +704,7 @@ static int qf_warm_select(qf_warm *w, const qf_recipe *r) {
  * are still read, one starting with '-'), 1 for a recipe file that cannot be read or is invalid. */
 static int qf_warm_recipe(const char *name, qf_warm *w, int options) {
     if (options && name[0] == '-')
-        return qf_tool_usage_error("warm: unknown option '%s'", name);
+        return qf_tool_usage_error("warm: unknown option '%s'%s", name, qf_tool_dir_hint(name));
     const qf_recipe *r = NULL;
     qf_status s = qf_recipe_find(name, &r);
     if (s != QF_OK && qf_recipe_is_path(name)) { /* a bad file is a failure, not bad usage */
@@ -840,7 +849,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[c];
     int simple = !strcmp(cmd, "list") || !strcmp(cmd, "clear");
     if (simple && c + 1 < argc)
-        return qf_tool_usage_error("%s: unexpected argument '%s'", cmd, argv[c + 1]);
+        return qf_tool_usage_error("%s: unexpected argument '%s'%s", cmd, argv[c + 1],
+                                   qf_tool_dir_hint(argv[c + 1]));
     if (!strcmp(cmd, "list"))
         return qf_tool_list();
     if (!strcmp(cmd, "clear"))
