@@ -262,7 +262,11 @@ static void test_bad_types(void **state) {
                       "data_offsets");
     expect_bad_header("offs_huge",
                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,1e300]}}",
-                      "data_offsets");
+                      "data_offsets are not integers in 0..2^53");
+    expect_bad_header("offs_2p62",
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                      "\"data_offsets\":[0,4611686018427387904]}}",
+                      "data_offsets are not integers in 0..2^53");
 }
 
 static void test_bad_shapes_and_offsets(void **state) {
