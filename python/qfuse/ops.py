@@ -395,17 +395,31 @@ def _check_eps(op, eps):
                          % (op, eps))
 
 
-def _check_delayed_scale(op, recipe, scale, name, form):
-    """Delayed scaling's scale argument `name` (of the form `form`): given where the recipe scales
-    so, None where it computes its scales (libqfuse would ignore one there)."""
+def _check_fp32_vector(op, name, t, n, what, device, device_name):
+    """t, a per-tensor state argument (`what`: its elements), is a contiguous 1-D fp32 tensor of
+    at least n elements on device (libqfuse reads elements 0..n-1 there)."""
+    if (t.dtype != torch.float32 or t.dim() != 1 or t.numel() < n or not t.is_contiguous() or
+            t.device != device):
+        raise _arg_error("qfuse::%s: %s is %s %s on %s%s; expected a contiguous fp32 [%d] (%s) "
+                         "on %s" % (op, name, tuple(t.shape), t.dtype, t.device,
+                                    "" if t.is_contiguous() else " (not contiguous)", n, what,
+                                    device_name))
+
+
+def _check_delayed_scale(op, recipe, scale, name, n, what, device, device_name):
+    """Delayed scaling's scale argument `name`, n scales (`what`): given where the recipe scales
+    so, in _check_fp32_vector's form; None where it computes its scales (libqfuse would ignore
+    one there)."""
     family = recipe_family(recipe)
     if scale is None and family == "fp8_delayed":
-        raise _arg_error("qfuse::%s: recipe %r scales by delayed scaling: %s (%s) is needed"
-                         % (op, recipe, name, form))
+        raise _arg_error("qfuse::%s: recipe %r scales by delayed scaling: %s (fp32 [%d], %s) is "
+                         "needed" % (op, recipe, name, n, what))
     if scale is not None and family != "fp8_delayed":
         raise _arg_error("qfuse::%s: %s is given, but recipe %r (%s) computes its scales in the "
                          "quantizer and reads none; only delayed scaling (fp8_delayed) takes "
                          "one: pass None" % (op, name, recipe, family))
+    if scale is not None:
+        _check_fp32_vector(op, name, scale, n, what, device, device_name)
 
 
 def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_state):
@@ -431,13 +445,11 @@ def _check_call(op, x, gamma, beta, biases, eps, layer, recipe, scales, amax, n_
     for i, b in enumerate(biases):
         if b is not None and b.dtype != torch.bfloat16:
             fail("bias %d is %s; expected bf16 (qfuse.torch's modules cast theirs)", i, b.dtype)
-    _check_delayed_scale(op, recipe, scales, "scales",
-                         "fp32 [%d], one scale per tensor of the step" % n_state)
-    for name, t in (("scales", scales), ("amax", amax)):
-        if t is not None and (t.dtype != torch.float32 or t.dim() != 1 or t.numel() < n_state or
-                              not t.is_contiguous() or t.device != x.device):
-            fail("%s is %s %s on %s; expected contiguous fp32 [%d] on x's device", name,
-                 tuple(t.shape), t.dtype, t.device, n_state)
+    _check_delayed_scale(op, recipe, scales, "scales", n_state,
+                         "one scale per tensor of the step", x.device, "x's device")
+    if amax is not None:
+        _check_fp32_vector(op, "amax", amax, n_state, "one amax per tensor of the step",
+                           x.device, "x's device")
 
 
 def check_backward(op, recipe, norm, m, weights):
@@ -717,11 +729,8 @@ def _check_weight_cache(weight, wq, recipe, scale=None):
                                  op, o.name, t.dtype,
                                  "" if t.is_contiguous() else ", not contiguous",
                                  TORCH_DTYPE[o.dtype]))
-    _check_delayed_scale("quantize_weight_", recipe, scale, "scale", "fp32 [1]")
-    if scale is not None and (scale.dtype != torch.float32 or scale.numel() < 1 or
-                              not scale.is_contiguous() or scale.device != weight.device):
-        raise ValueError("%s: scale is %s %s on %s; expected a contiguous fp32 [1] on the "
-                         "weight's device" % (op, tuple(scale.shape), scale.dtype, scale.device))
+    _check_delayed_scale("quantize_weight_", recipe, scale, "scale", 1, "the delayed scale",
+                         weight.device, "the weight's device")
 
 
 # ------------------------------------------------------------------ qfuse::quantize, qfuse::gemm
@@ -792,12 +801,8 @@ def _check_quantize(x, gamma, beta, scale, role, norm, outputs, eps, recipe, see
                              ".contiguous()" % (name, t.stride()))
     if norm:
         _check_eps("quantize", eps)
-    _check_delayed_scale("quantize", recipe, scale, "scale", "fp32 [1]")
-    if scale is not None and (scale.dtype != torch.float32 or scale.numel() != 1 or
-                              scale.device != x.device):
-        raise ValueError("qfuse::quantize: scale is %s %s on %s; expected one fp32 value (the "
-                         "delayed scale) on x's device" % (tuple(scale.shape), scale.dtype,
-                                                          scale.device))
+    _check_delayed_scale("quantize", recipe, scale, "scale", 1, "the delayed scale", x.device,
+                         "x's device")
     for name, v in (("seed", seed), ("offset", offset)):
         h = shapes._hint(v, name) if isinstance(v, torch.SymInt) else v
         if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h < 2 ** 63:

@@ -484,6 +484,22 @@ def test_bad_arguments_fail_at_trace_time():
         fwd(scales=ones)
     with pytest.raises(ValueError, match="scale is given, but recipe 'mxfp8'"):
         torch.ops.qfuse.quantize_weight_(w, wq, layer, recipe, torch.ones(1, device="meta"))
+    # the delayed scale of quantize and quantize_weight_ takes the layer ops' form: contiguous
+    # fp32 [>= n] (a [1, 1] scale was accepted by one and refused by the other)
+    dw = [torch.empty(o.dims, dtype=qops.TORCH_DTYPE[o.dtype], device="meta")
+          for o in qops._weight_outs("fp8_delayed", N, K)]
+    for bad, shown in ((torch.ones(1, 1, device="meta"), "(1, 1) torch.float32 on meta"),
+                       (torch.ones(0, device="meta"), "(0,) torch.float32 on meta"),
+                       (torch.ones(4, device="meta")[::2],
+                        "(2,) torch.float32 on meta (not contiguous)")):
+        want = "scale is %s; expected a contiguous fp32 [1] (the delayed scale)" % shown
+        with pytest.raises(ValueError, match=re.escape(want)):
+            torch.ops.qfuse.quantize_weight_(w, dw, layer, "fp8_delayed", bad)
+        with pytest.raises(ValueError, match=re.escape(want)):
+            torch.ops.qfuse.quantize(w, None, None, bad, "fp8_delayed", 1, 0, 0.0, False, 3, 0,
+                                     0)
+    torch.ops.qfuse.quantize(w, None, None, torch.ones(2, device="meta"), "fp8_delayed", 1, 0,
+                             0.0, False, 3, 0, 0)  # [>= 1]: element 0 is read
     with pytest.raises(ValueError, match="dy is"):
         out = fwd()
         torch.ops.qfuse.layernorm_linear_bwd(torch.empty(64, N + 1, dtype=torch.bfloat16,
