@@ -242,14 +242,6 @@ static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o, int query_role)
     qf_gen_buf_addf(b, "%s    return -1;\n    }\n", ind);
 }
 
-/* 1 when an output of op takes dtype kind (QF_FAKE_DTYPE_ROLE or QF_FAKE_DTYPE_QUERY). */
-static int qf_gen_op_uses_dtype(const qf_fake_table *t, qf_op op, int kind) {
-    for (int i = 0; i < t->n_outs; i++)
-        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == kind)
-            return 1;
-    return 0;
-}
-
 /* static int qf_shapes_<r>_<op>(q, out, cap): checks, then every output of op in table order. */
 static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_table *t,
                               const qf_fake_op *op) {
@@ -259,11 +251,10 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                     "int cap) {\n",
                     r->name, opname);
     qf_gen_emit_op_checks(b, t, op);
-    /* a quantizer's dtype is its input's (the shapes do not depend on it) */
-    if (op->quantizer || qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
+    if (qf_fake_op_checks_dtype(t, op))
         qf_gen_buf_adds(b, "    if (q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
                            "q->dtype != QF_DTYPE_FP32)\n        return -1;\n");
-    if (qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_ROLE))
+    if (qf_fake_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_ROLE))
         qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
                         op->role == QF_FAKE_ROLE_QUERY ? "q->role"
                                                       : qf_enum_c(QF_ENUM_ROLE, op->role));
@@ -427,7 +418,7 @@ static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
     if (op->quantizer && op->needs_norm)
         used += (size_t)snprintf(req + used, sizeof req - used, " && role == %s",
                                  qf_enum_name(QF_ENUM_ROLE, op->role));
-    if (op->quantizer || qf_gen_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_QUERY))
+    if (qf_fake_op_checks_dtype(t, op))
         used += (size_t)snprintf(req + used, sizeof req - used,
                                  " && dtype in {bf16, fp16, fp32}");
     for (const char *s = op->align > 0 ? op->dims_aligned : ""; *s && used < sizeof req; s++)

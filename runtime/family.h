@@ -252,6 +252,20 @@ typedef struct qf_fake_table {
     int n_outs;
 } qf_fake_table;
 
+/* 1 when an output of op in t has dtype `kind` (QF_FAKE_DTYPE_ROLE or QF_FAKE_DTYPE_QUERY). */
+static inline int qf_fake_op_uses_dtype(const qf_fake_table *t, qf_op op, int kind) {
+    for (int i = 0; i < t->n_outs; i++)
+        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == kind)
+            return 1;
+    return 0;
+}
+
+/* 1 when a query of op o must name dtype bf16, fp16 or fp32: a quantizer's (its input's; the
+ * shapes do not depend on it), or one whose outputs take the query's dtype. */
+static inline int qf_fake_op_checks_dtype(const qf_fake_table *t, const qf_fake_op *o) {
+    return o->quantizer || qf_fake_op_uses_dtype(t, o->op, QF_FAKE_DTYPE_QUERY);
+}
+
 /* ========================================================================= the row */
 
 typedef struct qf_family_traits {

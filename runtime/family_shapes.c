@@ -212,14 +212,6 @@ static int64_t qf_fake_eval(const char **s, const qf_shape_query *q) {
     return v;
 }
 
-/* 1 when an output of op o in table t takes the query's dtype. */
-static int qf_fake_uses_query_dtype(const qf_fake_table *t, qf_op op) {
-    for (int i = 0; i < t->n_outs; i++)
-        if ((t->outs[i].ops & QF_FAKE_OP(op)) && t->outs[i].dtype == QF_FAKE_DTYPE_QUERY)
-            return 1;
-    return 0;
-}
-
 unsigned qf_fake_op_outputs(const qf_fake_table *t, const qf_fake_op *o) {
     static const unsigned tested[QF_FAKE_COND_COUNT] = {
         [QF_FAKE_COND_ROWWISE] = QF_OUT_ROWWISE, [QF_FAKE_COND_COLUMNWISE] = QF_OUT_COLUMNWISE,
@@ -271,8 +263,7 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
                  qf_enum_name(QF_ENUM_OP, o->op), takes);
         return buf;
     }
-    /* a quantizer's dtype is its input's (the shapes do not depend on it) */
-    if ((o->quantizer || qf_fake_uses_query_dtype(t, o->op)) && q->dtype != QF_DTYPE_BF16 &&
+    if (qf_fake_op_checks_dtype(t, o) && q->dtype != QF_DTYPE_BF16 &&
         q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
         return "the op takes dtype bf16, fp16 or fp32";
     for (const char *s = o->dims_used; *s; s++)
