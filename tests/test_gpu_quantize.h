@@ -513,13 +513,14 @@ static void blk_run_op(qf_ctx_t *ctx, const qcase *c, blk_bufs *B) {
 /* Fails naming the first differing byte of buffer `what` (n bytes). */
 static void expect_bytes(const qcase *c, const char *what, const uint8_t *want,
                          const uint8_t *got, size_t n) {
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-        if (want[i] != got[i] && bad++ == 0)
-            first = i;
-    if (bad)
-        fail_msg("%s: %s differs in %zu of %zu bytes; first at byte %zu: expected 0x%02X, got "
-                 "0x%02X", describe(c), what, bad, n, first, want[first], got[first]);
+    const int64_t bad = count_mismatches(want, got, (int64_t)n);
+    if (bad) {
+        int64_t first, last;
+        mismatch_bounds(want, got, (int64_t)n, &first, &last);
+        fail_msg("%s: %s differs in %lld of %zu bytes; first at byte %lld: expected 0x%02X, got "
+                 "0x%02X", describe(c), what, (long long)bad, n, (long long)first, want[first],
+                 got[first]);
+    }
 }
 
 /* The expected outputs (e), poisoned as the device buffers were, then the family's reference. */

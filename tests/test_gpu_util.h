@@ -107,6 +107,17 @@ static inline int64_t count_mismatches(const uint8_t *want, const uint8_t *got, 
     return bad;
 }
 
+/* The first and last byte where got differs from want (n bytes; both -1 where none does). */
+static inline void mismatch_bounds(const uint8_t *want, const uint8_t *got, int64_t n,
+                                   int64_t *first, int64_t *last) {
+    *first = *last = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (want[i] != got[i]) {
+            *first = *first < 0 ? i : *first;
+            *last = i;
+        }
+}
+
 /* The byte every output buffer holds before a launch: a kernel that skips an entry is caught. */
 #define QF_TEST_POISON 0xAB
 
@@ -245,15 +256,14 @@ static inline size_t graph_check(step_fn run, void *arg, cudaStream_t st, dual *
             dual_down(outs[i]);
             const uint8_t *e = eager[i], *g = outs[i]->h;
             const int64_t bad = count_mismatches(e, g, (int64_t)outs[i]->bytes);
-            int64_t at = 0, last = 0;
-            for (int64_t j = 0; bad && j < (int64_t)outs[i]->bytes; j++)
-                if (e[j] != g[j])
-                    last = j, at = at ? at : j + 1;
-            if (bad)
+            if (bad) {
+                int64_t first, last;
+                mismatch_bounds(e, g, (int64_t)outs[i]->bytes, &first, &last);
                 fail_msg("%s: graph replay %d: output %d (%zu bytes) differs from eager in %lld "
                          "bytes, from byte %lld (eager 0x%02x, replay 0x%02x) to %lld", what, rep,
-                         i, outs[i]->bytes, (long long)bad, (long long)(at - 1), e[at - 1],
-                         g[at - 1], (long long)last);
+                         i, outs[i]->bytes, (long long)bad, (long long)first, e[first], g[first],
+                         (long long)last);
+            }
         }
     }
     snap_free(eager, n);
