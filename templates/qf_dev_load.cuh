@@ -145,6 +145,22 @@ __device__ __forceinline__ void cp_async_wait_1() {
     asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
+/* 16 bytes of global memory at p (16-byte aligned, read-only for the kernel), as __ldg loads them,
+ * with L2's evict_last priority (createpolicy and ld.global.nc.L2::cache_hint, PTX ISA 7.4,
+ * sm_80+): other lines leave L2 before this one. The rows walk's loads of x (rows_load_raw) and
+ * fp8_block's `_cols` entry take it: on an H100 the norm + quantize rows at 16384 x 8192 ran
+ * 1.00-1.03x with it, the other shapes timed 0.98-1.03x (docs/bench.md, "x's second read and
+ * L2"). */
+__device__ __forceinline__ uint4 ldg_evict_last(const uint4 *p) {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    uint4 r;
+    asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(policy));
+    return r;
+}
+
 /* Asks L2 to fetch `bytes` (a multiple of 16, below 4 GiB) of global memory from p (16-byte
  * aligned) and returns at once: one cp.async.bulk.prefetch.L2 (PTX ISA 8.0, sm_90+; a no-op on
  * older GPUs) for a whole row, issued by one thread. */

@@ -287,7 +287,7 @@ __device__ __forceinline__ const unsigned char *rows_at(const void *x, long long
 
 /* The 16-byte vectors of row m of x ([M, K] of dtype DT, no prologue) that rows_load would
  * convert, as they are in memory (vectors past K untouched): a rows walk with a norm loads the
- * next row's while it works on this one. */
+ * next row's while it works on this one (with L2's evict_last priority: ldg_evict_last). */
 template <int IT, int DT, int EPV, int BV>
 __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long long K,
                                               const RowsLane &ln, uint4 (&raw)[IT]) {
@@ -295,7 +295,7 @@ __device__ __forceinline__ void rows_load_raw(const void *x, long long m, long l
 #pragma unroll
     for (int it = 0; it < IT; it++)
         if (ln.valid >> it & 1u)
-            raw[it] = __ldg(row + it * RowsSpan<IT, BV>::G);
+            raw[it] = ldg_evict_last(row + it * RowsSpan<IT, BV>::G);
 }
 
 /* Row m of x ([M, K] of dtype DT, 16-byte aligned, K * sizeof(DT) a multiple of 16: what the

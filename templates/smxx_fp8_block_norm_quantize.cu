@@ -565,7 +565,7 @@ __device__ void cols_body(const qf_q_params &p) {
             uint4 raw[kColRows];
 #pragma unroll
             for (int i = 0; i < kColRows; i++)
-                raw[i] = __ldg(reinterpret_cast<const uint4 *>(
+                raw[i] = ldg_evict_last(reinterpret_cast<const uint4 *>(
                     static_cast<const unsigned char *>(p.x) + ((m + i) * p.K + k) * kInSize));
             float g[kEpv], b[kEpv];
             load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
