@@ -29,6 +29,17 @@ STATUS = ("QF_OK", "QF_ERR_INVALID_ARG", "QF_ERR_UNSUPPORTED", "QF_ERR_NO_DEVICE
           "QF_ERR_NOT_FOUND", "QF_ERR_INTERNAL")
 
 
+def import_torch(module):
+    """PyTorch, imported for `module` (qfuse.ops, qfuse.torch), or an ImportError that names the
+    version pyproject.toml asks for; qfuse.shapes needs no torch."""
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("%s needs PyTorch 2.9 or newer (pip install 'torch>=2.9'); qfuse.shapes "
+                          "works without it" % module) from e
+    return torch
+
+
 class QfuseError(RuntimeError):
     """A libqfuse call failed: .status is its qf_status name (.code the number), the message
     qf_last_error()'s (.message)."""

@@ -41,9 +41,9 @@ import ctypes
 import itertools
 import threading
 
-import torch
-
 from . import _lib, shapes
+
+torch = _lib.import_torch("qfuse.ops")
 
 # Quantized slots travel as bytes (uint8): the fake shapes give their dtypes to libqfuse, and
 # torch has no arithmetic on float8 tensors (opcheck and other tools compare inputs with it).

@@ -605,9 +605,14 @@ static int qf_warm_collect(qf_warm *w) {
     if (w->n_items == 0 && skipped_gemm)
         fprintf(stderr, "qfuse-cache: warm: nothing to compile: the matching GEMM kernels do not "
                         "run on sm_%d (the runtime uses cuBLASLt there)\n", w->arch);
+    else if (w->n_items == 0 && w->n_globs)
+        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches the --kernel "
+                        "patterns (kernel names are qf_<recipe>_<op>..., e.g. "
+                        "qf_fp8_block_nq_layernorm_bf16; qfuse-gen --list RECIPE.lua lists a "
+                        "recipe's)\n");
     else if (w->n_items == 0)
-        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches %s\n",
-                w->n_globs ? "the --kernel patterns" : "(none has kernels)");
+        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches (none has "
+                        "kernels)\n");
     return w->n_items ? 0 : 1;
 }
 

@@ -327,3 +327,19 @@ def test_recipe_query():
     assert _lib.lib.qf_recipe_query(b"no_such_recipe", ctypes.byref(info)) == 9
     assert "qf_recipe_query: recipe 'no_such_recipe' not found" in \
         _lib.lib.qf_last_error().decode()
+
+
+@pytest.mark.parametrize("module", ["qfuse.ops", "qfuse.torch"])
+def test_torch_modules_say_what_they_need(module, monkeypatch):
+    """Without PyTorch, importing the modules that need it raises an ImportError naming the
+    module and the version to install (torch hidden here by a None in sys.modules)."""
+    import importlib
+    import sys
+    for name in list(sys.modules):
+        if name == "torch" or name.startswith("torch.") or name in ("qfuse.ops", "qfuse.torch",
+                                                                    "qfuse.torch.modules"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError, match=r"%s needs PyTorch 2\.9 or newer \(pip install "
+                       r"'torch>=2\.9'\)" % re.escape(module)):
+        importlib.import_module(module)

@@ -1,5 +1,7 @@
 """PyTorch modules over libqfuse's fused ops (docs/python.md)."""
-import torch
+from .._lib import import_torch
+
+torch = import_torch("qfuse.torch")
 
 from .modules import LayerNormLinear, LayerNormMLP, check_group  # noqa: F401
 
