@@ -745,6 +745,8 @@ static void test_mlp_shapes_host(void **state) {
     qf_ctx_t *ctx = *state;
     static const int64_t shapes[][4] = {
         {256, 192, 128, 192}, {96, 160, 96, 224}, {48, 80, 48, 112}, {40, 72, 24, 56}};
+    printf("expected below: each recipe's answer per shape, 'accepted' or the refusal's "
+           "message\n");
     for (int i = 0; i < qf_recipe_count; i++)
         for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
             const int64_t *d = shapes[sh];
