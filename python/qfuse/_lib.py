@@ -58,6 +58,10 @@ class QfuseArgumentError(QfuseError, ValueError):
     ValueError, as Python's own argument errors are."""
 
 
+# Shown (and pickled) by the names the package documents and exports: qfuse.QfuseError.
+QfuseError.__module__ = QfuseArgumentError.__module__ = "qfuse"
+
+
 class Tensor(ctypes.Structure):  # qf_tensor
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
                 ("dims", ctypes.c_int64 * MAX_DIMS)]

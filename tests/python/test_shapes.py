@@ -167,6 +167,8 @@ def test_bad_queries_raise():
     import copy
     import pickle
     e.value.add_note("a note")
+    assert type(e.value).__module__ == "qfuse"  # tracebacks name qfuse.QfuseArgumentError
+    assert b"qfuse\nQfuseArgumentError" in pickle.dumps(e.value, protocol=2)
     for c in (pickle.loads(pickle.dumps(e.value)), copy.copy(e.value)):  # crosses processes
         assert type(c) is type(e.value) and str(c) == str(e.value) and c.status == e.value.status
         assert c.__notes__ == ["a note"]
