@@ -611,8 +611,7 @@ static int qf_warm_collect(qf_warm *w) {
                         "qf_fp8_block_nq_layernorm_bf16; qfuse-gen --list RECIPE.lua lists a "
                         "recipe's)\n");
     else if (w->n_items == 0)
-        fprintf(stderr, "qfuse-cache: warm: no kernel of the selected recipes matches (none has "
-                        "kernels)\n");
+        fprintf(stderr, "qfuse-cache: warm: the selected recipes have no kernels\n");
     return w->n_items ? 0 : 1;
 }
 
