@@ -146,6 +146,11 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "list", "--dir", "x"), 2, NULL, "(--dir goes before the command");
     expect_run(run_tool(fx, "warm", "--dir", "x"), 2, NULL,
                "warm: unknown option '--dir' (--dir goes before the command");
+    expect_run(run_tool(fx, "warm", "--dir=x"), 2, NULL, "(--dir goes before the command");
+    /* another option that starts with --dir gets no such hint */
+    result dirt = run_tool(fx, "warm", "--dirt");
+    assert_null(strstr(dirt.err, "goes before the command"));
+    expect_run(dirt, 2, NULL, "warm: unknown option '--dirt'");
     expect_run(run_tool(fx, "prune"), 2, NULL, "prune: --older-than AGE is required");
     expect_run(run_tool(fx, "prune", "--older-than", "7x"), 2, NULL,
                "--older-than '7x' is not a duration");

@@ -64,11 +64,17 @@ static int qf_tool_usage_error(const char *fmt, ...) {
     return 2;
 }
 
+/* 1 when arg is option `name`, alone or as name=VALUE. */
+static int qf_tool_is_opt(const char *arg, const char *name) {
+    const size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
+}
+
 /* Matches argv[*i] against option name as "--name VALUE" or "--name=VALUE". Returns 0 when it is
  * another argument, else 1 with *value set (NULL when the value is missing). */
 static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const char **value) {
     size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0 || (argv[*i][n] != '\0' && argv[*i][n] != '='))
+    if (!qf_tool_is_opt(argv[*i], name))
         return 0;
     if (argv[*i][n] == '=')
         *value = argv[*i] + n + 1;
@@ -457,7 +463,7 @@ static int qf_tool_duration(const char *s, long long *out) {
 /* What follows a refused argument in its message: where --dir belongs, when the argument is
  * --dir given after the command; else "". */
 static const char *qf_tool_dir_hint(const char *arg) {
-    return strncmp(arg, "--dir", 5) == 0
+    return qf_tool_is_opt(arg, "--dir")
                ? " (--dir goes before the command: qfuse-cache --dir DIR COMMAND ...)"
                : "";
 }
