@@ -16,22 +16,6 @@
 /* ========================================================================= tables */
 
 /* ORDER GEN_COND */
-static const struct {
-    const char *c;    /* C condition over the query q; NULL = always */
-    const char *text; /* manifest condition */
-} qf_gen_cond_info[] = {
-    [QF_FAKE_COND_ALWAYS] = {NULL, "always"},
-    [QF_FAKE_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
-    [QF_FAKE_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
-    [QF_FAKE_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
-    [QF_FAKE_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
-    [QF_FAKE_COND_OUT_BF16] = {"(q->outputs & QF_OUT_FP32) == 0", "bf16 output"},
-    [QF_FAKE_COND_OUT_FP32] = {"(q->outputs & QF_OUT_FP32) != 0", "fp32 output"},
-    [QF_FAKE_COND_NOT_GATED] = {"(q->outputs & QF_OUT_GATED) == 0", "not gated"},
-    [QF_FAKE_COND_GATED] = {"(q->outputs & QF_OUT_GATED) != 0", "gated"},
-};
-_Static_assert(sizeof(qf_gen_cond_info) / sizeof(qf_gen_cond_info[0]) == QF_FAKE_COND_COUNT,
-               "qf_gen_cond_info");
 
 /* ========================================================================= checks */
 
@@ -188,36 +172,22 @@ static void qf_gen_emit_op_checks(qf_gen_buf *b, const qf_fake_table *t, const q
     qf_gen_buf_adds(b, "    if ((unsigned)q->dtype >= QF_DTYPE_COUNT || (unsigned)q->norm >= "
                        "QF_NORM_COUNT ||\n        (unsigned)q->role >= QF_ROLE_COUNT)\n"
                        "        return -1; /* enums out of range, read or not */\n");
-    qf_gen_buf_adds(b, "    if (");
-    for (const char *s = op->dims_used; *s; s++)
-        qf_gen_buf_addf(b, "%sq->%c <= 0", s == op->dims_used ? "" : " || ", *s);
-    qf_gen_buf_adds(b, ")\n        return -1;\n");
-    if (op->quantizer)
-        qf_gen_buf_adds(b, "    if ((q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0)\n"
-                           "        return -1;\n");
-    if (op->needs_norm)
-        qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)\n"
-                           "        return -1;\n");
-    if (op->quantizer && !op->needs_norm) /* a plain quantize fuses no norm */
-        qf_gen_buf_adds(b, "    if (q->norm != QF_NORM_NONE)\n        return -1;\n");
-    if (op->quantizer && op->needs_norm) /* a norm + quantize is its role's only */
-        qf_gen_buf_addf(b, "    if (q->role != %s)\n        return -1;\n",
-                        qf_enum_c(QF_ENUM_ROLE, op->role));
-    if (op->align > 0) {
-        qf_gen_buf_adds(b, "    if (");
-        for (const char *s = op->dims_aligned; *s; s++)
-            qf_gen_buf_addf(b, "%sq->%c %% %d != 0", s == op->dims_aligned ? "" : " || ", *s,
-                            op->align);
-        qf_gen_buf_adds(b, ")\n        return -1;\n");
+    qf_fake_check c[QF_FAKE_MAX_CHECKS];
+    const int nc = qf_fake_op_checks(t, op, c);
+    for (int i = 0; i < nc; i++) { /* a run of one kind in one if: "q->M <= 0 || q->K <= 0" */
+        char expr[160];
+        qf_fake_check_render(&c[i], QF_FAKE_AS_C, NULL, expr, sizeof expr);
+        const int first = i == 0 || c[i - 1].kind != c[i].kind;
+        const int last = i + 1 == nc || c[i + 1].kind != c[i].kind;
+        qf_gen_buf_addf(b, "%s%s%s", first ? "    if (" : " || ", expr,
+                        last ? ")\n        return -1;\n" : "");
     }
-    for (const char *s = op->max > 0 ? op->dims_max : ""; *s; s++)
-        qf_gen_buf_addf(b, "    if (q->%c > %lld)\n        return -1;\n", *s, (long long)op->max);
 }
 
 /* One `if (cond) { dims; add }` block of output o; query_role: the op takes the query's role,
  * so o's roles (if any) are a run-time condition (a fixed role is decided by the caller). */
 static void qf_gen_emit_out(qf_gen_buf *b, const qf_fake_out *o, int query_role) {
-    const char *cond = qf_gen_cond_info[o->cond].c;
+    const char *cond = qf_fake_cond_info[o->cond].c;
     const char *ind = "        ";
     const int roles = query_role && o->roles != 0;
     if (cond || roles)
@@ -251,9 +221,6 @@ static void qf_gen_emit_op_fn(qf_gen_buf *b, const qf_recipe *r, const qf_fake_t
                     "int cap) {\n",
                     r->name, opname);
     qf_gen_emit_op_checks(b, t, op);
-    if (qf_fake_op_checks_dtype(t, op))
-        qf_gen_buf_adds(b, "    if (q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
-                           "q->dtype != QF_DTYPE_FP32)\n        return -1;\n");
     if (qf_fake_op_uses_dtype(t, op->op, QF_FAKE_DTYPE_ROLE))
         qf_gen_buf_addf(b, "    const qf_dtype fmt = qf_fmt_%s[%s];\n", r->name,
                         op->role == QF_FAKE_ROLE_QUERY ? "q->role"
@@ -352,7 +319,7 @@ static void qf_gen_bytes_formula(char *buf, size_t n, size_t size, const qf_fake
 /* The manifest condition of output o of op: its cond's text, and for an op taking the query's
  * role, the roles that have it ("rowwise && role in {weight}"). */
 static void qf_gen_cond_text(char *buf, size_t n, const qf_fake_op *op, const qf_fake_out *o) {
-    size_t used = (size_t)snprintf(buf, n, "%s", qf_gen_cond_info[o->cond].text);
+    size_t used = (size_t)snprintf(buf, n, "%s", qf_fake_cond_info[o->cond].text);
     if (o->roles == 0 || op->role != QF_FAKE_ROLE_QUERY)
         return;
     used = o->cond == QF_FAKE_COND_ALWAYS ? 0 : used; /* "role in {...}" alone */
@@ -399,33 +366,21 @@ static cJSON *qf_gen_out_json(const qf_recipe *r, const qf_fake_op *op,
 }
 
 /* {"role", "requires", "outputs": [...]} of one op. "requires" states, in the conditions'
- * syntax, what the op's generated function checks (qf_gen_emit_op_checks and the dtype test of
- * qf_gen_emit_op_fn), but for the enums' ranges and the output bits other than the op's. */
+ * syntax, the checks the op's generated function tests (qf_fake_op_checks), but for the enums'
+ * ranges and the output bits other than the op's. */
 static cJSON *qf_gen_op_json(const qf_recipe *r, const qf_fake_table *t,
                              const qf_fake_op *op) {
-    char req[256];
+    char req[512];
     size_t used = 0;
     cJSON *j = cJSON_CreateObject(), *outs = cJSON_CreateArray();
-    for (const char *s = op->dims_used; *s; s++)
-        used += (size_t)snprintf(req + used, sizeof req - used, "%s%c > 0", used ? " && " : "", *s);
-    if (op->quantizer)
-        used += (size_t)snprintf(req + used, sizeof req - used, " && (rowwise || columnwise)");
-    if (op->needs_norm)
-        used += (size_t)snprintf(req + used, sizeof req - used,
-                                 " && norm in {layernorm, rmsnorm}");
-    if (op->quantizer && !op->needs_norm)
-        used += (size_t)snprintf(req + used, sizeof req - used, " && norm == none");
-    if (op->quantizer && op->needs_norm)
-        used += (size_t)snprintf(req + used, sizeof req - used, " && role == %s",
-                                 qf_enum_name(QF_ENUM_ROLE, op->role));
-    if (qf_fake_op_checks_dtype(t, op))
-        used += (size_t)snprintf(req + used, sizeof req - used,
-                                 " && dtype in {bf16, fp16, fp32}");
-    for (const char *s = op->align > 0 ? op->dims_aligned : ""; *s && used < sizeof req; s++)
-        used += (size_t)snprintf(req + used, sizeof req - used, " && %c %% %d == 0", *s, op->align);
-    for (const char *s = op->max > 0 ? op->dims_max : ""; *s && used < sizeof req; s++)
-        used += (size_t)snprintf(req + used, sizeof req - used, " && %c <= %lld", *s,
-                                 (long long)op->max);
+    qf_fake_check c[QF_FAKE_MAX_CHECKS];
+    const int nc = qf_fake_op_checks(t, op, c);
+    req[0] = '\0';
+    for (int i = 0; i < nc && used < sizeof req; i++) {
+        char text[96];
+        qf_fake_check_render(&c[i], QF_FAKE_AS_TEXT, NULL, text, sizeof text);
+        used += (size_t)snprintf(req + used, sizeof req - used, "%s%s", i ? " && " : "", text);
+    }
     cJSON_AddStringToObject(
         j, "role",
         op->role == QF_FAKE_ROLE_QUERY ? "query" : qf_enum_name(QF_ENUM_ROLE, op->role));

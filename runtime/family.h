@@ -266,6 +266,57 @@ static inline int qf_fake_op_checks_dtype(const qf_fake_table *t, const qf_fake_
     return o->quantizer || qf_fake_op_uses_dtype(t, o->op, QF_FAKE_DTYPE_QUERY);
 }
 
+/* The conditions a shape query of an op must meet (numerics 4), beyond the ranges of its enums
+ * and the output bits the op takes (qf_fake_op_outputs). qf_fake_op_checks lists them once, in
+ * the order they are tested; qfuse-gen writes them as C into the generated shape functions and as
+ * the manifest's "requires", and qf_family_query_why tells which one a query fails, all three
+ * through qf_fake_check_render. ORDER FAKE_CHECK */
+typedef enum qf_fake_check_kind {
+    QF_FAKE_CHECK_POSITIVE = 0, /* dim > 0 */
+    QF_FAKE_CHECK_COPY = 1,     /* rowwise || columnwise (a quantizer) */
+    QF_FAKE_CHECK_NORM = 2,     /* norm in {layernorm, rmsnorm} */
+    QF_FAKE_CHECK_NO_NORM = 3,  /* norm == none (a plain quantize) */
+    QF_FAKE_CHECK_ROLE = 4,     /* role == value (a norm + quantize: its role's only) */
+    QF_FAKE_CHECK_DTYPE = 5,    /* dtype in {bf16, fp16, fp32} */
+    QF_FAKE_CHECK_ALIGN = 6,    /* dim % value == 0 */
+    QF_FAKE_CHECK_MAX = 7,      /* dim <= value */
+    QF_FAKE_CHECK_COUNT
+} qf_fake_check_kind;
+
+typedef struct qf_fake_check {
+    qf_fake_check_kind kind;
+    char dim;      /* 'M', 'N' or 'K' (POSITIVE, ALIGN, MAX) */
+    int64_t value; /* ALIGN's multiple, MAX's bound, ROLE's qf_role */
+} qf_fake_check;
+
+/* The most checks of one op: 3 dims positive, 5 single checks, 3 aligned and 3 bounded dims. */
+#define QF_FAKE_MAX_CHECKS 14
+
+/* The checks of op o of table t into out[0..QF_FAKE_MAX_CHECKS), in the order they are tested;
+ * returns their count. */
+int qf_fake_op_checks(const qf_fake_table *t, const qf_fake_op *o, qf_fake_check *out);
+
+/* 1 when q meets check c. */
+int qf_fake_check_holds(const qf_fake_check *c, const qf_shape_query *q);
+
+/* How qf_fake_check_render writes a check: a C expression over `const qf_shape_query *q`, true
+ * when q fails it ("q->K % 32 != 0": the generated functions return -1 then); the manifest's
+ * condition syntax, true when q meets it ("K % 32 == 0"); why q fails it ("K = 24 is not a
+ * multiple of 32 (numerics 4)"; q is read for this one only). */
+typedef enum qf_fake_style { QF_FAKE_AS_C, QF_FAKE_AS_TEXT, QF_FAKE_AS_WHY } qf_fake_style;
+
+/* Check c in style s into buf (n bytes, NUL-terminated, truncated to fit). */
+void qf_fake_check_render(const qf_fake_check *c, qf_fake_style s, const qf_shape_query *q,
+                          char *buf, size_t n);
+
+/* An output's condition (qf_fake_out.cond) as a C expression over q (NULL: always) and in the
+ * manifest's syntax ("norm == layernorm"). */
+typedef struct qf_fake_cond_text {
+    const char *c;
+    const char *text;
+} qf_fake_cond_text;
+extern const qf_fake_cond_text qf_fake_cond_info[QF_FAKE_COND_COUNT];
+
 /* ========================================================================= the row */
 
 typedef struct qf_family_traits {

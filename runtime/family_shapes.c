@@ -237,6 +237,101 @@ static void qf_fake_out_bits(unsigned bits, char *buf, size_t n) {
         snprintf(buf, n, "none");
 }
 
+int qf_fake_op_checks(const qf_fake_table *t, const qf_fake_op *o, qf_fake_check *out) {
+    int n = 0;
+    for (const char *s = o->dims_used; *s; s++)
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_POSITIVE, *s, 0};
+    if (o->quantizer)
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_COPY, 0, 0};
+    if (o->needs_norm)
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_NORM, 0, 0};
+    if (o->quantizer && !o->needs_norm) /* a plain quantize fuses no norm */
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_NO_NORM, 0, 0};
+    if (o->quantizer && o->needs_norm) /* a norm + quantize is its role's only */
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_ROLE, 0, o->role};
+    if (qf_fake_op_checks_dtype(t, o))
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_DTYPE, 0, 0};
+    for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_ALIGN, *s, o->align};
+    for (const char *s = o->max > 0 ? o->dims_max : ""; *s; s++)
+        out[n++] = (qf_fake_check){QF_FAKE_CHECK_MAX, *s, o->max};
+    return n;
+}
+
+int qf_fake_check_holds(const qf_fake_check *c, const qf_shape_query *q) {
+    switch (c->kind) {
+    case QF_FAKE_CHECK_POSITIVE:
+        return qf_fake_symbol(q, c->dim) > 0;
+    case QF_FAKE_CHECK_COPY:
+        return (q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) != 0;
+    case QF_FAKE_CHECK_NORM:
+        return q->norm == QF_NORM_LAYERNORM || q->norm == QF_NORM_RMSNORM;
+    case QF_FAKE_CHECK_NO_NORM:
+        return q->norm == QF_NORM_NONE;
+    case QF_FAKE_CHECK_ROLE:
+        return q->role == (qf_role)c->value;
+    case QF_FAKE_CHECK_DTYPE:
+        return q->dtype == QF_DTYPE_BF16 || q->dtype == QF_DTYPE_FP16 || q->dtype == QF_DTYPE_FP32;
+    case QF_FAKE_CHECK_ALIGN:
+        return qf_fake_symbol(q, c->dim) % c->value == 0;
+    case QF_FAKE_CHECK_MAX:
+        return qf_fake_symbol(q, c->dim) <= c->value;
+    default:
+        return 0;
+    }
+}
+
+/* Each check's three renderings (qf_fake_style), printf formats of strings only: the C and
+ * text formats take (a, value), the reason (a, the query's value of the dim, value); a is the dim
+ * ("K"), or for QF_FAKE_CHECK_ROLE the role (its C name in C, else its name). */
+static const struct {
+    const char *c, *text, *why;
+} qf_fake_check_info[QF_FAKE_CHECK_COUNT] = {
+    [QF_FAKE_CHECK_POSITIVE] = {"q->%s <= 0", "%s > 0", "%s = %s is not positive"},
+    [QF_FAKE_CHECK_COPY] = {"(q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0",
+                            "(rowwise || columnwise)",
+                            "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE"},
+    [QF_FAKE_CHECK_NORM] = {"q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM",
+                            "norm in {layernorm, rmsnorm}",
+                            "the op needs norm layernorm or rmsnorm"},
+    [QF_FAKE_CHECK_NO_NORM] = {"q->norm != QF_NORM_NONE", "norm == none",
+                               "a plain quantize takes norm none (a norm + quantize is "
+                               "QF_OP_NORM_QUANTIZE)"},
+    [QF_FAKE_CHECK_ROLE] = {"q->role != %s", "role == %s",
+                            "a norm + quantize is the %s role's only"},
+    [QF_FAKE_CHECK_DTYPE] = {"q->dtype != QF_DTYPE_BF16 && q->dtype != QF_DTYPE_FP16 && "
+                             "q->dtype != QF_DTYPE_FP32",
+                             "dtype in {bf16, fp16, fp32}",
+                             "the op takes dtype bf16, fp16 or fp32"},
+    [QF_FAKE_CHECK_ALIGN] = {"q->%s %% %s != 0", "%s %% %s == 0",
+                             "%s = %s is not a multiple of %s (numerics 4)"},
+    [QF_FAKE_CHECK_MAX] = {"q->%s > %s", "%s <= %s",
+                           "%s = %s is more than the op's kernel holds, %s (numerics 4)"},
+};
+
+void qf_fake_check_render(const qf_fake_check *c, qf_fake_style s, const qf_shape_query *q,
+                          char *buf, size_t n) {
+    if ((unsigned)c->kind >= QF_FAKE_CHECK_COUNT) {
+        snprintf(buf, n, "check %d", (int)c->kind);
+        return;
+    }
+    char dim[2] = {c->dim, '\0'}, value[24], has[24] = "";
+    const char *a = dim;
+    snprintf(value, sizeof value, "%lld", (long long)c->value);
+    if (c->kind == QF_FAKE_CHECK_ROLE)
+        a = s == QF_FAKE_AS_C ? qf_enum_c(QF_ENUM_ROLE, (int)c->value)
+                              : qf_enum_name(QF_ENUM_ROLE, (int)c->value);
+    if (q && c->dim)
+        snprintf(has, sizeof has, "%lld", (long long)qf_fake_symbol(q, c->dim));
+    if (s == QF_FAKE_AS_WHY)
+        snprintf(buf, n, qf_fake_check_info[c->kind].why, a, has, value);
+    else
+        snprintf(buf, n,
+                 s == QF_FAKE_AS_C ? qf_fake_check_info[c->kind].c
+                                   : qf_fake_check_info[c->kind].text,
+                 a, value);
+}
+
 /* NULL when q is a valid query of op o (the checks of the generated functions), else why not,
  * in buf (n bytes) or a literal. */
 static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o,
@@ -263,36 +358,27 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
                  qf_enum_name(QF_ENUM_OP, o->op), takes);
         return buf;
     }
-    if (qf_fake_op_checks_dtype(t, o) && q->dtype != QF_DTYPE_BF16 &&
-        q->dtype != QF_DTYPE_FP16 && q->dtype != QF_DTYPE_FP32)
-        return "the op takes dtype bf16, fp16 or fp32";
-    for (const char *s = o->dims_used; *s; s++)
-        if (qf_fake_symbol(q, *s) <= 0) {
-            snprintf(buf, n, "%c = %lld is not positive", *s, (long long)qf_fake_symbol(q, *s));
-            return buf;
-        }
-    if (o->quantizer && (q->outputs & (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)) == 0)
-        return "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE";
-    if (o->needs_norm && q->norm != QF_NORM_LAYERNORM && q->norm != QF_NORM_RMSNORM)
-        return "the op needs norm layernorm or rmsnorm";
-    if (o->quantizer && !o->needs_norm && q->norm != QF_NORM_NONE)
-        return "a plain quantize takes norm none (a norm + quantize is QF_OP_NORM_QUANTIZE)";
-    if (o->quantizer && o->needs_norm && q->role != (qf_role)o->role)
-        return "a norm + quantize is the input role's only";
-    for (const char *s = o->align > 0 ? o->dims_aligned : ""; *s; s++)
-        if (qf_fake_symbol(q, *s) % o->align != 0) {
-            snprintf(buf, n, "%c = %lld is not a multiple of %d (numerics 4)", *s,
-                     (long long)qf_fake_symbol(q, *s), o->align);
-            return buf;
-        }
-    for (const char *s = o->max > 0 ? o->dims_max : ""; *s; s++)
-        if (qf_fake_symbol(q, *s) > o->max) {
-            snprintf(buf, n, "%c = %lld is more than the op's kernel holds, %lld (numerics 4)",
-                     *s, (long long)qf_fake_symbol(q, *s), (long long)o->max);
+    qf_fake_check c[QF_FAKE_MAX_CHECKS];
+    const int nc = qf_fake_op_checks(t, o, c);
+    for (int i = 0; i < nc; i++)
+        if (!qf_fake_check_holds(&c[i], q)) {
+            qf_fake_check_render(&c[i], QF_FAKE_AS_WHY, q, buf, n);
             return buf;
         }
     return NULL;
 }
+
+const qf_fake_cond_text qf_fake_cond_info[QF_FAKE_COND_COUNT] = {
+    [QF_FAKE_COND_ALWAYS] = {NULL, "always"},
+    [QF_FAKE_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
+    [QF_FAKE_COND_COLUMNWISE] = {"(q->outputs & QF_OUT_COLUMNWISE) != 0", "columnwise"},
+    [QF_FAKE_COND_LAYERNORM] = {"q->norm == QF_NORM_LAYERNORM", "norm == layernorm"},
+    [QF_FAKE_COND_NORM] = {"q->norm != QF_NORM_NONE", "norm != none"},
+    [QF_FAKE_COND_OUT_BF16] = {"(q->outputs & QF_OUT_FP32) == 0", "bf16 output"},
+    [QF_FAKE_COND_OUT_FP32] = {"(q->outputs & QF_OUT_FP32) != 0", "fp32 output"},
+    [QF_FAKE_COND_NOT_GATED] = {"(q->outputs & QF_OUT_GATED) == 0", "not gated"},
+    [QF_FAKE_COND_GATED] = {"(q->outputs & QF_OUT_GATED) != 0", "gated"},
+};
 
 /* 1 when output o exists for q. */
 static int qf_fake_cond_holds(qf_fake_cond c, const qf_shape_query *q) {

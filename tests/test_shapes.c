@@ -4,6 +4,7 @@
  * their place in the registry. */
 #include "test_util.h"
 
+#include "family.h"
 #include "ref_fp8_block.h"
 #include "registry.h"
 #include "shapes.h"
@@ -742,6 +743,86 @@ static void test_interpreter_matches_generated(void **state) {
     assert_true(compared > 1000); /* the grid reaches valid queries of every recipe */
 }
 
+/* Each condition of every op (qf_fake_op_checks), broken alone in an otherwise valid query: the
+ * generated function and the family's table refuse it, qf_family_query_why gives that check's
+ * reason, and the manifest text and the generated C name its dim. The three renderings come from
+ * one list; this ties each to the check it renders. */
+static void test_each_check_refused_by_name(void **state) {
+    (void)state;
+    int broken = 0;
+    for (int ri = 0; ri < qf_recipe_count; ri++) {
+        qf_recipe interp = qf_recipes[ri];
+        interp.shapes = NULL;
+        const qf_fake_table *t = qf_family_get(interp.family)->shapes;
+        for (int i = 0; i < t->n_ops; i++) {
+            const qf_fake_op *o = &t->ops[i];
+            const qf_shape_query ok = {.op = o->op,
+                                       .role = o->role == QF_FAKE_ROLE_QUERY ? QF_ROLE_INPUT
+                                                                             : (qf_role)o->role,
+                                       .norm = o->needs_norm ? QF_NORM_LAYERNORM : QF_NORM_NONE,
+                                       .outputs = o->quantizer ? QF_OUT_ROWWISE : 0u,
+                                       .M = 256,
+                                       .N = 256,
+                                       .K = 256,
+                                       .dtype = QF_DTYPE_BF16};
+            qf_shape sh[CAP];
+            assert_true(qf_recipes[ri].shapes(&ok, sh, CAP) > 0);
+            qf_fake_check c[QF_FAKE_MAX_CHECKS];
+            const int nc = qf_fake_op_checks(t, o, c);
+            assert_true(nc >= 2 && nc <= QF_FAKE_MAX_CHECKS);
+            for (int k = 0; k < nc; k++) {
+                qf_shape_query q = ok;
+                int64_t *dim = c[k].dim == 'M' ? &q.M : c[k].dim == 'N' ? &q.N : &q.K;
+                switch (c[k].kind) {
+                case QF_FAKE_CHECK_POSITIVE:
+                    *dim = 0;
+                    break;
+                case QF_FAKE_CHECK_COPY:
+                    q.outputs &= ~(QF_OUT_ROWWISE | QF_OUT_COLUMNWISE);
+                    break;
+                case QF_FAKE_CHECK_NORM:
+                    q.norm = QF_NORM_NONE;
+                    break;
+                case QF_FAKE_CHECK_NO_NORM:
+                    q.norm = QF_NORM_RMSNORM;
+                    break;
+                case QF_FAKE_CHECK_ROLE:
+                    q.role = QF_ROLE_WEIGHT;
+                    break;
+                case QF_FAKE_CHECK_DTYPE:
+                    q.dtype = QF_DTYPE_E4M3;
+                    break;
+                case QF_FAKE_CHECK_ALIGN:
+                    *dim = 256 + c[k].value / 2;
+                    break;
+                case QF_FAKE_CHECK_MAX:
+                    *dim = c[k].value + 256;
+                    break;
+                default:
+                    fail_msg("check kind %d", (int)c[k].kind);
+                }
+                assert_false(qf_fake_check_holds(&c[k], &q));
+                assert_true(qf_fake_check_holds(&c[k], &ok));
+                assert_int_equal(qf_recipes[ri].shapes(&q, sh, CAP), -1);
+                assert_int_equal(qf_recipe_shapes(&interp, &q, sh, CAP), -1);
+                char why[128], want[128], text[96], expr[160];
+                qf_fake_check_render(&c[k], QF_FAKE_AS_WHY, &q, want, sizeof want);
+                assert_string_equal(qf_family_query_why(&interp, &q, why, sizeof why), want);
+                qf_fake_check_render(&c[k], QF_FAKE_AS_TEXT, NULL, text, sizeof text);
+                qf_fake_check_render(&c[k], QF_FAKE_AS_C, NULL, expr, sizeof expr);
+                if (c[k].dim) {
+                    const char d[] = {c[k].dim, '\0'};
+                    assert_non_null(strstr(want, d));
+                    assert_true(text[0] == c[k].dim);
+                    assert_true(strncmp(expr, "q->", 3) == 0 && expr[3] == c[k].dim);
+                }
+                broken++;
+            }
+        }
+    }
+    assert_true(broken > 50);
+}
+
 /* The norm backward's K and dbias's N up to what their kernels hold (QF_NB_MAX_K, QF_DB_MAX_N),
  * and no further: refused by name by qf_fake_shapes, by the generated functions and by the
  * family's table alike, as the ops refuse them (QF_ERR_UNSUPPORTED). */
@@ -801,6 +882,7 @@ int main(void) {
         cmocka_unit_test(test_enums_out_of_range),
         cmocka_unit_test(test_quantizer_query_norm_and_dtype),
         cmocka_unit_test(test_backward_size_bounds),
+        cmocka_unit_test(test_each_check_refused_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
