@@ -193,12 +193,12 @@ static int qf_gen_allowed(unsigned allowed, int v) {
     return allowed == 0 || (v < 32 && ((allowed >> v) & 1u));
 }
 
-/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len) (families: the
- * implemented ones), listing the
- * allowed values of enum kind. */
+/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len), or "field 'x'
+ * is missing (one of 'a', 'b' expected)" when s is NULL, listing the allowed values of enum kind
+ * (families: the implemented ones). */
 static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                 qf_enum kind, unsigned allowed, const char *s, size_t len) {
-    s = qf_gen_push_shown(L, s, len);
+    s = s ? qf_gen_push_shown(L, s, len) : NULL;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (int v = 0, i = 0; v < qf_enum_count(kind); v++)
@@ -207,6 +207,9 @@ static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const ch
             luaL_addvalue(&b);
         }
     luaL_pushresult(&b);
+    if (!s)
+        luaL_error(L, "%s: field '%s' is missing (one of %s expected)", sb->path, name,
+                   lua_tostring(L, -1));
     luaL_error(L, "%s: field '%s' (one of %s expected, got '%s')", sb->path, name,
                lua_tostring(L, -1), s);
 }
@@ -221,7 +224,7 @@ static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const cha
         return def;
     }
     if (lua_type(L, -1) != LUA_TSTRING) /* absent and required */
-        luaL_error(L, "%s: field '%s' (string expected, got nil)", sb->path, name);
+        qf_gen_option_error(L, sb, name, kind, allowed, NULL, 0);
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
     int v = qf_enum_find(kind, s, len);

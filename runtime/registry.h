@@ -16,8 +16,8 @@
  * source text, hence every fusion key. */
 #define QF_OUT_KNOWN (QF_OUT_ROWWISE | QF_OUT_COLUMNWISE | QF_OUT_FP32 | QF_OUT_GATED)
 
-/* Question asked of a fake-shape function (numerics 4). Unused fields are ignored (enums out of
- * range are refused). */
+/* Question asked of a fake-shape function (numerics 4). Sizes, role, norm and dtype the op does
+ * not use are ignored; enums out of range, and outputs bits other than the op's, are refused. */
 typedef struct qf_shape_query {
     qf_op op;           /* any qf_op but QF_OP_SCALE_UPDATE */
     qf_role role;       /* QF_OP_QUANTIZE: which role's format */

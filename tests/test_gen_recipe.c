@@ -79,7 +79,10 @@ static const qf_error_case qf_error_cases[] = {
      "field 'amax_compute' (string expected, got boolean)", 0},
     {"x.lua", "return {" FAM "description = 5}",
      "field 'description' (string expected, got number)", 0},
-    {"x.lua", "return {margin = 1}", "field 'family' (string expected, got nil)", 0},
+    {"x.lua", "return {margin = 1}",
+     "field 'family' is missing (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', "
+     "'fp8_block' expected)",
+     0},
     {"x.lua", "return {family = \"fp9\"}",
      "field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
      "expected, got 'fp9')",

@@ -120,9 +120,9 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     gemm, activation: M and N; dbias: N): one left out is a ValueError, one they do not use is
     checked at 1024.
     Raises QfuseError for a query the recipe refuses (sizes the op uses not positive, not the
-    multiples its family needs or more than its kernel holds, no copy asked of a quantizer, ...;
-    a size or field the op does not use is ignored, as in libqfuse's qf_shape_query), ValueError
-    or TypeError for bad arguments."""
+    multiples its family needs or more than its kernel holds, no copy asked of a quantizer,
+    an `outputs` bit the op does not take, ...; a size, role, norm or dtype the op does not use is
+    ignored, as in libqfuse's qf_shape_query), ValueError or TypeError for bad arguments."""
     rb = _recipe(recipe)  # checks the arguments, every call
     q = _query(op, role, norm, outputs, M, N, K, dtype)
     given = {n: v is not None for n, v in (("M", M), ("N", N), ("K", K))}

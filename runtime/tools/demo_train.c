@@ -405,18 +405,16 @@ static double train(runner *rn, const demo_block *b, const demo_train_opts *o, d
     return ms;
 }
 
-/* 1 when recipe r runs a training step (tool_recipe_quantizes: its quantizer and a GEMM) and its
- * fake shapes accept every quantized tensor of the block's step; else a line saying why the
- * recipe is left out of the training. */
-static int block_fits(const qf_recipe *r, const demo_block *b) {
+int demo_block_fits(const qf_recipe *r, const demo_block *b) {
     if (!tool_recipe_quantizes((int)(r - qf_recipes))) {
         printf("| %-12s | not trained: family %s has no quantizer or no GEMM yet\n", r->name,
                qf_family_name(r->family));
         return 0;
     }
-    qf_shape_query qs[TOOL_MLP_COUNT];
+    qf_shape_query qs[TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT];
     tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
-    for (int i = 0; i < TOOL_MLP_COUNT; i++) {
+    tool_mlp_gemm_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, qs + TOOL_MLP_COUNT);
+    for (int i = 0; i < TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT; i++) {
         qf_shape sh[TOOL_MAX_SHAPES];
         int n = 0;
         if (qf_fake_shapes(r->name, &qs[i], sh, TOOL_MAX_SHAPES, &n) != QF_OK) {
@@ -463,7 +461,7 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     for (int ri = -1; ri < qf_recipe_count; ri++) {
         if (ri >= 0 && !tool_recipe_selected(o->recipes, ri))
             continue;
-        if (ri >= 0 && !block_fits(&qf_recipes[ri], b))
+        if (ri >= 0 && !demo_block_fits(&qf_recipes[ri], b))
             continue;
         double ms, l64 = 0.0;
         const char *name = ri < 0 ? "fp64 (none)" : qf_recipes[ri].name;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "qfuse.h"
+#include "registry.h"
 
 /* The block file's tensors (numbers as double; x rounded to bf16, the precision the GPU reads):
  * x [M, K] (real activations), ln_w, ln_b [K], w1 [F, K], b1 [F], w2 [N, F], b2 [N]. */
@@ -40,5 +41,11 @@ typedef struct demo_train_opts {
  * out with a line saying why. Prints a table; returns the number of runs whose loss became NaN
  * or did not fall below half its start, plus 1 when writing o->csv failed. */
 int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o);
+
+/* 1 when registry recipe r would train block b (it has a quantizer and a GEMM, and its fake
+ * shapes accept every tensor of the block's step); else 0 after a table row "| <recipe> | not
+ * trained: <why>" on stdout. demo_train asks it of every recipe; qfuse-demo without a GPU too, so
+ * that a checkpoint a recipe refuses is said before a GPU run. Host only. */
+int demo_block_fits(const qf_recipe *r, const demo_block *b);
 
 #endif /* QF_DEMO_TRAIN_H */

@@ -451,7 +451,9 @@ static int compile_all(int ri, int arch) {
     return failures;
 }
 
-static int run_without_gpu(const demo_opts *o, const char *why) {
+/* Without a GPU: every selected recipe's kernels compiled for sm_90 and its fake shapes at the
+ * table's size; with a checkpoint block b (NULL: none) to train, which recipes would train it. */
+static int run_without_gpu(const demo_opts *o, const char *why, const demo_block *b) {
     int failures = 0;
     printf("no usable GPU (%s): every kernel compiled for sm_90 instead (NVRTC, or the disk "
            "cache)\n\n",
@@ -472,6 +474,16 @@ static int run_without_gpu(const demo_opts *o, const char *why) {
         snprintf(what, sizeof what, "GEMM, x [%lld, 4096] @ W [14336, 4096]^T",
                  (long long)o->tokens);
         show_shapes(r, &q, what);
+    }
+    if (b && o->train_steps > 0) { /* the shapes say now what the GPU run would leave out */
+        printf("\ncheckpoint block x [%lld, %lld], fc1 [%lld, %lld], fc2 [%lld, %lld]: the "
+               "recipes that would train it\n",
+               (long long)b->M, (long long)b->K, (long long)b->F, (long long)b->K,
+               (long long)b->N, (long long)b->F);
+        for (int ri = 0; ri < qf_recipe_count; ri++)
+            if (tool_recipe_selected(&o->recipes, ri) && demo_block_fits(&qf_recipes[ri], b))
+                printf("| %-12s | trains: its fake shapes accept every tensor of the step\n",
+                       qf_recipes[ri].name);
     }
     printf("\nGPU part skipped: no GPU on this machine.\n");
     return failures ? 1 : 0;
@@ -616,9 +628,10 @@ int main(int argc, char **argv) {
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
     if (s == QF_ERR_NO_DEVICE) {
+        const int status = run_without_gpu(&o, qf_last_error(), o.weights ? &block : NULL);
         if (o.weights)
             layer_free(&real), demo_block_free(&block);
-        return run_without_gpu(&o, qf_last_error());
+        return status;
     }
     QF_OR_DIE(s);
     printf("GPU sm_%d; kernel cache %s\n", qf_ctx_arch(ctx), qf_cache_dir() ? qf_cache_dir()

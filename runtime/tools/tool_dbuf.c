@@ -90,3 +90,14 @@ void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation 
                                 .outputs = QF_OUT_ROWWISE | QF_OUT_COLUMNWISE, .M = rows[i],
                                 .K = cols[i]};
 }
+
+void tool_mlp_gemm_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
+                           qf_shape_query q[TOOL_MLP_GEMM_COUNT]) {
+    const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
+    const int64_t mnk[TOOL_MLP_GEMM_COUNT][3] = {{M, Fin, K}, {M, N, F}, {M, F, N},
+                                                 {M, K, Fin}, {N, F, M}, {Fin, K, M}};
+    for (int i = 0; i < TOOL_MLP_GEMM_COUNT; i++)
+        q[i] = (qf_shape_query){.op = QF_OP_GEMM, .role = QF_ROLE_INPUT,
+                                .outputs = i >= 4 ? QF_OUT_FP32 : 0u, .M = mnk[i][0],
+                                .N = mnk[i][1], .K = mnk[i][2]};
+}

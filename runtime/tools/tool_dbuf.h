@@ -45,6 +45,13 @@ enum { TOOL_MLP_X, TOOL_MLP_W1, TOOL_MLP_A, TOOL_MLP_W2, TOOL_MLP_DY, TOOL_MLP_D
 void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                       qf_norm norm, qf_shape_query q[TOOL_MLP_COUNT]);
 
+/* The GEMMs of the same step as fake-shape queries (y [m, n] = A [m, k] B [n, k]^T; the
+ * numerics 6 names): fprop of fc1 (M, Fin, K) and fc2 (M, N, F), dgrad of fc2 (M, F, N) and fc1
+ * (M, K, Fin), wgrad of fc2 (N, F, M) and fc1 (Fin, K, M), the wgrads' y in fp32. */
+enum { TOOL_MLP_GEMM_COUNT = 6 };
+void tool_mlp_gemm_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
+                           qf_shape_query q[TOOL_MLP_GEMM_COUNT]);
+
 /* The block-scale layout the current device's GEMM of recipe r reads (qf_gemm_scale_layout:
  * compact for qfuse's Hopper GEMMs and FP8 block scaling, swizzled for MXFP8 / NVFP4 through
  * cuBLASLt on Blackwell); compact where the recipe has no GEMM there. */
