@@ -13,10 +13,6 @@
 
 #define QF_GEN_COUNTOF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* ========================================================================= tables */
-
-/* ORDER GEN_COND */
-
 /* ========================================================================= checks */
 
 /* Formulas nest at most this deep ("roundup(cdiv(K,32),4)" is 2). */

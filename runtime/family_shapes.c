@@ -283,7 +283,7 @@ int qf_fake_check_holds(const qf_fake_check *c, const qf_shape_query *q) {
 
 /* Each check's three renderings (qf_fake_style), printf formats of strings only: the C and
  * text formats take (a, value), the reason (a, the query's value of the dim, value); a is the dim
- * ("K"), or for QF_FAKE_CHECK_ROLE the role (its C name in C, else its name). */
+ * ("K"), or for QF_FAKE_CHECK_ROLE the role (its C name in C, else its name). ORDER FAKE_CHECK */
 static const struct {
     const char *c, *text, *why;
 } qf_fake_check_info[QF_FAKE_CHECK_COUNT] = {
@@ -368,6 +368,7 @@ static const char *qf_fake_query_why(const qf_fake_table *t, const qf_fake_op *o
     return NULL;
 }
 
+/* ORDER FAKE_COND */
 const qf_fake_cond_text qf_fake_cond_info[QF_FAKE_COND_COUNT] = {
     [QF_FAKE_COND_ALWAYS] = {NULL, "always"},
     [QF_FAKE_COND_ROWWISE] = {"(q->outputs & QF_OUT_ROWWISE) != 0", "rowwise"},
