@@ -25,29 +25,34 @@ static void test_real_block_fits_every_recipe(void **state) {
         assert_true(fits(qf_recipes[i].name, 2048, 384, 1536, 384));
 }
 
+/* The recipes that train each block, and the check that leaves the others out. */
 static void test_each_check_leaves_recipes_out(void **state) {
     (void)state;
-    /* M = 17: NVFP4's quantizers need M % 16 == 0; the FP8 wgrads K = 17 % 16; MXFP8's 32 */
-    for (int i = 0; i < qf_recipe_count; i++)
-        assert_false(fits(qf_recipes[i].name, 17, 64, 64, 64));
-    /* F = 48: fc2's K (fprop) is F, not a multiple of 32 (MXFP8, NVFP4); FP8 takes 16 */
-    static const char *const f48_fits[] = {"fp8_delayed", "fp8_current", "fp8_block"};
-    static const char *const f48_not[] = {"mxfp8", "mxfp8_2d", "nvfp4", "nvfp4_nort"};
-    for (int i = 0; i < 3; i++)
-        assert_true(fits(f48_fits[i], 64, 64, 48, 64));
-    for (int i = 0; i < 4; i++)
-        assert_false(fits(f48_not[i], 64, 64, 48, 64));
-    /* N = 40: fc2's fprop N, not a multiple of 16 (FP8) */
-    assert_false(fits("fp8_delayed", 64, 64, 64, 40));
-    assert_false(fits("fp8_block", 64, 64, 64, 40));
-    /* N = 48: only fc2's dgrad (K = N) refuses it, under the families of 32 */
-    for (int i = 0; i < 3; i++)
-        assert_true(fits(f48_fits[i], 64, 64, 64, 48));
-    for (int i = 0; i < 4; i++)
-        assert_false(fits(f48_not[i], 64, 64, 64, 48));
-    /* M = 24: only the wgrads (K = M tokens) refuse it under FP8; fprop and dgrad take any M */
-    assert_false(fits("fp8_current", 24, 64, 64, 64));
-    assert_true(fits("fp8_current", 32, 64, 64, 64));
+    static const struct {
+        int64_t M, K, F, N;
+        const char *fit; /* the recipes that train it, each between spaces */
+    } cases[] = {
+        /* NVFP4's quantizers need M % 16 == 0; the wgrads' K is M (16 for FP8, 32 for MX) */
+        {17, 64, 64, 64, ""},
+        {24, 64, 64, 64, ""},
+        {32, 64, 64, 64, " fp8_delayed fp8_current fp8_block mxfp8 mxfp8_2d nvfp4 nvfp4_nort "},
+        /* F = 48: fc2's fprop K, not a multiple of 32 (MXFP8's and NVFP4's GEMMs) */
+        {64, 64, 48, 64, " fp8_delayed fp8_current fp8_block "},
+        /* N = 48: only fc2's dgrad (K = N) refuses it, under the same families */
+        {64, 64, 64, 48, " fp8_delayed fp8_current fp8_block "},
+        /* N = 40: fc2's fprop N (FP8: 16), its dgrad's K (MX: 32), dy's quantizer (NVFP4: 16) */
+        {64, 64, 64, 40, ""},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int i = 0; i < qf_recipe_count; i++) {
+            char word[64];
+            snprintf(word, sizeof word, " %s ", qf_recipes[i].name);
+            const int want = strstr(cases[c].fit, word) != NULL;
+            if (fits(qf_recipes[i].name, cases[c].M, cases[c].K, cases[c].F, cases[c].N) != want)
+                fail_msg("%s on M=%lld K=%lld F=%lld N=%lld: expected %s", qf_recipes[i].name,
+                         (long long)cases[c].M, (long long)cases[c].K, (long long)cases[c].F,
+                         (long long)cases[c].N, want ? "trained" : "left out");
+        }
 }
 
 int main(void) {
