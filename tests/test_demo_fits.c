@@ -1,9 +1,9 @@
 /* test_demo_fits.c: which recipes the demo trains a checkpoint block with (demo_block_fits,
  * runtime/tools/demo_train.c), decided on the host from the fake shapes of every quantized tensor
- * and every GEMM of the block's training step, so that qfuse-demo can say it without a GPU. Each
- * case below is refused by one kind of check only: a quantizer's multiple (NVFP4's 16 rows), a
- * GEMM's K (MXFP8's 32), an FP8 GEMM's N, fc2's dgrad (its K is N) and the wgrads (their K is
- * the token count). No GPU. */
+ * and every GEMM of the block's training step, so that qfuse-demo can say it without a GPU. The
+ * cases reach each kind of check: a quantizer's multiple (NVFP4's 16 rows), a GEMM's K (MXFP8's
+ * 32), an FP8 GEMM's N, fc2's dgrad (its K is N) and the wgrads (their K is the token count). A
+ * fit that checked the quantizers alone would train M = 24 under FP8. No GPU. */
 #include "test_util.h"
 
 #include "demo_train.h"
