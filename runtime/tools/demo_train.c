@@ -411,6 +411,20 @@ int demo_block_fits(const qf_recipe *r, const demo_block *b) {
                qf_family_name(r->family));
         return 0;
     }
+    /* what each query is, in the block's terms (its M, K, F, N), for the line that refuses it */
+    static const char *const what[TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT] = {
+        "quantizing x [M, K]",
+        "quantizing fc1.weight [F, K]",
+        "quantizing a [M, F]",
+        "quantizing fc2.weight [N, F]",
+        "quantizing dy [M, N]",
+        "quantizing dh [M, F]",
+        "fc1 fprop (M, F, K)",
+        "fc2 fprop (M, N, F)",
+        "fc2 dgrad (M, F, N)",
+        "fc1 dgrad (M, K, F)",
+        "fc2 wgrad (N, F, M: its K is the token count)",
+        "fc1 wgrad (F, K, M: its K is the token count)"};
     qf_shape_query qs[TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT];
     tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     tool_mlp_gemm_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, qs + TOOL_MLP_COUNT);
@@ -418,7 +432,7 @@ int demo_block_fits(const qf_recipe *r, const demo_block *b) {
         qf_shape sh[TOOL_MAX_SHAPES];
         int n = 0;
         if (qf_fake_shapes(r->name, &qs[i], sh, TOOL_MAX_SHAPES, &n) != QF_OK) {
-            printf("| %-12s | not trained: %s\n", r->name, qf_last_error());
+            printf("| %-12s | not trained: %s: %s\n", r->name, what[i], qf_last_error());
             return 0;
         }
     }
