@@ -193,11 +193,13 @@ static int qf_gen_allowed(unsigned allowed, int v) {
     return allowed == 0 || (v < 32 && ((allowed >> v) & 1u));
 }
 
-/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the value s[0..len), or "field 'x'
- * is missing (one of 'a', 'b' expected)" when s is NULL, listing the allowed values of enum kind
+/* Raises "field 'x' (one of 'a', 'b' expected, got 'c')" for the string s[0..len); when s is
+ * NULL, for a value of Lua type `type`: "field 'x' is missing (one of 'a', 'b' expected)" (nil)
+ * or "field 'x' (one of 'a', 'b' expected, got number)". Lists the allowed values of enum kind
  * (families: the implemented ones). */
 static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const char *name,
-                                qf_enum kind, unsigned allowed, const char *s, size_t len) {
+                                qf_enum kind, unsigned allowed, const char *s, size_t len,
+                                int type) {
     s = s ? qf_gen_push_shown(L, s, len) : NULL;
     luaL_Buffer b;
     luaL_buffinit(L, &b);
@@ -207,29 +209,33 @@ static void qf_gen_option_error(lua_State *L, const qf_gen_sandbox *sb, const ch
             luaL_addvalue(&b);
         }
     luaL_pushresult(&b);
-    if (!s)
+    if (!s && type == LUA_TNIL)
         luaL_error(L, "%s: field '%s' is missing (one of %s expected)", sb->path, name,
                    lua_tostring(L, -1));
+    if (!s)
+        luaL_error(L, "%s: field '%s' (one of %s expected, got %s)", sb->path, name,
+                   lua_tostring(L, -1), lua_typename(L, type));
     luaL_error(L, "%s: field '%s' (one of %s expected, got '%s')", sb->path, name,
                lua_tostring(L, -1), s);
 }
 
 /* Reads option field `name` (default value def, or required when def < 0) as a value of enum
  * kind that allowed permits (STYLE 10: one name list, the enum's); raises "field 'x' (one of
- * 'a', 'b' expected, got 'c')". Pops the value. */
+ * 'a', 'b' expected, got 'c')" (or got a type, or is missing). Pops the value. */
 static int qf_gen_field_option(lua_State *L, const qf_gen_sandbox *sb, const char *name,
                                qf_enum kind, unsigned allowed, int def) {
-    if (!qf_gen_field_typed(L, sb, name, LUA_TSTRING, "string") && def >= 0) {
+    const int type = qf_gen_getfield(L, name);
+    if (type == LUA_TNIL && def >= 0) {
         lua_pop(L, 1);
         return def;
     }
-    if (lua_type(L, -1) != LUA_TSTRING) /* absent and required */
-        qf_gen_option_error(L, sb, name, kind, allowed, NULL, 0);
+    if (type != LUA_TSTRING) /* absent and required, or not a string */
+        qf_gen_option_error(L, sb, name, kind, allowed, NULL, 0, type);
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
     int v = qf_enum_find(kind, s, len);
     if (v < 0 || !qf_gen_allowed(allowed, v))
-        qf_gen_option_error(L, sb, name, kind, allowed, s, len);
+        qf_gen_option_error(L, sb, name, kind, allowed, s, len, type);
     lua_pop(L, 1);
     return v;
 }

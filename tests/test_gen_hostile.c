@@ -70,8 +70,10 @@ static const qf_hostile_case qf_hostile_cases[] = {
     {"return io", 0, 0, ":1: undefined name 'io' (a recipe sees no globals; a string value "
      "needs quotes: \"io\")", 1, 0},
     {"local t = nil return t", 0, 0, ": recipe must return a table (got nil)", 0, 0},
-    {"return {family = {1, {2, {3}}}}", 0, 0, ": field 'family' (string expected, got table)", 0,
-     0},
+    {"return {family = {1, {2, {3}}}}", 0, 0,
+     ": field 'family' (one of 'fp8_delayed', 'fp8_current', 'mxfp8', 'nvfp4', 'fp8_block' "
+     "expected, got table)",
+     0, 0},
     /* a second value (another recipe, say) would be dropped unseen: refused */
     {FAM "margin = 4}, 'ignored'", 0, 0, ": recipe must return one table (got 2 values)", 0, 0},
     {"return {family = 'mxfp8'}, {family = 'nvfp4'}", 0, 0,
