@@ -413,18 +413,18 @@ int demo_block_fits(const qf_recipe *r, const demo_block *b) {
     }
     /* what each query is, in the block's terms (its M, K, F, N), for the line that refuses it */
     static const char *const what[TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT] = {
-        "quantizing x [M, K]",
-        "quantizing fc1.weight [F, K]",
-        "quantizing a [M, F]",
-        "quantizing fc2.weight [N, F]",
-        "quantizing dy [M, N]",
-        "quantizing dh [M, F]",
-        "fc1 fprop (M, F, K)",
-        "fc2 fprop (M, N, F)",
-        "fc2 dgrad (M, F, N)",
-        "fc1 dgrad (M, K, F)",
-        "fc2 wgrad (N, F, M: its K is the token count)",
-        "fc1 wgrad (F, K, M: its K is the token count)"};
+        [TOOL_MLP_X] = "quantizing x [M, K]",
+        [TOOL_MLP_W1] = "quantizing fc1.weight [F, K]",
+        [TOOL_MLP_A] = "quantizing a [M, F]",
+        [TOOL_MLP_W2] = "quantizing fc2.weight [N, F]",
+        [TOOL_MLP_DY] = "quantizing dy [M, N]",
+        [TOOL_MLP_DH] = "quantizing dh [M, F]",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC1_FPROP] = "fc1 fprop (M, F, K)",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC2_FPROP] = "fc2 fprop (M, N, F)",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC2_DGRAD] = "fc2 dgrad (M, F, N)",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC1_DGRAD] = "fc1 dgrad (M, K, F)",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC2_WGRAD] = "fc2 wgrad (N, F, M: its K is the token count)",
+        [TOOL_MLP_COUNT + TOOL_MLP_FC1_WGRAD] = "fc1 wgrad (F, K, M: its K is the token count)"};
     qf_shape_query qs[TOOL_MLP_COUNT + TOOL_MLP_GEMM_COUNT];
     tool_mlp_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
     tool_mlp_gemm_queries(b->M, b->K, b->F, b->N, QF_ACT_GELU, qs + TOOL_MLP_COUNT);

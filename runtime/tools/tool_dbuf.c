@@ -94,10 +94,14 @@ void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation 
 void tool_mlp_gemm_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                            qf_shape_query q[TOOL_MLP_GEMM_COUNT]) {
     const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;
-    const int64_t mnk[TOOL_MLP_GEMM_COUNT][3] = {{M, Fin, K}, {M, N, F}, {M, F, N},
-                                                 {M, K, Fin}, {N, F, M}, {Fin, K, M}};
-    for (int i = 0; i < TOOL_MLP_GEMM_COUNT; i++)
+    const int64_t mnk[TOOL_MLP_GEMM_COUNT][3] = {
+        [TOOL_MLP_FC1_FPROP] = {M, Fin, K}, [TOOL_MLP_FC2_FPROP] = {M, N, F},
+        [TOOL_MLP_FC2_DGRAD] = {M, F, N},   [TOOL_MLP_FC1_DGRAD] = {M, K, Fin},
+        [TOOL_MLP_FC2_WGRAD] = {N, F, M},   [TOOL_MLP_FC1_WGRAD] = {Fin, K, M}};
+    for (int i = 0; i < TOOL_MLP_GEMM_COUNT; i++) {
+        const int wgrad = i == TOOL_MLP_FC2_WGRAD || i == TOOL_MLP_FC1_WGRAD;
         q[i] = (qf_shape_query){.op = QF_OP_GEMM, .role = QF_ROLE_INPUT,
-                                .outputs = i >= 4 ? QF_OUT_FP32 : 0u, .M = mnk[i][0],
+                                .outputs = wgrad ? QF_OUT_FP32 : 0u, .M = mnk[i][0],
                                 .N = mnk[i][1], .K = mnk[i][2]};
+    }
 }

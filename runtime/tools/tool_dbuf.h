@@ -48,7 +48,15 @@ void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation 
 /* The GEMMs of the same step as fake-shape queries (y [m, n] = A [m, k] B [n, k]^T; the
  * numerics 6 names): fprop of fc1 (M, Fin, K) and fc2 (M, N, F), dgrad of fc2 (M, F, N) and fc1
  * (M, K, Fin), wgrad of fc2 (N, F, M) and fc1 (Fin, K, M), the wgrads' y in fp32. */
-enum { TOOL_MLP_GEMM_COUNT = 6 };
+enum {
+    TOOL_MLP_FC1_FPROP,
+    TOOL_MLP_FC2_FPROP,
+    TOOL_MLP_FC2_DGRAD,
+    TOOL_MLP_FC1_DGRAD,
+    TOOL_MLP_FC2_WGRAD,
+    TOOL_MLP_FC1_WGRAD,
+    TOOL_MLP_GEMM_COUNT
+};
 void tool_mlp_gemm_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                            qf_shape_query q[TOOL_MLP_GEMM_COUNT]);
 
