@@ -65,8 +65,7 @@ static void qf_gen_emit_templates(qf_gen_buf *b, const qf_gen_plan *p) {
 static void qf_gen_emit_entry_bits(qf_gen_buf *b, unsigned entries) {
     static const char *const names[] = {"MAIN", "ROWS1", "ROWS2", "ROWS4", "ROWS8",
                                         "AMAX", "COLS", "ALPHA", "DEQUANT",
-                                        "REDUCE", "GRAD",  "BOTH1", "BOTH2",
-                                        "BOTH4"}; /* ORDER ENTRY */
+                                        "REDUCE", "GRAD"}; /* ORDER ENTRY */
     _Static_assert(sizeof names / sizeof names[0] == QF_ENTRY_COUNT, "entry names");
     int first = 1;
     for (int i = 0; i < QF_ENTRY_COUNT; i++)

@@ -175,8 +175,6 @@ static const struct {
     {"\nQF_DEQUANT_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_DEQUANT)},
     {"\nQF_REDUCE_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_REDUCE)},
     {"\nQF_GRAD_ENTRY(", QF_ENTRY_BIT(QF_ENTRY_GRAD)},
-    {"\nQF_BOTH_ENTRIES(", QF_ENTRY_BIT(QF_ENTRY_BOTH1) | QF_ENTRY_BIT(QF_ENTRY_BOTH2) |
-                              QF_ENTRY_BIT(QF_ENTRY_BOTH4)},
 };
 
 int qf_gen_template_entries(const char *tpl_name, const char *tpl, unsigned *entries,

@@ -15,7 +15,6 @@
  * entries of their own. */
 #define QF_ROWS_VARIANTS 4 /* <name>_rows1, _rows2, _rows4, _rows8 */
 #define QF_ROWS_IT(i) (1 << (i)) /* vectors per thread of variant i: 1, 2, 4, 8 */
-#define QF_BOTH_VARIANTS 3 /* <name>_both1, _both2, _both4: rows variants 0 .. 2 with both copies */
 
 typedef struct qf_loaded_kernel {
     const qf_kernel_entry *kernel; /* the variant (not owned; outlives the context) */
@@ -27,10 +26,6 @@ typedef struct qf_loaded_kernel {
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
     unsigned smem_rows[QF_ROWS_VARIANTS]; /* dynamic shared memory of each fn_rows launch: a norm's
                                            * gamma and beta (QF_ROWS_PARAM_SMEM), or 0 */
-    CUfunction fn_both[QF_BOTH_VARIANTS]; /* optional rows entries 0 .. 2 that also write the
-                                           * columnwise copy (FP8 block scaling), NULL if absent */
-    int occ_both[QF_BOTH_VARIANTS];       /* resident blocks per SM of each fn_both */
-    unsigned smem_both[QF_BOTH_VARIANTS]; /* their dynamic shared memory, as smem_rows */
     CUfunction fn_amax;         /* <name>_amax, the first pass of two-pass modules (NVFP4
                                  * quantizers: statistics and global amax), NULL if absent */
     CUfunction fn_cols;         /* <name>_cols, the columnwise copy after a rows entry, or both
@@ -193,11 +188,6 @@ typedef struct qf_rows_call {
                            * the `<name>_cols` entry writes that columnwise copy instead; it
                            * writes no other (without a norm the tiled entry writes it) */
     unsigned cols_tile_m; /* rows of the `<name>_cols` entry's tiles (0: QF_COLS_TILE) */
-    int cols_one_launch; /* 1 (fp8_block, with cols_after_stats): where the `<name>_cols` entry
-                          * could follow a rows entry of up to 4 vectors per thread that writes
-                          * the rowwise copy, under QFUSE_FP8_BLOCK_LAUNCHES=one that variant's
-                          * `<name>_both` entry writes both copies in one launch instead
-                          * (p->strip_done) */
 } qf_rows_call;
 QF_INTERNAL qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                                          const qf_kernel_entry *k, const qf_rows_call *c,

@@ -178,42 +178,6 @@ static qf_status qf_ctx_launch_tiled(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
                             c->tiled_smem, p, stream);
 }
 
-/* 1 when the `_both` entry of rows variant r writes both copies in one launch in place of rows
- * entry r and the `_cols` entry (qf_rows_call.cols_one_launch): `_cols` could follow rows entry
- * r (qf_stats_cols_ok), which writes the rowwise copy at up to 4 vectors per thread, the module
- * has that `_both` entry, the walk's items, M + (M / 128) (K / 64), count below 2^31, and
- * QFUSE_FP8_BLOCK_LAUNCHES is `one` (default `two`: the walk has not been timed against the two
- * launches yet). */
-static int qf_one_launch(const qf_loaded_kernel *lk, const qf_kernel_entry *k,
-                         const qf_rows_call *c, const qf_q_params *p, int r) {
-    static const char *const ways[] = {"two", "one"};
-    const int64_t tm = qf_cols_tile_m(c);
-    return c->cols_one_launch && qf_stats_first(c, k) && qf_stats_cols_ok(lk, c, p) &&
-           (lk->inst.outputs & QF_OUT_ROWWISE) && r < QF_BOTH_VARIANTS && lk->fn_both[r] &&
-           p->M + (p->M / tm) * (p->K / QF_COLS_TILE) < 0x7fffffff &&
-           qf_env_choice("QFUSE_FP8_BLOCK_LAUNCHES", ways, 2) == 1;
-}
-
-/* The `_both` entry of rows variant r (qf_one_launch) on a persistent grid, with the walk's
- * counters, M / 128 + 1 zeros of stream-ordered scratch, in p->strip_done for this launch. */
-static qf_status qf_launch_one(qf_ctx_t *ctx, const qf_loaded_kernel *lk,
-                               const qf_kernel_entry *k, qf_q_params *p, int r, void *stream) {
-    const size_t n = ((size_t)(p->M / QF_FP8_BLOCK) + 1) * sizeof(uint32_t);
-    const int64_t slots = (int64_t)ctx->sm_count * lk->occ_both[r];
-    const int64_t items = p->M + (p->M / QF_FP8_BLOCK) * (p->K / QF_COLS_TILE);
-    const int64_t grid = items < slots ? items : slots;
-    uint32_t *done = NULL;
-    QF_TRY(qf_ctx_scratch(ctx, n, (void **)&done, "the strips' row counts", stream));
-    qf_status s = qf_zero_async(done, n, "the strips' row counts", stream);
-    p->strip_done = done;
-    if (s == QF_OK)
-        s = qf_ctx_launch(ctx, lk->fn_both[r], (unsigned)grid, k->block_threads,
-                          lk->smem_both[r], p, stream);
-    p->strip_done = NULL;
-    const qf_status f = qf_ctx_scratch_free(ctx, done, stream);
-    return s != QF_OK ? s : f;
-}
-
 qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf_kernel_entry *k,
                              const qf_rows_call *c, qf_q_params *p, void *stream) {
     if (qf_cols_alone(lk, k, c, p))
@@ -225,8 +189,6 @@ qf_status qf_ctx_launch_rows(qf_ctx_t *ctx, const qf_loaded_kernel *lk, const qf
     if (r >= 0) { /* persistent grid: every resident block loops over rows */
         const int64_t slots = (int64_t)ctx->sm_count * lk->occ_rows[r];
         const int64_t grid = p->M < slots ? p->M : slots;
-        if (qf_one_launch(lk, k, c, p, r))
-            return qf_launch_one(ctx, lk, k, p, r, stream);
         QF_TRY(qf_ctx_launch(ctx, lk->fn_rows[r], (unsigned)grid, k->block_threads,
                              lk->smem_rows[r], p, stream));
         if (!(lk->inst.outputs & QF_OUT_COLUMNWISE) || c->no_cols)

@@ -351,8 +351,7 @@ static qf_status qf_q_fp8_block(qf_ctx_t *ctx, qf_qcall *c, void *stream) {
                              .tiled_smem = QF_FP8_BLOCK_TILED_SMEM(qf_dtype_size(k->in_dtype)),
                              .cols_after_rows = 1,
                              .cols_after_stats = 1,
-                             .cols_tile_m = QF_FP8_BLOCK,
-                             .cols_one_launch = 1};
+                             .cols_tile_m = QF_FP8_BLOCK};
     return qf_ctx_launch_rows(ctx, &lk, k, &rc, &p, stream);
 }
 

@@ -151,12 +151,7 @@ typedef struct qf_q_params {
     float *amax;          /* [1] per-tensor FP8: AMAX, the atomically max-merged amax of the
                            * quantized tensor (pre-scale; fp8_current: complete after pass 0);
                            * NVFP4: AMAX_ROWWISE, the rowwise copy's global amax (zeroed first) */
-    union {
-        float *amax_col;      /* [1] NVFP4: AMAX_COLUMNWISE (zeroed by the runtime) */
-        uint32_t *strip_done; /* FP8 block scaling's `_both` entries (both copies in one
-                               * launch, the template's both_walk): [M/128 + 1] zeros, the rows
-                               * done per strip of 128 rows, then the work-item counter */
-    };
+    float *amax_col;      /* [1] NVFP4: AMAX_COLUMNWISE (zeroed by the runtime) */
     union {
         struct {                /* per-tensor FP8 */
             const float *scale; /* [1] fp8_delayed's scale, from the scale update

@@ -53,9 +53,6 @@ typedef enum qf_entry {
     QF_ENTRY_DEQUANT = 8, /* <name>_dequant: one block-scaled copy to bf16 (QF_DEQUANT_ENTRY) */
     QF_ENTRY_REDUCE = 9,  /* <name>_reduce: column sums of per-block partials (QF_REDUCE_ENTRY) */
     QF_ENTRY_GRAD = 10,   /* <name>_grad: the backward of an elementwise module (QF_GRAD_ENTRY) */
-    QF_ENTRY_BOTH1 = 11,  /* <name>_both1 .. _both4: the rows entries' walk with the columnwise */
-    QF_ENTRY_BOTH2 = 12,  /* tiles in it, both copies in one launch (QF_BOTH_ENTRIES) */
-    QF_ENTRY_BOTH4 = 13,
     QF_ENTRY_COUNT
 } qf_entry;
 #define QF_ENTRY_BIT(e) (1u << (e))

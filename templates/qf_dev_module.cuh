@@ -1,7 +1,6 @@
 /* qf_dev_module.cuh: what a kernel module exposes: the instance options the runtime passes with
  * -D (runtime/jit/kernel_key.c), with their defaults, and the macros that define the optional
- * entry points `<name>_rows{1,2,4,8}`, `<name>_both{1,2,4}`, `<name>_cols`, `<name>_amax` and
- * `<name>_reduce`.
+ * entry points `<name>_rows{1,2,4,8}`, `<name>_cols`, `<name>_amax` and `<name>_reduce`.
  *
  * qfuse-gen lists a module's entry points in the registry from the entry macros its template
  * invokes at the start of a line (gen/gen_render.c), so the runtime never searches source text.
@@ -55,13 +54,6 @@
     QF_DEV_ENTRY_B(QF_CAT(name, _rows2), B2, P, rows_body<2>(p))                                  \
     QF_DEV_ENTRY_B(QF_CAT(name, _rows4), B4, P, rows_body<4>(p))                                  \
     QF_DEV_ENTRY_B(QF_CAT(name, _rows8), B8, P, rows_body<8>(p))
-
-/* <name>_both1 .. _both4: both_body<IT>, a rows entry's walk that writes the columnwise copy too
- * (both copies in one launch), with the __launch_bounds__ arguments B1 .. B4 as above. */
-#define QF_BOTH_ENTRIES(name, P, B1, B2, B4)                                                      \
-    QF_DEV_ENTRY_B(QF_CAT(name, _both1), B1, P, both_body<1>(p))                                  \
-    QF_DEV_ENTRY_B(QF_CAT(name, _both2), B2, P, both_body<2>(p))                                  \
-    QF_DEV_ENTRY_B(QF_CAT(name, _both4), B4, P, both_body<4>(p))
 
 /* <name>_cols: cols_body, the columnwise copy after a rows entry. */
 #define QF_COLS_ENTRY(name, THREADS, P) QF_DEV_ENTRY(QF_CAT(name, _cols), THREADS, P, cols_body(p))

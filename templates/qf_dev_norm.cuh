@@ -311,46 +311,6 @@ __device__ __forceinline__ void rows_prefetch(const P &p, long long m) {
                          static_cast<unsigned>(p.K * kElemSize<DT>));
 }
 
-/* The thread's vectors of a row from their raw bytes (rows_load_raw), as rows_load gives them
- * (zeros past K); KEEP with LayerNorm: each value made opaque, so that ptxas keeps x - mu from
- * the statistics to emit rather than rebuilding it from the raw bytes (rows_walk). */
-template <int IT, int DT, int NORM, int EPV, bool KEEP>
-__device__ __forceinline__ void rows_unpack_raw(const uint4 (&raw)[IT], unsigned valid,
-                                                float (&v)[IT][EPV]) {
-#pragma unroll
-    for (int it = 0; it < IT; it++) {
-        if (valid >> it & 1u) {
-            unpack16<DT, EPV>(raw[it], v[it]);
-            if (KEEP && NORM == QF_NORM_LAYERNORM)
-#pragma unroll
-                for (int j = 0; j < EPV; j++)
-                    asm volatile("" : "+f"(v[it][j])); /* opaque: not rebuilt */
-        } else
-#pragma unroll
-            for (int j = 0; j < EPV; j++)
-                v[it][j] = 0.0f;
-    }
-}
-
-/* Row m of a rows walk with a norm, its vectors v held by the block's threads (columns ln): the
- * statistics (rows_stats, through s_red[red & 1]; red counts the block's reductions), stored
- * in p.mu (LayerNorm) and p.rsigma by thread 0, then, when EMIT, emit(v, m, ln, 0, rs) by every
- * thread (LayerNorm: v then holds x - mu, rows_stats' CENTER). */
-template <int IT, int NORM, int EPV, int WARPS, bool EMIT, typename P, typename Emit>
-__device__ __forceinline__ void rows_norm_emit(const P &p, Emit emit, const RowsLane &ln,
-                                               long long m, float (&v)[IT][EPV],
-                                               float (*s_red)[WARPS], int &red) {
-    float mu, rs;
-    rows_stats<IT, NORM, EPV, WARPS, true>(v, p.K, p.eps, s_red, red, mu, rs, ln.valid);
-    if (threadIdx.x == 0) {
-        if (NORM == QF_NORM_LAYERNORM)
-            p.mu[m] = mu;
-        p.rsigma[m] = rs;
-    }
-    if (EMIT)
-        emit(v, m, ln, 0.0f, rs);
-}
-
 /* The rows of a rows walk with a norm (rows_walk): each row one chunk, the thread's vectors at
  * the columns ln0 gives. FULL: every vector of every thread lies before K (K = IT THREADS EPV),
  * so the validity tests fold away; the caller decides it for the whole block (the shuffles and
@@ -380,15 +340,36 @@ __device__ __forceinline__ void rows_walk_norm(const P &p, Emit emit, const Rows
         if (FULL)
             ln.valid = (1u << IT) - 1u;
         float v[IT][EPV];
-        if (kAhead)
-            rows_unpack_raw<IT, DT, NORM, EPV, KEEP>(raw, ln.valid, v);
-        else
+        if (kAhead) {
+#pragma unroll
+            for (int it = 0; it < IT; it++) {
+                if (ln.valid >> it & 1u) {
+                    unpack16<DT, EPV>(raw[it], v[it]);
+                    if (KEEP && NORM == QF_NORM_LAYERNORM)
+#pragma unroll
+                        for (int j = 0; j < EPV; j++)
+                            asm volatile("" : "+f"(v[it][j])); /* opaque: not rebuilt */
+                } else
+#pragma unroll
+                    for (int j = 0; j < EPV; j++)
+                        v[it][j] = 0.0f;
+            }
+        } else {
             rows_load<IT, DT, EPV, BV>(p, m, ln, v);
+        }
         if (kAhead && m + gridDim.x < p.M)
             rows_load_raw<IT, DT, EPV, BV>(p.x, m + gridDim.x, K, ln, raw);
         if (!kAhead)
             rows_prefetch<DT>(p, m + gridDim.x);
-        rows_norm_emit<IT, NORM, EPV, WARPS, EMIT>(p, emit, ln, m, v, s_red, red);
+        float mu, rs;
+        rows_stats<IT, NORM, EPV, WARPS, true>(v, K, p.eps, s_red, red, mu, rs, ln.valid);
+        if (threadIdx.x == 0) {
+            if (NORM == QF_NORM_LAYERNORM)
+                p.mu[m] = mu;
+            p.rsigma[m] = rs;
+        }
+        if (EMIT) /* LayerNorm: v holds x - mu (rows_stats' CENTER), so emit gets mu = 0 */
+            emit(v, m, ln, 0.0f, rs);
     }
 }
 

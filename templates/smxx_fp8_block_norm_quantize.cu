@@ -40,9 +40,6 @@
  * - `<name>_cols` (a norm, 16-bit x, M a multiple of 128 and K of 64, 16-byte aligned pointers):
  *   the columnwise copy from the statistics a rows entry wrote, on tiles of 128 rows x 64
  *   columns (cols_body below); where it cannot run, the tiled entry does (p.pass 1).
- * - `<name>_both{1,2,4}` (where `_cols` can follow a rows entry of up to 4 vectors per thread
- *   that writes the rowwise copy): the rows entry's and the `_cols` entry's work in one launch
- *   (both_walk below), on the runtime's choice (QFUSE_FP8_BLOCK_LAUNCHES).
  *
  * Compile-time choices: the placeholders (qfuse-gen) and -DQF_OUTPUTS, -DQF_GAMMA_DTYPE,
  * -DQF_PROLOGUE (runtime). M and K are run-time values. */
@@ -211,6 +208,20 @@ template <int IT>
 constexpr bool kRowsKeep = kInSize == 2 && IT <= 2;
 constexpr int kRows4Blocks = kInDtype == QF_DTYPE_FP16 && kNorm == QF_NORM_LAYERNORM ? 2 : 3;
 
+template <int IT>
+__device__ void rows_body(const qf_q_params &p) {
+    if (kBlock2d || (!kRowwise && kNorm == QF_NORM_NONE))
+        return; /* the runtime runs the tiled entry for these */
+    if (kRowwise)
+        pad_all(p);
+    /* the statistics, and the rowwise copy where asked (a columnwise copy comes from the tiled
+     * entry after this one, p.pass 1) */
+    rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
+              kBlk / kEpv, kRowwise, kRowsKeep<IT>>(
+        p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
+            rows_emit<IT>(p, v, m, ln, mu, rs);
+        });
+}
 
 /* ---------------------------------------------------------------- tiled entry */
 
@@ -537,96 +548,11 @@ __device__ __forceinline__ int cols_t_offset(int rg, int cv) {
     return (((rg / 4) ^ cv) * 16) + (rg % 4) * 4;
 }
 
-/* The thread's raw x of the tile at (m0, k0): rows m0 + 4 rg .. + 3, columns k0 + 8 cv .. + 7,
- * one 16-byte load per row, the four issued before any is used. */
-__device__ __forceinline__ void cols_tile_load(const qf_q_params &p, long long m0, long long k0,
-                                               uint4 (&raw)[kColRows]) {
-    const int cv = threadIdx.x % kColVecs, rg = threadIdx.x / kColVecs;
-    const long long m = m0 + rg * kColRows, k = k0 + cv * kEpv;
-#pragma unroll
-    for (int i = 0; i < kColRows; i++)
-        raw[i] = ldg_evict_last(reinterpret_cast<const uint4 *>(
-            static_cast<const unsigned char *>(p.x) + ((m + i) * p.K + k) * kInSize));
-}
-
-/* mu or rsigma of a row: through the read-only cache, or, where L2_ONLY (the one-launch walk,
- * in which another block wrote them during this kernel), from L2. */
-template <bool L2_ONLY>
-__device__ __forceinline__ float stat_load(const float *a) {
-    return L2_ONLY ? __ldcg(a) : __ldg(a);
-}
-
-/* The columnwise copy of the tile at (m0, k0) from the thread's raw x (cols_tile_load) and the
- * rows' statistics in p.mu / p.rsigma (stat_load). Every thread of the block calls it
- * (barriers). */
-template <bool L2_ONLY>
-__device__ __forceinline__ void cols_tile(const qf_q_params &p, ColsSmem &sm, long long m0,
-                                          long long k0, const uint4 (&raw)[kColRows]) {
-    const int cv = threadIdx.x % kColVecs, rg = threadIdx.x / kColVecs;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const long long m = m0 + rg * kColRows, k = k0 + cv * kEpv;
-    float g[kEpv], b[kEpv];
-    load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
-    if (kNorm == QF_NORM_LAYERNORM)
-        load_n<kGammaDtype, kEpv>(p.beta, k, b);
-    else
-#pragma unroll
-        for (int j = 0; j < kEpv; j++)
-            b[j] = 0.0f;
-    float y[kColRows][kEpv], camax[kEpv];
-#pragma unroll
-    for (int j = 0; j < kEpv; j++)
-        camax[j] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kColRows; i++) {
-        const float mu = kNorm == QF_NORM_LAYERNORM ? stat_load<L2_ONLY>(p.mu + m + i) : 0.0f;
-        const float rs = stat_load<L2_ONLY>(p.rsigma + m + i);
-        float xv[kEpv];
-        unpack16<kInDtype, kEpv>(raw[i], xv);
-#pragma unroll
-        for (int j = 0; j < kEpv; j++) {
-            y[i][j] = normalize<kNorm>(xv[j], mu, rs, g[j], b[j]);
-            camax[j] = amax_merge_fast(camax[j], y[i][j]);
-        }
-    }
-    /* lanes l, l ^ 8, l ^ 16, l ^ 24 share the columns: two trades */
-    const bool h8 = (lane & 8) != 0, h16 = (lane & 16) != 0;
-    amax_trade_half(camax, kEpv, 8, h8);
-    amax_trade_half(camax, kEpv / 2, 16, h16);
-#pragma unroll
-    for (int c = 0; c < kEpv / 4; c++)
-        sm.colmax[warp][cv * kEpv + (h8 ? kEpv / 2 : 0) + (h16 ? kEpv / 4 : 0) + c] = camax[c];
-    __syncthreads();
-    if (threadIdx.x < kColW) {
-        float a = sm.colmax[0][threadIdx.x];
-#pragma unroll
-        for (int w = 1; w < kWarps; w++)
-            a = amax_merge_fast(a, sm.colmax[w][threadIdx.x]);
-        const float scale = block_scale(p, a);
-        sm.colscale[threadIdx.x] = scale;
-        store_scale(p.scale_col, p.K, p.M, k0 + threadIdx.x, m0, scale);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kEpv; j++) {
-        const float sc = sm.colscale[cv * kEpv + j];
-        const unsigned lo = to_fp8x2<kOutDtype>(y[0][j] * sc, y[1][j] * sc);
-        const unsigned hi = to_fp8x2<kOutDtype>(y[2][j] * sc, y[3][j] * sc);
-        *reinterpret_cast<unsigned *>(&sm.t[cv * kEpv + j][cols_t_offset(rg, cv)]) =
-            lo | (hi << 16);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int e = threadIdx.x; e < kColW * kTileM / 16; e += kThreads) {
-        const int col = e / (kTileM / 16), q = e % (kTileM / 16);
-        *reinterpret_cast<uint4 *>(p.out_col + (k0 + col) * p.M + m0 + q * 16) =
-            *reinterpret_cast<const uint4 *>(&sm.t[col][(q ^ (col / kEpv)) * 16]);
-    }
-}
-
 __device__ void cols_body(const qf_q_params &p) {
     if constexpr (kColsEntry) {
         __shared__ ColsSmem sm;
+        const int cv = threadIdx.x % kColVecs, rg = threadIdx.x / kColVecs;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const long long cols = p.K / kColW, tiles = (p.M / kTileM) * cols;
         /* the rows entry pads these only where it writes the rowwise copy (pad_all); a second
          * padding writes the same bytes */
@@ -635,174 +561,71 @@ __device__ void cols_body(const qf_q_params &p) {
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
             const long long tt = tiles - 1 - t;
             const long long m0 = tt / cols * kTileM, k0 = tt % cols * kColW;
+            const long long m = m0 + rg * kColRows, k = k0 + cv * kEpv;
             uint4 raw[kColRows];
-            cols_tile_load(p, m0, k0, raw);
-            cols_tile<false>(p, sm, m0, k0, raw);
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- both copies in one launch */
-
-/* The `_both` entries' walk (kBothWalk: a norm, 16-bit x, both 1D copies; the runtime checks M a
- * multiple of 128 and K of 64, 16-byte aligned arrays, and sets p.strip_done): the statistics
- * and the rowwise copy of each row, as the rows entries write them, and the columnwise copy of
- * each 128x64 tile, as the `_cols` entry writes it, in one launch, so that a tile's x is read
- * from L2, where its rows' reads left it a little before, rather than from memory a second
- * time.
- *
- * Its work items, in the order the blocks take them: for each strip s of 128 rows, the strip's
- * rows (one item each), then the tiles of strip s - kBothLag (K / 64 items), then the tiles of
- * the last kBothLag strips. A tile waits for its strip's 128 rows (p.strip_done[s], counted up
- * by thread 0 of each row's block after it stored the row's mu and rsigma; release / acquire at
- * GPU scope). The blocks take every item from a counter (p.strip_done[M / 128], zeroed by the
- * runtime with the strip counts), so an item is only taken by a running block: every row an item
- * waits for was taken before it, by a block that either works on that row or holds it as its next
- * item behind an earlier strip's tile; by induction on the strips every wait ends, whatever the
- * number of resident blocks. Each block loads its next item's x while it works on this one. */
-constexpr bool kBothWalk = kColsEntry && kRowwise;
-constexpr int kBothLag = 4; /* strips between a strip's rows and its tiles */
-static_assert(!kBothWalk || kColRows == 4, "a row item and a tile item hold 4 vectors per thread");
-
-struct BothItem {
-    long long row; /* a row item's row, or -1 */
-    long long m0, k0;
-};
-
-/* Item i of the walk (i below the item count, M + (M / 128) (K / 64), which the runtime keeps
- * below 2^31: 32-bit divisions). */
-__device__ __forceinline__ BothItem both_item(const qf_q_params &p, unsigned i) {
-    const unsigned strips = static_cast<unsigned>(p.M / kTileM);
-    const unsigned tiles = static_cast<unsigned>(p.K / kColW);
-    const unsigned lead = (strips < kBothLag ? strips : kBothLag) * kTileM; /* rows alone */
-    if (i < lead)
-        return {i, 0, 0};
-    i -= lead;
-    const unsigned mixed = strips > kBothLag ? strips - kBothLag : 0, per = kTileM + tiles;
-    if (i < mixed * per) {
-        const unsigned q = i / per, r = i - q * per;
-        if (r < kTileM)
-            return {static_cast<long long>(q + kBothLag) * kTileM + r, 0, 0};
-        return {-1, static_cast<long long>(q) * kTileM, static_cast<long long>(r - kTileM) * kColW};
-    }
-    i -= mixed * per;
-    const unsigned q = i / tiles;
-    return {-1, static_cast<long long>(mixed + q) * kTileM,
-            static_cast<long long>(i - q * tiles) * kColW};
-}
-
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned *a) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void red_release_gpu_add(unsigned *a, unsigned v) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(a), "r"(v) : "memory");
-}
-
-/* The x of item it: a row's vectors at the columns ln (rows_load_raw) or a tile's. */
-template <int IT>
-__device__ __forceinline__ void both_load(const qf_q_params &p, const BothItem &it,
-                                          const RowsLane &ln, uint4 (&raw)[4]) {
-    static_assert(IT <= 4, "the row's vectors fit the tile's registers");
-    if (it.row >= 0) {
-        uint4 r[IT];
-        rows_load_raw<IT, kInDtype, kEpv, kBlk / kEpv>(p.x, it.row, p.K, ln, r);
 #pragma unroll
-        for (int j = 0; j < IT; j++)
-            raw[j] = r[j];
-    } else {
-        cols_tile_load(p, it.m0, it.k0, raw);
-    }
-}
-
-template <int IT, bool FULL>
-__device__ void both_walk(const qf_q_params &p, const RowsLane &ln0, float (*s_red)[kWarps]) {
-    __shared__ ColsSmem sm;
-    __shared__ unsigned s_next[2];
-    unsigned *const ctr = p.strip_done + p.M / kTileM;
-    const unsigned items = static_cast<unsigned>(p.M + (p.M / kTileM) * (p.K / kColW));
-    rows_params_store<IT, kNorm, kGammaDtype, kZeroCenteredGamma, kEpv, kThreads, kBlk / kEpv>(
-        p, ln0);
-    int red = 0;
-    if (threadIdx.x == 0)
-        s_next[0] = atomicAdd(ctr, 1u);
-    __syncthreads();
-    unsigned cur = s_next[0];
-    uint4 raw[4];
-    if (cur < items)
-        both_load<IT>(p, both_item(p, cur), ln0, raw);
-    for (int n = 1; cur < items; n ^= 1) {
-        if (threadIdx.x == 0)
-            s_next[n] = atomicAdd(ctr, 1u);
-        __syncthreads(); /* s_next[n]; its next write is two barriers on */
-        const unsigned next = s_next[n];
-        const BothItem it = both_item(p, cur);
-        uint4 held[4];
+            for (int i = 0; i < kColRows; i++)
+                raw[i] = ldg_evict_last(reinterpret_cast<const uint4 *>(
+                    static_cast<const unsigned char *>(p.x) + ((m + i) * p.K + k) * kInSize));
+            float g[kEpv], b[kEpv];
+            load_gamma_vec<kGammaDtype, kZeroCenteredGamma, kEpv>(p.gamma, k, g);
+            if (kNorm == QF_NORM_LAYERNORM)
+                load_n<kGammaDtype, kEpv>(p.beta, k, b);
+            else
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-            held[j] = raw[j];
-        if (next < items)
-            both_load<IT>(p, both_item(p, next), ln0, raw);
-        if (it.row >= 0) {
-            RowsLane ln = ln0;
-            asm volatile("" : "+l"(ln.col));
-            if (FULL)
-                ln.valid = (1u << IT) - 1u;
-            uint4 r[IT];
+                for (int j = 0; j < kEpv; j++)
+                    b[j] = 0.0f;
+            float y[kColRows][kEpv], camax[kEpv];
 #pragma unroll
-            for (int j = 0; j < IT; j++)
-                r[j] = held[j];
-            float v[IT][kEpv];
-            rows_unpack_raw<IT, kInDtype, kNorm, kEpv, kRowsKeep<IT>>(r, ln.valid, v);
-            rows_norm_emit<IT, kNorm, kEpv, kWarps, true>(
-                p,
-                [&](float (&w)[IT][kEpv], long long m, const RowsLane &l, float mu, float rs) {
-                    rows_emit<IT>(p, w, m, l, mu, rs);
-                },
-                ln, it.row, v, s_red, red);
-            if (threadIdx.x == 0) /* after its own stores of the row's mu and rsigma */
-                red_release_gpu_add(p.strip_done + it.row / kTileM, 1u);
-        } else {
-            if (threadIdx.x == 0) {
-                const unsigned *done = p.strip_done + it.m0 / kTileM;
-                while (ld_acquire_gpu(done) < static_cast<unsigned>(kTileM))
-                    __nanosleep(100);
+            for (int j = 0; j < kEpv; j++)
+                camax[j] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kColRows; i++) {
+                const float mu = kNorm == QF_NORM_LAYERNORM ? __ldg(p.mu + m + i) : 0.0f;
+                const float rs = __ldg(p.rsigma + m + i);
+                float xv[kEpv];
+                unpack16<kInDtype, kEpv>(raw[i], xv);
+#pragma unroll
+                for (int j = 0; j < kEpv; j++) {
+                    y[i][j] = normalize<kNorm>(xv[j], mu, rs, g[j], b[j]);
+                    camax[j] = amax_merge_fast(camax[j], y[i][j]);
+                }
             }
-            __syncthreads(); /* the strip's statistics, for every thread */
-            cols_tile<true>(p, sm, it.m0, it.k0, held);
+            /* lanes l, l ^ 8, l ^ 16, l ^ 24 share the columns: two trades */
+            const bool h8 = (lane & 8) != 0, h16 = (lane & 16) != 0;
+            amax_trade_half(camax, kEpv, 8, h8);
+            amax_trade_half(camax, kEpv / 2, 16, h16);
+#pragma unroll
+            for (int c = 0; c < kEpv / 4; c++)
+                sm.colmax[warp][cv * kEpv + (h8 ? kEpv / 2 : 0) + (h16 ? kEpv / 4 : 0) + c] =
+                    camax[c];
+            __syncthreads();
+            if (threadIdx.x < kColW) {
+                float a = sm.colmax[0][threadIdx.x];
+#pragma unroll
+                for (int w = 1; w < kWarps; w++)
+                    a = amax_merge_fast(a, sm.colmax[w][threadIdx.x]);
+                const float scale = block_scale(p, a);
+                sm.colscale[threadIdx.x] = scale;
+                store_scale(p.scale_col, p.K, p.M, k0 + threadIdx.x, m0, scale);
+            }
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < kEpv; j++) {
+                const float sc = sm.colscale[cv * kEpv + j];
+                const unsigned lo = to_fp8x2<kOutDtype>(y[0][j] * sc, y[1][j] * sc);
+                const unsigned hi = to_fp8x2<kOutDtype>(y[2][j] * sc, y[3][j] * sc);
+                *reinterpret_cast<unsigned *>(&sm.t[cv * kEpv + j][cols_t_offset(rg, cv)]) =
+                    lo | (hi << 16);
+            }
+            __syncthreads();
+#pragma unroll
+            for (int e = threadIdx.x; e < kColW * kTileM / 16; e += kThreads) {
+                const int col = e / (kTileM / 16), q = e % (kTileM / 16);
+                *reinterpret_cast<uint4 *>(p.out_col + (k0 + col) * p.M + m0 + q * 16) =
+                    *reinterpret_cast<const uint4 *>(&sm.t[col][(q ^ (col / kEpv)) * 16]);
+            }
         }
-        cur = next;
-    }
-}
-
-/* The rows entries: the statistics, and the rowwise copy where asked (a columnwise copy comes
- * from the `_cols` or the tiled entry after this one, p.pass 1). */
-template <int IT>
-__device__ void rows_body(const qf_q_params &p) {
-    if (kBlock2d || (!kRowwise && kNorm == QF_NORM_NONE))
-        return; /* the runtime runs the tiled entry for these */
-    if (kRowwise)
-        pad_all(p);
-    rows_walk<IT, kInDtype, kGammaDtype, kZeroCenteredGamma, kNorm, kEpv, kThreads, kWarps,
-              kBlk / kEpv, kRowwise, kRowsKeep<IT>>(
-        p, [&](float (&v)[IT][kEpv], long long m, const RowsLane &ln, float mu, float rs) {
-            rows_emit<IT>(p, v, m, ln, mu, rs);
-        });
-}
-
-/* The `_both` entries (kBothWalk; p.strip_done set, see both_walk): both copies in one launch. */
-template <int IT>
-__device__ void both_body(const qf_q_params &p) {
-    if constexpr (kBothWalk) {
-        __shared__ float s_red[2][kWarps];
-        pad_all(p);
-        const RowsLane ln0 = rows_lane<IT, kEpv, kThreads, kBlk / kEpv>(p.K, 0, threadIdx.x);
-        if (p.K == static_cast<long long>(IT) * kThreads * kEpv)
-            both_walk<IT, true>(p, ln0, s_red);
-        else
-            both_walk<IT, false>(p, ln0, s_red);
     }
 }
 
@@ -864,10 +687,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
  * invokes their macros here. */
 QF_ROWS_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 6), (kThreads, 4),
                 (kThreads, kRows4Blocks), (kThreads))
-/* The one-launch walk at 4, 3 and 2 blocks of 256 threads per SM (64, 80 and 128 registers):
- * ptxas spilled it at the rows entries' 6, 4 and 3 (NVRTC sm_90a, LayerNorm on bf16 x; at 3 and
- * 4 blocks `_both1` and `_both2` still spill 88-120 bytes). */
-QF_BOTH_ENTRIES(__KERNEL_NAME__, qf_q_params, (kThreads, 4), (kThreads, 3), (kThreads, 2))
 /* `_cols` at 4 blocks of 256 threads per SM (64 registers): left to itself, ptxas on the H200
  * gave it 74 registers, 3 blocks. */
 QF_COLS_ENTRY_MIN(__KERNEL_NAME__, kThreads, 4, qf_q_params)

@@ -228,12 +228,9 @@ static const nq_plan kFbNq = {kFbMs, kFbKs, COUNTOF(kFbMs), COUNTOF(kFbKs), 1 <<
 
 /* Every norm / zcg / gamma dtype / output combination on a partial shape and whole-vector ones
  * (rowwise alone: the rows entry; with a columnwise copy the rows entry, then the tiled entry on
- * its 2-D grid: 1 block of 2 chunks along K, 5 of 19 (129 rows: a partial strip); for 16-bit x
- * in whole 128 x 64 tiles the `_cols` entry, and under QFUSE_FP8_BLOCK_LAUNCHES=one the `_both`
- * entry writes both copies in one launch (256 x 8192: 4 vectors per thread, fewer strips than
- * its walk's lag; 640 x 2048: 1 vector, more strips); fp32 x there: the tiled entry). */
-static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}, {129, 2432}, {256, 8192},
-                                          {640, 2048}};
+ * its 2-D grid: 1 block of 2 chunks along K, 5 of 19 (129 rows: a partial strip), or, for 16-bit
+ * x at 256 x 8192 (whole 128 x 64 tiles), the `_cols` entry; fp32 x there: the tiled entry). */
+static const int64_t kFbOptShapes[][2] = {{5, 130}, {300, 256}, {129, 2432}, {256, 8192}};
 static const opt_plan kFbOptions = {kFbOptShapes, COUNTOF(kFbOptShapes), kDts, 3, 1, 2, 2, 1,
                                     1300, NULL};
 
@@ -394,22 +391,6 @@ static void nq_options(const recipe_run *run, int unused) {
 static void test_nq_options(void **state) {
     (void)state;
     for_each_recipe(nq_options, 0);
-}
-
-/* nq_options of the FP8 block scaling recipes alone. */
-static void fb_nq_options(const recipe_run *run, int unused) {
-    if (run->r->family == QF_FAMILY_FP8_BLOCK)
-        nq_options(run, unused);
-}
-
-/* The same options with both of fp8_block's copies in one launch (QFUSE_FP8_BLOCK_LAUNCHES=one:
- * the `_both` entry's walk, rows and 128 x 64 tiles), where by default whole tiles of 16-bit x
- * take two (a rows entry, then the `_cols` entry): both ways give the reference's bytes. */
-static void test_nq_options_one_launch(void **state) {
-    (void)state;
-    assert_int_equal(setenv("QFUSE_FP8_BLOCK_LAUNCHES", "one", 1), 0);
-    for_each_recipe(fb_nq_options, 0);
-    assert_int_equal(unsetenv("QFUSE_FP8_BLOCK_LAUNCHES"), 0);
 }
 
 /* Weights, gradients and plain-quantized inputs of the family's plan. */
@@ -910,7 +891,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_nv_nan_input),
         cmocka_unit_test(test_fb_nan_input),
         cmocka_unit_test(test_nq_options),
-        cmocka_unit_test(test_nq_options_one_launch),
         cmocka_unit_test(test_quantize),
         QF_TEST_ARG(test_nq_bf16, test_nq, 0),
         QF_TEST_ARG(test_nq_fp16, test_nq, 1),

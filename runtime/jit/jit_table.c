@@ -42,48 +42,35 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
     return s;
 }
 
-/* Entry `which` of rows variant i (IT QF_ROWS_IT(i)) into *fn, with its dynamic shared memory
- * (a norm's gamma and beta, QF_ROWS_PARAM_SMEM) and resident blocks per SM; *fn NULL where the
- * registry does not list it or the device refuses it. */
-static void qf_ctx_find_walk(const qf_cu_api *cu, const qf_kernel_entry *k,
-                             const qf_loaded_kernel *e, qf_entry which, int i, CUfunction *fn,
-                             int *occ, unsigned *smem) {
-    *fn = NULL;
-    *occ = 0;
-    *smem = 0;
-    if (!(k->entries & QF_ENTRY_BIT(which)))
-        return; /* only quantizers have them (a GEMM's E2M1 input has no byte size) */
-    *smem = QF_ROWS_PARAM_SMEM(QF_ROWS_IT(i), (unsigned)qf_dtype_size(k->in_dtype), k->norm,
-                               k->block_threads);
-    char name[160];
-    snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(which));
-    if (cu->ModuleGetFunction(fn, e->module, name) != CUDA_SUCCESS ||
-        (*smem > 48u * 1024u &&
-         cu->FuncSetAttribute(*fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)*smem) !=
-             CUDA_SUCCESS) ||
-        cu->OccupancyMaxActiveBlocksPerMultiprocessor(occ, *fn, (int)k->block_threads, *smem) !=
-            CUDA_SUCCESS ||
-        *occ < 1)
-        *fn = NULL;
-}
-
-/* The optional <name>_rowsN and <name>_bothN entries of a module, their dynamic shared memory (a norm's gamma
+/* The optional <name>_rowsN entries of a module, their dynamic shared memory (a norm's gamma
  * and beta as fp32, QF_ROWS_PARAM_SMEM; the attribute set where it exceeds the default 48 KB)
  * and their occupancy with it (absent ones, and ones the driver refuses, stay NULL: the tiled
- * entry, or two launches, run instead). NOTES: the registry lists the entry points each module has (k->entries,
+ * entry runs instead). NOTES: the registry lists the entry points each module has (k->entries,
  * from the generator); others are not probed, so no failing cuModuleGetFunction call is made
  * (sanitizers report those as API errors). */
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
     static const qf_entry rows[QF_ROWS_VARIANTS] = {QF_ENTRY_ROWS1, QF_ENTRY_ROWS2,
                                                     QF_ENTRY_ROWS4, QF_ENTRY_ROWS8};
-    static const qf_entry both[QF_BOTH_VARIANTS] = {QF_ENTRY_BOTH1, QF_ENTRY_BOTH2,
-                                                    QF_ENTRY_BOTH4};
-    for (int i = 0; i < QF_ROWS_VARIANTS; i++)
-        qf_ctx_find_walk(cu, k, e, rows[i], i, &e->fn_rows[i], &e->occ_rows[i],
-                         &e->smem_rows[i]);
-    for (int i = 0; i < QF_BOTH_VARIANTS; i++)
-        qf_ctx_find_walk(cu, k, e, both[i], i, &e->fn_both[i], &e->occ_both[i],
-                         &e->smem_both[i]);
+    for (int i = 0; i < QF_ROWS_VARIANTS; i++) {
+        e->fn_rows[i] = NULL;
+        e->occ_rows[i] = 0;
+        e->smem_rows[i] = 0;
+        if (!(k->entries & QF_ENTRY_BIT(rows[i])))
+            continue; /* only quantizers have them (a GEMM's E2M1 input has no byte size) */
+        e->smem_rows[i] = QF_ROWS_PARAM_SMEM(QF_ROWS_IT(i), (unsigned)qf_dtype_size(k->in_dtype),
+                                             k->norm, k->block_threads);
+        char name[160];
+        snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(rows[i]));
+        if (cu->ModuleGetFunction(&e->fn_rows[i], e->module, name) != CUDA_SUCCESS ||
+            (e->smem_rows[i] > 48u * 1024u &&
+             cu->FuncSetAttribute(e->fn_rows[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  (int)e->smem_rows[i]) != CUDA_SUCCESS) ||
+            cu->OccupancyMaxActiveBlocksPerMultiprocessor(&e->occ_rows[i], e->fn_rows[i],
+                                                          (int)k->block_threads,
+                                                          e->smem_rows[i]) != CUDA_SUCCESS ||
+            e->occ_rows[i] < 1)
+            e->fn_rows[i] = NULL;
+    }
 }
 
 /* The optional entry `which` into *fn (NULL when the registry does not list it for k). NOTES:

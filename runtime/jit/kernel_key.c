@@ -12,8 +12,7 @@ static const char *const qf_entry_suffixes[] = {
     [QF_ENTRY_MAIN] = "",        [QF_ENTRY_ROWS1] = "_rows1", [QF_ENTRY_ROWS2] = "_rows2",
     [QF_ENTRY_ROWS4] = "_rows4", [QF_ENTRY_ROWS8] = "_rows8", [QF_ENTRY_AMAX] = "_amax",
     [QF_ENTRY_COLS] = "_cols",   [QF_ENTRY_ALPHA] = "_alpha", [QF_ENTRY_DEQUANT] = "_dequant",
-    [QF_ENTRY_REDUCE] = "_reduce", [QF_ENTRY_GRAD] = "_grad",   [QF_ENTRY_BOTH1] = "_both1",
-    [QF_ENTRY_BOTH2] = "_both2",   [QF_ENTRY_BOTH4] = "_both4",
+    [QF_ENTRY_REDUCE] = "_reduce", [QF_ENTRY_GRAD] = "_grad",
 };
 _Static_assert(sizeof(qf_entry_suffixes) / sizeof(qf_entry_suffixes[0]) == QF_ENTRY_COUNT,
                "qf_entry_suffixes");
