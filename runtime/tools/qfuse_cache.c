@@ -801,8 +801,8 @@ static int qf_tool_warm(int argc, char **argv) {
         int read_only = 0;
         const char *dir = qf_warm_collect(&w) == 0 ? qf_tool_dir(&read_only) : NULL;
         if (dir && no_gpu[0]) /* said once the directory is settled, not before its errors */
-            fprintf(stderr, "qfuse-cache: no usable GPU (%s); warming for sm_90 (--arch "
-                    "chooses)\n", no_gpu);
+            fprintf(stderr, "qfuse-cache: no usable GPU (%s); warming for sm_%d%s (--arch "
+                    "chooses)\n", no_gpu, w.arch, qf_arch_feature(w.arch));
         rc = !dir ? 1 : read_only ? qf_warm_check(&w, dir) : qf_warm_run(&w, jobs, dir);
     }
     free(w.items);

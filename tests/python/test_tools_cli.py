@@ -151,3 +151,16 @@ def test_example_double_dash(built_tool, name):
     assert r.returncode == 2 and "one argument at most, not also 'y'" in r.stderr
     r = run([tool, "--", "-no-such-recipe.lua"])
     assert r.returncode != 0 and "unknown option" not in r.stderr and "-no-such-recipe" in r.stderr
+
+
+def test_cache_warm_names_its_target(built_tool, tmp_path):
+    # without a GPU, warm says which target it compiles for as its summary line does (sm_90
+    # devices get sm_90a code: qf_arch_feature)
+    r = subprocess.run([built_tool("qfuse-cache"), "--dir", str(tmp_path / "c"), "warm", "--jobs",
+                        "1", "--kernel", "qf_fp8_block_dbias_bf16", "fp8_block"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    if "no usable GPU" not in r.stderr:
+        pytest.skip("a GPU is present: warm compiles for it and says nothing of a default")
+    assert "warming for sm_90a (--arch chooses)" in r.stderr, r.stderr
+    assert r.stdout.splitlines()[-1].startswith("warm: sm_90a, 4 variants: 4 compiled"), r.stdout
