@@ -99,10 +99,20 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
 
 
-def _unsaid(e, missing):
-    """e with the sizes the caller left out shown as such in libqfuse's query ("N=1024" was the
-    value libqfuse checked the query at, not one the caller gave)."""
+# libqfuse's C names in a refused query's reason, and this package's for the same things: the
+# `outputs` bits as _query's own message names them, the ops as formulas() takes them.
+_C_TERMS = [("QF_OUT_ROWWISE", "rowwise (1)"), ("QF_OUT_COLUMNWISE", "columnwise (2)"),
+            ("QF_OUT_FP32", "fp32 (4)"), ("QF_OUT_GATED", "gated (8)")] + sorted(
+    (("QF_OP_" + op.upper(), "op '%s'" % op) for op in _lib.OPS), key=lambda t: -len(t[0]))
+
+
+def _said(e, missing):
+    """e in this package's terms: libqfuse's C names of outputs bits and ops as formulas() takes
+    them (_C_TERMS), and the sizes the caller left out shown as such in the query ("N=1024" was
+    the value libqfuse checked the query at, not one the caller gave)."""
     msg = e.message
+    for c, py in _C_TERMS:
+        msg = msg.replace(c, py)
     for m in missing:
         msg = msg.replace(" %s=1024" % m, " %s=(not given)" % m, 1)
     return type(e)(e.code, msg)
@@ -122,7 +132,8 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
     Raises QfuseError for a query the recipe refuses (sizes the op uses not positive, not the
     multiples its family needs or more than its kernel holds, no copy asked of a quantizer,
     an `outputs` bit the op does not take, ...; a size, role, norm or dtype the op does not use is
-    ignored, as in libqfuse's qf_shape_query), ValueError or TypeError for bad arguments."""
+    ignored, as in libqfuse's qf_shape_query; its reason names outputs bits and ops as this
+    function takes them), ValueError or TypeError for bad arguments."""
     rb = _recipe(recipe)  # checks the arguments, every call
     q = _query(op, role, norm, outputs, M, N, K, dtype)
     given = {n: v is not None for n, v in (("M", M), ("N", N), ("K", K))}
@@ -139,9 +150,7 @@ def formulas(recipe, op, role="input", norm="none", outputs=0, M=None, N=None, K
         _lib.check(_lib.lib.qf_fake_shape_formulas(rb, ctypes.byref(q), out, 16,
                                                    ctypes.byref(n)))
     except _lib.QfuseError as e:
-        if not missing:
-            raise
-        raise _unsaid(e, missing) from None
+        raise _said(e, missing) from None
     res = tuple((out[i].name.decode(), _lib.DTYPE_NAMES[out[i].dtype],
                  tuple(out[i].dims[d].decode() for d in range(out[i].ndim)))
                 for i in range(n.value))

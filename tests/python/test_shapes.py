@@ -187,12 +187,12 @@ def test_bad_queries_raise():
             (("mxfp8", "scale_update", dict(M=1, K=1)), "the family has no such op"),
             (("fp8_delayed", "scale_update", dict(M=1, K=1)), "the op has no fake shapes"),
             (("mxfp8", "quantize", dict(role="weight", outputs=0, M=32, K=32)),
-             "a quantizer needs outputs QF_OUT_ROWWISE and/or QF_OUT_COLUMNWISE"),
+             "a quantizer needs outputs rowwise (1) and/or columnwise (2)"),
             (("mxfp8", "norm_quantize", dict(norm="layernorm", outputs=7, M=128, K=128)),
-             "outputs has QF_OUT_FP32, which norm_quantize does not take (it takes "
-             "QF_OUT_ROWWISE | QF_OUT_COLUMNWISE)"),
+             "outputs has fp32 (4), which norm_quantize does not take (it takes "
+             "rowwise (1) | columnwise (2))"),
             (("fp8_block", "gemm", dict(outputs=5, M=128, N=128, K=128)),
-             "outputs has QF_OUT_ROWWISE, which gemm does not take (it takes QF_OUT_FP32)"),
+             "outputs has rowwise (1), which gemm does not take (it takes fp32 (4))"),
             (("fp8_delayed", "quantize", dict(outputs=1, M=2 ** 62, K=2 ** 62)),
              "an output's size overflows int64"),
             # dims that fit, bytes between 2^63 and 2^64 (unsigned arithmetic does not overflow)
@@ -202,7 +202,7 @@ def test_bad_queries_raise():
              "an output's size overflows int64"),
             # a plain quantize fuses no norm; a quantizer's dtype is its input's
             (("mxfp8", "quantize", dict(norm="layernorm", outputs=3, M=64, K=64)),
-             "a plain quantize takes norm none (a norm + quantize is QF_OP_NORM_QUANTIZE)"),
+             "a plain quantize takes norm none (a norm + quantize is op 'norm_quantize')"),
             (("nvfp4", "quantize", dict(role="grad", norm="rmsnorm", outputs=1, M=64, K=64)),
              "a plain quantize takes norm none"),
             (("mxfp8", "quantize", dict(outputs=3, M=64, K=64, dtype="e4m3")),
@@ -210,8 +210,9 @@ def test_bad_queries_raise():
             (("fp8_block", "norm_quantize", dict(norm="layernorm", outputs=1, M=64, K=64,
                                                  dtype="e2m1")),
              "the op takes dtype bf16, fp16 or fp32")):
-        with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)):
+        with pytest.raises(QfuseError, match="rejects the shape query .*: " + re.escape(why)) as e:
             shapes.outputs(recipe, op, **kw)
+        assert "QF_OUT_" not in str(e.value) and "QF_OP_" not in str(e.value), e.value  # C names
     for dtype in ("bf16", "fp16", "fp32"):  # the inputs a quantizer takes
         for op, norm in (("quantize", "none"), ("norm_quantize", "rmsnorm")):
             assert shapes.outputs("mxfp8", op, norm=norm, outputs=1, M=64, K=64, dtype=dtype)
