@@ -2,8 +2,8 @@
  * qf_layernorm_mlp_fwd + qf_layernorm_mlp_bwd with SwiGLU at tokens M, hidden K, ffn F (fc1
  * [2F, K], fc2 [K, F]), both weights quantized in every step (as after each optimizer update),
  * wgrad into fp32, dgrads (da, dxn) in bf16 as TE's. The step's time is split into its GEMM
- * stages and the rest by CUDA events around each stage (qf_stage_times). PyTorch's bf16 eager and torch.compile of the same block
- * are scripts/bench_peers.py --section step, same shapes. */
+ * stages and the rest by CUDA events around each stage (qf_stage_times). PyTorch's bf16 eager
+ * and torch.compile of the same block are scripts/bench_peers.py --section step, same shapes. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +19,10 @@
 #define STEP_WARMUP 3
 #define STEP_SPLIT_STEPS 3 /* steps timed stage by stage (17 stages each, QF_STAGE_TIMES_MAX) */
 
-enum { Q_X = TOOL_MLP_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT = TOOL_MLP_COUNT };
-
 typedef struct step_bench {
     const qf_recipe *r;
     int64_t M, K, F, N;
-    out_set q[Q_COUNT];
+    out_set q[TOOL_MLP_COUNT];
     void *dense[32];
     int n_dense;
     qf_ln_mlp mlp;
@@ -68,7 +66,7 @@ static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
     memset(s, 0, sizeof *s);
     s->r = r, s->M = M, s->K = STEP_K, s->F = STEP_F, s->N = STEP_K;
     const int64_t K = s->K, F = s->F, N = s->N, Fin = 2 * F;
-    const float ones[Q_COUNT] = {1, 1, 1, 1, 1, 1}; /* fp8_delayed's scales */
+    const float ones[TOOL_MLP_COUNT] = {1, 1, 1, 1, 1, 1}; /* fp8_delayed's scales */
     float *sc = step_keep(s, bench_dev_upload(ones, sizeof ones));
     const qf_dtype bf = QF_DTYPE_BF16, f32 = QF_DTYPE_FP32;
     /* weights N(0, 1) / 64 (about 1 / sqrt(K)), so that h and a stay in range */
@@ -81,11 +79,13 @@ static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
         .b1 = bench_tensor_1d(step_dense(s, bf, Fin, 4, 0), bf, Fin),
         .w2 = bench_tensor_2d(step_dense(s, bf, N * F, 5, 6), bf, N, F),
         .b2 = bench_tensor_1d(step_dense(s, bf, N, 6, 0), bf, N),
-        .x_scale = sc + Q_X, .w1_scale = sc + Q_W1, .a_scale = sc + Q_A, .w2_scale = sc + Q_W2,
+        .x_scale = sc + TOOL_MLP_X, .w1_scale = sc + TOOL_MLP_W1, .a_scale = sc + TOOL_MLP_A,
+        .w2_scale = sc + TOOL_MLP_W2,
         .h = bench_tensor_2d(step_out(s, bf, M * Fin), bf, M, Fin),
         .a = bench_tensor_2d(step_out(s, bf, M * F), bf, M, F)};
     s->g = (qf_ln_mlp_grads){
-        .dy_scale = sc + Q_DY, .dh_scale = sc + Q_DH, .rng_dy = {1, 0}, .rng_dh = {2, 0},
+        .dy_scale = sc + TOOL_MLP_DY, .dh_scale = sc + TOOL_MLP_DH,
+        .rng_dy = {1, 0}, .rng_dh = {2, 0},
         .da = bench_tensor_2d(step_out(s, bf, M * F), bf, M, F),
         .dh = bench_tensor_2d(step_out(s, bf, M * Fin), bf, M, Fin),
         .dxn = bench_tensor_2d(step_out(s, bf, M * K), bf, M, K),
@@ -99,18 +99,18 @@ static void step_alloc(step_bench *s, const qf_recipe *r, int64_t M) {
     s->tx = bench_tensor_2d(step_dense(s, bf, M * K, 19, 0), bf, M, K);
     s->ty = bench_tensor_2d(step_out(s, bf, M * N), bf, M, N);
     s->tdy = bench_tensor_2d(step_dense(s, bf, M * N, 21, 4), bf, M, N);
-    qf_quantized *dst[Q_COUNT] = {&s->mlp.xq, &s->mlp.w1q, &s->mlp.aq, &s->mlp.w2q, &s->g.dyq,
-                                  &s->g.dhq};
+    qf_quantized *dst[TOOL_MLP_COUNT];
+    tool_mlp_quantized(&s->mlp, &s->g, dst);
     qf_shape_query qs[TOOL_MLP_COUNT];
     tool_mlp_queries(M, K, F, N, QF_ACT_SWIGLU, QF_NORM_LAYERNORM, qs);
-    for (int i = 0; i < Q_COUNT; i++) {
+    for (int i = 0; i < TOOL_MLP_COUNT; i++) {
         bench_out_alloc(&s->q[i], r, &qs[i]);
         *dst[i] = bench_out_quantized(&s->q[i], QF_SCALE_LAYOUT_COMPACT);
     }
 }
 
 static void step_free(step_bench *s) {
-    for (int i = 0; i < Q_COUNT; i++)
+    for (int i = 0; i < TOOL_MLP_COUNT; i++)
         bench_out_free(&s->q[i]);
     for (int i = 0; i < s->n_dense; i++)
         cudaFree(s->dense[i]);

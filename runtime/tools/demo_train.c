@@ -215,19 +215,17 @@ static double base_loss(runner *rr, trainee *t, int grads) {
     return l;
 }
 
-/* A recipe: qf_layernorm_mlp_fwd / _bwd on the GPU. The quantized tensors in the order of
- * delayed scaling's arrays: x, W1, a, W2, dy, dh. */
-enum { Q_X = TOOL_MLP_X, Q_W1, Q_A, Q_W2, Q_DY, Q_DH, Q_COUNT = TOOL_MLP_COUNT };
-
+/* A recipe: qf_layernorm_mlp_fwd / _bwd on the GPU. Its quantized tensors are indexed by
+ * TOOL_MLP_*, the order of delayed scaling's arrays. */
 typedef struct gpu_run {
     runner base;
     qf_ctx_t *ctx;
     const qf_recipe *r;
     dbuf x, prm[P_COUNT], y, dy, h, a, da, dh, dxn, dx, grad[P_COUNT];
-    qf_shape qs[Q_COUNT][TOOL_MAX_SHAPES];
-    dbuf qb[Q_COUNT][TOOL_MAX_SHAPES];
-    int nq[Q_COUNT];
-    dbuf amax, hist, scale, sinv, fmt; /* delayed scaling, [Q_COUNT] each (hist [Q_COUNT, H]) */
+    qf_shape qs[TOOL_MLP_COUNT][TOOL_MAX_SHAPES];
+    dbuf qb[TOOL_MLP_COUNT][TOOL_MAX_SHAPES];
+    int nq[TOOL_MLP_COUNT];
+    dbuf amax, hist, scale, sinv, fmt; /* delayed scaling: [TOOL_MLP_COUNT] (hist [.., H]) */
     qf_ln_mlp mlp;
     qf_ln_mlp_grads g;
     qf_tensor tx, ty, tdy;
@@ -276,18 +274,18 @@ static double gpu_loss(runner *rr, trainee *t, int grads) {
         r->step++;
     }
     if (r->r->family == QF_FAMILY_FP8_DELAYED) /* the step's amaxes into the next step's scales */
-        QF_OR_DIE(qf_scale_update(r->ctx, rn, Q_COUNT, r->r->amax_history_len, r->amax.d,
+        QF_OR_DIE(qf_scale_update(r->ctx, rn, TOOL_MLP_COUNT, r->r->amax_history_len, r->amax.d,
                                   r->hist.d, r->scale.d, r->sinv.d, r->fmt.d, NULL));
     return l;
 }
 
 /* Both copies of every quantized tensor, sized by the fake shapes, and their slots. */
-static void gpu_alloc_quantized(gpu_run *r, const qf_shape_query qs[Q_COUNT]) {
-    qf_quantized *dst[Q_COUNT] = {&r->mlp.xq, &r->mlp.w1q, &r->mlp.aq, &r->mlp.w2q, &r->g.dyq,
-                                  &r->g.dhq};
+static void gpu_alloc_quantized(gpu_run *r, const qf_shape_query qs[TOOL_MLP_COUNT]) {
+    qf_quantized *dst[TOOL_MLP_COUNT];
+    tool_mlp_quantized(&r->mlp, &r->g, dst);
     const qf_scale_layout layout = tool_gemm_scale_layout(r->r);
     const int delayed = r->r->family == QF_FAMILY_FP8_DELAYED;
-    for (int i = 0; i < Q_COUNT; i++) {
+    for (int i = 0; i < TOOL_MLP_COUNT; i++) {
         r->nq[i] = alloc_from_shapes(r->r, &qs[i], r->qs[i], r->qb[i], TOOL_MAX_SHAPES);
         bind_slots(r->qs[i], r->qb[i], r->nq[i], dst[i]);
         dst[i]->layout = layout;
@@ -322,17 +320,17 @@ static void gpu_setup(gpu_run *r, qf_ctx_t *ctx, const qf_recipe *rec, const tas
     r->da = dbuf_alloc((size_t)(M * F) * 4), r->dh = dbuf_alloc((size_t)(M * F) * 2);
     r->dxn = dbuf_alloc((size_t)(M * K) * 4), r->dx = dbuf_alloc((size_t)(M * K) * 2);
     const int H = rec->amax_history_len > 0 ? rec->amax_history_len : 1;
-    float ones[Q_COUNT];
-    uint8_t fmt[Q_COUNT];
+    float ones[TOOL_MLP_COUNT];
+    uint8_t fmt[TOOL_MLP_COUNT];
     qf_shape_query qs[TOOL_MLP_COUNT];
     tool_mlp_queries(M, K, F, N, QF_ACT_GELU, QF_NORM_LAYERNORM, qs);
-    for (int i = 0; i < Q_COUNT; i++)
+    for (int i = 0; i < TOOL_MLP_COUNT; i++)
         ones[i] = 1.0f, fmt[i] = (uint8_t)rec->fmt[qs[i].role];
-    r->amax = dbuf_alloc(sizeof ones), r->hist = dbuf_alloc((size_t)Q_COUNT * H * 4);
+    r->amax = dbuf_alloc(sizeof ones), r->hist = dbuf_alloc((size_t)TOOL_MLP_COUNT * H * 4);
     r->scale = dbuf_upload(ones, sizeof ones), r->sinv = dbuf_upload(ones, sizeof ones);
     r->fmt = dbuf_upload(fmt, sizeof fmt);
     CUDA_OR_DIE(cudaMemset(r->amax.d, 0, sizeof ones));
-    CUDA_OR_DIE(cudaMemset(r->hist.d, 0, (size_t)Q_COUNT * H * 4));
+    CUDA_OR_DIE(cudaMemset(r->hist.d, 0, (size_t)TOOL_MLP_COUNT * H * 4));
     const float *sc = r->scale.d;
     r->mlp = (qf_ln_mlp){
         .norm = {.norm = QF_NORM_LAYERNORM, .eps = (float)b->eps,
@@ -343,10 +341,11 @@ static void gpu_setup(gpu_run *r, qf_ctx_t *ctx, const qf_recipe *rec, const tas
         .b1 = tens(&r->prm[P_B1], QF_DTYPE_BF16, 1, F, 0),
         .w2 = tens(&r->prm[P_W2], QF_DTYPE_BF16, 2, N, F),
         .b2 = tens(&r->prm[P_B2], QF_DTYPE_BF16, 1, N, 0),
-        .x_scale = sc + Q_X, .w1_scale = sc + Q_W1, .a_scale = sc + Q_A, .w2_scale = sc + Q_W2,
+        .x_scale = sc + TOOL_MLP_X, .w1_scale = sc + TOOL_MLP_W1, .a_scale = sc + TOOL_MLP_A,
+        .w2_scale = sc + TOOL_MLP_W2,
         .h = tens(&r->h, QF_DTYPE_BF16, 2, M, F), .a = tens(&r->a, QF_DTYPE_BF16, 2, M, F)};
     r->g = (qf_ln_mlp_grads){
-        .dy_scale = sc + Q_DY, .dh_scale = sc + Q_DH,
+        .dy_scale = sc + TOOL_MLP_DY, .dh_scale = sc + TOOL_MLP_DH,
         .da = tens(&r->da, QF_DTYPE_FP32, 2, M, F), .dh = tens(&r->dh, QF_DTYPE_BF16, 2, M, F),
         .dxn = tens(&r->dxn, QF_DTYPE_FP32, 2, M, K),
         .dw1 = tens(&r->grad[P_W1], QF_DTYPE_FP32, 2, F, K),
@@ -368,7 +367,7 @@ static void gpu_free(gpu_run *r) {
         dbuf_free(all[i]);
     for (int i = 0; i < P_COUNT; i++)
         dbuf_free(&r->prm[i]), dbuf_free(&r->grad[i]);
-    for (int i = 0; i < Q_COUNT; i++)
+    for (int i = 0; i < TOOL_MLP_COUNT; i++)
         for (int j = 0; j < r->nq[i]; j++)
             dbuf_free(&r->qb[i][j]);
     free(r->stage), free(r->fstage), free(r->yh), free(r->dyh);

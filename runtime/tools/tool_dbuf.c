@@ -91,6 +91,11 @@ void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation 
                                 .K = cols[i]};
 }
 
+void tool_mlp_quantized(qf_ln_mlp *m, qf_ln_mlp_grads *g, qf_quantized *q[TOOL_MLP_COUNT]) {
+    q[TOOL_MLP_X] = &m->xq, q[TOOL_MLP_W1] = &m->w1q, q[TOOL_MLP_A] = &m->aq;
+    q[TOOL_MLP_W2] = &m->w2q, q[TOOL_MLP_DY] = &g->dyq, q[TOOL_MLP_DH] = &g->dhq;
+}
+
 void tool_mlp_gemm_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                            qf_shape_query q[TOOL_MLP_GEMM_COUNT]) {
     const int64_t Fin = act == QF_ACT_SWIGLU ? 2 * F : F;

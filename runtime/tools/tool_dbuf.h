@@ -45,6 +45,10 @@ enum { TOOL_MLP_X, TOOL_MLP_W1, TOOL_MLP_A, TOOL_MLP_W2, TOOL_MLP_DY, TOOL_MLP_D
 void tool_mlp_queries(int64_t M, int64_t K, int64_t F, int64_t N, qf_activation act,
                       qf_norm norm, qf_shape_query q[TOOL_MLP_COUNT]);
 
+/* Where each of them lives in a step's arguments (q[TOOL_MLP_X] = &m->xq, ... q[TOOL_MLP_DH] =
+ * &g->dhq); the pointers are into m and g, which keep ownership. */
+void tool_mlp_quantized(qf_ln_mlp *m, qf_ln_mlp_grads *g, qf_quantized *q[TOOL_MLP_COUNT]);
+
 /* The GEMMs of the same step as fake-shape queries (y [m, n] = A [m, k] B [n, k]^T; the
  * numerics 6 names): fprop of fc1 (M, Fin, K) and fc2 (M, N, F), dgrad of fc2 (M, F, N) and fc1
  * (M, K, Fin), wgrad of fc2 (N, F, M) and fc1 (Fin, K, M), the wgrads' y in fp32. */
