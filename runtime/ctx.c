@@ -181,7 +181,8 @@ void qf_ctx_free(qf_ctx_t *c) {
     for (int i = 0; cu && i < c->n_kernels; i++)
         cu->ModuleUnload(c->kernels[i].module);
     free(c->kernels);
-    qf_gemm_plans_free(c);
+    if (c->plans_free)
+        c->plans_free(c);
     if (c->workspace)
         cudaFree(c->workspace);
     if (c->graph_scratch)
@@ -241,6 +242,7 @@ void qf_ctx_twin(const qf_ctx_t *ctx, qf_ctx_t *twin) {
 
 void qf_ctx_twin_free(qf_ctx_t *twin) {
     free(twin->kernels); /* empty unless an op looked up a kernel before qf_ctx_ready (a bug) */
-    qf_gemm_plans_free(twin);
+    if (twin->plans_free)
+        twin->plans_free(twin);
     pthread_mutex_destroy(&twin->lock);
 }

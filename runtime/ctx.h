@@ -77,6 +77,8 @@ struct qf_ctx {
     int n_kernels, cap_kernels;
     qf_gemm_plan *plans;        /* one per GEMM problem, kept for the context's life */
     int n_plans, cap_plans;
+    void (*plans_free)(qf_ctx_t *); /* releases plans[]: set by gemm_lt.c with the first plan,
+                                     * called by qf_ctx_free and qf_ctx_twin_free */
     qf_kernel_info last;
     qf_stage_times *stage_times; /* NULL unless a tool attached one */
 };
@@ -92,9 +94,6 @@ QF_INTERNAL qf_status qf_ctx_kernel(qf_ctx_t *ctx, const qf_kernel_entry *k,
  * QF_ERR_OUT_OF_MEMORY naming `what`. */
 QF_INTERNAL qf_status qf_ctx_table_grow(void **items, int n, int *cap, size_t size,
                                         const char *what);
-
-/* Releases the cached cuBLASLt plans (gemm_lt.c). */
-QF_INTERNAL void qf_gemm_plans_free(qf_ctx_t *ctx);
 
 /* MXFP8 GEMM through cuBLASLt's VEC32_UE8M0 block scales (sm_100 and later; gemm_lt.c), TN:
  * y[M, N] = A[M, K] B[N, K]^T (+ bias) with swizzled E8M0 scales (numerics 2.3), y bf16 or fp32;

@@ -87,7 +87,8 @@ static void qf_plan_release(qf_gemm_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-void qf_gemm_plans_free(qf_ctx_t *ctx) {
+/* The context's plans_free: releases every cached plan and the table. */
+static void qf_gemm_plans_free(qf_ctx_t *ctx) {
     for (int i = 0; i < ctx->n_plans; i++)
         qf_plan_release(&ctx->plans[i]);
     free(ctx->plans);
@@ -290,6 +291,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
         return s;
     }
     ctx->n_plans++;
+    ctx->plans_free = qf_gemm_plans_free;
     *out = p;
     return QF_OK;
 }
