@@ -77,8 +77,8 @@ struct qf_ctx {
     int n_kernels, cap_kernels;
     qf_gemm_plan *plans;        /* one per GEMM problem, kept for the context's life */
     int n_plans, cap_plans;
-    void (*plans_free)(qf_ctx_t *); /* releases plans[]: set by gemm_lt.c with the first plan,
-                                     * called by qf_ctx_free and qf_ctx_twin_free */
+    void (*plans_free)(qf_ctx_t *); /* releases plans[]: set by gemm_lt.c when it allocates the
+                                     * table, called by qf_ctx_free and qf_ctx_twin_free */
     qf_kernel_info last;
     qf_stage_times *stage_times; /* NULL unless a tool attached one */
 };

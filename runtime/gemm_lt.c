@@ -279,6 +279,7 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
      * (other bits for the same inputs) or, inside a capture, go untuned */
     QF_TRY(qf_ctx_table_grow((void **)&ctx->plans, ctx->n_plans, &ctx->cap_plans,
                              sizeof *ctx->plans, qf_plan_op(want)));
+    ctx->plans_free = qf_gemm_plans_free; /* the table is the context's now, a plan or not */
     qf_gemm_plan *p = &ctx->plans[ctx->n_plans];
     *p = *want;
     qf_status s = qf_plan_descs(p);
@@ -291,7 +292,6 @@ static qf_status qf_plan_get(qf_ctx_t *ctx, const qf_gemm_plan *want, const qf_l
         return s;
     }
     ctx->n_plans++;
-    ctx->plans_free = qf_gemm_plans_free;
     *out = p;
     return QF_OK;
 }

@@ -92,8 +92,8 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
         return v
     out = _hint(outputs, "outputs")
     if out & ~_OUTPUT_BITS or out < 0:
-        raise ValueError("qfuse.shapes: outputs = %r has bits other than rowwise 1, columnwise "
-                         "2, fp32 4, gated 8" % (outputs,))
+        raise ValueError("qfuse.shapes: outputs = %r has bits other than rowwise (1), "
+                         "columnwise (2), fp32 (4) and gated (8)" % (outputs,))
     return _lib.ShapeQuery(op=pick(_lib.OPS, "op", op), role=pick(_lib.ROLES, "role", role),
                            norm=pick(_lib.NORMS, "norm", norm), outputs=out, M=size("M", M),
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))

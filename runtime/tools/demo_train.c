@@ -225,7 +225,8 @@ typedef struct gpu_run {
     qf_shape qs[TOOL_MLP_COUNT][TOOL_MAX_SHAPES];
     dbuf qb[TOOL_MLP_COUNT][TOOL_MAX_SHAPES];
     int nq[TOOL_MLP_COUNT];
-    dbuf amax, hist, scale, sinv, fmt; /* delayed scaling: [TOOL_MLP_COUNT] (hist [.., H]) */
+    dbuf amax, hist, scale, sinv, fmt; /* delayed scaling: [TOOL_MLP_COUNT] each, hist
+                                        * [TOOL_MLP_COUNT, H] */
     qf_ln_mlp mlp;
     qf_ln_mlp_grads g;
     qf_tensor tx, ty, tdy;
