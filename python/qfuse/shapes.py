@@ -36,7 +36,11 @@ def _hint(v, what="a size"):
     return hint
 
 
-_OUTPUT_BITS = _lib.OUT_ROWWISE | _lib.OUT_COLUMNWISE | _lib.OUT_FP32 | _lib.OUT_GATED
+# The `outputs` bits as this package names them in its messages ("rowwise (1)"), and all of them.
+_OUTPUT_NAMES = [("rowwise", _lib.OUT_ROWWISE), ("columnwise", _lib.OUT_COLUMNWISE),
+                 ("fp32", _lib.OUT_FP32), ("gated", _lib.OUT_GATED)]
+_SAID_BIT = {name: "%s (%d)" % (name, bit) for name, bit in _OUTPUT_NAMES}
+_OUTPUT_BITS = sum(bit for _, bit in _OUTPUT_NAMES)  # distinct bits: their sum is their OR
 
 
 def _is_path(recipe):
@@ -92,8 +96,9 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
         return v
     out = _hint(outputs, "outputs")
     if out & ~_OUTPUT_BITS or out < 0:
-        raise ValueError("qfuse.shapes: outputs = %r has bits other than rowwise (1), "
-                         "columnwise (2), fp32 (4) and gated (8)" % (outputs,))
+        said = list(_SAID_BIT.values())
+        raise ValueError("qfuse.shapes: outputs = %r has bits other than %s and %s"
+                         % (outputs, ", ".join(said[:-1]), said[-1]))
     return _lib.ShapeQuery(op=pick(_lib.OPS, "op", op), role=pick(_lib.ROLES, "role", role),
                            norm=pick(_lib.NORMS, "norm", norm), outputs=out, M=size("M", M),
                            N=size("N", N), K=size("K", K), dtype=pick(_lib.DTYPES, "dtype", dtype))
@@ -101,8 +106,7 @@ def _query(op, role, norm, outputs, M, N, K, dtype):
 
 # libqfuse's C names in a refused query's reason, and this package's for the same things: the
 # `outputs` bits as _query's own message names them, the ops as formulas() takes them.
-_C_TERMS = [("QF_OUT_ROWWISE", "rowwise (1)"), ("QF_OUT_COLUMNWISE", "columnwise (2)"),
-            ("QF_OUT_FP32", "fp32 (4)"), ("QF_OUT_GATED", "gated (8)")] + sorted(
+_C_TERMS = [("QF_OUT_" + name.upper(), said) for name, said in _SAID_BIT.items()] + sorted(
     (("QF_OP_" + op.upper(), "op '%s'" % op) for op in _lib.OPS), key=lambda t: -len(t[0]))
 
 
