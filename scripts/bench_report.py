@@ -219,6 +219,14 @@ def gemm_table(qrows, prows, families):
     return lines
 
 
+def bf16_ratio(r, q, b):
+    """A block-scaled GEMM row's speed over bf16 cuBLASLt's: the ratio qfuse-bench measured with
+    the ceiling timed beside the row (its ratio_cublaslt), else q / b from the two rows' TFLOP/s
+    (a CSV from before the side-by-side timing)."""
+    ratio = num(r, "ratio_cublaslt")
+    return ratio if ratio else (q / b if q and b else None)
+
+
 def block_gemm_table(qrows, prows, families):
     """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
     its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence);
@@ -238,7 +246,7 @@ def block_gemm_table(qrows, prows, families):
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"][5:].replace("_wkept", ", weight kept"), shape_of(r), gemm_kind(r),
             fmt(q, "%.0f"), fmt(b, "%.0f"), fmt(v, "%.0f"), fmt(num(e, "tflops"), "%.0f"),
-            fmt(ce, "%.0f"), fmt(q / b if q and b else None, "%.3f"),
+            fmt(ce, "%.0f"), fmt(bf16_ratio(r, q, b), "%.3f"),
             fmt(q / v if q and v else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
     return lines if len(lines) > 2 else []
 
@@ -255,7 +263,7 @@ def fp8_block_gemm_table(qrows, prows, families):
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             shape_of(r), gemm_kind(r), fmt(q, "%.0f"), fmt(s, "%.0f"),
             fmt(num(lt["cublaslt_fp8_gemm"], "tflops"), "%.0f"), fmt(b, "%.0f"),
-            fmt(q / s if q and s else None, "%.3f"), fmt(q / b if q and b else None, "%.3f")))
+            fmt(q / s if q and s else None, "%.3f"), fmt(bf16_ratio(r, q, b), "%.3f")))
     return lines if len(lines) > 2 else []
 
 

@@ -76,6 +76,22 @@ typedef void (*launch_fn)(void *arg, int rot);
  * launches between two CUDA events on the legacy default stream, cycling through n_rot sets. */
 double bench_time_launches(const bench *b, launch_fn fn, void *arg, int n_rot);
 
+/* One of the launches timed side by side by bench_time_rounds: fn over n_rot operand sets; us,
+ * written there, its median microseconds per launch. */
+typedef struct bench_timed {
+    launch_fn fn;
+    void *arg;
+    int n_rot;
+    double us;
+} bench_timed;
+
+/* Times n launches side by side, as bench_time_launches times one: WARMUP launches of each in
+ * turn, then o.iters rounds, each timing one batch of o.batch launches of every t[i] in turn, so
+ * that a row and the ceiling it is compared with run under the same clocks (a GPU's clocks drift
+ * by several percent over a run of compute-bound launches: docs/bench.md); t[i].us is the
+ * median of t[i]'s batches. */
+void bench_time_rounds(const bench *b, bench_timed *t, int n);
+
 /* One result. Numbers that do not apply are NAN and print as empty CSV fields. */
 typedef struct row {
     const char *kind, *recipe, *op, *norm, *dtype, *outputs;
@@ -130,12 +146,11 @@ typedef struct bench_gemm_case {
     const char *kind;
     qf_gemm_kind gemm; /* the copies the block-scaled rows read (qf_gemm_kinds) */
 } bench_gemm_case;
-/* bench_gemm.c: one GEMM shape: bf16 and FP8 cuBLASLt called directly, qfuse's per-tensor FP8
- * GEMM; returns the bf16 microseconds. */
-double bench_gemm_shape(bench *b, const bench_gemm_case *c);
-/* bench_gemm.c: the generated GEMM of every selected recipe that has one, at c's shape, next to
- * the bf16 cuBLASLt time bf_us of the same run. */
-void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us);
+/* bench_gemm.c: one GEMM shape: bf16 and FP8 cuBLASLt called directly (the ceilings), qfuse's
+ * per-tensor FP8 GEMM, then the generated GEMM of every selected recipe that has one (and FP8
+ * block scaling's), each qfuse row timed side by side with the bf16 ceiling (bench_time_rounds;
+ * the block-scaled rows' ratio_lt is that ceiling's time over theirs). */
+void bench_gemm_shape(bench *b, const bench_gemm_case *c);
 /* bench_jit.c: cold compile, disk-cache and memory lookups of every kernel of the first selected
  * recipe. */
 void bench_jit(bench *b);

@@ -201,8 +201,10 @@ static const char *first_fp8_recipe(const bench *b) {
 }
 
 /* The qfuse row of the FP8 operands of g: qf_gemm of the first selected per-tensor FP8 recipe,
- * against the direct FP8 call (lt_us, NAN when it failed) and bf16 (bf_us). */
-static void gemm_qf_row(bench *b, gemm_run *g, const char *kind, double bf_us, double lt_us) {
+ * timed side by side (bench_time_rounds) with the direct FP8 call (when lt_ok: its ratio_lt) and
+ * the bf16 ceiling (in its note). */
+static void gemm_qf_row(bench *b, gemm_run *g, const char *kind, const bench_timed *bf16,
+                        int lt_ok) {
     row q = gemm_row(g, "qfuse", "gemm_fp8");
     q.recipe = g->recipe = first_fp8_recipe(b);
     if (!*g->recipe)
@@ -213,24 +215,30 @@ static void gemm_qf_row(bench *b, gemm_run *g, const char *kind, double bf_us, d
                 g->recipe, qf_status_name(qs), qf_last_error());
         return;
     }
-    q.us = bench_time_launches(b, gemm_qf_launch, g, g->n_rot);
-    q.ratio_lt = lt_us / q.us;
-    snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s); x%.3f of bf16 cuBLASLt", kind, g->recipe,
-             bf_us / q.us);
+    bench_timed t[3] = {{gemm_qf_launch, g, g->n_rot, 0.0}, *bf16,
+                        {gemm_lt_launch, g, g->n_rot, 0.0}};
+    bench_time_rounds(b, t, lt_ok ? 3 : 2);
+    q.us = t[0].us;
+    q.ratio_lt = lt_ok ? t[2].us / q.us : NAN;
+    snprintf(q.note, sizeof q.note, "%s: qf_gemm (%s); x%.3f of bf16 cuBLASLt timed beside it "
+             "(%.1f us)", kind, g->recipe, t[1].us / q.us, t[1].us);
     bench_row_emit(b, &q);
 }
 
-double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
+static void bench_block_gemms(bench *b, const bench_gemm_case *c, const bench_timed *bf16);
+
+void bench_gemm_shape(bench *b, const bench_gemm_case *c) {
     const int64_t *s = c->s;
-    gemm_run g;
-    gemm_alloc(&g, b, QF_DTYPE_BF16, s);
-    row bf = gemm_row(&g, "ceiling", "cublaslt_bf16_gemm");
-    lt_gemm_pick_best(&g.lt, b, g.a[0], g.w[0], g.y[0]);
-    bf.us = bench_time_launches(b, gemm_lt_launch, &g, g.n_rot);
+    gemm_run bg, g;
+    gemm_alloc(&bg, b, QF_DTYPE_BF16, s);
+    row bf = gemm_row(&bg, "ceiling", "cublaslt_bf16_gemm");
+    lt_gemm_pick_best(&bg.lt, b, bg.a[0], bg.w[0], bg.y[0]);
+    bf.us = bench_time_launches(b, gemm_lt_launch, &bg, bg.n_rot);
     snprintf(bf.note, sizeof bf.note, "cuBLASLt bf16 TN; fp32 compute; bf16 out; fastest of %d "
-             "heuristic algorithms (#%d)", g.lt.n_cand, g.lt.best);
+             "heuristic algorithms (#%d)", bg.lt.n_cand, bg.lt.best);
     bench_row_emit(b, &bf);
-    gemm_free(&g);
+    /* the ceiling the rows below are timed beside, its operands kept until the last of them */
+    const bench_timed bf16 = {gemm_lt_launch, &bg, bg.n_rot, bf.us};
     gemm_alloc(&g, b, QF_DTYPE_E4M3, s);
     row lt = gemm_row(&g, "ceiling", "cublaslt_fp8_gemm");
     cublasStatus_t st = lt_gemm_try(&g.lt, b, g.a[0], g.w[0], g.y[0]);
@@ -244,9 +252,10 @@ double bench_gemm_shape(bench *b, const bench_gemm_case *c) {
         fprintf(stderr, "qfuse-bench: direct cuBLASLt FP8 call failed (%s); no FP8 ceiling row\n",
                 cublasLtGetStatusString(st));
     }
-    gemm_qf_row(b, &g, c->kind, bf.us, st == CUBLAS_STATUS_SUCCESS ? lt.us : NAN);
+    gemm_qf_row(b, &g, c->kind, &bf16, st == CUBLAS_STATUS_SUCCESS);
     gemm_free(&g);
-    return bf.us;
+    bench_block_gemms(b, c, &bf16);
+    gemm_free(&bg);
 }
 
 /* ==================================================================== generated GEMM rows */
@@ -314,6 +323,14 @@ static void block_gemm_launch(void *arg, int i) {
     QF_OR_DIE(qf_gemm_ex(g->b->ctx, g->r->name, &a, &w, NULL, &y, &o, NULL));
 }
 
+/* r->us of g's launches and r->ratio_lt, the bf16 ceiling's time over it, timed side by side. */
+static void block_gemm_time(const bench *b, block_gemm *g, const bench_timed *bf16, row *r) {
+    bench_timed t[2] = {{block_gemm_launch, g, g->n_rot, 0.0}, *bf16};
+    bench_time_rounds(b, t, 2);
+    r->us = t[0].us;
+    r->ratio_lt = t[1].us / r->us;
+}
+
 /* Whether operand `which` (0: a, 1: b) of g is stored MN-major: MXFP8's columnwise copies. */
 static int block_gemm_mn(const block_gemm *g, int which) {
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
@@ -356,7 +373,8 @@ static void values_launch(void *arg, int i) {
 }
 
 /* The ceiling row of g's values (kind ceiling, op cublaslt_bf16_gemm_<family>_values). */
-static void block_gemm_values_row(bench *b, block_gemm *g, const char *kind, double bf_us) {
+static void block_gemm_values_row(bench *b, block_gemm *g, const char *kind,
+                                  const bench_timed *bf16) {
     block_gemm_bf16(g, 0);
     block_gemm_bf16(g, 1);
     values_run v = {.b = b, .g = g};
@@ -371,12 +389,15 @@ static void block_gemm_values_row(bench *b, block_gemm *g, const char *kind, dou
     r.M = g->M, r.K = g->K, r.N = g->N;
     r.bytes = (double)(g->M + g->N) * (double)g->K * 2.0 + (double)(g->M * g->N) * 2.0;
     r.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    r.us = bench_time_launches(b, values_launch, &v, g->n_rot);
+    bench_timed t[2] = {{values_launch, &v, g->n_rot, 0.0}, *bf16};
+    bench_time_rounds(b, t, 2);
+    r.us = t[0].us;
+    r.ratio_lt = t[1].us / r.us;
     snprintf(r.note, sizeof r.note, "%s: cuBLASLt bf16 alone on the %s copies' dequantized "
              "values (a %s, b %s); fastest of %d heuristic algorithms (#%d); x%.3f of bf16 "
-             "cuBLASLt on random data", kind, qf_gemm_kinds[g->kind].name,
+             "cuBLASLt on random data timed beside it", kind, qf_gemm_kinds[g->kind].name,
              block_gemm_mn(g, 0) ? "MN-major" : "K-major",
-             block_gemm_mn(g, 1) ? "MN-major" : "K-major", v.lt.n_cand, v.lt.best, bf_us / r.us);
+             block_gemm_mn(g, 1) ? "MN-major" : "K-major", v.lt.n_cand, v.lt.best, r.ratio_lt);
     bench_row_emit(b, &r);
     lt_gemm_free(&v.lt);
 }
@@ -494,7 +515,9 @@ static row block_gemm_row(const block_gemm *g, char *op, size_t cap) {
     return q;
 }
 
-void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
+/* The generated GEMM of every selected recipe that has one (and FP8 block scaling's cuBLASLt
+ * GEMM), at c's shape, each row timed side by side with the bf16 ceiling bf16 (its ratio_lt). */
+static void bench_block_gemms(bench *b, const bench_gemm_case *c, const bench_timed *bf16) {
     const int64_t *s = c->s;
     if (qf_ctx_arch(b->ctx) >= 100) /* Blackwell: these recipes go to cuBLASLt (swizzled) */
         return;
@@ -511,15 +534,15 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
         way = way && *way ? way : "auto";
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
-        q.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
+        block_gemm_time(b, g, bf16, &q);
         if (has_gemm_kernel(ri))
             snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
-                     "compact scales, %s; x%.3f of bf16 cuBLASLt in this run", c->kind, way,
-                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), bf_us / q.us);
+                     "compact scales, %s; x%.3f of bf16 cuBLASLt timed beside it", c->kind, way,
+                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), q.ratio_lt);
         else
             snprintf(q.note, sizeof q.note, "%s: qf_gemm of the %s copies, cuBLASLt with their "
-                     "block scales, %s; x%.3f of bf16 cuBLASLt in this run", c->kind,
-                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), bf_us / q.us);
+                     "block scales, %s; x%.3f of bf16 cuBLASLt timed beside it", c->kind,
+                     qf_gemm_kinds[c->gemm].name, block_gemm_data(b), q.ratio_lt);
         bench_row_emit(b, &q);
         if (!has_gemm_kernel(ri)) { /* no dequantized copies: the FP8 tensor cores read them */
             for (int i = 0; i < g->n_rot; i++)
@@ -534,14 +557,14 @@ void bench_block_gemms(bench *b, const bench_gemm_case *c, double bf_us) {
             row k = block_gemm_row(g, op, sizeof op);
             snprintf(kop, sizeof kop, "%s_wkept", op);
             k.op = kop;
-            k.us = bench_time_launches(b, block_gemm_launch, g, g->n_rot);
+            block_gemm_time(b, g, bf16, &k);
             snprintf(k.note, sizeof k.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies "
                      "with the weight's bf16 copy kept (qf_dequantize once, opts.b_dequantized); "
-                     "x%.3f of bf16 cuBLASLt in this run", c->kind, way,
-                     qf_gemm_kinds[c->gemm].name, bf_us / k.us);
+                     "x%.3f of bf16 cuBLASLt timed beside it", c->kind, way,
+                     qf_gemm_kinds[c->gemm].name, k.ratio_lt);
             bench_row_emit(b, &k);
         }
-        block_gemm_values_row(b, g, c->kind, bf_us);
+        block_gemm_values_row(b, g, c->kind, bf16);
         for (int i = 0; i < g->n_rot; i++) {
             bench_out_free(&g->a[i]), bench_out_free(&g->w[i]), bench_out_free(&g->y[i]);
             cudaFree(g->bf16[0][i].data), cudaFree(g->bf16[1][i].data);

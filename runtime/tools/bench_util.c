@@ -83,32 +83,38 @@ int bench_rotation_count(const bench *b, double set_bytes) {
 
 /* ==================================================================== timing */
 
-/* Median microseconds per launch: WARMUP launches, then o.iters batches of o.batch back-to-back
- * launches between two CUDA events on the legacy default stream, cycling through n_rot sets. */
-double bench_time_launches(const bench *b, launch_fn fn, void *arg, int n_rot) {
+void bench_time_rounds(const bench *b, bench_timed *t, int n) {
     cudaEvent_t e0, e1;
-    double *t = tool_xmalloc((size_t)b->o.iters * sizeof *t);
+    double *us = tool_xmalloc((size_t)n * (size_t)b->o.iters * sizeof *us);
     CUDA_OR_DIE(cudaEventCreate(&e0));
     CUDA_OR_DIE(cudaEventCreate(&e1));
-    int k = 0;
-    for (int i = 0; i < WARMUP; i++)
-        fn(arg, k++ % n_rot);
+    int k = 0; /* launches so far, the same count for every stream: its operand set k % n_rot */
+    for (int i = 0; i < WARMUP; i++, k++)
+        for (int s = 0; s < n; s++)
+            t[s].fn(t[s].arg, k % t[s].n_rot);
     CUDA_OR_DIE(cudaDeviceSynchronize());
-    for (int it = 0; it < b->o.iters; it++) {
-        CUDA_OR_DIE(cudaEventRecord(e0, NULL));
-        for (int j = 0; j < b->o.batch; j++)
-            fn(arg, k++ % n_rot);
-        CUDA_OR_DIE(cudaEventRecord(e1, NULL));
-        CUDA_OR_DIE(cudaEventSynchronize(e1));
-        float ms = 0.0f;
-        CUDA_OR_DIE(cudaEventElapsedTime(&ms, e0, e1));
-        t[it] = 1e3 * ms / b->o.batch;
-    }
+    for (int it = 0; it < b->o.iters; it++, k += b->o.batch)
+        for (int s = 0; s < n; s++) {
+            CUDA_OR_DIE(cudaEventRecord(e0, NULL));
+            for (int j = 0; j < b->o.batch; j++)
+                t[s].fn(t[s].arg, (k + j) % t[s].n_rot);
+            CUDA_OR_DIE(cudaEventRecord(e1, NULL));
+            CUDA_OR_DIE(cudaEventSynchronize(e1));
+            float ms = 0.0f;
+            CUDA_OR_DIE(cudaEventElapsedTime(&ms, e0, e1));
+            us[s * b->o.iters + it] = 1e3 * ms / b->o.batch;
+        }
     CUDA_OR_DIE(cudaGetLastError());
-    double med = bench_median(t, b->o.iters);
-    free(t);
+    for (int s = 0; s < n; s++)
+        t[s].us = bench_median(us + s * b->o.iters, b->o.iters);
+    free(us);
     cudaEventDestroy(e0), cudaEventDestroy(e1);
-    return med;
+}
+
+double bench_time_launches(const bench *b, launch_fn fn, void *arg, int n_rot) {
+    bench_timed t = {fn, arg, n_rot, 0.0};
+    bench_time_rounds(b, &t, 1);
+    return t.us;
 }
 
 /* ==================================================================== rows: table and CSV */

@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
     int ng = b.o.shape || b.o.quick ? 1
                                     : (int)(sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]);
     for (int i = 0; (b.o.sections & SEC_GEMM) && i < ng; i++)
-        bench_block_gemms(&b, &gs[i], bench_gemm_shape(&b, &gs[i]));
+        bench_gemm_shape(&b, &gs[i]);
     if (b.o.sections & SEC_JIT)
         bench_jit(&b);
     if (b.o.sections & SEC_STEP)

@@ -74,3 +74,25 @@ def test_report_names_the_gemm_data():
         "random bytes, unit scales", "quantized N(0, 1) data"))]) == \
         " (operands: quantized N(0, 1) data)"
     assert br.block_gemm_data([dict(row, op="gemm_fp8")]) == ""  # per-tensor FP8: not these rows
+
+
+def test_report_takes_the_ratio_timed_beside_the_row():
+    """The block-scaled GEMM table's "qfuse / bf16" is the ratio qfuse-bench measured with the
+    bf16 ceiling timed beside the row (ratio_cublaslt), not the two rows' TFLOP/s, which were
+    timed apart; a CSV without it falls back on them."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    dims = {"M": "2048", "K": "14336", "N": "4096", "norm": "", "dtype": "", "outputs": ""}
+    ceiling = dict(dims, kind="ceiling", recipe="", op="cublaslt_bf16_gemm", tflops="800")
+    row = dict(dims, kind="qfuse", recipe="mxfp8", op="gemm_mxfp8_wkept", tflops="714",
+               ratio_cublaslt="0.9125", note="dgrad: qf_gemm of the dgrad copies")
+
+    def ratio_cell(q):
+        lines = br.block_gemm_table([ceiling, q], [], {})
+        assert len(lines) == 3, lines
+        return lines[2].split("|")[9].strip()
+
+    assert ratio_cell(row) == "0.912"  # side by side, not 714 / 800
+    assert ratio_cell(dict(row, ratio_cublaslt="")) == "0.892"  # 714 / 800
