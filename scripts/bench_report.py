@@ -9,10 +9,13 @@ speedup_eager / speedup_compile columns of every qfuse row that has a peer doing
                      qfuse beside eager and torch.compile, a line at the measured copy bandwidth;
   docs/bench.md      the part between <!-- bench:begin --> and <!-- bench:end --> (--doc; not
                      with --quick: a smoke run does not replace the reference numbers).
-Prints the merged table. Exits 0 with a message when there is nothing to report (no GPU run).
+Prints the merged table. Exits 0 with a message when there is nothing to report (no GPU run:
+DIR holds no qfuse.csv); exits 1, writing nothing, when an input cannot be read, lacks a column
+or holds no rows, or when the page to update is missing; 2 on bad usage.
 """
 import argparse
 import csv
+import math
 import os
 import re
 import statistics
@@ -21,6 +24,13 @@ import sys
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 PEER_KINDS = {"peer_eager": "speedup_eager", "peer_compile": "speedup_compile"}
 MATCH_FIELDS = ("op", "norm", "dtype", "outputs", "M", "K", "N")
+# The columns this script reads from both CSVs (qfuse-bench writes them all, bench_peers.py too).
+REQUIRED = ("kind", "recipe") + MATCH_FIELDS + ("us_median",)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class ReportError(Exception):
+    """An input the report cannot use; main prints it and exits 1 before writing anything."""
 
 # ============================================================================ reading
 
@@ -34,24 +44,36 @@ def parse_comment(line, meta):
 
 
 def read_csv(path):
-    """(meta, comment lines, rows) of a bench CSV; rows are dicts of strings."""
+    """(meta, comment lines, rows) of a bench CSV; rows are dicts of strings (a short row's
+    missing cells are empty). ReportError when the file cannot be read as text or its header
+    lacks a column of REQUIRED."""
     meta, comments, body = {}, [], []
-    with open(path, newline="") as f:
-        for line in f:
-            if line.startswith("#"):
-                comments.append(line.rstrip("\n"))
-                parse_comment(line, meta)
-            elif line.strip():
-                body.append(line)
-    return meta, comments, list(csv.DictReader(body))
+    try:
+        with open(path, newline="") as f:
+            for line in f:
+                if line.startswith("#"):
+                    comments.append(line.rstrip("\n"))
+                    parse_comment(line, meta)
+                elif line.strip():
+                    body.append(line)
+        reader = csv.DictReader(body, restval="")
+        rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ReportError("cannot read %s: %s" % (path, e)) from e
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if body and missing:
+        raise ReportError("%s lacks the column(s) %s: not a CSV of build/qfuse-bench or "
+                          "scripts/bench_peers.py" % (path, ", ".join(missing)))
+    return meta, comments, rows
 
 
 def num(row, key):
-    """Float value of row[key], or None when empty or absent."""
+    """Float value of row[key], or None when empty, absent, not a number, NaN or infinite."""
     try:
-        return float(row.get(key) or "")
+        v = float(row.get(key) or "")
     except ValueError:
         return None
+    return v if math.isfinite(v) else None
 
 
 # ============================================================================ merging
@@ -221,10 +243,19 @@ def gemm_table(qrows, prows, families):
 
 def bf16_ratio(r, q, b):
     """A block-scaled GEMM row's speed over bf16 cuBLASLt's: the ratio qfuse-bench measured with
-    the ceiling timed beside the row (its ratio_cublaslt), else q / b from the two rows' TFLOP/s
-    (a CSV from before the side-by-side timing)."""
+    the ceiling timed beside the row (its ratio_cublaslt), else, where that cell is empty, q / b
+    from the two rows' TFLOP/s (a CSV from before the side-by-side timing). A cell that is not a
+    positive finite number is reported on stderr and gives no ratio."""
+    cell = (r.get("ratio_cublaslt") or "").strip()
+    if not cell:
+        return q / b if q and b else None
     ratio = num(r, "ratio_cublaslt")
-    return ratio if ratio else (q / b if q and b else None)
+    if ratio is None or ratio <= 0:
+        print("warning: %s %s at %s: ratio_cublaslt %r is not a positive number; its ratio to "
+              "bf16 is left out" % (r.get("recipe"), r.get("op"), shape_of(r), cell),
+              file=sys.stderr)
+        return None
+    return ratio
 
 
 def block_gemm_table(qrows, prows, families):
@@ -368,7 +399,8 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
 
 
 def update_doc(path, lines):
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     if BEGIN not in text or END not in text:
         print("%s has no %s ... %s markers: not updated" % (path, BEGIN, END))
         return
@@ -459,23 +491,42 @@ def print_table(qrows):
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default="out/bench", help="folder of qfuse.csv and peers.csv")
-    p.add_argument("--doc", "--readme", dest="doc", default="docs/bench.md",
-                   help="page whose tables between the markers are rewritten")
+    p.add_argument("--doc", "--readme", dest="doc", default=os.path.join(ROOT, "docs", "bench.md"),
+                   help="page whose tables between the markers are rewritten (default: this "
+                        "checkout's docs/bench.md)")
     p.add_argument("--quick", action="store_true", help="smoke run: leave the page alone")
     p.add_argument("--no-doc", action="store_true",
                    help="some sections only: leave the page alone (the tables still go to "
                         "tables.md in --dir)")
     args = p.parse_args(argv)
+    if not os.path.isdir(args.dir):
+        p.error("--dir %s: no such directory" % args.dir)
     qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
     if not os.path.exists(qpath):
         print("no %s (no GPU run): nothing to report" % qpath)
         return 0
+    try:
+        return report(args, qpath, ppath)
+    except ReportError as e:
+        print("bench_report.py: %s" % e, file=sys.stderr)
+        return 1
+
+
+def report(args, qpath, ppath):
+    """Reads both CSVs and writes results.csv, bandwidth.png, tables.md and the page; every input
+    is checked (ReportError) before the first of them is written."""
+    update = not (args.quick or args.no_doc)
+    if update and not os.path.isfile(args.doc):
+        raise ReportError("--doc %s: no such file (the page whose tables are rewritten; "
+                          "--no-doc leaves it alone)" % args.doc)
     qmeta, qcomments, qrows = read_csv(qpath)
+    if not qrows:
+        raise ReportError("%s has no rows: nothing to report, %s left alone" % (qpath, args.doc))
     pmeta, pcomments, prows = read_csv(ppath) if os.path.exists(ppath) else ({}, [], [])
     families = family_map(qmeta)
     fill_speedups(qrows, prows, families)
     print_table(qrows)
-    columns = list(qrows[0].keys()) if qrows else []
+    columns = [c for c in qrows[0] if c is not None]  # None: the cells past a long row's header
     write_results(os.path.join(args.dir, "results.csv"), qcomments, pcomments, columns,
                   qrows + prows)
     plot(os.path.join(args.dir, "bandwidth.png"), qrows, prows)
@@ -483,11 +534,14 @@ def main(argv):
     with open(os.path.join(args.dir, "tables.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote %s" % os.path.join(args.dir, "tables.md"))
-    if args.quick or args.no_doc:
+    if update:
+        try:
+            update_doc(args.doc, lines)
+        except OSError as e:
+            raise ReportError("cannot update %s: %s" % (args.doc, e)) from e
+    else:
         print("%s not updated (%s)" % (args.doc, "--quick: smoke run" if args.quick else
                                        "--no-doc: some sections only"))
-    else:
-        update_doc(args.doc, lines)
     return 0
 
 

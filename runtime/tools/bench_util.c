@@ -88,16 +88,17 @@ void bench_time_rounds(const bench *b, bench_timed *t, int n) {
     double *us = tool_xmalloc((size_t)n * (size_t)b->o.iters * sizeof *us);
     CUDA_OR_DIE(cudaEventCreate(&e0));
     CUDA_OR_DIE(cudaEventCreate(&e1));
-    int k = 0; /* launches so far, the same count for every stream: its operand set k % n_rot */
+    long long k = 0; /* launches so far, the same for every stream: its operand set k % n_rot
+                      * (--iters x --batch may pass 2^31) */
     for (int i = 0; i < WARMUP; i++, k++)
         for (int s = 0; s < n; s++)
-            t[s].fn(t[s].arg, k % t[s].n_rot);
+            t[s].fn(t[s].arg, (int)(k % t[s].n_rot));
     CUDA_OR_DIE(cudaDeviceSynchronize());
     for (int it = 0; it < b->o.iters; it++, k += b->o.batch)
         for (int s = 0; s < n; s++) {
             CUDA_OR_DIE(cudaEventRecord(e0, NULL));
             for (int j = 0; j < b->o.batch; j++)
-                t[s].fn(t[s].arg, (k + j) % t[s].n_rot);
+                t[s].fn(t[s].arg, (int)((k + j) % t[s].n_rot));
             CUDA_OR_DIE(cudaEventRecord(e1, NULL));
             CUDA_OR_DIE(cudaEventSynchronize(e1));
             float ms = 0.0f;

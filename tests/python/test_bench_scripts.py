@@ -18,6 +18,14 @@ def load_bench_peers():
     return mod
 
 
+def load_bench_report():
+    spec = importlib.util.spec_from_file_location(
+        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_peers_gemm_data_option(capsys):
     bp = load_bench_peers()
     assert bp.parse_args([]).gemm_data == "quantized"
@@ -62,10 +70,7 @@ def test_fp8_block_quantize_examples():
 
 
 def test_report_names_the_gemm_data():
-    spec = importlib.util.spec_from_file_location(
-        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
-    br = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(br)
+    br = load_bench_report()
     row = {"kind": "qfuse", "op": "gemm_nvfp4_wkept",
            "note": "fprop: qf_gemm of the fprop copies, compact scales, random bytes, unit scales; "
                    "x0.950 of bf16 cuBLASLt in this run"}
@@ -80,10 +85,7 @@ def test_report_takes_the_ratio_timed_beside_the_row():
     """The block-scaled GEMM table's "qfuse / bf16" is the ratio qfuse-bench measured with the
     bf16 ceiling timed beside the row (ratio_cublaslt), not the two rows' TFLOP/s, which were
     timed apart; a CSV without it falls back on them."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
-    br = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(br)
+    br = load_bench_report()
     dims = {"M": "2048", "K": "14336", "N": "4096", "norm": "", "dtype": "", "outputs": ""}
     ceiling = dict(dims, kind="ceiling", recipe="", op="cublaslt_bf16_gemm", tflops="800")
     row = dict(dims, kind="qfuse", recipe="mxfp8", op="gemm_mxfp8_wkept", tflops="714",
@@ -96,3 +98,65 @@ def test_report_takes_the_ratio_timed_beside_the_row():
 
     assert ratio_cell(row) == "0.912"  # side by side, not 714 / 800
     assert ratio_cell(dict(row, ratio_cublaslt="")) == "0.892"  # 714 / 800
+    assert ratio_cell(dict(row, ratio_cublaslt="abc")) == ""  # a bad cell: no ratio, no fallback
+    for bad in ("nan", "inf", "0", "-1"):
+        assert ratio_cell(dict(row, ratio_cublaslt=bad)) == "", bad
+
+
+HEADER = ("kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,tflops,ratio_copy,"
+          "ratio_cublaslt,speedup_eager,speedup_compile,note\n")
+ROW = "qfuse,mxfp8,norm_quantize,layernorm,bf16,rowwise,16384,4096,,1,,100.0,1.0,,0.5,,,,\"n\"\n"
+PAGE = "# page\n<!-- bench:begin -->\nold tables\n<!-- bench:end -->\ntail\n"
+
+
+def report_run(tmp_path, csv_text, *args, page=PAGE):
+    """bench_report.py's main on a folder holding qfuse.csv = csv_text (bytes or str; None: no
+    file) and a page: (exit status, the page afterwards, the files written in the folder)."""
+    d = tmp_path / "bench"
+    d.mkdir(parents=True)
+    if csv_text is not None:
+        (d / "qfuse.csv").write_bytes(csv_text if isinstance(csv_text, bytes) else
+                                      csv_text.encode())
+    doc = tmp_path / "bench.md"
+    doc.write_text(page)
+    rc = load_bench_report().main(["--dir", str(d), "--doc", str(doc)] + list(args))
+    return rc, doc.read_text(), sorted(f.name for f in d.iterdir() if f.name != "qfuse.csv")
+
+
+def test_report_refuses_bad_inputs_and_writes_nothing(tmp_path, capsys):
+    """An empty or header-only qfuse.csv, one that lacks a column or is not text, and a --doc
+    that is missing: exit 1 with one line naming the file, the page and the folder untouched."""
+    cases = [("", "has no rows"), (HEADER, "has no rows"),
+             ("kind,recipe,op\nqfuse,mxfp8,gemm_mxfp8\n", "lacks the column(s) norm, dtype"),
+             (b"\xff\xfe\x00\x01", "cannot read")]
+    for i, (text, message) in enumerate(cases):
+        rc, page, written = report_run(tmp_path / str(i), text)
+        err = capsys.readouterr().err
+        assert rc == 1 and message in err and "Traceback" not in err, (text, err)
+        assert page == PAGE and written == [], text
+    d = tmp_path / "nodoc"
+    d.mkdir()
+    (d / "qfuse.csv").write_text(HEADER + ROW)
+    rc = load_bench_report().main(["--dir", str(d), "--doc", str(d / "missing.md")])
+    assert rc == 1 and "no such file" in capsys.readouterr().err
+    assert sorted(f.name for f in d.iterdir()) == ["qfuse.csv"]
+
+
+def test_report_dir_must_exist(tmp_path, capsys):
+    """A --dir that does not exist is bad usage (2); an existing one without qfuse.csv is a run
+    without a GPU: nothing to report, exit 0."""
+    with pytest.raises(SystemExit) as e:
+        load_bench_report().main(["--dir", str(tmp_path / "typo")])
+    assert e.value.code == 2 and "no such directory" in capsys.readouterr().err
+    rc, page, written = report_run(tmp_path, None)
+    assert rc == 0 and page == PAGE and written == []
+    assert "nothing to report" in capsys.readouterr().out
+
+
+def test_report_rewrites_the_page_between_its_markers(tmp_path, capsys):
+    """A good CSV (with a short row) replaces only the tables between the markers."""
+    rc, page, written = report_run(tmp_path, HEADER + ROW + "qfuse,mxfp8,norm_quantize\n")
+    assert rc == 0, capsys.readouterr().err
+    assert page.startswith("# page\n<!-- bench:begin -->\n") and page.endswith(
+        "<!-- bench:end -->\ntail\n") and "old tables" not in page
+    assert "results.csv" in written and "tables.md" in written
