@@ -398,9 +398,18 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     return lines
 
 
-def update_doc(path, lines):
-    with open(path) as f:
-        text = f.read()
+def read_page(path):
+    """The text of the page to update; ReportError when it is missing or not text."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReportError("--doc %s: %s (the page whose tables are rewritten; --no-doc leaves it "
+                          "alone)" % (path, e)) from e
+
+
+def update_doc(path, text, lines):
+    """Writes text with the part between the markers replaced by lines."""
     if BEGIN not in text or END not in text:
         print("%s has no %s ... %s markers: not updated" % (path, BEGIN, END))
         return
@@ -500,7 +509,8 @@ def main(argv):
                         "tables.md in --dir)")
     args = p.parse_args(argv)
     if not os.path.isdir(args.dir):
-        p.error("--dir %s: no such directory" % args.dir)
+        p.error("--dir %s: no such directory (`make bench` writes its CSVs into out/bench)"
+                % args.dir)
     qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
     if not os.path.exists(qpath):
         print("no %s (no GPU run): nothing to report" % qpath)
@@ -516,9 +526,7 @@ def report(args, qpath, ppath):
     """Reads both CSVs and writes results.csv, bandwidth.png, tables.md and the page; every input
     is checked (ReportError) before the first of them is written."""
     update = not (args.quick or args.no_doc)
-    if update and not os.path.isfile(args.doc):
-        raise ReportError("--doc %s: no such file (the page whose tables are rewritten; "
-                          "--no-doc leaves it alone)" % args.doc)
+    page = read_page(args.doc) if update else None
     qmeta, qcomments, qrows = read_csv(qpath)
     if not qrows:
         raise ReportError("%s has no rows: nothing to report, %s left alone" % (qpath, args.doc))
@@ -536,7 +544,7 @@ def report(args, qpath, ppath):
     print("wrote %s" % os.path.join(args.dir, "tables.md"))
     if update:
         try:
-            update_doc(args.doc, lines)
+            update_doc(args.doc, page, lines)
         except OSError as e:
             raise ReportError("cannot update %s: %s" % (args.doc, e)) from e
     else:

@@ -138,7 +138,7 @@ def test_report_refuses_bad_inputs_and_writes_nothing(tmp_path, capsys):
     d.mkdir()
     (d / "qfuse.csv").write_text(HEADER + ROW)
     rc = load_bench_report().main(["--dir", str(d), "--doc", str(d / "missing.md")])
-    assert rc == 1 and "no such file" in capsys.readouterr().err
+    assert rc == 1 and "No such file" in capsys.readouterr().err
     assert sorted(f.name for f in d.iterdir()) == ["qfuse.csv"]
 
 
