@@ -10,20 +10,21 @@ import pytest
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
-def load_bench_peers():
+def load_script(name):
+    """scripts/<name>.py as a module."""
     spec = importlib.util.spec_from_file_location(
-        "bench_peers", os.path.join(ROOT, "scripts", "bench_peers.py"))
+        name, os.path.join(ROOT, "scripts", name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_bench_peers():
+    return load_script("bench_peers")
 
 
 def load_bench_report():
-    spec = importlib.util.spec_from_file_location(
-        "bench_report", os.path.join(ROOT, "scripts", "bench_report.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_report")
 
 
 def test_peers_gemm_data_option(capsys):
