@@ -262,7 +262,9 @@ def block_gemm_table(qrows, prows, families):
     """The MXFP8 and NVFP4 GEMMs (Hopper: generated kernels) against bf16 cuBLASLt (the fastest of
     its heuristic algorithms) and the emulation peer (dequantize + bf16 matmul, one sequence);
     the "weight kept" rows read the weight's bf16 copy made once (qfuse: qf_dequantize and
-    qf_gemm_opts.b_dequantized), beside the emulation that keeps it too."""
+    qf_gemm_opts.b_dequantized), beside the emulation that keeps it too. "qfuse / bf16 on these
+    values" is the quotient of the two rows' ratios to bf16 (each timed beside the ceiling), so
+    that the clocks of neither row's own rounds enter it."""
     lines = ["| GEMM | M x K -> N | training GEMM | qfuse TFLOP/s | cuBLASLt bf16 | "
              "cuBLASLt bf16 on these values | emulation eager | emulation compiled | "
              "qfuse / bf16 | qfuse / bf16 on these values | qfuse / compiled emulation |",
@@ -272,13 +274,15 @@ def block_gemm_table(qrows, prows, families):
     ops = tuple("gemm_" + f + s for f in ("mxfp8", "nvfp4") for s in ("", "_wkept"))
     for r, lt, e, c in gemm_rows(qrows, prows, families, ops):
         q, b, ce = num(r, "tflops"), num(lt["cublaslt_bf16_gemm"], "tflops"), num(c, "tflops")
-        v = num(values.get(("cublaslt_bf16_gemm_%s_values" % r["op"][5:].split("_")[0],
-                            r["M"], r["K"], r["N"]), {}), "tflops")
+        vrow = values.get(("cublaslt_bf16_gemm_%s_values" % r["op"][5:].split("_")[0],
+                           r["M"], r["K"], r["N"]), {})
+        v = num(vrow, "tflops")
+        rq, rv = bf16_ratio(r, q, b), bf16_ratio(vrow, v, b) if vrow else None
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["op"][5:].replace("_wkept", ", weight kept"), shape_of(r), gemm_kind(r),
             fmt(q, "%.0f"), fmt(b, "%.0f"), fmt(v, "%.0f"), fmt(num(e, "tflops"), "%.0f"),
-            fmt(ce, "%.0f"), fmt(bf16_ratio(r, q, b), "%.3f"),
-            fmt(q / v if q and v else None, "%.3f"), fmt(q / ce if q and ce else None, "%.3f")))
+            fmt(ce, "%.0f"), fmt(rq, "%.3f"), fmt(rq / rv if rq and rv else None, "%.3f"),
+            fmt(q / ce if q and ce else None, "%.3f")))
     return lines if len(lines) > 2 else []
 
 

@@ -99,6 +99,15 @@ def test_report_takes_the_ratio_timed_beside_the_row():
 
     assert ratio_cell(row) == "0.912"  # side by side, not 714 / 800
     assert ratio_cell(dict(row, ratio_cublaslt="")) == "0.892"  # 714 / 800
+    # "qfuse / bf16 on these values": the quotient of the two rows' ratios timed beside the
+    # ceiling (0.9125 / 1.0125), not of their TFLOP/s (714 / 760)
+    values = dict(dims, kind="ceiling", recipe="mxfp8", op="cublaslt_bf16_gemm_mxfp8_values",
+                  tflops="760", ratio_cublaslt="1.0125")
+    cells = br.block_gemm_table([ceiling, row, values], [], {})[2].split("|")
+    assert cells[10].strip() == "0.901", cells
+    cells = br.block_gemm_table([ceiling, dict(row, ratio_cublaslt=""),
+                                 dict(values, ratio_cublaslt="")], [], {})[2].split("|")
+    assert cells[10].strip() == "0.939", cells  # an older CSV: 714 / 760
     assert ratio_cell(dict(row, ratio_cublaslt="abc")) == ""  # a bad cell: no ratio, no fallback
     for bad in ("nan", "inf", "0", "-1"):
         assert ratio_cell(dict(row, ratio_cublaslt=bad)) == "", bad
