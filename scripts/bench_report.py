@@ -11,7 +11,10 @@ speedup_eager / speedup_compile columns of every qfuse row that has a peer doing
                      with --quick: a smoke run does not replace the reference numbers).
 Prints the merged table. Exits 0 with a message when there is nothing to report (no GPU run:
 DIR holds no qfuse.csv); exits 1, writing nothing, when an input cannot be read, lacks a column
-or holds no rows, or when the page to update is missing; 2 on bad usage.
+or holds no row with a kind and an op, or when the page to update is missing or lacks its
+markers in order; 1 also when an output cannot be written; 2 on bad usage. A text cell's '|' is
+escaped and its control characters become spaces; a number that is not positive and finite is
+shown as an empty cell.
 """
 import argparse
 import csv
@@ -43,13 +46,19 @@ def parse_comment(line, meta):
             meta.setdefault(key.strip(), value.strip())
 
 
+def clean(text):
+    """A cell as the tables can show it: control characters as spaces, '|' escaped for
+    Markdown (the cells of results.csv carry the same text)."""
+    return re.sub(r"[\x00-\x1f\x7f]", " ", text).replace("|", "\\|")
+
+
 def read_csv(path):
-    """(meta, comment lines, rows) of a bench CSV; rows are dicts of strings (a short row's
-    missing cells are empty). ReportError when the file cannot be read as text or its header
-    lacks a column of REQUIRED."""
+    """(meta, comment lines, rows) of a bench CSV; rows are dicts of cleaned strings (a short
+    row's missing cells are empty; a row without kind or op is left out, with a warning).
+    ReportError when the file cannot be read as text or its header lacks a column of REQUIRED."""
     meta, comments, body = {}, [], []
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:
             for line in f:
                 if line.startswith("#"):
                     comments.append(line.rstrip("\n"))
@@ -64,16 +73,22 @@ def read_csv(path):
     if body and missing:
         raise ReportError("%s lacks the column(s) %s: not a CSV of build/qfuse-bench or "
                           "scripts/bench_peers.py" % (path, ", ".join(missing)))
-    return meta, comments, rows
+    rows = [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+    kept = [r for r in rows if r["kind"].strip() and r["op"].strip()]
+    if len(kept) < len(rows):
+        print("warning: %s: %d row(s) without a kind or an op left out"
+              % (path, len(rows) - len(kept)), file=sys.stderr)
+    return meta, comments, kept
 
 
 def num(row, key):
-    """Float value of row[key], or None when empty, absent, not a number, NaN or infinite."""
+    """Float value of row[key], or None when empty, absent, not a number, NaN, infinite or not
+    positive (every number the benches write is positive: times, rates, sizes, ratios)."""
     try:
         v = float(row.get(key) or "")
     except ValueError:
         return None
-    return v if math.isfinite(v) else None
+    return v if math.isfinite(v) and v > 0 else None
 
 
 # ============================================================================ merging
@@ -137,7 +152,9 @@ def percent(ratio):
 
 
 def shape_of(r):
-    if not r.get("M"):
+    """"M x K -> N" of a row whose dims are positive integers, else ""."""
+    if not all((r.get(d) or "1").isdigit() and int(r.get(d) or "1") > 0 for d in "MKN") \
+            or not r.get("M"):
         return ""
     s = "%s x %s" % (r["M"], r["K"])
     return s + (" -> %s" % r["N"] if r.get("N") else "")
@@ -195,7 +212,7 @@ def peer_only_table(qrows, prows, families):
     compile_rows = peer_lookup(prows, families)
     for e in prows:
         key = match_key(e, families)
-        if e["kind"] != "peer_eager" or key in have or e["op"].startswith("gemm"):
+        if e["kind"] != "peer_eager" or key in have or e["op"].startswith(("gemm", "mlp_step")):
             continue
         c = compile_rows.get(("peer_compile",) + key, {})
         lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
@@ -403,23 +420,26 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
 
 
 def read_page(path):
-    """The text of the page to update; ReportError when it is missing or not text."""
+    """The text of the page to update (line ends as they are); ReportError when it is missing,
+    not text, or lacks the markers in order."""
     try:
-        with open(path) as f:
-            return f.read()
+        with open(path, newline="") as f:
+            text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise ReportError("--doc %s: %s (the page whose tables are rewritten; --no-doc leaves it "
                           "alone)" % (path, e)) from e
+    if BEGIN not in text or END not in text.split(BEGIN, 1)[1]:
+        raise ReportError("--doc %s has no %s ... %s markers in that order (the tables go "
+                          "between them; --no-doc leaves the page alone)" % (path, BEGIN, END))
+    return text
 
 
 def update_doc(path, text, lines):
-    """Writes text with the part between the markers replaced by lines."""
-    if BEGIN not in text or END not in text:
-        print("%s has no %s ... %s markers: not updated" % (path, BEGIN, END))
-        return
+    """Writes text (read_page's: its markers checked) with the part between the markers replaced
+    by lines."""
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    with open(path, "w") as f:
+    with open(path, "w", newline="") as f:
         f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
     print("updated %s" % path)
 
@@ -528,7 +548,8 @@ def main(argv):
 
 def report(args, qpath, ppath):
     """Reads both CSVs and writes results.csv, bandwidth.png, tables.md and the page; every input
-    is checked (ReportError) before the first of them is written."""
+    is checked (ReportError) before the first of them is written, and an output that cannot be
+    written ends the run with a ReportError naming it."""
     update = not (args.quick or args.no_doc)
     page = read_page(args.doc) if update else None
     qmeta, qcomments, qrows = read_csv(qpath)
@@ -539,19 +560,22 @@ def report(args, qpath, ppath):
     fill_speedups(qrows, prows, families)
     print_table(qrows)
     columns = [c for c in qrows[0] if c is not None]  # None: the cells past a long row's header
-    write_results(os.path.join(args.dir, "results.csv"), qcomments, pcomments, columns,
-                  qrows + prows)
-    plot(os.path.join(args.dir, "bandwidth.png"), qrows, prows)
     lines = doc_section(qmeta, pmeta, qrows, prows, families)
-    with open(os.path.join(args.dir, "tables.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote %s" % os.path.join(args.dir, "tables.md"))
-    if update:
-        try:
-            update_doc(args.doc, page, lines)
-        except OSError as e:
-            raise ReportError("cannot update %s: %s" % (args.doc, e)) from e
-    else:
+    path = os.path.join(args.dir, "results.csv")
+    try:
+        write_results(path, qcomments, pcomments, columns, qrows + prows)
+        path = os.path.join(args.dir, "bandwidth.png")
+        plot(path, qrows, prows)
+        path = os.path.join(args.dir, "tables.md")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print("wrote %s" % path)
+        if update:
+            path = args.doc
+            update_doc(path, page, lines)
+    except OSError as e:
+        raise ReportError("cannot write %s: %s" % (path, e)) from e
+    if not update:
         print("%s not updated (%s)" % (args.doc, "--quick: smoke run" if args.quick else
                                        "--no-doc: some sections only"))
     return 0

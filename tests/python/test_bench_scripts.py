@@ -144,6 +144,13 @@ def test_report_refuses_bad_inputs_and_writes_nothing(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 1 and message in err and "Traceback" not in err, (text, err)
         assert page == PAGE and written == [], text
+    for i, page in enumerate(("# no markers\n", "a\n<!-- bench:end -->\nb\n<!-- bench:begin -->\n")):
+        rc, after, written = report_run(tmp_path / ("page%d" % i), HEADER + ROW, page=page)
+        err = capsys.readouterr().err
+        assert rc == 1 and "markers in that order" in err and "Traceback" not in err, err
+        assert after == page and written == []
+    rc, page, written = report_run(tmp_path / "kindless", HEADER + ",,,,,,,,,,,,,,,,,,\nqfuse\n")
+    assert rc == 1 and "has no rows" in capsys.readouterr().err and page == PAGE
     d = tmp_path / "nodoc"
     d.mkdir()
     (d / "qfuse.csv").write_text(HEADER + ROW)
@@ -170,3 +177,29 @@ def test_report_rewrites_the_page_between_its_markers(tmp_path, capsys):
     assert page.startswith("# page\n<!-- bench:begin -->\n") and page.endswith(
         "<!-- bench:end -->\ntail\n") and "old tables" not in page
     assert "results.csv" in written and "tables.md" in written
+
+
+def test_report_names_an_output_it_cannot_write(tmp_path, capsys):
+    d = tmp_path / "bench"
+    d.mkdir()
+    (d / "qfuse.csv").write_text(HEADER + ROW)
+    (d / "results.csv").mkdir()
+    rc = load_bench_report().main(["--dir", str(d), "--no-doc"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "cannot write" in err and "results.csv" in err and "Traceback" not in err
+
+
+def test_report_cells_stay_in_their_columns():
+    """A '|', a newline or a NUL in a text cell cannot break a table line, a number that is not
+    positive is left blank, and PyTorch's step rows are not taken for a format qfuse lacks."""
+    br = load_bench_report()
+    peer = {"kind": "peer_eager", "recipe": "fam|x", "op": "norm_quantize", "norm": "rmsnorm",
+            "dtype": "bf16", "outputs": "rowwise", "M": "16", "K": "32", "N": "",
+            "us_median": "-5", "tbps": "2.0", "note": "a | b\nc\x00d"}
+    step = dict(peer, recipe="bf16", op="mlp_step_swiglu", note="")
+    rows = [{k: br.clean(v) for k, v in r.items()} for r in (peer, step)]
+    lines = br.peer_only_table([], rows, {})
+    assert len(lines) == 3, lines  # the step row is not listed
+    assert lines[2].count("|") - lines[2].count("\\|") == 8, lines[2]  # 7 cells
+    assert "\n" not in lines[2] and "\x00" not in lines[2]
+    assert lines[2].split(" | ")[2] == ""  # eager us: -5 left blank
