@@ -152,9 +152,10 @@ def percent(ratio):
 
 
 def shape_of(r):
-    """"M x K -> N" of a row whose dims are positive integers, else ""."""
-    if not all((r.get(d) or "1").isdigit() and int(r.get(d) or "1") > 0 for d in "MKN") \
-            or not r.get("M"):
+    """"M x K -> N" of a row with an M, each of its dims (N may be empty) a positive integer;
+    else ""."""
+    dims = [r.get(d) for d in "MKN" if r.get(d)]
+    if not r.get("M") or not all(d.isdigit() and int(d) > 0 for d in dims):
         return ""
     s = "%s x %s" % (r["M"], r["K"])
     return s + (" -> %s" % r["N"] if r.get("N") else "")
@@ -266,8 +267,8 @@ def bf16_ratio(r, q, b):
     cell = (r.get("ratio_cublaslt") or "").strip()
     if not cell:
         return q / b if q and b else None
-    ratio = num(r, "ratio_cublaslt")
-    if ratio is None or ratio <= 0:
+    ratio = num(r, "ratio_cublaslt")  # None unless positive and finite
+    if ratio is None:
         print("warning: %s %s at %s: ratio_cublaslt %r is not a positive number; its ratio to "
               "bf16 is left out" % (r.get("recipe"), r.get("op"), shape_of(r), cell),
               file=sys.stderr)

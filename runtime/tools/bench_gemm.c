@@ -323,9 +323,11 @@ static void block_gemm_launch(void *arg, int i) {
     QF_OR_DIE(qf_gemm_ex(g->b->ctx, g->r->name, &a, &w, NULL, &y, &o, NULL));
 }
 
-/* r->us of g's launches and r->ratio_lt, the bf16 ceiling's time over it, timed side by side. */
-static void block_gemm_time(const bench *b, block_gemm *g, const bench_timed *bf16, row *r) {
-    bench_timed t[2] = {{block_gemm_launch, g, g->n_rot, 0.0}, *bf16};
+/* r->us of fn's launches over n_rot operand sets and r->ratio_lt, the bf16 ceiling's time over
+ * it, timed side by side (bench_time_rounds). */
+static void time_beside(const bench *b, launch_fn fn, void *arg, int n_rot,
+                        const bench_timed *bf16, row *r) {
+    bench_timed t[2] = {{fn, arg, n_rot, 0.0}, *bf16};
     bench_time_rounds(b, t, 2);
     r->us = t[0].us;
     r->ratio_lt = t[1].us / r->us;
@@ -389,10 +391,7 @@ static void block_gemm_values_row(bench *b, block_gemm *g, const char *kind,
     r.M = g->M, r.K = g->K, r.N = g->N;
     r.bytes = (double)(g->M + g->N) * (double)g->K * 2.0 + (double)(g->M * g->N) * 2.0;
     r.flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    bench_timed t[2] = {{values_launch, &v, g->n_rot, 0.0}, *bf16};
-    bench_time_rounds(b, t, 2);
-    r.us = t[0].us;
-    r.ratio_lt = t[1].us / r.us;
+    time_beside(b, values_launch, &v, g->n_rot, bf16, &r);
     snprintf(r.note, sizeof r.note, "%s: cuBLASLt bf16 alone on the %s copies' dequantized "
              "values (a %s, b %s); fastest of %d heuristic algorithms (#%d); x%.3f of bf16 "
              "cuBLASLt on random data timed beside it", kind, qf_gemm_kinds[g->kind].name,
@@ -534,7 +533,7 @@ static void bench_block_gemms(bench *b, const bench_gemm_case *c, const bench_ti
         way = way && *way ? way : "auto";
         char op[48];
         row q = block_gemm_row(g, op, sizeof op);
-        block_gemm_time(b, g, bf16, &q);
+        time_beside(b, block_gemm_launch, g, g->n_rot, bf16, &q);
         if (has_gemm_kernel(ri))
             snprintf(q.note, sizeof q.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies, "
                      "compact scales, %s; x%.3f of bf16 cuBLASLt timed beside it", c->kind, way,
@@ -557,7 +556,7 @@ static void bench_block_gemms(bench *b, const bench_gemm_case *c, const bench_ti
             row k = block_gemm_row(g, op, sizeof op);
             snprintf(kop, sizeof kop, "%s_wkept", op);
             k.op = kop;
-            block_gemm_time(b, g, bf16, &k);
+            time_beside(b, block_gemm_launch, g, g->n_rot, bf16, &k);
             snprintf(k.note, sizeof k.note, "%s: qf_gemm (QFUSE_HOPPER_GEMM=%s) of the %s copies "
                      "with the weight's bf16 copy kept (qf_dequantize once, opts.b_dequantized); "
                      "x%.3f of bf16 cuBLASLt timed beside it", c->kind, way,

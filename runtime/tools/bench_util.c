@@ -88,8 +88,8 @@ void bench_time_rounds(const bench *b, bench_timed *t, int n) {
     double *us = tool_xmalloc((size_t)n * (size_t)b->o.iters * sizeof *us);
     CUDA_OR_DIE(cudaEventCreate(&e0));
     CUDA_OR_DIE(cudaEventCreate(&e1));
-    long long k = 0; /* launches so far, the same for every stream: its operand set k % n_rot
-                      * (--iters x --batch may pass 2^31) */
+    long long k = 0; /* launches so far of each t[s]: its operand set is k % n_rot (64-bit:
+                      * --iters x --batch may pass 2^31) */
     for (int i = 0; i < WARMUP; i++, k++)
         for (int s = 0; s < n; s++)
             t[s].fn(t[s].arg, (int)(k % t[s].n_rot));
