@@ -346,17 +346,32 @@ def step_table(qrows, prows):
     return lines if len(lines) > 2 else []
 
 
+JIT_KINDS = (("jit_cold", "cold NVRTC compile", "ms", 1e-3),
+             ("jit_disk", "disk-cache load (fresh context)", "ms", 1e-3),
+             ("jit_memory", "in-memory lookup", "us", 1.0))
+
+
+def sig3(v):
+    """v to 3 significant digits, without an exponent."""
+    return "%.0f" % v if v >= 1000 else "%.3g" % v
+
+
 def jit_summary(qrows):
-    """One line per JIT kind: median and range over kernels."""
+    """One line per JIT kind: median and range over the quantizers and scale updates; then one
+    line per GEMM module (kernel names ending in _gemm), its three times."""
     out = []
-    for kind, what, unit, scale in (("jit_cold", "cold NVRTC compile", "ms", 1e-3),
-                                    ("jit_disk", "disk-cache load (fresh context)", "ms", 1e-3),
-                                    ("jit_memory", "in-memory lookup", "us", 1.0)):
-        v = [num(r, "us_median") * scale for r in qrows
-             if r["kind"] == kind and num(r, "us_median")]
+    jit = [r for r in qrows if r["kind"] in {k[0] for k in JIT_KINDS} and num(r, "us_median")]
+    for kind, what, unit, scale in JIT_KINDS:
+        v = [num(r, "us_median") * scale for r in jit
+             if r["kind"] == kind and not r["op"].endswith("_gemm")]
         if v:
-            out.append("- %s: median %.3g %s over %d kernels (%.3g to %.3g)" % (
-                what, statistics.median(v), unit, len(v), min(v), max(v)))
+            out.append("- %s: median %s %s over %d kernels (%s to %s)" % (
+                what, sig3(statistics.median(v)), unit, len(v), sig3(min(v)), sig3(max(v))))
+    for op in sorted({r["op"] for r in jit if r["op"].endswith("_gemm")}):
+        t = {r["kind"]: num(r, "us_median") for r in jit if r["op"] == op}
+        out.append("- GEMM module %s: %s" % (op, ", ".join(
+            "%s %s %s" % (what, sig3(t[kind] * scale), unit)
+            for kind, what, unit, scale in JIT_KINDS if kind in t)))
     return out
 
 
@@ -534,8 +549,9 @@ def main(argv):
                         "tables.md in --dir)")
     args = p.parse_args(argv)
     if not os.path.isdir(args.dir):
-        p.error("--dir %s: no such directory (`make bench` writes its CSVs into out/bench)"
-                % args.dir)
+        p.error("--dir %s: %s (`make bench` writes its CSVs into out/bench)"
+                % (args.dir, "not a directory" if os.path.exists(args.dir)
+                   else "no such directory"))
     qpath, ppath = os.path.join(args.dir, "qfuse.csv"), os.path.join(args.dir, "peers.csv")
     if not os.path.exists(qpath):
         print("no %s (no GPU run): nothing to report" % qpath)

@@ -113,6 +113,25 @@ def test_report_takes_the_ratio_timed_beside_the_row():
         assert ratio_cell(dict(row, ratio_cublaslt=bad)) == "", bad
 
 
+def test_report_lists_the_gemm_modules_apart():
+    """The JIT lines: medians over the quantizers and scale updates, without the GEMM modules
+    (the largest compiles), which get a line each with their three times."""
+    br = load_bench_report()
+
+    def jit(kind, op, us):
+        return {"kind": kind, "recipe": "mxfp8", "op": op, "us_median": us}
+
+    rows = [jit("jit_cold", "qf_mxfp8_quant_input_bf16", "20000"),
+            jit("jit_cold", "qf_mxfp8_scale_x", "40000"),
+            jit("jit_cold", "qf_mxfp8_gemm", "1500000"),
+            jit("jit_disk", "qf_mxfp8_gemm", "900"), jit("jit_memory", "qf_mxfp8_gemm", "0.2"),
+            jit("jit_cold", "qf_nvfp4_gemm", "abc")]  # a bad cell: no line
+    assert br.jit_summary(rows) == [
+        "- cold NVRTC compile: median 30 ms over 2 kernels (20 to 40)",
+        "- GEMM module qf_mxfp8_gemm: cold NVRTC compile 1500 ms, disk-cache load (fresh "
+        "context) 0.9 ms, in-memory lookup 0.2 us"]
+
+
 HEADER = ("kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,tflops,ratio_copy,"
           "ratio_cublaslt,speedup_eager,speedup_compile,note\n")
 ROW = "qfuse,mxfp8,norm_quantize,layernorm,bf16,rowwise,16384,4096,,1,,100.0,1.0,,0.5,,,,\"n\"\n"
@@ -165,6 +184,10 @@ def test_report_dir_must_exist(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         load_bench_report().main(["--dir", str(tmp_path / "typo")])
     assert e.value.code == 2 and "no such directory" in capsys.readouterr().err
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(SystemExit) as e:
+        load_bench_report().main(["--dir", str(tmp_path / "a_file")])
+    assert e.value.code == 2 and "a_file: not a directory" in capsys.readouterr().err
     rc, page, written = report_run(tmp_path, None)
     assert rc == 0 and page == PAGE and written == []
     assert "nothing to report" in capsys.readouterr().out
