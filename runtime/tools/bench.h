@@ -18,6 +18,7 @@
 #define LT_WORKSPACE (32u << 20) /* cuBLASLt workspace: the same size libqfuse uses */
 #define PROBE_M 256         /* JIT probes: a small problem, kernels do not depend on M or K */
 #define PROBE_K 1024
+#define PROBE_N 128         /* a GEMM probe's N: under 256, so sm_90 runs the module's kernel */
 #define NORM_EPS 1e-5f
 
 #define LT_OR_DIE(call)                                                                       \

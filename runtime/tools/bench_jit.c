@@ -11,12 +11,13 @@
 #include "jit_compile.h"
 #include "kernel_key.h"
 
-/* Small zeroed device buffers for one call of any quantizer or scale update (the lookup is what
- * is timed), and the outputs of the kernel's op from its recipe's fake shapes. */
+/* Small zeroed device buffers for one call of the op of any kernel (the lookup is what is timed),
+ * and the outputs of that op from its recipe's fake shapes. */
 typedef struct probe {
     void *x, *gamma, *beta, *amax, *sinv, *scale, *hist, *fmt;
-    out_set o;
-    qf_quantized q;
+    void *dxn, *stats; /* the norm backward's dxn [PROBE_M, PROBE_K] fp32, mu and rsigma */
+    out_set o, w, y; /* the op's outputs; a GEMM's: o and w its operands' copies, y its output */
+    qf_quantized q, qw;
 } probe;
 
 static void *dev_zero(size_t bytes) {
@@ -31,47 +32,91 @@ static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k) 
     size_t mk = (size_t)PROBE_M * PROBE_K;
     int H = r->amax_history_len > 0 ? r->amax_history_len : 1;
     p->x = dev_zero(4 * mk), p->gamma = dev_zero(4 * PROBE_K), p->beta = dev_zero(4 * PROBE_K);
+    p->dxn = dev_zero(4 * mk), p->stats = dev_zero(8 * PROBE_M);
     p->amax = dev_zero(4), p->sinv = dev_zero(4), p->hist = dev_zero(4 * (size_t)H);
     const float one = 1.0f;
     const uint8_t fmt = QF_DTYPE_E4M3;
     p->scale = bench_dev_upload(&one, sizeof one), p->fmt = bench_dev_upload(&fmt, 1);
-    p->o.n = 0;
+    p->o.n = p->w.n = p->y.n = 0;
     if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
         qf_shape_query q = {.op = k->op, .role = k->role, .norm = k->norm,
                             .outputs = QF_OUT_ROWWISE, .M = PROBE_M, .K = PROBE_K};
         bench_out_alloc(&p->o, r, &q);
+    } else if (k->op == QF_OP_GEMM) { /* fprop: a [PROBE_M, PROBE_K], w [PROBE_N, PROBE_K] */
+        const qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT,
+                                   .outputs = QF_OUT_ROWWISE, .M = PROBE_M, .K = PROBE_K};
+        const qf_shape_query qw = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
+                                   .outputs = QF_OUT_ROWWISE, .M = PROBE_N, .K = PROBE_K};
+        const qf_shape_query qy = {.op = QF_OP_GEMM, .M = PROBE_M, .N = PROBE_N, .K = PROBE_K};
+        bench_out_alloc(&p->o, r, &qa), bench_out_alloc(&p->w, r, &qw);
+        bench_out_alloc(&p->y, r, &qy);
+    } else if (k->op != QF_OP_SCALE_UPDATE) { /* norm backward, dbias, activation: [M, K] in */
+        qf_shape_query q = {.op = k->op, .norm = k->norm, .M = PROBE_M, .N = PROBE_K,
+                            .K = PROBE_K, .dtype = k->in_dtype};
+        bench_out_alloc(&p->o, r, &q);
     }
     p->q = bench_out_quantized(&p->o, QF_SCALE_LAYOUT_COMPACT);
+    p->qw = bench_out_quantized(&p->w, QF_SCALE_LAYOUT_COMPACT);
 }
 
 static void probe_free(probe *p) {
-    void *all[] = {p->x, p->gamma, p->beta, p->amax, p->sinv, p->scale, p->hist, p->fmt};
+    void *all[] = {p->x, p->gamma, p->beta, p->amax, p->sinv, p->scale, p->hist, p->fmt,
+                   p->dxn, p->stats};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         cudaFree(all[i]);
-    bench_out_free(&p->o);
+    bench_out_free(&p->o), bench_out_free(&p->w), bench_out_free(&p->y);
 }
 
-/* 1 when the JIT rows can call the op of kernel k on probe buffers: the quantizers and the scale
- * update (GEMM kernels are timed in the GEMM section). */
-static int probe_supported(const qf_kernel_entry *k) {
-    return k->op != QF_OP_GEMM;
+/* 1 when the JIT rows can call the op of kernel k on probe buffers: every op, a GEMM module where
+ * qf_gemm looks it up (sm_89..99: from sm_100 on, MXFP8 and NVFP4 GEMMs are cuBLASLt's). */
+static int probe_supported(const qf_kernel_entry *k, int arch) {
+    return k->op != QF_OP_GEMM || arch < 100;
 }
 
-/* One call of the op that runs kernel k (default instance: rowwise only, gamma in x's dtype), so
- * that ctx looks k up: one code path for every family (the recipe picks it). */
+/* One call of the op that runs kernel k (default instance: rowwise only, gamma in x's dtype; the
+ * activation module through gelu's forward), so that ctx looks k up: one code path for every
+ * family (the recipe picks it). */
 static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry *k,
                        probe *p) {
     static const qf_rng rng = {1, 2}; /* gradients of recipes that round stochastically */
-    if (k->op == QF_OP_SCALE_UPDATE) {
+    const qf_tensor x = bench_tensor_2d(p->x, k->in_dtype, PROBE_M, PROBE_K);
+    const qf_norm_desc nd = {
+        .norm = k->norm, .zero_centered_gamma = k->zero_centered_gamma, .eps = NORM_EPS,
+        .gamma = bench_tensor_1d(p->gamma, k->in_dtype, PROBE_K),
+        .beta = k->norm == QF_NORM_LAYERNORM ? bench_tensor_1d(p->beta, k->in_dtype, PROBE_K)
+                                             : (qf_tensor){0}};
+    switch (k->op) {
+    case QF_OP_SCALE_UPDATE:
         QF_OR_DIE(qf_scale_update(ctx, r->name, 1, r->amax_history_len, p->amax, p->hist,
                                   p->scale, p->sinv, p->fmt, NULL));
-    } else {
-        qf_tensor x = bench_tensor_2d(p->x, k->in_dtype, PROBE_M, PROBE_K);
-        const qf_norm_desc nd = {
-            .norm = k->norm, .zero_centered_gamma = k->zero_centered_gamma, .eps = NORM_EPS,
-            .gamma = bench_tensor_1d(p->gamma, k->in_dtype, PROBE_K),
-            .beta = k->norm == QF_NORM_LAYERNORM ? bench_tensor_1d(p->beta, k->in_dtype, PROBE_K)
-                                                 : (qf_tensor){0}};
+        break;
+    case QF_OP_GEMM: { /* N under QF_GEMM_STAGED_MIN: the module's own kernel */
+        const qf_operand a = {&p->q, QF_COPY_ROWWISE}, w = {&p->qw, QF_COPY_ROWWISE};
+        qf_tensor y = bench_out_tensor(&p->y, "y");
+        QF_OR_DIE(qf_gemm(ctx, r->name, &a, &w, NULL, &y, NULL));
+        break;
+    }
+    case QF_OP_NORM_BACKWARD: {
+        const qf_tensor dxn = bench_tensor_2d(p->dxn, QF_DTYPE_FP32, PROBE_M, PROBE_K);
+        const qf_tensor mu = bench_tensor_1d(p->stats, QF_DTYPE_FP32, PROBE_M);
+        const qf_tensor rsigma =
+            bench_tensor_1d((float *)p->stats + PROBE_M, QF_DTYPE_FP32, PROBE_M);
+        qf_norm_grads g = {bench_out_tensor(&p->o, "dx"), bench_out_tensor(&p->o, "dgamma"),
+                           bench_out_tensor(&p->o, "dbeta")};
+        QF_OR_DIE(qf_norm_backward(ctx, r->name, &nd, &x, &dxn, &mu, &rsigma, &g, NULL));
+        break;
+    }
+    case QF_OP_DBIAS: {
+        qf_tensor dbias = bench_out_tensor(&p->o, "dbias");
+        QF_OR_DIE(qf_dbias(ctx, r->name, &x, &dbias, NULL));
+        break;
+    }
+    case QF_OP_ACTIVATION: {
+        qf_tensor a = bench_out_tensor(&p->o, "a");
+        QF_OR_DIE(qf_activation_fwd(ctx, r->name, QF_ACT_GELU, &x, &a, NULL));
+        break;
+    }
+    default:
         QF_OR_DIE(qf_quantize(ctx, r->name, k->role, &x, k->norm ? &nd : NULL, p->scale, &rng,
                               &p->q, NULL));
     }
@@ -128,7 +173,7 @@ static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, doubl
                      const char *note) {
     row r = bench_row_new(kind, k->recipe->name, k->name);
     r.norm = bench_norm_name(k->norm), r.dtype = qf_dtype_name(k->in_dtype);
-    r.outputs = k->op == QF_OP_SCALE_UPDATE ? "" : "rowwise";
+    r.outputs = k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE ? "rowwise" : "";
     r.us = 1e3 * ms;
     snprintf(r.note, sizeof r.note, "%s", note);
     bench_row_emit(b, &r);
@@ -177,7 +222,8 @@ static void remove_dir(const char *dir) {
     rmdir(dir);
 }
 
-/* JIT numbers of every kernel of the first selected recipe (GEMM kernels aside), with
+/* JIT numbers of every kernel of the first selected recipe (--quick: its first kernel of each op),
+ * and of the GEMM module of every other selected recipe that has one (the largest compiles), with
  * QFUSE_CACHE_DIR pointed at a fresh temporary directory (restored afterwards). */
 void bench_jit(bench *b) {
     int ri = bench_first_recipe(b);
@@ -192,11 +238,19 @@ void bench_jit(bench *b) {
     char *saved = old ? strdup(old) : NULL;
     setenv("QFUSE_CACHE_DIR", dir, 1);
     qf_cache_reset();
-    int n = 0;
-    for (int i = 0; i < qf_kernel_count; i++)
-        if (qf_kernels[i].recipe == &qf_recipes[ri] && probe_supported(&qf_kernels[i]) &&
-            (!b->o.quick || n++ < 2))
-            bench_jit_kernel(b, &qf_kernels[i]);
+    const int arch = qf_ctx_arch(b->ctx);
+    unsigned ops_done = 0; /* --quick: the ops of the first recipe timed so far */
+    for (int i = 0; i < qf_kernel_count; i++) {
+        const qf_kernel_entry *k = &qf_kernels[i];
+        const int rj = (int)(k->recipe - qf_recipes);
+        if (!probe_supported(k, arch))
+            continue;
+        if (rj == ri ? !b->o.quick || !(ops_done & 1u << k->op)
+                     : k->op == QF_OP_GEMM && tool_recipe_selected(&b->o.recipes, rj))
+            bench_jit_kernel(b, k);
+        if (rj == ri)
+            ops_done |= 1u << k->op;
+    }
     if (saved)
         setenv("QFUSE_CACHE_DIR", saved, 1);
     else
