@@ -296,9 +296,9 @@ BENCH_ARGS := $(BENCH_QUICK) $(if $(ITERS),--iters $(ITERS)) $(if $(GEMM_DATA),-
 BENCH_PEER_SECTIONS := $(filter-out jit,$(SECTION))
 bench: $(QFUSE_BENCH)
 	$(Q)mkdir -p $(BENCH_DIR)
+	$(Q)rm -f $(BENCH_DIR)/qfuse.csv $(BENCH_DIR)/peers.csv
 	$(Q)$(QFUSE_BENCH) $(BENCH_ARGS) $(foreach s,$(SECTION),--section $(s)) \
 	    --csv $(BENCH_DIR)/qfuse.csv
-	$(Q)rm -f $(BENCH_DIR)/peers.csv
 	$(Q)if [ -z "$(SECTION)" ] || [ -n "$(BENCH_PEER_SECTIONS)" ]; then \
 	    $(PYTHON) scripts/bench_peers.py $(BENCH_ARGS) \
 	        $(foreach s,$(BENCH_PEER_SECTIONS),--section $(s)) --csv $(BENCH_DIR)/peers.csv; fi

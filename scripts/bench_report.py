@@ -352,8 +352,10 @@ JIT_KINDS = (("jit_cold", "cold NVRTC compile", "ms", 1e-3),
 
 
 def sig3(v):
-    """v to 3 significant digits, without an exponent."""
-    return "%.0f" % v if v >= 1000 else "%.3g" % v
+    """v (>= 0) to 3 significant digits, without an exponent."""
+    if v >= 999.5:
+        return "%.0f" % v
+    return "%.3g" % v if v >= 1e-4 else "%.6f" % v
 
 
 def jit_summary(qrows):
@@ -365,8 +367,9 @@ def jit_summary(qrows):
         v = [num(r, "us_median") * scale for r in jit
              if r["kind"] == kind and not r["op"].endswith("_gemm")]
         if v:
-            out.append("- %s: median %s %s over %d kernels (%s to %s)" % (
-                what, sig3(statistics.median(v)), unit, len(v), sig3(min(v)), sig3(max(v))))
+            out.append("- %s: median %s %s over %d kernel%s (%s to %s)" % (
+                what, sig3(statistics.median(v)), unit, len(v), "" if len(v) == 1 else "s",
+                sig3(min(v)), sig3(max(v))))
     for op in sorted({r["op"] for r in jit if r["op"].endswith("_gemm")}):
         t = {r["kind"]: num(r, "us_median") for r in jit if r["op"] == op}
         out.append("- GEMM module %s: %s" % (op, ", ".join(

@@ -130,6 +130,11 @@ def test_report_lists_the_gemm_modules_apart():
         "- cold NVRTC compile: median 30 ms over 2 kernels (20 to 40)",
         "- GEMM module qf_mxfp8_gemm: cold NVRTC compile 1500 ms, disk-cache load (fresh "
         "context) 0.9 ms, in-memory lookup 0.2 us"]
+    # one kernel; values that round to 1000, and tiny ones: no exponent
+    assert br.jit_summary([jit("jit_cold", "qf_mxfp8_scale_x", "999700")]) == [
+        "- cold NVRTC compile: median 1000 ms over 1 kernel (1000 to 1000)"]
+    assert [br.sig3(v) for v in (999.4, 999.5, 0.00005, 0.0)] == ["999", "1000", "0.000050",
+                                                                   "0.000000"]
 
 
 HEADER = ("kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,tflops,ratio_copy,"
