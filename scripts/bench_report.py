@@ -362,7 +362,8 @@ def jit_summary(qrows):
     """One line per JIT kind: median and range over the quantizers and scale updates; then one
     line per GEMM module (kernel names ending in _gemm), its three times."""
     out = []
-    jit = [r for r in qrows if r["kind"] in {k[0] for k in JIT_KINDS} and num(r, "us_median")]
+    kinds = {k[0] for k in JIT_KINDS}
+    jit = [r for r in qrows if r["kind"] in kinds and num(r, "us_median")]
     for kind, what, unit, scale in JIT_KINDS:
         v = [num(r, "us_median") * scale for r in jit
              if r["kind"] == kind and not r["op"].endswith("_gemm")]

@@ -116,6 +116,9 @@ typedef struct out_set {
     int n;
 } out_set;
 
+/* The quantize query whose output holds copy c of a GEMM operand with `rows` rows and
+ * reduction K (a columnwise copy quantizes the [K, rows] tensor). */
+qf_shape_query bench_operand_query(qf_role role, qf_copy c, int64_t rows, int64_t K);
 /* One zeroed device buffer per fake shape of q (exits when the shape function rejects it). */
 void bench_out_alloc(out_set *o, const qf_recipe *r, const qf_shape_query *q);
 void bench_out_free(out_set *o);

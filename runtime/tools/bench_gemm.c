@@ -442,14 +442,6 @@ static int block_gemm_benched(const bench *b, int ri) {
     return 1;
 }
 
-/* The quantize query whose output holds copy c of an operand with `rows` rows and reduction K. */
-static qf_shape_query block_gemm_query(qf_role role, qf_copy c, int64_t rows, int64_t K) {
-    const int col = c == QF_COPY_COLUMNWISE;
-    return (qf_shape_query){.op = QF_OP_QUANTIZE, .role = role,
-                            .outputs = col ? QF_OUT_COLUMNWISE : QF_OUT_ROWWISE,
-                            .M = col ? K : rows, .K = col ? rows : K};
-}
-
 /* The operands' data as the rows' notes name it (--gemm-data). */
 static const char *block_gemm_data(const bench *b) {
     return b->o.gemm_bytes ? "random bytes, unit scales" : "quantized N(0, 1) data";
@@ -474,8 +466,8 @@ static void block_gemm_quantize(block_gemm *g, int which, const qf_shape_query *
 /* Allocates and fills the rotated operand sets of g (block_gemm). */
 static void block_gemm_alloc(block_gemm *g) {
     const qf_gemm_kind_traits *k = &qf_gemm_kinds[g->kind];
-    const qf_shape_query qa = block_gemm_query(k->a_role, k->a_copy, g->M, g->K);
-    const qf_shape_query qw = block_gemm_query(k->b_role, k->b_copy, g->N, g->K);
+    const qf_shape_query qa = bench_operand_query(k->a_role, k->a_copy, g->M, g->K);
+    const qf_shape_query qw = bench_operand_query(k->b_role, k->b_copy, g->N, g->K);
     const qf_shape_query qy = {.op = QF_OP_GEMM, .M = g->M, .N = g->N, .K = g->K};
     double set_bytes = (double)(g->M + g->N) * (double)g->K; /* upper bound: 1 byte each */
     g->n_rot = bench_rotation_count(g->b, set_bytes);

@@ -43,10 +43,10 @@ static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k) 
                             .outputs = QF_OUT_ROWWISE, .M = PROBE_M, .K = PROBE_K};
         bench_out_alloc(&p->o, r, &q);
     } else if (k->op == QF_OP_GEMM) { /* fprop: a [PROBE_M, PROBE_K], w [PROBE_N, PROBE_K] */
-        const qf_shape_query qa = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_INPUT,
-                                   .outputs = QF_OUT_ROWWISE, .M = PROBE_M, .K = PROBE_K};
-        const qf_shape_query qw = {.op = QF_OP_QUANTIZE, .role = QF_ROLE_WEIGHT,
-                                   .outputs = QF_OUT_ROWWISE, .M = PROBE_N, .K = PROBE_K};
+        const qf_shape_query qa =
+            bench_operand_query(QF_ROLE_INPUT, QF_COPY_ROWWISE, PROBE_M, PROBE_K);
+        const qf_shape_query qw =
+            bench_operand_query(QF_ROLE_WEIGHT, QF_COPY_ROWWISE, PROBE_N, PROBE_K);
         const qf_shape_query qy = {.op = QF_OP_GEMM, .M = PROBE_M, .N = PROBE_N, .K = PROBE_K};
         bench_out_alloc(&p->o, r, &qa), bench_out_alloc(&p->w, r, &qw);
         bench_out_alloc(&p->y, r, &qy);
@@ -245,11 +245,13 @@ void bench_jit(bench *b) {
         const int rj = (int)(k->recipe - qf_recipes);
         if (!probe_supported(k, arch))
             continue;
-        if (rj == ri ? !b->o.quick || !(ops_done & 1u << k->op)
-                     : k->op == QF_OP_GEMM && tool_recipe_selected(&b->o.recipes, rj))
-            bench_jit_kernel(b, k);
-        if (rj == ri)
+        if (rj == ri) {
+            if (!b->o.quick || !(ops_done & 1u << k->op))
+                bench_jit_kernel(b, k);
             ops_done |= 1u << k->op;
+        } else if (k->op == QF_OP_GEMM && tool_recipe_selected(&b->o.recipes, rj)) {
+            bench_jit_kernel(b, k);
+        }
     }
     if (saved)
         setenv("QFUSE_CACHE_DIR", saved, 1);

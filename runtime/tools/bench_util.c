@@ -244,6 +244,13 @@ qf_tensor bench_tensor_1d(void *d, qf_dtype dt, int64_t n) {
     return t;
 }
 
+qf_shape_query bench_operand_query(qf_role role, qf_copy c, int64_t rows, int64_t K) {
+    const int col = c == QF_COPY_COLUMNWISE;
+    return (qf_shape_query){.op = QF_OP_QUANTIZE, .role = role,
+                            .outputs = col ? QF_OUT_COLUMNWISE : QF_OUT_ROWWISE,
+                            .M = col ? K : rows, .K = col ? rows : K};
+}
+
 void bench_out_alloc(out_set *o, const qf_recipe *r, const qf_shape_query *q) {
     o->n = r->shapes(q, o->sh, MAX_OUT);
     if (o->n < 0) {
