@@ -103,16 +103,13 @@ static void usage(FILE *f) {
                "Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
-/* A count option in 1..1000000, or -1 with a message naming the option. */
-static int parse_count(const char *opt, const char *v) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > 1000000) {
-        fprintf(stderr, "qfuse-bench: %s '%s': expected an integer in 1..1000000\n", opt, v);
+/* --iters and --batch: a count in 1..1000000 into *out; 0, or -1 with a message. */
+static int parse_count(const char *opt, const char *v, int *out) {
+    long long n;
+    if (tool_count_arg(opt, v, 1, 1000000, &n) < 0)
         return -1;
-    }
-    return (int)n;
+    *out = (int)n;
+    return 0;
 }
 
 /* --dtype: the qf_dtype of bf16, fp16 or fp32, or -1 with a message. */
@@ -121,6 +118,7 @@ static int parse_dtype(const char *v) {
         if (strcmp(v, qf_dtype_name(bench_x_dtypes[d])) == 0)
             return (int)bench_x_dtypes[d];
     fprintf(stderr, "qfuse-bench: --dtype '%s': expected bf16, fp16 or fp32\n", v);
+    tool_usage_hint();
     return -1;
 }
 
@@ -134,6 +132,7 @@ static int parse_section(const char *v, unsigned *mask) {
             return 0;
         }
     fprintf(stderr, "qfuse-bench: --section '%s': expected quant, gemm, jit or step\n", v);
+    tool_usage_hint();
     return -1;
 }
 
@@ -144,18 +143,25 @@ static int parse_gemm_data(const char *v, bench_opts *o) {
         return 0;
     }
     fprintf(stderr, "qfuse-bench: --gemm-data '%s': expected quantized or bytes\n", v);
+    tool_usage_hint();
     return -1;
 }
 
 /* --shape MxKxN: one of gemm_shapes_full, into o->shape; 0, or -1 with a message. */
 static int parse_shape(const char *v, bench_opts *o) {
-    long long m, k, n;
-    char end;
-    if (sscanf(v, "%lldx%lldx%lld%c", &m, &k, &n, &end) != 3) {
-        fprintf(stderr, "qfuse-bench: --shape '%s': expected MxKxN, three integers joined by 'x' "
-                "(e.g. 8192x8192x8192)\n", v);
-        return -1;
+    long long d[3];
+    const char *p = v;
+    for (int i = 0; i < 3; i++) { /* M, K, N: digits up to the next 'x' (the last, to the end) */
+        const char *x = i < 2 ? strchr(p, 'x') : p + strlen(p);
+        if (!x || tool_count_parse(p, (size_t)(x - p), 1, 1LL << 40, &d[i]) < 0) {
+            fprintf(stderr, "qfuse-bench: --shape '%s': expected MxKxN, three integers joined by "
+                    "'x' (e.g. 8192x8192x8192)\n", v);
+            tool_usage_hint();
+            return -1;
+        }
+        p = x + 1;
     }
+    const long long m = d[0], k = d[1], n = d[2];
     for (size_t i = 0; i < sizeof gemm_shapes_full / sizeof gemm_shapes_full[0]; i++)
         if (gemm_shapes_full[i].s[0] == m && gemm_shapes_full[i].s[1] == k &&
             gemm_shapes_full[i].s[2] == n) {
@@ -168,6 +174,7 @@ static int parse_shape(const char *v, bench_opts *o) {
         fprintf(stderr, " %lldx%lldx%lld", (long long)gemm_shapes_full[i].s[0],
                 (long long)gemm_shapes_full[i].s[1], (long long)gemm_shapes_full[i].s[2]);
     fprintf(stderr, "\n");
+    tool_usage_hint();
     return -1;
 }
 
@@ -196,9 +203,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             return 2;
         else if (c == 'q')
             o->quick = 1;
-        else if (c == 'i' && (o->iters = parse_count("--iters", optarg)) < 0)
+        else if (c == 'i' && parse_count("--iters", optarg, &o->iters) < 0)
             return 2;
-        else if (c == 'b' && (o->batch = parse_count("--batch", optarg)) < 0)
+        else if (c == 'b' && parse_count("--batch", optarg, &o->batch) < 0)
             return 2;
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;

@@ -516,20 +516,8 @@ static void usage(FILE *f) {
                "fake shapes. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }
 
-/* A positive integer option value no larger than max, or -1 (with a message naming the option). */
 /* --tokens' upper bound: x [M, 4096] bf16 is 8 GiB there, in host and device memory. */
 #define DEMO_MAX_TOKENS (1LL << 20)
-
-static long long parse_count(const char *opt, const char *v, long long max) {
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < 1 || n > max) {
-        fprintf(stderr, "qfuse-demo: %s '%s': expected an integer in 1..%lld\n", opt, v, max);
-        return -1;
-    }
-    return n;
-}
 
 static int parse_args(int argc, char **argv, demo_opts *o) {
     static const struct option longs[] = {{"weights", required_argument, 0, 'w'},
@@ -552,22 +540,22 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
             if (!v)
                 return 2;
             *(c == 'w' ? &o->weights : &o->loss_csv) = v;
-        } else if (c == 't') {
-            if ((o->tokens = parse_count("--tokens", optarg, DEMO_MAX_TOKENS)) < 0)
+        } else if (strchr("tis", c)) { /* the counts; --train-steps 0 asks for no training */
+            static const struct {
+                const char *opt;
+                long long lo, hi;
+            } counts[] = {{"--tokens", 1, DEMO_MAX_TOKENS}, {"--iters", 1, 100000},
+                          {"--train-steps", 0, 1000000}};
+            const int k = (int)(strchr("tis", c) - "tis");
+            long long n;
+            if (tool_count_arg(counts[k].opt, optarg, counts[k].lo, counts[k].hi, &n) < 0)
                 return 2;
-        } else if (c == 'i') {
-            if ((o->iters = (int)parse_count("--iters", optarg, 100000)) < 0)
-                return 2;
-        } else if (c == 's') {
-            char *end = NULL;
-            errno = 0;
-            const long long n = strtoll(optarg, &end, 10);
-            if (errno || end == optarg || *end || n < 0 || n > 1000000) {
-                fprintf(stderr, "qfuse-demo: --train-steps '%s': expected 0 (no training) or a "
-                        "step count up to 1000000\n", optarg);
-                return 2;
-            }
-            o->train_steps = (int)n, o->train_steps_given = 1;
+            if (c == 't')
+                o->tokens = n;
+            else if (c == 'i')
+                o->iters = (int)n;
+            else
+                o->train_steps = (int)n, o->train_steps_given = 1;
         }
         else if (c == 'r' && tool_recipes_add(&o->recipes, optarg) < 0)
             return 2;

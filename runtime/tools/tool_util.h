@@ -69,6 +69,38 @@ static inline const char *tool_path_arg(const char *opt, const char *v) {
     return NULL;
 }
 
+/* The decimal integer in v[0, len) into *out when it lies in lo..hi (lo >= 0): digits only (no
+ * sign, space or leading zero before another digit), so that "+5", " 5" and "08" are refused
+ * rather than read as 5 and 8. 0, or -1 without a message. */
+static inline int tool_count_parse(const char *v, size_t len, long long lo, long long hi,
+                                   long long *out) {
+    if (len == 0 || (v[0] == '0' && len > 1))
+        return -1;
+    long long n = 0;
+    for (size_t i = 0; i < len; i++) { /* n * 10 + d <= hi, checked before it is made */
+        const int d = v[i] - '0';
+        if (d < 0 || d > 9 || d > hi || n > (hi - d) / 10)
+            return -1;
+        n = n * 10 + d;
+    }
+    if (n < lo)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* An integer option's value v in lo..hi into *out (tool_count_parse). 0, or -1 after a usage
+ * error naming opt and the range. */
+static inline int tool_count_arg(const char *opt, const char *v, long long lo, long long hi,
+                                 long long *out) {
+    if (tool_count_parse(v, strlen(v), lo, hi, out) == 0)
+        return 0;
+    fprintf(stderr, QF_TOOL_NAME ": %s '%s': expected an integer in %lld..%lld\n", opt, v, lo,
+            hi);
+    tool_usage_hint();
+    return -1;
+}
+
 /* A CUDA runtime call that must succeed: prints the call and the error, exits 1. */
 #define CUDA_OR_DIE(call)                                                                     \
     do {                                                                                      \

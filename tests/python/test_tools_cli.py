@@ -48,7 +48,37 @@ def test_bad_value_stops_parsing(built_tool):
     for name in ("qfuse-bench", "qfuse-demo"):
         r = run([built_tool(name), "--iters", "0", "--help", "--iters", "5"])
         assert r.returncode == 2 and "usage:" not in r.stdout
-        assert r.stderr.count("\n") == 1 and "--iters '0': expected an integer" in r.stderr
+        assert r.stderr.splitlines() == ["%s: --iters '0': expected an integer in 1..%s"
+                                         % (name, "1000000" if name == "qfuse-bench" else "100000"),
+                                         "Try '%s --help'." % name]
+
+
+@pytest.mark.parametrize("name,opt,value", [
+    ("qfuse-bench", "--iters", "+5"), ("qfuse-bench", "--iters", " 5"),
+    ("qfuse-bench", "--batch", "05"), ("qfuse-bench", "--batch", "1000001"),
+    ("qfuse-bench", "--iters", "99999999999999999999"), ("qfuse-bench", "--iters", ""),
+    ("qfuse-demo", "--tokens", "-1"), ("qfuse-demo", "--tokens", "1048577"),
+    ("qfuse-demo", "--train-steps", "+0"), ("qfuse-demo", "--iters", "2 "),
+    ("qfuse-bench", "--shape", "08192x8192x8192"), ("qfuse-bench", "--shape", "8192x 8192x8192"),
+    ("qfuse-bench", "--shape", "8192x8192x8192x1"), ("qfuse-bench", "--shape", "8192xx8192"),
+])
+def test_integer_values_are_digits(built_tool, name, opt, value):
+    # a count is decimal digits in its range and nothing else: no sign, space or leading zero
+    # (strtol would read "+5", " 5" and "08" as 5 and 8); the value is named, then the hint
+    r = run([built_tool(name), opt, value] + (["--section", "gemm"] if opt == "--shape" else []))
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("%s: %s '%s': expected " % (name, opt, value)), lines
+    assert lines[1:] == ["Try '%s --help'." % name]
+
+
+def test_integer_values_at_their_bounds(built_tool):
+    # the bounds themselves are taken: parsing gets past them to --help (exit 0)
+    for name, args in (("qfuse-bench", ["--iters", "1000000", "--batch", "1"]),
+                       ("qfuse-demo", ["--tokens", "1048576", "--train-steps", "0"]),
+                       ("qfuse-bench", ["--section", "gemm", "--shape", "8192x8192x8192"])):
+        r = run([built_tool(name)] + args + ["--help"])
+        assert r.returncode == 0 and r.stdout.startswith("usage: " + name), r.stderr
 
 
 def test_gpu_compare_keeps_its_csv(tmp_path):
