@@ -379,8 +379,10 @@ static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
         }
         qf_gen_plan_free(&plan);
     }
-    if (bad && a->n_recipes > 1)
+    if (bad && a->n_recipes > 1) {
+        fflush(out); /* the "ok" lines before the summary, on a terminal or in one pipe */
         fprintf(err, "qfuse-gen: %d of %d recipes failed the check\n", bad, a->n_recipes);
+    }
     return bad ? 1 : 0;
 }
 

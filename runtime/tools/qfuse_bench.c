@@ -251,13 +251,15 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     return -1;
 }
 
-int main(int argc, char **argv) {
+/* The run; main adds stdout's write errors. Returns the exit status. */
+static int bench_main(int argc, char **argv) {
     bench b = {0};
     int rc = parse_args(argc, argv, &b.o);
     if (rc >= 0)
         return rc;
     if (tool_out_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
         fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, tool_out_why(errno));
+        tool_usage_hint();
         return 2;
     }
     qf_status s = qf_ctx_init(&b.ctx, 0);
@@ -286,4 +288,8 @@ int main(int argc, char **argv) {
     qf_ctx_free(b.ctx);
     printf("\nwrote %s\n", b.o.csv);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    return tool_stdout_status("qfuse-bench", bench_main(argc, argv));
 }

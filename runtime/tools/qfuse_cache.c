@@ -21,6 +21,7 @@
 #include "jit_cache.h"
 #include "names.h"
 #include "recipe_file.h"
+#include "tool_common.h"
 #include "tool_compile.h"
 #include "qf_arch.h"
 
@@ -442,21 +443,20 @@ static int qf_tool_remove(long long min_age, const char *verb) {
     return failed ? 1 : 0;
 }
 
-/* Parses "7d", "12h", "30m", "45s", "2w" or a bare number of seconds. Returns 0, -1 (not a
- * duration) or -2 (a duration too large for seconds in a long long). */
+/* Parses "7d", "12h", "30m", "45s", "2w" or a bare number of seconds (decimal digits only:
+ * tool_count_parse). Returns 0, -1 (not a duration) or -2 (a duration too large for seconds in a
+ * long long). */
 static int qf_tool_duration(const char *s, long long *out) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
-        return -1;
     static const char units[] = "smhdw";
     static const long long mult[] = {1, 60, 3600, 86400, 604800};
-    const char *u = *end ? strchr(units, *end) : units;
-    if (!u || (*end && end[1]))
+    const size_t len = strspn(s, "0123456789");
+    const char *u = s[len] ? strchr(units, s[len]) : units;
+    if (!u || (s[len] && s[len + 1]))
         return -1;
-    if (errno == ERANGE || v > LLONG_MAX / mult[u - units])
-        return -2;
+    long long v;
+    const int rc = tool_count_parse(s, len, 0, LLONG_MAX / mult[u - units], &v);
+    if (rc < 0)
+        return rc;
     *out = v * mult[u - units];
     return 0;
 }
@@ -688,12 +688,10 @@ static int qf_warm_default_arch(char *no_gpu, size_t cap) {
     return 90;
 }
 
-/* "--jobs N": an integer in 1..QF_WARM_MAX_JOBS. Returns 0 or -1. */
+/* "--jobs N": an integer in 1..QF_WARM_MAX_JOBS (decimal digits only). Returns 0 or -1. */
 static int qf_warm_parse_jobs(const char *s, int *jobs) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < 1 || v > QF_WARM_MAX_JOBS)
+    long long v;
+    if (tool_count_parse(s, strlen(s), 1, QF_WARM_MAX_JOBS, &v) != 0)
         return -1;
     *jobs = (int)v;
     return 0;
@@ -848,7 +846,8 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
     return i == argc ? -1 : i;
 }
 
-int main(int argc, char **argv) {
+/* The command line; main adds stdout's write errors. Returns the exit status. */
+static int qf_tool_main(int argc, char **argv) {
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) /* after --: no option */
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(qf_usage, stdout);
@@ -871,4 +870,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "warm"))
         return qf_tool_warm(argc - c - 1, argv + c + 1);
     return qf_tool_usage_error("unknown command '%s' (list, clear, prune, warm)", cmd);
+}
+
+int main(int argc, char **argv) {
+    return tool_stdout_status("qfuse-cache", qf_tool_main(argc, argv));
 }

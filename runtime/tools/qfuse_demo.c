@@ -571,6 +571,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     if (!o->weights && (o->loss_csv || (o->train_steps_given && o->train_steps > 0))) {
         fprintf(stderr, "qfuse-demo: --train-steps and --loss-csv train the --weights block; "
                 "give --weights FILE (scripts/get-real-weights) or leave them out\n");
+        tool_usage_hint();
         return 2;
     }
     return -1;
@@ -585,7 +586,8 @@ static void print_table_header(void) {
            "|---------|-----------|--------|\n");
 }
 
-int main(int argc, char **argv) {
+/* The run; main adds stdout's write errors. Returns the exit status. */
+static int demo_main(int argc, char **argv) {
     demo_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
@@ -608,8 +610,11 @@ int main(int argc, char **argv) {
                "%lld]\n", o.weights, (long long)block.M, (long long)block.K, (long long)block.F,
                (long long)block.K, (long long)block.N, (long long)block.F);
     }
-    if (csv_path && tool_out_check(csv_path) != 0) { /* fails before the GPU work */
-        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path, tool_out_why(errno));
+    if (csv_path && (tool_out_check(csv_path) != 0 || tool_same_file(csv_path, o.weights))) {
+        /* fails before the GPU work; never over the checkpoint it reads */
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path,
+                errno ? tool_out_why(errno) : "the --weights file itself");
+        tool_usage_hint();
         layer_free(&real), demo_block_free(&block);
         return 2;
     }
@@ -670,4 +675,8 @@ int main(int argc, char **argv) {
         layer_free(&real), demo_block_free(&block);
     qf_ctx_free(ctx);
     return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    return tool_stdout_status("qfuse-demo", demo_main(argc, argv));
 }

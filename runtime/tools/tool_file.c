@@ -72,3 +72,11 @@ int tool_make_parents(const char *path) {
     errno = err;
     return err ? -1 : 0;
 }
+
+int tool_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    const int same = stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+                     sa.st_ino == sb.st_ino;
+    errno = 0;
+    return same;
+}

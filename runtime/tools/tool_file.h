@@ -19,4 +19,8 @@ const char *tool_out_why(int err);
  * umask). 0, or -1 with errno from the first directory that could not be made. */
 int tool_make_parents(const char *path);
 
+/* 1 when paths a and b both exist and are one file (one device and inode: a link, or another
+ * spelling of the path), else 0 with errno 0. */
+int tool_same_file(const char *a, const char *b);
+
 #endif /* QF_TOOL_FILE_H */

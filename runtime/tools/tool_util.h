@@ -16,6 +16,7 @@
 #include "qfuse.h"
 #include "recipe_file.h"
 #include "registry.h"
+#include "tool_common.h"
 
 #ifndef QF_TOOL_NAME
 #error "define QF_TOOL_NAME before including tool_util.h"
@@ -69,28 +70,8 @@ static inline const char *tool_path_arg(const char *opt, const char *v) {
     return NULL;
 }
 
-/* The decimal integer in v[0, len) into *out when it lies in lo..hi (lo >= 0): digits only (no
- * sign, space or leading zero before another digit), so that "+5", " 5" and "08" are refused
- * rather than read as 5 and 8. 0, or -1 without a message. */
-static inline int tool_count_parse(const char *v, size_t len, long long lo, long long hi,
-                                   long long *out) {
-    if (len == 0 || (v[0] == '0' && len > 1))
-        return -1;
-    long long n = 0;
-    for (size_t i = 0; i < len; i++) { /* n * 10 + d <= hi, checked before it is made */
-        const int d = v[i] - '0';
-        if (d < 0 || d > 9 || d > hi || n > (hi - d) / 10)
-            return -1;
-        n = n * 10 + d;
-    }
-    if (n < lo)
-        return -1;
-    *out = n;
-    return 0;
-}
-
-/* An integer option's value v in lo..hi into *out (tool_count_parse). 0, or -1 after a usage
- * error naming opt and the range. */
+/* An integer option's value v in lo..hi into *out (tool_common.h's tool_count_parse). 0, or -1
+ * after a usage error naming opt and the range. */
 static inline int tool_count_arg(const char *opt, const char *v, long long lo, long long hi,
                                  long long *out) {
     if (tool_count_parse(v, strlen(v), lo, hi, out) == 0)
@@ -177,6 +158,7 @@ typedef struct tool_recipes {
 static inline int tool_recipes_add(tool_recipes *t, const char *name) {
     if (t->n == QF_TOOL_MAX_RECIPES) {
         fprintf(stderr, QF_TOOL_NAME ": more than %d --recipe options\n", QF_TOOL_MAX_RECIPES);
+        tool_usage_hint();
         return -1;
     }
     for (int ri = 0; ri < qf_recipe_count; ri++)
@@ -191,6 +173,7 @@ static inline int tool_recipes_add(tool_recipes *t, const char *name) {
                                 ? " (this tool takes the names of shipped recipes; a recipe file "
                                   "runs through the C API or qfuse-cache warm)"
                                 : "");
+    tool_usage_hint();
     return -1;
 }
 

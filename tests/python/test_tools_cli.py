@@ -194,3 +194,69 @@ def test_cache_warm_names_its_target(built_tool, tmp_path):
         pytest.skip("a GPU is present: warm compiles for it and says nothing of a default")
     assert "warming for sm_90a (--arch chooses)" in r.stderr, r.stderr
     assert r.stdout.splitlines()[-1].startswith("warm: sm_90a, 4 variants: 4 compiled"), r.stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("name,args", [
+    ("qfuse-gen", ["--fields"]), ("qfuse-gen", ["--help"]), ("qfuse-cache", ["--help"]),
+    ("qfuse-bench", ["--help"]), ("qfuse-demo", ["--help"]),
+])
+def test_stdout_write_error(built_tool, name, args):
+    # stdout on a full device: the tool says so and fails (exit 1), never 0 on a cut-off output
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([built_tool(name)] + args, stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr == "%s: cannot write the standard output: No space left on device\n" % name
+
+
+@pytest.mark.parametrize("args", [["warm", "--jobs", "+2"], ["warm", "--jobs", "08"],
+                                  ["warm", "--jobs", " 2"], ["prune", "--older-than", "08"],
+                                  ["prune", "--older-than", "+5m"]])
+def test_cache_tool_integer_values_are_digits(built_tool, tmp_path, args):
+    # the same strict digits as the other tools' counts: refused before any work
+    r = run([built_tool("qfuse-cache"), "--dir", str(tmp_path)] + args + ["mxfp8"] * (
+        args[0] == "warm"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("qfuse-cache: %s: %s '%s'" % (args[0], args[1], args[2]))
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["qfuse-bench", "qfuse-demo"])
+def test_unknown_recipe_has_the_hint(built_tool, name):
+    r = run([built_tool(name), "--recipe", "nope"])
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("%s: --recipe 'nope': no such recipe; the registry has: " % name)
+    assert lines[1:] == ["Try '%s --help'." % name]
+
+
+def write_block(path, M=4, K=8, F=16):
+    """A small safetensors LayerNorm + MLP block of zeros, the tensors qfuse-demo --weights reads."""
+    import json
+    import struct
+    shapes = {"x": [M, K], "ln.weight": [K], "ln.bias": [K], "fc1.weight": [F, K],
+              "fc1.bias": [F], "fc2.weight": [K, F], "fc2.bias": [K]}
+    header, off = {}, 0
+    for name, shape in shapes.items():
+        n = 4 * shape[0] * (shape[1] if len(shape) == 2 else 1)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + bytes(off))
+
+
+def test_demo_loss_csv_never_the_weights(built_tool, tmp_path):
+    # --loss-csv naming the checkpoint itself (another spelling, or a link to it) is refused
+    # before any work: the file is left as it was
+    w = tmp_path / "block.safetensors"
+    write_block(w)
+    before = w.read_bytes()
+    os.symlink(w, tmp_path / "link.csv")
+    for csv in (str(tmp_path / "." / "block.safetensors"), str(tmp_path / "link.csv")):
+        r = run([built_tool("qfuse-demo"), "--weights", str(w), "--loss-csv", csv])
+        assert r.returncode == 2, r.stderr
+        assert "qfuse-demo: --loss-csv %s: the --weights file itself\n" % csv in r.stderr
+        assert r.stderr.endswith("Try 'qfuse-demo --help'.\n")
+    assert w.read_bytes() == before

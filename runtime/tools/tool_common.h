@@ -1,0 +1,44 @@
+/* tool_common.h: what every command-line tool shares (qfuse-gen, qfuse-cache, qfuse-bench,
+ * qfuse-demo), with no CUDA: integer option values read strictly, and the exit status of a run
+ * whose standard output could not be written. Header-only. */
+#ifndef QF_TOOL_COMMON_H
+#define QF_TOOL_COMMON_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The decimal integer in v[0, len) into *out when it lies in lo..hi (lo >= 0): digits only (no
+ * sign, space or leading zero before another digit), so that "+5", " 5" and "08" are refused
+ * rather than read as 5 and 8. 0; -1 without a message when v is not such digits or is under
+ * lo; -2 when it is digits above hi (too large, whatever its length). */
+static inline int tool_count_parse(const char *v, size_t len, long long lo, long long hi,
+                                   long long *out) {
+    if (len == 0 || (v[0] == '0' && len > 1) || strspn(v, "0123456789") < len)
+        return -1;
+    long long n = 0;
+    for (size_t i = 0; i < len; i++) { /* n * 10 + d <= hi, checked before it is made */
+        const int d = v[i] - '0';
+        if (d > hi || n > (hi - d) / 10)
+            return -2;
+        n = n * 10 + d;
+    }
+    if (n < lo)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* The exit status of a run that returns rc, once standard output is flushed: rc, or 1 (when rc
+ * is 0) after "<prog>: cannot write the standard output: <reason>" on stderr when a write to it
+ * failed (a full disk, a closed pipe), so that a cut-off listing never passes for a whole one. */
+static inline int tool_stdout_status(const char *prog, int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return rc;
+    fprintf(stderr, "%s: cannot write the standard output: %s\n", prog,
+            errno ? strerror(errno) : "write error");
+    return rc ? rc : 1;
+}
+
+#endif /* QF_TOOL_COMMON_H */
