@@ -168,12 +168,18 @@ static qf_status qf_g_launch(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
                          stream);
 }
 
-/* The recipe's GEMM kernel, looked up and loaded after qf_ctx_ready. */
-static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
-                             qf_dtype in, const qf_kernel_entry **k, qf_loaded_kernel *lk,
+/* The recipe's GEMM module, looked up and loaded after qf_ctx_ready: with staged, its staged
+ * instance (kernel_key.h: the <name>_dequant and <name>_alpha entries, no GEMM kernel, compiled
+ * in a fraction of the time), else the whole module. */
+static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe *r, qf_dtype in,
+                             int staged, const qf_kernel_entry **k, qf_loaded_kernel *lk,
                              void *stream) {
     *k = qf_registry_kernel(r, QF_OP_GEMM, QF_ROLE_INPUT, QF_NORM_NONE, 0, in);
-    return qf_ctx_load(ctx, op, stream, *k, NULL, lk);
+    if (!*k)
+        return QF_ERR_NOT_FOUND;
+    qf_kernel_instance inst = qf_kernel_instance_default(*k);
+    inst.staged = staged;
+    return qf_ctx_load(ctx, op, stream, *k, &inst, lk);
 }
 
 /* =====================================================================} */
@@ -597,9 +603,11 @@ static qf_status qf_g_mxfp8(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     /* one module per recipe: its _dequant entry takes E4M3 and E5M2 */
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
-    QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], &k, &lk, stream));
-    if (qf_g_use_staged(&path, kind, p.M, p.N,
-                        qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K, y, acc), sb.bf16 != NULL))
+    const int staged = qf_g_use_staged(&path, kind, p.M, p.N,
+                                       qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K, y, acc),
+                                       sb.bf16 != NULL);
+    QF_TRY(qf_g_kernel(ctx, op, r, r->fmt[QF_ROLE_INPUT], staged, &k, &lk, stream));
+    if (staged)
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, NULL, bias, y, acc, stream);
     if (qf_g_ws(ctx)) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .bias = p.bias,
@@ -722,12 +730,15 @@ static qf_status qf_g_nvfp4(qf_ctx_t *ctx, const char *op, const qf_recipe *r,
     QF_TRY(qf_g_kept_b(op, o, a, y, &sb));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
-    QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, &k, &lk, stream));
-    if (path.engine == QF_GEMM_CUBLASLT) /* alpha from the module's <name>_alpha entry */
+    const int lt = path.engine == QF_GEMM_CUBLASLT; /* alpha from the module's <name>_alpha */
+    const int staged = lt || qf_g_use_staged(&path, kind, p.M, p.N,
+                                             qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K / 2,
+                                                               y, acc),
+                                             sb.bf16 != NULL);
+    QF_TRY(qf_g_kernel(ctx, op, r, QF_DTYPE_E2M1, staged, &k, &lk, stream));
+    if (lt)
         return qf_g_nv_lt(ctx, op, &lk, k, a, b, bias, y, &p, acc, stream);
-    if (qf_g_use_staged(&path, kind, p.M, p.N,
-                        qf_g_kernel_takes(ctx, p.a, p.b, p.M, p.N, p.K / 2, y, acc),
-                        sb.bf16 != NULL))
+    if (staged)
         return qf_g_staged(ctx, op, &lk, k, &sa, &sb, p.M, p.N, p.K, &p, bias, y, acc, stream);
     if (qf_g_ws(ctx)) { /* sm_90 compiles for sm_90a: the warp-specialized kernel */
         qf_ws_gemm_params w = {.a_scale = p.a_scale, .b_scale = p.b_scale, .amax_a = p.amax_a,
@@ -849,7 +860,7 @@ qf_status qf_dequantize(qf_ctx_t *ctx, const char *recipe, qf_role role, const q
     QF_TRY(qf_g_dequant_fits(op, &st));
     const qf_kernel_entry *k;
     qf_loaded_kernel lk;
-    QF_TRY(qf_g_kernel(ctx, op, r, in, &k, &lk, stream));
+    QF_TRY(qf_g_kernel(ctx, op, r, in, 1, &k, &lk, stream));
     if (!lk.fn_dequant)
         return qf_set_error(QF_ERR_NOT_FOUND, "%s: kernel %s has no _dequant entry", op, k->name);
     return qf_g_dequant(ctx, op, &lk, &st, out->data, stream);

@@ -267,7 +267,9 @@ __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
 
 } // namespace
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if QF_GEMM_STAGED /* the staged instance: no GEMM kernel (qf_dev_module.cuh) */
+QF_STAGED_MAIN(__KERNEL_NAME__)
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 extern "C" __global__ void __launch_bounds__(QF_WS_THREADS, 1)
     __KERNEL_NAME__(const __grid_constant__ qf_ws_gemm_params p) {
     ws::gemm<ws::Nv, ws::Nv>(p);

@@ -358,8 +358,9 @@ static void test_warm_recipe_file(void **state) {
  * MXFP8 GEMM for sm_90, not for sm_100 (cuBLASLt's VEC32_UE8M0 there). */
 static void test_warm_gemm_by_arch(void **state) {
     fixture *fx = *state;
+    /* the whole module and its staged instance (kernel_key.h) */
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 0,
-               "warm: sm_90a, 1 variant: 1 compiled", NULL);
+               "warm: sm_90a, 2 variants: 2 compiled", NULL);
     expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_mxfp8_gemm", "mxfp8"), 1,
                NULL, "the matching GEMM kernels do not run on sm_100 (the runtime uses cuBLASLt");
     /* an sm_100 entry of that GEMM, under the key the runtime would use, is stale: on sm_100 the
@@ -380,13 +381,14 @@ static void test_warm_gemm_by_arch(void **state) {
     unsetenv("QFUSE_CACHE_DIR");
     qf_cache_reset();
     result r = run_tool(fx, "list");
-    assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), 1);    /* the sm_90 one */
+    assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), 2);    /* the sm_90 ones */
     assert_int_equal(qf_test_count_substr(r.out, "  stale\n"), 1); /* the sm_100 one */
-    expect_run(r, 0, "2 entries", NULL);    /* several --kernel patterns: any may match */
+    assert_int_equal(qf_test_count_substr(r.out, "staged: no GEMM kernel"), 1);
+    expect_run(r, 0, "3 entries", NULL);    /* several --kernel patterns: any may match */
     expect_run(run_tool(fx, "warm", "--arch", "sm_90", "--kernel", "qf_mxfp8_gemm", "--kernel",
                         "qf_mxfp8_scale_update", "--kernel", "qf_fp8_delayed_scale_update",
                         "mxfp8", "fp8_delayed"),
-               0, "2 variants: 1 compiled, 1 already cached", NULL);
+               0, "3 variants: 1 compiled, 2 already cached", NULL);
 }
 
 /* A named architecture is compiled for, whatever the machine has. */

@@ -136,8 +136,22 @@ static void test_kernel_instances_mxfp8(void **state) {
     k.op = QF_OP_DBIAS;
     assert_int_equal(qf_kernel_instances(&k, out), 1 + QF_ACT_COUNT);
     assert_int_equal(out[1 + QF_ACT_SWIGLU].prologue, QF_PROLOGUE_DACT(QF_ACT_SWIGLU));
+    /* a GEMM module: whole, and its staged instance (-DQF_GEMM_STAGED=1, ";staged=1" in the
+     * key's variant, another key) */
     k.op = QF_OP_GEMM;
-    assert_int_equal(qf_kernel_instances(&k, out), 1);
+    assert_int_equal(qf_kernel_instances(&k, out), 2);
+    assert_int_equal(out[0].staged, 0);
+    assert_int_equal(out[1].staged, 1);
+    assert_false(qf_kernel_instance_equal(&out[0], &out[1]));
+    char store[QF_KERNEL_MAX_EXTRA][48];
+    const char *opts[QF_KERNEL_MAX_EXTRA];
+    assert_int_equal(qf_kernel_extra_options(&k, &out[0], store, opts), 0);
+    assert_int_equal(qf_kernel_extra_options(&k, &out[1], store, opts), 1);
+    assert_string_equal(opts[0], "-DQF_GEMM_STAGED=1");
+    qf_kernel_variant_string(&k, &out[0], buf, sizeof buf);
+    assert_null(strstr(buf, "staged"));
+    qf_kernel_variant_string(&k, &out[1], buf, sizeof buf);
+    assert_non_null(strstr(buf, ";staged=1"));
     k = (qf_kernel_entry){.family = QF_FAMILY_FP8_DELAYED, .op = QF_OP_NORM_QUANTIZE,
                           .norm = QF_NORM_LAYERNORM, .in_dtype = QF_DTYPE_BF16};
     assert_int_equal(qf_kernel_instances(&k, out), 6);

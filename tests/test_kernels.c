@@ -139,11 +139,16 @@ static int first_of_op(int i) {
 
 #define QF_TEST_INSTANCES 3 /* per kernel: default; both outputs + fp32 gamma; columnwise only */
 
-/* Instance j of kernel k (QF_TEST_INSTANCES of them for quantizers, 1 otherwise); 0 if none. */
+/* Instance j of kernel k (QF_TEST_INSTANCES of them for quantizers, 2 for GEMM modules: the
+ * staged one, 1 otherwise); 0 if none. */
 static int test_instance(const qf_kernel_entry *k, int j, qf_kernel_instance *inst) {
     *inst = qf_kernel_instance_default(k);
     if (j == 0)
         return 1;
+    if (k->op == QF_OP_GEMM && j == 1) {
+        inst->staged = 1;
+        return 1;
+    }
     if (k->op != QF_OP_NORM_QUANTIZE && k->op != QF_OP_QUANTIZE)
         return 0;
     inst->outputs = j == 1 ? QF_OUT_ROWWISE | QF_OUT_COLUMNWISE : QF_OUT_COLUMNWISE;
@@ -212,6 +217,44 @@ static void compile_all(int arch) {
 /* compile_all for the arch of the state (QF_TEST_PARAM). */
 static void test_compile_all(void **state) {
     compile_all(qf_test_param(state));
+}
+
+/* CUBIN bytes of k as inst for arch (0 when the compile fails). */
+static size_t cubin_size(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch) {
+    char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
+    const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
+    const int no = qf_jit_options(arch, extra, qf_kernel_extra_options(k, inst, store, extra),
+                                  opts, archbuf);
+    void *cubin = NULL;
+    size_t size = 0;
+    char *text = qf_kernel_text(k);
+    if (no <= 0 || !text || qf_jit_compile(k->name, text, qf_nvrtc_header_names, qf_nvrtc_headers,
+                                           qf_nvrtc_header_count, opts, no, &cubin,
+                                           &size) != QF_OK)
+        size = 0;
+    free(text);
+    free(cubin);
+    return size;
+}
+
+/* Each GEMM module's staged instance for sm_90 (the one its staged path, qf_dequantize and
+ * NVFP4's alpha load) holds its entries without the warp-specialized GEMM kernel: a CUBIN under
+ * a third of the whole module's (test_compile_all checks its entries). */
+static void test_gemm_staged_instance(void **state) {
+    (void)state;
+    int n = 0;
+    for (int i = 0; i < qf_kernel_count; i++) {
+        const qf_kernel_entry *k = &qf_kernels[i];
+        if (k->op != QF_OP_GEMM)
+            continue;
+        qf_kernel_instance whole = qf_kernel_instance_default(k), staged = whole;
+        staged.staged = 1;
+        const size_t sw = cubin_size(k, &whole, 90), ss = cubin_size(k, &staged, 90);
+        if (!sw || !ss || ss * 3 > sw)
+            fail_msg("%s for sm_90: whole module %zu bytes, staged instance %zu", k->name, sw, ss);
+        n++;
+    }
+    assert_true(n >= 2); /* mxfp8 and nvfp4 at least */
 }
 
 /* ==================================================================== fusion key fields */
@@ -415,6 +458,7 @@ int main(void) {
         KEY_T(test_key_name),
         KEY_T(test_key_launch_config),
         cmocka_unit_test(test_rows_layout),
+        cmocka_unit_test(test_gemm_staged_instance),
         QF_TEST_PARAM(test_compile_all_sm90, test_compile_all, NULL, 90),
         QF_TEST_PARAM(test_compile_all_sm100, test_compile_all, NULL, 100),
     };

@@ -41,7 +41,7 @@ static int qf_kernel_has_layout(const qf_kernel_entry *k) {
 
 int qf_kernel_instance_equal(const qf_kernel_instance *a, const qf_kernel_instance *b) {
     return a->outputs == b->outputs && a->gamma_dtype == b->gamma_dtype &&
-           a->layout == b->layout && a->prologue == b->prologue;
+           a->layout == b->layout && a->prologue == b->prologue && a->staged == b->staged;
 }
 
 qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry *k) {
@@ -58,6 +58,10 @@ int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERN
     if (k->op == QF_OP_NORM_BACKWARD && k->in_dtype != QF_DTYPE_FP32) { /* gamma x's or fp32 */
         out[1] = out[0];
         out[1].gamma_dtype = QF_DTYPE_FP32;
+        return 2;
+    }
+    if (k->op == QF_OP_GEMM) {
+        out[1] = out[0], out[1].staged = 1;
         return 2;
     }
     if (k->op == QF_OP_DBIAS) {
@@ -102,7 +106,9 @@ void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance
     if (qf_kernel_has_layout(k) && w >= 0 && (size_t)w < n)
         w += snprintf(buf + w, n - (size_t)w, ";layout=%s", layout ? layout : "?");
     if (inst->prologue != QF_PROLOGUE_NONE && w >= 0 && (size_t)w < n)
-        snprintf(buf + w, n - (size_t)w, ";prologue=%d", inst->prologue);
+        w += snprintf(buf + w, n - (size_t)w, ";prologue=%d", inst->prologue);
+    if (inst->staged && w >= 0 && (size_t)w < n)
+        snprintf(buf + w, n - (size_t)w, ";staged=1");
 }
 
 int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
@@ -128,6 +134,11 @@ int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *
     }
     if (inst->prologue != QF_PROLOGUE_NONE) {
         snprintf(store[n], 48, "-DQF_PROLOGUE=%d", inst->prologue);
+        opts[n] = store[n];
+        n++;
+    }
+    if (inst->staged) {
+        snprintf(store[n], 48, "-DQF_GEMM_STAGED=1");
         opts[n] = store[n];
         n++;
     }

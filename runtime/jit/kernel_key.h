@@ -17,6 +17,9 @@ typedef struct qf_kernel_instance {
                              * ignored, and not part of the key, for every other kernel */
     int prologue;           /* plain quantizers and dbias: QF_PROLOGUE_* (-DQF_PROLOGUE; in the
                              * key only when not QF_PROLOGUE_NONE) */
+    int staged;             /* GEMM modules: 1 = the staged path's entries only (<name>_dequant,
+                             * NVFP4's <name>_alpha; -DQF_GEMM_STAGED=1), without the GEMM kernel
+                             * whose compile is most of the module's; in the key only when 1 */
 } qf_kernel_instance;
 
 /* Nonzero when a and b select the same binary (every field compared). */
@@ -32,20 +35,21 @@ QF_INTERNAL qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry 
  * or both, norm + quantize also gamma in x's dtype or fp32 (qf_norm_quantize), and MXFP8 and NVFP4
  * quantizers also compact or swizzled scales; plain quantizers of the input role also each
  * QF_PROLOGUE_ACT and those of the grad role each QF_PROLOGUE_DACT (both copies; qf_quantize_act),
- * dbias each QF_PROLOGUE_DACT (qf_dbias_act); other ops have the default only. Writes them to
+ * dbias each QF_PROLOGUE_DACT (qf_dbias_act), GEMM modules also the staged one (qf_gemm's staged
+ * path, qf_dequantize, NVFP4's alpha); other ops have the default only. Writes them to
  * out[0..] and returns the count. Used to fill a cache ahead of time (qfuse-cache warm) and to
  * recognise current entries. */
 QF_INTERNAL int qf_kernel_instances(const qf_kernel_entry *k,
                                     qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES]);
 
 /* Canonical "op=...;role=...;norm=...;zcg=...;in=...;out=...;outputs=...;gamma=..." string,
- * with ";layout=compact|swizzled" at the end for MXFP8 and NVFP4 quantizers and ";prologue=N"
- * after it for an activation prologue. */
+ * with ";layout=compact|swizzled" at the end for MXFP8 and NVFP4 quantizers, ";prologue=N"
+ * after it for an activation prologue and ";staged=1" for a GEMM module's staged instance. */
 QF_INTERNAL void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                           char *buf, size_t n);
 
 /* The -D options that select inst (QF_OUTPUTS, QF_GAMMA_DTYPE, QF_SCALE_SWIZZLED for MXFP8
- * and NVFP4 quantizers, QF_PROLOGUE for an activation prologue). Returns the count; strings are
+ * and NVFP4 quantizers, QF_PROLOGUE for an activation prologue, QF_GEMM_STAGED). Returns the count; strings are
  * written to store and pointed to by opts. */
 QF_INTERNAL int qf_kernel_extra_options(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                         char store[QF_KERNEL_MAX_EXTRA][48],

@@ -207,7 +207,8 @@ static int qf_tool_key_instance(int kidx, int arch, const char *key, qf_kernel_i
 /* What sets instance inst of kernel k apart from the kernel's other entries, naming only what
  * applies: the copies a quantizer writes, the gamma dtype of a norm, the scale layout of a
  * block-scaled quantizer, an activation prologue ("rowwise+columnwise, swizzled scales, dh of
- * swiglu"); "" for the GEMM and the scale update, which have one instance. */
+ * swiglu"), a GEMM module's staged instance ("staged: no GEMM kernel"); "" for the whole
+ * GEMM module and the ops with one instance. */
 static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                   char *buf, size_t n) {
     static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
@@ -227,6 +228,8 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
         snprintf(buf + w, n - (size_t)w, "%s%s of %s", w ? ", " : "", grad ? "dh" : "a",
                  qf_enum_name(QF_ENUM_ACTIVATION, act));
     }
+    if (inst->staged)
+        snprintf(buf, n, "staged: no GEMM kernel");
 }
 
 /* =====================================================================} */
