@@ -391,6 +391,18 @@ static void test_warm_gemm_by_arch(void **state) {
                0, "3 variants: 1 compiled, 2 already cached", NULL);
 }
 
+/* On sm_100 the runtime multiplies NVFP4 with cuBLASLt but reads its alpha from the module's
+ * staged instance: warm compiles that instance only, and list calls it ok. */
+static void test_warm_gemm_staged_on_sm100(void **state) {
+    fixture *fx = *state;
+    expect_run(run_tool(fx, "warm", "--arch", "sm_100", "--kernel", "qf_nvfp4_gemm", "nvfp4"), 0,
+               "warm: sm_100, 1 variant: 1 compiled", "(staged: no GEMM kernel)");
+    result r = run_tool(fx, "list");
+    assert_int_equal(qf_test_count_substr(r.out, "staged: no GEMM kernel  sm_100"), 1);
+    assert_int_equal(qf_test_count_substr(r.out, "  ok\n"), 1);
+    expect_run(r, 0, "1 entry", NULL);
+}
+
 /* A named architecture is compiled for, whatever the machine has. */
 static void test_warm_named_arch(void **state) {
     fixture *fx = *state;
@@ -578,6 +590,7 @@ int main(void) {
         T(test_warm_list_prune_clear),
         T(test_warm_recipe_file),
         T(test_warm_gemm_by_arch),
+        T(test_warm_gemm_staged_on_sm100),
         T(test_prune_zero_removes_all),
         T(test_warm_read_only),
         T(test_relative_dir_option),

@@ -180,10 +180,14 @@ static int qf_tool_kernel(const char *label) {
     return -1;
 }
 
-/* 1 when the runtime runs kernel k on arch: every kernel but a generated GEMM, which runs only
- * where its family's row says so (Hopper's block-scaled GEMMs; cuBLASLt's modes on Blackwell). */
-static int qf_tool_runs_on(const qf_kernel_entry *k, int arch) {
-    return k->op != QF_OP_GEMM || qf_family_gemm_path(k->family, arch).engine == QF_GEMM_KERNEL;
+/* 1 when the runtime loads instance inst of kernel k on arch: every kernel but a generated GEMM
+ * module, which is loaded where its family's row says the generated kernel runs (Hopper's
+ * block-scaled GEMMs), and elsewhere (cuBLASLt's modes on Blackwell) only as the staged instance
+ * of a module with an `_alpha` entry (NVFP4's alpha). */
+static int qf_tool_runs_on(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch) {
+    return k->op != QF_OP_GEMM ||
+           qf_family_gemm_path(k->family, arch).engine == QF_GEMM_KERNEL ||
+           (inst->staged && (k->entries & QF_ENTRY_BIT(QF_ENTRY_ALPHA)));
 }
 
 /* The instance of kernel kidx whose key for arch is key into *inst, and 1; 0 when none has it
@@ -282,8 +286,8 @@ static void qf_tool_list_row(const qf_cache_info *info, time_t now, qf_list_row 
         snprintf(row->state, sizeof row->state, "invalid: %s", info->why);
     else if (kidx < 0)
         snprintf(row->state, sizeof row->state, "foreign");
-    else if (!qf_tool_runs_on(&qf_kernels[kidx], info->arch) ||
-             !qf_tool_key_instance(kidx, info->arch, info->key, &inst))
+    else if (!qf_tool_key_instance(kidx, info->arch, info->key, &inst) ||
+             !qf_tool_runs_on(&qf_kernels[kidx], &inst, info->arch))
         snprintf(row->state, sizeof row->state, "stale");
     else {
         snprintf(row->state, sizeof row->state, "ok");
@@ -602,11 +606,13 @@ static int qf_warm_collect(qf_warm *w) {
             int keep = w->n_globs == 0;
             for (int g = 0; g < w->n_globs && !keep; g++)
                 keep = fnmatch(w->globs[g], ke->name, 0) == 0;
-            skipped_gemm += keep && !qf_tool_runs_on(ke, w->arch);
-            keep = keep && qf_tool_runs_on(ke, w->arch);
-            int n = keep ? qf_kernel_instances(ke, inst) : 0;
+            const int n = keep ? qf_kernel_instances(ke, inst) : 0;
             for (int i = 0; i < n; i++) {
                 const qf_tool_job j = {.k = ke, .inst = inst[i]};
+                if (!qf_tool_runs_on(ke, &inst[i], w->arch)) {
+                    skipped_gemm++;
+                    continue;
+                }
                 if (!keys || !qf_warm_seen(w, &j, keys, w->n_items))
                     w->items[w->n_items++] = j;
             }
