@@ -50,6 +50,16 @@ static void test_out_check_refuses(void **state) {
     snprintf(under, sizeof under, "%s/sub/x.csv", file); /* a file in the way of its folders */
     assert_int_equal(tool_out_check(under), -1);
     assert_int_equal(errno, ENOTDIR);
+    /* "." or ".." after a folder not made yet: open(2) would fail there today, and once the
+     * folders were made the path could name an existing file the same-file check never saw */
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/../afile")), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/./x.csv")), -1);
+    assert_int_equal(errno, ENOENT);
+    assert_false(exists(qf_test_dir_path(&d, "new")));
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "./new/x.csv")), 0); /* d exists */
+    assert_int_equal(tool_same_file(qf_test_dir_path(&d, "./afile"), file), 1);
+    assert_int_equal(tool_same_file(qf_test_dir_path(&d, "other"), file), 0);
     assert_int_equal(tool_out_check("/dev/null"), -1); /* not a regular file */
     assert_int_equal(errno, EINVAL);
     assert_non_null(strstr(tool_out_why(errno), "not a regular file"));

@@ -13,6 +13,29 @@ const char *tool_out_why(int err) {
                          : strerror(err);
 }
 
+/* 0 when every "." or ".." component of path follows a folder that exists now; else -1 with errno
+ * ENOENT, as open(2) answers today. NOTES: tool_make_parents would create the missing folders
+ * first, and "new/../x" would then name x: an existing file that tool_same_file cannot see
+ * behind a folder that does not exist yet (a --loss-csv over the --weights it reads). */
+static int tool_dots_resolve(const char *path) {
+    for (const char *c = path; *c;) {
+        const size_t n = strcspn(c, "/");
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
+            char *prefix = c == path ? strdup(".") : strndup(path, (size_t)(c - path));
+            struct stat st;
+            const int ok = prefix && stat(prefix, &st) == 0 && S_ISDIR(st.st_mode);
+            free(prefix);
+            if (!ok) {
+                errno = ENOENT;
+                return -1;
+            }
+        }
+        c += n;
+        c += *c == '/';
+    }
+    return 0;
+}
+
 int tool_out_check(const char *path) {
     struct stat st;
     if (!*path) {
@@ -30,7 +53,7 @@ int tool_out_check(const char *path) {
         }
         return access(path, W_OK);
     }
-    if (errno != ENOENT)
+    if (errno != ENOENT || tool_dots_resolve(path) != 0)
         return -1;
     char *dir = strdup(path); /* the nearest existing ancestor */
     if (!dir)

@@ -260,3 +260,10 @@ def test_demo_loss_csv_never_the_weights(built_tool, tmp_path):
         assert "qfuse-demo: --loss-csv %s: the --weights file itself\n" % csv in r.stderr
         assert r.stderr.endswith("Try 'qfuse-demo --help'.\n")
     assert w.read_bytes() == before
+    # nor through a folder that does not exist yet and back out of it: "new" would be made before
+    # the CSV is opened, and the path would then name the checkpoint
+    csv = str(tmp_path / "new" / ".." / "block.safetensors")
+    r = run([built_tool("qfuse-demo"), "--weights", str(w), "--loss-csv", csv])
+    assert r.returncode == 2, r.stderr
+    assert "qfuse-demo: --loss-csv %s: No such file or directory\n" % csv in r.stderr
+    assert not (tmp_path / "new").exists() and w.read_bytes() == before
