@@ -594,6 +594,14 @@ static int demo_main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    const char *csv_path = o.weights && o.train_steps > 0 ? o.loss_csv : NULL;
+    if (csv_path && (tool_out_check(csv_path) != 0 || tool_same_file(csv_path, o.weights))) {
+        /* a usage error, before any work or output; never over the checkpoint it reads */
+        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path,
+                errno ? tool_out_why(errno) : "the --weights file itself");
+        tool_usage_hint();
+        return 2;
+    }
     /* line by line into a pipe or log too (make demo tees it), so that progress and errors on
      * stderr stay in order */
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -602,7 +610,6 @@ static int demo_main(int argc, char **argv) {
     if (o.loss_csv && o.train_steps == 0)
         fprintf(stderr, "qfuse-demo: --train-steps 0: no training, so no loss curves for "
                 "--loss-csv %s\n", o.loss_csv);
-    const char *csv_path = o.weights && o.train_steps > 0 ? o.loss_csv : NULL;
     layer real = {0};
     demo_block block = {0};
     if (o.weights) { /* read and checked on the CPU, GPU or not */
@@ -611,14 +618,6 @@ static int demo_main(int argc, char **argv) {
         printf("checkpoint %s: x [%lld, %lld], fc1.weight [%lld, %lld], fc2.weight [%lld, "
                "%lld]\n", o.weights, (long long)block.M, (long long)block.K, (long long)block.F,
                (long long)block.K, (long long)block.N, (long long)block.F);
-    }
-    if (csv_path && (tool_out_check(csv_path) != 0 || tool_same_file(csv_path, o.weights))) {
-        /* fails before the GPU work; never over the checkpoint it reads */
-        fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path,
-                errno ? tool_out_why(errno) : "the --weights file itself");
-        tool_usage_hint();
-        layer_free(&real), demo_block_free(&block);
-        return 2;
     }
     qf_ctx_t *ctx = NULL;
     qf_status s = qf_ctx_init(&ctx, 0);
