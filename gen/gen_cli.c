@@ -357,11 +357,17 @@ static int qf_gen_plan_or_say(const qf_gen_args *a, const char **recipes, int n,
     return 1;
 }
 
-/* --check: every recipe on its own (each one's error said, none stops the others), then all
- * together (two files with one name). Returns the exit status. */
+/* --check: every recipe on its own (each one's error said, none stops the others), then those
+ * that pass together (two files with one name), whether or not others failed. Returns the exit
+ * status. */
 static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
     qf_gen_plan plan;
-    int bad = 0;
+    const char **ok = calloc((size_t)a->n_recipes, sizeof *ok);
+    if (!ok) {
+        fprintf(err, "qfuse-gen: out of memory\n");
+        return 1;
+    }
+    int bad = 0, n_ok = 0;
     for (int i = 0; i < a->n_recipes; i++) {
         if (qf_gen_plan_or_say(a, &a->recipes[i], 1, &plan, err) != 0) {
             bad++;
@@ -369,21 +375,25 @@ static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
         }
         qf_gen_plan_free(&plan);
         fprintf(out, "%s: ok\n", a->recipes[i]);
+        ok[n_ok++] = a->recipes[i];
     }
-    if (bad == 0 && a->n_recipes > 1) {
-        fflush(out); /* each file's "ok" before what the set as a whole fails */
-        if (qf_gen_plan_or_say(a, a->recipes, a->n_recipes, &plan, err) != 0) {
+    fflush(out); /* the "ok" lines before what follows, on a terminal or in one pipe */
+    int together = 0;
+    if (n_ok > 1) {
+        together = qf_gen_plan_or_say(a, ok, n_ok, &plan, err) != 0;
+        if (!together)
+            qf_gen_plan_free(&plan);
+        else if (bad == 0)
             fprintf(err, "qfuse-gen: each recipe passes on its own, but not all %d together\n",
-                    a->n_recipes);
-            return 1;
-        }
-        qf_gen_plan_free(&plan);
+                    n_ok);
+        else
+            fprintf(err, "qfuse-gen: the %d recipes that pass on their own fail together\n",
+                    n_ok);
     }
-    if (bad && a->n_recipes > 1) {
-        fflush(out); /* the "ok" lines before the summary, on a terminal or in one pipe */
+    free(ok);
+    if (bad && a->n_recipes > 1)
         fprintf(err, "qfuse-gen: %d of %d recipes failed the check\n", bad, a->n_recipes);
-    }
-    return bad ? 1 : 0;
+    return bad || together ? 1 : 0;
 }
 
 /* Runs a parsed command that needs the plan. Returns the exit status. */

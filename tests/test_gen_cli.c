@@ -268,6 +268,17 @@ static void test_cli_usage(void **state) {
          1,
          "recipes/fp8_delayed.lua: ok",
          "each recipe passes on its own, but not all 2 together"},
+        /* the ones that pass are checked together even when another fails */
+        {{"--check", "recipes/fp8_delayed.lua", "recipes/nope.lua", "recipes/fp8_delayed.lua",
+          NULL},
+         1,
+         "recipes/fp8_delayed.lua: ok",
+         "recipe 'fp8_delayed' is given twice"},
+        {{"--check", "recipes/fp8_delayed.lua", "recipes/nope.lua", "recipes/fp8_delayed.lua",
+          NULL},
+         1,
+         "",
+         "the 2 recipes that pass on their own fail together"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out, *err;
