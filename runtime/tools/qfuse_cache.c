@@ -217,6 +217,10 @@ static int qf_tool_key_instance(int kidx, int arch, const char *key, qf_kernel_i
 static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                   char *buf, size_t n) {
     static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
+    if (inst->staged) { /* a GEMM module's: nothing else applies */
+        snprintf(buf, n, "staged: no GEMM kernel");
+        return;
+    }
     buf[0] = '\0';
     int w = 0;
     if (k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE) {
@@ -233,8 +237,6 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
         snprintf(buf + w, n - (size_t)w, "%s%s of %s", w ? ", " : "", grad ? "dh" : "a",
                  qf_enum_name(QF_ENUM_ACTIVATION, act));
     }
-    if (inst->staged)
-        snprintf(buf, n, "staged: no GEMM kernel");
 }
 
 /* =====================================================================} */
@@ -587,7 +589,7 @@ static int qf_warm_seen(const qf_warm *w, const qf_tool_job *j, char (*keys)[QF_
  * of one name with the same fields give the same kernels: qfuse-cache warm mxfp8
  * recipes/mxfp8.lua compiles them once). */
 static int qf_warm_collect(qf_warm *w) {
-    int skipped_gemm = 0; /* matching kernels this arch never runs */
+    int skipped_gemm = 0; /* instances of matching GEMM modules the runtime never loads here */
     int n_kernels = 0;
     for (int r = 0; r < w->n_recipes; r++)
         n_kernels += w->recipes[r]->n_kernels;
