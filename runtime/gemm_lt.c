@@ -370,14 +370,38 @@ static float qf_lt_time(qf_ctx_t *ctx, const qf_gemm_plan *p, const cublasLtMatm
     return ms;
 }
 
+#define QF_LT_TUNE_ALGOS 8 /* candidates timed by qf_plan_tune */
+#define QF_LT_TUNE_REPS 3  /* timed runs of each, after one untimed run */
+
+/* QFUSE_VERBOSE's lines of a tuning: each candidate's cuBLASLt configuration (algorithm, tile and
+ * stages ids, cublasLt.h's enums) and time per run (ms[i] of QF_LT_TUNE_REPS runs; < 0: failed). */
+static void qf_plan_tune_report(const qf_gemm_plan *p, const cublasLtMatmulHeuristicResult_t *res,
+                                const float *ms, int n, int pick) {
+    for (int i = 0; i < n; i++) {
+        int32_t id = -1, tile = -1, stages = -1;
+        size_t w = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id,
+                                             &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                             sizeof tile, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                             sizeof stages, &w);
+        fprintf(stderr,
+                "qfuse: %s M=%lld N=%lld K=%lld: cuBLASLt candidate %d (algo %d, tile %d, stages "
+                "%d): %s%.1f us per run%s\n",
+                qf_plan_op(p), (long long)p->M, (long long)p->N, (long long)p->K, i, id, tile,
+                stages, ms[i] < 0.0f ? "failed, " : "",
+                ms[i] < 0.0f ? 0.0f : 1e3f * ms[i] / QF_LT_TUNE_REPS, i == pick ? ", kept" : "");
+    }
+}
+
 /* The first call of a plan times up to QF_LT_TUNE_ALGOS of the algorithms cuBLASLt's heuristic
  * returns (QF_LT_TUNE_REPS runs each, on the call's own operands: beta is 0, so y is the same
  * after every run) and keeps the fastest; the heuristic's first choice is often not it (bf16 at
  * 8192^3 on an H200, qfuse-bench: 680 TFLOP/s for the first, 699-707 for the fastest). Skipped,
  * keeping the first choice, under QFUSE_GEMM_NO_TUNE=1 and while the stream is being captured
- * into a CUDA graph (tried again at the next call outside a capture). */
-#define QF_LT_TUNE_ALGOS 8
-#define QF_LT_TUNE_REPS 3
+ * into a CUDA graph (tried again at the next call outside a capture). QFUSE_VERBOSE=1 prints each
+ * candidate's time and the one kept. */
 static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, void *stream) {
     if (qf_stream_capturing(stream) != 0) /* capturing, or the runtime cannot say */
         return;
@@ -390,14 +414,17 @@ static void qf_plan_tune(qf_ctx_t *ctx, qf_gemm_plan *p, const qf_lt_call *c, vo
         found = 0;
     cudaEvent_t e0 = NULL, e1 = NULL;
     if (found > 1 && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
-        float best = -1.0f;
+        float ms[QF_LT_TUNE_ALGOS];
+        int pick = -1;
         for (int i = 0; i < found; i++) { /* qf_plan_heuristic kept only usable ones */
-            const float ms = qf_lt_time(ctx, p, &res[i].algo, c, e0, e1, QF_LT_TUNE_REPS, stream);
-            if (ms >= 0.0f && (best < 0.0f || ms < best)) {
-                best = ms;
-                p->algo = res[i].algo;
-            }
+            ms[i] = qf_lt_time(ctx, p, &res[i].algo, c, e0, e1, QF_LT_TUNE_REPS, stream);
+            if (ms[i] >= 0.0f && (pick < 0 || ms[i] < ms[pick]))
+                pick = i;
         }
+        if (pick >= 0)
+            p->algo = res[pick].algo;
+        if (qf_verbose())
+            qf_plan_tune_report(p, res, ms, found, pick);
     }
     if (e0)
         cudaEventDestroy(e0);
