@@ -21,7 +21,8 @@ typedef struct qf_loaded_kernel {
     qf_kernel_instance inst;
     char key[QF_KEY_HEX_LEN + 1];
     CUmodule module;
-    CUfunction fn;              /* the variant's main entry */
+    CUfunction fn;              /* the variant's main entry (NULL for a GEMM module's staged
+                                 * instance, which has none) */
     CUfunction fn_rows[QF_ROWS_VARIANTS]; /* optional row-in-registers entries, NULL if absent */
     int occ_rows[QF_ROWS_VARIANTS];       /* resident blocks per SM of each fn_rows */
     unsigned smem_rows[QF_ROWS_VARIANTS]; /* dynamic shared memory of each fn_rows launch: a norm's

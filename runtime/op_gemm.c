@@ -170,7 +170,7 @@ static qf_status qf_g_launch(qf_ctx_t *ctx, const char *op, const qf_loaded_kern
 
 /* The recipe's GEMM module, looked up and loaded after qf_ctx_ready: with staged, its staged
  * instance (kernel_key.h: the <name>_dequant and <name>_alpha entries, no GEMM kernel, compiled
- * in a fraction of the time), else the whole module. */
+ * in a fraction of the time), else its default instance, the GEMM kernel alone. */
 static qf_status qf_g_kernel(qf_ctx_t *ctx, const char *op, const qf_recipe *r, qf_dtype in,
                              int staged, const qf_kernel_entry **k, qf_loaded_kernel *lk,
                              void *stream) {

@@ -26,16 +26,11 @@
 #endif
 
 /* GEMM modules: QF_GEMM_STAGED=1 is the staged instance (qf_kernel_instance.staged), which
- * holds the staged path's entries (<name>_dequant, <name>_alpha) and, as its main entry,
- * QF_STAGED_MAIN: a stub that traps if launched (nothing launches it), so that the module compiles
- * without the GEMM kernel, most of its NVRTC time. */
+ * holds the staged path's entries (<name>_dequant, <name>_alpha) and no main entry; 0 is the GEMM
+ * kernel alone (qf_kernel_instance_entries). Each compiles without the other's code. */
 #ifndef QF_GEMM_STAGED
 #define QF_GEMM_STAGED 0
 #endif
-#define QF_STAGED_MAIN(name)                                                                      \
-    extern "C" __global__ void name() {                                                           \
-        __trap();                                                                                 \
-    }
 
 #define QF_CAT_(a, b) a##b
 #define QF_CAT(a, b) QF_CAT_(a, b)

@@ -48,7 +48,7 @@
 #include "qf_dev_dequant.cuh"
 #include "qf_dev_mma.cuh"
 #include "qf_formats.h"
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !QF_GEMM_STAGED
 #include "qf_dev_ws_gemm.cuh"
 #endif
 
@@ -357,8 +357,10 @@ __device__ __forceinline__ void mma_tile(unsigned stage, const float *sc, const 
 
 } // namespace
 
-#if QF_GEMM_STAGED /* the staged instance: no GEMM kernel (qf_dev_module.cuh) */
-QF_STAGED_MAIN(__KERNEL_NAME__)
+#if QF_GEMM_STAGED /* the staged instance: the staged path's entry, no GEMM kernel */
+/* <name>_dequant: one MXFP8 copy to bf16 (qf_dq_params), the first step of the staged GEMM
+ * (runtime/op_gemm.c). */
+QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), false)
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 extern "C" __global__ void __launch_bounds__(QF_WS_THREADS, 1)
     __KERNEL_NAME__(const __grid_constant__ qf_ws_gemm_params p) {
@@ -422,7 +424,3 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_MX_GEMM_MIN_BLOCKS)
         p, m0, n0, acc, [](float v, float bias) { return v + bias; });
 }
 #endif
-
-/* <name>_dequant: one MXFP8 copy to bf16 (qf_dq_params), the first step of the staged GEMM
- * (runtime/op_gemm.c). */
-QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), false)

@@ -46,7 +46,7 @@
 #include "qf_dev_mma.cuh"
 #include "qf_dev_module.cuh"
 #include "qf_formats.h"
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !QF_GEMM_STAGED
 #include "qf_dev_ws_gemm.cuh"
 #endif
 
@@ -267,8 +267,22 @@ __device__ __forceinline__ float gemm_alpha(const qf_nv_gemm_params &p) {
 
 } // namespace
 
-#if QF_GEMM_STAGED /* the staged instance: no GEMM kernel (qf_dev_module.cuh) */
-QF_STAGED_MAIN(__KERNEL_NAME__)
+#if QF_GEMM_STAGED /* the staged instance: the staged path's entries, no GEMM kernel */
+/* One thread writes {alpha, 0} to p.alpha_out: the device alpha and beta of the cuBLASLt NVFP4
+ * GEMM (sm_100 and later), which reads them in CUBLASLT_POINTER_MODE_DEVICE. The registry lists
+ * the entry because the template invokes QF_ALPHA_ENTRY. */
+#define QF_ALPHA_ENTRY(name)                                                                      \
+    extern "C" __global__ void name(const qf_nv_gemm_params p) {                                  \
+        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                \
+            p.alpha_out[0] = gemm_alpha(p);                                                       \
+            p.alpha_out[1] = 0.0f;                                                                \
+        }                                                                                         \
+    }
+QF_ALPHA_ENTRY(QF_CAT(__KERNEL_NAME__, _alpha))
+
+/* <name>_dequant: one NVFP4 copy to bf16 without its global scale (qf_dq_params), the first step
+ * of the staged GEMM (runtime/op_gemm.c), whose alpha comes from <name>_alpha. */
+QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), true)
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
 extern "C" __global__ void __launch_bounds__(QF_WS_THREADS, 1)
     __KERNEL_NAME__(const __grid_constant__ qf_ws_gemm_params p) {
@@ -315,19 +329,3 @@ extern "C" __global__ void __launch_bounds__(kThreads, QF_NV_GEMM_MIN_BLOCKS)
         p, m0, n0, acc, [alpha](float v, float bias) { return fmaf(alpha, v * kPow14, bias); });
 }
 #endif
-
-/* One thread writes {alpha, 0} to p.alpha_out: the device alpha and beta of the cuBLASLt NVFP4
- * GEMM (sm_100 and later), which reads them in CUBLASLT_POINTER_MODE_DEVICE. The registry lists
- * the entry because the template invokes QF_ALPHA_ENTRY. */
-#define QF_ALPHA_ENTRY(name)                                                                      \
-    extern "C" __global__ void name(const qf_nv_gemm_params p) {                                  \
-        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                \
-            p.alpha_out[0] = gemm_alpha(p);                                                       \
-            p.alpha_out[1] = 0.0f;                                                                \
-        }                                                                                         \
-    }
-QF_ALPHA_ENTRY(QF_CAT(__KERNEL_NAME__, _alpha))
-
-/* <name>_dequant: one NVFP4 copy to bf16 without its global scale (qf_dq_params), the first step
- * of the staged GEMM (runtime/op_gemm.c), whose alpha comes from <name>_alpha. */
-QF_DEQUANT_ENTRY(QF_CAT(__KERNEL_NAME__, _dequant), true)

@@ -152,6 +152,14 @@ static void test_kernel_instances_mxfp8(void **state) {
     assert_null(strstr(buf, "staged"));
     qf_kernel_variant_string(&k, &out[1], buf, sizeof buf);
     assert_non_null(strstr(buf, ";staged=1"));
+    /* the two split the module's entries: the GEMM kernel, and the staged path's */
+    const unsigned main = QF_ENTRY_BIT(QF_ENTRY_MAIN), dq = QF_ENTRY_BIT(QF_ENTRY_DEQUANT),
+                   alpha = QF_ENTRY_BIT(QF_ENTRY_ALPHA);
+    k.entries = main | dq | alpha;
+    assert_int_equal(qf_kernel_instance_entries(&k, &out[0]), main);
+    assert_int_equal(qf_kernel_instance_entries(&k, &out[1]), dq | alpha);
+    k.op = QF_OP_DBIAS; /* any other op: every instance holds them all */
+    assert_int_equal(qf_kernel_instance_entries(&k, &out[1]), main | dq | alpha);
     k = (qf_kernel_entry){.family = QF_FAMILY_FP8_DELAYED, .op = QF_OP_NORM_QUANTIZE,
                           .norm = QF_NORM_LAYERNORM, .in_dtype = QF_DTYPE_BF16};
     assert_int_equal(qf_kernel_instances(&k, out), 6);

@@ -77,14 +77,16 @@ static void test_rows_layout(void **state) {
 
 /* ==================================================================== NVRTC compiles */
 
-/* 0 when the CUBIN defines exactly the entry points the registry lists for k (k->entries):
- * each listed `<name><suffix>` has its .text section, no unlisted one has; else 1 and a message. */
-static int check_entries(const qf_kernel_entry *k, const void *cubin, size_t size, char *msg,
-                         size_t cap) {
+/* 0 when the CUBIN of k as inst defines exactly the entry points the registry lists for that
+ * instance (qf_kernel_instance_entries of k->entries): each listed `<name><suffix>` has its .text
+ * section, no unlisted one has; else 1 and a message. */
+static int check_entries(const qf_kernel_entry *k, const qf_kernel_instance *inst,
+                         const void *cubin, size_t size, char *msg, size_t cap) {
+    const unsigned entries = qf_kernel_instance_entries(k, inst);
     for (int e = 0; e < QF_ENTRY_COUNT; e++) {
         char sect[200];
         int n = snprintf(sect, sizeof sect, ".text.%s%s", k->name, qf_kernel_entry_suffix(e));
-        const int listed = (k->entries & QF_ENTRY_BIT(e)) != 0;
+        const int listed = (entries & QF_ENTRY_BIT(e)) != 0;
         const int found = memmem(cubin, size, sect, (size_t)n + 1) != NULL; /* with its NUL */
         if (listed != found) {
             snprintf(msg, cap, "%s: entry %s%s is %s but %s in the CUBIN", k->name, k->name,
@@ -123,7 +125,7 @@ static int compile_kernel(const qf_kernel_entry *k, const qf_kernel_instance *in
         bad = snprintf(msg, cap, "%s for sm_%d: ptxas: %.*s", k->name, arch,
                        (int)strcspn(loss, "\n"), loss) > 0;
     else
-        bad = check_entries(k, cubin, size, msg, cap);
+        bad = check_entries(k, inst, cubin, size, msg, cap);
     free(log);
     free(cubin);
     return bad;
@@ -239,7 +241,7 @@ static size_t cubin_size(const qf_kernel_entry *k, const qf_kernel_instance *ins
 
 /* Each GEMM module's staged instance for sm_90 (the one its staged path, qf_dequantize and
  * NVFP4's alpha load) holds its entries without the warp-specialized GEMM kernel: a CUBIN under
- * a third of the whole module's (test_compile_all checks its entries). */
+ * a third of the GEMM kernel's instance (test_compile_all checks each one's entries). */
 static void test_gemm_staged_instance(void **state) {
     (void)state;
     int n = 0;
@@ -251,7 +253,8 @@ static void test_gemm_staged_instance(void **state) {
         staged.staged = 1;
         const size_t sw = cubin_size(k, &whole, 90), ss = cubin_size(k, &staged, 90);
         if (!sw || !ss || ss * 3 > sw)
-            fail_msg("%s for sm_90: whole module %zu bytes, staged instance %zu", k->name, sw, ss);
+            fail_msg("%s for sm_90: GEMM kernel's instance %zu bytes, staged instance %zu", k->name,
+                     sw, ss);
         n++;
     }
     assert_true(n >= 2); /* mxfp8 and nvfp4 at least */

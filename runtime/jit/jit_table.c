@@ -46,8 +46,8 @@ static qf_status qf_ctx_compile(qf_ctx_t *c, const qf_kernel_entry *k,
  * and beta as fp32, QF_ROWS_PARAM_SMEM; the attribute set where it exceeds the default 48 KB)
  * and their occupancy with it (absent ones, and ones the driver refuses, stay NULL: the tiled
  * entry runs instead). NOTES: the registry lists the entry points each module has (k->entries,
- * from the generator); others are not probed, so no failing cuModuleGetFunction call is made
- * (sanitizers report those as API errors). */
+ * from the generator; by instance, qf_kernel_instance_entries); others are not probed, so no
+ * failing cuModuleGetFunction call is made (sanitizers report those as API errors). */
 static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_loaded_kernel *e) {
     static const qf_entry rows[QF_ROWS_VARIANTS] = {QF_ENTRY_ROWS1, QF_ENTRY_ROWS2,
                                                     QF_ENTRY_ROWS4, QF_ENTRY_ROWS8};
@@ -55,7 +55,7 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
         e->fn_rows[i] = NULL;
         e->occ_rows[i] = 0;
         e->smem_rows[i] = 0;
-        if (!(k->entries & QF_ENTRY_BIT(rows[i])))
+        if (!(qf_kernel_instance_entries(k, &e->inst) & QF_ENTRY_BIT(rows[i])))
             continue; /* only quantizers have them (a GEMM's E2M1 input has no byte size) */
         e->smem_rows[i] = QF_ROWS_PARAM_SMEM(QF_ROWS_IT(i), (unsigned)qf_dtype_size(k->in_dtype),
                                              k->norm, k->block_threads);
@@ -73,13 +73,13 @@ static void qf_ctx_find_rows(const qf_cu_api *cu, const qf_kernel_entry *k, qf_l
     }
 }
 
-/* The optional entry `which` into *fn (NULL when the registry does not list it for k). NOTES:
- * other modules are not probed (see qf_ctx_find_rows), and a module that lists the entry must
- * have it. */
+/* The entry `which` into *fn (NULL when k's instance e->inst does not hold it:
+ * qf_kernel_instance_entries). NOTES: other modules are not probed (see qf_ctx_find_rows), and a
+ * module that lists the entry must have it. */
 static qf_status qf_ctx_find_entry(const qf_cu_api *cu, const qf_kernel_entry *k,
                                    const qf_loaded_kernel *e, qf_entry which, CUfunction *fn) {
     *fn = NULL;
-    if (!(k->entries & QF_ENTRY_BIT(which)))
+    if (!(qf_kernel_instance_entries(k, &e->inst) & QF_ENTRY_BIT(which)))
         return QF_OK;
     char name[160];
     snprintf(name, sizeof name, "%s%s", k->name, qf_kernel_entry_suffix(which));
@@ -97,13 +97,10 @@ static qf_status qf_ctx_load_module(const qf_ctx_t *c, const qf_kernel_entry *k,
     if (!cu)
         return QF_ERR_NO_DEVICE;
     QF_CU_CHECK(cu->ModuleLoadData(&e->module, cubin));
-    CUresult r = cu->ModuleGetFunction(&e->fn, e->module, k->name);
-    if (r != CUDA_SUCCESS) {
-        cu->ModuleUnload(e->module);
-        return qf_cu_fail(r, "cuModuleGetFunction", __FILE__, __LINE__);
-    }
     qf_ctx_find_rows(cu, k, e);
-    qf_status s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_AMAX, &e->fn_amax);
+    qf_status s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_MAIN, &e->fn);
+    if (s == QF_OK)
+        s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_AMAX, &e->fn_amax);
     if (s == QF_OK)
         s = qf_ctx_find_entry(cu, k, e, QF_ENTRY_COLS, &e->fn_cols);
     e->occ_cols = 0;

@@ -92,6 +92,13 @@ int qf_kernel_instances(const qf_kernel_entry *k, qf_kernel_instance out[QF_KERN
     return n;
 }
 
+unsigned qf_kernel_instance_entries(const qf_kernel_entry *k, const qf_kernel_instance *inst) {
+    const unsigned main = QF_ENTRY_BIT(QF_ENTRY_MAIN);
+    if (k->op != QF_OP_GEMM)
+        return k->entries;
+    return inst->staged ? k->entries & ~main : k->entries & main;
+}
+
 void qf_kernel_variant_string(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                               char *buf, size_t n) {
     int w = snprintf(buf, n,

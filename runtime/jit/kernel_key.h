@@ -17,9 +17,10 @@ typedef struct qf_kernel_instance {
                              * ignored, and not part of the key, for every other kernel */
     int prologue;           /* plain quantizers and dbias: QF_PROLOGUE_* (-DQF_PROLOGUE; in the
                              * key only when not QF_PROLOGUE_NONE) */
-    int staged;             /* GEMM modules: 1 = the staged path's entries only (<name>_dequant,
-                             * NVFP4's <name>_alpha; -DQF_GEMM_STAGED=1), without the GEMM kernel
-                             * whose compile is most of the module's; in the key only when 1 */
+    int staged;             /* GEMM modules: 1 = the staged path's entries (<name>_dequant,
+                             * NVFP4's <name>_alpha; -DQF_GEMM_STAGED=1), 0 = the GEMM kernel
+                             * alone, whose compile is most of the module's
+                             * (qf_kernel_instance_entries); in the key only when 1 */
 } qf_kernel_instance;
 
 /* Nonzero when a and b select the same binary (every field compared). */
@@ -41,6 +42,12 @@ QF_INTERNAL qf_kernel_instance qf_kernel_instance_default(const qf_kernel_entry 
  * recognise current entries. */
 QF_INTERNAL int qf_kernel_instances(const qf_kernel_entry *k,
                                     qf_kernel_instance out[QF_KERNEL_MAX_INSTANCES]);
+
+/* The entry points (QF_ENTRY_BIT of each) the CUBIN of k as inst holds: k->entries, except for a
+ * GEMM module, whose instances split them: the default one holds its GEMM kernel (the main entry)
+ * only, the staged one every other entry (<name>_dequant, NVFP4's <name>_alpha). */
+QF_INTERNAL unsigned qf_kernel_instance_entries(const qf_kernel_entry *k,
+                                                const qf_kernel_instance *inst);
 
 /* Canonical "op=...;role=...;norm=...;zcg=...;in=...;out=...;outputs=...;gamma=..." string,
  * with ";layout=compact|swizzled" at the end for MXFP8 and NVFP4 quantizers, ";prologue=N"

@@ -184,11 +184,11 @@ static int qf_tool_kernel(const char *label) {
 /* 1 when the runtime loads instance inst of kernel k on arch: every kernel but a generated GEMM
  * module, which is loaded where its family's row says the generated kernel runs (Hopper's
  * block-scaled GEMMs), and elsewhere (cuBLASLt's modes on Blackwell) only as the staged instance
- * of a module with an `_alpha` entry (NVFP4's alpha). */
+ * of a module with an `_alpha` entry (NVFP4's alpha), the one instance that holds it. */
 static int qf_tool_runs_on(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch) {
     return k->op != QF_OP_GEMM ||
            qf_family_gemm_path(k->family, arch).engine == QF_GEMM_KERNEL ||
-           (inst->staged && (k->entries & QF_ENTRY_BIT(QF_ENTRY_ALPHA)));
+           (qf_kernel_instance_entries(k, inst) & QF_ENTRY_BIT(QF_ENTRY_ALPHA));
 }
 
 /* The instance of kernel kidx whose key for arch is key into *inst, and 1; 0 when none has it
@@ -212,8 +212,8 @@ static int qf_tool_key_instance(int kidx, int arch, const char *key, qf_kernel_i
 /* What sets instance inst of kernel k apart from the kernel's other entries, naming only what
  * applies: the copies a quantizer writes, the gamma dtype of a norm, the scale layout of a
  * block-scaled quantizer, an activation prologue ("rowwise+columnwise, swizzled scales, dh of
- * swiglu"), a GEMM module's staged instance ("staged: no GEMM kernel"); "" for the whole
- * GEMM module and the ops with one instance. */
+ * swiglu"), a GEMM module's staged instance ("staged: no GEMM kernel"); "" for a GEMM module's
+ * GEMM kernel and the ops with one instance. */
 static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_instance *inst,
                                   char *buf, size_t n) {
     static const char *const outs[] = {"?", "rowwise", "columnwise", "rowwise+columnwise"};
