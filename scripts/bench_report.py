@@ -360,7 +360,8 @@ def sig3(v):
 
 def jit_summary(qrows):
     """One line per JIT kind: median and range over the quantizers and scale updates; then one
-    line per GEMM module (kernel names ending in _gemm), its three times."""
+    line per GEMM module instance (kernel names ending in _gemm; the staged one is the rows whose
+    outputs cell says "staged"), its three times."""
     out = []
     kinds = {k[0] for k in JIT_KINDS}
     jit = [r for r in qrows if r["kind"] in kinds and num(r, "us_median")]
@@ -371,9 +372,11 @@ def jit_summary(qrows):
             out.append("- %s: median %s %s over %d kernel%s (%s to %s)" % (
                 what, sig3(statistics.median(v)), unit, len(v), "" if len(v) == 1 else "s",
                 sig3(min(v)), sig3(max(v))))
-    for op in sorted({r["op"] for r in jit if r["op"].endswith("_gemm")}):
-        t = {r["kind"]: num(r, "us_median") for r in jit if r["op"] == op}
-        out.append("- GEMM module %s: %s" % (op, ", ".join(
+    for op, inst in sorted({(r["op"], r.get("outputs", "")) for r in jit
+                            if r["op"].endswith("_gemm")}):
+        t = {r["kind"]: num(r, "us_median") for r in jit
+             if r["op"] == op and r.get("outputs", "") == inst}
+        out.append("- GEMM module %s%s: %s" % (op, ", its staged instance" if inst else "", ", ".join(
             "%s %s %s" % (what, sig3(t[kind] * scale), unit)
             for kind, what, unit, scale in JIT_KINDS if kind in t)))
     return out

@@ -19,6 +19,7 @@
 #define PROBE_M 256         /* JIT probes: a small problem, kernels do not depend on M or K */
 #define PROBE_K 1024
 #define PROBE_N 128         /* a GEMM probe's N: under 256, so sm_90 runs the module's kernel */
+#define PROBE_N_STAGED 256  /* the staged instance's probe: M and N 256, the staged path */
 #define NORM_EPS 1e-5f
 
 #define LT_OR_DIE(call)                                                                       \

@@ -27,8 +27,16 @@ static void *dev_zero(size_t bytes) {
     return d;
 }
 
-/* The inputs, and the outputs of kernel k's op (rowwise only, as its default instance). */
-static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k) {
+/* N of a GEMM probe: the staged path for a GEMM module's staged instance, else the module's own
+ * kernel (qf_gemm's QF_GEMM_STAGED_MIN on sm_90). */
+static int64_t probe_n(const qf_kernel_instance *inst) {
+    return inst->staged ? PROBE_N_STAGED : PROBE_N;
+}
+
+/* The inputs, and the outputs of kernel k's op as instance inst (rowwise only, as the default
+ * instance; a GEMM's at probe_n). */
+static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k,
+                        const qf_kernel_instance *inst) {
     size_t mk = (size_t)PROBE_M * PROBE_K;
     int H = r->amax_history_len > 0 ? r->amax_history_len : 1;
     p->x = dev_zero(4 * mk), p->gamma = dev_zero(4 * PROBE_K), p->beta = dev_zero(4 * PROBE_K);
@@ -42,12 +50,12 @@ static void probe_alloc(probe *p, const qf_recipe *r, const qf_kernel_entry *k) 
         qf_shape_query q = {.op = k->op, .role = k->role, .norm = k->norm,
                             .outputs = QF_OUT_ROWWISE, .M = PROBE_M, .K = PROBE_K};
         bench_out_alloc(&p->o, r, &q);
-    } else if (k->op == QF_OP_GEMM) { /* fprop: a [PROBE_M, PROBE_K], w [PROBE_N, PROBE_K] */
+    } else if (k->op == QF_OP_GEMM) { /* fprop: a [PROBE_M, PROBE_K], w [N, PROBE_K] */
+        const int64_t n = probe_n(inst);
         const qf_shape_query qa =
             bench_operand_query(QF_ROLE_INPUT, QF_COPY_ROWWISE, PROBE_M, PROBE_K);
-        const qf_shape_query qw =
-            bench_operand_query(QF_ROLE_WEIGHT, QF_COPY_ROWWISE, PROBE_N, PROBE_K);
-        const qf_shape_query qy = {.op = QF_OP_GEMM, .M = PROBE_M, .N = PROBE_N, .K = PROBE_K};
+        const qf_shape_query qw = bench_operand_query(QF_ROLE_WEIGHT, QF_COPY_ROWWISE, n, PROBE_K);
+        const qf_shape_query qy = {.op = QF_OP_GEMM, .M = PROBE_M, .N = n, .K = PROBE_K};
         bench_out_alloc(&p->o, r, &qa), bench_out_alloc(&p->w, r, &qw);
         bench_out_alloc(&p->y, r, &qy);
     } else if (k->op != QF_OP_SCALE_UPDATE) { /* norm backward, dbias, activation: [M, K] in */
@@ -74,8 +82,8 @@ static int probe_supported(const qf_kernel_entry *k, int arch) {
 }
 
 /* One call of the op that runs kernel k (default instance: rowwise only, gamma in x's dtype; the
- * activation module through gelu's forward), so that ctx looks k up: one code path for every
- * family (the recipe picks it). */
+ * activation module through gelu's forward; a GEMM at the N of probe_alloc, which picks the
+ * instance), so that ctx looks k up: one code path for every family (the recipe picks it). */
 static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry *k,
                        probe *p) {
     static const qf_rng rng = {1, 2}; /* gradients of recipes that round stochastically */
@@ -90,7 +98,7 @@ static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry 
         QF_OR_DIE(qf_scale_update(ctx, r->name, 1, r->amax_history_len, p->amax, p->hist,
                                   p->scale, p->sinv, p->fmt, NULL));
         break;
-    case QF_OP_GEMM: { /* N under QF_GEMM_STAGED_MIN: the module's own kernel */
+    case QF_OP_GEMM: { /* the instance probe_alloc's N selects */
         const qf_operand a = {&p->q, QF_COPY_ROWWISE}, w = {&p->qw, QF_COPY_ROWWISE};
         qf_tensor y = bench_out_tensor(&p->y, "y");
         QF_OR_DIE(qf_gemm(ctx, r->name, &a, &w, NULL, &y, NULL));
@@ -123,13 +131,13 @@ static void probe_call(qf_ctx_t *ctx, const qf_recipe *r, const qf_kernel_entry 
     CUDA_OR_DIE(cudaDeviceSynchronize());
 }
 
-/* Cold compile of k with NVRTC for arch, bypassing every cache; median ms over reps. The CUBIN
- * of the last rep is returned (caller frees) to seed the disk cache. */
-static double jit_cold(const qf_kernel_entry *k, int arch, int reps, void **cubin, size_t *size) {
-    qf_kernel_instance inst = qf_kernel_instance_default(k);
+/* Cold compile of k as inst with NVRTC for arch, bypassing every cache; median ms over reps. The
+ * CUBIN of the last rep is returned (caller frees) to seed the disk cache. */
+static double jit_cold(const qf_kernel_entry *k, const qf_kernel_instance *inst, int arch,
+                       int reps, void **cubin, size_t *size) {
     char store[QF_KERNEL_MAX_EXTRA][48], archbuf[64];
     const char *extra[QF_KERNEL_MAX_EXTRA], *opts[QF_JIT_MAX_OPTIONS];
-    int ne = qf_kernel_extra_options(k, &inst, store, extra);
+    int ne = qf_kernel_extra_options(k, inst, store, extra);
     int no = qf_jit_options(arch, extra, ne, opts, archbuf);
     double t[8];
     char *src = qf_kernel_text(k);
@@ -169,26 +177,32 @@ static void jit_warm(const qf_recipe *r, const qf_kernel_entry *k, probe *p,
     *disk_ms = bench_median(td, reps), *mem_ms = bench_median(tm, reps);
 }
 
-static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k, double ms,
-                     const char *note) {
+/* A JIT row of k as inst; its outputs column names a quantizer's copy, or a GEMM module's staged
+ * instance ("staged"). */
+static void jit_emit(bench *b, const char *kind, const qf_kernel_entry *k,
+                     const qf_kernel_instance *inst, double ms, const char *note) {
     row r = bench_row_new(kind, k->recipe->name, k->name);
     r.norm = bench_norm_name(k->norm), r.dtype = qf_dtype_name(k->in_dtype);
-    r.outputs = k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE ? "rowwise" : "";
+    r.outputs = k->op == QF_OP_NORM_QUANTIZE || k->op == QF_OP_QUANTIZE ? "rowwise"
+                : inst->staged                                            ? "staged"
+                                                                          : "";
     r.us = 1e3 * ms;
     snprintf(r.note, sizeof r.note, "%s", note);
     bench_row_emit(b, &r);
 }
 
-/* One kernel: cold compile, then store it in the temporary cache and time the warm lookups. */
-static void bench_jit_kernel(bench *b, const qf_kernel_entry *k) {
+/* One kernel as its default instance, or a GEMM module's as its staged one (staged): cold
+ * compile, then store it in the temporary cache and time the warm lookups. */
+static void bench_jit_kernel(bench *b, const qf_kernel_entry *k, int staged) {
     const qf_recipe *r = k->recipe;
+    qf_kernel_instance inst = qf_kernel_instance_default(k);
+    inst.staged = staged;
     probe p;
-    probe_alloc(&p, r, k);
+    probe_alloc(&p, r, k, &inst);
     int arch = qf_ctx_arch(b->ctx), reps_cold = b->o.quick ? 1 : 3, reps_warm = 5;
     void *cubin;
     size_t size;
-    double cold = jit_cold(k, arch, reps_cold, &cubin, &size);
-    qf_kernel_instance inst = qf_kernel_instance_default(k);
+    double cold = jit_cold(k, &inst, arch, reps_cold, &cubin, &size);
     char key[QF_KEY_HEX_LEN + 1], note[160];
     qf_kernel_key(r, k, &inst, qf_nvrtc_header_names, qf_nvrtc_headers, qf_nvrtc_header_count,
                   arch, key);
@@ -200,12 +214,12 @@ static void bench_jit_kernel(bench *b, const qf_kernel_entry *k) {
     probe_free(&p);
     snprintf(note, sizeof note, "NVRTC compile for sm_%d; %zu-byte CUBIN; median of %d", arch,
              size, reps_cold);
-    jit_emit(b, "jit_cold", k, cold, note);
+    jit_emit(b, "jit_cold", k, &inst, cold, note);
     snprintf(note, sizeof note, "first call in a fresh context: served from %s (key + cache read + "
              "cuModuleLoadData); median of %d", how, reps_warm);
-    jit_emit(b, "jit_disk", k, disk, note);
+    jit_emit(b, "jit_disk", k, &inst, disk, note);
     snprintf(note, sizeof note, "second call: in-memory table; median of %d", reps_warm);
-    jit_emit(b, "jit_memory", k, mem, note);
+    jit_emit(b, "jit_memory", k, &inst, mem, note);
 }
 
 static void remove_dir(const char *dir) {
@@ -220,6 +234,14 @@ static void remove_dir(const char *dir) {
     if (d)
         closedir(d);
     rmdir(dir);
+}
+
+/* A kernel's JIT rows: its default instance and, for a GEMM module, its staged instance (which
+ * every call of 256 rows and columns or more loads on sm_90). */
+static void bench_jit_instances(bench *b, const qf_kernel_entry *k) {
+    bench_jit_kernel(b, k, 0);
+    if (k->op == QF_OP_GEMM)
+        bench_jit_kernel(b, k, 1);
 }
 
 /* JIT numbers of every kernel of the first selected recipe (--quick: its first kernel of each op),
@@ -247,10 +269,10 @@ void bench_jit(bench *b) {
             continue;
         if (rj == ri) {
             if (!b->o.quick || !(ops_done & 1u << k->op))
-                bench_jit_kernel(b, k);
+                bench_jit_instances(b, k);
             ops_done |= 1u << k->op;
         } else if (k->op == QF_OP_GEMM && tool_recipe_selected(&b->o.recipes, rj)) {
-            bench_jit_kernel(b, k);
+            bench_jit_instances(b, k);
         }
     }
     if (saved)

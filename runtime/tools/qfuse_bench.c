@@ -8,7 +8,8 @@
  *   bytes counted from the recipe's fake shapes, median time, TB/s and the ratio to the copy;
  * - qf_gemm: per-tensor FP8 with TFLOP/s and the ratio to cuBLASLt FP8 alone and to bf16, and
  *   the generated GEMM of every recipe that has one next to bf16 cuBLASLt;
- * - JIT: cold NVRTC compile, disk-cache load in a fresh context, in-memory lookup per kernel.
+ * - JIT: cold NVRTC compile, disk-cache load in a fresh context, in-memory lookup per kernel (a
+ *   GEMM module's two instances apart).
  * Times: CUDA events around batches of back-to-back launches (the per-launch time is the batch
  * time over its size; the median over batches is reported), after a warm-up, with inputs rotated
  * between sets that together exceed twice the L2 cache, filled with random data.
@@ -78,9 +79,10 @@ static void usage(FILE *f) {
                "generated MXFP8 and NVFP4 GEMMs next to bf16 cuBLASLt, and reports\n"
                "bytes, FLOPs, median microseconds, TB/s, TFLOP/s and the ratios; then the JIT:\n"
                "cold NVRTC compile, disk-cache load and in-memory lookup of every kernel of the\n"
-               "first selected recipe and of each selected recipe's GEMM module; then one\n"
-               "LayerNorm + MLP training step (SwiGLU, tokens 16384, hidden 4096, ffn 14336) per\n"
-               "recipe, split into its GEMM stages and the rest.\n"
+               "first selected recipe and of each selected recipe's GEMM module (its GEMM kernel\n"
+               "and its staged instance apart: outputs \"staged\"); then one LayerNorm + MLP\n"
+               "training step (SwiGLU, tokens 16384, hidden 4096, ffn 14336) per recipe, split\n"
+               "into its GEMM stages and the rest.\n"
                "  --csv FILE  CSV output (default out/bench/qfuse.csv)\n"
                "  --quick     one shape per section, 10 iterations (smoke run)\n"
                "  --iters N   timed batches per row, median reported (default 50; 1..1000000)\n"

@@ -115,21 +115,25 @@ def test_report_takes_the_ratio_timed_beside_the_row():
 
 def test_report_lists_the_gemm_modules_apart():
     """The JIT lines: medians over the quantizers and scale updates, without the GEMM modules
-    (the largest compiles), which get a line each with their three times."""
+    (the largest compiles), which get a line per instance with their three times."""
     br = load_bench_report()
 
-    def jit(kind, op, us):
-        return {"kind": kind, "recipe": "mxfp8", "op": op, "us_median": us}
+    def jit(kind, op, us, outputs=""):
+        return {"kind": kind, "recipe": "mxfp8", "op": op, "outputs": outputs, "us_median": us}
 
-    rows = [jit("jit_cold", "qf_mxfp8_quant_input_bf16", "20000"),
+    rows = [jit("jit_cold", "qf_mxfp8_quant_input_bf16", "20000", "rowwise"),
             jit("jit_cold", "qf_mxfp8_scale_x", "40000"),
             jit("jit_cold", "qf_mxfp8_gemm", "1500000"),
             jit("jit_disk", "qf_mxfp8_gemm", "900"), jit("jit_memory", "qf_mxfp8_gemm", "0.2"),
+            jit("jit_cold", "qf_mxfp8_gemm", "300000", "staged"),
+            jit("jit_disk", "qf_mxfp8_gemm", "400", "staged"),
             jit("jit_cold", "qf_nvfp4_gemm", "abc")]  # a bad cell: no line
     assert br.jit_summary(rows) == [
         "- cold NVRTC compile: median 30 ms over 2 kernels (20 to 40)",
         "- GEMM module qf_mxfp8_gemm: cold NVRTC compile 1500 ms, disk-cache load (fresh "
-        "context) 0.9 ms, in-memory lookup 0.2 us"]
+        "context) 0.9 ms, in-memory lookup 0.2 us",
+        "- GEMM module qf_mxfp8_gemm, its staged instance: cold NVRTC compile 300 ms, "
+        "disk-cache load (fresh context) 0.4 ms"]
     # one kernel; values that round to 1000, and tiny ones: no exponent
     assert br.jit_summary([jit("jit_cold", "qf_mxfp8_scale_x", "999700")]) == [
         "- cold NVRTC compile: median 1000 ms over 1 kernel (1000 to 1000)"]
