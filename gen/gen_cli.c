@@ -24,6 +24,7 @@ typedef enum qf_gen_cmd {
 
 typedef struct qf_gen_args {
     qf_gen_cmd cmd;
+    qf_gen_cmd work;      /* --list, --check or --fields once seen (each excludes the others) */
     const char *out_dir;
     int arch;
     qf_gen_opts opts;
@@ -74,18 +75,36 @@ static const struct {
     {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION}, {"--fields", QF_GEN_CMD_FIELDS},
 };
 
+/* The flag of command c, as messages name it (qf_gen_cmd_flags; "" for generating). */
+static const char *qf_gen_cmd_flag(qf_gen_cmd c) {
+    for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
+        if (qf_gen_cmd_flags[k].cmd == c)
+            return qf_gen_cmd_flags[k].flag;
+    return "";
+}
+
+/* The commands that do work of their own (--help and --version only print): one of them, once. */
+static int qf_gen_cmd_works(qf_gen_cmd c) {
+    return c == QF_GEN_CMD_LIST || c == QF_GEN_CMD_CHECK || c == QF_GEN_CMD_FIELDS;
+}
+
 /* Sets a->cmd when arg is a command flag; returns 1 then (the later in ORDER GEN_CMD wins:
- * --help over every other), or 2 with the usage error printed when --list and --check are both
- * given. */
+ * --help over every other, --version over --fields), or 2 with the usage error printed when
+ * two of --list, --check and --fields are given, or one twice (a->work: the one seen so far). */
 static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
             const qf_gen_cmd c = qf_gen_cmd_flags[k].cmd;
-            if ((c == QF_GEN_CMD_LIST && a->cmd == QF_GEN_CMD_CHECK) ||
-                (c == QF_GEN_CMD_CHECK && a->cmd == QF_GEN_CMD_LIST)) {
-                fprintf(err, "qfuse-gen: --list and --check are exclusive\n%s", qf_gen_usage);
+            if (qf_gen_cmd_works(c) && a->work != QF_GEN_CMD_GENERATE) {
+                if (a->work == c)
+                    fprintf(err, "qfuse-gen: %s given twice\n%s", arg, qf_gen_usage);
+                else
+                    fprintf(err, "qfuse-gen: %s and %s are exclusive\n%s",
+                            qf_gen_cmd_flag(a->work), arg, qf_gen_usage);
                 return 2;
             }
+            if (qf_gen_cmd_works(c))
+                a->work = c;
             if (a->cmd < c)
                 a->cmd = c;
             return 1;
@@ -100,14 +119,6 @@ static const char *const qf_gen_opt_names[] = {"--output", "--templates", "--inc
 
 static const char *qf_gen_opt_shown(int o) {
     return o == OPT_OUTPUT ? "-o/--output" : qf_gen_opt_names[o];
-}
-
-/* The flag of command c, as messages name it (qf_gen_cmd_flags; "" for generating). */
-static const char *qf_gen_cmd_flag(qf_gen_cmd c) {
-    for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
-        if (qf_gen_cmd_flags[k].cmd == c)
-            return qf_gen_cmd_flags[k].flag;
-    return "";
 }
 
 /* Handles one option of argv[*i]. Returns 0, or 2 with the usage error printed. */

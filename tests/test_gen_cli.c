@@ -201,6 +201,11 @@ static void test_cli_usage(void **state) {
         {{"--bogus", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '--bogus'"},
         {{"--arch", "90", "recipes/fp8_delayed.lua", NULL}, 2, "", "--arch '90' is not a supported"},
         {{"--check", "--list", "recipes/fp8_delayed.lua", NULL}, 2, "", "exclusive"},
+        /* one of --list, --check and --fields, once: none is dropped in silence */
+        {{"--fields", "--check", NULL}, 2, "", "--fields and --check are exclusive"},
+        {{"--list", "--fields", NULL}, 2, "", "--list and --fields are exclusive"},
+        {{"--check", "--check", "recipes/fp8_delayed.lua", NULL}, 2, "", "--check given twice"},
+        {{"--list", "--list", "recipes/fp8_delayed.lua", NULL}, 2, "", "--list given twice"},
         {{"--list", "--arch", "sm_80", "recipes/fp8_delayed.lua", NULL},
          2,
          "",
