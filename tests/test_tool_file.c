@@ -64,6 +64,10 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(errno, EINVAL);
     assert_non_null(strstr(tool_out_why(errno), "not a regular file"));
     assert_string_equal(tool_out_why(EISDIR), strerror(EISDIR));
+    /* "-" is not taken for the standard output, nor for a file of that name ("./-" is) */
+    assert_int_equal(tool_out_check("-"), -1);
+    assert_int_equal(errno, ESPIPE);
+    assert_non_null(strstr(tool_out_why(errno), "./-"));
     if (geteuid() != 0) { /* root writes anywhere */
         assert_int_equal(mkdir(qf_test_dir_path(&d, "ro"), 0500), 0);
         assert_int_equal(tool_out_check(qf_test_dir_path(&d, "ro/x/y.csv")), -1);

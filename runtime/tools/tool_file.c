@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 const char *tool_out_why(int err) {
-    return err == EINVAL ? "not a regular file (a device, pipe or socket is there)"
-                         : strerror(err);
+    return err == EINVAL   ? "not a regular file (a device, pipe or socket is there)"
+           : err == ESPIPE ? "'-' does not mean the standard output here, which carries the "
+                             "tool's own text; name a file (./- for one called '-')"
+                           : strerror(err);
 }
 
 /* 0 when every "." or ".." component of path follows a folder that exists now; else -1 with errno
@@ -40,6 +42,10 @@ int tool_out_check(const char *path) {
     struct stat st;
     if (!*path) {
         errno = ENOENT;
+        return -1;
+    }
+    if (strcmp(path, "-") == 0) {
+        errno = ESPIPE;
         return -1;
     }
     if (path[strlen(path) - 1] == '/') { /* names a folder, existing or not */

@@ -7,13 +7,15 @@
 /* 0 when a file can be written at path: an existing regular file that is writable, or a new one
  * under the nearest existing ancestor directory, writable (tool_make_parents creates the
  * directories between). Nothing is created or changed. -1 with errno otherwise: ENOENT (empty
- * path, or a "." or ".." after a folder that does not exist yet), EISDIR (a path ending in '/',
+ * path, or a "." or ".." after a folder that does not exist yet), ESPIPE ("-", which other tools
+ * read as the standard output; "./-" names such a file), EISDIR (a path ending in '/',
  * or a directory there), EINVAL (another kind of file is there), ENOTDIR (an ancestor is a file),
  * or access(2)'s. */
 int tool_out_check(const char *path);
 
 /* What tool_out_check's errno err means for the tool's message: for EINVAL "not a regular file
- * (a device, pipe or socket is there)", else strerror(err). A static string. */
+ * (a device, pipe or socket is there)", for ESPIPE what "-" is not, else strerror(err). A static
+ * string. */
 const char *tool_out_why(int err);
 
 /* Creates the missing parent directories of path (mkdir -p of its dirname, mode 0755 before the

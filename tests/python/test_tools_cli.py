@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 
-def run(args):
-    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+def run(args, cwd=None):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
 @pytest.mark.parametrize("name,args,opt", [
@@ -41,6 +41,17 @@ def test_output_not_a_regular_file(built_tool):
     r = run([built_tool("qfuse-bench"), "--csv", "/dev/null"])
     assert r.returncode == 2
     assert "--csv /dev/null: not a regular file" in r.stderr
+
+
+def test_output_dash_is_no_file(built_tool, tmp_path):
+    # "-" is neither the standard output (which carries the tools' tables) nor a file called "-"
+    w = tmp_path / "w.safetensors"
+    w.write_bytes(b"")
+    for cmd in ([built_tool("qfuse-bench"), "--csv", "-"],
+                [built_tool("qfuse-demo"), "--weights", str(w), "--loss-csv", "-"]):
+        r = run(cmd, cwd=tmp_path)
+        assert r.returncode == 2 and "'-' does not mean the standard output" in r.stderr
+        assert not (tmp_path / "-").exists()
 
 
 def test_bad_value_stops_parsing(built_tool):
