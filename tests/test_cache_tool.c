@@ -140,9 +140,12 @@ static void test_bad_arguments(void **state) {
     expect_run(run_tool(fx, "--frobnicate", "list"), 2, NULL, "unknown option '--frobnicate'");
     expect_run(run_tool(fx, "--dir"), 2, NULL, "--dir needs a directory");
     expect_run(run_tool(fx, "list", "extra"), 2, NULL, "list: unexpected argument 'extra'");
+    /* an option every command takes as such, as warm always did */
+    expect_run(run_tool(fx, "list", "--bogus"), 2, NULL, "list: unknown option '--bogus'");
+    expect_run(run_tool(fx, "clear", "-x"), 2, NULL, "clear: unknown option '-x'");
     /* --dir after the command: the message says where it goes */
     expect_run(run_tool(fx, "prune", "--older-than", "7d", "--dir", "x"), 2, NULL,
-               "prune: unexpected argument '--dir' (--dir goes before the command");
+               "prune: unknown option '--dir' (--dir goes before the command");
     expect_run(run_tool(fx, "list", "--dir", "x"), 2, NULL, "(--dir goes before the command");
     expect_run(run_tool(fx, "warm", "--dir", "x"), 2, NULL,
                "warm: unknown option '--dir' (--dir goes before the command");

@@ -479,12 +479,18 @@ static const char *qf_tool_dir_hint(const char *arg) {
                : "";
 }
 
+/* How a refused argument is named: "unknown option" for one that starts with '-' (more than "-"),
+ * else "unexpected argument". */
+static const char *qf_tool_arg_kind(const char *arg) {
+    return arg[0] == '-' && arg[1] ? "unknown option" : "unexpected argument";
+}
+
 static int qf_tool_prune(int argc, char **argv) {
     long long age = -1;
     for (int i = 0; i < argc; i++) {
         const char *v = NULL;
         if (!qf_tool_opt(argc, argv, &i, "--older-than", &v))
-            return qf_tool_usage_error("prune: unexpected argument '%s'%s", argv[i],
+            return qf_tool_usage_error("prune: %s '%s'%s", qf_tool_arg_kind(argv[i]), argv[i],
                                        qf_tool_dir_hint(argv[i]));
         if (!v)
             return qf_tool_usage_error("prune: --older-than needs a value");
@@ -871,8 +877,8 @@ static int qf_tool_main(int argc, char **argv) {
     const char *cmd = argv[c];
     int simple = !strcmp(cmd, "list") || !strcmp(cmd, "clear");
     if (simple && c + 1 < argc)
-        return qf_tool_usage_error("%s: unexpected argument '%s'%s", cmd, argv[c + 1],
-                                   qf_tool_dir_hint(argv[c + 1]));
+        return qf_tool_usage_error("%s: %s '%s'%s", cmd, qf_tool_arg_kind(argv[c + 1]),
+                                   argv[c + 1], qf_tool_dir_hint(argv[c + 1]));
     if (!strcmp(cmd, "list"))
         return qf_tool_list();
     if (!strcmp(cmd, "clear"))
