@@ -5,5 +5,6 @@
 #include "tool_common.h"
 
 int main(int argc, char **argv) {
+    tool_std_fds();
     return tool_stdout_status("qfuse-gen", qf_gen_cli_main(argc, argv, stdout, stderr));
 }

@@ -1,12 +1,15 @@
 /* test_tool_file.c: the tools' output files (runtime/tools/tool_file.c), as qfuse-bench --csv and
  * qfuse-demo --loss-csv use them: a path that cannot be written is refused before any work (and
  * the check creates nothing), and the missing folders of one that can are made when it is
- * written. */
+ * written; and the standard descriptors every tool holds open (tool_common.h). */
 #include "test_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "tool_common.h"
 #include "tool_file.h"
 
 static int exists(const char *p) {
@@ -96,11 +99,40 @@ static void test_make_parents(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* A tool started with its standard output closed: tool_std_fds holds the number, so the next
+ * file opened does not take it (the tool's printing would land in that file), and a write to the
+ * standard output still fails with EBADF. In a child process, which may close its descriptors. */
+static void test_std_fds_held(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "toolfds");
+    const char *path = qf_test_dir_path(&d, "out.csv");
+    for (int hold = 0; hold < 2; hold++) {
+        const pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(1);
+            if (hold)
+                tool_std_fds();
+            const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            const int write_fails = write(1, "x", 1) < 0 && errno == EBADF;
+            _exit(fd == 1 ? 1 : fd > 2 && (hold ? write_fails : 1) ? 0 : 2);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        /* without the hold the file takes number 1 (what the tools did), with it another */
+        assert_int_equal(WEXITSTATUS(st), hold ? 0 : 1);
+    }
+    qf_test_dir_remove(d.path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_out_check_accepts),
         cmocka_unit_test(test_out_check_refuses),
         cmocka_unit_test(test_make_parents),
+        cmocka_unit_test(test_std_fds_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -293,5 +293,6 @@ static int bench_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    tool_std_fds();
     return tool_stdout_status("qfuse-bench", bench_main(argc, argv));
 }

@@ -891,5 +891,6 @@ static int qf_tool_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    tool_std_fds();
     return tool_stdout_status("qfuse-cache", qf_tool_main(argc, argv));
 }

@@ -679,5 +679,6 @@ static int demo_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    tool_std_fds();
     return tool_stdout_status("qfuse-demo", demo_main(argc, argv));
 }

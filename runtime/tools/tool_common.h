@@ -1,12 +1,14 @@
 /* tool_common.h: what every command-line tool shares (qfuse-gen, qfuse-cache, qfuse-bench,
- * qfuse-demo), with no CUDA: integer option values read strictly, and the exit status of a run
- * whose standard output could not be written. Header-only. */
+ * qfuse-demo), with no CUDA: integer option values read strictly, the standard descriptors held
+ * open, and the exit status of a run whose standard output could not be written. Header-only. */
 #ifndef QF_TOOL_COMMON_H
 #define QF_TOOL_COMMON_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The decimal integer in v[0, len) into *out when it lies in lo..hi (lo >= 0): digits only (no
  * sign, space or leading zero before another digit), so that "+5", " 5" and "08" are refused
@@ -29,9 +31,23 @@ static inline int tool_count_parse(const char *v, size_t len, long long lo, long
     return 0;
 }
 
+/* Called first in main: each standard descriptor (0, 1, 2) that is closed is held by /dev/null
+ * opened read-only, so that no file the tool opens (a CSV, a cache entry, a generated source)
+ * takes its number and receives what the tool prints. Writes to it still fail with EBADF, as on
+ * the closed descriptor (tool_stdout_status reports them), and reads see an empty input. */
+static inline void tool_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            const int got = open("/dev/null", O_RDONLY);
+            if (got >= 0 && got != fd) /* cannot happen: the lowest free number is fd */
+                close(got);
+        }
+}
+
 /* The exit status of a run that returns rc, once standard output is flushed: rc, or 1 (when rc
  * is 0) after "<prog>: cannot write the standard output: <reason>" on stderr when a write to it
- * failed (a full disk, a closed pipe), so that a cut-off listing never passes for a whole one. */
+ * failed (a full disk, a closed pipe, a descriptor closed at start: tool_std_fds), so that a
+ * cut-off listing never passes for a whole one. */
 static inline int tool_stdout_status(const char *prog, int rc) {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout))
