@@ -414,10 +414,11 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
              "(batch time / batch size), inputs rotated between sets larger than twice the L2, "
              "random data. TB/s counts x and gamma/beta read and every output written; "
              "\"of copy\" is the ratio to the device-to-device copy measured in the same run "
-             "(%s TB/s); cuBLASLt bf16 8192^3: %s TFLOP/s. Peers: the same work in PyTorch "
+             "(%s); cuBLASLt bf16 8192^3: %s. Peers: the same work in PyTorch "
              "eager and torch.compile (`scripts/bench_peers.py`); speedups are peer time / "
              "qfuse time. All rows: `out/bench/results.csv`; plot: `out/bench/bandwidth.png`."
-             % (fmt(copy, "%.2f"), fmt(bf16, "%.0f")), "",
+             % (fmt(copy, "%.2f TB/s") or "not in this run's rows",
+                fmt(bf16, "%.0f TFLOP/s") or "not in this run's rows"), "",
              "Norm + quantize, bf16 input:", ""]
     lines += nq_table(qrows, prows, families, "bf16")
     lines += ["", "Norm + quantize, fp16 and fp32 input (qfuse only):", ""]
@@ -438,7 +439,9 @@ def doc_section(qmeta, pmeta, qrows, prows, families):
     if step:
         lines += ["", "One LayerNorm + MLP training step (SwiGLU; forward + backward, weights "
                   "quantized every step):", ""] + step
-    lines += ["", "JIT (per kernel):", ""] + jit_summary(qrows)
+    jit = jit_summary(qrows)
+    if jit:
+        lines += ["", "JIT (per kernel):", ""] + jit
     return lines
 
 

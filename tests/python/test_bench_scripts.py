@@ -209,6 +209,10 @@ def test_report_rewrites_the_page_between_its_markers(tmp_path, capsys):
     assert page.startswith("# page\n<!-- bench:begin -->\n") and page.endswith(
         "<!-- bench:end -->\ntail\n") and "old tables" not in page
     assert "results.csv" in written and "tables.md" in written
+    # a run without the ceiling rows or the JIT section says so, with no empty cells in the prose
+    # and no empty JIT heading
+    assert "(not in this run's rows); cuBLASLt bf16 8192^3: not in this run's rows." in page
+    assert "( TB/s)" not in page and "JIT (per kernel)" not in page
 
 
 def test_report_names_an_output_it_cannot_write(tmp_path, capsys):
