@@ -38,18 +38,19 @@ typedef struct qf_gen_args {
 #endif
 
 static const char qf_gen_usage[] =
-    "usage: qfuse-gen [-o DIR] [--arch sm_XX] [--templates DIR] [--include DIR] RECIPE.lua...\n"
+    "usage: qfuse-gen [-o DIR] [--templates DIR] [--include DIR] RECIPE.lua...\n"
     "       qfuse-gen --list [--arch sm_XX] RECIPE.lua...   recipes, variants and fusion keys\n"
     "       qfuse-gen --check RECIPE.lua...                  validate only, write nothing\n"
     "       qfuse-gen --fields                               every family's recipe fields\n"
     "       qfuse-gen --help | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json, and removes the DIR/kernels/qf_*.cu regular files this run did not write\n"
-    "(variants a recipe no longer has). --arch (default sm_90) picks the architecture of\n"
-    "--list's keys; --templates (default ./templates, else those of the source tree this\n"
-    "qfuse-gen was built in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
-    "templates, --include (default ./runtime, else the tree's, else " QF_GEN_DATADIR "/include)\n"
-    "qf_formats.h. Arguments after -- are recipes, whatever they start with.\n"
+    "(variants a recipe no longer has); manifest.json's fusion keys are sm_90's. --arch\n"
+    "(default sm_90) picks the architecture of --list's keys; --templates (default\n"
+    "./templates, else those of the source tree this qfuse-gen was built in, else the\n"
+    "installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include (default\n"
+    "./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h. Arguments\n"
+    "after -- are recipes, whatever they start with.\n"
     "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
@@ -229,23 +230,27 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
             return 2;
     }
     /* what a command would ignore is refused (--help ignores everything): --list, --check,
-     * --fields and --version write nothing; only generating and --list make keys (--arch);
-     * --fields and --version read no template or header */
+     * --fields and --version write nothing; only --list makes keys for an arch (--arch:
+     * generating writes sm_90's, the manifest's key_sm90); --fields and --version read no
+     * template or header */
     const int help = a->cmd == QF_GEN_CMD_HELP;
-    const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = writes || a->cmd == QF_GEN_CMD_LIST;
+    const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = a->cmd == QF_GEN_CMD_LIST;
     const int reads = a->cmd < QF_GEN_CMD_FIELDS;
     const struct {
         int opt, used;
         const char *why;
     } uses[] = {{OPT_OUTPUT, writes, "it writes nothing"},
-                {OPT_ARCH, keys, "it makes no fusion key"},
+                {OPT_ARCH, keys,
+                 writes ? "the manifest's fusion keys are sm_90's, key_sm90; --list --arch sm_XX "
+                          "prints another architecture's"
+                        : "it makes no fusion key"},
                 {OPT_TEMPLATES, reads, "it reads no template"},
                 {OPT_INCLUDE, reads, "it reads no header"}};
     for (size_t u = 0; u < sizeof uses / sizeof uses[0] && !help; u++)
         if (!uses[u].used && (a->given & (1u << uses[u].opt))) {
-            fprintf(err, "qfuse-gen: %s has no effect with %s (%s)\n%s",
-                    qf_gen_opt_shown(uses[u].opt), qf_gen_cmd_flag(a->cmd), uses[u].why,
-                    qf_gen_usage);
+            fprintf(err, "qfuse-gen: %s has no effect %s%s (%s)\n%s",
+                    qf_gen_opt_shown(uses[u].opt), writes ? "when generating" : "with ",
+                    qf_gen_cmd_flag(a->cmd), uses[u].why, qf_gen_usage);
             return 2;
         }
     if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_FIELDS) { /* fields, version, help take none */

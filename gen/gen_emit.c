@@ -462,6 +462,15 @@ int qf_gen_emit_write(const char *dir, const qf_gen_files *f, qf_gen_err *e) {
             return qf_gen_fail_path(e, path, strlen(path), "exists and is not a regular file; "
                                     "nothing was written");
     }
+    /* a folder that exists but cannot take new files (each is written beside its name, then
+     * renamed into place) would fail after the files of the other one were written */
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, k ? "%s/kernels" : "%s", dir);
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) != 0)
+            return qf_gen_fail_path(e, path, strlen(path), "cannot take new files (%s); nothing "
+                                    "was written", strerror(errno));
+    }
     snprintf(path, sizeof path, "%s/kernels", dir);
     if (qf_gen_mkdirs(path, e) != 0)
         return -1;

@@ -84,9 +84,11 @@ static int qf_gen_plan_expand(qf_gen_plan_recipe *pr, qf_gen_err *e) {
     return qf_gen_variants_check(&pr->recipe, pr->variants, pr->n_variants, e);
 }
 
+/* By name, then in the order given (so that two files of one name are said in that order). */
 static int qf_gen_recipe_cmp(const void *a, const void *b) {
-    return strcmp(((const qf_gen_plan_recipe *)a)->recipe.name,
-                  ((const qf_gen_plan_recipe *)b)->recipe.name);
+    const qf_gen_plan_recipe *x = a, *y = b;
+    const int c = strcmp(x->recipe.name, y->recipe.name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
 }
 
 /* Loads every recipe, sorted by name; two files of one name are an error. */
@@ -95,13 +97,25 @@ static int qf_gen_plan_load(qf_gen_plan *p, const qf_gen_opts *o, const char *co
     p->recipes = calloc((size_t)n, sizeof *p->recipes);
     if (!p->recipes)
         return qf_gen_fail(e, "out of memory");
-    for (int i = 0; i < n; i++, p->n_recipes++)
+    for (int i = 0; i < n; i++, p->n_recipes++) {
+        p->recipes[i].path = paths[i], p->recipes[i].index = i;
         if (qf_gen_recipe_load(paths[i], &o->limits, &p->recipes[i].recipe, e) != 0)
             return -1;
+    }
     qsort(p->recipes, (size_t)n, sizeof *p->recipes, qf_gen_recipe_cmp);
-    for (int i = 1; i < n; i++)
-        if (strcmp(p->recipes[i].recipe.name, p->recipes[i - 1].recipe.name) == 0)
-            return qf_gen_fail(e, "recipe '%s' is given twice", p->recipes[i].recipe.name);
+    for (int i = 1; i < n; i++) {
+        const qf_gen_plan_recipe *a = &p->recipes[i - 1], *b = &p->recipes[i];
+        if (strcmp(a->recipe.name, b->recipe.name) != 0)
+            continue;
+        qf_gen_shown sa, sb;
+        if (strcmp(a->path, b->path) == 0)
+            return qf_gen_fail(e, "recipe '%s' is given twice (%s)", b->recipe.name,
+                               qf_gen_path_shown(b->path, &sb));
+        return qf_gen_fail(e, "recipe '%s' is given twice: %s and %s (a recipe is named after its "
+                           "file, and the name is in its kernels' names, which must differ)",
+                           b->recipe.name, qf_gen_path_shown(a->path, &sa),
+                           qf_gen_path_shown(b->path, &sb));
+    }
     return 0;
 }
 

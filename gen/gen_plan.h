@@ -22,6 +22,8 @@ typedef struct qf_gen_opts {
 
 typedef struct qf_gen_plan_recipe {
     qf_recipe recipe;
+    const char *path;                             /* the file it was read from (not owned) */
+    int index;                                    /* its place among the paths given */
     const qf_fake_table *shapes;
     int n_variants;
     qf_gen_variant variants[QF_GEN_VARIANTS_MAX]; /* sorted by name */

@@ -221,6 +221,10 @@ static void test_cli_usage(void **state) {
          "",
          "--arch given twice"},
         /* an option the command would ignore */
+        {{"-o", "x", "--arch", "sm_100", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "--arch has no effect when generating (the manifest's fusion keys are sm_90's"},
         {{"--check", "-o", "x", "recipes/fp8_delayed.lua", NULL},
          2,
          "",
@@ -268,7 +272,13 @@ static void test_cli_usage(void **state) {
         {{"--check", "recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
          1,
          "",
-         "recipe 'fp8_delayed' is given twice"},
+         "recipe 'fp8_delayed' is given twice (recipes/fp8_delayed.lua)"},
+        /* two paths of one name: both said, and why one name is too many */
+        {{"--check", "./recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "is given twice: ./recipes/fp8_delayed.lua and recipes/fp8_delayed.lua (a recipe is "
+         "named after its file"},
         {{"--check", "recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
          1,
          "recipes/fp8_delayed.lua: ok",
