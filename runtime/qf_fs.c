@@ -33,16 +33,22 @@ int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len) {
         return ENAMETOOLONG;
     memcpy(buf, path, n + 1);
     size_t first_made = 0; /* the end of the first component this call made (0: none yet) */
-    for (size_t i = 1; i <= n; i++) {
+    for (size_t i = 1, start = 0; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != '\0')
             continue;
-        if (buf[i - 1] == '/') /* "a//b", or a trailing '/' */
+        if (buf[i - 1] == '/') { /* "a//b", or a trailing '/' */
+            start = i + 1;
             continue;
+        }
+        const size_t len = i - start; /* the component buf[start, i) */
+        const int dotdot = len == 2 && buf[start] == '.' && buf[start + 1] == '.';
         const char c = buf[i];
         buf[i] = '\0';
-        int created;
-        const int err = qf_mkdir1(buf, mode, &created);
+        int created = 0;
+        /* ".." after a directory this call made: "new/../x" would leave "new" behind */
+        const int err = dotdot && first_made ? ENOENT : qf_mkdir1(buf, mode, &created);
         buf[i] = c;
+        start = i + 1;
         if (!err && created && !first_made)
             first_made = i;
         if (err) {

@@ -12,8 +12,9 @@
  * (before the umask); a component that is already a directory is kept as it is, whatever its mode.
  * Returns 0 when path is then a directory, else an errno value: ENOTDIR when path or one of its
  * ancestors exists and is not a directory, EEXIST for a symbolic link to nothing, ENAMETOOLONG
- * past PATH_MAX, or mkdir(2)'s reason (EACCES, EROFS, ...). When failed_len is not NULL it
- * gets the length of the leading part of path that could not be made (all of path when the last
+ * past PATH_MAX, ENOENT for a ".." after a directory the call would make ("new/../x" would make
+ * "new" and leave it behind), or mkdir(2)'s reason (EACCES, EROFS, ...). When failed_len is
+ * not NULL it gets the length of the leading part of path that could not be made (all of path when the last
  * component failed), so that a message can name it. On failure the directories this call made
  * are removed again (all or nothing). Writability of the result is the caller's check. */
 QF_INTERNAL int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);

@@ -87,6 +87,29 @@ static void test_failure_makes_nothing(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* ".." after a directory that exists is walked as the system walks it; after one the call would
+ * make, ENOENT naming the path up to it, and nothing left behind (before, "new/../x" made new,
+ * and x beside it). "." is the directory before it, made or not. */
+static void test_dots(void **state) {
+    (void)state;
+    qf_test_dir d;
+    qf_test_dir_make(&d, "fs");
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "old"), 0700, NULL), 0);
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "old/../x/./y"), 0700, NULL), 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "x/y"), NULL));
+    size_t bad = 0;
+    const char *path = qf_test_dir_path(&d, "new/../z");
+    assert_int_equal(qf_mkdirs(path, 0700, &bad), ENOENT);
+    assert_int_equal(bad, strlen(path) - 2); /* ".../new/.." */
+    assert_false(is_dir(qf_test_dir_path(&d, "new"), NULL));
+    assert_false(is_dir(qf_test_dir_path(&d, "z"), NULL));
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "n2/./n3/../../n4"), 0700, &bad), ENOENT);
+    assert_false(is_dir(qf_test_dir_path(&d, "n2"), NULL)); /* n2 and n3 made, then removed */
+    assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "n5/."), 0700, NULL), 0);
+    assert_true(is_dir(qf_test_dir_path(&d, "n5"), NULL));
+    qf_test_dir_remove(d.path);
+}
+
 /* Links: one to a directory is that directory; one to nothing is EEXIST, naming the link. A
  * relative path is made under the working directory. */
 static void test_links_and_relative(void **state) {
@@ -183,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_makes_every_component),
         cmocka_unit_test(test_file_in_the_way),
         cmocka_unit_test(test_failure_makes_nothing),
+        cmocka_unit_test(test_dots),
         cmocka_unit_test(test_links_and_relative),
         cmocka_unit_test(test_read_only_parent),
         cmocka_unit_test(test_too_long),

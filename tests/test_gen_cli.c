@@ -273,6 +273,12 @@ static void test_cli_usage(void **state) {
          1,
          "",
          "recipe 'fp8_delayed' is given twice (recipes/fp8_delayed.lua)"},
+        /* ".." after a folder the run would make: refused, nothing made (it left "nope" behind) */
+        {{"-o", "/tmp/qf_test_gen_dotdot/nope/../out", "recipes/fp8_delayed.lua", NULL},
+         1,
+         "",
+         "/tmp/qf_test_gen_dotdot/nope/..: '..' after a folder that does not exist yet; nothing "
+         "was made"},
         /* two paths of one name: both said, and why one name is too many */
         {{"--check", "./recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
          1,
