@@ -52,6 +52,10 @@ static inline int tool_stdout_status(const char *prog, int rc) {
     errno = 0;
     if (fflush(stdout) == 0 && !ferror(stdout))
         return rc;
+    /* an earlier write failed and took its errno along: an empty write still says EBADF for a
+     * descriptor that takes no writes (a device that fills up, /dev/full, takes it) */
+    if (errno == 0 && write(STDOUT_FILENO, "", 0) == 0)
+        errno = 0;
     fprintf(stderr, "%s: cannot write the standard output: %s\n", prog,
             errno ? strerror(errno) : "write error");
     return rc ? rc : 1;

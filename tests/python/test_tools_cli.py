@@ -221,6 +221,20 @@ def test_stdout_write_error(built_tool, name, args):
     assert r.stderr == "%s: cannot write the standard output: No space left on device\n" % name
 
 
+@pytest.mark.parametrize("name,args", [
+    ("qfuse-gen", ["--check", "recipes/mxfp8.lua"]), ("qfuse-gen", ["--list", "recipes/mxfp8.lua"]),
+    ("qfuse-cache", ["--help"]), ("qfuse-bench", ["--help"]), ("qfuse-demo", ["--help"]),
+])
+def test_stdout_closed(built_tool, name, args):
+    # started with stdout closed: one reason, whichever write found it (--check flushes as it
+    # goes), and no file of the tool takes descriptor 1
+    r = subprocess.run([built_tool(name)] + args, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=60,
+                       preexec_fn=lambda: os.close(1))
+    assert r.returncode == 1
+    assert r.stderr == "%s: cannot write the standard output: Bad file descriptor\n" % name
+
+
 @pytest.mark.parametrize("args", [["warm", "--jobs", "+2"], ["warm", "--jobs", "08"],
                                   ["warm", "--jobs", " 2"], ["prune", "--older-than", "08"],
                                   ["prune", "--older-than", "+5m"]])
