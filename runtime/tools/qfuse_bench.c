@@ -197,7 +197,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
     int c;
     unsigned seen = 0;
     int gemm_data_given = 0;
-    while ((c = getopt_long(argc, argv, "c:qi:b:r:d:s:S:g:h", longs, NULL)) != -1) {
+    while ((c = tool_getopt(argc, argv, longs)) != -1) {
         if (tool_once(longs, "rsqh", c, &seen) < 0) /* --recipe and --section add up */
             return 2;
         gemm_data_given |= c == 'g';

@@ -534,7 +534,7 @@ static int parse_args(int argc, char **argv, demo_opts *o) {
     argv[0] = (char *)"qfuse-demo"; /* getopt's messages name the program, not its path */
     int c;
     unsigned seen = 0;
-    while ((c = getopt_long(argc, argv, "w:t:i:r:s:l:h", longs, NULL)) != -1) {
+    while ((c = tool_getopt(argc, argv, longs)) != -1) {
         if (tool_once(longs, "rh", c, &seen) < 0) /* --recipe adds up */
             return 2;
         if (c == 'w' || c == 'l') { /* file names */

@@ -38,6 +38,28 @@ static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
     return 0;
 }
 
+/* getopt_long over the long options of longs only, each spelled in full, as --help lists them:
+ * a short option ("-q") is unknown to getopt, and an abbreviation ("--it" for --iters), which
+ * getopt_long would take, is refused here. Returns getopt_long's value, or '?' after the message
+ * (the tools then print the hint and exit 2). */
+static inline int tool_getopt(int argc, char **argv, const struct option *longs) {
+    int li = -1;
+    const int c = getopt_long(argc, argv, "", longs, &li);
+    if (c == -1 || c == '?' || c == ':' || li < 0)
+        return c;
+    /* the element that named it: the one before optind, or before its separate value */
+    const int at = optind - 1 - (optarg && optind >= 2 && optarg == argv[optind - 1]);
+    const char *text = at > 0 ? argv[at] : "";
+    const size_t n = strlen(longs[li].name);
+    if (strncmp(text, "--", 2) != 0 || strncmp(text + 2, longs[li].name, n) != 0 ||
+        (text[2 + n] != '\0' && text[2 + n] != '=')) {
+        fprintf(stderr, QF_TOOL_NAME ": option '%.*s' is not spelled in full (--%s)\n",
+                (int)strcspn(text, "="), text, longs[li].name);
+        return '?';
+    }
+    return c;
+}
+
 /* Option c (getopt_long's return) given a second time, where its letter is not in repeatable
  * (the options that add to a list, and flags): a usage error naming it, as qfuse-gen and
  * qfuse-cache refuse a repeated option, rather than the last value silently winning. longs is
