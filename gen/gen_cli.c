@@ -24,7 +24,8 @@ typedef enum qf_gen_cmd {
 
 typedef struct qf_gen_args {
     qf_gen_cmd cmd;
-    qf_gen_cmd work;      /* --list, --check or --fields once seen (each excludes the others) */
+    qf_gen_cmd work;      /* --list, --check, --fields or --version once seen (each excludes the
+                           * others) */
     const char *out_dir;
     int arch;
     qf_gen_opts opts;
@@ -42,7 +43,7 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --list [--arch sm_XX] RECIPE.lua...   recipes, variants and fusion keys\n"
     "       qfuse-gen --check RECIPE.lua...                  validate only, write nothing\n"
     "       qfuse-gen --fields                               every family's recipe fields\n"
-    "       qfuse-gen --help | --version\n"
+    "       qfuse-gen --help | -h | --version\n"
     "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
     "manifest.json, and removes the DIR/kernels/qf_*.cu regular files this run did not write\n"
     "(variants a recipe no longer has); manifest.json's fusion keys are sm_90's. --arch\n"
@@ -53,12 +54,20 @@ static const char qf_gen_usage[] =
     "after -- are recipes, whatever they start with.\n"
     "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
+/* Nonzero when a separate argument reads as an option ("-x", "--x"; not "-" alone, nor a
+ * negative number), which an option before it does not take as its value: "--opt=-x" gives such
+ * a value. */
+static int qf_gen_looks_like_opt(const char *arg) {
+    return arg[0] == '-' && arg[1] != '\0' && (arg[1] < '0' || arg[1] > '9');
+}
+
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
     if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
         return argv[*i] + n + 1;
-    return *i + 1 < argc ? argv[++*i] : NULL;
+    /* a next argument that is an option is not taken as the value (-o --list) */
+    return *i + 1 < argc && !qf_gen_looks_like_opt(argv[*i + 1]) ? argv[++*i] : NULL;
 }
 
 static int qf_gen_is_opt(const char *arg, const char *name) {
@@ -84,14 +93,16 @@ static const char *qf_gen_cmd_flag(qf_gen_cmd c) {
     return "";
 }
 
-/* The commands that do work of their own (--help and --version only print): one of them, once. */
+/* The commands other than generating and --help (which wins over everything before "--",
+ * qf_gen_cli_main): one of them, once. */
 static int qf_gen_cmd_works(qf_gen_cmd c) {
-    return c == QF_GEN_CMD_LIST || c == QF_GEN_CMD_CHECK || c == QF_GEN_CMD_FIELDS;
+    return c == QF_GEN_CMD_LIST || c == QF_GEN_CMD_CHECK || c == QF_GEN_CMD_FIELDS ||
+           c == QF_GEN_CMD_VERSION;
 }
 
-/* Sets a->cmd when arg is a command flag; returns 1 then (the later in ORDER GEN_CMD wins:
- * --help over every other, --version over --fields), or 2 with the usage error printed when
- * two of --list, --check and --fields are given, or one twice (a->work: the one seen so far). */
+/* Sets a->cmd when arg is a command flag; returns 1 then, or 2 with the usage error printed when
+ * two of --list, --check, --fields and --version are given, or one twice (a->work: the one seen
+ * so far). */
 static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
@@ -161,8 +172,12 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
         return 2;
     }
     if (!v || !*v) {
-        qf_gen_shown shown;
-        fprintf(err, "qfuse-gen: option '%s' needs a value\n%s", qf_gen_path_shown(arg, &shown),
+        qf_gen_shown shown, next;
+        const int opt_next = !v && *i + 1 < argc && qf_gen_looks_like_opt(argv[*i + 1]);
+        fprintf(err, "qfuse-gen: option '%s' needs a value%s%s%s\n%s",
+                qf_gen_path_shown(arg, &shown), opt_next ? " (the next argument, '" : "",
+                opt_next ? qf_gen_path_shown(argv[*i + 1], &next) : "",
+                opt_next ? "', is an option; a value that starts with '-' goes after '=')" : "",
                 qf_gen_usage);
         return 2;
     }
@@ -437,6 +452,12 @@ static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
 }
 
 int qf_gen_cli_main(int argc, char **argv, FILE *out, FILE *err) {
+    /* --help (-h) before "--" prints the usage whatever else is given, as qfuse-cache's */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(qf_gen_usage, out);
+            return 0;
+        }
     qf_gen_args a;
     int rc = qf_gen_parse(argc, argv, &a, err);
     if (rc == 0 && a.cmd == QF_GEN_CMD_HELP)

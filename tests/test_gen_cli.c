@@ -194,7 +194,18 @@ static void test_cli_usage(void **state) {
         /* --help ignores every other argument, command flags included */
         {{"--help", "--version", NULL}, 0, "usage: qfuse-gen", ""},
         {{"--fields", "--help", NULL}, 0, "usage: qfuse-gen", ""},
-        {{"--version", "--fields", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
+        {{"--version", NULL}, 0, "qfuse-gen " QF_GEN_VERSION "\n", ""},
+        /* --version is a command like the others: it drops none in silence */
+        {{"--version", "--fields", NULL}, 2, "", "--version and --fields are exclusive"},
+        {{"--version", "--check", "recipes/fp8_delayed.lua", NULL}, 2, "", "are exclusive"},
+        /* --help (-h) before "--" wins over everything, a bad argument too (docs/tools.md) */
+        {{"--bogus", "--help", NULL}, 0, "usage: qfuse-gen", ""},
+        {{"-o", "a", "-o", "b", "-h", NULL}, 0, "usage: qfuse-gen", ""},
+        /* a value is not taken from the next argument when that is an option */
+        {{"-o", "--list", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "option '-o' needs a value (the next argument, '--list', is an option"},
         {{"--fields", "recipes/mxfp8.lua", NULL}, 2, "", "--fields takes no recipe"},
         {{"--version", "x.lua", NULL}, 2, "", "--version takes no recipe (got 'x.lua')"},
         {{NULL}, 2, "", "no recipe given"},

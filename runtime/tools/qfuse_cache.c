@@ -51,7 +51,7 @@ static const char qf_usage[] =
     "                             match); on a read-only cache (QFUSE_CACHE_READONLY) it\n"
     "                             compiles nothing and fails unless every selected variant\n"
     "                             is cached\n"
-    "  --help                     this text\n"
+    "  --help, -h                 this text (anywhere before --, whatever else is given)\n"
     "-- ends the options (before COMMAND, or before warm's recipes).\n"
     "Exit status: 0 success, 1 failure, 2 bad usage.\n";
 
@@ -81,8 +81,8 @@ static int qf_tool_opt(int argc, char **argv, int *i, const char *name, const ch
         return 0;
     if (argv[*i][n] == '=')
         *value = argv[*i] + n + 1;
-    else
-        *value = *i + 1 < argc ? argv[++*i] : NULL;
+    else /* a next argument that is an option is not taken as the value (--kernel --jobs) */
+        *value = *i + 1 < argc && !tool_looks_like_opt(argv[*i + 1]) ? argv[++*i] : NULL;
     return 1;
 }
 

@@ -31,6 +31,13 @@ static inline int tool_count_parse(const char *v, size_t len, long long lo, long
     return 0;
 }
 
+/* Nonzero when a separate argument reads as an option ("-x", "--x"; not "-" alone, nor a
+ * negative number, which the value's own check refuses): the tools do not take it as the value
+ * of the option before it ("--csv --help"); "--opt=-x" gives such a value. */
+static inline int tool_looks_like_opt(const char *arg) {
+    return arg && arg[0] == '-' && arg[1] != '\0' && (arg[1] < '0' || arg[1] > '9');
+}
+
 /* Called first in main: each standard descriptor (0, 1, 2) that is closed is held by /dev/null
  * opened read-only, so that no file the tool opens (a CSV, a cache entry, a generated source)
  * takes its number and receives what the tool prints. Writes to it still fail with EBADF, as on

@@ -40,7 +40,8 @@ static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
 
 /* getopt_long over the long options of longs only, each spelled in full, as --help lists them:
  * a short option ("-q") is unknown to getopt, and an abbreviation ("--it" for --iters), which
- * getopt_long would take, is refused here. Returns getopt_long's value, or '?' after the message
+ * getopt_long would take, is refused here, as is a separate value that reads as an option
+ * ("--csv --help": tool_looks_like_opt). Returns getopt_long's value, or '?' after the message
  * (the tools then print the hint and exit 2). */
 static inline int tool_getopt(int argc, char **argv, const struct option *longs) {
     int li = -1;
@@ -48,13 +49,20 @@ static inline int tool_getopt(int argc, char **argv, const struct option *longs)
     if (c == -1 || c == '?' || c == ':' || li < 0)
         return c;
     /* the element that named it: the one before optind, or before its separate value */
-    const int at = optind - 1 - (optarg && optind >= 2 && optarg == argv[optind - 1]);
+    const int separate = optarg && optind >= 2 && optarg == argv[optind - 1];
+    const int at = optind - 1 - separate;
     const char *text = at > 0 ? argv[at] : "";
     const size_t n = strlen(longs[li].name);
     if (strncmp(text, "--", 2) != 0 || strncmp(text + 2, longs[li].name, n) != 0 ||
         (text[2 + n] != '\0' && text[2 + n] != '=')) {
         fprintf(stderr, QF_TOOL_NAME ": option '%.*s' is not spelled in full (--%s)\n",
                 (int)strcspn(text, "="), text, longs[li].name);
+        return '?';
+    }
+    if (separate && tool_looks_like_opt(optarg)) {
+        fprintf(stderr, QF_TOOL_NAME ": option '--%s' needs a value (the next argument, '%s', is "
+                "an option; a value that starts with '-' goes after '=')\n", longs[li].name,
+                optarg);
         return '?';
     }
     return c;

@@ -42,6 +42,19 @@ def test_options_spelled_in_full(built_tool, name, arg, says):
     assert r.returncode == 2 and says in r.stderr and "usage:" not in r.stdout, r.stderr
 
 
+@pytest.mark.parametrize("cmd,says", [
+    (["qfuse-bench", "--csv", "--help"], "option '--csv' needs a value (the next argument, "
+     "'--help', is an option"),
+    (["qfuse-demo", "--weights", "w", "--loss-csv", "--quick"], "option '--loss-csv' needs a value"),
+    (["qfuse-cache", "warm", "--kernel", "--jobs", "mxfp8"], "warm: --kernel needs a pattern"),
+])
+def test_value_is_not_the_next_option(built_tool, tmp_path, cmd, says):
+    # an option's value is never the next argument when that is an option: "--csv --help" ran
+    # the bench with a CSV called --help
+    r = run([built_tool(cmd[0])] + cmd[1:], cwd=tmp_path)
+    assert r.returncode == 2 and says in r.stderr and not list(tmp_path.iterdir()), r.stderr
+
+
 def test_repeatable_options_add_up(built_tool):
     # --help after the repeats: parsing got past them (and nothing runs, GPU or not)
     r = run([built_tool("qfuse-bench"), "--recipe", "fp8_current", "--recipe", "fp8_delayed",
