@@ -287,7 +287,9 @@ static void qf_gen_list(const qf_gen_plan *p, int arch, FILE *out) {
     for (int r = 0; r < p->n_recipes; r++) {
         const qf_gen_plan_recipe *pr = &p->recipes[r];
         char key[33];
-        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d%s\n", pr->recipe.path,
+        qf_gen_shown shown;
+        fprintf(out, "%s: %s (%s), %d kernels, keys for sm_%d%s\n",
+                qf_gen_path_shown(pr->recipe.path, &shown),
                 pr->recipe.name, pr->recipe.options, pr->n_variants, arch, qf_arch_feature(arch));
         for (int v = 0; v < pr->n_variants; v++) {
             qf_gen_plan_key(p, r, v, arch, key);
@@ -405,7 +407,8 @@ static int qf_gen_check(const qf_gen_args *a, FILE *out, FILE *err) {
             continue;
         }
         qf_gen_plan_free(&plan);
-        fprintf(out, "%s: ok\n", a->recipes[i]);
+        qf_gen_shown shown; /* as errors show it: no raw control or non-UTF-8 bytes */
+        fprintf(out, "%s: ok\n", qf_gen_path_shown(a->recipes[i], &shown));
         ok[n_ok++] = a->recipes[i];
     }
     fflush(out); /* the "ok" lines before what follows, on a terminal or in one pipe */

@@ -57,6 +57,9 @@ static void test_out_check_refuses(void **state) {
      * folders were made the path could name an existing file the same-file check never saw */
     assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/../afile")), -1);
     assert_int_equal(errno, ENOENT);
+    assert_non_null(strstr(tool_out_why(qf_test_dir_path(&d, "new/../afile"), errno),
+                           "after a folder that does not exist yet")); /* said, not just ENOENT */
+    assert_string_equal(tool_out_why("", ENOENT), strerror(ENOENT));
     assert_int_equal(tool_out_check(qf_test_dir_path(&d, "new/./x.csv")), -1);
     assert_int_equal(errno, ENOENT);
     assert_false(exists(qf_test_dir_path(&d, "new")));
@@ -65,12 +68,12 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(tool_same_file(qf_test_dir_path(&d, "other"), file), 0);
     assert_int_equal(tool_out_check("/dev/null"), -1); /* not a regular file */
     assert_int_equal(errno, EINVAL);
-    assert_non_null(strstr(tool_out_why(errno), "not a regular file"));
-    assert_string_equal(tool_out_why(EISDIR), strerror(EISDIR));
+    assert_non_null(strstr(tool_out_why("/dev/null", errno), "not a regular file"));
+    assert_string_equal(tool_out_why(d.path, EISDIR), strerror(EISDIR));
     /* "-" is not taken for the standard output, nor for a file of that name ("./-" is) */
     assert_int_equal(tool_out_check("-"), -1);
     assert_int_equal(errno, ESPIPE);
-    assert_non_null(strstr(tool_out_why(errno), "./-"));
+    assert_non_null(strstr(tool_out_why("-", errno), "./-"));
     if (geteuid() != 0) { /* root writes anywhere */
         assert_int_equal(mkdir(qf_test_dir_path(&d, "ro"), 0500), 0);
         assert_int_equal(tool_out_check(qf_test_dir_path(&d, "ro/x/y.csv")), -1);

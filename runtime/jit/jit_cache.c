@@ -197,7 +197,10 @@ static const char *qf_cache_decide(void) {
     }
     if (err) {
         qf_warn("kernel cache directory %s cannot be created or written (%s); using the "
-                "in-memory cache only", qf_cache_path, strerror(err));
+                "in-memory cache only", qf_cache_path,
+                err == ENOENT && strstr(qf_cache_path, "/../") /* qf_mkdirs' refusal */
+                    ? "a '..' after a folder that does not exist yet"
+                    : strerror(err));
         return NULL;
     }
     return qf_cache_path;

@@ -260,7 +260,7 @@ static int bench_main(int argc, char **argv) {
     if (rc >= 0)
         return rc;
     if (tool_out_check(b.o.csv) != 0) { /* a bad --csv fails before any work, GPU or not */
-        fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, tool_out_why(errno));
+        fprintf(stderr, "qfuse-bench: --csv %s: %s\n", b.o.csv, tool_out_why(b.o.csv, errno));
         tool_usage_hint();
         return 2;
     }

@@ -598,7 +598,7 @@ static int demo_main(int argc, char **argv) {
     if (csv_path && (tool_out_check(csv_path) != 0 || tool_same_file(csv_path, o.weights))) {
         /* a usage error, before any work or output; never over the checkpoint it reads */
         fprintf(stderr, "qfuse-demo: --loss-csv %s: %s\n", csv_path,
-                errno ? tool_out_why(errno) : "the --weights file itself");
+                errno ? tool_out_why(csv_path, errno) : "the --weights file itself");
         tool_usage_hint();
         return 2;
     }

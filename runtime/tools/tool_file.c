@@ -8,12 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *tool_out_why(int err) {
-    return err == EINVAL   ? "not a regular file (a device, pipe or socket is there)"
-           : err == ESPIPE ? "'-' does not mean the standard output here, which carries the "
-                             "tool's own text; name a file (./- for one called '-')"
-                           : strerror(err);
-}
 
 /* 0 when every "." or ".." component of path follows a folder that exists now; else -1 with errno
  * ENOENT, as open(2) answers today. NOTES: tool_make_parents would create the missing folders
@@ -36,6 +30,15 @@ static int tool_dots_resolve(const char *path) {
         c += *c == '/';
     }
     return 0;
+}
+
+const char *tool_out_why(const char *path, int err) {
+    return err == EINVAL   ? "not a regular file (a device, pipe or socket is there)"
+           : err == ESPIPE ? "'-' does not mean the standard output here, which carries the "
+                             "tool's own text; name a file (./- for one called '-')"
+           : err == ENOENT && *path && tool_dots_resolve(path) != 0
+               ? "a '.' or '..' after a folder that does not exist yet"
+               : strerror(err);
 }
 
 int tool_out_check(const char *path) {

@@ -13,10 +13,11 @@
  * or access(2)'s. */
 int tool_out_check(const char *path);
 
-/* What tool_out_check's errno err means for the tool's message: for EINVAL "not a regular file
- * (a device, pipe or socket is there)", for ESPIPE what "-" is not, else strerror(err). A static
+/* What tool_out_check's errno err for path means for the tool's message: for EINVAL "not a
+ * regular file (a device, pipe or socket is there)", for ESPIPE what "-" is not, for ENOENT from
+ * a "." or ".." after a folder that does not exist yet that, else strerror(err). A static
  * string. */
-const char *tool_out_why(int err);
+const char *tool_out_why(const char *path, int err);
 
 /* Creates the missing parent directories of path (mkdir -p of its dirname, mode 0755 before the
  * umask). 0, or -1 with errno from the first directory that could not be made. */

@@ -55,6 +55,20 @@ def test_value_is_not_the_next_option(built_tool, tmp_path, cmd, says):
     assert r.returncode == 2 and says in r.stderr and not list(tmp_path.iterdir()), r.stderr
 
 
+def test_gen_output_paths_said_plainly(built_tool, tmp_path):
+    # -o through a link to nothing says so (it said "File exists"); a path is shown escaped in
+    # the "ok" line as in the errors, never as raw control bytes
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    r = run([built_tool("qfuse-gen"), "-o", str(tmp_path / "dangling"), "recipes/mxfp8.lua"])
+    assert r.returncode == 1 and "is a symbolic link to nothing; nothing was made" in r.stderr
+    assert not (tmp_path / "nothing").exists()
+    odd = tmp_path / "a\nb"
+    odd.mkdir()
+    (odd / "x.lua").write_text('return {family = "mxfp8"}\n')
+    r = run([built_tool("qfuse-gen"), "--check", str(odd / "x.lua")])
+    assert r.returncode == 0 and r.stdout == "%s/a\\x0Ab/x.lua: ok\n" % tmp_path, r.stdout
+
+
 def test_repeatable_options_add_up(built_tool):
     # --help after the repeats: parsing got past them (and nothing runs, GPU or not)
     r = run([built_tool("qfuse-bench"), "--recipe", "fp8_current", "--recipe", "fp8_delayed",
@@ -318,5 +332,6 @@ def test_demo_loss_csv_never_the_weights(built_tool, tmp_path):
     csv = str(tmp_path / "new" / ".." / "block.safetensors")
     r = run([built_tool("qfuse-demo"), "--weights", str(w), "--loss-csv", csv])
     assert r.returncode == 2, r.stderr
-    assert "qfuse-demo: --loss-csv %s: No such file or directory\n" % csv in r.stderr
+    assert ("qfuse-demo: --loss-csv %s: a '.' or '..' after a folder that does not exist yet\n"
+            % csv) in r.stderr
     assert not (tmp_path / "new").exists() and w.read_bytes() == before
