@@ -10,6 +10,7 @@
 #include "gen_plan.h"
 #include "names.h"
 #include "qf_arch.h"
+#include "tool_common.h"
 
 /* ORDER GEN_CMD (private to this file: the values are never stored) */
 typedef enum qf_gen_cmd {
@@ -455,12 +456,10 @@ static int qf_gen_run(const qf_gen_args *a, FILE *out, FILE *err) {
 }
 
 int qf_gen_cli_main(int argc, char **argv, FILE *out, FILE *err) {
-    /* --help (-h) before "--" prints the usage whatever else is given, as qfuse-cache's */
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(qf_gen_usage, out);
-            return 0;
-        }
+    if (tool_help_asked(argc, argv)) { /* whatever else is given, as in every tool */
+        fputs(qf_gen_usage, out);
+        return 0;
+    }
     qf_gen_args a;
     int rc = qf_gen_parse(argc, argv, &a, err);
     if (rc == 0 && a.cmd == QF_GEN_CMD_HELP)

@@ -866,11 +866,10 @@ static int qf_tool_global(int argc, char **argv, int *rc) {
 
 /* The command line; main adds stdout's write errors. Returns the exit status. */
 static int qf_tool_main(int argc, char **argv) {
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) /* after --: no option */
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(qf_usage, stdout);
-            return 0;
-        }
+    if (tool_help_asked(argc, argv)) { /* whatever else is given, as in every tool */
+        fputs(qf_usage, stdout);
+        return 0;
+    }
     int rc, c = qf_tool_global(argc, argv, &rc);
     if (c < 0)
         return rc;

@@ -38,6 +38,17 @@ static inline int tool_looks_like_opt(const char *arg) {
     return arg && arg[0] == '-' && arg[1] != '\0' && (arg[1] < '0' || arg[1] > '9');
 }
 
+/* Nonzero when argv asks for the usage: "--help" or "-h" before "--" (after it every argument
+ * is an operand). qfuse-gen and qfuse-cache then print their usage and exit 0, whatever else is
+ * given; qfuse-bench and qfuse-demo read their options in order instead, so that a test can
+ * check a parse by ending it with --help (docs/tools.md). */
+static inline int tool_help_asked(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
 /* Called first in main: each standard descriptor (0, 1, 2) that is closed is held by /dev/null
  * opened read-only, so that no file the tool opens (a CSV, a cache entry, a generated source)
  * takes its number and receives what the tool prints. Writes to it still fail with EBADF, as on
