@@ -19,14 +19,11 @@ typedef enum qf_gen_cmd {
     QF_GEN_CMD_CHECK,
     QF_GEN_CMD_FIELDS, /* the first that reads no recipe, template or header */
     QF_GEN_CMD_VERSION,
-    QF_GEN_CMD_HELP, /* last: it wins over every other */
     QF_GEN_CMD_COUNT
-} qf_gen_cmd;
+} qf_gen_cmd; /* --help is no command: it wins over everything (qf_gen_cli_main) */
 
 typedef struct qf_gen_args {
     qf_gen_cmd cmd;
-    qf_gen_cmd work;      /* --list, --check, --fields or --version once seen (each excludes the
-                           * others) */
     const char *out_dir;
     int arch;
     qf_gen_opts opts;
@@ -55,20 +52,13 @@ static const char qf_gen_usage[] =
     "after -- are recipes, whatever they start with.\n"
     "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
-/* Nonzero when a separate argument reads as an option ("-x", "--x"; not "-" alone, nor a
- * negative number), which an option before it does not take as its value: "--opt=-x" gives such
- * a value. */
-static int qf_gen_looks_like_opt(const char *arg) {
-    return arg[0] == '-' && arg[1] != '\0' && (arg[1] < '0' || arg[1] > '9');
-}
-
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
     if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
         return argv[*i] + n + 1;
     /* a next argument that is an option is not taken as the value (-o --list) */
-    return *i + 1 < argc && !qf_gen_looks_like_opt(argv[*i + 1]) ? argv[++*i] : NULL;
+    return *i + 1 < argc && !tool_looks_like_opt(argv[*i + 1]) ? argv[++*i] : NULL;
 }
 
 static int qf_gen_is_opt(const char *arg, const char *name) {
@@ -76,14 +66,15 @@ static int qf_gen_is_opt(const char *arg, const char *name) {
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
-/* Flags that pick the command. ORDER GEN_CMD: a later command wins (--help beats every other,
- * --version --fields). */
+/* Flags that pick the command other than generating: one of them, once. */
 static const struct {
     const char *flag;
     qf_gen_cmd cmd;
 } qf_gen_cmd_flags[] = {
-    {"--list", QF_GEN_CMD_LIST}, {"--check", QF_GEN_CMD_CHECK},     {"--help", QF_GEN_CMD_HELP},
-    {"-h", QF_GEN_CMD_HELP},     {"--version", QF_GEN_CMD_VERSION}, {"--fields", QF_GEN_CMD_FIELDS},
+    {"--list", QF_GEN_CMD_LIST},
+    {"--check", QF_GEN_CMD_CHECK},
+    {"--version", QF_GEN_CMD_VERSION},
+    {"--fields", QF_GEN_CMD_FIELDS},
 };
 
 /* The flag of command c, as messages name it (qf_gen_cmd_flags; "" for generating). */
@@ -94,32 +85,21 @@ static const char *qf_gen_cmd_flag(qf_gen_cmd c) {
     return "";
 }
 
-/* The commands other than generating and --help (which wins over everything before "--",
- * qf_gen_cli_main): one of them, once. */
-static int qf_gen_cmd_works(qf_gen_cmd c) {
-    return c == QF_GEN_CMD_LIST || c == QF_GEN_CMD_CHECK || c == QF_GEN_CMD_FIELDS ||
-           c == QF_GEN_CMD_VERSION;
-}
-
 /* Sets a->cmd when arg is a command flag; returns 1 then, or 2 with the usage error printed when
- * two of --list, --check, --fields and --version are given, or one twice (a->work: the one seen
- * so far). */
+ * two of --list, --check, --fields and --version are given, or one twice. */
 static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
     for (size_t k = 0; k < sizeof qf_gen_cmd_flags / sizeof qf_gen_cmd_flags[0]; k++)
         if (strcmp(arg, qf_gen_cmd_flags[k].flag) == 0) {
             const qf_gen_cmd c = qf_gen_cmd_flags[k].cmd;
-            if (qf_gen_cmd_works(c) && a->work != QF_GEN_CMD_GENERATE) {
-                if (a->work == c)
+            if (a->cmd != QF_GEN_CMD_GENERATE) {
+                if (a->cmd == c)
                     fprintf(err, "qfuse-gen: %s given twice\n%s", arg, qf_gen_usage);
                 else
                     fprintf(err, "qfuse-gen: %s and %s are exclusive\n%s",
-                            qf_gen_cmd_flag(a->work), arg, qf_gen_usage);
+                            qf_gen_cmd_flag(a->cmd), arg, qf_gen_usage);
                 return 2;
             }
-            if (qf_gen_cmd_works(c))
-                a->work = c;
-            if (a->cmd < c)
-                a->cmd = c;
+            a->cmd = c;
             return 1;
         }
     return 0;
@@ -174,7 +154,7 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     }
     if (!v || !*v) {
         qf_gen_shown shown, next;
-        const int opt_next = !v && *i + 1 < argc && qf_gen_looks_like_opt(argv[*i + 1]);
+        const int opt_next = !v && *i + 1 < argc && tool_looks_like_opt(argv[*i + 1]);
         fprintf(err, "qfuse-gen: option '%s' needs a value%s%s%s\n%s",
                 qf_gen_path_shown(arg, &shown), opt_next ? " (the next argument, '" : "",
                 opt_next ? qf_gen_path_shown(argv[*i + 1], &next) : "",
@@ -245,11 +225,10 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         else if (qf_gen_parse_opt(argc, argv, &i, a, err) != 0)
             return 2;
     }
-    /* what a command would ignore is refused (--help ignores everything): --list, --check,
+    /* what a command would ignore is refused: --list, --check,
      * --fields and --version write nothing; only --list makes keys for an arch (--arch:
      * generating writes sm_90's, the manifest's key_sm90); --fields and --version read no
      * template or header */
-    const int help = a->cmd == QF_GEN_CMD_HELP;
     const int writes = a->cmd == QF_GEN_CMD_GENERATE, keys = a->cmd == QF_GEN_CMD_LIST;
     const int reads = a->cmd < QF_GEN_CMD_FIELDS;
     const struct {
@@ -262,14 +241,14 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
                         : "it makes no fusion key"},
                 {OPT_TEMPLATES, reads, "it reads no template"},
                 {OPT_INCLUDE, reads, "it reads no header"}};
-    for (size_t u = 0; u < sizeof uses / sizeof uses[0] && !help; u++)
+    for (size_t u = 0; u < sizeof uses / sizeof uses[0]; u++)
         if (!uses[u].used && (a->given & (1u << uses[u].opt))) {
             fprintf(err, "qfuse-gen: %s has no effect %s%s (%s)\n%s",
                     qf_gen_opt_shown(uses[u].opt), writes ? "when generating" : "with ",
                     qf_gen_cmd_flag(a->cmd), uses[u].why, qf_gen_usage);
             return 2;
         }
-    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_FIELDS) { /* fields, version, help take none */
+    if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_FIELDS) { /* fields and version take none */
         fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
         return 2;
     }
@@ -462,9 +441,7 @@ int qf_gen_cli_main(int argc, char **argv, FILE *out, FILE *err) {
     }
     qf_gen_args a;
     int rc = qf_gen_parse(argc, argv, &a, err);
-    if (rc == 0 && a.cmd == QF_GEN_CMD_HELP)
-        fputs(qf_gen_usage, out);
-    else if (rc == 0 && a.cmd == QF_GEN_CMD_VERSION)
+    if (rc == 0 && a.cmd == QF_GEN_CMD_VERSION)
         fprintf(out, "qfuse-gen %s\n", QF_GEN_VERSION);
     else if (rc == 0 && a.cmd == QF_GEN_CMD_FIELDS)
         rc = qf_gen_fields(out, err);
