@@ -372,7 +372,7 @@ static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
         return qf_gen_fail_path(e, path, bad, "exists and is not a directory");
     if (err == EEXIST) /* qf_mkdirs: a symbolic link to nothing */
         return qf_gen_fail_path(e, path, bad, "is a symbolic link to nothing; nothing was made");
-    if (err == ENOENT && bad >= 2 && path[bad - 1] == '.' && path[bad - 2] == '.')
+    if (qf_mkdirs_dotdot(err, path, bad))
         return qf_gen_fail_path(e, path, bad, "'..' after a folder that does not exist yet; "
                                 "nothing was made");
     if (err)

@@ -66,3 +66,9 @@ int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len) {
     }
     return 0;
 }
+
+int qf_mkdirs_dotdot(int err, const char *path, size_t failed_len) {
+    return err == ENOENT && failed_len >= 2 && failed_len <= strlen(path) &&
+           path[failed_len - 1] == '.' && path[failed_len - 2] == '.' &&
+           (failed_len == 2 || path[failed_len - 3] == '/');
+}

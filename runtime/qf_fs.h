@@ -19,4 +19,9 @@
  * are removed again (all or nothing). Writability of the result is the caller's check. */
 QF_INTERNAL int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
 
+/* Nonzero when qf_mkdirs' answer err for path, with failed_len as it set it, is its refusal of a
+ * ".." after a directory it would have made (the failed part of path ends in that component), so
+ * that a message can say so rather than strerror(ENOENT). */
+QF_INTERNAL int qf_mkdirs_dotdot(int err, const char *path, size_t failed_len);
+
 #endif /* QF_FS_H */

@@ -101,6 +101,10 @@ static void test_dots(void **state) {
     const char *path = qf_test_dir_path(&d, "new/../z");
     assert_int_equal(qf_mkdirs(path, 0700, &bad), ENOENT);
     assert_int_equal(bad, strlen(path) - 2); /* ".../new/.." */
+    assert_true(qf_mkdirs_dotdot(ENOENT, path, bad)); /* what a message says instead of ENOENT */
+    assert_false(qf_mkdirs_dotdot(EACCES, path, bad));
+    assert_false(qf_mkdirs_dotdot(ENOENT, "x/a..", 5)); /* a name ending in "..", not ".." */
+    assert_false(qf_mkdirs_dotdot(ENOENT, path, strlen(path)));
     assert_false(is_dir(qf_test_dir_path(&d, "new"), NULL));
     assert_false(is_dir(qf_test_dir_path(&d, "z"), NULL));
     assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "n2/./n3/../../n4"), 0700, &bad), ENOENT);

@@ -120,10 +120,12 @@ const char *qf_cache_resolve_why(int err, char *buf, size_t cap) {
 
 /* mkdir -p (qf_mkdirs), creating each missing directory with mode 0700, then checks that path is
  * a directory this process may create files in. Returns 0, or EACCES/EROFS with *read_only set
- * when it is an existing directory this process can only read, or another errno value. */
-static int qf_cache_mkdirs(const char *path, int *read_only) {
+ * when it is an existing directory this process can only read, or another errno value (with
+ * qf_mkdirs' *failed_len; all of path when the check failed). */
+static int qf_cache_mkdirs(const char *path, int *read_only, size_t *failed_len) {
     *read_only = 0;
-    const int made = qf_mkdirs(path, 0700, NULL);
+    *failed_len = strlen(path);
+    const int made = qf_mkdirs(path, 0700, failed_len);
     if (made)
         return made;
     if (access(path, W_OK | X_OK) == 0)
@@ -158,6 +160,7 @@ static const char *qf_cache_decide(void) {
     if (qf_env_flag("QFUSE_DISABLE_DISK_CACHE"))
         return NULL;
     int err = qf_cache_resolve(qf_cache_path, sizeof qf_cache_path), ro = 0;
+    size_t bad = 0; /* qf_cache_mkdirs' failed_len */
     const char *set = getenv("QFUSE_CACHE_DIR");
     const int set_empty = set && !*set; /* the default, but said, as a relative path is */
     if (!err && set_empty)
@@ -186,7 +189,7 @@ static const char *qf_cache_decide(void) {
         return NULL;
     }
     if (!err)
-        err = qf_cache_mkdirs(qf_cache_path, &ro);
+        err = qf_cache_mkdirs(qf_cache_path, &ro, &bad);
     if ((!err || ro) && qf_cache_world_writable(qf_cache_path))
         return NULL;
     if (err && ro) {
@@ -198,7 +201,7 @@ static const char *qf_cache_decide(void) {
     if (err) {
         qf_warn("kernel cache directory %s cannot be created or written (%s); using the "
                 "in-memory cache only", qf_cache_path,
-                err == ENOENT && strstr(qf_cache_path, "/../") /* qf_mkdirs' refusal */
+                qf_mkdirs_dotdot(err, qf_cache_path, bad)
                     ? "a '..' after a folder that does not exist yet"
                     : strerror(err));
         return NULL;
