@@ -332,13 +332,10 @@ __device__ __forceinline__ void dequant_warps(const qf_ws_gemm_params &p,
         raw.next();
         bf.next();
     };
-    long long j = 0;
-    for (; j + 1 < J; j += 2) {
+    for (long long j = 0; j < J; j += 2) { /* J is even (gemm) */
         step(j, ping, pong);
         step(j + 1, pong, ping);
     }
-    if (j < J)
-        step(j, ping, pong);
 }
 
 /* ==================================================================== MMA warpgroups */
@@ -490,13 +487,10 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
 #pragma unroll
         for (int x = 0; x < 128; x++)
             acc[x] = 0.0f;
-        int kt = 0;
-        for (; kt + 1 < KT; kt += 2) {
+        for (int kt = 0; kt < KT; kt += 2) { /* KT is even (gemm) */
             step(kt, Set<0>(), sc_ping, sc_pong);
             step(kt + 1, Set<1>(), sc_pong, sc_ping);
         }
-        if (kt < KT)
-            step(kt, Set<0>(), sc_ping, sc_pong);
         wgmma_wait<0>();
         wgmma_fence_operands(acc);
         if (KT > 0)
@@ -541,7 +535,11 @@ __device__ __forceinline__ void gemm(const qf_ws_gemm_params &p) {
         ((p.M + kTileM - 1) / kTileM) * ((p.N + kTileN - 1) / kTileN);
     const long long mine =
         blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
-    const long long KT = (p.K + kTileK - 1) / kTileK;
+    /* k-tiles, rounded up to an even count: both loops step in pairs with no tail copy of a step
+     * (that copy was a third of the kernel's NVRTC compile, docs/bench.md). An extra k-tile lies
+     * wholly past K, where TMA fills the data with zeros and the scales read 1.0: it adds exact
+     * zeros. */
+    const long long KT = ((p.K + 2 * kTileK - 1) / (2 * kTileK)) * 2;
     if (threadIdx.x < kDqThreads) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kDqRegs));
         dequant_warps<FB>(p, sm, KT, mine * KT);
