@@ -1,9 +1,13 @@
-"""The helper scripts' environment handling, without the network: scripts/get-real-weights keeps
+"""The helper scripts, without the network or a GPU: scripts/get-real-weights keeps
 its download cache at an absolute path (a relative QFUSE_DATA_CACHE would put an 80 MB wheel in
-whatever directory the command runs from)."""
+whatever directory the command runs from); scripts/run-tests sums cmocka binaries' results, one
+at a time or several at once (--jobs), on stand-in binaries."""
 import importlib.machinery
 import importlib.util
 import os
+import subprocess
+
+import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -61,3 +65,83 @@ def test_empty_data_cache_warns(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("QFUSE_DATA_CACHE", "")
     assert grw.cache_dir() == str(tmp_path / ".cache" / "qfuse-data")
     assert "QFUSE_DATA_CACHE is set but empty" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ scripts/run-tests
+
+RUN_TESTS = os.path.join(ROOT, "scripts", "run-tests")
+
+
+def fake_binary(d, name, body):
+    """An executable shell script d/name printing cmocka-like lines."""
+    p = d / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+    return str(p)
+
+
+def run_tests(args, cwd):
+    return subprocess.run(["sh", RUN_TESTS] + args, cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    """Binaries that pass 2 tests (printing their QFUSE_TEST_RECIPE), fail one, crash, skip 3,
+    and refuse their environment."""
+    return {
+        "ok": fake_binary(tmp_path, "ok", 'echo "recipe=${QFUSE_TEST_RECIPE:-none}"\n'
+                          'echo "[  PASSED  ] 2 test(s)."\n'),
+        "bad": fake_binary(tmp_path, "bad", 'echo "[  PASSED  ] 1 test(s)."\n'
+                           'echo "[  FAILED  ] 1 test(s), listed below:"\nexit 1\n'),
+        "crash": fake_binary(tmp_path, "crash", 'echo "[  PASSED  ] 1 test(s)."\nexit 139\n'),
+        "skip": fake_binary(tmp_path, "skip", 'echo "[  PASSED  ] 1 test(s)."\n'
+                            'echo "[  SKIPPED ] 3 test(s), listed below:"\n'),
+        "refuse": fake_binary(tmp_path, "refuse", 'echo "unknown recipe" >&2\nexit 2\n'),
+    }
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "3"], ["--jobs=2"]])
+def test_run_tests_counts(fakes, tmp_path, jobs):
+    """The same summary serially and with --jobs: each unit's output under its '== ' line, in
+    the order given, BINARY@RECIPE passing QFUSE_TEST_RECIPE, and the failed, crashed, refused
+    and skipped ones named."""
+    f = fakes
+    r = run_tests(jobs + [f["ok"] + "@mxfp8", f["bad"], f["crash"], f["skip"], f["refuse"],
+                          f["ok"]], tmp_path)
+    assert r.returncode == 1
+    out = r.stdout
+    heads = [line[3:] for line in out.splitlines() if line.startswith("== ")]
+    assert heads == [f["ok"] + "@mxfp8", f["bad"], f["crash"], f["skip"], f["refuse"], f["ok"]]
+    assert out.index("recipe=mxfp8") < out.index("== " + f["bad"])
+    assert out.rstrip().endswith("recipe=none\n[  PASSED  ] 2 test(s).\n"
+                                 "refused (exit 2, its message above): %s\n"
+                                 "crashed: %s(rc=139)\n"
+                                 "skipped in: skip(3) (each skipped test says why above)\n"
+                                 "tests: 7 passed, 1 failed, 3 skipped"
+                                 % (f["refuse"], f["crash"]))
+
+
+def test_run_tests_all_pass_in_parallel(fakes, tmp_path):
+    f = fakes
+    r = run_tests(["--jobs", "4"] + [f["ok"] + "@r%d" % i for i in range(6)], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.endswith("tests: 12 passed, 0 failed, 0 skipped\n")
+    assert [line for line in r.stdout.splitlines() if line.startswith("recipe=")] == \
+        ["recipe=r%d" % i for i in range(6)]
+
+
+@pytest.mark.parametrize("args,msg", [
+    ([], "usage: run-tests"),
+    (["--jobs"], "--jobs needs a count"),
+    (["--jobs", "0", "x"], "expected a count from 1 to 999"),
+    (["--jobs", "-1", "x"], "expected a count from 1 to 999"),
+    (["--jobs", "two", "x"], "expected a count from 1 to 999"),
+    (["--jobs", "1000", "x"], "at most 999"),
+    (["--jobs=", "x"], "expected a count from 1 to 999"),
+])
+def test_run_tests_bad_usage(tmp_path, args, msg):
+    r = run_tests(args, tmp_path)
+    assert r.returncode == 2
+    assert msg in r.stderr
+    assert r.stdout == ""
