@@ -42,14 +42,15 @@ static const char qf_gen_usage[] =
     "       qfuse-gen --check RECIPE.lua...                  validate only, write nothing\n"
     "       qfuse-gen --fields                               every family's recipe fields\n"
     "       qfuse-gen --help | -h | --version\n"
-    "Generates DIR (default out): kernels/<variant>.cu, registry.c, shapes.c, shapes.h and\n"
-    "manifest.json, and removes the DIR/kernels/qf_*.cu regular files this run did not write\n"
-    "(variants a recipe no longer has); manifest.json's fusion keys are sm_90's. --arch\n"
-    "(default sm_90) picks the architecture of --list's keys; --templates (default\n"
-    "./templates, else those of the source tree this qfuse-gen was built in, else the\n"
-    "installed " QF_GEN_DATADIR "/templates) holds the CUDA templates, --include (default\n"
-    "./runtime, else the tree's, else " QF_GEN_DATADIR "/include) qf_formats.h. Arguments\n"
-    "after -- are recipes, whatever they start with.\n"
+    "Generates DIR (-o DIR, -o=DIR or --output=DIR; default out): kernels/<variant>.cu,\n"
+    "registry.c, shapes.c, shapes.h and manifest.json, and removes the DIR/kernels/qf_*.cu\n"
+    "regular files this run did not write (variants a recipe no longer has); manifest.json's\n"
+    "fusion keys are sm_90's. --arch (default sm_90) picks the architecture of --list's\n"
+    "keys; --templates (default ./templates, else those of the source tree this qfuse-gen\n"
+    "was built in, else the installed " QF_GEN_DATADIR "/templates) holds the CUDA\n"
+    "templates, --include (default ./runtime, else the tree's, else\n"
+    QF_GEN_DATADIR "/include) qf_formats.h. Arguments after -- are recipes, whatever they\n"
+    "start with.\n"
     "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
@@ -121,7 +122,7 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     if (cmd)
         return cmd == 1 ? 0 : 2;
     /* the valued options, each given once (bit 1 << o of a->given) */
-    int o = strcmp(arg, "-o") == 0 ? OPT_OUTPUT : OPT_NONE;
+    int o = qf_gen_is_opt(arg, "-o") ? OPT_OUTPUT : OPT_NONE; /* -o DIR or -o=DIR */
     for (int k = 0; k < OPT_NONE && o == OPT_NONE; k++)
         o = qf_gen_is_opt(arg, qf_gen_opt_names[k]) ? k : OPT_NONE;
     if (o != OPT_NONE && (a->given & (1u << o))) {

@@ -406,6 +406,21 @@ static void test_warm_gemm_staged_on_sm100(void **state) {
     expect_run(r, 0, "1 entry", NULL);
 }
 
+/* A norm backward's two instances (gamma in x's dtype, gamma fp32): warm's progress lines and
+ * list's INSTANCE column tell them apart (warm's progress goes to stderr). */
+static void test_warm_norm_backward_instances(void **state) {
+    fixture *fx = *state;
+    result r = run_tool(fx, "warm", "--arch", "sm_90", "--jobs", "2", "--kernel",
+                        "qf_mxfp8_nbwd_layernorm_bf16", "mxfp8");
+    assert_int_equal(qf_test_count_substr(r.err, "qf_mxfp8_nbwd_layernorm_bf16 (gamma bf16)"), 1);
+    assert_int_equal(qf_test_count_substr(r.err, "qf_mxfp8_nbwd_layernorm_bf16 (gamma fp32)"), 1);
+    expect_run(r, 0, "2 variants: 2 compiled", NULL);
+    r = run_tool(fx, "list");
+    assert_int_equal(qf_test_count_substr(r.out, "qf_mxfp8_nbwd_layernorm_bf16  gamma bf16  "), 1);
+    assert_int_equal(qf_test_count_substr(r.out, "qf_mxfp8_nbwd_layernorm_bf16  gamma fp32  "), 1);
+    expect_run(r, 0, "2 entries", NULL);
+}
+
 /* A named architecture is compiled for, whatever the machine has. */
 static void test_warm_named_arch(void **state) {
     fixture *fx = *state;
@@ -594,6 +609,7 @@ int main(void) {
         T(test_warm_recipe_file),
         T(test_warm_gemm_by_arch),
         T(test_warm_gemm_staged_on_sm100),
+        T(test_warm_norm_backward_instances),
         T(test_prune_zero_removes_all),
         T(test_warm_read_only),
         T(test_relative_dir_option),

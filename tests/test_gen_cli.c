@@ -124,6 +124,21 @@ static void test_cli_output_is_directory(void **state) {
     qf_test_dir_remove(d.path);
 }
 
+/* -o=DIR, the form for a folder whose name starts with '-' (docs/tools.md): generates into it. */
+static void test_cli_output_after_eq(void **state) {
+    (void)state;
+    qf_test_dir d;
+    char *out, *err, arg[600], manifest[600];
+    qf_test_dir_make_gen(&d);
+    snprintf(arg, sizeof arg, "-o=%s/-x", d.path);
+    const char *args[] = {arg, "recipes/fp8_delayed.lua", NULL};
+    assert_int_equal(qf_test_cli(&out, &err, args), 0);
+    snprintf(manifest, sizeof manifest, "%s/-x/manifest.json", d.path);
+    assert_int_equal(access(manifest, F_OK), 0);
+    free(out), free(err);
+    qf_test_dir_remove(d.path);
+}
+
 /* An output path too long for the generator: the message keeps its reason, with the path shown
  * by its end ("..." and the last 200 bytes), whatever the path's length. */
 static void test_cli_output_path_too_long(void **state) {
@@ -222,6 +237,9 @@ static void test_cli_usage(void **state) {
          "",
          "expected sm_XX with XX in 89..199"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
+        {{"-o=", "recipes/fp8_delayed.lua", NULL}, 2, "", "option '-o=' needs a value"},
+        {{"-ox", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '-ox'"},
+        {{"-o=a", "-o", "b", "recipes/fp8_delayed.lua", NULL}, 2, "", "-o/--output given twice"},
         /* a valued option once: the last one no longer wins in silence */
         {{"-o", "a", "--output=b", "recipes/fp8_delayed.lua", NULL},
          2,
@@ -367,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_cli_list),
         cmocka_unit_test(test_cli_out_is_file),
         cmocka_unit_test(test_cli_output_is_directory),
+        cmocka_unit_test(test_cli_output_after_eq),
         cmocka_unit_test(test_cli_kernels_link),
         cmocka_unit_test(test_cli_output_path_too_long),
         cmocka_unit_test(test_cli_list_arch_changes_key),

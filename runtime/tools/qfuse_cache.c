@@ -230,6 +230,8 @@ static void qf_tool_instance_text(const qf_kernel_entry *k, const qf_kernel_inst
         if (qf_families[k->family].scale_layout && w >= 0 && (size_t)w < n)
             w += snprintf(buf + w, n - (size_t)w, ", %s scales",
                           qf_enum_name(QF_ENUM_SCALE_LAYOUT, inst->layout));
+    } else if (k->op == QF_OP_NORM_BACKWARD) { /* gamma in x's dtype or fp32 */
+        w = snprintf(buf, n, "gamma %s", qf_dtype_name(inst->gamma_dtype));
     }
     if (inst->prologue != QF_PROLOGUE_NONE && w >= 0 && (size_t)w < n) {
         const int grad = inst->prologue >= QF_PROLOGUE_DACT(0);
