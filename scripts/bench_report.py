@@ -582,6 +582,9 @@ def report(args, qpath, ppath):
     qmeta, qcomments, qrows = read_csv(qpath)
     if not qrows:
         raise ReportError("%s has no rows: nothing to report, %s left alone" % (qpath, args.doc))
+    if not any(num(r, "us_median") for r in qrows):
+        raise ReportError("%s has no row with a time (us_median, a positive number): nothing to "
+                          "report, %s left alone" % (qpath, args.doc))
     pmeta, pcomments, prows = read_csv(ppath) if os.path.exists(ppath) else ({}, [], [])
     families = family_map(qmeta)
     fill_speedups(qrows, prows, families)

@@ -162,9 +162,12 @@ def report_run(tmp_path, csv_text, *args, page=PAGE):
 
 
 def test_report_refuses_bad_inputs_and_writes_nothing(tmp_path, capsys):
-    """An empty or header-only qfuse.csv, one that lacks a column or is not text, and a --doc
-    that is missing: exit 1 with one line naming the file, the page and the folder untouched."""
+    """An empty or header-only qfuse.csv, one whose rows have no time, one that lacks a column or
+    is not text, and a --doc that is missing: exit 1 with one line naming the file, the page and the folder untouched."""
+    untimed = ("quant,mxfp8,norm_quantize,rmsnorm,bf16,rowwise,abc,4096,0,1,0,nan,x,y,z,,,,\n"
+               "quant,mxfp8,norm_quantize,rmsnorm,bf16,rowwise,16,16,16,1,1,-3,,,,,,,\n")
     cases = [("", "has no rows"), (HEADER, "has no rows"),
+             (HEADER + untimed, "has no row with a time"),
              ("kind,recipe,op\nqfuse,mxfp8,gemm_mxfp8\n", "lacks the column(s) norm, dtype"),
              (b"\xff\xfe\x00\x01", "cannot read")]
     for i, (text, message) in enumerate(cases):
