@@ -93,6 +93,28 @@ static void test_dir_under_file_degrades(void **state) {
     free(err);
 }
 
+/* A path that is a symbolic link to nothing degrades to NULL, the warning saying so (qf_mkdirs
+ * answers EEXIST, which strerror would call "File exists"). */
+static void test_dir_dangling_link_degrades(void **state) {
+    fixture *fx = *state;
+    char target[PATH_MAX], dir[PATH_MAX];
+    path_fmt(target, "%s/nothere", fx->root);
+    path_fmt(dir, "%s/link", fx->root);
+    assert_int_equal(symlink(target, dir), 0);
+    setenv("QFUSE_CACHE_DIR", dir, 1);
+    qf_cache_reset();
+    qf_test_capture c;
+    qf_test_capture_begin(&c);
+    const char *d = qf_cache_dir();
+    char *err = qf_test_capture_end(&c);
+    assert_null(d);
+    assert_non_null(strstr(err, "cannot be created or written (a symbolic link to nothing); "
+                                "using the in-memory cache only"));
+    struct stat st;
+    assert_int_not_equal(stat(target, &st), 0); /* nothing made at the link's target */
+    free(err);
+}
+
 /* The read-only test's child: with stderr on errfd, the directory must be used read-only (a
  * shared node cache: entries read, none written; the parent checks the single warning and that
  * nothing was written). Returns 0 when it is. */
@@ -438,6 +460,7 @@ int main(void) {
         T(test_dir_created_0700),
         T(test_dir_resolution_order),
         T(test_dir_under_file_degrades),
+        T(test_dir_dangling_link_degrades),
         T(test_dir_readonly_read),
         T(test_dir_disabled),
         T(test_store_then_load),
