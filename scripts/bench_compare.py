@@ -3,25 +3,45 @@
 
 Rows are matched on kind, recipe, op, norm, dtype, outputs and shape; each matched row prints its
 two median times and after/before. Rows slower by more than --limit (default 3%) are marked, and
-the exit status is 1 when there is one. Rows present in only one file are listed after the table.
+the exit status is 1 when there is one, or when no timed row is in both files. Rows present in
+only one file are listed after the table; rows without a finite positive time are not compared.
+Exit 2 for bad usage or a file that cannot be read or is not a qfuse-bench CSV.
 
     scripts/bench_compare.py before.csv after.csv [--limit 0.03] [--markdown]
 """
 import argparse
 import csv
+import math
+import os
 import sys
 
 KEY = ("kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N")
 
 
+class BadInput(Exception):
+    """A file that cannot be read or is not a qfuse-bench CSV."""
+
+
 def load(path):
-    """The timed rows of a qfuse-bench CSV (its '#' lines are run metadata), keyed by KEY."""
+    """The timed rows of a qfuse-bench CSV (its '#' lines are run metadata), keyed by KEY: rows
+    whose us_median is a finite positive number."""
     rows = {}
-    with open(path, newline="") as f:
-        for r in csv.DictReader(line for line in f if not line.startswith("#")):
-            us = r.get("us_median", "")
-            if us:
-                rows[tuple(r.get(k, "") for k in KEY)] = float(us)
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(line for line in f if not line.startswith("#"))
+            missing = [k for k in KEY + ("us_median",) if k not in (reader.fieldnames or [])]
+            if missing:
+                raise BadInput("%s: not a qfuse-bench CSV (no %s column)" % (path, missing[0]))
+            for r in reader:
+                try:
+                    us = float(r["us_median"] or "nan")
+                except ValueError:
+                    raise BadInput("%s: line %d: us_median %r is not a number"
+                                   % (path, reader.line_num, r["us_median"])) from None
+                if math.isfinite(us) and us > 0:
+                    rows[tuple(r[k] for k in KEY)] = us
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise BadInput("cannot read %s: %s" % (path, e)) from None
     return rows
 
 
@@ -32,7 +52,13 @@ def main():
     ap.add_argument("--limit", type=float, default=0.03, help="slowdown that fails (0.03 = 3%%)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     a = ap.parse_args()
-    before, after = load(a.before), load(a.after)
+    if not (math.isfinite(a.limit) and a.limit >= 0):
+        ap.error("--limit %r: expected a fraction >= 0 (0.03 = 3%%)" % a.limit)
+    try:
+        before, after = load(a.before), load(a.after)
+    except BadInput as e:
+        print("bench_compare.py: %s" % e, file=sys.stderr)
+        return 2
     common = [k for k in before if k in after]
     slow = 0
     sep = " | " if a.markdown else "  "
@@ -53,8 +79,17 @@ def main():
         for k in sorted(only):
             print("only %s: %s" % (name, ",".join(k)))
     print("%d rows compared, %d more than %.0f%% slower" % (len(common), slow, 100 * a.limit))
-    return 1 if slow else 0
+    if not common:
+        print("bench_compare.py: no timed row is in both files", file=sys.stderr)
+    return 1 if slow or not common else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        rc = main()
+        sys.stdout.flush()
+    except OSError as e:  # the standard output full or closed
+        print("bench_compare.py: cannot write the comparison: %s" % e, file=sys.stderr)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        rc = 1
+    sys.exit(rc)

@@ -34,11 +34,6 @@ static inline qf_ctx_t *gpu_ctx(void) {
     return ctx;
 }
 
-/* QFUSE_TEST_QUICK=1 (sanitizer and valgrind runs): the large shapes are skipped. */
-static inline int test_quick(void) {
-    return getenv("QFUSE_TEST_QUICK") && atoi(getenv("QFUSE_TEST_QUICK"));
-}
-
 /* A cmocka test named `name` that runs fn with an int argument (read back with test_arg): one
  * function serves the tests that differ only by it. */
 #define QF_TEST_ARG(name, fn, arg) {#name, fn, NULL, NULL, (void *)(intptr_t)(arg)}

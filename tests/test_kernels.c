@@ -172,7 +172,7 @@ static int job_instance(int job, int quick, qf_kernel_instance *inst) {
  * NOTES: QFUSE_TEST_QUICK=1 (sanitizer runs, where NVRTC runs some 50x slower under valgrind)
  * compiles the first kernel of each op only: NVRTC is not the code under test there. */
 static void compile_all(int arch) {
-    const int quick = getenv("QFUSE_TEST_QUICK") && atoi(getenv("QFUSE_TEST_QUICK"));
+    const int quick = test_quick();
     assert_true(qf_kernel_count > 0);
     const int jobs = qf_kernel_count * QF_TEST_INSTANCES;
     char(*msgs)[512] = calloc((size_t)jobs, sizeof *msgs);

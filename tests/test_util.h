@@ -18,6 +18,14 @@
 #include <cuda_runtime_api.h>
 
 #include "ref.h"
+#include "status.h"
+
+/* QFUSE_TEST_QUICK=1 (sanitizer and valgrind runs): the large shapes are skipped (GPU tests) and
+ * test_kernels compiles one kernel per op. A boolean as the library reads its switches
+ * (qf_env_flag: 1, true, yes, on; another value is read as off with a warning). */
+static inline int test_quick(void) {
+    return qf_env_flag("QFUSE_TEST_QUICK");
+}
 
 /* Nonzero when a CUDA device is usable. Decided once per process. */
 static inline int qf_test_have_gpu(void) {

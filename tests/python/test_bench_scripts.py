@@ -242,3 +242,78 @@ def test_report_cells_stay_in_their_columns():
     assert lines[2].count("|") - lines[2].count("\\|") == 8, lines[2]  # 7 cells
     assert "\n" not in lines[2] and "\x00" not in lines[2]
     assert lines[2].split(" | ")[2] == ""  # eager us: -5 left blank
+
+
+# ------------------------------------------------------------------ scripts/bench_compare.py
+
+BENCH_HEAD = ("# gpu=test\nkind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,"
+              "tbps,tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note\n")
+
+
+def bench_csv(d, name, times):
+    """d/name: a qfuse-bench CSV with one quant row per (M, us_median text) in times."""
+    p = d / name
+    p.write_text(BENCH_HEAD + "".join(
+        "quant,mxfp8,nq,layernorm,bf16,rowwise,%d,4096,,1,,%s,,,,,,,\n" % (m, us)
+        for m, us in times))
+    return str(p)
+
+
+def bench_compare(args, stdout=subprocess.PIPE):
+    return subprocess.run(["python3", os.path.join(ROOT, "scripts", "bench_compare.py")] + args,
+                          stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def test_bench_compare_rows(tmp_path):
+    """Matched rows compared, a slowdown past --limit marked and exit 1; rows without a finite
+    positive time left out."""
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0"), (2048, "200.0"), (4096, "nan")])
+    b = bench_csv(tmp_path, "b.csv", [(1024, "102.0"), (2048, "220.0"), (4096, "300.0")])
+    r = bench_compare([a, b])
+    assert r.returncode == 1, r.stderr
+    assert "2 rows compared, 1 more than 3% slower" in r.stdout
+    assert "only after: quant,mxfp8,nq,layernorm,bf16,rowwise,4096,4096," in r.stdout
+    r = bench_compare([a, b, "--limit", "0.2"])
+    assert r.returncode == 0 and "2 rows compared, 0 more than 20% slower" in r.stdout
+
+
+@pytest.mark.parametrize("case,msg", [
+    ("missing", "cannot read"),
+    ("garbage", "not a qfuse-bench CSV (no kind column)"),
+    ("bad_time", "us_median 'fast' is not a number"),
+])
+def test_bench_compare_bad_files(tmp_path, case, msg):
+    good = bench_csv(tmp_path, "good.csv", [(1024, "100.0")])
+    other = {"missing": str(tmp_path / "nope.csv"),
+             "bad_time": bench_csv(tmp_path, "t.csv", [(1024, "fast")])}.get(case)
+    if case == "garbage":
+        other = str(tmp_path / "g.csv")
+        (tmp_path / "g.csv").write_text("a,b\n1,2\n")
+    r = bench_compare([good, other])
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_compare_nothing_in_common(tmp_path):
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    b = bench_csv(tmp_path, "b.csv", [(2048, "100.0")])
+    r = bench_compare([a, b])
+    assert r.returncode == 1
+    assert "no timed row is in both files" in r.stderr
+
+
+@pytest.mark.parametrize("limit", ["-1", "nan", "inf"])
+def test_bench_compare_bad_limit(tmp_path, limit):
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    r = bench_compare([a, a, "--limit", limit])
+    assert r.returncode == 2 and "expected a fraction >= 0" in r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_bench_compare_output_full(tmp_path):
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    with open("/dev/full", "w") as full:
+        r = bench_compare([a, a], stdout=full)
+    assert r.returncode == 1
+    assert "cannot write the comparison" in r.stderr and "Traceback" not in r.stderr
+    assert "Exception ignored" not in r.stderr

@@ -145,3 +145,53 @@ def test_run_tests_bad_usage(tmp_path, args, msg):
     assert r.returncode == 2
     assert msg in r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--bogus", "ok"], "unknown option '--bogus'"),
+    (["ok", "--jobs"], "--jobs needs a count"),
+    (["ok", "-x"], "unknown option '-x'"),
+    (["missing"], "'missing': no such test binary"),
+    (["ok", "missing@mxfp8"], "'missing': no such test binary"),
+    (["folder"], "'folder': not an executable file"),
+    (["plain"], "'plain': not an executable file"),
+    (["ok@a@b"], "one @RECIPE at most"),
+    (["@mxfp8"], "no binary before the @"),
+    (["ok@"], "no recipe name after the @"),
+    (["--"], "usage: run-tests"),
+])
+def test_run_tests_bad_units(fakes, tmp_path, args, msg):
+    """Options anywhere before `--`, and every unit checked before any runs: bad usage exits 2
+    with nothing run (ok would print its recipe line)."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "plain").write_text("not a program\n")
+    r = run_tests(args, tmp_path)
+    assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+    assert msg in r.stderr
+
+
+def test_run_tests_options_anywhere(fakes, tmp_path):
+    """--jobs after the units, and `--` before a unit whose name starts with '-'."""
+    f = fakes
+    dash = fake_binary(tmp_path, "-dash", 'echo "[  PASSED  ] 1 test(s)."\n')
+    assert os.path.dirname(f["ok"]) == os.path.dirname(dash) == str(tmp_path)
+    r = run_tests(["ok@r1", "ok", "--jobs", "2", "--", "-dash"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [line for line in r.stdout.splitlines() if line.startswith("recipe=")] == \
+        ["recipe=r1", "recipe=none"]
+    assert r.stdout.endswith("tests: 5 passed, 0 failed, 0 skipped\n")
+
+
+def test_run_tests_no_summary_fails(fakes, tmp_path):
+    """A binary that exits 0 without cmocka's summary ran no tests: named, exit 1."""
+    silent = fake_binary(tmp_path, "silent", "exit 0\n")
+    r = run_tests([fakes["ok"], silent], tmp_path)
+    assert r.returncode == 1
+    assert "ran no tests (no cmocka summary): %s\n" % silent in r.stdout
+    assert r.stdout.endswith("tests: 2 passed, 0 failed, 0 skipped\n")
+    # a filter that matches none of a binary's tests: cmocka's summary of 0 tests, exit 0
+    none = fake_binary(tmp_path, "none", 'echo "[==========] 0 test(s) run."\n'
+                       'echo "[  PASSED  ] 0 test(s)."\n')
+    r = run_tests([fakes["ok"], none], tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.endswith("tests: 2 passed, 0 failed, 0 skipped\n")

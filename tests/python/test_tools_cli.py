@@ -3,6 +3,7 @@ single-valued option (exit 2, naming it), stop at the first bad value and add up
 and --section values; an output that is not a regular file is refused with that reason; and
 scripts/gpu-compare keeps its own --csv (docs/tools.md)."""
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -143,6 +144,33 @@ def test_gpu_compare_keeps_its_csv(tmp_path):
     assert not out.exists()
     r = run(["sh", os.path.join(root, "scripts", "gpu-compare")])
     assert r.returncode == 2 and r.stderr.startswith("usage: scripts/gpu-compare")
+
+
+def test_gpu_compare_usage(tmp_path):
+    """--help; a PREV_DIR that is no tree refused before OUT_DIR is made; a relative OUT_DIR
+    holds the logs (the PREV build runs in PREV_DIR)."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    script = os.path.join(root, "scripts", "gpu-compare")
+    r = subprocess.run(["sh", script, "--help"], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0 and "PREV_DIR OUT_DIR" in r.stdout and "Exit 0" in r.stdout
+    out = tmp_path / "out"
+    r = subprocess.run(["sh", script, str(tmp_path / "nope"), str(out)], capture_output=True,
+                       text=True, cwd=root)
+    assert r.returncode == 2 and "is not a qfuse tree" in r.stderr and not out.exists()
+    r = subprocess.run(["sh", script, str(tmp_path), str(out)], capture_output=True, text=True,
+                       cwd=str(tmp_path))
+    assert r.returncode == 2 and "top folder" in r.stderr and not out.exists()
+    prev = tmp_path / "prev"
+    prev.mkdir()
+    (prev / "Makefile").write_text("build/qfuse-bench:\n\t@echo prev-built; false\n")
+    tree = tmp_path / "tree"  # a stand-in for this tree's top folder
+    (tree / "scripts").mkdir(parents=True)
+    (tree / "Makefile").write_text("")
+    shutil.copy(script, tree / "scripts" / "gpu-compare")
+    r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out"], capture_output=True,
+                       text=True, cwd=str(tree))
+    assert r.returncode == 1 and "PREV_DIR's build failed" in r.stderr, r.stderr
+    assert "prev-built" in (tree / "rel" / "out" / "build-prev.log").read_text()
 
 
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
