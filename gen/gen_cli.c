@@ -143,7 +143,8 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
             qf_gen_shown shown;
             fprintf(err,
                     "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
-                    "with XX in %d..%d (e.g. sm_90, or sm_90a, its compile target)\n%s",
+                    "with XX in %d..%d (e.g. sm_90; sm_90a, its compile target, is the only "
+                    "suffixed spelling: other archs compile without one)\n%s",
                     qf_gen_path_shown(v, &shown), QF_ARCH_MIN, QF_ARCH_MAX, qf_gen_usage);
             return 2;
         }

@@ -236,6 +236,11 @@ static void test_cli_usage(void **state) {
          2,
          "",
          "expected sm_XX with XX in 89..199"},
+        /* sm_100's target has no suffix: sm_100a is refused, and the message says why */
+        {{"--list", "--arch", "sm_100a", "recipes/fp8_delayed.lua", NULL},
+         2,
+         "",
+         "sm_90a, its compile target, is the only suffixed spelling"},
         {{"recipes/fp8_delayed.lua", "-o", NULL}, 2, "", "option '-o' needs a value"},
         {{"-o=", "recipes/fp8_delayed.lua", NULL}, 2, "", "option '-o=' needs a value"},
         {{"-ox", "recipes/fp8_delayed.lua", NULL}, 2, "", "unknown option '-ox'"},

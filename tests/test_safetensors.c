@@ -280,7 +280,7 @@ static void test_bad_shapes_and_offsets(void **state) {
                       "out of range");
     expect_bad_header("offs_reversed",
                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}",
-                      "out of range");
+                      "begin after end");
     expect_bad_header("size_mismatch",
                       "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}",
                       "does not match");

@@ -67,6 +67,13 @@ void demo_block_load(const char *path, demo_block *b) {
         for (int64_t j = 0; j < n; j++) {
             const float e = qf_load_as_float(data[i], dt[i], j);
             v[j] = i == T_X ? qf_bf16_to_float(qf_float_to_bf16(e)) : e;
+            if (!isfinite(v[j])) { /* training on it would give NaN losses, not an answer */
+                fprintf(stderr, "qfuse-demo: %s: tensor '%s' holds %s at element %lld (%s); "
+                        "the demo trains on finite values only\n", path, tensor_names[i],
+                        isnan(v[j]) ? "NaN" : "an infinity", (long long)j,
+                        i == T_X ? "in bf16, as the demo reads x" : "as read");
+                exit(1);
+            }
         }
         *dst[i] = v;
     }

@@ -779,7 +779,9 @@ static int qf_warm_args(int argc, char **argv, qf_warm *w, int *jobs) {
             else if ((w->arch = qf_arch_parse(v)) < 0)
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a supported architecture; "
                                          "expected sm_XX with XX in %d..%d (FP8 needs sm_89+; "
-                                         "e.g. sm_90, or sm_90a, its compile target)", v,
+                                         "e.g. sm_90; sm_90a, its compile target, is the "
+                                         "only suffixed spelling: other archs compile without "
+                                         "one)", v,
                                          QF_ARCH_MIN, QF_ARCH_MAX);
             else if (!qf_jit_arch_known(w->arch, known, sizeof known))
                 rc = qf_tool_usage_error("warm: --arch '%s' is not a GPU architecture this NVRTC "

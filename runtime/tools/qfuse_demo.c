@@ -605,8 +605,14 @@ static int demo_main(int argc, char **argv) {
     /* line by line into a pipe or log too (make demo tees it), so that progress and errors on
      * stderr stay in order */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry\n", qf_recipe_count,
+    int selected = 0;
+    for (int ri = 0; ri < qf_recipe_count; ri++)
+        selected += tool_recipe_selected(&o.recipes, ri);
+    printf("qfuse-demo: %d recipe(s), %d kernel variant(s) in the registry", qf_recipe_count,
            qf_kernel_count);
+    if (o.recipes.n)
+        printf("; %d recipe(s) chosen by --recipe", selected);
+    printf("\n");
     if (o.loss_csv && o.train_steps == 0)
         fprintf(stderr, "qfuse-demo: --train-steps 0: no training, so no loss curves for "
                 "--loss-csv %s\n", o.loss_csv);

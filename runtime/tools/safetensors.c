@@ -173,7 +173,10 @@ static qf_status st_parse_offsets(const qf_st_file *f, qf_st_tensor *t, const cJ
         !st_json_u64(cJSON_GetArrayItem(offs, 1), &t->end))
         return st_bad(f, "tensor '%s': data_offsets are not integers in 0..2^53 (JSON numbers "
                       "exact in a double)", t->name);
-    if (t->begin > t->end || t->end > f->data_size)
+    if (t->begin > t->end)
+        return st_bad(f, "tensor '%s': data_offsets [%llu, %llu] begin after end", t->name,
+                      (unsigned long long)t->begin, (unsigned long long)t->end);
+    if (t->end > f->data_size)
         return st_bad(f, "tensor '%s': data_offsets [%llu, %llu] out of range of the %llu-byte "
                       "data section", t->name, (unsigned long long)t->begin,
                       (unsigned long long)t->end, (unsigned long long)f->data_size);

@@ -326,8 +326,9 @@ def test_unknown_recipe_has_the_hint(built_tool, name):
     assert lines[1:] == ["Try '%s --help'." % name]
 
 
-def write_block(path, M=4, K=8, F=16):
-    """A small safetensors LayerNorm + MLP block of zeros, the tensors qfuse-demo --weights reads."""
+def write_block(path, M=4, K=8, F=16, poke=None):
+    """A small safetensors LayerNorm + MLP block of zeros, the tensors qfuse-demo --weights reads;
+    poke = (tensor, index, float value) sets one element."""
     import json
     import struct
     shapes = {"x": [M, K], "ln.weight": [K], "ln.bias": [K], "fc1.weight": [F, K],
@@ -337,9 +338,28 @@ def write_block(path, M=4, K=8, F=16):
         n = 4 * shape[0] * (shape[1] if len(shape) == 2 else 1)
         header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}
         off += n
+    data = bytearray(off)
+    if poke:
+        name, i, v = poke
+        struct.pack_into("<f", data, header[name]["data_offsets"][0] + 4 * i, v)
     h = json.dumps(header).encode()
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + bytes(off))
+        f.write(struct.pack("<Q", len(h)) + h + bytes(data))
+
+
+@pytest.mark.parametrize("poke,what", [
+    (("x", 5, float("nan")), "tensor 'x' holds NaN at element 5 (in bf16, as the demo reads x)"),
+    (("fc1.weight", 0, float("inf")), "tensor 'fc1.weight' holds an infinity at element 0"),
+    (("x", 3, 3.4e38), "tensor 'x' holds an infinity at element 3 (in bf16"),
+])
+def test_demo_refuses_non_finite_weights(built_tool, tmp_path, poke, what):
+    """A checkpoint with a NaN or an infinity (x as the bf16 the demo reads: 3.4e38 rounds up to
+    one) is refused as it is read, before any work, GPU or not (make demo reads a finite one)."""
+    w = tmp_path / "block.safetensors"
+    write_block(w, poke=poke)
+    r = run([built_tool("qfuse-demo"), "--weights", str(w), "--train-steps", "0"])
+    assert r.returncode == 1 and what in r.stderr, r.stderr
+    assert "compiled" not in r.stdout and "recipe" not in r.stderr.split("holds")[0], r.stdout
 
 
 def test_demo_loss_csv_never_the_weights(built_tool, tmp_path):
@@ -363,3 +383,15 @@ def test_demo_loss_csv_never_the_weights(built_tool, tmp_path):
     assert ("qfuse-demo: --loss-csv %s: a '.' or '..' after a folder that does not exist yet\n"
             % csv) in r.stderr
     assert not (tmp_path / "new").exists() and w.read_bytes() == before
+
+
+def test_demo_names_the_chosen_recipes(built_tool, tmp_path):
+    """The opening line counts the registry, and the recipes --recipe chose when it is given."""
+    missing = str(tmp_path / "none.safetensors")  # stops the run after that line
+    r = run([built_tool("qfuse-demo"), "--recipe", "mxfp8", "--recipe", "nvfp4", "--recipe",
+             "mxfp8", "--weights", missing])
+    assert r.returncode == 1
+    first = r.stdout.splitlines()[0]
+    assert first.endswith(" kernel variant(s) in the registry; 2 recipe(s) chosen by --recipe")
+    r = run([built_tool("qfuse-demo"), "--weights", missing])
+    assert r.stdout.splitlines()[0].endswith(" kernel variant(s) in the registry")
