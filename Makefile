@@ -222,12 +222,18 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 
 # The examples run first (each exits 0 without a GPU), so that the tests' summary stays last.
 # qfuse-bench is built too, so that every tool the docs name exists after `make test`.
+# TEST_JOBS=N (default 1) runs N test binaries at a time (scripts/run-tests --jobs), with
+# test_gpu_quantize split into one unit per shipped recipe: on a GPU host its full shapes run
+# for many minutes serially (docs/testing.md).
+TEST_JOBS ?= 1
+TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(foreach t,$(TEST_BINS),$(if $(filter \
+    %/test_gpu_quantize,$(t)),$(RECIPES:recipes/%.lua=$(t)@%),$(t))),$(TEST_BINS))
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
 	    { PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; echo $$? > $(B)/pytest.rc; } | \
 	        tee $(B)/pytest.log; py=$$(cat $(B)/pytest.rc); \
-	    scripts/run-tests $(TEST_BINS); rc=$$?; \
+	    scripts/run-tests --jobs $(TEST_JOBS) $(TEST_UNITS); rc=$$?; \
 	    echo "python tests: $$(grep -E '(passed|failed|error|skipped)' $(B)/pytest.log | tail -1)"; \
 	    grep '^SKIPPED' $(B)/pytest.log | sed 's/^SKIPPED \[[0-9]*\] /  skipped: /'; \
 	    if [ $$py -ne 0 ]; then echo "python tests failed (scripts/run-pytest: rc $$py)"; fi; \

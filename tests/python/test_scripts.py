@@ -195,3 +195,30 @@ def test_run_tests_no_summary_fails(fakes, tmp_path):
     r = run_tests([fakes["ok"], none], tmp_path)
     assert r.returncode == 0, r.stdout
     assert r.stdout.endswith("tests: 2 passed, 0 failed, 0 skipped\n")
+
+
+def make_test_line(jobs):
+    """The scripts/run-tests command line of `make test` (make -n: nothing runs)."""
+    args = ["make", "-n", "-C", ROOT, "test"] + (["TEST_JOBS=%s" % jobs] if jobs else [])
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    line = [ln for ln in r.stdout.splitlines() if "scripts/run-tests" in ln]
+    assert len(line) == 1, r.stdout[-2000:]
+    return line[0].split("scripts/run-tests", 1)[1].split(";", 1)[0].split()
+
+
+def test_make_test_jobs():
+    """TEST_JOBS=N passes --jobs N and splits test_gpu_quantize into one unit per shipped
+    recipe; by default the binaries run one at a time, unsplit."""
+    recipes = sorted(f[:-4] for f in os.listdir(os.path.join(ROOT, "recipes"))
+                     if f.endswith(".lua"))
+    serial = make_test_line(None)
+    assert serial[:2] == ["--jobs", "1"]
+    assert [u for u in serial if "@" in u] == []
+    assert any(u.endswith("/tests/test_gpu_quantize") for u in serial)
+    par = make_test_line(4)
+    assert par[:2] == ["--jobs", "4"]
+    split = [u for u in par if "test_gpu_quantize" in u]
+    assert sorted(u.split("@")[1] for u in split) == recipes
+    assert [u for u in par[2:] if "@" not in u] == \
+        [u for u in serial[2:] if not u.endswith("/tests/test_gpu_quantize")]
