@@ -39,6 +39,16 @@ static int example_arg(int argc, char **argv, const char *usage, const char *dfl
     return -1;
 }
 
+/* The exit status for rc (0 or 1), 1 when the standard output could not be written (a full
+ * disk, a closed pipe), with a message: what the example printed is its result. */
+static int example_exit(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, EXAMPLE_NAME ": cannot write the standard output\n");
+        return 1;
+    }
+    return rc;
+}
+
 /* 1 when s is what an op takes as a recipe file's path rather than a shipped recipe's name: it
  * holds a '/' or ends in ".lua" (docs/api.md). */
 static int example_is_recipe_path(const char *s) {

@@ -237,5 +237,5 @@ int main(int argc, char **argv) {
         printf("  skipped the GPU part (no GPU): y not computed\n");
     buf_free_all();
     qf_ctx_free(ctx);
-    return rc ? 1 : 0;
+    return example_exit(rc ? 1 : 0);
 }

@@ -116,5 +116,5 @@ int main(int argc, char **argv) {
         fprintf(stderr, "recipe_file: %s: %s\n", qf_status_name(s), qf_last_error());
     buf_free_all();
     qf_ctx_free(ctx);
-    return s == QF_OK || (s == QF_ERR_NO_DEVICE && !g_gpu) ? 0 : 1;
+    return example_exit(s == QF_OK || (s == QF_ERR_NO_DEVICE && !g_gpu) ? 0 : 1);
 }

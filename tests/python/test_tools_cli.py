@@ -254,6 +254,19 @@ def test_cache_tool_directory_said_first(built_tool, tmp_path):
         assert r.stderr.rstrip().endswith("bytes; give a shorter one"), r.stderr
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+@pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
+def test_example_output_full(built_tool, name):
+    # what an example prints is its result: a standard output that cannot be written is exit 1
+    tool = built_tool(os.path.join("examples", name))
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([tool], stdout=full, stderr=subprocess.PIPE, text=True, cwd=root,
+                           timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.endswith("%s: cannot write the standard output\n" % name), r.stderr
+
+
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
 def test_example_double_dash(built_tool, name):
     # "--" ends the options: what follows is the argument, even with a leading '-'
