@@ -182,6 +182,15 @@ def test_run_tests_options_anywhere(fakes, tmp_path):
     assert r.stdout.endswith("tests: 5 passed, 0 failed, 0 skipped\n")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_run_tests_output_full(fakes, tmp_path):
+    """A summary that cannot be written is a failed run."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(["sh", RUN_TESTS, fakes["ok"]], stdout=full, stderr=subprocess.PIPE,
+                           cwd=tmp_path, timeout=60)
+    assert r.returncode == 1
+
+
 def test_run_tests_no_summary_fails(fakes, tmp_path):
     """A binary that exits 0 without cmocka's summary ran no tests: named, exit 1."""
     silent = fake_binary(tmp_path, "silent", "exit 0\n")
