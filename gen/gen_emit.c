@@ -370,13 +370,9 @@ static int qf_gen_mkdirs(const char *path, qf_gen_err *e) {
     const int err = qf_mkdirs(path, 0777, &bad);
     if (err == ENOTDIR)
         return qf_gen_fail_path(e, path, bad, "exists and is not a directory");
-    if (err == EEXIST) /* qf_mkdirs: a symbolic link to nothing */
-        return qf_gen_fail_path(e, path, bad, "is a symbolic link to nothing; nothing was made");
-    if (qf_mkdirs_dotdot(err, path, bad))
-        return qf_gen_fail_path(e, path, bad, "'..' after a folder that does not exist yet; "
-                                "nothing was made");
-    if (err)
-        return qf_gen_fail_path(e, path, bad, "cannot create directory (%s)", strerror(err));
+    if (err) /* qf_mkdirs makes all or nothing */
+        return qf_gen_fail_path(e, path, bad, "cannot create directory (%s); nothing was made",
+                                qf_mkdirs_why(err, path, bad));
     return 0;
 }
 

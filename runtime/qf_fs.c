@@ -72,3 +72,10 @@ int qf_mkdirs_dotdot(int err, const char *path, size_t failed_len) {
            path[failed_len - 1] == '.' && path[failed_len - 2] == '.' &&
            (failed_len == 2 || path[failed_len - 3] == '/');
 }
+
+const char *qf_mkdirs_why(int err, const char *path, size_t failed_len) {
+    return err == EEXIST ? "a symbolic link to nothing"
+           : qf_mkdirs_dotdot(err, path, failed_len)
+               ? "a '..' after a folder that does not exist yet"
+               : strerror(err);
+}

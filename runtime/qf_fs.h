@@ -24,4 +24,9 @@ QF_INTERNAL int qf_mkdirs(const char *path, mode_t mode, size_t *failed_len);
  * that a message can say so rather than strerror(ENOENT). */
 QF_INTERNAL int qf_mkdirs_dotdot(int err, const char *path, size_t failed_len);
 
+/* qf_mkdirs' answer err for path (failed_len as it set it) in words, for a message: "a symbolic
+ * link to nothing" (EEXIST), "a '..' after a folder that does not exist yet" (qf_mkdirs_dotdot),
+ * else strerror(err). One wording for the generator's and the kernel cache's messages. */
+QF_INTERNAL const char *qf_mkdirs_why(int err, const char *path, size_t failed_len);
+
 #endif /* QF_FS_H */

@@ -105,6 +105,12 @@ static void test_dots(void **state) {
     assert_false(qf_mkdirs_dotdot(EACCES, path, bad));
     assert_false(qf_mkdirs_dotdot(ENOENT, "x/a..", 5)); /* a name ending in "..", not ".." */
     assert_false(qf_mkdirs_dotdot(ENOENT, path, strlen(path)));
+    /* the words of each answer (qf_mkdirs_why) */
+    assert_string_equal(qf_mkdirs_why(ENOENT, path, bad),
+                        "a '..' after a folder that does not exist yet");
+    assert_string_equal(qf_mkdirs_why(EEXIST, path, strlen(path)), "a symbolic link to nothing");
+    assert_string_equal(qf_mkdirs_why(EACCES, path, bad), strerror(EACCES));
+    assert_string_equal(qf_mkdirs_why(ENOENT, path, strlen(path)), strerror(ENOENT));
     assert_false(is_dir(qf_test_dir_path(&d, "new"), NULL));
     assert_false(is_dir(qf_test_dir_path(&d, "z"), NULL));
     assert_int_equal(qf_mkdirs(qf_test_dir_path(&d, "n2/./n3/../../n4"), 0700, &bad), ENOENT);

@@ -311,8 +311,8 @@ static void test_cli_usage(void **state) {
         {{"-o", "/tmp/qf_test_gen_dotdot/nope/../out", "recipes/fp8_delayed.lua", NULL},
          1,
          "",
-         "/tmp/qf_test_gen_dotdot/nope/..: '..' after a folder that does not exist yet; nothing "
-         "was made"},
+         "/tmp/qf_test_gen_dotdot/nope/..: cannot create directory (a '..' after a folder that "
+         "does not exist yet); nothing was made"},
         /* two paths of one name: both said, and why one name is too many */
         {{"--check", "./recipes/fp8_delayed.lua", "recipes/fp8_delayed.lua", NULL},
          1,

@@ -200,11 +200,7 @@ static const char *qf_cache_decide(void) {
     }
     if (err) {
         qf_warn("kernel cache directory %s cannot be created or written (%s); using the "
-                "in-memory cache only", qf_cache_path,
-                err == EEXIST ? "a symbolic link to nothing" /* qf_mkdirs' EEXIST */
-                : qf_mkdirs_dotdot(err, qf_cache_path, bad)
-                    ? "a '..' after a folder that does not exist yet"
-                    : strerror(err));
+                "in-memory cache only", qf_cache_path, qf_mkdirs_why(err, qf_cache_path, bad));
         return NULL;
     }
     return qf_cache_path;
