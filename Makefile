@@ -229,6 +229,8 @@ TEST_JOBS ?= 1
 TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(foreach t,$(TEST_BINS),$(if $(filter \
     %/test_gpu_quantize,$(t)),$(RECIPES:recipes/%.lua=$(t)@%),$(t))),$(TEST_BINS))
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
+	$(Q)case '$(TEST_JOBS)' in ''|*[!0-9]*|0*|????*) echo "make test: TEST_JOBS='$(TEST_JOBS)':" \
+	    "expected a count from 1 to 999" >&2; exit 2;; esac
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
 	    { PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; echo $$? > $(B)/pytest.rc; } | \

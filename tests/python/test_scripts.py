@@ -155,7 +155,9 @@ def test_run_tests_bad_usage(tmp_path, args, msg):
     (["ok", "missing@mxfp8"], "'missing': no such test binary"),
     (["folder"], "'folder': not an executable file"),
     (["plain"], "'plain': not an executable file"),
-    (["ok@a@b"], "one @RECIPE at most"),
+    (["ok@a@b"], "'ok@a': no such test binary"),
+    (["ok@x ls -la"], "a recipe name is letters, digits"),
+    (["ok@a;b"], "a recipe name is letters, digits"),
     (["@mxfp8"], "no binary before the @"),
     (["ok@"], "no recipe name after the @"),
     (["--"], "usage: run-tests"),
@@ -189,6 +191,30 @@ def test_run_tests_output_full(fakes, tmp_path):
         r = subprocess.run(["sh", RUN_TESTS, fakes["ok"]], stdout=full, stderr=subprocess.PIPE,
                            cwd=tmp_path, timeout=60)
     assert r.returncode == 1
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "3"]])
+def test_run_tests_odd_names(fakes, tmp_path, jobs):
+    """Names with blanks, quotes, a backslash, a leading '-' under a folder, and a '@' in a
+    folder's name run as given, serially and in parallel; nothing else is touched."""
+    body = 'echo "recipe=${QFUSE_TEST_RECIPE:-none}"\necho "[  PASSED  ] 1 test(s)."\n'
+    (tmp_path / "-d").mkdir()
+    (tmp_path / "a@b").mkdir()
+    names = ["t x", "it's", "b\\1", "-d/t", "a@b/t"]
+    for n in names:
+        fake_binary(tmp_path, n, body)
+    victim = fake_binary(tmp_path, "victim", body)
+    before = open(victim).read()
+    r = run_tests(jobs + ["--", names[0], names[1] + "@mxfp8", names[2], names[3],
+                          names[4] + "@nvfp4"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.endswith("tests: 5 passed, 0 failed, 0 skipped\n")
+    assert [ln for ln in r.stdout.splitlines() if ln.startswith("recipe=")] == \
+        ["recipe=none", "recipe=mxfp8", "recipe=none", "recipe=none", "recipe=nvfp4"]
+    assert "== b\\1\n" in r.stdout
+    assert open(victim).read() == before
+    assert sorted(os.listdir(tmp_path)) == sorted(names[:3] + ["-d", "a@b", "victim", "ok", "bad",
+                                                               "crash", "skip", "refuse"])
 
 
 def test_run_tests_no_summary_fails(fakes, tmp_path):
@@ -231,3 +257,20 @@ def test_make_test_jobs():
     assert sorted(u.split("@")[1] for u in split) == recipes
     assert [u for u in par[2:] if "@" not in u] == \
         [u for u in serial[2:] if not u.endswith("/tests/test_gpu_quantize")]
+
+
+@pytest.mark.parametrize("jobs,ok", [("4", True), ("1", True), ("0", False), ("abc", False),
+                                     ("", False), ("2 3", False), ("01", False),
+                                     ("1000", False)])
+def test_make_test_jobs_checked_first(jobs, ok):
+    """make test checks TEST_JOBS before it runs anything (its first command, run here alone)."""
+    r = subprocess.run(["make", "-n", "-C", ROOT, "test", "TEST_JOBS=" + jobs],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.replace("\\\n", " ")  # make -n shows a continued line as it is written
+    check = [ln for ln in text.splitlines() if ln.startswith("case '")]
+    assert len(check) == 1, r.stdout[-2000:]
+    c = subprocess.run(["sh", "-c", check[0]], capture_output=True, text=True, timeout=60)
+    assert c.returncode == (0 if ok else 2)
+    if not ok:
+        assert c.stderr == "make test: TEST_JOBS='%s': expected a count from 1 to 999\n" % jobs
