@@ -16,6 +16,16 @@
 
 #define EXAMPLE_MAX_BUFS 64
 
+/* The exit status for rc (0 or 1), 1 when the standard output could not be written (a full
+ * disk, a closed pipe), with a message: what the example printed is its result. */
+static int example_exit(int rc) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, EXAMPLE_NAME ": cannot write the standard output\n");
+        return 1;
+    }
+    return rc;
+}
+
 /* The one optional positional argument of an example: *arg is it, or dflt. Returns -1 to go on
  * (stdout then line-buffered, so that its lines and stderr's keep their order through a pipe),
  * else the exit status: 0 after -h/--help (usage on stdout), 2 after an unknown option or a
@@ -26,7 +36,7 @@ static int example_arg(int argc, char **argv, const char *usage, const char *dfl
     const int opt = n == 1 && first == 1 && argv[1][0] == '-'; /* not after "--" */
     if (opt && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         printf("%s\n", usage);
-        return 0;
+        return example_exit(0);
     }
     if (n > 1 || opt) {
         fprintf(stderr, EXAMPLE_NAME ": %s '%s'; %s\n",
@@ -37,16 +47,6 @@ static int example_arg(int argc, char **argv, const char *usage, const char *dfl
     *arg = n ? argv[first] : dflt;
     setvbuf(stdout, NULL, _IOLBF, 0);
     return -1;
-}
-
-/* The exit status for rc (0 or 1), 1 when the standard output could not be written (a full
- * disk, a closed pipe), with a message: what the example printed is its result. */
-static int example_exit(int rc) {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, EXAMPLE_NAME ": cannot write the standard output\n");
-        return 1;
-    }
-    return rc;
 }
 
 /* 1 when s is what an op takes as a recipe file's path rather than a shipped recipe's name: it

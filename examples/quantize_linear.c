@@ -210,7 +210,7 @@ static int layer_check(layer *L, const qf_tensor *y, qf_family family) {
 
 int main(int argc, char **argv) {
     static layer L;
-    const char *name;
+    const char *name = NULL;
     const int done = example_arg(
         argc, argv, "usage: quantize_linear [RECIPE]   (a shipped recipe; default mxfp8)", "mxfp8",
         &name);

@@ -75,7 +75,7 @@ static qf_status run_once(qf_ctx_t *ctx, const char *path, const qf_tensor *x,
 }
 
 int main(int argc, char **argv) {
-    const char *path;
+    const char *path = NULL;
     static const char usage[] =
         "usage: recipe_file [RECIPE.lua]   (default examples/my_recipe.lua)";
     static const char dflt_path[] = "examples/my_recipe.lua";

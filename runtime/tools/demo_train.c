@@ -66,12 +66,12 @@ void demo_block_load(const char *path, demo_block *b) {
         double *v = tool_xmalloc((size_t)n * sizeof *v);
         for (int64_t j = 0; j < n; j++) {
             const float e = qf_load_as_float(data[i], dt[i], j);
-            v[j] = i == T_X ? qf_bf16_to_float(qf_float_to_bf16(e)) : e;
-            if (!isfinite(v[j])) { /* training on it would give NaN losses, not an answer */
-                fprintf(stderr, "qfuse-demo: %s: tensor '%s' holds %s at element %lld (%s); "
-                        "the demo trains on finite values only\n", path, tensor_names[i],
-                        isnan(v[j]) ? "NaN" : "an infinity", (long long)j,
-                        i == T_X ? "in bf16, as the demo reads x" : "as read");
+            const float h = qf_bf16_to_float(qf_float_to_bf16(e)); /* as the GPU gets it */
+            v[j] = i == T_X ? h : e;
+            if (!isfinite(h)) { /* training on it would give NaN losses, not an answer */
+                fprintf(stderr, "qfuse-demo: %s: tensor '%s' holds %s at element %lld (in "
+                        "bf16, as the demo uploads it); the demo trains on finite values only\n",
+                        path, tensor_names[i], isnan(h) ? "NaN" : "an infinity", (long long)j);
                 exit(1);
             }
         }

@@ -272,7 +272,8 @@ def test_bench_compare_rows(tmp_path):
     r = bench_compare([a, b])
     assert r.returncode == 1, r.stderr
     assert "2 rows compared, 1 more than 3% slower" in r.stdout
-    assert "only after: quant,mxfp8,nq,layernorm,bf16,rowwise,4096,4096," in r.stdout
+    assert "untimed before: quant,mxfp8,nq,layernorm,bf16,rowwise,4096,4096," in r.stdout
+    assert "only " not in r.stdout
     r = bench_compare([a, b, "--limit", "0.2"])
     assert r.returncode == 0 and "2 rows compared, 0 more than 20% slower" in r.stdout
 
@@ -302,11 +303,43 @@ def test_bench_compare_nothing_in_common(tmp_path):
     assert "no timed row is in both files" in r.stderr
 
 
-@pytest.mark.parametrize("limit", ["-1", "nan", "inf"])
+@pytest.mark.parametrize("limit", ["-1", "nan", "inf", "1e400", "101", "x"])
 def test_bench_compare_bad_limit(tmp_path, limit):
     a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
     r = bench_compare([a, a, "--limit", limit])
-    assert r.returncode == 2 and "expected a fraction >= 0" in r.stderr
+    assert r.returncode == 2
+    assert "'%s': expected a fraction from 0 to 100" % limit in r.stderr
+
+
+def test_bench_compare_rows_checked(tmp_path):
+    """A second row for one key, with the file's own line number ('#' lines counted), is
+    refused; a short row under a reordered header reads its missing cells as empty; the rows
+    only in one file are listed with M, K and N in numeric order."""
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0"), (2048, "90.0"), (1024, "10.0")])
+    r = bench_compare([a, a])
+    assert r.returncode == 2 and r.stdout == ""
+    assert "a.csv: line 5: a second row for quant,mxfp8,nq,layernorm,bf16,rowwise,1024," \
+        in r.stderr  # the '#' line and the header are lines 1 and 2
+    odd = tmp_path / "odd.csv"
+    odd.write_text("us_median," + ",".join(load_script("bench_compare").KEY) + "\n5\n")
+    r = bench_compare([str(odd), str(odd)])
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.endswith("1 rows compared, 0 more than 3% slower\n")
+    b = bench_csv(tmp_path, "b.csv", [(64, "1.0"), (4096, "1.0"), (512, "1.0")])
+    c = bench_csv(tmp_path, "c.csv", [(8, "1.0")])
+    r = bench_compare([b, c])
+    only = [ln.split(",")[6] for ln in r.stdout.splitlines() if ln.startswith("only before")]
+    assert only == ["64", "512", "4096"]
+
+
+def test_bench_compare_stdout_closed(tmp_path):
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    r = subprocess.run(["python3", os.path.join(ROOT, "scripts", "bench_compare.py"), a, a],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+                       pass_fds=(), close_fds=True,
+                       preexec_fn=lambda: os.close(1))
+    assert r.returncode == 1
+    assert "no standard output" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")

@@ -173,6 +173,24 @@ def test_gpu_compare_usage(tmp_path):
     assert r.returncode == 1 and "PREV_DIR's build failed" in r.stderr, r.stderr
     assert "prev-built" in (tree / "rel" / "out" / "build-prev.log").read_text()
 
+    # benches that time nothing (no GPU) write no CSV: exit 1, saying so, and an earlier run's
+    # CSVs in OUT_DIR are not compared again
+    for d in (prev, tree):
+        (d / "Makefile").write_text("build/qfuse-bench:\n\t@true\n")
+        (d / "build").mkdir(exist_ok=True)
+        bench = d / "build" / "qfuse-bench"
+        bench.write_text("#!/bin/sh\necho 'no GPU: nothing timed'\n")
+        bench.chmod(0o755)
+    out = tree / "rel" / "out"
+    for f in ("before.csv", "after.csv"):
+        (out / f).write_text("kind,recipe,op,norm,dtype,outputs,M,K,N,us_median\n"
+                             "quant,mxfp8,nq,,bf16,,1,1,,5.0\n")
+    r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out"], capture_output=True,
+                       text=True, cwd=str(tree))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no before.csv: the bench timed nothing (a GPU is needed" in r.stderr
+    assert r.stdout == "" and not (out / "after.csv").exists()
+
 
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
 def test_example_arguments(built_tool, name):
@@ -266,6 +284,10 @@ def test_example_output_full(built_tool, name):
                            timeout=120)
     assert r.returncode == 1
     assert r.stderr.endswith("%s: cannot write the standard output\n" % name), r.stderr
+    with open("/dev/full", "w") as full:  # its help too
+        r = subprocess.run([tool, "--help"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    assert r.returncode == 1 and "cannot write the standard output" in r.stderr
 
 
 @pytest.mark.parametrize("name", ["quantize_linear", "recipe_file"])
@@ -362,12 +384,14 @@ def write_block(path, M=4, K=8, F=16, poke=None):
 
 
 @pytest.mark.parametrize("poke,what", [
-    (("x", 5, float("nan")), "tensor 'x' holds NaN at element 5 (in bf16, as the demo reads x)"),
+    (("x", 5, float("nan")), "tensor 'x' holds NaN at element 5 (in bf16, as the demo uploads"),
     (("fc1.weight", 0, float("inf")), "tensor 'fc1.weight' holds an infinity at element 0"),
     (("x", 3, 3.4e38), "tensor 'x' holds an infinity at element 3 (in bf16"),
+    (("fc1.weight", 7, 3.4e38), "tensor 'fc1.weight' holds an infinity at element 7 (in bf16"),
+    (("ln.bias", 1, -3.4e38), "tensor 'ln.bias' holds an infinity at element 1 (in bf16"),
 ])
 def test_demo_refuses_non_finite_weights(built_tool, tmp_path, poke, what):
-    """A checkpoint with a NaN or an infinity (x as the bf16 the demo reads: 3.4e38 rounds up to
+    """A checkpoint with a NaN or an infinity in the bf16 the demo uploads (3.4e38 rounds up to
     one) is refused as it is read, before any work, GPU or not (make demo reads a finite one)."""
     w = tmp_path / "block.safetensors"
     write_block(w, poke=poke)
