@@ -105,7 +105,7 @@ DEPS_OK := $(B)/.deps-ok
 FLAGS_FILE := $(B)/.flags
 
 .PHONY: all lib gen demo test check bench install clean distclean help FORCE fuzz fuzz-merge \
-        fuzz-cc examples
+        fuzz-cc examples gpu-test-units
 all: $(QFUSE_GEN) $(LIB) $(SOLIB) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(TEST_BINS)
 # libqfuse.so alone (what `pip install .` packages: setup.py)
 lib: $(SOLIB)
@@ -114,6 +114,7 @@ help:
 	@echo "make            qfuse-gen, build/generated/ (kernels), libqfuse, qfuse-demo and tests"
 	@echo "make demo       build and run the demo (GPU part skipped without a GPU)"
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
+	@echo "                TEST_JOBS=N: N binaries at a time (a GPU host: its core count)"
 	@echo "make check      same as test, with -Werror (objects in CHECK_DIR=$(CHECK_DIR))"
 	@echo "make examples   build examples/ against the library ($(B)/examples/)"
 	@echo "make lib        only libqfuse.so (what pip install . packages with the Python package)"
@@ -226,8 +227,12 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 # test_gpu_quantize split into one unit per shipped recipe: on a GPU host its full shapes run
 # for many minutes serially (docs/testing.md).
 TEST_JOBS ?= 1
-TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(foreach t,$(TEST_BINS),$(if $(filter \
-    %/test_gpu_quantize,$(t)),$(RECIPES:recipes/%.lua=$(t)@%),$(t))),$(TEST_BINS))
+split_units = $(foreach t,$(1),$(if $(filter %/test_gpu_quantize,$(t)),\
+    $(RECIPES:recipes/%.lua=$(t)@%),$(t)))
+TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(call split_units,$(TEST_BINS)),$(TEST_BINS))
+# The GPU test binaries as the units of a parallel run (scripts/gpu-check --parallel).
+gpu-test-units:
+	@echo $(call split_units,$(filter $(B)/tests/test_gpu_%,$(TEST_BINS)))
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
 	$(Q)case '$(TEST_JOBS)' in ''|*[!0-9]*|0*|????*) echo "make test: TEST_JOBS='$(TEST_JOBS)':" \
 	    "expected a count from 1 to 999" >&2; exit 2;; esac

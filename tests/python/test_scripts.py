@@ -267,6 +267,16 @@ def test_make_test_jobs():
         [u for u in serial[2:] if not u.endswith("/tests/test_gpu_quantize")]
 
 
+def test_gpu_test_units():
+    """make gpu-test-units (scripts/gpu-check --parallel's list) is the GPU part of make test's
+    split units."""
+    r = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "gpu-test-units"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    gpu = [u for u in make_test_line(4)[2:] if "/tests/test_gpu_" in u]
+    assert r.stdout.split() == gpu and any("@" in u for u in gpu)
+
+
 @pytest.mark.parametrize("jobs,ok", [("4", True), ("1", True), ("0", False), ("abc", False),
                                      ("", False), ("2 3", False), ("01", False),
                                      ("1000", False)])
