@@ -115,6 +115,7 @@ help:
 	@echo "make demo       build and run the demo (GPU part skipped without a GPU)"
 	@echo "make test       build and run every test (GPU tests skip without a GPU)"
 	@echo "                TEST_JOBS=N: N binaries at a time (a GPU host: its core count)"
+	@echo "make gpu-test-units  the GPU test units of such a run (scripts/gpu-check --parallel)"
 	@echo "make check      same as test, with -Werror (objects in CHECK_DIR=$(CHECK_DIR))"
 	@echo "make examples   build examples/ against the library ($(B)/examples/)"
 	@echo "make lib        only libqfuse.so (what pip install . packages with the Python package)"
@@ -227,6 +228,15 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 # test_gpu_quantize split into one unit per shipped recipe: on a GPU host its full shapes run
 # for many minutes serially (docs/testing.md).
 TEST_JOBS ?= 1
+# checked when make reads this file, before anything is built: 1 to 999, plain digits
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+tj_marks := $(subst 0,x ,$(subst 1,x ,$(subst 2,x ,$(subst 3,x ,$(subst 4,x ,$(subst 5,x ,\
+    $(subst 6,x ,$(subst 7,x ,$(subst 8,x ,$(subst 9,x ,$(TEST_JOBS)))))))))))
+ifneq ($(words $(TEST_JOBS))$(filter-out x,$(tj_marks))$(filter 0%,$(TEST_JOBS))$(filter-out \
+    1 2 3,$(words $(tj_marks))),1)
+$(error make test: TEST_JOBS='$(TEST_JOBS)': expected a count from 1 to 999)
+endif
+endif
 split_units = $(foreach t,$(1),$(if $(filter %/test_gpu_quantize,$(t)),\
     $(RECIPES:recipes/%.lua=$(t)@%),$(t)))
 TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(call split_units,$(TEST_BINS)),$(TEST_BINS))
@@ -234,8 +244,6 @@ TEST_UNITS = $(if $(filter-out 1,$(TEST_JOBS)),$(call split_units,$(TEST_BINS)),
 gpu-test-units:
 	@echo $(call split_units,$(filter $(B)/tests/test_gpu_%,$(TEST_BINS)))
 test: $(TEST_BINS) $(QFUSE_GEN) $(QFUSE_DEMO) $(QFUSE_BENCH) $(QFUSE_CACHE) $(EXAMPLE_BINS) $(SOLIB)
-	$(Q)case '$(TEST_JOBS)' in ''|*[!0-9]*|0*|????*) echo "make test: TEST_JOBS='$(TEST_JOBS)':" \
-	    "expected a count from 1 to 999" >&2; exit 2;; esac
 	$(Q)$(if $(EXAMPLE_RECIPES),$(QFUSE_GEN) --check $(EXAMPLE_RECIPES))
 	$(Q)failed=; for e in $(EXAMPLE_BINS); do echo "== $$e"; $$e || failed="$$failed $$e"; done; \
 	    { PYTHON=$(PYTHON) BUILD_DIR=$(B) scripts/run-pytest; echo $$? > $(B)/pytest.rc; } | \

@@ -99,6 +99,8 @@ def main():
         cells = [k[0], k[1], " ".join(v for v in (k[2], k[3], k[4], k[5]) if v), shape,
                  "%.1f" % b, "%.1f" % t, "%.3f" % ratio, mark]
         print(("| " if a.markdown else "") + sep.join(cells) + (" |" if a.markdown else ""))
+    if a.markdown:
+        print()  # the lines below are not table rows
     b_all, a_all = set(before) | b_untimed, set(after) | a_untimed
     for what, keys in (("only before", b_all - a_all), ("only after", a_all - b_all),
                        ("untimed before", b_untimed & a_all),

@@ -276,6 +276,10 @@ def test_bench_compare_rows(tmp_path):
     assert "only " not in r.stdout
     r = bench_compare([a, b, "--limit", "0.2"])
     assert r.returncode == 0 and "2 rows compared, 0 more than 20% slower" in r.stdout
+    r = bench_compare([a, b, "--markdown"])  # a blank line ends the table before the notes
+    rows = r.stdout.split("\n\n")[0].splitlines()
+    assert len(rows) == 4 and all(ln.startswith("|") for ln in rows), r.stdout
+    assert "\n\nuntimed before: " in r.stdout
 
 
 @pytest.mark.parametrize("case,msg", [
