@@ -125,7 +125,7 @@ __device__ __forceinline__ void load_n(const void *p, long long i, float (&v)[N]
 
 /* 16 bytes from global memory at g (16-byte aligned) to shared memory at s (16-byte aligned),
  * asynchronously (cp.async, sm_80+, bypassing L1); cp_async_commit closes a group of them and
- * cp_async_wait_all waits for every group of this thread, cp_async_wait_1 for all but the last
+ * cp_async_wait<0> waits for every group of this thread, cp_async_wait<1> for all but the last
  * (then a barrier makes them visible to the block). */
 __device__ __forceinline__ void cp_async16(void *s, const void *g) {
     const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
@@ -136,13 +136,10 @@ __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-__device__ __forceinline__ void cp_async_wait_all() {
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-}
-
-/* Waits for every group of this thread but the most recent one. */
-__device__ __forceinline__ void cp_async_wait_1() {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
+/* Waits until at most N of this thread's groups are pending (N = 0: all done). */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
 /* 16 bytes of global memory at p (16-byte aligned, read-only for the kernel), as __ldg loads them,
@@ -174,7 +171,7 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void *p, unsigned bytes) 
  * - LoadGlobal: global memory, load_n.
  * - LoadFetch: issues cp.async of the vector's 16-byte pieces into this thread's next staging
  *   slots (slot n at slot + n * stride, in uint4) and gives zeros; nothing waits for them.
- * - LoadStaged: the same slots in the same order, after cp_async_wait_all, unpacked as load_n
+ * - LoadStaged: the same slots in the same order, after cp_async_wait<0>, unpacked as load_n
  *   unpacks (the same bytes, so the same values).
  * - LoadAhead and LoadHeld (below): the same through registers.
  * A walk over an item's vectors made first with LoadFetch and then, later, with LoadStaged reads

@@ -4,6 +4,8 @@
 #ifndef QF_DEV_MMA_CUH
 #define QF_DEV_MMA_CUH
 
+#include "qf_dev_load.cuh"
+
 namespace {
 
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
@@ -16,15 +18,6 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void *src, int n)
                  : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -32,12 +25,6 @@ __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned (&r)[4]) {
                  : "memory");
 }
 
-/* fp32 -> bf16 bits, round to nearest even (NaN stays NaN). */
-__device__ __forceinline__ unsigned short to_bf16(float v) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(v));
-    return h;
-}
 
 /* The output tile of this block for a GEMM params block P (fields M, N) with TILE_M x TILE_N
  * tiles: groups of GROUP_M tile rows, column-major inside a group. */
@@ -98,8 +85,8 @@ __device__ __forceinline__ void load_bias2(const unsigned short *bias, long long
                                            float &bias0, float &bias1) {
     bias0 = 0.0f, bias1 = 0.0f;
     if (bias) {
-        bias0 = __uint_as_float(static_cast<unsigned>(__ldg(bias + c)) << 16);
-        bias1 = two ? __uint_as_float(static_cast<unsigned>(__ldg(bias + c + 1)) << 16) : 0.0f;
+        bias0 = half_bits_to_float<QF_DTYPE_BF16>(__ldg(bias + c));
+        bias1 = two ? half_bits_to_float<QF_DTYPE_BF16>(__ldg(bias + c + 1)) : 0.0f;
     }
 }
 
@@ -118,7 +105,7 @@ __device__ __forceinline__ void store_bf16x2(unsigned short *dst, unsigned short
 
 /* The bf16 epilogue of a GEMM block: each fp32 accumulator v of this thread (warp tiles of
  * WARP_M x WARP_N in a grid WARPS_N warps wide; m16n8 fragment layout: acc[mi][ni][2h + i] at
- * row g + 8h + 16 mi, column 2t + i + 8 ni) becomes y = to_bf16(f(v, bias)), bias the column's
+ * row g + 8h + 16 mi, column 2t + i + 8 ni) becomes y = float_to_half_bits<QF_DTYPE_BF16>(f(v, bias)), bias the column's
  * (0 without one), one rounding; rows past M and columns past N are skipped, and column pairs
  * are stored as one word when N is even. P: a params block with M, N, bias, y. */
 template <int MI, int NI, int WARPS_N, int WARP_M, int WARP_N, typename P, typename F>
@@ -143,8 +130,8 @@ __device__ __forceinline__ void store_tile_bf16(const P &p, long long m0, long l
                 const long long r = r0 + mi * 16 + h * 8;
                 if (r >= p.M)
                     continue;
-                const unsigned short lo = to_bf16(f(acc[mi][ni][2 * h], bias0));
-                const unsigned short hi = to_bf16(f(acc[mi][ni][2 * h + 1], bias1));
+                const unsigned short lo = float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h], bias0));
+                const unsigned short hi = float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h + 1], bias1));
                 store_bf16x2(p.y + r * p.N + c, lo, hi, two, pairs);
             }
     }

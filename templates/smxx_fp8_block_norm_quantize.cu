@@ -670,9 +670,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 2) __KERNEL_NAME__(const 
         unsigned char *buf = staged(k0) ? stage_buf(t) : nullptr;
         if (buf) {
             if (staged(k0 + k_step))
-                cp_async_wait_1(); /* this chunk's copy; the next one's may still run */
+                cp_async_wait<1>(); /* this chunk's copy; the next one's may still run */
             else
-                cp_async_wait_all();
+                cp_async_wait<0>();
             __syncthreads();
         }
         chunk_quantize(p, sm, ChunkSrc{buf, m0, k0, full, vec}, r0, c, !stats_given);

@@ -686,7 +686,7 @@ __device__ void cols_body(const qf_q_params &p) {
         if (cols_more(w, cur))
             cols_fetch(p, cols_row(w, cur), cur.c, slots);
         while (cols_more(w, cur)) {
-            cp_async_wait_all();
+            cp_async_wait<0>();
             LoadStaged st{slots, kThreads, 0};
             /* reads the slots into registers before the next fetch overwrites them: a
              * cp.async is ordered after the thread's prior instructions (PTX ISA, asynchronous
