@@ -148,8 +148,9 @@ def test_gpu_compare_keeps_its_csv(tmp_path):
 
 
 def test_gpu_compare_usage(tmp_path):
-    """--help; a PREV_DIR that is no tree refused before OUT_DIR is made; a relative OUT_DIR
-    holds the logs (the PREV build runs in PREV_DIR)."""
+    """--help; a PREV_DIR that is no tree refused before OUT_DIR is made; bench options the
+    bench refuses refused before PREV_DIR is built; a relative OUT_DIR holds the logs (the PREV
+    build runs in PREV_DIR)."""
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
     script = os.path.join(root, "scripts", "gpu-compare")
     r = subprocess.run(["sh", script, "--help"], capture_output=True, text=True, cwd=root)
@@ -164,10 +165,22 @@ def test_gpu_compare_usage(tmp_path):
     prev = tmp_path / "prev"
     prev.mkdir()
     (prev / "Makefile").write_text("build/qfuse-bench:\n\t@echo prev-built; false\n")
-    tree = tmp_path / "tree"  # a stand-in for this tree's top folder
-    (tree / "scripts").mkdir(parents=True)
-    (tree / "Makefile").write_text("")
+    tree = tmp_path / "tree"  # a stand-in for this tree's top folder, its bench a stub that
+    (tree / "scripts").mkdir(parents=True)  # refuses --bogus as qfuse-bench's parse does
+    (tree / "build").mkdir()
+    (tree / "Makefile").write_text("build/qfuse-bench:\n\t@true\n")
+    bench = tree / "build" / "qfuse-bench"
+    bench.write_text("#!/bin/sh\nfor a; do [ \"$a\" = --bogus ] && "
+                     "{ echo \"qfuse-bench: unrecognized option '--bogus'\" >&2; exit 2; }; "
+                     "done\nexit 0\n")
+    bench.chmod(0o755)
     shutil.copy(script, tree / "scripts" / "gpu-compare")
+    # an option the bench refuses: exit 2 before PREV_DIR is built
+    r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out", "--quick", "--bogus"],
+                       capture_output=True, text=True, cwd=str(tree))
+    assert r.returncode == 2 and "unrecognized option '--bogus'" in r.stderr, r.stderr
+    assert "refuses these options" in r.stderr
+    assert not (tree / "rel" / "out" / "build-prev.log").exists()
     r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out"], capture_output=True,
                        text=True, cwd=str(tree))
     assert r.returncode == 1 and "PREV_DIR's build failed" in r.stderr, r.stderr
