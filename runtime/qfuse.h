@@ -352,11 +352,12 @@ qf_status qf_scale_update(qf_ctx_t *ctx, const char *recipe, int n, int H, float
  *   (exact, numerics 7) into stream-ordered scratch of 2 (M + N) K bytes from the context's
  *   pool, then a bf16 cuBLASLt GEMM with fp32 sums (a bias enters as C, before the one
  *   rounding); M or N under 256 runs the generated kernel directly for the GEMMs it covers
- *   (QFUSE_HOPPER_GEMM overrides; an fp32 y always runs staged). On sm_100+ cuBLASLt's
- *   block-scaled GEMM (swizzled scales, N % 16 == 0). a and b must share one layout. The first
- *   call of a plan (shape, dtypes, bias, operand orders) on a cuBLASLt path times up to 8
- *   algorithms (synchronizing the stream; skipped while it is being captured, for a staged
- *   GEMM with a bias, which accumulates onto y, and under QFUSE_GEMM_NO_TUNE=1).
+ *   (QFUSE_HOPPER_GEMM overrides; on sm_89 an fp32 y or an accumulation always runs staged).
+ *   On sm_100+ cuBLASLt's block-scaled GEMM (swizzled scales, N % 16 == 0). a and b must share
+ *   one layout. The first call of a plan (shape, dtypes, bias, operand orders) on a cuBLASLt
+ *   path times up to 8 algorithms (synchronizing the stream; skipped while it is being
+ *   captured, for a staged GEMM with a bias, which accumulates onto y, and under
+ *   QFUSE_GEMM_NO_TUNE=1).
  *   a: [..., K] data viewed as [M, K]; b: [N, K]; bias: [N] bf16 or NULL (or data NULL);
  *   y: [M, N] bf16 (the leading dims of a may be kept), or fp32: the fake shapes of a GEMM query
  *   with QF_OUT_FP32; an fp32 y holds the fp32 sums (plus bias) unrounded (numerics 6).
