@@ -228,12 +228,13 @@ $(B)/tests/%: tests/%.c $(TEST_HEADERS) $(LIB) $(LIB_GEN) $(LIB_TOOLS) $(QFUSE_G
 # test_gpu_quantize split into one unit per shipped recipe: on a GPU host its full shapes run
 # for many minutes serially (docs/testing.md).
 TEST_JOBS ?= 1
-# checked when make reads this file, before anything is built: 1 to 999, plain digits
+# checked when make reads this file, before anything is built: 1 to 999, plain digits (each
+# digit becomes a mark x, so an x of its own is refused first)
 ifneq ($(filter test,$(MAKECMDGOALS)),)
 tj_marks := $(subst 0,x ,$(subst 1,x ,$(subst 2,x ,$(subst 3,x ,$(subst 4,x ,$(subst 5,x ,\
     $(subst 6,x ,$(subst 7,x ,$(subst 8,x ,$(subst 9,x ,$(TEST_JOBS)))))))))))
-ifneq ($(words $(TEST_JOBS))$(filter-out x,$(tj_marks))$(filter 0%,$(TEST_JOBS))$(filter-out \
-    1 2 3,$(words $(tj_marks))),1)
+ifneq ($(words $(TEST_JOBS))$(findstring x,$(TEST_JOBS))$(filter-out x,$(tj_marks))$(filter \
+    0%,$(TEST_JOBS))$(filter-out 1 2 3,$(words $(tj_marks))),1)
 $(error make test: TEST_JOBS='$(TEST_JOBS)': expected a count from 1 to 999)
 endif
 endif

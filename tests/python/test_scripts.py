@@ -233,11 +233,18 @@ def test_run_tests_no_summary_fails(fakes, tmp_path):
     assert r.stdout.endswith("tests: 2 passed, 0 failed, 0 skipped\n")
 
 
+def make_env():
+    """This environment without what an outer make passes down (MAKEFLAGS carries its command
+    line's variables, TEST_JOBS among them, into every make these tests run)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TEST_JOBS")}
+
+
 def make_test_line(jobs):
     """The arguments `make test` gives scripts/run-tests (make -n: nothing runs); TEST_JOBS=jobs
     unless jobs is None."""
     args = ["make", "-n", "-C", ROOT, "test"] + ([] if jobs is None else ["TEST_JOBS=%s" % jobs])
-    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120, env=make_env())
     assert r.returncode == 0, r.stderr
     text = r.stdout.replace("\\\n", " ")  # make -n shows a continued line as it is written
     line = [ln for ln in text.splitlines() if "scripts/run-tests" in ln]
@@ -266,7 +273,7 @@ def test_gpu_test_units():
     """make gpu-test-units (scripts/gpu-check --parallel's list) is the GPU part of make test's
     split units."""
     r = subprocess.run(["make", "-s", "--no-print-directory", "-C", ROOT, "gpu-test-units"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=make_env())
     assert r.returncode == 0, r.stderr
     gpu = [u for u in make_test_line(4)[2:] if "/tests/test_gpu_" in u]
     assert r.stdout.split() == gpu and any("@" in u for u in gpu)
@@ -274,12 +281,13 @@ def test_gpu_test_units():
 
 @pytest.mark.parametrize("jobs,ok", [("4", True), ("1", True), ("999", True), ("0", False),
                                      ("abc", False), ("", False), ("2 3", False),
-                                     ("01", False), ("1000", False), ("2'", False)])
+                                     ("01", False), ("1000", False), ("2'", False),
+                                     ("x", False), ("2x", False), ("x1", False)])
 def test_make_test_jobs_checked_first(jobs, ok):
     """make test checks TEST_JOBS as make reads the Makefile, before anything is built (make -n
     stops there too)."""
     r = subprocess.run(["make", "-n", "-C", ROOT, "test", "TEST_JOBS=" + jobs],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, env=make_env())
     assert r.returncode == (0 if ok else 2), r.stderr
     if not ok:
         # no command: only make's own lines ("make[1]: Entering directory" under another make)
