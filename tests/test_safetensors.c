@@ -288,6 +288,49 @@ static void test_bad_shapes_and_offsets(void **state) {
                       "\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[2,6]}}", "overlap");
     expect_bad_header("duplicate", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                       "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", "twice");
+    /* the data section holds the tensors end to end, nothing before, between or after them */
+    expect_bad_header("trailing", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                      "has 4 bytes after its last tensor (4 of 8 bytes held)");
+    expect_bad_header("gap_first", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                      "tensor 'a' begins at data byte 4, after a gap of 4 bytes");
+    expect_bad_header("gap_between",
+                      "{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                      "tensor 'b' begins at data byte 4, after a gap of 2 bytes");
+    expect_bad_header("empty_only", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+                      "has 8 bytes after its last tensor");
+}
+
+/* The header is UTF-8: a name in UTF-8 opens and reads back as written; bytes that are not
+ * UTF-8 (a raw 0xFF, a cut sequence, an overlong form, a surrogate) are refused by position. */
+static void test_utf8_names(void **state) {
+    (void)state;
+    static const float data[2] = {1.0f, 2.0f};
+    write_st(case_path("utf8_ok"),
+             "{\"w\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}",
+             data, sizeof data);
+    qf_st_file *f = NULL;
+    assert_int_equal(qf_st_open(path, &f), QF_OK);
+    assert_int_equal(qf_st_count(f), 1);
+    assert_string_equal(qf_st_name(f, 0), "w\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    qf_st_close(f);
+    static const struct {
+        const char *stem, *name, *word;
+    } bad[] = {
+        {"utf8_ff", "\xff\xfe", "header is not UTF-8 (byte 0xff at byte 2)"},
+        {"utf8_cut", "a\xc3", "header is not UTF-8 (byte 0xc3 at byte 3)"},
+        {"utf8_overlong", "\xc0\xaf", "header is not UTF-8 (byte 0xc0 at byte 2)"},
+        {"utf8_overlong3", "\xe0\x80\xaf", "header is not UTF-8 (byte 0xe0 at byte 2)"},
+        {"utf8_surrogate", "\xed\xa0\x80", "header is not UTF-8 (byte 0xed at byte 2)"},
+        {"utf8_past_max", "\xf4\x90\x80\x80", "header is not UTF-8 (byte 0xf4 at byte 2)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char hdr[256];
+        snprintf(hdr, sizeof hdr,
+                 "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", bad[i].name);
+        expect_bad_header(bad[i].stem, hdr, bad[i].word);
+    }
 }
 
 /* Every truncation of a valid file fails cleanly (valgrind checks there are no stray reads). */
@@ -378,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_bad_types),
         cmocka_unit_test(test_bad_shapes_and_offsets),
+        cmocka_unit_test(test_utf8_names),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_header_corruption),
         cmocka_unit_test(test_real_block),

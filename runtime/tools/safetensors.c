@@ -227,31 +227,72 @@ static int st_cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Refuses two tensors sharing bytes: a writer never produces that, and it would alias data. */
-static qf_status st_check_overlap(const qf_st_file *f) {
+/* The data section is the tensors' bytes and nothing else, as the format's reference reader
+ * requires: by begin, the tensors (empty ones occupy no bytes) follow each other from byte 0 to
+ * the section's end. Two sharing bytes would alias data; a gap or trailing bytes mean a file
+ * cut, padded or written by something else. */
+static qf_status st_check_layout(const qf_st_file *f) {
     const qf_st_tensor **by = malloc(((size_t)f->n + 1) * sizeof *by);
     if (!by)
         return qf_set_error(QF_ERR_OUT_OF_MEMORY, "safetensors file %s: out of memory", f->path);
     int m = 0;
     for (int i = 0; i < f->n; i++)
-        if (f->t[i].end > f->t[i].begin) /* empty tensors occupy no bytes */
+        if (f->t[i].end > f->t[i].begin)
             by[m++] = &f->t[i];
     qsort(by, (size_t)m, sizeof *by, st_cmp_begin);
     qf_status s = QF_OK;
-    for (int i = 1; i < m && s == QF_OK; i++)
-        if (by[i]->begin < by[i - 1]->end)
+    uint64_t at = 0; /* where the next tensor must begin */
+    for (int i = 0; i < m && s == QF_OK; i++) {
+        if (by[i]->begin < at)
             s = st_bad(f, "tensors '%s' and '%s' overlap in the data section", by[i - 1]->name,
                        by[i]->name);
+        else if (by[i]->begin > at)
+            s = st_bad(f, "tensor '%s' begins at data byte %llu, after a gap of %llu bytes no "
+                          "tensor holds", by[i]->name, (unsigned long long)by[i]->begin,
+                       (unsigned long long)(by[i]->begin - at));
+        at = by[i]->end;
+    }
+    if (s == QF_OK && at != f->data_size)
+        s = st_bad(f, "the data section has %llu bytes after its last tensor (%llu of %llu "
+                      "bytes held)", (unsigned long long)(f->data_size - at),
+                   (unsigned long long)at, (unsigned long long)f->data_size);
     free(by);
     return s;
 }
 
-/* Parses the header text; validates every entry, name uniqueness and overlaps. */
+/* The length of the UTF-8 sequence at s (at most n bytes left), or 0 where it is not one:
+ * overlong forms, UTF-16 surrogates and code points past U+10FFFF are not (RFC 3629, 4). */
+static size_t st_utf8_len(const unsigned char *s, size_t n) {
+    if (s[0] < 0x80)
+        return 1;
+    const size_t len = s[0] >= 0xC2 && s[0] <= 0xDF   ? 2
+                       : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                       : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
+                                                      : 0;
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+/* Parses the header text; validates every entry, name uniqueness and the data's layout. */
 static qf_status st_parse_header(qf_st_file *f, const char *hdr, size_t n) {
     /* JSON allows no raw control byte but whitespace, and a name is a C string here: such a byte,
      * or a \u0000 escape (which would cut a name short), is refused before parsing */
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)hdr[i];
+        if (c >= 0x80) { /* JSON text is UTF-8 (RFC 8259, 8.1); names are printed as they are */
+            const size_t len = st_utf8_len((const unsigned char *)hdr + i, n - i);
+            if (len == 0)
+                return st_bad(f, "header is not UTF-8 (byte 0x%02x at byte %zu)", c, i);
+            i += len - 1;
+            continue;
+        }
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
             return st_bad(f, "header has a control byte 0x%02x at byte %zu (JSON allows none)",
                           c, i);
@@ -288,7 +329,7 @@ static qf_status st_parse_header(qf_st_file *f, const char *hdr, size_t n) {
     for (int i = 1; i < f->n; i++)
         if (strcmp(f->t[i - 1].name, f->t[i].name) == 0)
             return st_bad(f, "tensor '%s' appears twice in the header", f->t[i].name);
-    return st_check_overlap(f);
+    return st_check_layout(f);
 }
 
 /* Reads and validates f->path into f: a file of at most max_bytes. */

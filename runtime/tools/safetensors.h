@@ -15,9 +15,10 @@ typedef struct qf_st_file qf_st_file; /* opaque */
 
 /* Opens, reads and validates path: header length within the file, header JSON parses and is an
  * object of tensor entries with the right member types, every dtype is a safetensors dtype, shape
- * products do not overflow and match end - begin, offsets lie inside the data section, and tensors
- * do not overlap or repeat a name. Tensors of dtypes qfuse cannot use (I64, F8_*, ...) are allowed
- * here; qf_st_get reports them.
+ * products do not overflow and match end - begin, offsets lie inside the data section, tensors
+ * do not repeat a name, and the data section holds the tensors end to end from byte 0 to its
+ * last byte (no overlap, gap or trailing bytes); the header is UTF-8. Tensors of dtypes qfuse
+ * cannot use (I64, F8_*, ...) are allowed here; qf_st_get reports them.
  * On QF_OK *out is owned by the caller (release with qf_st_close). On failure *out is NULL and the
  * status is QF_ERR_NOT_FOUND (no such file), QF_ERR_OUT_OF_MEMORY, or QF_ERR_INVALID_ARG (null
  * argument, unreadable or malformed file); qf_last_error() names the file and the problem. */
