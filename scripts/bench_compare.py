@@ -36,7 +36,11 @@ def load(path):
             raise BadInput("%s: not a qfuse-bench CSV (no %s column)" % (path, missing[0]))
         for r in reader:
             where = "%s: line %d" % (path, lines[reader.line_num - 1][0])
-            key = tuple(r[k] or "" for k in KEY)  # a short row's missing cells: empty
+            if None in r or None in r.values():  # qfuse-bench writes every cell, empty or not
+                raise BadInput("%s: %d fields where the header has %d (not a qfuse-bench row)"
+                               % (where, len(reader.fieldnames) + len(r.get(None, []))
+                                  - list(r.values()).count(None), len(reader.fieldnames)))
+            key = tuple(r[k] for k in KEY)
             if key in timed or key in untimed:
                 raise BadInput("%s: a second row for %s" % (where, ",".join(key)))
             try:

@@ -317,18 +317,24 @@ def test_bench_compare_bad_limit(tmp_path, limit):
 
 def test_bench_compare_rows_checked(tmp_path):
     """A second row for one key, with the file's own line number ('#' lines counted), is
-    refused; a short row under a reordered header reads its missing cells as empty; the rows
-    only in one file are listed with M, K and N in numeric order."""
+    refused; so is a row with fewer or more fields than the header (qfuse-bench writes every
+    cell); the rows only in one file are listed with M, K and N in numeric order."""
     a = bench_csv(tmp_path, "a.csv", [(1024, "100.0"), (2048, "90.0"), (1024, "10.0")])
     r = bench_compare([a, a])
     assert r.returncode == 2 and r.stdout == ""
     assert "a.csv: line 5: a second row for quant,mxfp8,nq,layernorm,bf16,rowwise,1024," \
         in r.stderr  # the '#' line and the header are lines 1 and 2
+    head = "us_median," + ",".join(load_script("bench_compare").KEY)
     odd = tmp_path / "odd.csv"
-    odd.write_text("us_median," + ",".join(load_script("bench_compare").KEY) + "\n5\n")
+    for row, n in (("5", 1), ("5" + "," * 9 + ",x", 11)):
+        odd.write_text(head + "\n" + row + "\n")
+        r = bench_compare([str(odd), str(odd)])
+        assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+        assert "odd.csv: line 2: %d fields where the header has 10 (not a qfuse-bench row)" % n \
+            in r.stderr, r.stderr
+    odd.write_text(head + "\n5" + "," * 9 + "\n")  # every field, the key's empty
     r = bench_compare([str(odd), str(odd)])
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert r.stdout.endswith("1 rows compared, 0 more than 3% slower\n")
+    assert r.returncode == 0 and r.stdout.endswith("1 rows compared, 0 more than 3% slower\n")
     b = bench_csv(tmp_path, "b.csv", [(64, "1.0"), (4096, "1.0"), (512, "1.0")])
     c = bench_csv(tmp_path, "c.csv", [(8, "1.0")])
     r = bench_compare([b, c])
