@@ -13,8 +13,9 @@ Exit 2 for bad usage or a file that cannot be read or is not a qfuse-bench CSV.
 import argparse
 import csv
 import math
-import os
 import sys
+
+import qf_stdout
 
 KEY = ("kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N")
 
@@ -75,7 +76,7 @@ def limit_arg(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--limit", type=limit_arg, default=0.03,
@@ -118,14 +119,4 @@ def main():
 
 
 if __name__ == "__main__":
-    if sys.stdout is None:  # started with the standard output closed
-        print("bench_compare.py: no standard output to write the comparison to", file=sys.stderr)
-        sys.exit(1)
-    try:
-        rc = main()
-        sys.stdout.flush()
-    except OSError as e:  # the standard output full or closed
-        print("bench_compare.py: cannot write the comparison: %s" % e, file=sys.stderr)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        rc = 1
-    sys.exit(rc)
+    qf_stdout.run("bench_compare.py", main)

@@ -33,6 +33,8 @@ try:
 except ImportError:  # the quantizers below need torch; main() reports it
     torch = None
 
+import qf_stdout
+
 COLUMNS = ["kind", "recipe", "op", "norm", "dtype", "outputs", "M", "K", "N", "bytes", "flops",
            "us_median", "tbps", "tflops", "ratio_copy", "ratio_cublaslt", "speedup_eager",
            "speedup_compile", "note"]
@@ -587,7 +589,7 @@ def write_csv(path, comments, rows):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--csv", default="out/bench/peers.csv", help="output CSV")
     p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
     p.add_argument("--iters", type=int, default=0, help="timed batches (default 50, quick 10)")
@@ -634,4 +636,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    qf_stdout.run("bench_peers.py", main, sys.argv[1:])

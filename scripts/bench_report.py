@@ -31,6 +31,8 @@ MATCH_FIELDS = ("op", "norm", "dtype", "outputs", "M", "K", "N")
 REQUIRED = ("kind", "recipe") + MATCH_FIELDS + ("us_median",)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+import qf_stdout
+
 
 class ReportError(Exception):
     """An input the report cannot use; main prints it and exits 1 before writing anything."""
@@ -548,7 +550,7 @@ def print_table(qrows):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", default="out/bench", help="folder of qfuse.csv and peers.csv")
     p.add_argument("--doc", "--readme", dest="doc", default=os.path.join(ROOT, "docs", "bench.md"),
                    help="page whose tables between the markers are rewritten (default: this "
@@ -612,4 +614,4 @@ def report(args, qpath, ppath):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    qf_stdout.run("bench_report.py", main, sys.argv[1:])

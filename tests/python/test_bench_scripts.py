@@ -3,6 +3,7 @@ scripts/bench_peers.py take the same choices, and the peers' FP8 block-scaling q
 numerics 2.5 on its examples (that part needs PyTorch; it runs on the CPU)."""
 import importlib.util
 import os
+import sys
 import subprocess
 
 import pytest
@@ -11,7 +12,10 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
 def load_script(name):
-    """scripts/<name>.py as a module."""
+    """scripts/<name>.py as a module (scripts/ on the path, as for a script run from there: its
+    sibling modules, qf_stdout, import)."""
+    if os.path.join(ROOT, "scripts") not in sys.path:
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(ROOT, "scripts", name + ".py"))
     mod = importlib.util.module_from_spec(spec)
@@ -349,7 +353,7 @@ def test_bench_compare_stdout_closed(tmp_path):
                        pass_fds=(), close_fds=True,
                        preexec_fn=lambda: os.close(1))
     assert r.returncode == 1
-    assert "no standard output" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr == "bench_compare.py: cannot write the standard output: Bad file descriptor\n"
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
@@ -358,5 +362,5 @@ def test_bench_compare_output_full(tmp_path):
     with open("/dev/full", "w") as full:
         r = bench_compare([a, a], stdout=full)
     assert r.returncode == 1
-    assert "cannot write the comparison" in r.stderr and "Traceback" not in r.stderr
-    assert "Exception ignored" not in r.stderr
+    assert r.stderr == "bench_compare.py: cannot write the standard output: No space left on " \
+        "device\n"

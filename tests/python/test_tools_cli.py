@@ -354,6 +354,31 @@ def test_stdout_closed(built_tool, name, args):
     assert r.stderr == "%s: cannot write the standard output: Bad file descriptor\n" % name
 
 
+SCRIPTS = ["install-deps", "run-pytest", "run-tests", "gpu-check", "gpu-compare", "plot-loss",
+           "get-real-weights", "bench_compare.py", "bench_peers.py", "bench_report.py"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_help_output_error(name):
+    # the scripts' --help as the C tools': a standard output full or closed is exit 1 with a
+    # message (the shell scripts' is sed's own), never 0 on a help that was not written
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    script = os.path.join(root, "scripts", name)
+    r = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and name.replace(".py", "") in r.stdout, r.stderr
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([script, "--help"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+    assert r.returncode == 1 and "No space left on device" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr
+    r = subprocess.run([script, "--help"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=60, preexec_fn=lambda: os.close(1))
+    assert r.returncode == 1 and "Bad file descriptor" in r.stderr, r.stderr
+    if name in ("plot-loss", "get-real-weights") or name.endswith(".py"):  # qf_stdout.run
+        assert r.stderr == "%s: cannot write the standard output: Bad file descriptor\n" % name
+
+
 @pytest.mark.parametrize("args", [["warm", "--jobs", "+2"], ["warm", "--jobs", "08"],
                                   ["warm", "--jobs", " 2"], ["prune", "--older-than", "08"],
                                   ["prune", "--older-than", "+5m"]])
