@@ -39,6 +39,7 @@
 #define QF_DEV_WS_GEMM_CUH
 
 #include "qf_dev_dequant.cuh"
+#include "qf_dev_mma.cuh"
 #include "qf_dev_wgmma.cuh"
 #include "qf_formats.h"
 
@@ -348,11 +349,8 @@ __device__ __noinline__ void store_pair(const qf_ws_gemm_params &p, float alpha,
     if (row >= p.M || col >= p.N)
         return;
     const bool two = col + 1 < p.N;
-    float c0 = 0.0f, c1 = 0.0f; /* the bias, or y when accumulating: one rounding, fmaf */
-    if (p.bias) {
-        c0 = __uint_as_float(static_cast<unsigned>(p.bias[col]) << 16);
-        c1 = two ? __uint_as_float(static_cast<unsigned>(p.bias[col + 1]) << 16) : 0.0f;
-    }
+    float c0, c1; /* the bias, or y when accumulating: one rounding, fmaf */
+    load_bias2(p.bias, col, two, c0, c1);
     float *const dst32 = static_cast<float *>(p.y) + row * p.N + col;
     if (p.y_fp32 && p.accumulate) {
         c0 = dst32[0];
@@ -375,57 +373,42 @@ __device__ __noinline__ void store_pair(const qf_ws_gemm_params &p, float alpha,
     if (two && (reinterpret_cast<unsigned long long>(dst) & 3u) == 0) {
         *reinterpret_cast<unsigned *>(dst) = float2_to_bf16x2(a0, a1);
     } else {
-        unsigned short h;
-        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(a0));
-        dst[0] = h;
-        if (two) {
-            asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(a1));
-            dst[1] = h;
-        }
+        dst[0] = float_to_half_bits<QF_DTYPE_BF16>(a0);
+        if (two)
+            dst[1] = float_to_half_bits<QF_DTYPE_BF16>(a1);
     }
 }
 
-/* This thread's part of an output tile, where y's column pairs all lie aligned for one store (N
- * even, y at a multiple of a pair's bytes: 4 for bf16, 8 for fp32; `pairs`, decided once per
- * launch): y[row + 8 h, n0 + 8 c + 2 q + j] from acc[4 c + 2 h + j] (c < 32, h and j < 2), each
- * value v as fmaf(alpha, v * pre, bias), or fmaf(alpha, v * pre, y) when accumulating into an
- * fp32 y, rounded once: store_pair's arithmetic, inlined, one store per pair. Other launches call
- * store_pair for each pair: its cases inlined 64 times made half of the kernel's code and NVRTC
- * compile, and calls alone slowed the kernel by 6-8% (docs/bench.md). T: unsigned short (bf16)
- * or float. */
-template <class T>
+/* This thread's part of an output tile of a bf16 y whose column pairs all lie aligned for one
+ * store (N even, y at a multiple of 4 bytes; `pairs`, decided once per launch):
+ * y[row + 8 h, n0 + 8 c + 2 q + j] from acc[4 c + 2 h + j] (c < 32, h and j < 2), each value v
+ * as fmaf(alpha, v * pre, bias) rounded once: store_pair's arithmetic, inlined, one store per
+ * pair. Other launches (an fp32 y, odd N, a misaligned y) call store_pair for each pair: its
+ * cases inlined 64 times made half of the kernel's code and NVRTC compile, and calls alone
+ * slowed the kernel by 6-8%; an fp32 copy of this function cost a quarter of the compile
+ * (docs/bench.md). */
 __device__ __forceinline__ void store_tile_pairs(const qf_ws_gemm_params &p, float alpha,
                                                  float pre, const float (&acc)[128],
                                                  long long row, long long n0, int q) {
-    constexpr bool kF32 = sizeof(T) == 4;
     /* the parameters in registers, read once (not again after each store) */
     const long long N = p.N, cols = N - n0 - 2 * q; /* this thread's columns 8 c left in y */
-    const bool in[2] = {row < p.M, row + 8 < p.M}, acc_y = kF32 && p.accumulate;
+    const bool in[2] = {row < p.M, row + 8 < p.M};
     const unsigned short *const bias = p.bias ? p.bias + n0 + 2 * q : nullptr;
-    T *const y0 = static_cast<T *>(p.y) + row * N + n0 + 2 * q;
-    T *const y[2] = {y0, y0 + 8 * N};
+    unsigned short *const y0 = static_cast<unsigned short *>(p.y) + row * N + n0 + 2 * q;
+    unsigned short *const y[2] = {y0, y0 + 8 * N};
 #pragma unroll
     for (int c = 0; c < 32; c++) {
         if (8 * c >= cols) /* N even: the pair's first column in y holds its second */
             break;
-        float b0 = 0.0f, b1 = 0.0f;
-        if (bias) {
-            b0 = __uint_as_float(static_cast<unsigned>(bias[8 * c]) << 16);
-            b1 = __uint_as_float(static_cast<unsigned>(bias[8 * c + 1]) << 16);
-        }
+        float b0, b1;
+        load_bias2(bias, 8 * c, true, b0, b1);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (!in[h])
                 continue;
             const float v0 = acc[4 * c + 2 * h] * pre, v1 = acc[4 * c + 2 * h + 1] * pre;
-            if constexpr (kF32) {
-                float2 *const dst = reinterpret_cast<float2 *>(y[h] + 8 * c);
-                const float2 old = acc_y ? *dst : make_float2(b0, b1);
-                *dst = make_float2(fmaf(alpha, v0, old.x), fmaf(alpha, v1, old.y));
-            } else {
-                *reinterpret_cast<unsigned *>(y[h] + 8 * c) =
-                    float2_to_bf16x2(fmaf(alpha, v0, b0), fmaf(alpha, v1, b1));
-            }
+            *reinterpret_cast<unsigned *>(y[h] + 8 * c) =
+                float2_to_bf16x2(fmaf(alpha, v0, b0), fmaf(alpha, v1, b1));
         }
     }
 }
@@ -458,9 +441,9 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
     const int rb = kDqThreads + 64 * wg + tw / 2, qb = 2 * (tw % 2); /* its B row and groups */
     /* NVFP4's products carry 2^-14 (two factors 2^-7): exact to undo before alpha */
     const float alpha = epilogue_alpha(p);
-    /* y's column pairs all aligned for one store: store_tile_pairs */
-    const bool pairs = p.N % 2 == 0 &&
-                       (reinterpret_cast<unsigned long long>(p.y) & (p.y_fp32 ? 7u : 3u)) == 0;
+    /* a bf16 y whose column pairs all lie aligned for one store: store_tile_pairs */
+    const bool pairs =
+        !p.y_fp32 && p.N % 2 == 0 && (reinterpret_cast<unsigned long long>(p.y) & 3u) == 0;
     const float pre = F::kF16 ? kPow14 : 1.0f;
     Ring<kRawStages> raw;
     Ring<kBfStages> bf;
@@ -545,10 +528,8 @@ __device__ __forceinline__ void mma_warps(const qf_ws_gemm_params &p, const Smem
         if (KT > 0)
             mbar_arrive(sm.empty_bf(bf.prev()));
         const long long row = m0 + r0;
-        if (pairs && p.y_fp32) {
-            store_tile_pairs<float>(p, alpha, pre, acc, row, n0, q);
-        } else if (pairs) {
-            store_tile_pairs<unsigned short>(p, alpha, pre, acc, row, n0, q);
+        if (pairs) {
+            store_tile_pairs(p, alpha, pre, acc, row, n0, q);
         } else {
 #pragma unroll
             for (int c = 0; c < 32; c++) {
