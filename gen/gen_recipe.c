@@ -256,8 +256,9 @@ static lua_Integer qf_gen_field_integer(lua_State *L, const qf_gen_sandbox *sb, 
         if (v < lo && hi == LUA_MAXINTEGER) { /* 64-bit fields: maybe a hex literal that wrapped */
             char hex[24];
             snprintf(hex, sizeof hex, "0x%llX", (unsigned long long)v);
-            luaL_error(L, "%s: field '%s' (value %I out of range %I..%I; a hex literal above "
-                       "0x7FFFFFFFFFFFFFFF wraps to a negative integer: %s reads as %I)",
+            luaL_error(L, "%s: field '%s' (value %I out of range %I..%I; if written in hex: a "
+                       "literal above 0x7FFFFFFFFFFFFFFF wraps to a negative integer, %s reads as "
+                       "%I)",
                        sb->path, name, v, lo, hi, hex, v);
         }
         if (v < lo || v > hi)

@@ -184,12 +184,12 @@ static const qf_error_case qf_error_cases[] = {
     {"x.lua", "return {" NV "weight_2d = \"yes\"}",
      "field 'weight_2d' (boolean expected, got string)", 0},
     {"x.lua", "return {" NV "rht_seed = -1}",
-     "field 'rht_seed' (value -1 out of range 0..9223372036854775807; a hex literal above "
-     "0x7FFFFFFFFFFFFFFF wraps to a negative integer: 0xFFFFFFFFFFFFFFFF reads as -1)",
+     "field 'rht_seed' (value -1 out of range 0..9223372036854775807; if written in hex: a "
+     "literal above 0x7FFFFFFFFFFFFFFF wraps to a negative integer, 0xFFFFFFFFFFFFFFFF reads as -1)",
      0},
     {"x.lua", "return {" NV "rht_seed = 0xFFFFFFFFFFFFFFFE}",
-     "field 'rht_seed' (value -2 out of range 0..9223372036854775807; a hex literal above "
-     "0x7FFFFFFFFFFFFFFF wraps to a negative integer: 0xFFFFFFFFFFFFFFFE reads as -2)",
+     "field 'rht_seed' (value -2 out of range 0..9223372036854775807; if written in hex: a "
+     "literal above 0x7FFFFFFFFFFFFFFF wraps to a negative integer, 0xFFFFFFFFFFFFFFFE reads as -2)",
      0},
     {"x.lua", "return {" NV "rht_seed = 1.5}",
      "field 'rht_seed' (1.5: an integer in 0..9223372036854775807 expected)", 0},
