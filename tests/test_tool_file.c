@@ -69,6 +69,15 @@ static void test_out_check_refuses(void **state) {
     assert_int_equal(tool_out_check("/dev/null"), -1); /* not a regular file */
     assert_int_equal(errno, EINVAL);
     assert_non_null(strstr(tool_out_why("/dev/null", errno), "not a regular file"));
+    /* a folder whose filesystem takes no new file though access(2) lets root pass: the new
+     * file is tried there */
+    struct stat proc;
+    if (stat("/proc/self", &proc) == 0) {
+        errno = 0;
+        assert_int_equal(tool_out_check("/proc/qfuse-test-new.csv"), -1);
+        assert_int_not_equal(errno, 0);
+        assert_false(exists("/proc/qfuse-test-new.csv"));
+    }
     assert_string_equal(tool_out_why(d.path, EISDIR), strerror(EISDIR));
     /* "-" is not taken for the standard output, nor for a file of that name ("./-" is) */
     assert_int_equal(tool_out_check("-"), -1);

@@ -3,6 +3,7 @@
 #include "qf_fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,6 +42,17 @@ const char *tool_out_why(const char *path, int err) {
                : strerror(err);
 }
 
+/* Creates path (new, in an existing folder) and removes it again: 0, or -1 with open(2)'s errno.
+ * access(2) lets root pass where the filesystem refuses a new file (/proc, /sys). */
+static int tool_out_probe(const char *path) {
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno == EEXIST ? 0 : -1; /* made meanwhile: the tool's own open decides */
+    close(fd);
+    unlink(path);
+    return 0;
+}
+
 int tool_out_check(const char *path) {
     struct stat st;
     if (!*path) {
@@ -68,10 +80,12 @@ int tool_out_check(const char *path) {
     if (!dir)
         return -1;
     int rc = -1;
-    for (;;) {
+    for (int parent = 1;; parent = 0) { /* parent: dir is path's own folder */
         char *slash = strrchr(dir, '/');
         if (!slash) {
             rc = access(".", W_OK | X_OK);
+            if (rc == 0 && parent)
+                rc = tool_out_probe(path);
             break;
         }
         *slash = '\0';
@@ -81,6 +95,8 @@ int tool_out_check(const char *path) {
                 errno = ENOTDIR;
             else
                 rc = access(d, W_OK | X_OK);
+            if (rc == 0 && parent)
+                rc = tool_out_probe(path);
             break;
         }
         if (errno != ENOENT || slash == dir)

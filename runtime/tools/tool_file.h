@@ -6,7 +6,9 @@
 
 /* 0 when a file can be written at path: an existing regular file that is writable, or a new one
  * under the nearest existing ancestor directory, writable (tool_make_parents creates the
- * directories between). Nothing is created or changed. -1 with errno otherwise: ENOENT (empty
+ * directories between). A new file in an existing folder is tried: created and removed again
+ * (access(2) passes root where the filesystem refuses one, as /proc does); nothing else is
+ * created or changed, and nothing is left. -1 with errno otherwise: ENOENT (empty
  * path, or a "." or ".." after a folder that does not exist yet), ESPIPE ("-", which other tools
  * read as the standard output; "./-" names such a file), EISDIR (a path ending in '/',
  * or a directory there), EINVAL (another kind of file is there), ENOTDIR (an ancestor is a file),
