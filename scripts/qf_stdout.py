@@ -23,6 +23,8 @@ def run(name, main, *args):
             rc = e.code
         sys.stdout.flush()
     except OSError as e:  # the standard output full, or a pipe closed
+        if e.filename is not None:  # a named file's error, main's own to report
+            raise
         print("%s: cannot write the standard output: %s" % (name, e.strerror or e),
               file=sys.stderr)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
