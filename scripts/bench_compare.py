@@ -13,6 +13,7 @@ Exit 2 for bad usage or a file that cannot be read or is not a qfuse-bench CSV.
 import argparse
 import csv
 import math
+import re
 import sys
 
 import qf_stdout
@@ -60,7 +61,7 @@ def load(path):
 
 def row_order(k):
     """Rows in order of their text fields, then of M, K and N as numbers."""
-    return k[:6], tuple(int(v) if v.isdigit() else -1 for v in k[6:9])
+    return k[:6], tuple(int(v) if re.fullmatch(r"[0-9]{1,18}", v) else -1 for v in k[6:9])
 
 
 def limit_arg(text):

@@ -157,7 +157,7 @@ def shape_of(r):
     """"M x K -> N" of a row with an M, each of its dims (N may be empty) a positive integer;
     else ""."""
     dims = [r.get(d) for d in "MKN" if r.get(d)]
-    if not r.get("M") or not all(d.isdigit() and int(d) > 0 for d in dims):
+    if not r.get("M") or not all(re.fullmatch(r"[0-9]{1,18}", d) and int(d) > 0 for d in dims):
         return ""
     s = "%s x %s" % (r["M"], r["K"])
     return s + (" -> %s" % r["N"] if r.get("N") else "")

@@ -336,6 +336,10 @@ def test_bench_compare_rows_checked(tmp_path):
         assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
         assert "odd.csv: line 2: %d fields where the header has 10 (not a qfuse-bench row)" % n \
             in r.stderr, r.stderr
+    for m in ("1\u00b2", "9" * 5000):  # a digit int() refuses, a number past its limit
+        odd.write_text(head + "\n5,quant,r,o,n,d,o,%s,1,1\n" % m, encoding="utf-8")
+        r = bench_compare([str(odd), str(odd)])
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     odd.write_text(head + "\n5" + "," * 9 + "\n")  # every field, the key's empty
     r = bench_compare([str(odd), str(odd)])
     assert r.returncode == 0 and r.stdout.endswith("1 rows compared, 0 more than 3% slower\n")

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -15,6 +16,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 def load_get_real_weights():
     path = os.path.join(ROOT, "scripts", "get-real-weights")
+    if os.path.dirname(path) not in sys.path:  # as for the script run from there: qf_stdout
+        sys.path.insert(0, os.path.dirname(path))
     loader = importlib.machinery.SourceFileLoader("get_real_weights", path)
     spec = importlib.util.spec_from_loader("get_real_weights", loader)
     mod = importlib.util.module_from_spec(spec)
@@ -294,3 +297,44 @@ def test_make_test_jobs_checked_first(jobs, ok):
         assert all(re.match(r"make(\[\d+\])?: ", ln) for ln in r.stdout.splitlines()), r.stdout
         assert ("*** make test: TEST_JOBS='%s': expected a count from 1 to 999.  Stop." % jobs
                 in r.stderr)
+
+
+def test_block_layout_checked():
+    """A block file must hold its tensors end to end, as qfuse's reader requires: trailing bytes
+    or a gap make check_block refuse it (so make demo rebuilds it)."""
+    grw = load_get_real_weights()
+    names = list(grw.EXPECTED.items())
+    header, off = {}, 0
+    for name, shape in names:
+        n = 4 * shape[0] * (shape[1] if len(shape) > 1 else 1)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + n]}
+        off += n
+    def blob(h, extra=b""):
+        text = grw.json.dumps(h).encode()
+        text += b" " * (-len(text) % 8)
+        return grw.struct.pack("<Q", len(text)) + text + bytes(off) + extra
+    grw.check_block(blob(header), "ok")
+    with pytest.raises(grw.Failure, match="8 data bytes after the last tensor"):
+        grw.check_block(blob(header, bytes(8)), "trailing")
+    first = names[0][0]
+    lo, hi = header[first]["data_offsets"]
+    gap = dict(header)
+    gap[first] = dict(header[first], data_offsets=[lo + 4, hi + 4])
+    with pytest.raises(grw.Failure):
+        grw.check_block(blob(gap, bytes(4)), "gap")
+
+
+def test_gpu_check_debs_checked(tmp_path):
+    """gpu-check --debs: a folder that is not there (exit 2) or holds no .deb (exit 1) stops it
+    before any build, instead of building with an empty prefix."""
+    script = os.path.join(ROOT, "scripts", "gpu-check")
+    log = str(tmp_path / "log")
+    r = subprocess.run([script, "--debs", str(tmp_path / "none"), "--logdir", log, "--skip-tests",
+                        "--skip-demo"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2 and "is not a directory" in r.stderr, r.stderr
+    (tmp_path / "empty").mkdir()
+    r = subprocess.run([script, "--debs", str(tmp_path / "empty"), "--logdir", log,
+                        "--skip-tests", "--skip-demo"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert r.returncode == 1 and "no .deb in" in r.stderr, r.stderr
+    assert not os.path.exists(os.path.join(log, "build.log"))

@@ -155,6 +155,7 @@ def test_gpu_compare_usage(tmp_path):
     script = os.path.join(root, "scripts", "gpu-compare")
     r = subprocess.run(["sh", script, "--help"], capture_output=True, text=True, cwd=root)
     assert r.returncode == 0 and "PREV_DIR OUT_DIR" in r.stdout and "Exit 0" in r.stdout
+    assert r.stdout.rstrip().endswith(".")  # the whole text, not cut mid-sentence
     out = tmp_path / "out"
     r = subprocess.run(["sh", script, str(tmp_path / "nope"), str(out)], capture_output=True,
                        text=True, cwd=root)
@@ -175,12 +176,15 @@ def test_gpu_compare_usage(tmp_path):
                      "done\nexit 0\n")
     bench.chmod(0o755)
     shutil.copy(script, tree / "scripts" / "gpu-compare")
-    # an option the bench refuses: exit 2 before PREV_DIR is built
+    # an option the bench refuses: exit 2 before PREV_DIR is built, an earlier run's results kept
+    (tree / "rel" / "out").mkdir(parents=True)
+    (tree / "rel" / "out" / "before.csv").write_text("earlier\n")
     r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out", "--quick", "--bogus"],
                        capture_output=True, text=True, cwd=str(tree))
     assert r.returncode == 2 and "unrecognized option '--bogus'" in r.stderr, r.stderr
     assert "refuses these options" in r.stderr
     assert not (tree / "rel" / "out" / "build-prev.log").exists()
+    assert (tree / "rel" / "out" / "before.csv").read_text() == "earlier\n"
     r = subprocess.run(["sh", "scripts/gpu-compare", str(prev), "rel/out"], capture_output=True,
                        text=True, cwd=str(tree))
     assert r.returncode == 1 and "PREV_DIR's build failed" in r.stderr, r.stderr
