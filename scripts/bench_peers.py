@@ -25,6 +25,7 @@ import argparse
 import csv
 import datetime
 import os
+import re
 import statistics
 import sys
 
@@ -588,12 +589,21 @@ def write_csv(path, comments, rows):
             w.writerow({c: r.get(c, "") for c in COLUMNS})
 
 
+def count_arg(text):
+    """--iters, --batch: a count from 1 to 1000000, in plain digits (as qfuse-bench's)."""
+    if not re.fullmatch(r"[1-9][0-9]{0,6}", text) or int(text) > 1000000:
+        raise argparse.ArgumentTypeError("%r: expected an integer in 1..1000000" % text)
+    return int(text)
+
+
 def parse_args(argv):
     p = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--csv", default="out/bench/peers.csv", help="output CSV")
     p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
-    p.add_argument("--iters", type=int, default=0, help="timed batches (default 50, quick 10)")
-    p.add_argument("--batch", type=int, default=10, help="calls per timed batch (default 10)")
+    p.add_argument("--iters", type=count_arg, default=None,
+                   help="timed batches, 1..1000000 (default 50, quick 10)")
+    p.add_argument("--batch", type=count_arg, default=10,
+                   help="calls per timed batch, 1..1000000 (default 10)")
     p.add_argument("--section", action="append", choices=("quant", "gemm", "step"),
                    help="only this section (repeatable; default all), as qfuse-bench's")
     p.add_argument("--gemm-data", choices=("quantized", "bytes"), default="quantized",

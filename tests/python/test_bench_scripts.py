@@ -368,3 +368,13 @@ def test_bench_compare_output_full(tmp_path):
     assert r.returncode == 1
     assert r.stderr == "bench_compare.py: cannot write the standard output: No space left on " \
         "device\n"
+
+
+@pytest.mark.parametrize("arg,value", [("--iters", "-5"), ("--iters", "0"), ("--batch", "0"),
+                                       ("--iters", "08"), ("--batch", "1000001")])
+def test_peers_counts_checked(arg, value):
+    """--iters and --batch are counts in 1..1000000, as qfuse-bench's: refused at once (exit 2),
+    GPU or not, never a traceback on a GPU."""
+    r = subprocess.run(["python3", os.path.join(ROOT, "scripts", "bench_peers.py"), arg, value],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "expected an integer in 1..1000000" in r.stderr, r.stderr
