@@ -105,9 +105,10 @@ __device__ __forceinline__ void store_bf16x2(unsigned short *dst, unsigned short
 
 /* The bf16 epilogue of a GEMM block: each fp32 accumulator v of this thread (warp tiles of
  * WARP_M x WARP_N in a grid WARPS_N warps wide; m16n8 fragment layout: acc[mi][ni][2h + i] at
- * row g + 8h + 16 mi, column 2t + i + 8 ni) becomes y = float_to_half_bits<QF_DTYPE_BF16>(f(v, bias)), bias the column's
- * (0 without one), one rounding; rows past M and columns past N are skipped, and column pairs
- * are stored as one word when N is even. P: a params block with M, N, bias, y. */
+ * row g + 8h + 16 mi, column 2t + i + 8 ni) becomes y = f(v, bias) rounded to bf16
+ * (float_to_half_bits), bias the column's (0 without one), one rounding; rows past M and columns
+ * past N are skipped, and column pairs are stored as one word when N is even. P: a params block
+ * with M, N, bias, y. */
 template <int MI, int NI, int WARPS_N, int WARP_M, int WARP_N, typename P, typename F>
 __device__ __forceinline__ void store_tile_bf16(const P &p, long long m0, long long n0,
                                                 const float (&acc)[MI][NI][4], F f) {
@@ -130,8 +131,10 @@ __device__ __forceinline__ void store_tile_bf16(const P &p, long long m0, long l
                 const long long r = r0 + mi * 16 + h * 8;
                 if (r >= p.M)
                     continue;
-                const unsigned short lo = float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h], bias0));
-                const unsigned short hi = float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h + 1], bias1));
+                const unsigned short lo =
+                    float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h], bias0));
+                const unsigned short hi =
+                    float_to_half_bits<QF_DTYPE_BF16>(f(acc[mi][ni][2 * h + 1], bias1));
                 store_bf16x2(p.y + r * p.N + c, lo, hi, two, pairs);
             }
     }
