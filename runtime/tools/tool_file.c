@@ -76,32 +76,32 @@ int tool_out_check(const char *path) {
     }
     if (errno != ENOENT || tool_dots_resolve(path) != 0)
         return -1;
-    char *dir = strdup(path); /* the nearest existing ancestor */
+    char *dir = strdup(path);
     if (!dir)
         return -1;
-    int rc = -1;
-    for (int parent = 1;; parent = 0) { /* parent: dir is path's own folder */
+    const char *d = NULL; /* the nearest existing ancestor, a folder */
+    int parent = 1;       /* d is path's own folder */
+    for (;; parent = 0) {
         char *slash = strrchr(dir, '/');
         if (!slash) {
-            rc = access(".", W_OK | X_OK);
-            if (rc == 0 && parent)
-                rc = tool_out_probe(path);
+            d = ".";
             break;
         }
         *slash = '\0';
-        const char *d = slash == dir ? "/" : dir;
-        if (stat(d, &st) == 0) {
-            if (!S_ISDIR(st.st_mode))
-                errno = ENOTDIR;
+        const char *up = slash == dir ? "/" : dir;
+        if (stat(up, &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                d = up;
             else
-                rc = access(d, W_OK | X_OK);
-            if (rc == 0 && parent)
-                rc = tool_out_probe(path);
+                errno = ENOTDIR;
             break;
         }
         if (errno != ENOENT || slash == dir)
             break;
     }
+    int rc = d ? access(d, W_OK | X_OK) : -1;
+    if (rc == 0 && parent)
+        rc = tool_out_probe(path);
     const int e = errno;
     free(dir);
     errno = e;
