@@ -579,6 +579,18 @@ def header_lines(l2):
             "two CUDA events / batch; warm-up %d (includes torch.compile)" % (l2, WARMUP)]
 
 
+def csv_check(path):
+    """Raises the OSError that writing the CSV at path would, before minutes of timing: its folder
+    made, the file opened for appending (an existing file keeps its bytes; a new one is removed
+    again)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    existed = os.path.lexists(path)
+    with open(path, "a", newline=""):
+        pass
+    if not existed:
+        os.remove(path)
+
+
 def write_csv(path, comments, rows):
     with open(path, "w", newline="") as f:
         for c in comments:
@@ -620,6 +632,12 @@ def main(argv):
     if torch is None or not torch.cuda.is_available():
         print("no GPU (or no torch): no PyTorch peers to benchmark")
         return 0
+    try:
+        csv_check(args.csv)
+    except OSError as e:
+        print("bench_peers.py: cannot write --csv %s: %s" % (args.csv, e.strerror or e),
+              file=sys.stderr)
+        return 1
     raise_recompile_limit()
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 << 20)

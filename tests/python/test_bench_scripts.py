@@ -378,3 +378,23 @@ def test_peers_counts_checked(arg, value):
     r = subprocess.run(["python3", os.path.join(ROOT, "scripts", "bench_peers.py"), arg, value],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "expected an integer in 1..1000000" in r.stderr, r.stderr
+
+
+def test_peers_csv_checked_first(tmp_path):
+    """bench_peers.py's --csv is tried before the timing: a folder made where missing, an existing
+    file's bytes kept, a new file removed again, and a path that cannot be written an OSError
+    (main's one-line message, exit 1)."""
+    bp = load_bench_peers()
+    new = tmp_path / "sub" / "peers.csv"
+    bp.csv_check(str(new))
+    assert (tmp_path / "sub").is_dir() and not new.exists()
+    old = tmp_path / "old.csv"
+    old.write_text("kept\n")
+    bp.csv_check(str(old))
+    assert old.read_text() == "kept\n"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OSError):
+        bp.csv_check(str(blocker / "peers.csv"))
+    with pytest.raises(OSError):
+        bp.csv_check(str(tmp_path))  # a folder, not a file
