@@ -53,6 +53,9 @@ static const char qf_gen_usage[] =
     "start with.\n"
     "Exit status: 0 success, 1 failure (a recipe, a template or the output), 2 bad usage.\n";
 
+/* What a usage error's message ends with, as the other tools' (docs/tools.md). */
+static const char qf_gen_try[] = "Try 'qfuse-gen --help'.\n";
+
 /* The value of option argv[*i] ("--x V" or "--x=V"); NULL when missing. */
 static const char *qf_gen_optval(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
@@ -94,10 +97,10 @@ static int qf_gen_parse_cmd(const char *arg, qf_gen_args *a, FILE *err) {
             const qf_gen_cmd c = qf_gen_cmd_flags[k].cmd;
             if (a->cmd != QF_GEN_CMD_GENERATE) {
                 if (a->cmd == c)
-                    fprintf(err, "qfuse-gen: %s given twice\n%s", arg, qf_gen_usage);
+                    fprintf(err, "qfuse-gen: %s given twice\n%s", arg, qf_gen_try);
                 else
                     fprintf(err, "qfuse-gen: %s and %s are exclusive\n%s",
-                            qf_gen_cmd_flag(a->cmd), arg, qf_gen_usage);
+                            qf_gen_cmd_flag(a->cmd), arg, qf_gen_try);
                 return 2;
             }
             a->cmd = c;
@@ -126,7 +129,7 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
     for (int k = 0; k < OPT_NONE && o == OPT_NONE; k++)
         o = qf_gen_is_opt(arg, qf_gen_opt_names[k]) ? k : OPT_NONE;
     if (o != OPT_NONE && (a->given & (1u << o))) {
-        fprintf(err, "qfuse-gen: %s given twice\n%s", qf_gen_opt_shown(o), qf_gen_usage);
+        fprintf(err, "qfuse-gen: %s given twice\n%s", qf_gen_opt_shown(o), qf_gen_try);
         return 2;
     }
     if (o != OPT_NONE)
@@ -145,13 +148,13 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
                     "qfuse-gen: --arch '%s' is not a supported architecture; expected sm_XX "
                     "with XX in %d..%d (e.g. sm_90; sm_90a, its compile target, is the only "
                     "suffixed spelling: other archs compile without one)\n%s",
-                    qf_gen_path_shown(v, &shown), QF_ARCH_MIN, QF_ARCH_MAX, qf_gen_usage);
+                    qf_gen_path_shown(v, &shown), QF_ARCH_MIN, QF_ARCH_MAX, qf_gen_try);
             return 2;
         }
     } else {
         qf_gen_shown shown; /* as messages show a path: no raw control or non-UTF-8 bytes */
         fprintf(err, "qfuse-gen: unknown option '%s'\n%s", qf_gen_path_shown(arg, &shown),
-                qf_gen_usage);
+                qf_gen_try);
         return 2;
     }
     if (!v || !*v) {
@@ -161,7 +164,7 @@ static int qf_gen_parse_opt(int argc, char **argv, int *i, qf_gen_args *a, FILE 
                 qf_gen_path_shown(arg, &shown), opt_next ? " (the next argument, '" : "",
                 opt_next ? qf_gen_path_shown(argv[*i + 1], &next) : "",
                 opt_next ? "', is an option; a value that starts with '-' goes after '=')" : "",
-                qf_gen_usage);
+                qf_gen_try);
         return 2;
     }
     return 0;
@@ -247,18 +250,18 @@ static int qf_gen_parse(int argc, char **argv, qf_gen_args *a, FILE *err) {
         if (!uses[u].used && (a->given & (1u << uses[u].opt))) {
             fprintf(err, "qfuse-gen: %s has no effect %s%s (%s)\n%s",
                     qf_gen_opt_shown(uses[u].opt), writes ? "when generating" : "with ",
-                    qf_gen_cmd_flag(a->cmd), uses[u].why, qf_gen_usage);
+                    qf_gen_cmd_flag(a->cmd), uses[u].why, qf_gen_try);
             return 2;
         }
     if (a->n_recipes == 0 && a->cmd < QF_GEN_CMD_FIELDS) { /* fields and version take none */
-        fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_usage);
+        fprintf(err, "qfuse-gen: no recipe given\n%s", qf_gen_try);
         return 2;
     }
     if (a->n_recipes > 0 && (a->cmd == QF_GEN_CMD_VERSION || a->cmd == QF_GEN_CMD_FIELDS)) {
         qf_gen_shown shown;
         fprintf(err, "qfuse-gen: %s takes no recipe (got '%s')\n%s",
                 a->cmd == QF_GEN_CMD_FIELDS ? "--fields" : "--version",
-                qf_gen_path_shown(a->recipes[0], &shown), qf_gen_usage);
+                qf_gen_path_shown(a->recipes[0], &shown), qf_gen_try);
         return 2;
     }
     return 0;
