@@ -475,3 +475,17 @@ def test_demo_names_the_chosen_recipes(built_tool, tmp_path):
     assert first.endswith(" kernel variant(s) in the registry; 2 recipe(s) chosen by --recipe")
     r = run([built_tool("qfuse-demo"), "--weights", missing])
     assert r.stdout.splitlines()[0].endswith(" kernel variant(s) in the registry")
+
+
+@pytest.mark.parametrize("args,why", [(["--bogus", "a.csv", "b.png"], "unknown option '--bogus'"),
+                                      (["a.csv"], "expected two arguments, LOSS.csv and OUT.png; "
+                                                  "got 1"),
+                                      ([], "got 0")])
+def test_plot_loss_usage_errors(args, why):
+    # a usage error says what was wrong and the usage line (exit 2), not the whole help
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
+    r = subprocess.run([script] + args, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("plot-loss: ") and why in r.stderr, r.stderr
+    assert r.stderr.endswith("usage: scripts/plot-loss LOSS.csv OUT.png (--help: the whole "
+                             "text)\n") and "matplotlib" not in r.stderr
