@@ -332,9 +332,23 @@ def test_gpu_check_debs_checked(tmp_path):
     r = subprocess.run([script, "--debs", str(tmp_path / "none"), "--logdir", log, "--skip-tests",
                         "--skip-demo"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "is not a directory" in r.stderr, r.stderr
+    assert not os.path.exists(log)  # refused before the log folder is made
     (tmp_path / "empty").mkdir()
     r = subprocess.run([script, "--debs", str(tmp_path / "empty"), "--logdir", log,
                         "--skip-tests", "--skip-demo"], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     assert r.returncode == 1 and "no .deb in" in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(log, "build.log"))
+
+
+@pytest.mark.parametrize("logdir", ["", "file/sub", "file"])
+def test_gpu_check_logdir_checked(tmp_path, logdir):
+    """gpu-check --logdir: an empty value or a folder that cannot be made is refused (exit 2)
+    before anything runs, not logged into / or nowhere."""
+    (tmp_path / "file").write_text("")
+    script = os.path.join(ROOT, "scripts", "gpu-check")
+    r = subprocess.run([script, "--logdir", logdir, "--skip-tests", "--skip-demo"],
+                       capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.startswith("gpu-check: --logdir ") and r.stderr.count("\n") == 1, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file"]
