@@ -4,6 +4,7 @@ exit status 1 with one line on the standard error, as for the C tools (docs/tool
 argparse parser whose --help does not hide such an error."""
 import argparse
 import errno
+import io
 import os
 import sys
 
@@ -12,10 +13,8 @@ def run(name, main, *args):
     """Exits with main(*args)'s status (its return value, or the code of the SystemExit it raises;
     None is 0), or 1 when the standard output is closed or cannot be written; `name` starts the
     message."""
-    if sys.stdout is None:  # started with the standard output closed: print() would drop text
-        print("%s: cannot write the standard output: %s" % (name, os.strerror(errno.EBADF)),
-              file=sys.stderr)
-        sys.exit(1)
+    if sys.stdout is None:  # started with it closed: print() would drop text in silence
+        sys.stdout = _Closed()  # main runs (its usage errors are its own), each write fails
     try:
         try:
             rc = main(*args)
@@ -27,9 +26,21 @@ def run(name, main, *args):
             raise
         print("%s: cannot write the standard output: %s" % (name, e.strerror or e),
               file=sys.stderr)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        if not isinstance(sys.stdout, _Closed):  # no second error when Python flushes at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         rc = 1
     sys.exit(rc)
+
+
+class _Closed(io.TextIOBase):
+    """The standard output of a process started without one: every write is the error EBADF
+    (Bad file descriptor), as the C tools' writes to a closed descriptor."""
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -489,3 +489,17 @@ def test_plot_loss_usage_errors(args, why):
     assert r.stderr.startswith("plot-loss: ") and why in r.stderr, r.stderr
     assert r.stderr.endswith("usage: scripts/plot-loss LOSS.csv OUT.png (--help: the whole "
                              "text)\n") and "matplotlib" not in r.stderr
+
+
+@pytest.mark.parametrize("name", ["plot-loss", "get-real-weights", "bench_compare.py",
+                                  "bench_peers.py", "bench_report.py"])
+def test_python_tool_usage_error_with_stdout_closed(name):
+    # started with the standard output closed, a usage error is still one (exit 2 and its own
+    # message), as the C tools'; only a write to the standard output is exit 1
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", name)
+    r = subprocess.run([script, "--bogus", "a.csv", "b.csv"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=60,
+                       preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2, r.stderr
+    assert "--bogus" in r.stderr and "cannot write the standard output" not in r.stderr
+    assert "Traceback" not in r.stderr
