@@ -60,7 +60,7 @@ def read_csv(path):
     ReportError when the file cannot be read as text or its header lacks a column of REQUIRED."""
     meta, comments, body = {}, [], []
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
+        with qf_stdout.open_input(path, newline="", encoding="utf-8-sig") as f:
             for line in f:
                 if line.startswith("#"):
                     comments.append(line.rstrip("\n"))
@@ -451,7 +451,7 @@ def read_page(path):
     """The text of the page to update (line ends as they are); ReportError when it is missing,
     not text, or lacks the markers in order."""
     try:
-        with open(path, newline="") as f:
+        with qf_stdout.open_input(path, newline="") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise ReportError("--doc %s: %s (the page whose tables are rewritten; --no-doc leaves it "

@@ -1,12 +1,29 @@
 """The exit of the scripts/ tools written in Python: a tool's main, then its standard output
 flushed, so that output that cannot be written (a closed stream, a full disk, a closed pipe) is
-exit status 1 with one line on the standard error, as for the C tools (docs/tools.md); and an
-argparse parser whose --help does not hide such an error."""
+exit status 1 with one line on the standard error, as for the C tools (docs/tools.md); an
+argparse parser whose --help does not hide such an error; and the opening of their input files
+(open_input), which are regular files of bounded size, as the C tools read."""
 import argparse
 import errno
 import io
 import os
+import stat
 import sys
+
+INPUT_MAX = 1 << 30  # bytes: no CSV or page these tools read comes near it
+
+
+def open_input(path, **kwargs):
+    """open(path, **kwargs) for reading a regular file of at most INPUT_MAX bytes; else the OSError
+    that names path and why ("not a regular file": a device, FIFO or folder, which could block or
+    never end; or its size), as a failed open would."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    if st.st_size > INPUT_MAX:
+        raise OSError(errno.EFBIG, "%d bytes, more than the %d read" % (st.st_size, INPUT_MAX),
+                      path)
+    return open(path, **kwargs)
 
 
 def run(name, main, *args):

@@ -398,3 +398,30 @@ def test_peers_csv_checked_first(tmp_path):
         bp.csv_check(str(blocker / "peers.csv"))
     with pytest.raises(OSError):
         bp.csv_check(str(tmp_path))  # a folder, not a file
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_inputs_are_regular_files(tmp_path):
+    """The Python tools read regular files only: a device (which never ends) or a folder is one
+    line and its exit status, never a read without end or a traceback."""
+    load_script("bench_peers")  # puts scripts/ on sys.path
+    import qf_stdout
+    for bad in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(OSError) as e:
+            qf_stdout.open_input(bad)
+        assert "not a regular file" in str(e.value) and e.value.filename == bad
+    ok = tmp_path / "ok.csv"
+    ok.write_text("a\n")
+    with qf_stdout.open_input(str(ok)) as f:
+        assert f.read() == "a\n"
+    br = load_bench_report()
+    with pytest.raises(br.ReportError, match="not a regular file"):
+        br.read_page("/dev/zero")
+    with pytest.raises(br.ReportError, match="not a regular file"):
+        br.read_csv("/dev/zero")
+    for cmd, rc in ((["plot-loss", "/dev/zero", str(tmp_path / "x.png")], 1),
+                    (["bench_compare.py", "/dev/zero", str(ok)], 2)):
+        r = subprocess.run([os.path.join(ROOT, "scripts", cmd[0])] + cmd[1:],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == rc and "not a regular file" in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
