@@ -491,6 +491,7 @@ def plot(path, qrows, prows):
     try:
         import matplotlib
         matplotlib.use("Agg")
+        matplotlib.rcParams["text.parse_math"] = False  # names are text: a "$" is no TeX
         import matplotlib.pyplot as plt
     except ImportError:
         print("no matplotlib: %s not written" % path)

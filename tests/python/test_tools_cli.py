@@ -503,3 +503,15 @@ def test_python_tool_usage_error_with_stdout_closed(name):
     assert r.returncode == 2, r.stderr
     assert "--bogus" in r.stderr and "cannot write the standard output" not in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_plot_loss_names_are_text(tmp_path):
+    # a run name with "$" is drawn as text, not parsed as TeX (which failed with a traceback)
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed: plot-loss draws nothing")
+    loss = tmp_path / "loss.csv"
+    loss.write_text("run,step,loss\n$\\frac{$,1,0.5\n$\\frac{$,2,0.25\nbf16,1,0.4\n")
+    png = tmp_path / "loss.png"
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
+    r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
