@@ -77,7 +77,11 @@ def limit_arg(text):
 
 
 def main():
-    ap = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = qf_stdout.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 no matched row slower than --limit, 1 a slower row or no timed "
+               "row in both files, 2 bad usage or a file that cannot be read or is not a "
+               "qfuse-bench CSV.")
     ap.add_argument("before")
     ap.add_argument("after")
     ap.add_argument("--limit", type=limit_arg, default=0.03,

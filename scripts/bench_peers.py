@@ -24,10 +24,12 @@ says so and exits 0.
 import argparse
 import csv
 import datetime
+import errno
 import os
 import re
 import statistics
 import sys
+import tempfile
 
 try:
     import torch
@@ -580,18 +582,34 @@ def header_lines(l2):
 
 
 def csv_check(path):
-    """Raises the OSError that writing the CSV at path would, before minutes of timing: its folder
-    made, the file opened for appending (an existing file keeps its bytes; a new one is removed
-    again)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    existed = os.path.lexists(path)
-    with open(path, "a", newline=""):
-        pass
-    if not existed:
-        os.remove(path)
+    """Raises the OSError that writing the CSV at path would (naming the path, or the folder that
+    refuses it), before any timing and GPU or not, leaving nothing behind: an empty path or "-",
+    a path ending in "/", an existing path that is not a regular file (a folder, a device such as
+    /dev/null), or where no file can be made: the nearest existing folder is tried with a
+    temporary file, made and removed, as qfuse-bench's --csv is (docs/tools.md)."""
+    if path in ("", "-") or path.endswith("/"):
+        raise OSError(errno.EINVAL, "not a file name (a path to a .csv file to write)", path)
+    if os.path.lexists(path):
+        if not os.path.isfile(path):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(path, "a"):  # opened for writing, its bytes kept
+            return
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".bench_peers-")
+    except OSError as e:
+        raise OSError(e.errno, "no file can be made in that folder: %s" % e.strerror,
+                      folder) from None
+    os.close(fd)
+    os.remove(probe)
 
 
 def write_csv(path, comments, rows):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", newline="") as f:
         for c in comments:
             f.write("# %s\n" % c)
@@ -609,7 +627,11 @@ def count_arg(text):
 
 
 def parse_args(argv):
-    p = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
+    p = qf_stdout.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 success (or no GPU: nothing timed), 1 the CSV could not be "
+               "written, 2 bad usage (an option's value, or a --csv that cannot be written: "
+               "checked first, GPU or not).")
     p.add_argument("--csv", default="out/bench/peers.csv", help="output CSV")
     p.add_argument("--quick", action="store_true", help="one shape per section, 10 iterations")
     p.add_argument("--iters", type=count_arg, default=None,
@@ -629,15 +651,16 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    if torch is None or not torch.cuda.is_available():
-        print("no GPU (or no torch): no PyTorch peers to benchmark")
-        return 0
     try:
         csv_check(args.csv)
     except OSError as e:
-        print("bench_peers.py: cannot write --csv %s: %s" % (args.csv, e.strerror or e),
-              file=sys.stderr)
-        return 1
+        print("bench_peers.py: --csv %s: %s%s" % (
+            args.csv, e.strerror or e, "" if e.filename in (None, args.csv)
+            else " (%s)" % e.filename), file=sys.stderr)
+        return 2
+    if torch is None or not torch.cuda.is_available():
+        print("no GPU (or no torch): no PyTorch peers to benchmark")
+        return 0
     raise_recompile_limit()
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
@@ -658,7 +681,12 @@ def main(argv):
         bench_mlp_step(rows, args)
         torch.cuda.empty_cache()
         bench_module_step(rows, args)
-    write_csv(args.csv, header_lines(l2), rows)
+    try:
+        write_csv(args.csv, header_lines(l2), rows)
+    except OSError as e:
+        print("bench_peers.py: cannot write --csv %s: %s" % (args.csv, e.strerror or e),
+              file=sys.stderr)
+        return 1
     print("wrote %s" % args.csv)
     return 0
 

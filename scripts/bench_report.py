@@ -551,7 +551,11 @@ def print_table(qrows):
 
 
 def main(argv):
-    p = qf_stdout.ArgumentParser(description=__doc__.splitlines()[0])
+    p = qf_stdout.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 success, or nothing to report (DIR holds no qfuse.csv); 1 an "
+               "input that cannot be read or used, or an output that cannot be written; 2 bad "
+               "usage.")
     p.add_argument("--dir", default="out/bench", help="folder of qfuse.csv and peers.csv")
     p.add_argument("--doc", "--readme", dest="doc", default=os.path.join(ROOT, "docs", "bench.md"),
                    help="page whose tables between the markers are rewritten (default: this "

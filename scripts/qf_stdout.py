@@ -38,8 +38,10 @@ def run(name, main, *args):
         except SystemExit as e:
             rc = e.code
         sys.stdout.flush()
-    except OSError as e:  # the standard output full, or a pipe closed
-        if e.filename is not None:  # a named file's error, main's own to report
+    except (OSError, StdoutError) as e:  # the standard output full, or a pipe closed
+        if isinstance(e, StdoutError):
+            e = e.err
+        elif e.filename is not None:  # a named file's error, main's own to report
             raise
         print("%s: cannot write the standard output: %s" % (name, e.strerror or e),
               file=sys.stderr)
@@ -47,6 +49,15 @@ def run(name, main, *args):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         rc = 1
     sys.exit(rc)
+
+
+class StdoutError(Exception):
+    """A write to the standard output failed (err, the OSError): for a tool whose main turns every
+    other error into its own message, to raise through it to run()."""
+
+    def __init__(self, err):
+        super().__init__(str(err))
+        self.err = err
 
 
 class _Closed(io.TextIOBase):

@@ -381,23 +381,29 @@ def test_peers_counts_checked(arg, value):
 
 
 def test_peers_csv_checked_first(tmp_path):
-    """bench_peers.py's --csv is tried before the timing: a folder made where missing, an existing
-    file's bytes kept, a new file removed again, and a path that cannot be written an OSError
-    (main's one-line message, exit 1)."""
+    """bench_peers.py's --csv is tried before the timing, GPU or not, making nothing: a new path
+    (its folders too) left as it was, an existing file's bytes kept, and a path that cannot be
+    written an OSError (main: one line, exit 2, as qfuse-bench's --csv)."""
     bp = load_bench_peers()
     new = tmp_path / "sub" / "peers.csv"
     bp.csv_check(str(new))
-    assert (tmp_path / "sub").is_dir() and not new.exists()
+    assert sorted(os.listdir(tmp_path)) == []
     old = tmp_path / "old.csv"
     old.write_text("kept\n")
     bp.csv_check(str(old))
     assert old.read_text() == "kept\n"
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(OSError):
-        bp.csv_check(str(blocker / "peers.csv"))
-    with pytest.raises(OSError):
-        bp.csv_check(str(tmp_path))  # a folder, not a file
+    bad = ["", "-", str(tmp_path / "x.csv") + "/", str(blocker / "peers.csv"), str(tmp_path),
+           "/dev/null"] + (["/proc/x.csv"] if os.path.isdir("/proc") else [])
+    for path in bad:
+        with pytest.raises(OSError):
+            bp.csv_check(path)
+        r = subprocess.run(["python3", os.path.join(ROOT, "scripts", "bench_peers.py"), "--csv",
+                            path], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stdout == "", (path, r.stdout, r.stderr)
+        assert r.stderr.startswith("bench_peers.py: --csv ") and r.stderr.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["file", "old.csv"]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")

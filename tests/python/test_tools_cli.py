@@ -515,3 +515,18 @@ def test_plot_loss_names_are_text(tmp_path):
     r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_get_real_weights_full_stdout(tmp_path):
+    # its progress lines failing is the standard output's error (exit 1, one line), not reported
+    # as a failed extraction, and --if-possible does not turn it into a skip
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "get-real-weights")
+    env = dict(os.environ, QFUSE_DATA_CACHE=str(tmp_path / "cache"))
+    for extra in ([], ["--if-possible"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([script] + extra + [str(tmp_path / "out")], stdout=full,
+                               stderr=subprocess.PIPE, text=True, timeout=60, env=env)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == "get-real-weights: cannot write the standard output: No space left " \
+            "on device\n"
