@@ -30,7 +30,7 @@ def load(path):
     the timed ones (us_median a finite positive number) and the set of the others."""
     timed, untimed = {}, set()
     try:
-        with qf_stdout.open_input(path, newline="") as f:
+        with qf_stdout.open_input(path, newline="", encoding="utf-8-sig") as f:
             lines = [(n, line) for n, line in enumerate(f, 1) if not line.startswith("#")]
         reader = csv.DictReader(line for _, line in lines)
         missing = [k for k in KEY + ("us_median",) if k not in (reader.fieldnames or [])]

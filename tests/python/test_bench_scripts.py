@@ -431,3 +431,13 @@ def test_inputs_are_regular_files(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == rc and "not a regular file" in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_compare_reads_a_bom(tmp_path):
+    """A CSV saved with a UTF-8 byte-order mark (as some editors and spreadsheets write it) is
+    read as bench_report reads it, not refused for a "\\ufeffkind" column."""
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    b = tmp_path / "b.csv"
+    b.write_bytes(b"\xef\xbb\xbf" + open(a, "rb").read())
+    r = bench_compare([a, str(b)])
+    assert r.returncode == 0 and "1 rows compared" in r.stdout, r.stderr
