@@ -530,3 +530,17 @@ def test_get_real_weights_full_stdout(tmp_path):
         assert r.returncode == 1, r.stderr
         assert r.stderr == "get-real-weights: cannot write the standard output: No space left " \
             "on device\n"
+
+
+def test_plot_loss_skips_what_a_log_axis_cannot_draw(tmp_path):
+    # a diverged run's NaN, infinite or non-positive losses are counted, not drawn, without
+    # matplotlib's warnings; the other points are drawn
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed: plot-loss draws nothing")
+    loss = tmp_path / "loss.csv"
+    loss.write_text("run,step,loss\na,1,0.5\na,2,nan\na,3,-1\nb,1,inf\nb,2,0.3\nc,1,0\n")
+    png = tmp_path / "loss.png"
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
+    r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "(4 points not drawn: a loss that is NaN, infinite or not positive)" in r.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
