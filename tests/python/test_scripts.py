@@ -352,3 +352,17 @@ def test_gpu_check_logdir_checked(tmp_path, logdir):
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
     assert r.stderr.startswith("gpu-check: --logdir ") and r.stderr.count("\n") == 1, r.stderr
     assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+@pytest.mark.parametrize("args", [["--download"], ["--download", ""], ["--download", "a", "b"],
+                                  ["--download", "file/sub"]])
+def test_install_deps_download_checked(tmp_path, args):
+    """install-deps --download DIR: one folder it can make and write, else exit 2 before any
+    download, one line."""
+    (tmp_path / "file").write_text("")
+    script = os.path.join(ROOT, "scripts", "install-deps")
+    r = subprocess.run([script] + args, capture_output=True, text=True, timeout=60,
+                       cwd=str(tmp_path))
+    assert r.returncode == 2 and r.stderr.startswith("install-deps: "), r.stderr
+    assert r.stderr.count("\n") == 1 and "downloading" not in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file"]
