@@ -370,8 +370,13 @@ __device__ __noinline__ void store_pair(const qf_ws_gemm_params &p, float alpha,
         return;
     }
     unsigned short *dst = static_cast<unsigned short *>(p.y) + row * p.N + col;
-    store_bf16x2(dst, float_to_half_bits<QF_DTYPE_BF16>(a0), float_to_half_bits<QF_DTYPE_BF16>(a1),
-                 two, (reinterpret_cast<unsigned long long>(dst) & 3u) == 0);
+    if (two && (reinterpret_cast<unsigned long long>(dst) & 3u) == 0) {
+        *reinterpret_cast<unsigned *>(dst) = float2_to_bf16x2(a0, a1);
+    } else {
+        dst[0] = float_to_half_bits<QF_DTYPE_BF16>(a0);
+        if (two)
+            dst[1] = float_to_half_bits<QF_DTYPE_BF16>(a1);
+    }
 }
 
 /* This thread's part of an output tile of a bf16 y whose column pairs all lie aligned for one
