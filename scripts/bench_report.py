@@ -16,7 +16,6 @@ markers in order; 1 also when an output cannot be written; 2 on bad usage. A tex
 escaped and its control characters become spaces; a number that is not positive and finite is
 shown as an empty cell.
 """
-import argparse
 import csv
 import math
 import os
