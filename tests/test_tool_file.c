@@ -79,6 +79,11 @@ static void test_out_check_refuses(void **state) {
         assert_false(exists("/proc/qfuse-test-new.csv"));
     }
     assert_string_equal(tool_out_why(d.path, EISDIR), strerror(EISDIR));
+    /* a trailing '/' names a folder whether it exists or not, and the message says so */
+    assert_int_equal(tool_out_check(qf_test_dir_path(&d, "nx/x.csv/")), -1);
+    assert_int_equal(errno, EISDIR);
+    assert_non_null(strstr(tool_out_why(qf_test_dir_path(&d, "nx/x.csv/"), errno),
+                           "a path ending in '/' names a folder"));
     /* "-" is not taken for the standard output, nor for a file of that name ("./-" is) */
     assert_int_equal(tool_out_check("-"), -1);
     assert_int_equal(errno, ESPIPE);

@@ -39,6 +39,8 @@ const char *tool_out_why(const char *path, int err) {
                              "tool's own text; name a file (./- for one called '-')"
            : err == ENOENT && *path && tool_dots_resolve(path) != 0
                ? "a '.' or '..' after a folder that does not exist yet"
+           : err == EISDIR && *path && path[strlen(path) - 1] == '/'
+               ? "a path ending in '/' names a folder; name the file"
                : strerror(err);
 }
 

@@ -17,8 +17,8 @@ int tool_out_check(const char *path);
 
 /* What tool_out_check's errno err for path means for the tool's message: for EINVAL "not a
  * regular file (a device, pipe or socket is there)", for ESPIPE what "-" is not, for ENOENT from
- * a "." or ".." after a folder that does not exist yet that, else strerror(err). A static
- * string. */
+ * a "." or ".." after a folder that does not exist yet that, for EISDIR from a path ending in '/'
+ * that it names a folder, else strerror(err). A static string. */
 const char *tool_out_why(const char *path, int err);
 
 /* Creates the missing parent directories of path (mkdir -p of its dirname, mode 0755 before the
