@@ -505,16 +505,22 @@ def test_python_tool_usage_error_with_stdout_closed(name):
     assert "Traceback" not in r.stderr
 
 
-def test_plot_loss_names_are_text(tmp_path):
-    # a run name with "$" is drawn as text, not parsed as TeX (which failed with a traceback)
+def plot_loss_png(tmp_path, text):
+    """plot-loss run on a LOSS.csv holding text (skipped without matplotlib): its
+    CompletedProcess, after checking that it exited 0 and wrote a PNG."""
     pytest.importorskip("matplotlib", reason="matplotlib is not installed: plot-loss draws nothing")
-    loss = tmp_path / "loss.csv"
-    loss.write_text("run,step,loss\n$\\frac{$,1,0.5\n$\\frac{$,2,0.25\nbf16,1,0.4\n")
-    png = tmp_path / "loss.png"
+    loss, png = tmp_path / "loss.csv", tmp_path / "loss.png"
+    loss.write_text(text)
     script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
     r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return r
+
+
+def test_plot_loss_names_are_text(tmp_path):
+    # a run name with "$" is drawn as text, not parsed as TeX (which failed with a traceback)
+    plot_loss_png(tmp_path, "run,step,loss\n$\\frac{$,1,0.5\n$\\frac{$,2,0.25\nbf16,1,0.4\n")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
@@ -535,12 +541,7 @@ def test_get_real_weights_full_stdout(tmp_path):
 def test_plot_loss_skips_what_a_log_axis_cannot_draw(tmp_path):
     # a diverged run's NaN, infinite or non-positive losses are counted, not drawn, without
     # matplotlib's warnings; the other points are drawn
-    pytest.importorskip("matplotlib", reason="matplotlib is not installed: plot-loss draws nothing")
-    loss = tmp_path / "loss.csv"
-    loss.write_text("run,step,loss\na,1,0.5\na,2,nan\na,3,-1\nb,1,inf\nb,2,0.3\nc,1,0\n")
-    png = tmp_path / "loss.png"
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
-    r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stderr == "", r.stderr
+    r = plot_loss_png(tmp_path, "run,step,loss\na,1,0.5\na,2,nan\na,3,-1\nb,1,inf\nb,2,0.3\n"
+                                "c,1,0\n")
+    assert r.stderr == "", r.stderr
     assert "(4 points not drawn: a loss that is NaN, infinite or not positive)" in r.stdout
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
