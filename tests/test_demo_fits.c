@@ -55,10 +55,29 @@ static void test_each_check_leaves_recipes_out(void **state) {
         }
 }
 
+/* A block whose output is zero (a file of zeros) has no loss scale: demo_train refuses it before
+ * any GPU work (ctx NULL here) and counts one failure, instead of training towards 0/0. */
+static void test_zero_block_not_trained(void **state) {
+    (void)state;
+    enum { M = 32, K = 64, F = 64, N = 64 };
+    demo_block b = {.M = M, .K = K, .F = F, .N = N, .eps = 1e-12};
+    double **arrays[] = {&b.x, &b.ln_w, &b.ln_b, &b.w1, &b.b1, &b.w2, &b.b2};
+    const size_t sizes[] = {M * K, K, K, F * K, F, N * F, N};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        *arrays[i] = calloc(sizes[i], sizeof(double));
+        assert_non_null(*arrays[i]);
+    }
+    const demo_train_opts o = {.steps = 2, .lr = 1e-3, .noise = 0.5, .seed = 1};
+    assert_int_equal(demo_train(NULL, &b, &o), 1);
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        free(*arrays[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_block_fits_every_recipe),
         cmocka_unit_test(test_each_check_leaves_recipes_out),
+        cmocka_unit_test(test_zero_block_not_trained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

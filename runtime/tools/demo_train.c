@@ -459,6 +459,14 @@ int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o) {
     tk.ss = 0.0;
     for (int64_t i = 0; i < M * N; i++)
         tk.ss += tk.ystar[i] * tk.ystar[i];
+    if (!(tk.ss > 0.0 && isfinite(tk.ss))) { /* before any GPU work: the loss has no scale */
+        printf("\nNot training the checkpoint's block: its output y* = fc2(gelu(fc1(ln(x)))) has "
+               "||y*||^2 = %g on these weights and activations, so the loss ||y - y*||^2 / "
+               "||y*||^2 is not defined (a block file of zeros, or one whose values overflow).\n",
+               tk.ss);
+        free(tk.ystar);
+        return 1;
+    }
     printf("\nTraining the checkpoint's LayerNorm + MLP block: x [%lld, %lld] (real activations), "
            "fc1 [%lld, %lld], gelu, fc2 [%lld, %lld].\n"
            "Task: recover the block's own output y* = fc2(gelu(fc1(ln(x)))) from W1, W2 perturbed "

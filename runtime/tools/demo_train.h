@@ -39,7 +39,8 @@ typedef struct demo_train_opts {
  * _bwd on the GPU (weights re-quantized once per step through the weight cache, delayed scaling's
  * scales updated once per step). A recipe whose fake shapes reject the block's tensors is left
  * out with a line saying why. Prints a table; returns the number of runs whose loss became NaN
- * or did not fall below half its start, plus 1 when writing o->csv failed. */
+ * or did not fall below half its start, plus 1 when writing o->csv failed; 1, with a line saying
+ * why and nothing run (ctx unused), when ||y*||^2 is 0 or not finite (no loss to train). */
 int demo_train(qf_ctx_t *ctx, const demo_block *b, const demo_train_opts *o);
 
 /* 1 when registry recipe r would train block b (it has a quantizer and a GEMM, and its fake
