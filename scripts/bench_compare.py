@@ -32,7 +32,7 @@ def load(path):
     try:
         with qf_stdout.open_input(path, newline="", encoding="utf-8-sig") as f:
             lines = [(n, line) for n, line in enumerate(f, 1) if not line.startswith("#")]
-        reader = csv.DictReader(line for _, line in lines)
+        reader = csv.DictReader((line for _, line in lines), strict=True)
         missing = [k for k in KEY + ("us_median",) if k not in (reader.fieldnames or [])]
         if missing:
             raise BadInput("%s: not a qfuse-bench CSV (no %s column)" % (path, missing[0]))

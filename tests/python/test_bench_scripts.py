@@ -441,3 +441,13 @@ def test_compare_reads_a_bom(tmp_path):
     b.write_bytes(b"\xef\xbb\xbf" + open(a, "rb").read())
     r = bench_compare([a, str(b)])
     assert r.returncode == 0 and "1 rows compared" in r.stdout, r.stderr
+
+
+def test_compare_refuses_an_unterminated_quote(tmp_path):
+    """A quoted field that never ends (a file cut short) is not a qfuse-bench CSV (exit 2), not
+    a field that swallows the rest of the file."""
+    a = bench_csv(tmp_path, "a.csv", [(1024, "100.0")])
+    b = tmp_path / "b.csv"
+    b.write_text(open(a).read() + 'quant,mxfp8,"nq\n')
+    r = bench_compare([a, str(b)])
+    assert r.returncode == 2 and "unexpected end of data" in r.stderr, r.stderr
