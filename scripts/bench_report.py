@@ -490,7 +490,6 @@ def plot(path, qrows, prows):
     try:
         import matplotlib
         matplotlib.use("Agg")
-        matplotlib.rcParams["text.parse_math"] = False  # names are text: a "$" is no TeX
         import matplotlib.pyplot as plt
     except ImportError:
         print("no matplotlib: %s not written" % path)
@@ -528,10 +527,11 @@ def plot_panel(ax, label, shapes, copy):
         ax.axhline(copy, color="black", linestyle="--", linewidth=1,
                    label="D2D copy %.2f TB/s" % copy)
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, fontsize=8)
+    ax.set_xticklabels([qf_stdout.plot_text(n) for n in names], fontsize=8)
     ax.set_ylabel("TB/s")
     no_qfuse = not any("qfuse" in v for v in shapes.values())
-    ax.set_title(label + (" (no qfuse kernel yet)" if no_qfuse else ""), fontsize=10)
+    ax.set_title(qf_stdout.plot_text(label) + (" (no qfuse kernel yet)" if no_qfuse else ""),
+                 fontsize=10)
 
 
 # ============================================================================ main

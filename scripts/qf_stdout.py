@@ -1,8 +1,9 @@
 """The exit of the scripts/ tools written in Python: a tool's main, then its standard output
 flushed, so that output that cannot be written (a closed stream, a full disk, a closed pipe) is
 exit status 1 with one line on the standard error, as for the C tools (docs/tools.md); an
-argparse parser whose --help does not hide such an error; and the opening of their input files
-(open_input), which are regular files of bounded size, as the C tools read."""
+argparse parser whose --help does not hide such an error; the opening of their input files
+(open_input), which are regular files of bounded size, as the C tools read; and the text of
+their plots (plot_text)."""
 import argparse
 import errno
 import io
@@ -49,6 +50,13 @@ def run(name, main, *args):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         rc = 1
     sys.exit(rc)
+
+
+def plot_text(text):
+    """text (a run's, recipe's or shape's name) as matplotlib draws it unchanged: each "$"
+    escaped, since two of them would start TeX math (mathtext), which also draws the plots' own
+    labels (a log axis's 10^x) and so stays on."""
+    return text.replace("$", "\\$")
 
 
 class StdoutError(Exception):

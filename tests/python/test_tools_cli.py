@@ -5,6 +5,7 @@ scripts/gpu-compare keeps its own --csv (docs/tools.md)."""
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -519,8 +520,31 @@ def plot_loss_png(tmp_path, text):
 
 
 def test_plot_loss_names_are_text(tmp_path):
-    # a run name with "$" is drawn as text, not parsed as TeX (which failed with a traceback)
-    plot_loss_png(tmp_path, "run,step,loss\n$\\frac{$,1,0.5\n$\\frac{$,2,0.25\nbf16,1,0.4\n")
+    # a run name with "$" is drawn as text, not parsed as TeX (which failed with a traceback),
+    # while the log axis's own math labels (10^x) are still parsed; a name's characters the font
+    # lacks are one warning line; an output named ".png" is that file
+    r = plot_loss_png(tmp_path, "run,step,loss\n$\\frac{$,1,0.5\n$\\frac{$,2,0.25\n"
+                                "bf16,1,0.4\n\u4e2d\u6587,1,0.3\n")
+    assert r.stderr == "plot-loss: warning: characters of the run names that matplotlib's font " \
+        "lacks are drawn as boxes\n"
+    import importlib.machinery
+    import importlib.util
+    import matplotlib.pyplot as plt
+    scripts = os.path.join(os.path.dirname(__file__), "..", "..", "scripts")
+    if scripts not in sys.path:  # plot-loss imports qf_stdout from there
+        sys.path.insert(0, scripts)
+    loader = importlib.machinery.SourceFileLoader("plot_loss", os.path.join(scripts, "plot-loss"))
+    spec = importlib.util.spec_from_loader("plot_loss", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    out = tmp_path / ".png"
+    assert mod.main(["plot-loss", str(tmp_path / "loss.csv"), str(out)]) == 0
+    assert out.is_file() and not (tmp_path / ".png.png").exists()
+    import matplotlib
+    assert matplotlib.rcParams["text.parse_math"]  # the axis's labels are math text
+    legend = plt.gcf().axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()][:2] == ["\\$\\frac{\\$", "bf16"]
+    plt.close("all")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
