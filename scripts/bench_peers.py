@@ -585,8 +585,9 @@ def csv_check(path):
     """Raises the OSError that writing the CSV at path would (naming the path, or the folder that
     refuses it), before any timing and GPU or not, leaving nothing behind: an empty path or "-",
     a path ending in "/", an existing path that is not a regular file (a folder, a device such as
-    /dev/null), or where no file can be made: the nearest existing folder is tried with a
-    temporary file, made and removed, as qfuse-bench's --csv is (docs/tools.md)."""
+    /dev/null), a "." or ".." after a folder that does not exist yet, or where no file can be
+    made: the nearest existing folder is tried with a temporary file, made and removed, as
+    qfuse-bench's --csv is (docs/tools.md)."""
     if path in ("", "-") or path.endswith("/"):
         raise OSError(errno.EINVAL, "not a file name (a path to a .csv file to write)", path)
     if os.path.lexists(path):
@@ -594,6 +595,12 @@ def csv_check(path):
             raise OSError(errno.EINVAL, "not a regular file", path)
         with open(path, "a"):  # opened for writing, its bytes kept
             return
+    parts, seen = path.split("/"), ""
+    for i, part in enumerate(parts[:-1]):  # qfuse-bench's rule: once a folder is missing, a
+        seen = seen + part + "/"           # later "." or ".." would name another file when made
+        if part and not os.path.lexists(seen) and any(p in (".", "..") for p in parts[i + 1:]):
+            raise OSError(errno.ENOENT, "a '.' or '..' after a folder that does not exist yet",
+                          path)
     folder = os.path.dirname(os.path.abspath(path))
     while not os.path.lexists(folder):
         folder = os.path.dirname(folder)
