@@ -341,24 +341,28 @@ def test_gpu_check_debs_checked(tmp_path):
     assert not os.path.exists(os.path.join(log, "build.log"))
 
 
-@pytest.mark.parametrize("logdir", ["", "file/sub", "file"])
-def test_gpu_check_logdir_checked(tmp_path, logdir):
-    """gpu-check --logdir: an empty value or a folder that cannot be made is refused (exit 2)
-    before anything runs, not logged into / or nowhere."""
+@pytest.mark.parametrize("args", [["--logdir", ""], ["--logdir", "file/sub"],
+                                  ["--logdir", "file"], ["--debs", ""],
+                                  ["--logdir", "--quick"], ["--debs", "--logdir", "x"]])
+def test_gpu_check_folders_checked(tmp_path, args):
+    """gpu-check --logdir / --debs: an empty value, an option taken for the folder, or a folder
+    that cannot be made is refused (exit 2) before anything runs, not logged into / or a folder
+    named like an option."""
     (tmp_path / "file").write_text("")
     script = os.path.join(ROOT, "scripts", "gpu-check")
-    r = subprocess.run([script, "--logdir", logdir, "--skip-tests", "--skip-demo"],
+    r = subprocess.run([script] + args + ["--skip-tests", "--skip-demo"],
                        capture_output=True, text=True, timeout=60, cwd=str(tmp_path))
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
-    assert r.stderr.startswith("gpu-check: --logdir ") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("gpu-check: %s " % args[0]) and r.stderr.count("\n") == 1, r.stderr
     assert sorted(os.listdir(tmp_path)) == ["file"]
 
 
 @pytest.mark.parametrize("args", [["--download"], ["--download", ""], ["--download", "a", "b"],
-                                  ["--download", "file/sub"]])
+                                  ["--download", "file/sub"], ["--download", "--check"],
+                                  ["--tool", "plot", "extra"]])
 def test_install_deps_download_checked(tmp_path, args):
-    """install-deps --download DIR: one folder it can make and write, else exit 2 before any
-    download, one line."""
+    """install-deps --download DIR: one folder it can make and write (not an option), else exit 2
+    before any download, one line; --tool takes one name."""
     (tmp_path / "file").write_text("")
     script = os.path.join(ROOT, "scripts", "install-deps")
     r = subprocess.run([script] + args, capture_output=True, text=True, timeout=60,
