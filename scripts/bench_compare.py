@@ -55,7 +55,7 @@ def load(path):
             else:
                 untimed.add(key)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise BadInput("cannot read %s: %s" % (path, e)) from None
+        raise BadInput("cannot read %s: %s" % (path, qf_stdout.why(e))) from None
     return timed, untimed
 
 

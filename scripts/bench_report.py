@@ -69,7 +69,7 @@ def read_csv(path):
         reader = csv.DictReader(body, restval="")
         rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise ReportError("cannot read %s: %s" % (path, e)) from e
+        raise ReportError("cannot read %s: %s" % (path, qf_stdout.why(e))) from e
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
     if body and missing:
         raise ReportError("%s lacks the column(s) %s: not a CSV of build/qfuse-bench or "
@@ -454,7 +454,7 @@ def read_page(path):
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise ReportError("--doc %s: %s (the page whose tables are rewritten; --no-doc leaves it "
-                          "alone)" % (path, e)) from e
+                          "alone)" % (path, qf_stdout.why(e))) from e
     if BEGIN not in text or END not in text.split(BEGIN, 1)[1]:
         raise ReportError("--doc %s has no %s ... %s markers in that order (the tables go "
                           "between them; --no-doc leaves the page alone)" % (path, BEGIN, END))
@@ -610,7 +610,7 @@ def report(args, qpath, ppath):
             path = args.doc
             update_doc(path, page, lines)
     except OSError as e:
-        raise ReportError("cannot write %s: %s" % (path, e)) from e
+        raise ReportError("cannot write %s: %s" % (path, qf_stdout.why(e))) from e
     if not update:
         print("%s not updated (%s)" % (args.doc, "--quick: smoke run" if args.quick else
                                        "--no-doc: some sections only"))

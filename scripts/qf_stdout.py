@@ -52,6 +52,13 @@ def run(name, main, *args):
     sys.exit(rc)
 
 
+def why(err):
+    """The reason an error gives in a one-line message that names the file itself: an OSError's
+    strerror ("No such file or directory", "not a regular file"), not its "[Errno 2] ...: 'path'"
+    text; any other error's text."""
+    return err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+
+
 def plot_text(text):
     """text (a run's, recipe's or shape's name) as matplotlib draws it unchanged: each "$"
     escaped, since two of them would start TeX math (mathtext), which also draws the plots' own

@@ -431,6 +431,7 @@ def test_inputs_are_regular_files(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == rc and "not a regular file" in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        assert r.stderr.endswith(": not a regular file\n") and "[Errno" not in r.stderr
 
 
 def test_compare_reads_a_bom(tmp_path):
