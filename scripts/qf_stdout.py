@@ -88,7 +88,12 @@ class _Closed(io.TextIOBase):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose --help text goes through the standard output's own errors
-    (argparse drops them), so that run() sees a help that could not be written."""
+    (argparse drops them), so that run() sees a help that could not be written; options spelled
+    in full, as the C tools take them (no abbreviation: "--cs" is not "--csv")."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def print_help(self, file=None):
         (file or sys.stdout).write(self.format_help())

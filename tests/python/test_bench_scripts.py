@@ -452,3 +452,14 @@ def test_compare_refuses_an_unterminated_quote(tmp_path):
     b.write_text(open(a).read() + 'quant,mxfp8,"nq\n')
     r = bench_compare([a, str(b)])
     assert r.returncode == 2 and "unexpected end of data" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("script,args", [("bench_peers.py", ["--cs", "x.csv"]),
+                                         ("bench_compare.py", ["a", "b", "--lim", "1"]),
+                                         ("bench_report.py", ["--di", "x"])])
+def test_python_options_spelled_in_full(script, args):
+    """The Python tools take options spelled in full, as the C tools do: an abbreviation is an
+    unrecognized argument (exit 2), not the option it starts."""
+    r = subprocess.run(["python3", os.path.join(ROOT, "scripts", script)] + args,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unrecognized arguments: %s" % args[-2] in r.stderr, r.stderr
