@@ -595,15 +595,18 @@ def csv_check(path):
             raise OSError(errno.EINVAL, "not a regular file", path)
         with open(path, "a"):  # opened for writing, its bytes kept
             return
-    parts, seen = path.split("/"), ""
-    for i, part in enumerate(parts[:-1]):  # qfuse-bench's rule: once a folder is missing, a
-        seen = seen + part + "/"           # later "." or ".." would name another file when made
-        if part and not os.path.lexists(seen) and any(p in (".", "..") for p in parts[i + 1:]):
-            raise OSError(errno.ENOENT, "a '.' or '..' after a folder that does not exist yet",
-                          path)
-    folder = os.path.dirname(os.path.abspath(path))
-    while not os.path.lexists(folder):
-        folder = os.path.dirname(folder)
+    # the nearest existing folder, walked down from the top; once one is missing, a later "."
+    # or ".." would name another file when the folders are made (qfuse-bench's rule)
+    parts = path.split("/")
+    folder = "/" if path.startswith("/") else "."
+    for i in range(len(parts) - 1):
+        prefix = "/".join(parts[:i + 1]) or "/"
+        if not os.path.lexists(prefix):
+            if any(p in (".", "..") for p in parts[i + 1:]):
+                raise OSError(errno.ENOENT, "a '.' or '..' after a folder that does not exist "
+                              "yet", path)
+            break
+        folder = prefix
     if not os.path.isdir(folder):
         raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
     try:
