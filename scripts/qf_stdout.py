@@ -75,6 +75,16 @@ class StdoutError(Exception):
         self.err = err
 
 
+def print_line(text, file=None):
+    """print(text) to file (default: the standard output), flushed; a failed write raises
+    StdoutError, which a main that turns every other error into its own message lets through to
+    run()."""
+    try:
+        print(text, file=file, flush=True)
+    except OSError as e:
+        raise StdoutError(e) from None
+
+
 class _Closed(io.TextIOBase):
     """The standard output of a process started without one: every write is the error EBADF
     (Bad file descriptor), as the C tools' writes to a closed descriptor."""
