@@ -23,14 +23,14 @@ import re
 import statistics
 import sys
 
+import qf_stdout
+
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 PEER_KINDS = {"peer_eager": "speedup_eager", "peer_compile": "speedup_compile"}
 MATCH_FIELDS = ("op", "norm", "dtype", "outputs", "M", "K", "N")
 # The columns this script reads from both CSVs (qfuse-bench writes them all, bench_peers.py too).
 REQUIRED = ("kind", "recipe") + MATCH_FIELDS + ("us_median",)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-import qf_stdout
 
 
 class ReportError(Exception):
