@@ -1,26 +1,19 @@
 """The benchmark's operand data (--gemm-data), without a GPU: qfuse-bench and
 scripts/bench_peers.py take the same choices, and the peers' FP8 block-scaling quantizer follows
 numerics 2.5 on its examples (that part needs PyTorch; it runs on the CPU)."""
-import importlib.util
 import os
-import sys
 import subprocess
 
 import pytest
+
+import script_module
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
 def load_script(name):
-    """scripts/<name>.py as a module (scripts/ on the path, as for a script run from there: its
-    sibling modules, qf_stdout, import)."""
-    if os.path.join(ROOT, "scripts") not in sys.path:
-        sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    spec = importlib.util.spec_from_file_location(
-        name, os.path.join(ROOT, "scripts", name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """scripts/<name>.py as a module (script_module.load)."""
+    return script_module.load(name + ".py")
 
 
 def load_bench_peers():

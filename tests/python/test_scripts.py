@@ -2,27 +2,19 @@
 its download cache at an absolute path (a relative QFUSE_DATA_CACHE would put an 80 MB wheel in
 whatever directory the command runs from); scripts/run-tests sums cmocka binaries' results, one
 at a time or several at once (--jobs), on stand-in binaries."""
-import importlib.machinery
-import importlib.util
 import os
 import re
 import subprocess
-import sys
 
 import pytest
+
+import script_module
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
 
 def load_get_real_weights():
-    path = os.path.join(ROOT, "scripts", "get-real-weights")
-    if os.path.dirname(path) not in sys.path:  # as for the script run from there: qf_stdout
-        sys.path.insert(0, os.path.dirname(path))
-    loader = importlib.machinery.SourceFileLoader("get_real_weights", path)
-    spec = importlib.util.spec_from_loader("get_real_weights", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    return script_module.load("get-real-weights")
 
 
 def test_relative_data_cache_is_ignored(tmp_path, monkeypatch, capsys):

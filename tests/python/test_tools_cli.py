@@ -5,9 +5,10 @@ scripts/gpu-compare keeps its own --csv (docs/tools.md)."""
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
+
+import script_module
 
 
 def run(args, cwd=None):
@@ -527,16 +528,8 @@ def test_plot_loss_names_are_text(tmp_path):
                                 "bf16,1,0.4\n\u4e2d\u6587,1,0.3\n")
     assert r.stderr == "plot-loss: warning: characters of the run names that matplotlib's font " \
         "lacks are drawn as boxes\n"
-    import importlib.machinery
-    import importlib.util
     import matplotlib.pyplot as plt
-    scripts = os.path.join(os.path.dirname(__file__), "..", "..", "scripts")
-    if scripts not in sys.path:  # plot-loss imports qf_stdout from there
-        sys.path.insert(0, scripts)
-    loader = importlib.machinery.SourceFileLoader("plot_loss", os.path.join(scripts, "plot-loss"))
-    spec = importlib.util.spec_from_loader("plot_loss", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    mod = script_module.load("plot-loss")
     out = tmp_path / ".png"
     assert mod.main(["plot-loss", str(tmp_path / "loss.csv"), str(out)]) == 0
     assert out.is_file() and not (tmp_path / ".png.png").exists()
