@@ -485,7 +485,7 @@ def test_demo_names_the_chosen_recipes(built_tool, tmp_path):
                                       ([], "got 0")])
 def test_plot_loss_usage_errors(args, why):
     # a usage error says what was wrong and the usage line (exit 2), not the whole help
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
+    script = os.path.join(script_module.SCRIPTS, "plot-loss")
     r = subprocess.run([script] + args, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("plot-loss: ") and why in r.stderr, r.stderr
@@ -498,7 +498,7 @@ def test_plot_loss_usage_errors(args, why):
 def test_python_tool_usage_error_with_stdout_closed(name):
     # started with the standard output closed, a usage error is still one (exit 2 and its own
     # message), as the C tools'; only a write to the standard output is exit 1
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", name)
+    script = os.path.join(script_module.SCRIPTS, name)
     r = subprocess.run([script, "--bogus", "a.csv", "b.csv"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True, timeout=60,
                        preexec_fn=lambda: os.close(1))
@@ -513,7 +513,7 @@ def plot_loss_png(tmp_path, text):
     pytest.importorskip("matplotlib", reason="matplotlib is not installed: plot-loss draws nothing")
     loss, png = tmp_path / "loss.csv", tmp_path / "loss.png"
     loss.write_text(text)
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "plot-loss")
+    script = os.path.join(script_module.SCRIPTS, "plot-loss")
     r = subprocess.run([script, str(loss), str(png)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -544,7 +544,7 @@ def test_plot_loss_names_are_text(tmp_path):
 def test_get_real_weights_full_stdout(tmp_path):
     # its progress lines failing is the standard output's error (exit 1, one line), not reported
     # as a failed extraction, and --if-possible does not turn it into a skip
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "get-real-weights")
+    script = os.path.join(script_module.SCRIPTS, "get-real-weights")
     env = dict(os.environ, QFUSE_DATA_CACHE=str(tmp_path / "cache"))
     for extra in ([], ["--if-possible"]):
         with open("/dev/full", "w") as full:
