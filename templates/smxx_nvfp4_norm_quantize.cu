@@ -129,8 +129,13 @@ __device__ __forceinline__ unsigned e2m1_rn(float v) {
     return sign | c;
 }
 
-/* Stochastic rounding of v with the random word u (qf_e2m1_sr_ref): hi iff
- * u < ceil(frac * 2^32), frac = (|v| - lo) / (hi - lo) exact. */
+/* Stochastic rounding of v with the random word u (qf_e2m1_sr_ref): hi iff u < threshold =
+ * ceil(frac * 2^32), frac = (|v| - lo) / (hi - lo). That quotient is exact, and so is its
+ * threshold, read here from the bits of a = |v| (biased exponent E, mantissa m) with no
+ * division: for a in [1, 6) the grid step is 2^(E-128), so frac = (m mod 2^22) / 2^22 and
+ * threshold = (m mod 2^22) 2^10, lo = 2 (E - 126) + the mantissa's top bit; in [0.5, 1)
+ * (step 0.5) frac = m / 2^23, threshold = m 2^9, lo = 1; below 0.5, frac = 2a and
+ * threshold = ceil(a 2^33) (exact scaling, below 2^32), lo = 0. */
 __device__ __forceinline__ unsigned e2m1_sr(float v, unsigned u) {
     if (v != v)
         return 0x7u;
@@ -138,24 +143,14 @@ __device__ __forceinline__ unsigned e2m1_sr(float v, unsigned u) {
     const float a = fabsf(v);
     if (a >= 6.0f)
         return sign | 0x7u;
-    unsigned lo;
-    float glo, ghi;
-    if (a < 0.5f)
-        lo = 0, glo = 0.0f, ghi = 0.5f;
-    else if (a < 1.0f)
-        lo = 1, glo = 0.5f, ghi = 1.0f;
-    else if (a < 1.5f)
-        lo = 2, glo = 1.0f, ghi = 1.5f;
-    else if (a < 2.0f)
-        lo = 3, glo = 1.5f, ghi = 2.0f;
-    else if (a < 3.0f)
-        lo = 4, glo = 2.0f, ghi = 3.0f;
-    else if (a < 4.0f)
-        lo = 5, glo = 3.0f, ghi = 4.0f;
+    const unsigned bits = __float_as_uint(a), e = bits >> 23;
+    unsigned lo, threshold;
+    if (e >= 127u)
+        lo = 2u * (e - 126u) + ((bits >> 22) & 1u), threshold = (bits & 0x3FFFFFu) << 10;
+    else if (e == 126u)
+        lo = 1u, threshold = (bits & 0x7FFFFFu) << 9;
     else
-        lo = 6, glo = 4.0f, ghi = 6.0f;
-    const float frac = __fdiv_rn(a - glo, ghi - glo);
-    const unsigned threshold = static_cast<unsigned>(ceilf(frac * 4294967296.0f));
+        lo = 0u, threshold = static_cast<unsigned>(ceilf(__fmul_rn(a, 8589934592.0f)));
     return sign | (u < threshold ? lo + 1u : lo);
 }
 
