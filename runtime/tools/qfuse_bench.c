@@ -98,7 +98,7 @@ static void usage(FILE *f) {
                "              fp8_block): quantized (default: the recipe's own quantizers applied\n"
                "              to N(0, 1) data, in each operand's role) or bytes (random data\n"
                "              bytes, every block scale 1)\n"
-               "  --help      this text\n"
+               "  --help, -h  this text\n"
                "CSV columns: kind,recipe,op,norm,dtype,outputs,M,K,N,bytes,flops,us_median,tbps,\n"
                "tflops,ratio_copy,ratio_cublaslt,speedup_eager,speedup_compile,note (the speedups\n"
                "are filled by scripts/bench_report.py). Without a GPU it exits 0.\n"

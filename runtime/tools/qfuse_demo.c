@@ -513,7 +513,7 @@ static void usage(FILE *f) {
                "                   are made)\n"
                "  --recipe R       only recipe R (repeatable; default: every built-in\n"
                "                   recipe, the names of recipes/*.lua)\n"
-               "  --help           this text\n"
+               "  --help, -h       this text\n"
                "Without a GPU it compiles every kernel for sm_90 and prints the keys and the\n"
                "fake shapes. Exit status: 0 success, 1 failure, 2 bad usage.\n");
 }

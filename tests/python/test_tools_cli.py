@@ -45,6 +45,14 @@ def test_options_spelled_in_full(built_tool, name, arg, says):
     assert r.returncode == 2 and says in r.stderr and "usage:" not in r.stdout, r.stderr
 
 
+@pytest.mark.parametrize("name", ["qfuse-bench", "qfuse-demo"])
+def test_short_help(built_tool, name):
+    # -h is --help in every C tool (qfuse-gen and qfuse-cache took it, these two refused it)
+    long, short = run([built_tool(name), "--help"]), run([built_tool(name), "-h"])
+    assert short.returncode == 0 and short.stdout == long.stdout and "usage:" in short.stdout
+    assert "--help, -h" in short.stdout
+
+
 @pytest.mark.parametrize("cmd,says", [
     (["qfuse-bench", "--csv", "--help"], "option '--csv' needs a value (the next argument, "
      "'--help', is an option"),
