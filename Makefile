@@ -133,7 +133,7 @@ help:
 	@echo "variables: CUDA_HOME BUILD_DIR PREFIX QFUSE_DEPS_PREFIX V=1"
 
 # ---- dependencies and flag tracking (install-deps runs again when the flags change: CUDA_HOME)
-$(DEPS_OK): scripts/install-deps $(FLAGS_FILE) | $(B)/
+$(DEPS_OK): scripts/install-deps scripts/folder_arg.sh $(FLAGS_FILE) | $(B)/
 	$(Q)CUDA_HOME=$(CUDA_HOME) QFUSE_DEPS_PREFIX=$(QFUSE_DEPS_PREFIX) scripts/install-deps
 	$(Q)touch $@
 
