@@ -41,8 +41,8 @@ static inline int tool_usage_exit(int help, void (*usage)(FILE *)) {
 /* getopt_long over the long options of longs only, each spelled in full, as --help lists them,
  * and -h for --help: another short option ("-q") is unknown to getopt, and an abbreviation
  * ("--it" for --iters), which getopt_long would take, is refused here, as is a separate value
- * that reads as an option ("--csv --help": tool_looks_like_opt). Returns getopt_long's value, or '?' after the message
- * (the tools then print the hint and exit 2). */
+ * that reads as an option ("--csv --help": tool_looks_like_opt). Returns getopt_long's value, or
+ * '?' after the message (the tools then print the hint and exit 2). */
 static inline int tool_getopt(int argc, char **argv, const struct option *longs) {
     int li = -1;
     const int c = getopt_long(argc, argv, "h", longs, &li); /* -h: --help, as qfuse-gen's */
